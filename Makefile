@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make demo` and `make test` (README.md).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: test test-all demo up protos install clean
+
+test: $(STAMP) protos
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(STAMP) protos
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: $(STAMP) protos
+	$(VENV)/bin/tidelake demo
+
+install: $(STAMP)
+
+# Venv + pinned deps. The Spark provider pulls pyspark-client, which shares pyspark's files,
+# so the full pyspark is force-reinstalled last (facts/stack.md §0.4).
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[airflow,dev]'
+	$(PY) -m pip install --quiet --force-reinstall --no-deps pyspark==4.2.0
+	$(PY) -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '4.2.0' else 'pyspark is ' + v)"
+	@touch $(STAMP)
+
+# Generated gRPC/protobuf code is committed (pip installs from git need no protoc); this
+# regenerates it deterministically, and CI fails if the committed copy differs.
+protos: $(STAMP)
+	$(PY) tools/gen_protos.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

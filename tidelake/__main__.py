@@ -1,0 +1,5 @@
+import sys
+
+from tidelake.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""`tidelake` command line: one sub-module per command group, imported lazily.
+
+Each module in COMMANDS exposes `register(subparsers)`, which adds its sub-command(s) and sets
+`handler` (a callable taking the parsed namespace and returning an exit code). Heavy imports
+(Spark, gRPC servers) belong inside handlers so `tidelake --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tidelake import __version__
+from tidelake.errors import TidelakeError
+
+COMMANDS = ("decode",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tidelake", description="Replicate TiDB tables into Delta Lake."
+    )
+    parser.add_argument("--version", action="version", version=f"tidelake {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"tidelake.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except TidelakeError as exc:
+        print(f"tidelake: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tidelake: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

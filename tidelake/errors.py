@@ -1,0 +1,13 @@
+"""Error types that reach users as one clear line instead of a traceback."""
+
+
+class TidelakeError(Exception):
+    """An error a user can act on; the CLI prints it as one line and exits with `exit_code`."""
+
+    exit_code = 1
+
+
+class InputError(TidelakeError):
+    """Bad input (bytes, files, arguments, config): exit code 2, like argparse usage errors."""
+
+    exit_code = 2

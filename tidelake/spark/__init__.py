@@ -1,0 +1,1 @@
+"""Spark side of tidelake: session construction and the Spark implementations of lake jobs."""
