@@ -1,0 +1,5 @@
+"""kvproto-compatible protobuf and gRPC modules (packages cdcpb, pdpb, metapb, errorpb, kvrpcpb, tikvpb).
+
+Generated from protos/*.proto by `make protos` (tools/gen_protos.py). Do not edit: edit the
+.proto files and regenerate; tests/protos fails when this folder is stale.
+"""
