@@ -56,12 +56,6 @@ class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SharedLock: _ClassVar[Op]
     SharedPessimisticLock: _ClassVar[Op]
 
-class Assertion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    None: _ClassVar[Assertion]
-    Exist: _ClassVar[Assertion]
-    NotExist: _ClassVar[Assertion]
-
 class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     NoAction: _ClassVar[Action]
@@ -96,9 +90,6 @@ PessimisticLock: Op
 CheckNotExists: Op
 SharedLock: Op
 SharedPessimisticLock: Op
-None: Assertion
-Exist: Assertion
-NotExist: Assertion
 NoAction: Action
 TTLExpireRollback: Action
 LockNotExistRollback: Action
@@ -419,18 +410,16 @@ class CommitTsTooLarge(_message.Message):
     def __init__(self, commit_ts: _Optional[int] = ...) -> None: ...
 
 class AssertionFailed(_message.Message):
-    __slots__ = ("start_ts", "key", "assertion", "existing_start_ts", "existing_commit_ts")
+    __slots__ = ("start_ts", "key", "existing_start_ts", "existing_commit_ts")
     START_TS_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
-    ASSERTION_FIELD_NUMBER: _ClassVar[int]
     EXISTING_START_TS_FIELD_NUMBER: _ClassVar[int]
     EXISTING_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
     start_ts: int
     key: bytes
-    assertion: Assertion
     existing_start_ts: int
     existing_commit_ts: int
-    def __init__(self, start_ts: _Optional[int] = ..., key: _Optional[bytes] = ..., assertion: _Optional[_Union[Assertion, str]] = ..., existing_start_ts: _Optional[int] = ..., existing_commit_ts: _Optional[int] = ...) -> None: ...
+    def __init__(self, start_ts: _Optional[int] = ..., key: _Optional[bytes] = ..., existing_start_ts: _Optional[int] = ..., existing_commit_ts: _Optional[int] = ...) -> None: ...
 
 class PrimaryMismatch(_message.Message):
     __slots__ = ("lock_info",)
