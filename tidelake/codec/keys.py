@@ -1,0 +1,135 @@
+"""TiDB table keys: record and index keys, table spans, and the raw <-> region-space mapping.
+
+Raw keys are what TiDB writes and what CDC events carry; PD regions and CDC request spans use
+`EncodeBytes(raw)` ("region space", facts/tidb_codec.md §2.5). Keeping both here, with names
+that say which space they are in, is what stops the puller comparing keys across spaces.
+"""
+
+from __future__ import annotations
+
+from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
+from tidelake.codec.number import decode_int, encode_int
+from tidelake.errors import InputError
+
+# facts/tidb_codec.md §2.1–2.2
+TABLE_PREFIX = b"t"
+RECORD_SEP = b"_r"
+INDEX_SEP = b"_i"
+TABLE_PREFIX_LEN = 9  # 't' + EncodeInt(tid); also TableSplitKeyLen
+RECORD_PREFIX_LEN = 11  # 't' + EncodeInt(tid) + '_r'
+INT_HANDLE_KEY_LEN = 19  # RecordRowKeyLen
+INDEX_PREFIX_LEN = 19  # 't' + EncodeInt(tid) + '_i' + EncodeInt(index id)
+
+MAX_INT48 = (1 << 48) - 1
+# facts/kvproto.md §12.1, facts/tidb_codec.md §2.4: mysql.tidb_ddl_job / tidb_ddl_history
+DDL_JOB_TABLE_ID = MAX_INT48 - 1
+DDL_HISTORY_TABLE_ID = MAX_INT48 - 3
+
+# facts/tidb_codec.md §2.1: kv.NewCommonHandle pads shorter handles so they never look like ints.
+COMMON_HANDLE_MIN_LEN = 9
+
+
+def table_prefix(table_id: int) -> bytes:
+    """Raw `'t' + EncodeInt(table_id)`: the common prefix of all keys of one physical table."""
+    return TABLE_PREFIX + encode_int(table_id)
+
+
+def table_split_key(table_id: int) -> bytes:
+    """Region-space key where TiDB splits regions at a table boundary (§2.5, vector D6)."""
+    return encode_bytes(table_prefix(table_id))
+
+
+def record_prefix(table_id: int) -> bytes:
+    return table_prefix(table_id) + RECORD_SEP
+
+
+def record_key(table_id: int, handle: int | bytes) -> bytes:
+    """Raw row key (§2.1): an int handle, or the already-encoded bytes of a common handle."""
+    if isinstance(handle, int):
+        return record_prefix(table_id) + encode_int(handle)
+    return record_prefix(table_id) + pad_common_handle(handle)
+
+
+def pad_common_handle(encoded: bytes) -> bytes:
+    """`kv.NewCommonHandle` zero-pads short handles to 9 bytes (§2.1)."""
+    if len(encoded) < COMMON_HANDLE_MIN_LEN:
+        return encoded + b"\x00" * (COMMON_HANDLE_MIN_LEN - len(encoded))
+    return encoded
+
+
+def index_prefix(table_id: int, index_id: int) -> bytes:
+    return table_prefix(table_id) + INDEX_SEP + encode_int(index_id)
+
+
+def index_key(table_id: int, index_id: int, encoded_values: bytes) -> bytes:
+    """Raw index key (§2.2); `encoded_values` are the flagged key datums, plus any handle suffix."""
+    return index_prefix(table_id, index_id) + encoded_values
+
+
+def is_table_key(key: bytes) -> bool:
+    return len(key) >= TABLE_PREFIX_LEN and key[:1] == TABLE_PREFIX
+
+
+def is_record_key(key: bytes) -> bool:
+    """`IsRecordKey` (§2.1)."""
+    return len(key) > RECORD_PREFIX_LEN and key[:1] == TABLE_PREFIX and key[9:11] == RECORD_SEP
+
+
+def is_index_key(key: bytes) -> bool:
+    return len(key) > RECORD_PREFIX_LEN and key[:1] == TABLE_PREFIX and key[9:11] == INDEX_SEP
+
+
+def table_id_of(key: bytes) -> int:
+    """Physical table (or partition) id of a raw table key (`DecodeTableID`)."""
+    if not is_table_key(key):
+        raise InputError(f"not a table key: expected 't' + 8 bytes at byte 0, got {key[:9].hex()!r}")
+    return decode_int(key, 1)[0]
+
+
+def decode_record_key(key: bytes) -> tuple[int, int | bytes]:
+    """(table id, handle): an int for 19-byte keys, else the common handle bytes (§11 step 3)."""
+    if not is_record_key(key):
+        raise InputError(f"not a record key: expected 't'<8 bytes>'_r' at byte 0, got {key[:11].hex()!r}")
+    table_id = decode_int(key, 1)[0]
+    if len(key) == INT_HANDLE_KEY_LEN:
+        return table_id, decode_int(key, RECORD_PREFIX_LEN)[0]
+    if len(key) < RECORD_PREFIX_LEN + COMMON_HANDLE_MIN_LEN:
+        raise InputError(
+            f"record key handle at byte {RECORD_PREFIX_LEN} is {len(key) - RECORD_PREFIX_LEN} bytes: "
+            "neither an 8-byte int handle nor a common handle (>= 9 bytes)"
+        )
+    return table_id, key[RECORD_PREFIX_LEN:]
+
+
+def decode_index_key(key: bytes) -> tuple[int, int, bytes]:
+    """(table id, index id, encoded index values and handle suffix) of a raw index key (§2.2)."""
+    if not is_index_key(key) or len(key) < INDEX_PREFIX_LEN:
+        raise InputError(f"not an index key: expected 't'<8 bytes>'_i'<8 bytes> at byte 0, got {key[:19].hex()!r}")
+    return decode_int(key, 1)[0], decode_int(key, 11)[0], key[INDEX_PREFIX_LEN:]
+
+
+def table_record_span(table_id: int) -> tuple[bytes, bytes]:
+    """Raw `[t{id}_r, t{id}_s)`: all rows, no indexes (TiCDC `GetTableRange`, §2.6)."""
+    prefix = table_prefix(table_id)
+    return prefix + RECORD_SEP, prefix + b"_s"
+
+
+def table_record_span_encoded(table_id: int) -> tuple[bytes, bytes]:
+    """Region-space record span (TiCDC `TableIDToComparableSpan`, §2.6, vector D5)."""
+    start, end = table_record_span(table_id)
+    return encode_bytes(start), encode_bytes(end)
+
+
+def to_region_key(raw: bytes) -> bytes:
+    """Raw key -> region space (`spanz.ToComparableKey`, §2.6)."""
+    return encode_bytes(raw)
+
+
+def from_region_key(encoded: bytes) -> bytes:
+    """Region-space key -> raw key; empty stays empty (it means -inf/+inf at a span's ends)."""
+    if not encoded:
+        return b""
+    raw, end = decode_bytes(encoded)
+    if end != len(encoded):
+        raise InputError(f"region key has {len(encoded) - end} trailing bytes after byte {end}")
+    return raw
