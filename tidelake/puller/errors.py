@@ -1,0 +1,21 @@
+"""Fatal puller errors: each one stops the feed and reaches the user as one line."""
+
+from __future__ import annotations
+
+from tidelake.errors import TidelakeError
+
+
+class PullerError(TidelakeError):
+    """The feed cannot go on without losing or inventing data; restart from the checkpoint."""
+
+
+class ProtocolViolationError(PullerError):
+    """TiKV sent something the CDC protocol forbids (facts/kvproto.md §13); TiCDC panics here."""
+
+
+class PrewriteNotMatchError(PullerError):
+    """A COMMIT after INITIALIZED without its PREWRITE (TiCDC `ErrPrewriteNotMatch`, §9.4)."""
+
+
+class IncompatibleClusterError(PullerError):
+    """Store version, cluster id or protocol compatibility rejected by us or by TiKV (§9.6, §9.9)."""
