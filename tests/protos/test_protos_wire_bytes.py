@@ -121,7 +121,9 @@ def test_parse_change_data_event_with_rows() -> None:
 def test_parse_batch_resolved_ts_with_packed_region_ids() -> None:
     """proto3 packs repeated uint64 (regions) into one length-delimited field, as TiKV sends it."""
     packed = varint(2) + varint(300) + varint(7)
-    resolved = length_delimited(1, packed) + tag(2, VARINT) + varint(449_000_000_000_000_000) + tag(3, VARINT) + varint(4)
+    resolved = b"".join(
+        [length_delimited(1, packed), tag(2, VARINT) + varint(449_000_000_000_000_000), tag(3, VARINT) + varint(4)]
+    )
     wire = length_delimited(2, resolved)
     parsed = cdcpb_pb2.ChangeDataEvent.FromString(wire)
     assert list(parsed.resolved_ts.regions) == [2, 300, 7]
