@@ -1,0 +1,119 @@
+import random
+
+from tidelake.kvproto import metapb_pb2
+from tidelake.puller.span_divider import (
+    LockedRange,
+    RangeLock,
+    RegionTarget,
+    cut_regions_left_cover_span,
+    intersect,
+    regions_covering,
+)
+
+
+def k(i: int) -> bytes:
+    return bytes([i])
+
+
+def region(rid, start, end, version=1, store=1):
+    r = metapb_pb2.Region(id=rid, start_key=start, end_key=end,
+                          region_epoch=metapb_pb2.RegionEpoch(conf_ver=1, version=version))
+    r.peers.add(id=rid * 10, store_id=store)
+    return RegionTarget(r, r.peers[0])
+
+
+class FakePD:
+    """Answers ScanRegions like PD: regions overlapping [start, end), sorted, up to limit."""
+
+    def __init__(self, regions, shuffle=False):
+        self.regions = regions
+        self.calls = []
+        self.shuffle = shuffle
+
+    def scan_regions(self, start, end, limit=1024):
+        self.calls.append((start, end, limit))
+        hits = [r for r in self.regions if intersect((start, end), (r.region.start_key, r.region.end_key))]
+        hits = sorted(hits, key=lambda r: r.region.start_key)[:limit]
+        if self.shuffle:
+            random.Random(len(self.calls)).shuffle(hits)
+        return hits
+
+
+def ids(pieces):
+    return [(t.region.id, sub) for t, sub in pieces]
+
+
+def test_intersect_handles_infinite_ends():
+    assert intersect((k(1), k(5)), (k(3), b"")) == (k(3), k(5))
+    assert intersect((b"", b""), (k(3), k(4))) == (k(3), k(4))
+    assert intersect((k(1), k(3)), (k(3), k(5))) is None
+    assert intersect((k(4), b""), (b"", b"")) == (k(4), b"")
+
+
+def test_divides_span_over_contiguous_regions_with_intersection():
+    pd = FakePD([region(1, b"", k(10)), region(2, k(10), k(20)), region(3, k(20), b"")], shuffle=True)
+    pieces, rest = regions_covering(pd, (k(5), k(25)))
+    assert rest is None
+    assert ids(pieces) == [(1, (k(5), k(10))), (2, (k(10), k(20))), (3, (k(20), k(25)))]
+
+
+def test_paging_by_limit_continues_from_last_region_end():
+    pd = FakePD([region(i, k(i * 2), k(i * 2 + 2)) for i in range(10)])
+    pieces, rest = regions_covering(pd, (k(0), k(20)), limit=3)
+    assert rest is None and [t.region.id for t, _ in pieces] == list(range(10))
+    assert [c[0] for c in pd.calls] == [k(0), k(6), k(12), k(18)]
+
+
+def test_hole_returns_the_uncovered_remainder():
+    pd = FakePD([region(1, k(0), k(10)), region(3, k(15), k(30))])  # [10, 15) is mid-split: no region
+    pieces, rest = regions_covering(pd, (k(2), k(20)))
+    assert ids(pieces) == [(1, (k(2), k(10)))]
+    assert rest == (k(10), k(20))
+
+
+def test_overlapping_stale_region_cuts_the_prefix_and_is_rescanned():
+    # PD briefly reports a stale region 2 [8, 20) overlapping region 1 [0, 10)
+    pd = FakePD([region(1, k(0), k(10)), region(2, k(8), k(20)), region(4, k(20), k(30))])
+    pieces, rest = regions_covering(pd, (k(0), k(30)))
+    assert rest is None
+    assert ids(pieces) == [(1, (k(0), k(10))), (2, (k(10), k(20))), (4, (k(20), k(30)))]
+
+
+def test_cut_requires_first_region_to_start_at_or_before_span():
+    assert cut_regions_left_cover_span([region(1, k(5), k(10))], (k(4), k(9))) == []
+    assert len(cut_regions_left_cover_span([region(1, k(4), k(10))], (k(4), k(9)))) == 1
+
+
+def test_range_lock_checkpoint_is_min_of_the_covered_free_parts():
+    lock = RangeLock(k(0), k(30), 100)
+    a = lock.lock(k(0), k(30), 1, 1).locked
+    lock.unlock(a, 300)
+    b = lock.lock(k(0), k(10), 2, 2).locked  # split: left half
+    assert b.checkpoint_ts == 300
+    lock.unlock(b, 500)
+    c = lock.lock(k(5), k(20), 3, 3).locked  # merged piece spans 500 and 300 parts
+    assert c.checkpoint_ts == 300
+    free = [(s, e, v) for s, e, v in lock.pieces() if not isinstance(v, LockedRange)]
+    assert free == [(k(0), k(5), 500), (k(20), k(30), 300)]
+
+
+def test_range_lock_stale_and_wait():
+    lock = RangeLock(k(0), k(30), 100)
+    old = lock.lock(k(10), k(20), 1, 5).locked
+    stale = lock.lock(k(5), k(25), 2, 5)
+    assert stale.kind == "stale" and stale.retry == ((k(5), k(10)), (k(20), k(25)))
+    assert lock.lock(k(5), k(25), 3, 6).kind == "wait"
+    lock.unlock(old, 150)
+    newer = lock.lock(k(5), k(25), 3, 6)
+    assert newer.kind == "locked" and newer.locked.checkpoint_ts == 100
+
+
+def test_unlock_records_at_least_the_checkpoint_and_only_frees_its_own_range():
+    lock = RangeLock(b"", b"", 100)
+    a = lock.lock(b"", k(10), 1, 1).locked
+    b = lock.lock(k(10), b"", 2, 1).locked
+    lock.unlock(a, 50)  # never resolved above its start: keeps the checkpoint
+    pieces = lock.pieces()
+    assert pieces[0] == (b"", k(10), 100) and pieces[1][2] is b
+    lock.unlock(a, 999)  # a second unlock of a freed range changes nothing
+    assert lock.pieces()[0] == (b"", k(10), 100)

@@ -1,0 +1,202 @@
+"""Span division into region requests and the range lock that remembers per-piece resolved ts.
+
+TiCDC `divideSpanAndScheduleRegionRequests` + `CutRegionsLeftCoverSpan` + `regionlock`
+(facts/kvproto.md §9.7). The lock is what makes re-division after a split or merge safe: each
+region request's checkpoint_ts is the resolved ts recorded for exactly the sub-range it covers,
+so a piece resumes from its own progress and never from a neighbour's higher ts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from threading import Lock
+from typing import Protocol
+
+from sortedcontainers import SortedDict
+
+from tidelake.kvproto import metapb_pb2
+
+Span = tuple[bytes, bytes]  # region space; empty end = +inf
+
+
+class RegionLike(Protocol):
+    """A region as PD reports it (tidelake.upstream.pd_client.RegionInfo has this shape)."""
+
+    @property
+    def region(self) -> metapb_pb2.Region: ...
+
+    @property
+    def leader(self) -> metapb_pb2.Peer | None: ...
+
+
+class RegionSource(Protocol):
+    def scan_regions(self, start_enc: bytes, end_enc: bytes, limit: int = 1024) -> list[RegionLike]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RegionTarget:
+    """A region with the leader we will send its request to (PD's, or one named by not_leader)."""
+
+    region: metapb_pb2.Region
+    leader: metapb_pb2.Peer | None
+
+
+def end_before(a: bytes, b: bytes) -> bool:
+    """a < b for span ends, where empty means +inf."""
+    return bool(a) and (not b or a < b)
+
+
+def intersect(a: Span, b: Span) -> Span | None:
+    """Overlap of two region-space spans, or None when they do not overlap."""
+    start = max(a[0], b[0])
+    end = a[1] if end_before(a[1], b[1]) else b[1]
+    if end and start >= end:
+        return None
+    return start, end
+
+
+def cut_regions_left_cover_span(regions: list[RegionLike], span: Span) -> list[RegionLike]:
+    """Longest prefix (by start key) that is contiguous and starts at or before span start."""
+    ordered = sorted(regions, key=lambda r: r.region.start_key)
+    if not ordered or ordered[0].region.start_key > span[0]:
+        return []
+    kept = [ordered[0]]
+    for info in ordered[1:]:
+        last_end = kept[-1].region.end_key
+        if not end_before(last_end, span[1]):
+            break
+        if info.region.start_key != last_end:
+            break
+        kept.append(info)
+    return kept
+
+
+def regions_covering(
+    source: RegionSource, span: Span, limit: int = 1024
+) -> tuple[list[tuple[RegionTarget, Span]], Span | None]:
+    """Regions covering `span` from its start, each with its sub-span; plus the part left uncovered.
+
+    The remainder is not None when PD has a hole (a region mid-split or not yet reported): the
+    caller backs off and divides the remainder again (facts/kvproto.md §9.7).
+    """
+    pieces: list[tuple[RegionTarget, Span]] = []
+    start, end = span
+    while True:
+        cover = cut_regions_left_cover_span(source.scan_regions(start, end, limit), (start, end))
+        if not cover:
+            return pieces, (start, end)
+        for info in cover:
+            sub = intersect((start, end), (info.region.start_key, info.region.end_key))
+            if sub is not None:
+                pieces.append((RegionTarget(info.region, info.leader), sub))
+        last_end = cover[-1].region.end_key
+        if not end_before(last_end, end):
+            return pieces, None
+        start = max(start, last_end)
+
+
+@dataclass(eq=False, slots=True)
+class LockedRange:
+    """One region's hold on a sub-range; `checkpoint_ts` is where its request starts."""
+
+    start: bytes
+    end: bytes
+    region_id: int
+    version: int
+    checkpoint_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockResult:
+    """`locked` on success; otherwise `stale` (a newer region holds part of it: `retry` lists
+    the free parts to divide again) or `wait` (older regions hold part; retry after they unlock)."""
+
+    kind: str  # 'locked' | 'stale' | 'wait'
+    locked: LockedRange | None = None
+    retry: tuple[Span, ...] = ()
+
+
+class RangeLock:
+    """Which region holds each part of a subscription's span, and the resolved ts of free parts.
+
+    Stored as a piecewise map (start key -> LockedRange or resolved ts) over [start, end).
+    Thread-safe: the scheduler locks, region workers unlock.
+    """
+
+    def __init__(self, start: bytes, end: bytes, initial_ts: int) -> None:
+        self._start = start
+        self._end = end
+        self._pieces: SortedDict = SortedDict({start: initial_ts})
+        self._mutex = Lock()
+
+    def lock(self, start: bytes, end: bytes, region_id: int, version: int) -> LockResult:
+        with self._mutex:
+            clipped = intersect((start, end), (self._start, self._end))
+            if clipped is None:
+                return LockResult("stale")
+            start, end = clipped
+            pieces = self._overlapping(start, end)
+            held = [v for _, _, v in pieces if isinstance(v, LockedRange)]
+            if any(h.version >= version for h in held):
+                free = tuple((s, e) for s, e, v in pieces if not isinstance(v, LockedRange))
+                return LockResult("stale", retry=_coalesce(free))
+            if held:
+                return LockResult("wait")
+            locked = LockedRange(start, end, region_id, version, min(v for _, _, v in pieces))
+            self._assign(start, end, locked)
+            return LockResult("locked", locked)
+
+    def unlock(self, locked: LockedRange, resolved_ts: int) -> None:
+        """Free the range, recording how far it got (at least its own checkpoint)."""
+        with self._mutex:
+            ts = max(resolved_ts, locked.checkpoint_ts)
+            for s, e, v in self._overlapping(locked.start, locked.end):
+                if v is locked:
+                    self._assign(s, e, ts)
+
+    def pieces(self) -> list[tuple[bytes, bytes, int | LockedRange]]:
+        with self._mutex:
+            return self._overlapping(self._start, self._end)
+
+    def _overlapping(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes, int | LockedRange]]:
+        keys = list(self._pieces.keys())
+        first = max(self._pieces.bisect_right(start) - 1, 0)
+        out = []
+        for i in range(first, len(keys)):
+            piece_start = keys[i]
+            if end and piece_start >= end:
+                break
+            piece_end = keys[i + 1] if i + 1 < len(keys) else self._end
+            part = intersect((piece_start, piece_end), (start, end))
+            if part is not None:
+                out.append((part[0], part[1], self._pieces[piece_start]))
+        return out
+
+    def _assign(self, start: bytes, end: bytes, value: int | LockedRange) -> None:
+        for key in (start, end):
+            if key and key != self._end and key not in self._pieces:
+                self._pieces[key] = self._pieces.peekitem(self._pieces.bisect_right(key) - 1)[1]
+        stop = None if not end or end == self._end else end
+        for key in list(self._pieces.irange(start, stop, inclusive=(True, False))):
+            del self._pieces[key]
+        self._pieces[start] = value
+        for key in (start, end):
+            self._merge_equal_free(key)
+
+    def _merge_equal_free(self, key: bytes) -> None:
+        if key not in self._pieces:
+            return
+        index = self._pieces.index(key)
+        value = self._pieces[key]
+        if index > 0 and not isinstance(value, LockedRange) and self._pieces.peekitem(index - 1)[1] == value:
+            del self._pieces[key]
+
+
+def _coalesce(spans: tuple[Span, ...]) -> tuple[Span, ...]:
+    out: list[Span] = []
+    for s, e in spans:
+        if out and out[-1][1] == s:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return tuple(out)
