@@ -75,7 +75,7 @@ def decode_decimal_bin(buf: bytes, offset: int, precision: int, frac: int) -> tu
     literal = (text[:intg] or "0") + ("." + text[intg:] if frac else "")
     value = Decimal(literal)
     if negative and value != 0:
-        value = -value
+        value = value.copy_negate()
     return value, offset + size
 
 
