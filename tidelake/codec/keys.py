@@ -7,6 +7,7 @@ that say which space they are in, is what stops the puller comparing keys across
 
 from __future__ import annotations
 
+from tidelake.codec.datum import INT_FLAG, Datum, decode_datum, decode_datums
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.codec.number import decode_int, encode_int
 from tidelake.errors import InputError
@@ -106,6 +107,77 @@ def decode_index_key(key: bytes) -> tuple[int, int, bytes]:
     if not is_index_key(key) or len(key) < INDEX_PREFIX_LEN:
         raise InputError(f"not an index key: expected 't'<8 bytes>'_i'<8 bytes> at byte 0, got {key[:19].hex()!r}")
     return decode_int(key, 1)[0], decode_int(key, 11)[0], key[INDEX_PREFIX_LEN:]
+
+
+# facts/tidb_codec.md §2.2–2.3: index value layouts and option flags
+MAX_OLD_INDEX_VALUE_LEN = 9
+PARTITION_ID_FLAG = 0x7E
+COMMON_HANDLE_FLAG = 0x7F
+INDEX_VERSION_FLAG = 0x7D
+_RESTORED_DATA_START = 0x80
+
+
+def split_index_key_values(encoded: bytes, column_count: int) -> tuple[list[Datum], int | bytes | None]:
+    """The indexed values and the handle suffix (None for a distinct unique index, §2.2)."""
+    values = []
+    pos = 0
+    for _ in range(column_count):
+        datum, pos = decode_datum(encoded, pos)
+        values.append(datum)
+    rest = encoded[pos:]
+    if not rest:
+        return values, None
+    if rest[0] == PARTITION_ID_FLAG:  # global index v1: partition id before the handle
+        _, hpos = decode_int(rest, 1)
+        rest = rest[hpos:]
+    handle_datums = decode_datums(rest)
+    if len(handle_datums) == 1 and handle_datums[0].flag == INT_FLAG:
+        return values, handle_datums[0].value
+    return values, rest
+
+
+def index_value_handle(value: bytes) -> int | bytes | None:
+    """The handle stored in a unique index's value (`DecodeHandleInIndexValue`, §2.3), or None
+    when the value holds none (non-unique entries keep the handle in the key)."""
+    if len(value) <= MAX_OLD_INDEX_VALUE_LEN:
+        if len(value) < 8:
+            return None
+        return int.from_bytes(value[:8], "big", signed=True)  # plain two's complement, no sign flip
+    tail_len = value[0]
+    if len(value) > 2 and value[1] == INDEX_VERSION_FLAG:
+        return _version1_common_handle(value, tail_len)
+    if tail_len >= 8:
+        start = len(value) - tail_len
+        return int.from_bytes(value[start : start + 8], "big", signed=True)
+    if value[1] == COMMON_HANDLE_FLAG:
+        return _common_handle_option(value, 1)
+    return None
+
+
+def _common_handle_option(value: bytes, pos: int) -> bytes:
+    if len(value) < pos + 3:
+        raise InputError(f"index value truncated at byte {pos}: common handle length needs 2 bytes")
+    length = int.from_bytes(value[pos + 1 : pos + 3], "big")
+    if len(value) < pos + 3 + length:
+        raise InputError(f"index value truncated at byte {pos + 3}: common handle needs {length} bytes")
+    return value[pos + 3 : pos + 3 + length]
+
+
+def _version1_common_handle(value: bytes, tail_len: int) -> bytes | None:
+    """Clustered-index version 1 (§2.3): TailLen, 0x7d, version, then flagged options."""
+    pos = 3
+    end = len(value) - tail_len
+    while pos < end:
+        flag = value[pos]
+        if flag == COMMON_HANDLE_FLAG:
+            return _common_handle_option(value, pos)
+        if flag == PARTITION_ID_FLAG:
+            pos += 9
+        elif flag >= _RESTORED_DATA_START:
+            return None
+        else:
+            raise InputError(f"index value: unknown option flag 0x{flag:02x} at byte {pos}")
+    return None
 
 
 def table_record_span(table_id: int) -> tuple[bytes, bytes]:
