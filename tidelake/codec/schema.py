@@ -57,8 +57,10 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 def _cistr(obj: dict, key: str, what: str) -> str:
     """CIStr `{"O": original, "L": lowercase}` (facts §10); the original spelling is what we expose."""
-    value = _require(obj, key, dict, what)
-    original = value.get("O")
+    if key not in obj:
+        raise InputError(f"{what}: missing key {key!r} (not TiDB schema JSON?)")
+    value = obj[key]
+    original = value.get("O") if isinstance(value, dict) else None
     if not isinstance(original, str):
         raise InputError(f"{what}: key {key!r} must be a CIStr object with a string 'O', got {value!r}")
     return original
