@@ -1,0 +1,124 @@
+"""One EventFeed stream ("Conn" in TiKV): its feature gates, subscriptions and outbound queue.
+
+Everything sent on a stream - realtime rows from the apply observer, scan rows, errors,
+resolved ts - is enqueued under `Conn.lock` into one FIFO, so the order the client sees is the
+order in which the server decided to send (what makes "resolved ts after the commits it
+covers" and "nothing after an Error" hold). The response generator batches consecutive Events
+into one ChangeDataEvent (<= 64 Events, ~6 MiB) and gives every ResolvedTs its own
+ChangeDataEvent (facts/kvproto.md §7.9).
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+
+from tidelake.kvproto import cdcpb_pb2
+from tidelake.sim.cdc_features import FeatureGate
+
+if TYPE_CHECKING:
+    from tidelake.sim.cdc_downstream import Downstream
+
+CDC_EVENT_MAX_COUNT = 64
+CDC_RESP_MAX_BYTES = 6 * 1024 * 1024
+_POLL_S = 0.2
+
+_conn_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class _End:
+    """Marker: close the stream with OK once everything before it is sent."""
+
+
+@dataclass(frozen=True)
+class StreamAbort:
+    """Marker: fail the stream with this status."""
+
+    code: grpc.StatusCode
+    details: str
+
+
+class Conn:
+    def __init__(self, peer: str, method: str, explicit_features: tuple[str, ...]) -> None:
+        self.id = next(_conn_ids)
+        self.peer = peer
+        self.method = method
+        self.explicit_features = explicit_features
+        self.gate: FeatureGate | None = None  # set by the first request (§7.1)
+        self.lock = threading.Lock()
+        self.downstreams: dict[tuple[int, int], Downstream] = {}  # (request_id, region_id)
+        self.closed = False
+        self._out: queue.SimpleQueue = queue.SimpleQueue()
+
+    def set_version(self, ticdc_version: str) -> None:
+        self.gate = FeatureGate.for_connection(ticdc_version, self.explicit_features)
+
+    @property
+    def multiplexing(self) -> bool:
+        return self.gate is not None and self.gate.stream_multiplexing
+
+    # The send_* methods require `self.lock` held by the caller.
+    def send_event(self, event: cdcpb_pb2.Event) -> None:
+        if not self.closed:
+            self._out.put(event)
+
+    def send_resolved_ts(self, resolved: cdcpb_pb2.ResolvedTs) -> None:
+        if not self.closed:
+            self._out.put(resolved)
+
+    def finish(self) -> None:
+        """End the stream with OK after the queued messages (client closed its side)."""
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                self._out.put(_End())
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        """Fail the stream now; queued messages are dropped like a broken connection drops them."""
+        with self.lock:
+            self.closed = True
+            self._out.put(StreamAbort(code, details))
+
+    def responses(self, is_active: Callable[[], bool]) -> Iterator[cdcpb_pb2.ChangeDataEvent | StreamAbort]:
+        """ChangeDataEvents in queue order; yields an StreamAbort as the last item on failure."""
+        pending = None
+        while True:
+            item = pending
+            pending = None
+            if item is None:
+                try:
+                    item = self._out.get(timeout=_POLL_S)
+                except queue.Empty:
+                    if not is_active():
+                        return
+                    continue
+            if isinstance(item, _End):
+                return
+            if isinstance(item, StreamAbort):
+                yield item
+                return
+            if isinstance(item, cdcpb_pb2.ResolvedTs):
+                yield cdcpb_pb2.ChangeDataEvent(resolved_ts=item)
+                continue
+            events = [item]
+            size = item.ByteSize()
+            while len(events) < CDC_EVENT_MAX_COUNT:
+                try:
+                    nxt = self._out.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(nxt, cdcpb_pb2.Event) and size + nxt.ByteSize() <= CDC_RESP_MAX_BYTES:
+                    events.append(nxt)
+                    size += nxt.ByteSize()
+                    continue
+                pending = nxt
+                break
+            yield cdcpb_pb2.ChangeDataEvent(events=events)
+

@@ -1,0 +1,351 @@
+"""TiKV's ChangeData (CDC) gRPC service for one simulated store (facts/kvproto.md §7, §13).
+
+Wire behaviour mirrors TiKV's components/cdc: EventFeed and EventFeedV2 share one handler; V2
+reads the `features` metadata; the first request's `ticdc_version` sets the feature gates;
+register checks run in TiKV's order; each subscription gets an incremental scan of
+(checkpoint_ts, +inf) interleaved with realtime rows, then INITIALIZED; resolved ts advance
+every `min_ts_interval_s` and are batched per stream; region changes end subscriptions with
+the error TiKV sends. Choices where the simulator differs from TiKV are stated where made.
+
+Locking: the MVCC apply observer runs under the store lock and takes a Conn.lock; nothing
+holding a Conn.lock calls into the MVCC store or the RegionMap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
+from tidelake.sim import cdc_errors
+from tidelake.sim.cdc_conn import Conn, StreamAbort
+from tidelake.sim.cdc_downstream import Downstream, DownstreamState, encode_rows
+from tidelake.sim.cdc_features import UnknownFeatures, features_from_metadata
+from tidelake.sim.cdc_observed_range import ObservedRange
+from tidelake.sim.cdc_recorder import StreamRecorder
+from tidelake.sim.cdc_resolved_ts import MinTsTicker, advance, emit
+from tidelake.sim.cdc_rows import realtime_rows
+from tidelake.sim.mvcc import ApplyBatch
+
+if TYPE_CHECKING:
+    from tidelake.sim.cluster import SimCluster
+    from tidelake.sim.regions import RegionChange, SimRegion
+
+log = logging.getLogger(__name__)
+
+KV_API_TIDB = cdcpb_pb2.ChangeDataRequest.KvAPI.TiDB
+DEFAULT_SCAN_CONCURRENCY_LIMIT = 10_000  # TiKV cdc.incremental-scan-concurrency-limit
+STORE_STOPPED = "store stopped"
+
+
+class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
+    def __init__(self, store_id: int, cluster: SimCluster, *, min_ts_interval_s: float = 1.0,
+                 record_path: str | Path | None = None,
+                 incremental_scan_concurrency_limit: int = DEFAULT_SCAN_CONCURRENCY_LIMIT,
+                 scan_threads: int = 2) -> None:
+        self._store_id = store_id
+        self._cluster = cluster
+        self._scan_limit = incremental_scan_concurrency_limit
+        self._lock = threading.Lock()  # guards the registry fields below
+        self._conns: dict[int, Conn] = {}
+        self._downstreams: tuple[Downstream, ...] = ()  # copy-on-write: read lock-free by the observer
+        self._pending_scans = 0
+        self._closed = False
+        self._recorder = StreamRecorder(record_path) if record_path is not None else None
+        self._scan_pool = ThreadPoolExecutor(scan_threads, thread_name_prefix=f"cdc-scan-{store_id}")
+        self._ticker = MinTsTicker(min_ts_interval_s, self._on_min_ts, f"cdc-min-ts-{store_id}")
+        cluster.mvcc.add_observer(self._on_apply)
+        cluster.regions.add_listener(self._on_region_change)
+        self._ticker.start()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def add_to_server(self, server: grpc.Server) -> None:
+        cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(self, server)
+
+    def close(self) -> None:
+        """Stop serving: every open stream fails (the store went away), background work ends."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns.values())
+        self._ticker.stop()
+        self._cluster.mvcc.remove_observer(self._on_apply)
+        remove_listener = getattr(self._cluster.regions, "remove_listener", None)
+        if remove_listener is not None:
+            remove_listener(self._on_region_change)
+        for conn in conns:
+            self._drop_conn(conn)
+            conn.abort(grpc.StatusCode.UNAVAILABLE, STORE_STOPPED)
+        self._scan_pool.shutdown(wait=False, cancel_futures=True)
+        if self._recorder is not None:
+            self._recorder.close()
+
+    def reset_streams(self) -> None:
+        """Abort every stream of this store, as a broken TCP connection would (fault injection)."""
+        with self._lock:
+            conns = list(self._conns.values())
+        for conn in conns:
+            self._drop_conn(conn)
+            conn.abort(grpc.StatusCode.UNAVAILABLE, "connection reset by fault injection")
+
+    # ---- gRPC handlers (facts/kvproto.md §7.1) ---------------------------------------------
+
+    def EventFeed(self, request_iterator, context):  # noqa: N802 - gRPC method name
+        yield from self._serve(request_iterator, context, "EventFeed")
+
+    def EventFeedV2(self, request_iterator, context):  # noqa: N802 - gRPC method name
+        yield from self._serve(request_iterator, context, "EventFeedV2")
+
+    def _serve(self, requests, context, method: str):
+        explicit: tuple[str, ...] = ()
+        if method == "EventFeedV2":
+            try:
+                explicit = features_from_metadata(context.invocation_metadata())
+            except UnknownFeatures as unknown:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, str(unknown))
+        conn = Conn(context.peer(), method, explicit)
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._conns[conn.id] = conn
+        if closed:
+            context.abort(grpc.StatusCode.UNAVAILABLE, STORE_STOPPED)
+        if self._recorder is not None:
+            self._recorder.open_stream(conn.id, self._store_id, method, explicit, conn.peer)
+        context.add_callback(lambda: self._drop_conn(conn))
+        threading.Thread(target=self._receive, args=(conn, requests), name=f"cdc-recv-{conn.id}",
+                         daemon=True).start()
+        try:
+            for item in conn.responses(context.is_active):
+                if isinstance(item, StreamAbort):
+                    self._record_close(conn, f"{item.code.name}: {item.details}")
+                    context.abort(item.code, item.details)
+                delay_ms = self._cluster.faults.slow_store_delay_ms.get(self._store_id, 0)
+                if delay_ms:
+                    time.sleep(delay_ms / 1000)
+                if self._recorder is not None:
+                    self._recorder.event(conn.id, item.SerializeToString())
+                yield item
+            self._record_close(conn, "OK")
+        finally:
+            with self._lock:
+                self._conns.pop(conn.id, None)
+
+    def _record_close(self, conn: Conn, status: str) -> None:
+        if self._recorder is not None:
+            self._recorder.close_stream(conn.id, status)
+
+    def _receive(self, conn: Conn, requests) -> None:
+        """Request loop; when the client half-closes, its subscriptions go and the stream ends OK."""
+        try:
+            for request in requests:
+                if self._recorder is not None:
+                    self._recorder.request(conn.id, request.SerializeToString())
+                if conn.gate is None:
+                    conn.set_version(request.header.ticdc_version)
+                kind = request.WhichOneof("request")
+                if kind in (None, "register"):
+                    self._register(conn, request)
+                elif kind == "deregister":
+                    self._deregister(conn, request)
+                else:
+                    # TiKV hits unreachable!() here and the store process dies; the client sees its
+                    # stream broken. We fail only this stream.
+                    conn.abort(grpc.StatusCode.UNAVAILABLE,
+                               f"cdc: request kind {kind} is unreachable in TiKV's ChangeData service")
+                    break
+        except Exception as err:  # noqa: BLE001 - a broken request stream ends the conn, as in TiKV
+            log.debug("cdc conn %s receive failed: %s", conn.id, err)
+        finally:
+            self._drop_conn(conn)
+            conn.finish()
+
+    # ---- register / deregister (facts/kvproto.md §7.2, §7.3) --------------------------------
+
+    def _register(self, conn: Conn, req: cdcpb_pb2.ChangeDataRequest) -> None:
+        region_id, request_id = req.region_id, req.request_id
+
+        def reject(error: cdcpb_pb2.Error) -> None:
+            with conn.lock:
+                conn.send_event(cdcpb_pb2.Event(region_id=region_id, request_id=request_id, error=error))
+
+        gate = conn.gate
+        cluster_id = self._cluster.cluster_id
+        if gate is not None and gate.validate_cluster_id and req.header.cluster_id != cluster_id:
+            return reject(cdc_errors.cluster_id_mismatch(cluster_id, req.header.cluster_id))
+        if req.kv_api != KV_API_TIDB:  # RawKV needs api-version 2, which the simulator does not run
+            return reject(cdc_errors.compatibility())
+        if self._busy():
+            return reject(cdc_errors.server_is_busy())
+        region = self._cluster.regions.get(region_id)
+        if region is None or not any(store == self._store_id for _, store in region.peers):
+            return reject(cdc_errors.region_not_found(region_id))
+        # raftstore's answer to the capture command: leadership first, then the epoch (version only).
+        epoch_error = self._capture_error(region, req.region_epoch.version)
+        observed = ObservedRange.clip(req.start_key, req.end_key, region.start_key, region.end_key)
+        downstream = Downstream(conn, request_id, region_id, region.version, req.checkpoint_ts, observed)
+        with conn.lock:
+            if conn.closed:
+                return None
+            if downstream.key in conn.downstreams:
+                conn.send_event(cdcpb_pb2.Event(region_id=region_id, request_id=request_id,
+                                                error=cdc_errors.duplicate_request(region_id)))
+                return None
+            if epoch_error is not None:
+                conn.send_event(cdcpb_pb2.Event(region_id=region_id, request_id=request_id, error=epoch_error))
+                return None
+            conn.downstreams[downstream.key] = downstream
+        with self._lock:
+            if self._closed:
+                return None
+            self._downstreams = self._downstreams + (downstream,)
+            self._pending_scans += 1
+        self._scan_pool.submit(self._initialize, downstream)
+        return None
+
+    def _busy(self) -> bool:
+        faults = self._cluster.faults
+        burst = faults.busy_until_ms.get(self._store_id, 0) > time.time() * 1000
+        with self._lock:
+            return burst or self._pending_scans >= self._scan_limit
+
+    def _capture_error(self, region: SimRegion, version: int) -> cdcpb_pb2.Error | None:
+        if region.leader_store_id != self._store_id:
+            return cdc_errors.not_leader(region.id, region.leader_peer())
+        if version != region.version:
+            return cdc_errors.epoch_not_match([region.to_pb()])
+        return None
+
+    def _deregister(self, conn: Conn, req: cdcpb_pb2.ChangeDataRequest) -> None:
+        """region_id 0 removes every region of the request_id; each gets region_not_found."""
+        with conn.lock:
+            if req.region_id:
+                keys = [(req.request_id, req.region_id)]
+            else:
+                keys = [k for k in conn.downstreams if k[0] == req.request_id]
+            removed = [conn.downstreams.pop(k) for k in keys if k in conn.downstreams]
+        for d in removed:
+            d.stop(cdc_errors.region_not_found(d.region_id))
+        self._forget(removed)
+
+    def _drop_conn(self, conn: Conn) -> None:
+        """Deregister all of a conn's subscriptions silently (client went away, §7.1)."""
+        with conn.lock:
+            removed = list(conn.downstreams.values())
+            conn.downstreams.clear()
+        for d in removed:
+            d.stop(None)
+        self._forget(removed)
+
+    def _stop(self, downstreams: list[Downstream], error: cdcpb_pb2.Error) -> None:
+        for d in downstreams:
+            if d.stop(error):
+                with d.conn.lock:
+                    if d.conn.downstreams.get(d.key) is d:
+                        del d.conn.downstreams[d.key]
+        self._forget(downstreams)
+
+    def _forget(self, downstreams: list[Downstream]) -> None:
+        if not downstreams:
+            return
+        gone = {id(d) for d in downstreams}
+        with self._lock:
+            self._downstreams = tuple(d for d in self._downstreams if id(d) not in gone)
+
+    def _of_region(self, region_id: int) -> list[Downstream]:
+        return [d for d in self._downstreams if d.region_id == region_id]
+
+    # ---- incremental scan (facts/kvproto.md §7.4) -------------------------------------------
+
+    def _initialize(self, d: Downstream) -> None:
+        try:
+            if d.state is DownstreamState.STOPPED:
+                return
+            # The downstream is attached to the observer already; a region change since the
+            # register checks would have missed the listener, so check again (TiKV re-checks the
+            # epoch when the capture command reaches raftstore).
+            region = self._cluster.regions.get(d.region_id)
+            error = (cdc_errors.region_not_found(d.region_id) if region is None
+                     else self._capture_error(region, d.region_version))
+            if error is not None:
+                self._stop([d], error)
+                return
+            lo, hi = d.observed.raw_bounds()
+            entries = self._cluster.mvcc.snapshot_delta(lo, hi or b"", d.checkpoint_ts)
+            d.finish_scan(entries, self._cluster.faults.duplicate_delivery)
+        except Exception:
+            log.exception("cdc incremental scan of region %s failed", d.region_id)
+            self._stop([d], cdc_errors.region_not_found(d.region_id))  # TiKV: other errors -> region_not_found
+        finally:
+            with self._lock:
+                self._pending_scans -= 1
+
+    # ---- realtime rows (facts/kvproto.md §7.5) -----------------------------------------------
+
+    def _on_apply(self, batch: ApplyBatch) -> None:
+        downstreams = self._downstreams
+        if not downstreams:
+            return
+        rows = realtime_rows(batch)
+        if not rows:
+            return
+        encoded = encode_rows(rows)
+        faults = self._cluster.faults
+        for d in downstreams:
+            d.on_realtime(encoded, faults.commit_before_prewrite, faults.duplicate_delivery)
+
+    # ---- region changes (facts/kvproto.md §7.7) ---------------------------------------------
+
+    def _on_region_change(self, change: RegionChange) -> None:
+        if change.kind == "split":
+            error = cdc_errors.epoch_not_match(r.to_pb() for r in change.new)
+            for region in change.old:
+                self._stop(self._of_region(region.id), error)
+        elif change.kind == "merge":
+            # PrepareMerge on the source and CommitMerge on the target are both answered with
+            # epoch_not_match{current_regions: []}.
+            for region in change.old:
+                self._stop(self._of_region(region.id), cdc_errors.epoch_not_match([]))
+        elif change.kind == "leader":
+            for region in change.new:
+                if region.leader_store_id != self._store_id:
+                    self._stop(self._of_region(region.id), cdc_errors.not_leader(region.id, region.leader_peer()))
+        elif change.kind == "removed":
+            for region in change.old:
+                self._stop(self._of_region(region.id), cdc_errors.region_not_found(region.id))
+
+    # ---- resolved ts (facts/kvproto.md §7.8) ------------------------------------------------
+
+    def _on_min_ts(self) -> None:
+        try:
+            self._congest()
+            downstreams = [d for d in self._downstreams if d.state is DownstreamState.NORMAL]
+            if not downstreams:
+                return
+            min_ts = self._cluster.tso.next()  # before any lock is read: see cdc_resolved_ts
+            emit(advance(downstreams, min_ts, self._min_lock_ts, self._still_leads))
+        except Exception:
+            log.exception("cdc resolved ts tick on store %s failed", self._store_id)
+
+    def _min_lock_ts(self, d: Downstream) -> int | None:
+        lo, hi = d.observed.raw_bounds()
+        return self._cluster.mvcc.min_lock_ts(lo, hi or b"")
+
+    def _still_leads(self, d: Downstream) -> bool:
+        region = self._cluster.regions.get(d.region_id)
+        return region is not None and region.leader_store_id == self._store_id and region.version == d.region_version
+
+    def _congest(self) -> None:
+        """Sink congestion (fault): TiKV drops the region's subscriptions with `congested`."""
+        faults = self._cluster.faults
+        for region_id in {d.region_id for d in self._downstreams}:
+            if faults.congested(region_id):
+                self._stop(self._of_region(region_id), cdc_errors.congested(region_id))
