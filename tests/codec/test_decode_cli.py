@@ -117,7 +117,7 @@ def test_bad_rows_exit_2_with_one_line(capsys, tmp_path):
         (row[:-3].hex(), "row value truncated at byte 20: column 2 needs 8 bytes"),
         ("8000010003000100", "truncated at byte 7: 3 null column ids need 3 bytes, 1 left"),
         ("80000100000003" + "0100" + "ff", "column 'g' (id 3) value at byte 9: unsupported column type code 255"),
-        ("08020863", "unknown datum flag 0x63 at byte 3"),
+        ("080263", "unknown datum flag 0x63 at byte 2"),
     ]
     for hex_, message in cases:
         code, out, err = run(capsys, "decode", "row", "--table-info", path, hex_)
