@@ -1,0 +1,89 @@
+"""The `ddl` table: DDL history the merge cuts barriers from (DESIGN.md §3).
+
+Rows are inserted with a MERGE that only inserts absent keys, so a DDL job delivered twice (at-
+least-once pulling, a crash-replayed flush) is stored once. The key is the job plus the table
+it touched, because one job can touch several tables (RENAME TABLES, CREATE TABLES); rows of the
+starting schema snapshot have job_id 0 and the snapshot ts as commit_ts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+
+import pyarrow as pa
+from deltalake.exceptions import CommitFailedError
+
+from tidelake.errors import InputError
+from tidelake.lake.changelog_writer import LakeConflictError, commit_properties
+from tidelake.lake.layout import DDL_KEY, DDL_SCHEMA, SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout, open_or_create
+
+
+@dataclass(frozen=True, slots=True)
+class DdlRow:
+    """One row of the `ddl` table; ids are 0 where a job has none (e.g. no table for a DB job)."""
+
+    job_id: int
+    commit_ts: int  # the job's finished ts; for snapshot rows the snapshot ts
+    schema_version: int
+    action: int  # TiDB model.ActionType code
+    action_name: str
+    schema_id: int
+    schema_name: str | None
+    table_id: int
+    table_name: str | None
+    query: str | None
+    table_info: str | None  # TableInfo JSON after the job
+    db_info: str | None  # DBInfo JSON after the job
+    source: str  # SOURCE_JOB | SOURCE_SNAPSHOT
+
+    def __post_init__(self) -> None:
+        if self.source not in (SOURCE_JOB, SOURCE_SNAPSHOT):
+            raise InputError(f"ddl row of job {self.job_id} has source {self.source!r}")
+
+
+def ddl_rows_to_arrow(rows: Sequence[DdlRow]) -> pa.Table:
+    columns = list(zip(*(astuple(r) for r in rows))) if rows else [[] for _ in DDL_SCHEMA]
+    return pa.Table.from_arrays(
+        [pa.array(col, f.type) for col, f in zip(columns, DDL_SCHEMA)], schema=DDL_SCHEMA
+    )
+
+
+class DdlLog:
+    """Writes DDL rows for one app id, de-duplicated by DDL_KEY, idempotent per flush sequence."""
+
+    def __init__(self, layout: LakeLayout, app_id: str) -> None:
+        self.app_id = app_id
+        self._table = open_or_create(layout, layout.ddl, DDL_SCHEMA)
+
+    def version(self) -> int:
+        self._table.update_incremental()
+        return self._table.version()
+
+    def committed_seq(self) -> int:
+        self._table.update_incremental()
+        return self._table.transaction_version(self.app_id) or 0
+
+    def insert(self, rows: Sequence[DdlRow], seq: int) -> bool:
+        """Insert the rows not yet present as flush `seq`; False if that flush had landed."""
+        if self.committed_seq() >= seq:
+            return False
+        unique = list({tuple(getattr(r, k) for k in DDL_KEY): r for r in rows}.values())
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in DDL_KEY)
+        try:
+            (
+                self._table.merge(
+                    ddl_rows_to_arrow(unique),
+                    predicate=predicate,
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=commit_properties(self.app_id, seq, flush_seq=seq),
+                )
+                .when_not_matched_insert_all()
+                .execute()
+            )
+        except CommitFailedError as exc:
+            raise LakeConflictError(
+                f"ddl commit of {self.app_id} flush {seq} lost a commit conflict: {exc}"
+            ) from exc
+        return True

@@ -1,0 +1,301 @@
+"""The lander: buffers the puller's raw row changes and lands them durably and idempotently.
+
+A flush takes, atomically, the buffered rows, DDL rows and the resolved ts reported so far, and
+commits them in this order: changelog (one Delta commit), ddl, then watermarks (see
+watermarks.py for why). Because `resolve(t, ts)` is called after the rows it covers were added,
+every row <= ts is in that flush or an earlier, already durable one, so a watermark is written
+only after the events it covers (invariant 1).
+
+Each flush has a sequence number used as the Delta app transaction version of all three
+commits, under app id "tidelake-puller/<changefeed>". A failed flush keeps its batch and
+sequence; the retry skips each commit that had already landed (a crash between write and ack
+does not double-land). A first attempt that finds its sequence already taken means a second
+puller writes under our app id: that is refused (LakeConflictError), never silently skipped.
+
+Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
+streams), and is released as flushes land.
+
+Shutdown: call close() (it flushes and stops). A SIGTERM handler should only set a flag or
+start close() on another thread: code that blocks inside a signal handler can deadlock with the
+frame it interrupted. flush() may be re-entered from the thread already flushing; the outer
+flush then runs once more.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from tidelake.errors import InputError, TidelakeError
+from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
+from tidelake.lake.ddl_log import DdlLog, DdlRow
+from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, OP_DELETE, OP_PUT, LakeLayout
+from tidelake.lake.watermarks import WatermarkWriter
+from tidelake.puller.events import RowChange
+
+log = logging.getLogger(__name__)
+
+APP_ID_PREFIX = "tidelake-puller/"
+# TiCDC's changefeed id rule (pkg/config: ^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$), shard suffixes too.
+_CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")
+
+ROWS_LANDED = Counter("tidelake_lander_rows_total", "Row changes landed", ["changefeed"])
+BYTES_LANDED = Counter(
+    "tidelake_lander_bytes_total", "Key+value+old value bytes landed", ["changefeed"]
+)
+FLUSHES = Counter("tidelake_lander_flushes_total", "Flushes that landed", ["changefeed"])
+FLUSH_FAILURES = Counter("tidelake_lander_flush_failures_total", "Failed flushes", ["changefeed"])
+FLUSH_SECONDS = Histogram("tidelake_lander_flush_seconds", "Flush latency", ["changefeed"])
+BUFFERED_BYTES = Gauge("tidelake_lander_buffered_bytes", "Bytes buffered or in flight", ["changefeed"])
+
+
+class LanderClosedError(TidelakeError):
+    """Rows were offered after close(): the puller is shutting down."""
+
+
+def row_bytes(rows: Iterable[RowChange]) -> int:
+    return sum(len(r.key) + len(r.value) + len(r.old_value) for r in rows)
+
+
+@dataclass
+class _Batch:
+    seq: int
+    rows: list[RowChange]
+    ddl: list[DdlRow]
+    table_resolved: dict[int, int]
+    ddl_resolved: int
+    nbytes: int
+    attempts: int = 0
+    watermarks_changed: bool = False
+
+
+@dataclass
+class _Durable:
+    table_resolved: dict[int, int] = field(default_factory=dict)
+    ddl_resolved: int = 0
+
+
+class Lander:
+    """Lands one changefeed's (or puller shard's) raw changes into the lake."""
+
+    def __init__(
+        self,
+        layout: LakeLayout,
+        changefeed_id: str,
+        memory_quota_bytes: int = 256 << 20,
+        flush_interval_s: float = 1.0,
+        flush_bytes: int = 64 << 20,
+        bucket_seconds: int = DEFAULT_BUCKET_SECONDS,
+    ) -> None:
+        if not _CHANGEFEED_ID.match(changefeed_id):
+            raise InputError(f"changefeed id {changefeed_id!r} must match {_CHANGEFEED_ID.pattern}")
+        if memory_quota_bytes <= 0 or flush_bytes <= 0 or flush_interval_s <= 0:
+            raise InputError("lander memory quota, flush bytes and flush interval must be positive")
+        self.app_id = APP_ID_PREFIX + changefeed_id
+        self._quota = memory_quota_bytes
+        self._flush_bytes = min(flush_bytes, memory_quota_bytes)
+        self._interval = flush_interval_s
+        self._changelog = ChangelogWriter(layout, self.app_id, bucket_seconds)
+        self._ddl_log = DdlLog(layout, self.app_id)
+        self._watermarks = WatermarkWriter(layout, self.app_id)
+
+        durable = self._watermarks.load()
+        self._durable = _Durable(dict(durable.table_resolved), durable.ddl_resolved)
+        self._reported = _Durable(dict(durable.table_resolved), durable.ddl_resolved)
+        self._next_seq = 1 + max(
+            self._changelog.committed_seq(),
+            self._ddl_log.committed_seq(),
+            self._watermarks.committed_seq(),
+        )
+
+        self._cond = threading.Condition(threading.RLock())
+        self._rows: list[RowChange] = []
+        self._ddl: list[DdlRow] = []
+        self._buffered = 0  # bytes of _rows (not yet taken by a flush)
+        self._in_flight: _Batch | None = None
+        self._closed = False
+        self._flush_wanted = False
+        self._flush_lock = threading.RLock()
+        self._flush_depth = 0
+        self._flush_again = False
+        self._labels = {"changefeed": changefeed_id}
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name=f"lander-{changefeed_id}", daemon=True
+        )
+        self._flusher.start()
+
+    # --- producer side -------------------------------------------------------------------
+
+    def add_rows(self, rows: Sequence[RowChange]) -> None:
+        """Buffer rows; blocks while the memory quota is full (backpressure)."""
+        for r in rows:
+            if r.op not in (OP_PUT, OP_DELETE):
+                raise InputError(f"row change of table {r.table_id} has op {r.op!r}, not put/delete")
+        nbytes = row_bytes(rows)
+        with self._cond:
+            while self._used() > 0 and self._used() + nbytes > self._quota:
+                self._check_open()
+                self._flush_wanted = True
+                self._cond.notify_all()
+                self._cond.wait()
+            self._check_open()
+            self._rows.extend(rows)
+            self._buffered += nbytes
+            BUFFERED_BYTES.labels(**self._labels).set(self._used())
+            if self._buffered >= self._flush_bytes:
+                self._flush_wanted = True
+                self._cond.notify_all()
+
+    def add_ddl(self, rows: Sequence[DdlRow]) -> None:
+        """Buffer DDL rows; they land before any DDL resolved ts reported after this call."""
+        with self._cond:
+            self._check_open()
+            self._ddl.extend(rows)
+
+    def resolve(self, table_id: int, ts: int) -> None:
+        """No change of physical table `table_id` <= ts is still to be added."""
+        with self._cond:
+            if ts > self._reported.table_resolved.get(table_id, 0):
+                self._reported.table_resolved[table_id] = ts
+
+    def resolve_ddl(self, ts: int) -> None:
+        """The DDL puller's resolved ts: every DDL job finished <= ts was added."""
+        with self._cond:
+            self._reported.ddl_resolved = max(self._reported.ddl_resolved, ts)
+
+    def durable_watermarks(self) -> tuple[dict[int, int], int]:
+        """(table resolved ts, ddl resolved ts) as landed so far."""
+        with self._cond:
+            return dict(self._durable.table_resolved), self._durable.ddl_resolved
+
+    # --- flushing ------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Land everything added and resolved before this call; raises if landing fails."""
+        with self._flush_lock:
+            self._flush_depth += 1
+            try:
+                if self._flush_depth > 1:
+                    self._flush_again = True
+                    return
+                again = True
+                while again:
+                    self._flush_again = False
+                    self._flush_once()
+                    again = self._flush_again
+            finally:
+                self._flush_depth -= 1
+
+    def close(self) -> None:
+        """Flush what is buffered and stop; add_rows fails afterwards."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._flusher is not threading.current_thread():
+            self._flusher.join()
+        self.flush()
+
+    def _flush_once(self) -> None:
+        if self._in_flight is not None:
+            self._land(self._in_flight)  # a failed flush is retried first, with its sequence
+        batch = self._take()
+        if batch is not None:
+            self._land(batch)
+
+    def _take(self) -> _Batch | None:
+        with self._cond:
+            table_resolved = dict(self._reported.table_resolved)
+            ddl_resolved = self._reported.ddl_resolved
+            changed = (
+                table_resolved != self._durable.table_resolved
+                or ddl_resolved != self._durable.ddl_resolved
+            )
+            if not (self._rows or self._ddl or changed):
+                return None
+            batch = _Batch(
+                self._next_seq, self._rows, self._ddl, table_resolved, ddl_resolved,
+                self._buffered, watermarks_changed=changed,
+            )
+            self._next_seq += 1
+            self._rows, self._ddl, self._buffered = [], [], 0
+            self._in_flight = batch
+            return batch
+
+    def _land(self, batch: _Batch) -> None:
+        started = time.monotonic()
+        batch.attempts += 1
+        try:
+            self._commit(batch)
+        except Exception:
+            FLUSH_FAILURES.labels(**self._labels).inc()
+            raise
+        with self._cond:
+            self._in_flight = None
+            if batch.watermarks_changed:
+                self._durable = _Durable(batch.table_resolved, batch.ddl_resolved)
+            BUFFERED_BYTES.labels(**self._labels).set(self._used())
+            self._cond.notify_all()
+        FLUSHES.labels(**self._labels).inc()
+        ROWS_LANDED.labels(**self._labels).inc(len(batch.rows))
+        BYTES_LANDED.labels(**self._labels).inc(batch.nbytes)
+        FLUSH_SECONDS.labels(**self._labels).observe(time.monotonic() - started)
+
+    def _commit(self, batch: _Batch) -> None:
+        """The three commits of one flush, in the order the invariants need."""
+        if batch.rows and not self._changelog.append(batch.rows, batch.seq):
+            self._refuse_unless_retry(batch, "changelog")
+        if batch.ddl and not self._ddl_log.insert(batch.ddl, batch.seq):
+            self._refuse_unless_retry(batch, "ddl")
+        if batch.watermarks_changed:
+            written = self._watermarks.write(
+                batch.table_resolved,
+                batch.ddl_resolved,
+                self._changelog.version(),
+                self._ddl_log.version(),
+                batch.seq,
+            )
+            if not written:
+                self._refuse_unless_retry(batch, "watermarks")
+
+    def _refuse_unless_retry(self, batch: _Batch, table: str) -> None:
+        if batch.attempts == 1:
+            raise LakeConflictError(
+                f"{table} already holds flush {batch.seq} of {self.app_id} on its first attempt: "
+                f"another puller is landing this changefeed"
+            )
+        log.info("%s flush %d of %s had landed before the retry; skipped", table, batch.seq, self.app_id)
+
+    def _flush_loop(self) -> None:
+        backoff = self._interval
+        while True:
+            with self._cond:
+                deadline = time.monotonic() + backoff
+                while not (self._closed or self._flush_wanted):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                if self._closed:
+                    return
+                self._flush_wanted = False
+            try:
+                self.flush()
+                backoff = self._interval
+            except Exception:
+                log.exception("flush of %s failed; retrying", self.app_id)
+                backoff = min(backoff * 2, 30.0)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _used(self) -> int:
+        return self._buffered + (self._in_flight.nbytes if self._in_flight else 0)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LanderClosedError(f"lander of {self.app_id} is closed")

@@ -1,0 +1,169 @@
+"""Where tidelake's own Delta tables live and what their columns are (DESIGN.md §3, a contract).
+
+The schemas are defined once, as pyarrow, because the puller writes them with delta-rs; the
+Spark DDL is derived from them so the merge side can never drift from what was landed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+
+from tidelake.errors import InputError
+
+TIDELAKE_DIR = "_tidelake"
+
+# Table property that records the commit-time bucket size a changelog was created with; readers
+# take it from the table, so changing the lander's setting never breaks partition pruning.
+BUCKET_SECONDS_PROPERTY = "tidelake.commitBucketSeconds"
+DEFAULT_BUCKET_SECONDS = 3600
+# Partition value format of `commit_bucket`: UTC start of the bucket. Fixed width, so string
+# order is time order (range predicates prune), readable, and free of ':' (no path escaping).
+BUCKET_FORMAT = "%Y-%m-%dT%H%MZ"
+
+OP_PUT = "put"
+OP_DELETE = "delete"
+
+CHANGELOG_SCHEMA = pa.schema(
+    [
+        pa.field("table_id", pa.int64(), nullable=False),
+        pa.field("commit_bucket", pa.string(), nullable=False),
+        pa.field("commit_ts", pa.int64(), nullable=False),
+        pa.field("start_ts", pa.int64(), nullable=False),
+        pa.field("op", pa.string(), nullable=False),
+        pa.field("key", pa.binary(), nullable=False),
+        pa.field("value", pa.binary(), nullable=False),
+        pa.field("old_value", pa.binary(), nullable=False),
+        pa.field("region_id", pa.int64(), nullable=False),
+        # Landing order (the lander's flush sequence): among duplicates of one (key, commit_ts)
+        # merge may keep any; this makes the choice deterministic and shows when a row landed.
+        pa.field("flush_seq", pa.int64(), nullable=False),
+    ]
+)
+CHANGELOG_PARTITIONS = ("table_id", "commit_bucket")
+
+SOURCE_SNAPSHOT = "snapshot"
+SOURCE_JOB = "job"
+
+DDL_SCHEMA = pa.schema(
+    [
+        pa.field("job_id", pa.int64(), nullable=False),
+        pa.field("commit_ts", pa.int64(), nullable=False),
+        pa.field("schema_version", pa.int64(), nullable=False),
+        pa.field("action", pa.int32(), nullable=False),
+        pa.field("action_name", pa.string(), nullable=False),
+        pa.field("schema_id", pa.int64(), nullable=False),
+        pa.field("schema_name", pa.string(), nullable=True),
+        pa.field("table_id", pa.int64(), nullable=False),
+        pa.field("table_name", pa.string(), nullable=True),
+        pa.field("query", pa.string(), nullable=True),
+        pa.field("table_info", pa.string(), nullable=True),
+        pa.field("db_info", pa.string(), nullable=True),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+# One row per (job, table it touched); snapshot rows have job_id 0 and commit_ts = snapshot ts.
+DDL_KEY = ("source", "job_id", "commit_ts", "schema_id", "table_id")
+
+KIND_TABLE = "table"
+KIND_DDL = "ddl"
+
+WATERMARKS_SCHEMA = pa.schema(
+    [
+        pa.field("puller", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("table_id", pa.int64(), nullable=False),
+        pa.field("resolved_ts", pa.int64(), nullable=False),
+        pa.field("changelog_version", pa.int64(), nullable=False),
+        pa.field("ddl_version", pa.int64(), nullable=False),
+        pa.field("flush_seq", pa.int64(), nullable=False),
+        pa.field("updated_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+WATERMARKS_PARTITIONS = ("puller",)
+
+_SPARK_TYPES = {
+    pa.int32(): "INT",
+    pa.int64(): "BIGINT",
+    pa.string(): "STRING",
+    pa.binary(): "BINARY",
+    pa.timestamp("us", tz="UTC"): "TIMESTAMP",
+}
+
+
+def spark_ddl(schema: pa.Schema) -> str:
+    """Spark DDL column list (`a BIGINT NOT NULL, ...`) for one of the schemas above."""
+    return ", ".join(
+        f"{f.name} {_SPARK_TYPES[f.type]}{'' if f.nullable else ' NOT NULL'}" for f in schema
+    )
+
+
+@dataclass(frozen=True)
+class LakeLayout:
+    """Paths of one lake. `root` is a local folder or an object-store URI (s3://, abfss://, gs://);
+    `storage_options` are passed to delta-rs as-is (credentials, endpoints)."""
+
+    root: str
+    storage_options: dict[str, str] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.root:
+            raise InputError("lake root is empty: give a folder or an object-store URI")
+        object.__setattr__(self, "root", self.root.rstrip("/"))
+
+    @property
+    def tidelake_root(self) -> str:
+        return f"{self.root}/{TIDELAKE_DIR}"
+
+    @property
+    def changelog(self) -> str:
+        return f"{self.tidelake_root}/changelog"
+
+    @property
+    def ddl(self) -> str:
+        return f"{self.tidelake_root}/ddl"
+
+    @property
+    def watermarks(self) -> str:
+        return f"{self.tidelake_root}/watermarks"
+
+    @property
+    def syncpoints(self) -> str:
+        return f"{self.tidelake_root}/syncpoints"
+
+    def replica_path(self, db: str, table: str) -> str:
+        """Replica of upstream `db`.`table`; names are used verbatim (TiDB names cannot hold '/')."""
+        for what, name in (("database", db), ("table", table)):
+            if not name or "/" in name or name in (".", "..") or name == TIDELAKE_DIR:
+                raise InputError(f"{what} name {name!r} cannot be a replica folder name")
+        return f"{self.root}/{db}/{table}"
+
+
+def open_or_create(
+    layout: LakeLayout,
+    path: str,
+    schema: pa.Schema,
+    partitions: tuple[str, ...] = (),
+    properties: dict[str, str] | None = None,
+) -> DeltaTable:
+    """Open a tidelake table, creating it on first use; a concurrent creator simply wins."""
+    if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
+        try:
+            DeltaTable.create(
+                path,
+                schema,
+                mode="ignore",
+                partition_by=list(partitions) or None,
+                configuration=properties,
+                storage_options=layout.storage_options,
+                raise_if_key_not_exists=False,
+            )
+        except CommitFailedError:
+            pass  # another puller created it between our check and our commit
+    table = DeltaTable(path, storage_options=layout.storage_options)
+    if pa.schema(table.schema().to_arrow()) != schema:
+        raise InputError(f"{path} is not a tidelake table of the expected schema")
+    return table

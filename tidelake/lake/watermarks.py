@@ -1,0 +1,143 @@
+"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts (DESIGN.md §2).
+
+Why a separate `watermarks` Delta table, written after the events: Delta has no multi-table
+commit, and a watermark must name a changelog state that already holds every event it covers.
+So a flush commits (1) the changelog events, (2) the DDL rows, and only then (3) the watermark
+rows, each row carrying the changelog and ddl versions that (1) and (2) produced. A crash after
+(1) or (2) leaves the old watermarks, which are still true (invariant 1); the events landed
+early are re-pulled or de-duplicated by merge (invariant 5).
+
+Readers read the watermarks FIRST, then the changelog at any version >= `changelog_version`
+(the latest is fine): the changelog only grows, except retention deletes of partitions that
+every replica has merged past, so that read holds every event <= each watermark (invariant 2).
+Storing the versions also lets a merge pin its read to exactly `changelog_version` and be
+reproducible.
+
+Each puller owns one partition (`puller` = its app id) and rewrites it whole on every flush
+(replaceWhere overwrite), so the table stays small, pullers never overwrite each other, and the
+rewrite carries the same app transaction as the flush, which makes a retry a no-op. Written
+values only ever grow: a restarted puller re-reporting older resolved ts cannot move them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
+
+from tidelake.lake.changelog_writer import LakeConflictError, commit_properties
+from tidelake.lake.layout import (
+    KIND_DDL,
+    KIND_TABLE,
+    WATERMARKS_PARTITIONS,
+    WATERMARKS_SCHEMA,
+    LakeLayout,
+    open_or_create,
+)
+
+NO_VERSION = -1
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    """What merge may rely on: read this first, then the changelog at >= `changelog_version`."""
+
+    table_resolved: dict[int, int]
+    ddl_resolved: int
+    changelog_version: int
+    ddl_version: int = NO_VERSION
+
+
+def _fold(table: pa.Table) -> Watermarks:
+    """Combine rows of one or more pullers: a table's watermark is the lowest any puller claims
+    (a table has one owner, so this only matters while ownership moves), versions the highest."""
+    resolved: dict[int, int] = {}
+    ddl_resolved: int | None = None
+    changelog_version = ddl_version = NO_VERSION
+    for row in table.to_pylist():
+        changelog_version = max(changelog_version, row["changelog_version"])
+        ddl_version = max(ddl_version, row["ddl_version"])
+        ts = row["resolved_ts"]
+        if row["kind"] == KIND_DDL:
+            ddl_resolved = ts if ddl_resolved is None else min(ddl_resolved, ts)
+        else:
+            tid = row["table_id"]
+            resolved[tid] = min(resolved.get(tid, ts), ts)
+    return Watermarks(resolved, ddl_resolved or 0, changelog_version, ddl_version)
+
+
+def read_watermarks(layout: LakeLayout) -> Watermarks:
+    """Current watermarks of all pullers; empty (version -1) before the first flush."""
+    if not DeltaTable.is_deltatable(layout.watermarks, storage_options=layout.storage_options):
+        return Watermarks({}, 0, NO_VERSION)
+    table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
+    return _fold(table.to_pyarrow_table())
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class WatermarkWriter:
+    """Rewrites one puller's partition of the watermarks table."""
+
+    def __init__(self, layout: LakeLayout, puller: str) -> None:
+        self.puller = puller
+        self._table = open_or_create(
+            layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS
+        )
+
+    def committed_seq(self) -> int:
+        self._table.update_incremental()
+        return self._table.transaction_version(self.puller) or 0
+
+    def load(self) -> Watermarks:
+        """This puller's durable watermarks."""
+        self._table.update_incremental()
+        rows = self._table.to_pyarrow_table(filters=[("puller", "=", self.puller)])
+        return _fold(rows)
+
+    def write(
+        self,
+        table_resolved: Mapping[int, int],
+        ddl_resolved: int,
+        changelog_version: int,
+        ddl_version: int,
+        seq: int,
+    ) -> bool:
+        """Replace this puller's rows as flush `seq`; False if that flush already wrote them."""
+        if self.committed_seq() >= seq:
+            return False
+        ids = sorted(table_resolved)
+        n = len(ids) + 1
+        data = pa.Table.from_arrays(
+            [
+                pa.repeat(pa.scalar(self.puller), n),
+                pa.array([KIND_TABLE] * len(ids) + [KIND_DDL]),
+                pa.array(ids + [0], pa.int64()),
+                pa.array([table_resolved[t] for t in ids] + [ddl_resolved], pa.int64()),
+                pa.repeat(pa.scalar(changelog_version, pa.int64()), n),
+                pa.repeat(pa.scalar(ddl_version, pa.int64()), n),
+                pa.repeat(pa.scalar(seq, pa.int64()), n),
+                pa.repeat(pa.scalar(datetime.now(timezone.utc), pa.timestamp("us", tz="UTC")), n),
+            ],
+            schema=WATERMARKS_SCHEMA,
+        )
+        try:
+            write_deltalake(
+                self._table,
+                data,
+                mode="overwrite",
+                predicate=f"puller = {_quote(self.puller)}",
+                commit_properties=commit_properties(self.puller, seq, flush_seq=seq),
+            )
+        except CommitFailedError as exc:
+            raise LakeConflictError(
+                f"watermarks commit of {self.puller} flush {seq} lost a commit conflict: {exc}"
+            ) from exc
+        return True
+
