@@ -52,21 +52,21 @@ def test_intersect_handles_infinite_ends():
 
 def test_divides_span_over_contiguous_regions_with_intersection():
     pd = FakePD([region(1, b"", k(10)), region(2, k(10), k(20)), region(3, k(20), b"")], shuffle=True)
-    pieces, rest = regions_covering(pd, (k(5), k(25)))
+    pieces, rest = regions_covering(pd, (k(5), k(25)), (k(5), k(25)))
     assert rest is None
     assert ids(pieces) == [(1, (k(5), k(10))), (2, (k(10), k(20))), (3, (k(20), k(25)))]
 
 
 def test_paging_by_limit_continues_from_last_region_end():
     pd = FakePD([region(i, k(i * 2), k(i * 2 + 2)) for i in range(10)])
-    pieces, rest = regions_covering(pd, (k(0), k(20)), limit=3)
+    pieces, rest = regions_covering(pd, (k(0), k(20)), (k(0), k(20)), limit=3)
     assert rest is None and [t.region.id for t, _ in pieces] == list(range(10))
     assert [c[0] for c in pd.calls] == [k(0), k(6), k(12), k(18)]
 
 
 def test_hole_returns_the_uncovered_remainder():
     pd = FakePD([region(1, k(0), k(10)), region(3, k(15), k(30))])  # [10, 15) is mid-split: no region
-    pieces, rest = regions_covering(pd, (k(2), k(20)))
+    pieces, rest = regions_covering(pd, (k(2), k(20)), (k(2), k(20)))
     assert ids(pieces) == [(1, (k(2), k(10)))]
     assert rest == (k(10), k(20))
 
@@ -74,9 +74,20 @@ def test_hole_returns_the_uncovered_remainder():
 def test_overlapping_stale_region_cuts_the_prefix_and_is_rescanned():
     # PD briefly reports a stale region 2 [8, 20) overlapping region 1 [0, 10)
     pd = FakePD([region(1, k(0), k(10)), region(2, k(8), k(20)), region(4, k(20), k(30))])
-    pieces, rest = regions_covering(pd, (k(0), k(30)))
+    pieces, rest = regions_covering(pd, (k(0), k(30)), (k(0), k(30)))
     assert rest is None
-    assert ids(pieces) == [(1, (k(0), k(10))), (2, (k(10), k(20))), (4, (k(20), k(30)))]
+    # each piece is the whole region ∩ table span; the range lock arbitrates the overlap
+    assert ids(pieces) == [(1, (k(0), k(10))), (2, (k(8), k(20))), (4, (k(20), k(30)))]
+    lock = RangeLock(k(0), k(30), 5)
+    results = [lock.lock(sub[0], sub[1], t.region.id, t.region.region_epoch.version) for t, sub in pieces]
+    assert [r.kind for r in results] == ["locked", "stale", "locked"]
+    assert results[1].retry == ((k(10), k(20)),)
+
+
+def test_pieces_are_clipped_to_the_table_span_not_the_retried_part():
+    pd = FakePD([region(4, k(0), k(20)), region(5, k(20), b"")])
+    pieces, rest = regions_covering(pd, (k(10), k(15)), (k(2), k(25)))
+    assert rest is None and ids(pieces) == [(4, (k(2), k(20)))]
 
 
 def test_cut_requires_first_region_to_start_at_or_before_span():

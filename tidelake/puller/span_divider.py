@@ -72,12 +72,15 @@ def cut_regions_left_cover_span(regions: list[RegionLike], span: Span) -> list[R
 
 
 def regions_covering(
-    source: RegionSource, span: Span, limit: int = 1024
+    source: RegionSource, span: Span, table_span: Span, limit: int = 1024
 ) -> tuple[list[tuple[RegionTarget, Span]], Span | None]:
-    """Regions covering `span` from its start, each with its sub-span; plus the part left uncovered.
+    """Regions covering `span` from its start, each with its piece of `table_span`; plus the part
+    of `span` left uncovered.
 
-    The remainder is not None when PD has a hole (a region mid-split or not yet reported): the
-    caller backs off and divides the remainder again (facts/kvproto.md §9.7).
+    A piece is the region ∩ the whole subscribed span, not ∩ `span`: after a merge, the merged
+    region must be requested (and locked) once for all it covers, or TiKV would see the same
+    (request_id, region) twice (facts/kvproto.md §9.7). The remainder is not None when PD has a
+    hole (a region mid-split or not yet reported): the caller backs off and divides it again.
     """
     pieces: list[tuple[RegionTarget, Span]] = []
     start, end = span
@@ -86,7 +89,7 @@ def regions_covering(
         if not cover:
             return pieces, (start, end)
         for info in cover:
-            sub = intersect((start, end), (info.region.start_key, info.region.end_key))
+            sub = intersect(table_span, (info.region.start_key, info.region.end_key))
             if sub is not None:
                 pieces.append((RegionTarget(info.region, info.leader), sub))
         last_end = cover[-1].region.end_key

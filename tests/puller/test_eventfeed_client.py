@@ -1,0 +1,291 @@
+import threading
+
+import grpc
+import pytest
+
+from tidelake.codec.keys import record_key, table_record_span_encoded, to_region_key
+from tidelake.kvproto import cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2
+from tidelake.puller.errors import IncompatibleClusterError, PrewriteNotMatchError, PullerError
+from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
+
+from puller_fakes import CLUSTER_ID, E, FakePD, PDRegion, RecordingSink, ScriptedStore, wait_until
+
+T1, T2 = 70, 71
+OPTIONS = FeedOptions(workers=3, backoff_base_s=0.01, backoff_cap_s=0.05, probe_timeout_s=5)
+
+
+def channel(address):
+    return grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 1 << 28)])
+
+
+class Script:
+    """Every request is recorded; by default a region initializes at once (empty scan)."""
+
+    def __init__(self, initialize=True):
+        self.seen = []  # (store, conn, request)
+        self.cond = threading.Condition()
+        self.initialize = initialize
+        self.hook = None
+
+    def __call__(self, store, conn, request):
+        with self.cond:
+            self.seen.append((store, conn, request))
+            self.cond.notify_all()
+        if self.hook is not None and self.hook(store, conn, request):
+            return
+        if self.initialize:
+            conn.entries(request, E.Row(type=E.INITIALIZED))
+
+    def wait_count(self, n, timeout_s=10.0):
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.seen) >= n, timeout_s), f"only {len(self.seen)} requests"
+            return list(self.seen)
+
+
+def row(kind, table, handle, start_ts, commit_ts=0, value=b"v", op=E.Row.PUT):
+    return E.Row(type=kind, start_ts=start_ts, commit_ts=commit_ts, key=record_key(table, handle), value=value,
+                 op_type=op)
+
+
+@pytest.fixture
+def cluster():
+    made = []
+
+    def make(regions, n_stores=1, multiplexing=True, versions=None, initialize=True):
+        script = Script(initialize)
+        stores = {i: ScriptedStore(i, script, multiplexing) for i in range(1, n_stores + 1)}
+        made.extend(stores.values())
+        pd = FakePD({i: s.address for i, s in stores.items()}, regions, versions)
+        sink = RecordingSink()
+        client = EventFeedClient(pd, sink, channel, OPTIONS)
+        made.append(client)
+        return script, stores, pd, sink, client
+
+    yield make
+    for thing in reversed(made):
+        if isinstance(thing, EventFeedClient):
+            thing.close()
+        else:
+            thing.stop()
+
+
+def whole_table(rid=1, store=1, version=1):
+    return PDRegion(rid, b"", b"", version, store)  # one region wider than the table span
+
+
+def split_key(table, handle):
+    return to_region_key(record_key(table, handle))
+
+
+def test_request_fields_and_multiplexed_routing(cluster):
+    span1, span2 = table_record_span_encoded(T1), table_record_span_encoded(T2)
+    regions = [PDRegion(1, b"", span2[0], 1, 1), PDRegion(2, span2[0], b"", 1, 1)]
+    script, stores, pd, sink, client = cluster(regions)
+    client.start()
+    sub1 = client.subscribe(T1, span1, 100)
+    sub2 = client.subscribe(T2, span2, 200)
+    seen = script.wait_count(2)
+    by_sub = {req.request_id: (conn, req) for _, conn, req in seen}
+    conn1, req1 = by_sub[sub1]
+    conn2, req2 = by_sub[sub2]
+    assert conn1 is conn2 and conn1.method == "EventFeedV2" and conn1.multiplexed
+    assert (req1.region_id, req1.start_key, req1.end_key, req1.checkpoint_ts) == (1, span1[0], span1[1], 100)
+    assert (req2.region_id, req2.start_key, req2.end_key, req2.checkpoint_ts) == (2, span2[0], span2[1], 200)
+    assert req1.header.cluster_id == CLUSTER_ID and req1.header.ticdc_version == "8.5.0"
+    assert req1.extra_op == kvrpcpb_pb2.ReadOldValue and req1.region_epoch.version == 1
+    assert req1.WhichOneof("request") is None  # unset oneof = Register (facts §9.1)
+    assert stores[1].probes == 1
+
+    conn1.entries(req1, row(E.PREWRITE, T1, 1, 150, value=b"a"))
+    conn1.entries(req2, row(E.COMMITTED, T2, 9, 210, 220, b"b"))
+    conn1.entries(req1, row(E.COMMIT, T1, 1, 150, 160))
+    sink.wait_for(lambda s: len(s.rows) == 2)
+    assert sorted((r.table_id, r.commit_ts, r.value, r.region_id) for r in sink.rows) == [
+        (T1, 160, b"a", 1), (T2, 220, b"b", 2)
+    ]
+    conn1.resolved(sub1, [1, 2], 300)  # region 2 under sub1 is unknown: ignored
+    sink.wait_for(lambda s: (T1, 300) in s.table_resolved)
+    assert all(t == T1 for t, _ in sink.table_resolved)
+    assert client.table_resolved_ts(sub2) == 200
+
+
+def test_fallback_to_one_plain_stream_per_subscription(cluster):
+    span1, span2 = table_record_span_encoded(T1), table_record_span_encoded(T2)
+    script, stores, pd, sink, client = cluster([PDRegion(5, b"", b"", 3, 1)], multiplexing=False)
+    client.start()
+    sub1 = client.subscribe(T1, span1, 10)
+    sub2 = client.subscribe(T2, span2, 10)
+    seen = script.wait_count(2)
+    conns = {req.request_id: conn for _, conn, req in seen}
+    assert conns[sub1] is not conns[sub2]
+    assert {c.method for c in conns.values()} == {"EventFeed"}
+    for _, conn, req in seen:  # events carry request_id 0: the stream names the subscription
+        table = T1 if req.request_id == sub1 else T2
+        conn.entries(req, row(E.COMMITTED, table, 1, 20, 30 + table))
+        conn.resolved(req.request_id, [5], 500 + table)
+    sink.wait_for(lambda s: len(s.table_resolved) == 2)
+    assert sorted((r.table_id, r.commit_ts) for r in sink.rows) == [(T1, 30 + T1), (T2, 30 + T2)]
+    assert sorted(sink.table_resolved) == [(T1, 500 + T1), (T2, 500 + T2)]
+
+
+def test_table_resolved_is_min_over_regions_and_only_reported_when_rising(cluster):
+    span = table_record_span_encoded(T1)
+    mid = split_key(T1, 1000)
+    script, stores, pd, sink, client = cluster([PDRegion(1, b"", mid, 1, 1), PDRegion(2, mid, b"", 1, 1)])
+    client.start()
+    sub = client.subscribe(T1, span, 100)
+    seen = script.wait_count(2)
+    conn = seen[0][1]
+    conn.resolved(sub, [1], 400)
+    sink.wait_for(lambda s: len(s.resolved) == 1)
+    assert sink.table_resolved == []  # region 2 never resolved: table stays at its start ts
+    conn.resolved(sub, [2], 300)
+    sink.wait_for(lambda s: s.table_resolved == [(T1, 300)])
+    conn.resolved(sub, [2], 250)  # lower: ignored
+    conn.resolved(sub, [1, 2], 350)  # region 1 lowers? no: ignored there, region 2 -> 350
+    sink.wait_for(lambda s: s.table_resolved == [(T1, 300), (T1, 350)])
+
+
+def test_not_leader_goes_to_named_leader_with_resolved_checkpoint(cluster):
+    span = table_record_span_encoded(T1)
+    script, stores, pd, sink, client = cluster([whole_table()], n_stores=2)
+    client.start()
+    sub = client.subscribe(T1, span, 100)
+    (_, conn, req), = script.wait_count(1)
+    conn.resolved(sub, [1], 180)
+    sink.wait_for(lambda s: s.table_resolved == [(T1, 180)])
+    conn.error(req, not_leader=errorpb_pb2.NotLeader(region_id=1, leader=metapb_pb2.Peer(id=102, store_id=2)))
+    seen = script.wait_count(2)
+    store, conn2, req2 = seen[1]
+    assert store.store_id == 2 and req2.region_id == 1 and req2.checkpoint_ts == 180
+    assert pd.scans == 1  # the named leader was used without asking PD
+    conn.resolved(sub, [1], 999)  # the old store's subscription is gone: dropped
+    conn2.entries(req2, row(E.COMMITTED, T1, 1, 181, 190))
+    conn2.resolved(sub, [1], 200)
+    sink.wait_for(lambda s: s.table_resolved[-1] == (T1, 200))
+    assert [r.commit_ts for r in sink.rows] == [190]
+
+
+def test_not_leader_without_leader_divides_again(cluster):
+    span = table_record_span_encoded(T1)
+    script, stores, pd, sink, client = cluster([whole_table()], n_stores=2)
+    client.start()
+    client.subscribe(T1, span, 100)
+    (_, conn, req), = script.wait_count(1)
+    pd.regions[0].leader_store = 2
+    conn.error(req, not_leader=errorpb_pb2.NotLeader(region_id=1))
+    store, _, req2 = script.wait_count(2)[1]
+    assert store.store_id == 2 and pd.scans == 2 and req2.checkpoint_ts == 100
+
+
+def test_epoch_not_match_rescans_and_each_piece_resumes_from_its_own_resolved_ts(cluster):
+    span = table_record_span_encoded(T1)
+    k1, k2 = split_key(T1, 100), split_key(T1, 200)
+    regions = [PDRegion(1, b"", k1, 1, 1), PDRegion(2, k1, b"", 1, 1)]
+    script, stores, pd, sink, client = cluster(regions)
+    client.start()
+    sub = client.subscribe(T1, span, 100)
+    seen = script.wait_count(2)
+    conn = seen[0][1]
+    reqs = {r.region_id: r for _, _, r in seen}
+    conn.resolved(sub, [1], 300)
+    conn.resolved(sub, [2], 200)
+    sink.wait_for(lambda s: s.table_resolved == [(T1, 200)])
+    # region 2 splits at k2 into 2 [k1, k2) and 3 [k2, +inf); then regions 1 and 2 merge into 4
+    pd.regions[1:] = [PDRegion(2, k1, k2, 2, 1), PDRegion(3, k2, b"", 2, 1)]
+    conn.error(reqs[2], epoch_not_match=errorpb_pb2.EpochNotMatch())
+    seen = script.wait_count(4)
+    new = {r.region_id: r for _, _, r in seen[2:]}
+    assert {(rid, r.start_key, r.end_key, r.checkpoint_ts) for rid, r in new.items()} == {
+        (2, k1, k2, 200), (3, k2, span[1], 200)
+    }
+    conn.resolved(sub, [2], 400)
+    conn.resolved(sub, [3], 500)
+    sink.wait_for(lambda s: s.table_resolved[-1] == (T1, 300))
+    pd.regions[:] = [PDRegion(4, b"", k2, 3, 1), PDRegion(3, k2, b"", 2, 1)]
+    conn.error(reqs[1], region_not_found=errorpb_pb2.RegionNotFound(region_id=1))
+    conn.error(new[2], epoch_not_match=errorpb_pb2.EpochNotMatch())
+    merged = script.wait_count(5)[4][2]
+    # the merged region starts from the lower of the two pieces it covers
+    assert (merged.region_id, merged.start_key, merged.end_key, merged.checkpoint_ts) == (4, span[0], k2, 300)
+    wait_until(lambda: client.region_count(sub) == 2)
+    assert len(script.seen) == 5
+
+
+def test_server_is_busy_and_congested_retry_the_same_region(cluster):
+    span = table_record_span_encoded(T1)
+    script, stores, pd, sink, client = cluster([whole_table()])
+    client.start()
+    client.subscribe(T1, span, 100)
+    (_, conn, req), = script.wait_count(1)
+    conn.error(req, server_is_busy=errorpb_pb2.ServerIsBusy(reason="too many pending incremental scans",
+                                                            backoff_ms=20))
+    _, conn2, req2 = script.wait_count(2)[1]
+    conn2.error(req2, congested=cdcpb_pb2.Congested(region_id=1))
+    script.wait_count(3)
+    assert pd.scans == 1 and all(r.region_id == 1 for _, _, r in script.seen)
+
+
+def test_broken_stream_resubscribes_every_region_from_its_resolved_ts(cluster):
+    span = table_record_span_encoded(T1)
+    mid = split_key(T1, 1000)
+    script, stores, pd, sink, client = cluster([PDRegion(1, b"", mid, 1, 1), PDRegion(2, mid, b"", 1, 1)])
+    client.start()
+    sub = client.subscribe(T1, span, 100)
+    seen = script.wait_count(2)
+    conn = seen[0][1]
+    conn.resolved(sub, [1], 150)
+    conn.resolved(sub, [2], 170)
+    sink.wait_for(lambda s: s.table_resolved == [(T1, 150)])
+    conn.abort(grpc.StatusCode.UNAVAILABLE)
+    seen = script.wait_count(4)
+    assert {(r.region_id, r.checkpoint_ts) for _, _, r in seen[2:]} == {(1, 150), (2, 170)}
+    assert seen[2][1] is not conn and stores[1].probes == 2  # a new stream after a new probe
+
+
+@pytest.mark.parametrize(
+    ("fields", "error_type", "message"),
+    [
+        ({"duplicate_request": cdcpb_pb2.DuplicateRequest(region_id=1)}, PullerError, "duplicate request"),
+        ({"compatibility": cdcpb_pb2.Compatibility(required_version="6.2.0")}, IncompatibleClusterError, "6.2.0"),
+        ({"cluster_id_mismatch": cdcpb_pb2.ClusterIDMismatch(current=7, request=CLUSTER_ID)},
+         IncompatibleClusterError, "belongs to cluster 7"),
+    ],
+)
+def test_fatal_region_errors_stop_the_feed(cluster, fields, error_type, message):
+    script, stores, pd, sink, client = cluster([whole_table()])
+    client.start()
+    client.subscribe(T1, table_record_span_encoded(T1), 100)
+    (_, conn, req), = script.wait_count(1)
+    conn.error(req, **fields)
+    with pytest.raises(error_type, match=message):
+        client.wait(10)
+
+
+def test_commit_without_prewrite_after_initialized_stops_the_feed(cluster):
+    script, stores, pd, sink, client = cluster([whole_table()])
+    client.start()
+    client.subscribe(T1, table_record_span_encoded(T1), 100)
+    (_, conn, req), = script.wait_count(1)
+    conn.entries(req, row(E.COMMIT, T1, 5, 110, 120))
+    with pytest.raises(PrewriteNotMatchError, match="region 1"):
+        client.wait(10)
+
+
+def test_incompatible_store_version_is_refused_at_start(cluster):
+    script, stores, pd, sink, client = cluster([whole_table()], versions={1: "6.5.3"})
+    with pytest.raises(IncompatibleClusterError, match=r"store 1 .* 6\.5\.3.*\[7\.1\.0-alpha, 10\.0\.0\)"):
+        client.start()
+
+
+def test_unsubscribe_deregisters_on_the_multiplexed_stream(cluster):
+    script, stores, pd, sink, client = cluster([whole_table()])
+    client.start()
+    sub = client.subscribe(T1, table_record_span_encoded(T1), 100)
+    (_, conn, req), = script.wait_count(1)
+    client.unsubscribe(sub)
+    last = script.wait_count(2)[1][2]
+    assert last.request_id == sub and last.WhichOneof("request") == "deregister" and last.region_id == 0
+    conn.entries(req, row(E.COMMITTED, T1, 1, 110, 120))
+    conn.resolved(sub, [1], 500)
+    assert not client.wait(0.3) and sink.rows == [] and sink.table_resolved == []

@@ -1,0 +1,486 @@
+"""EventFeed client: subscribes table spans from a checkpoint and keeps them subscribed.
+
+Behaves as TiCDC's shared kv client (facts/kvproto.md §9): a subscription's span is divided
+into regions through PD (§9.7), each region gets a request on its leader store's stream with the
+checkpoint recorded for exactly its piece, and region errors are handled by class (§9.6):
+not_leader goes to the named leader, epoch_not_match / region_not_found re-divide the piece,
+busy / congested / broken streams back off and retry, and protocol or compatibility errors stop
+the feed with one clear error. Rows go to the sink as soon as they are matched; a table's
+resolved ts is the minimum over its pieces (span frontier) and is reported only when it rises.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import grpc
+
+from tidelake.errors import TidelakeError
+from tidelake.kvproto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
+from tidelake.puller.backoff import backoff_s
+from tidelake.puller.delayed_tasks import DelayedTasks
+from tidelake.puller.errors import IncompatibleClusterError, PullerError
+from tidelake.puller.events import RowChange
+from tidelake.puller.frontier import SpanFrontier
+from tidelake.puller.region_state import RegionFeedState
+from tidelake.puller.region_workers import RegionWorkers
+from tidelake.puller.span_divider import (
+    LockedRange,
+    RangeLock,
+    RegionLike,
+    RegionTarget,
+    Span,
+    regions_covering,
+)
+from tidelake.puller.store_stream import StoreStream, StreamUnavailable
+from tidelake.puller.store_version import TICDC_VERSION, check_store_version
+
+log = logging.getLogger(__name__)
+
+_subscription_ids = itertools.count(1)  # TiCDC AllocSubscriptionID: global, from 1 (§9.1)
+
+
+class PDLike(Protocol):
+    """The part of tidelake.upstream.pd_client.PDClient the puller uses."""
+
+    @property
+    def cluster_id(self) -> int: ...
+
+    def scan_regions(self, start_enc: bytes, end_enc: bytes, limit: int = 1024) -> list[RegionLike]: ...
+
+    def get_store(self, store_id: int) -> metapb_pb2.Store: ...
+
+    def get_all_stores(self) -> list[metapb_pb2.Store]: ...
+
+
+class EventFeedSink(Protocol):
+    """Where the feed delivers. Called from region worker threads, possibly concurrently;
+    a call may block (memory quota) and that slows the feed down. For one table,
+    on_table_resolved(ts) is called only after every row with commit_ts <= ts went to on_rows."""
+
+    def on_rows(self, rows: list[RowChange]) -> None: ...
+
+    def on_resolved(self, table_id: int, span: Span, ts: int) -> None: ...
+
+    def on_table_resolved(self, table_id: int, ts: int) -> None: ...
+
+
+@dataclass(eq=False)
+class _Subscription:
+    id: int
+    table_id: int
+    span: Span
+    start_ts: int
+    frontier: SpanFrontier
+    range_lock: RangeLock
+    reported_ts: int
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+    feeds: set[_RegionFeed] = field(default_factory=set)
+    stopped: bool = False
+
+
+@dataclass(eq=False)
+class _RegionFeed:
+    """One region request in flight: the token the store stream routes events to."""
+
+    subscription: _Subscription
+    target: RegionTarget
+    locked: LockedRange
+    state: RegionFeedState
+    stream: StoreStream
+    attempt: int
+
+
+@dataclass(frozen=True)
+class FeedOptions:
+    workers: int = 4
+    ticdc_version: str = TICDC_VERSION
+    filter_loop: bool = False
+    scan_limit: int = 1024
+    backoff_base_s: float = 0.05
+    backoff_cap_s: float = 5.0
+    probe_timeout_s: float = 10.0
+
+
+class EventFeedClient:
+    """Subscriptions over all stores of one cluster. Use as a context manager, or start()/close().
+
+    `wait()` re-raises the error that stopped the feed (a PullerError or a sink's TidelakeError).
+    """
+
+    def __init__(
+        self,
+        pd: PDLike,
+        sink: EventFeedSink,
+        channel_factory: Callable[[str], grpc.Channel],
+        options: FeedOptions = FeedOptions(),
+    ) -> None:
+        self._pd = pd
+        self._sink = sink
+        self._channel_factory = channel_factory
+        self._options = options
+        self._header = cdcpb_pb2.Header(cluster_id=pd.cluster_id, ticdc_version=options.ticdc_version)
+        self._mutex = threading.Lock()
+        self._subscriptions: dict[int, _Subscription] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+        self._streams: dict[int, StoreStream] = {}
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._tasks = DelayedTasks("eventfeed-scheduler", self._fail)
+        self._workers = RegionWorkers(options.workers, self._fail)
+        self._started = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> EventFeedClient:
+        """Check every TiKV store's version (facts/kvproto.md §9.9), then start the threads."""
+        for store in self._pd.get_all_stores():
+            check_store_version(store)
+        self._workers.start()
+        self._tasks.start()
+        self._started = True
+        return self
+
+    def __enter__(self) -> EventFeedClient:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._done.set()
+        self._tasks.stop()
+        with self._mutex:
+            streams = list(self._streams.values())
+            self._streams.clear()
+            channels = list(self._channels.values())
+            self._channels.clear()
+            for sub in self._subscriptions.values():
+                sub.stopped = True
+        for stream in streams:
+            stream.close()
+        self._workers.stop()
+        for channel in channels:
+            channel.close()
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the feed stops (True) or the timeout passes (False); raise its error."""
+        stopped = self._done.wait(timeout_s)
+        if self._error is not None:
+            raise self._error
+        return stopped
+
+    # ---- subscriptions ---------------------------------------------------------------------
+
+    def subscribe(self, table_id: int, span: Span, start_ts: int, subscription_id: int | None = None) -> int:
+        """Feed changes of `span` (region space) committed after `start_ts`; returns the id."""
+        if not self._started:
+            raise PullerError("EventFeedClient.subscribe called before start()")
+        sub_id = next(_subscription_ids) if subscription_id is None else subscription_id
+        if sub_id <= 0:
+            raise PullerError(f"subscription id must be positive (0 is TiCDC's invalid id), got {sub_id}")
+        sub = _Subscription(
+            id=sub_id,
+            table_id=table_id,
+            span=span,
+            start_ts=start_ts,
+            frontier=SpanFrontier(span[0], span[1], start_ts),
+            range_lock=RangeLock(span[0], span[1], start_ts),
+            reported_ts=start_ts,
+        )
+        with self._mutex:
+            if sub_id in self._subscriptions:
+                raise PullerError(f"subscription id {sub_id} is already in use")
+            self._subscriptions[sub_id] = sub
+        self._tasks.submit(lambda: self._divide(sub, span, 0))
+        return sub_id
+
+    def unsubscribe(self, subscription_id: int) -> None:
+        with self._mutex:
+            sub = self._subscriptions.pop(subscription_id, None)
+            streams = list(self._streams.values())
+        if sub is None:
+            return
+        with sub.mutex:
+            sub.stopped = True
+            for feed in sub.feeds:
+                feed.state.stopped = True
+            sub.feeds.clear()
+        for stream in streams:
+            stream.deregister(subscription_id, self._header)
+
+    def table_resolved_ts(self, subscription_id: int) -> int:
+        """The subscription's current frontier (min resolved ts over its span)."""
+        sub = self._subscriptions[subscription_id]
+        with sub.mutex:
+            return sub.frontier.frontier()
+
+    def region_count(self, subscription_id: int) -> int:
+        sub = self._subscriptions[subscription_id]
+        with sub.mutex:
+            return len(sub.feeds)
+
+    # ---- scheduling (scheduler thread) -----------------------------------------------------
+
+    def _divide(self, sub: _Subscription, span: Span, attempt: int) -> None:
+        """Find the regions of `span` in PD and request each piece (facts/kvproto.md §9.7)."""
+        if sub.stopped or self._done.is_set():
+            return
+        try:
+            pieces, rest = regions_covering(self._pd, span, sub.span, self._options.scan_limit)
+        except PullerError:
+            raise
+        except Exception as exc:  # PD unavailable or failing over: retry like TiCDC, forever
+            log.warning("table %d: loading regions of %s failed (%s); retrying", sub.table_id, _fmt(span), exc)
+            self._retry_divide(sub, span, attempt + 1)
+            return
+        for target, piece in pieces:
+            self._request_region(sub, target, piece, attempt)
+        if rest is not None:
+            log.info("table %d: no region covers %s yet; retrying", sub.table_id, _fmt(rest))
+            self._retry_divide(sub, rest, attempt + 1)
+
+    def _retry_divide(self, sub: _Subscription, span: Span, attempt: int) -> None:
+        delay = backoff_s(attempt, self._options.backoff_base_s, self._options.backoff_cap_s)
+        self._tasks.submit(lambda: self._divide(sub, span, attempt), delay)
+
+    def _retry_region(self, sub: _Subscription, target: RegionTarget, span: Span, attempt: int,
+                      min_delay_s: float = 0.0) -> None:
+        delay = max(min_delay_s, backoff_s(attempt, self._options.backoff_base_s, self._options.backoff_cap_s))
+        self._tasks.submit(lambda: self._request_region(sub, target, span, attempt), delay)
+
+    def _request_region(self, sub: _Subscription, target: RegionTarget, span: Span, attempt: int) -> None:
+        if sub.stopped or self._done.is_set():
+            return
+        region = target.region
+        result = sub.range_lock.lock(span[0], span[1], region.id, region.region_epoch.version)
+        if result.kind == "stale":
+            for retry in result.retry:
+                self._retry_divide(sub, retry, attempt + 1)
+            return
+        if result.kind == "wait":  # an older region still holds part of it; its error is on the way
+            self._retry_region(sub, target, span, attempt + 1)
+            return
+        locked = result.locked
+        leader = target.leader
+        if leader is None or leader.store_id == 0:
+            sub.range_lock.unlock(locked, locked.checkpoint_ts)
+            self._retry_divide(sub, span, attempt + 1)  # no leader known: ask PD again (§9.6)
+            return
+        try:
+            stream = self._stream_for(leader.store_id)
+        except PullerError:
+            raise
+        except Exception as exc:  # store unreachable, PD lookup failed: ask PD again later
+            self._give_back(sub, locked, span, attempt, f"store {leader.store_id} unavailable ({exc})")
+            return
+        state = RegionFeedState(sub.id, region.id, span, sub.start_ts, locked.checkpoint_ts)
+        feed = _RegionFeed(sub, target, locked, state, stream, attempt)
+        with sub.mutex:
+            if sub.stopped:
+                sub.range_lock.unlock(locked, locked.checkpoint_ts)
+                return
+            sub.feeds.add(feed)
+        try:
+            stream.register(feed, self._region_request(sub, region, span, locked.checkpoint_ts))
+        except StreamUnavailable as exc:
+            with sub.mutex:
+                sub.feeds.discard(feed)
+            self._give_back(sub, locked, span, attempt, str(exc))
+
+    def _give_back(self, sub: _Subscription, locked: LockedRange, span: Span, attempt: int, why: str) -> None:
+        log.warning("region %d of table %d: %s; retrying", locked.region_id, sub.table_id, why)
+        sub.range_lock.unlock(locked, locked.checkpoint_ts)
+        self._retry_divide(sub, span, attempt + 1)
+
+    def _region_request(self, sub: _Subscription, region: metapb_pb2.Region, span: Span,
+                        checkpoint_ts: int) -> cdcpb_pb2.ChangeDataRequest:
+        # facts/kvproto.md §9.1; the `request` oneof stays unset, which TiKV treats as Register
+        return cdcpb_pb2.ChangeDataRequest(
+            header=self._header,
+            region_id=region.id,
+            region_epoch=region.region_epoch,
+            checkpoint_ts=checkpoint_ts,
+            start_key=span[0],
+            end_key=span[1],
+            request_id=sub.id,
+            extra_op=kvrpcpb_pb2.ReadOldValue,
+            filter_loop=self._options.filter_loop,
+        )
+
+    def _stream_for(self, store_id: int) -> StoreStream:
+        with self._mutex:
+            stream = self._streams.get(store_id)
+        if stream is not None and not stream.closed:
+            return stream
+        store = self._pd.get_store(store_id)
+        check_store_version(store)
+        if store.state == metapb_pb2.Tombstone or not store.address:
+            raise StreamUnavailable(f"store {store_id} is tombstoned or has no address")
+        with self._mutex:
+            channel = self._channels.get(store.address)
+            if channel is None:
+                channel = self._channel_factory(store.address)
+                self._channels[store.address] = channel
+        stream = StoreStream(store_id, channel, _Router(self), self._options.probe_timeout_s)
+        with self._mutex:
+            current = self._streams.get(store_id)
+            if current is not None and not current.closed:
+                stale_stream, stream = stream, current
+            else:
+                self._streams[store_id] = stream
+                stale_stream = None
+        if stale_stream is not None:
+            stale_stream.close()
+        return stream
+
+    def _drop_stream(self, store_id: int, stream: StoreStream | None = None) -> None:
+        with self._mutex:
+            current = self._streams.get(store_id)
+            if current is None or (stream is not None and current is not stream):
+                return
+            del self._streams[store_id]
+        current.close()
+
+    # ---- region events (worker threads) ----------------------------------------------------
+
+    def _on_rows(self, feed: _RegionFeed, rows: list[cdcpb_pb2.Event.Row]) -> None:
+        if feed.state.stopped or self._done.is_set():
+            return
+        changes = feed.state.handle_rows(rows)
+        if changes:
+            self._sink.on_rows(changes)
+
+    def _on_resolved(self, feeds: list[_RegionFeed], ts: int) -> None:
+        if self._done.is_set():
+            return
+        by_subscription: dict[int, _Subscription] = {}
+        for feed in feeds:
+            if not feed.state.handle_resolved(ts):
+                continue
+            sub = feed.subscription
+            self._sink.on_resolved(sub.table_id, feed.state.span, ts)
+            with sub.mutex:
+                if feed.state.stopped:
+                    continue
+                sub.frontier.forward(feed.state.span[0], feed.state.span[1], ts)
+            by_subscription[sub.id] = sub
+        for sub in by_subscription.values():
+            with sub.mutex:  # held while reporting so one table's reports stay in order
+                table_ts = sub.frontier.frontier()
+                if table_ts > sub.reported_ts and not sub.stopped:
+                    sub.reported_ts = table_ts
+                    self._sink.on_table_resolved(sub.table_id, table_ts)
+
+    def _stop_feed(self, feed: _RegionFeed) -> bool:
+        """Mark the feed finished and free its range with the progress it made."""
+        sub = feed.subscription
+        with sub.mutex:
+            if feed.state.stopped:
+                return False
+            feed.state.stopped = True
+            sub.feeds.discard(feed)
+            if sub.stopped:
+                return False
+        sub.range_lock.unlock(feed.locked, feed.state.last_resolved_ts)
+        return True
+
+    def _on_error(self, feed: _RegionFeed, error: cdcpb_pb2.Error) -> None:
+        """facts/kvproto.md §9.6: unlock the range first, then act by error class."""
+        if self._done.is_set() or not self._stop_feed(feed):
+            return
+        sub, target, span = feed.subscription, feed.target, feed.state.span
+        region_id = target.region.id
+        attempt = 0 if feed.state.initialized else feed.attempt + 1
+        if error.HasField("not_leader"):
+            leader = error.not_leader.leader if error.not_leader.HasField("leader") else None
+            if leader is not None and leader.store_id != 0:
+                self._retry_region(sub, RegionTarget(target.region, leader), span, attempt)
+            else:
+                self._retry_divide(sub, span, attempt)
+        elif error.HasField("epoch_not_match") or error.HasField("region_not_found"):
+            self._retry_divide(sub, span, attempt)
+        elif error.HasField("server_is_busy"):
+            self._retry_region(sub, target, span, max(attempt, 1), error.server_is_busy.backoff_ms / 1000)
+        elif error.HasField("congested"):
+            self._retry_region(sub, target, span, max(attempt, 1))
+        elif error.HasField("duplicate_request"):
+            raise PullerError(
+                f"TiKV store {feed.stream.store_id} rejected region {region_id} of table {sub.table_id} "
+                f"as a duplicate request (subscription {sub.id}): two feeds share a request id"
+            )
+        elif error.HasField("compatibility"):
+            raise IncompatibleClusterError(
+                f"TiKV store {feed.stream.store_id} rejected the CDC request for region {region_id}: "
+                f"it requires a client of version {error.compatibility.required_version}"
+            )
+        elif error.HasField("cluster_id_mismatch"):
+            mismatch = error.cluster_id_mismatch
+            raise IncompatibleClusterError(
+                f"TiKV store {feed.stream.store_id} belongs to cluster {mismatch.current}, "
+                f"but PD reported cluster {mismatch.request}: check the PD addresses"
+            )
+        else:
+            self._retry_region(sub, target, span, attempt)
+
+    def _on_broken(self, feed: _RegionFeed, reason: str) -> None:
+        if self._done.is_set() or not self._stop_feed(feed):
+            return
+        log.info("region %d of table %d: %s; dividing its span again",
+                 feed.target.region.id, feed.subscription.table_id, reason)
+        self._retry_divide(feed.subscription, feed.state.span, feed.attempt + 1)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            if not isinstance(exc, TidelakeError):
+                log.error("event feed stopped by an unexpected error", exc_info=exc)
+                wrapped = PullerError(f"event feed stopped: {exc!r}")
+                wrapped.__cause__ = exc
+                exc = wrapped
+            self._error = exc
+            log.error("event feed stopped: %s", exc)
+        self._done.set()
+
+
+class _Router:
+    """StreamHandler that hands each event to the worker owning its region."""
+
+    def __init__(self, client: EventFeedClient) -> None:
+        self._client = client
+
+    def _submit(self, feed: _RegionFeed, fn: Callable[[], None]) -> None:
+        workers = self._client._workers
+        workers.submit(workers.index_of(feed.target.region.id), fn)
+
+    def on_entries(self, token: _RegionFeed, rows: list[cdcpb_pb2.Event.Row]) -> None:
+        self._submit(token, lambda: self._client._on_rows(token, rows))
+
+    def on_resolved(self, tokens: list[_RegionFeed], ts: int) -> None:
+        workers = self._client._workers
+        groups: dict[int, list[_RegionFeed]] = {}
+        for feed in tokens:
+            groups.setdefault(workers.index_of(feed.target.region.id), []).append(feed)
+        for index, feeds in groups.items():
+            workers.submit(index, lambda feeds=feeds: self._client._on_resolved(feeds, ts))
+
+    def on_error(self, token: _RegionFeed, error: cdcpb_pb2.Error) -> None:
+        self._submit(token, lambda: self._client._on_error(token, error))
+
+    def on_broken(self, tokens: list[_RegionFeed], reason: str) -> None:
+        if tokens and tokens[0].stream.closed:
+            self._client._drop_stream(tokens[0].stream.store_id, tokens[0].stream)
+        for feed in tokens:
+            self._submit(feed, lambda feed=feed: self._client._on_broken(feed, reason))
+
+
+def _fmt(span: Span) -> str:
+    return f"[{span[0].hex()}, {span[1].hex() or '+inf'})"
