@@ -14,10 +14,6 @@ T1, T2 = 70, 71
 OPTIONS = FeedOptions(workers=3, backoff_base_s=0.01, backoff_cap_s=0.05, probe_timeout_s=5)
 
 
-def channel(address):
-    return grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 1 << 28)])
-
-
 class Script:
     """Every request is recorded; by default a region initializes at once (empty scan)."""
 
@@ -57,7 +53,7 @@ def cluster():
         made.extend(stores.values())
         pd = FakePD({i: s.address for i, s in stores.items()}, regions, versions)
         sink = RecordingSink()
-        client = EventFeedClient(pd, sink, channel, OPTIONS)
+        client = EventFeedClient(pd, sink, OPTIONS)
         made.append(client)
         return script, stores, pd, sink, client
 

@@ -39,6 +39,7 @@ from tidelake.puller.span_divider import (
 )
 from tidelake.puller.store_stream import StoreStream, StreamUnavailable
 from tidelake.puller.store_version import TICDC_VERSION, check_store_version
+from tidelake.upstream.channels import TlsConfig, make_channel
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +118,13 @@ class EventFeedClient:
         self,
         pd: PDLike,
         sink: EventFeedSink,
-        channel_factory: Callable[[str], grpc.Channel],
         options: FeedOptions = FeedOptions(),
+        tls: TlsConfig | None = None,
+        channel_factory: Callable[[str], grpc.Channel] | None = None,
     ) -> None:
         self._pd = pd
         self._sink = sink
-        self._channel_factory = channel_factory
+        self._channel_factory = channel_factory or (lambda address: make_channel(address, tls))
         self._options = options
         self._header = cdcpb_pb2.Header(cluster_id=pd.cluster_id, ticdc_version=options.ticdc_version)
         self._mutex = threading.Lock()
