@@ -8,11 +8,15 @@ when the scan ends; after INITIALIZED an unmatched COMMIT is fatal instead of si
 
 from __future__ import annotations
 
+import logging
+
 from tidelake.codec.keys import table_id_of
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import cdcpb_pb2
 from tidelake.puller.errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.puller.events import RowChange
+
+log = logging.getLogger(__name__)
 
 Row = cdcpb_pb2.Event.Row
 _PREWRITE = cdcpb_pb2.Event.PREWRITE
@@ -105,6 +109,9 @@ class RegionFeedState:
             # A commit whose PREWRITE never came must be covered by a scan COMMITTED row (§13.3).
             if self._match(row, True):
                 self._emit_commit(row, out)
+            else:
+                log.info("region %d: ignore COMMIT of key %s start_ts %d without prewrite (scanned as COMMITTED)",
+                         self.region_id, row.key.hex(), row.start_ts)
         rollbacks, self._cached_rollbacks = self._cached_rollbacks, []
         for row in rollbacks:
             self._unmatched.pop((row.start_ts, row.key), None)
