@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import BIN, ft, make_table
+from codec_tables import BIN, ft, make_table
 
 from tidelake.cli import main
 from tidelake.codec import keys

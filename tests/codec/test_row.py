@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
-from conftest import BIN, UTF8, ft, make_table
+from codec_tables import BIN, ft, make_table
 
 from tidelake.codec import datum as d
 from tidelake.codec import keys
@@ -58,7 +57,7 @@ def d14_table():
         [
             ("id1", ft(mt.TYPE_LONGLONG)),
             ("id2", ft(mt.TYPE_VARCHAR)),
-            ("id3", dataclasses.replace(ft(mt.TYPE_LONG))),
+            ("id3", ft(mt.TYPE_LONG)),
             ("id4", ft(mt.TYPE_NEWDECIMAL, flen=6, decimal=2)),
             ("id5", ft(mt.TYPE_DATETIME, decimal=0)),
         ]
