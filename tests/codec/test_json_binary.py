@@ -44,7 +44,8 @@ def test_scalars_layout() -> None:
 def test_array_inlines_only_literals() -> None:
     data = encode_json_binary([True, 7])
     # count, size, entry(literal true inline), entry(int64 at offset 18), 8 bytes of int
-    assert data == b"\x03" + struct.pack("<II", 2, 26) + b"\x04\x01\x00\x00\x00" + struct.pack("<BI", 9, 18) + struct.pack("<q", 7)
+    header = struct.pack("<II", 2, 26)
+    assert data == b"\x03" + header + b"\x04\x01\x00\x00\x00" + struct.pack("<BI", 9, 18) + struct.pack("<q", 7)
 
 
 def test_object_keys_sorted_bytewise() -> None:
@@ -125,7 +126,8 @@ def _random_json(rng: random.Random, depth: int = 0) -> object:
     if kind in (4, 5):
         return "".join(rng.choice("ab\"\\\n é漢😀") for _ in range(rng.randint(0, 12)))
     if kind in (6, 7):
-        return {"".join(rng.choice("xyzé") for _ in range(rng.randint(0, 4))): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+        keys = ["".join(rng.choice("xyzé") for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(0, 5))]
+        return {key: _random_json(rng, depth + 1) for key in keys}
     return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 5))]
 
 

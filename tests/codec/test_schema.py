@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from tidelake.codec.mysql_types import TYPE_BIT, TYPE_ENUM, TYPE_LONG, is_binary_string, is_unsigned
-from tidelake.codec.schema import ColumnInfo, DBInfo, FieldType, IndexColumn, IndexInfo, PartitionDefinition, PartitionInfo, TableInfo
+from tidelake.codec.schema import (
+    ColumnInfo,
+    DBInfo,
+    FieldType,
+    IndexColumn,
+    IndexInfo,
+    PartitionDefinition,
+    PartitionInfo,
+    TableInfo,
+)
 from tidelake.errors import InputError
 
 DATA = Path(__file__).parent / "data"
@@ -78,7 +87,8 @@ def test_built_in_python_serialises_like_tidb() -> None:
     reference = _load("table_pk_is_handle.json")
     assert list(out) == list(reference)  # every TableInfo key, in Go order
     assert list(out["cols"][0]) == list(reference["cols"][0])
-    assert list(out["cols"][0]["type"]) == ["Tp", "Flag", "Flen", "Decimal", "Charset", "Collate", "Elems", "ElemsIsBinaryLit", "Array"]
+    type_keys = ["Tp", "Flag", "Flen", "Decimal", "Charset", "Collate", "Elems", "ElemsIsBinaryLit", "Array"]
+    assert list(out["cols"][0]["type"]) == type_keys
     assert out["name"] == {"O": "T1", "L": "t1"} and out["cols"][0]["name"] == {"O": "Id", "L": "id"}
     assert list(out["index_info"][0]) == list(reference["index_info"][0])
     again = TableInfo.from_json(json.dumps(out))
