@@ -62,6 +62,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         self._ticker = MinTsTicker(min_ts_interval_s, self._on_min_ts, f"cdc-min-ts-{store_id}")
         cluster.mvcc.add_observer(self._on_apply)
         cluster.regions.add_listener(self._on_region_change)
+        cluster.faults.on_reset_streams(self._on_reset_streams)
         self._ticker.start()
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -78,9 +79,8 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             conns = list(self._conns.values())
         self._ticker.stop()
         self._cluster.mvcc.remove_observer(self._on_apply)
-        remove_listener = getattr(self._cluster.regions, "remove_listener", None)
-        if remove_listener is not None:
-            remove_listener(self._on_region_change)
+        self._cluster.regions.remove_listener(self._on_region_change)
+        self._cluster.faults.remove_reset_listener(self._on_reset_streams)
         for conn in conns:
             self._drop_conn(conn)
             conn.abort(grpc.StatusCode.UNAVAILABLE, STORE_STOPPED)
@@ -88,8 +88,10 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         if self._recorder is not None:
             self._recorder.close()
 
-    def reset_streams(self) -> None:
-        """Abort every stream of this store, as a broken TCP connection would (fault injection)."""
+    def _on_reset_streams(self, store_id: int) -> None:
+        """FaultState.reset_streams: abort this store's streams as a broken connection would."""
+        if store_id != self._store_id:
+            return
         with self._lock:
             conns = list(self._conns.values())
         for conn in conns:
@@ -128,7 +130,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 if isinstance(item, StreamAbort):
                     self._record_close(conn, f"{item.code.name}: {item.details}")
                     context.abort(item.code, item.details)
-                delay_ms = self._cluster.faults.slow_store_delay_ms.get(self._store_id, 0)
+                delay_ms = self._cluster.faults.slow_delay_ms(self._store_id)
                 if delay_ms:
                     time.sleep(delay_ms / 1000)
                 if self._recorder is not None:
@@ -186,7 +188,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         if self._busy():
             return reject(cdc_errors.server_is_busy())
         region = self._cluster.regions.get(region_id)
-        if region is None or not any(store == self._store_id for _, store in region.peers):
+        if region is None or region.peer_on(self._store_id) is None:
             return reject(cdc_errors.region_not_found(region_id))
         # raftstore's answer to the capture command: leadership first, then the epoch (version only).
         epoch_error = self._capture_error(region, req.region_epoch.version)
@@ -212,8 +214,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         return None
 
     def _busy(self) -> bool:
-        faults = self._cluster.faults
-        burst = faults.busy_until_ms.get(self._store_id, 0) > time.time() * 1000
+        burst = self._cluster.faults.busy_remaining_ms(self._store_id) > 0
         with self._lock:
             return burst or self._pending_scans >= self._scan_limit
 
@@ -319,8 +320,11 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 if region.leader_store_id != self._store_id:
                     self._stop(self._of_region(region.id), cdc_errors.not_leader(region.id, region.leader_peer()))
         elif change.kind == "removed":
-            for region in change.old:
-                self._stop(self._of_region(region.id), cdc_errors.region_not_found(region.id))
+            for region in change.new:
+                if region.peer_on(self._store_id) is None:  # our peer was destroyed
+                    self._stop(self._of_region(region.id), cdc_errors.region_not_found(region.id))
+                elif region.leader_store_id != self._store_id:
+                    self._stop(self._of_region(region.id), cdc_errors.not_leader(region.id, region.leader_peer()))
 
     # ---- resolved ts (facts/kvproto.md §7.8) ------------------------------------------------
 
