@@ -1,0 +1,307 @@
+"""Changefeed configuration: one TOML file per changefeed (see examples/changefeed.toml).
+
+Each TOML table maps to one dataclass and every key is validated here, so a typo or a bad value
+fails at start with one line naming the file, the section and the key, instead of deep inside
+the puller. Unknown keys are errors for the same reason. New features add new sections.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tidelake import tso
+from tidelake.errors import InputError
+from tidelake.table_filter import DEFAULT_RULES, TableFilter
+from tidelake.upstream.channels import TlsConfig
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
+}  # fmt: skip
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_CHANGEFEED_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    pd: tuple[str, ...]
+    tls: TlsConfig | None = None
+    gc_ttl_s: float = 86400.0  # TiCDC gc-ttl default: the safepoint outlives a day of downtime
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    rules: tuple[str, ...] = DEFAULT_RULES
+    case_sensitive: bool = False  # TiCDC default since v7.5.0 (facts/meta_snapshot.md §5.4)
+
+    def table_filter(self) -> TableFilter:
+        return TableFilter.parse(self.rules, case_sensitive=self.case_sensitive)
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    root: str
+    commit_bucket_s: int = 3600
+
+
+@dataclass(frozen=True)
+class PullerConfig:
+    memory_quota_bytes: int = 1024**3  # TiCDC memory-quota default (1 GiB)
+    flush_interval_s: float = 5.0
+    flush_bytes: int = 64 * 1024**2
+    shards: int = 1
+
+    def shard_of(self, logical_table_id: int) -> int:
+        """Shard that pulls a table; all partitions of a table go with its logical id."""
+        return logical_table_id % self.shards
+
+
+@dataclass(frozen=True)
+class ChangefeedConfig:
+    changefeed_id: str
+    upstream: UpstreamConfig
+    lake: LakeConfig
+    start_ts: int | None = None  # None: the PD TSO when the changefeed is first started
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    puller: PullerConfig = field(default_factory=PullerConfig)
+    source: str = ""
+
+    @property
+    def gc_service_id(self) -> str:
+        return f"tidelake-{self.changefeed_id}"
+
+
+def load_config(path: str | Path) -> ChangefeedConfig:
+    """Read and validate a changefeed TOML file; any problem is one InputError line."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(doc, str(path), base_dir=path.parent)
+
+
+def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None) -> ChangefeedConfig:
+    """Validate an already-parsed TOML document; relative local paths resolve against base_dir."""
+    base = base_dir or Path.cwd()
+    root = _Section(doc, source, "")
+    changefeed = root.section("changefeed", required=True)
+    changefeed_id = changefeed.string("id", required=True)
+    if not _CHANGEFEED_ID.match(changefeed_id):
+        raise changefeed.bad("id", "letters, digits, '-' and '_' (at most 128, starting with a letter or digit)", changefeed_id)
+    start_ts = changefeed.start_ts("start_ts")
+    changefeed.done()
+
+    upstream = root.section("upstream", required=True)
+    pd = upstream.string_list("pd", required=True)
+    if not pd:
+        raise upstream.bad("pd", "at least one PD address like '127.0.0.1:2379'", pd)
+    tls_section = upstream.section("tls")
+    tls = None
+    if tls_section.present:
+        ca = tls_section.path("ca", base, required=True)
+        cert = tls_section.path("cert", base)
+        key = tls_section.path("key", base)
+        if (cert is None) != (key is None):
+            missing = "key" if key is None else "cert"
+            raise InputError(f"{source}: [upstream.tls].{missing}: required when {'cert' if missing == 'key' else 'key'} is set (mutual TLS needs both)")
+        tls_section.done()
+        tls = TlsConfig(ca=ca, cert=cert, key=key)
+    gc_ttl_s = upstream.duration("gc_ttl", 86400.0)
+    upstream.done()
+
+    filter_section = root.section("filter")
+    rules = tuple(filter_section.string_list("rules")) or DEFAULT_RULES
+    case_sensitive = filter_section.boolean("case_sensitive", False)
+    try:
+        TableFilter.parse(rules, case_sensitive=case_sensitive)
+    except InputError as exc:
+        raise InputError(f"{source}: [filter].rules: {exc}") from None
+    filter_section.done()
+
+    lake = root.section("lake", required=True)
+    lake_root = lake.string("root", required=True)
+    if "://" not in lake_root:
+        lake_root = str((base / lake_root).resolve())
+    commit_bucket_s = lake.duration("commit_bucket", 3600.0)
+    if commit_bucket_s < 1 or commit_bucket_s != int(commit_bucket_s):
+        raise lake.bad("commit_bucket", "a whole number of seconds >= 1s like '1h'", lake.raw("commit_bucket"))
+    lake.done()
+
+    puller = root.section("puller")
+    puller_config = PullerConfig(
+        memory_quota_bytes=puller.size("memory_quota", PullerConfig.memory_quota_bytes),
+        flush_interval_s=puller.duration("flush_interval", PullerConfig.flush_interval_s),
+        flush_bytes=puller.size("flush_size", PullerConfig.flush_bytes),
+        shards=puller.positive_int("shards", PullerConfig.shards),
+    )
+    puller.done()
+    root.done()
+    return ChangefeedConfig(
+        changefeed_id=changefeed_id,
+        upstream=UpstreamConfig(pd=tuple(pd), tls=tls, gc_ttl_s=gc_ttl_s),
+        lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s)),
+        start_ts=start_ts,
+        filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),
+        puller=puller_config,
+        source=source,
+    )
+
+
+def parse_size(text: str) -> int:
+    """'512MiB' -> bytes; binary (KiB/K) and decimal (KB) units, a bare number is bytes."""
+    found = _SIZE.match(text)
+    if found is None or found.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(text)
+    return int(float(found.group(1)) * _SIZE_UNITS[found.group(2).lower()])
+
+
+def parse_duration(text: str) -> float:
+    """'5s', '500ms', '1h30m' -> seconds (Go time.ParseDuration style, plus 'd')."""
+    compact = text.strip()
+    pos = 0
+    total = 0.0
+    for part in _DURATION_PART.finditer(compact):
+        if part.start() != pos:
+            raise ValueError(text)
+        total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
+        pos = part.end()
+    if pos == 0 or pos != len(compact):
+        raise ValueError(text)
+    return total
+
+
+class _Section:
+    """One TOML table being validated; remembers which keys were read to reject the rest."""
+
+    def __init__(self, data: Any, source: str, name: str) -> None:
+        self.source = source
+        self.name = name
+        self.present = data is not None
+        if data is not None and not isinstance(data, dict):
+            raise InputError(f"{source}: [{name}]: expected a table, got {_show(data)}")
+        self.data: dict[str, Any] = data or {}
+        self.known: set[str] = set()
+
+    def _label(self, key: str) -> str:
+        return f"[{self.name}].{key}" if self.name else key
+
+    def bad(self, key: str, expected: str, got: Any) -> InputError:
+        return InputError(f"{self.source}: {self._label(key)}: expected {expected}, got {_show(got)}")
+
+    def raw(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def _get(self, key: str, required: bool) -> Any:
+        self.known.add(key)
+        if key not in self.data:
+            if required:
+                raise InputError(f"{self.source}: {self._label(key)}: required key is missing")
+            return None
+        return self.data[key]
+
+    def section(self, key: str, required: bool = False) -> "_Section":
+        value = self._get(key, required)
+        name = f"{self.name}.{key}" if self.name else key
+        return _Section(value, self.source, name)
+
+    def string(self, key: str, required: bool = False) -> str | None:
+        value = self._get(key, required)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise self.bad(key, "a non-empty string", value)
+        return value
+
+    def string_list(self, key: str, required: bool = False) -> list[str]:
+        value = self._get(key, required)
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise self.bad(key, "a list of non-empty strings", value)
+        return list(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.bad(key, "true or false", value)
+        return value
+
+    def positive_int(self, key: str, default: int) -> int:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.bad(key, "a positive integer", value)
+        return value
+
+    def size(self, key: str, default: int) -> int:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        try:
+            size = value if isinstance(value, int) and not isinstance(value, bool) else parse_size(value)
+        except (TypeError, ValueError):
+            raise self.bad(key, "a size like '512MiB'", value) from None
+        if size <= 0:
+            raise self.bad(key, "a size above zero like '512MiB'", value)
+        return size
+
+    def duration(self, key: str, default: float) -> float:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        try:
+            if not isinstance(value, str):
+                raise TypeError(value)
+            seconds = parse_duration(value)
+        except (TypeError, ValueError):
+            raise self.bad(key, "a duration like '5s'", value) from None
+        if seconds <= 0:
+            raise self.bad(key, "a duration above zero like '5s'", value)
+        return seconds
+
+    def path(self, key: str, base: Path, required: bool = False) -> str | None:
+        value = self.string(key, required)
+        if value is None:
+            return None
+        resolved = (base / value).resolve()
+        if not resolved.is_file():
+            raise self.bad(key, "an existing file", value)
+        return str(resolved)
+
+    def start_ts(self, key: str) -> int | None:
+        """A TSO integer or a TOML datetime (naive = UTC); 0 or absent means 'now'."""
+        value = self._get(key, False)
+        if value is None or value == 0:
+            return None
+        if isinstance(value, datetime):
+            return tso.from_datetime(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.bad(key, "a TSO (positive integer) or a datetime like 2026-01-01T00:00:00Z", value)
+        return value
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.known)
+        if unknown:
+            where = f"[{self.name}]." if self.name else ""
+            valid = ", ".join(sorted(self.known))
+            raise InputError(f"{self.source}: {where}{unknown[0]}: unknown key (valid here: {valid})")
+
+
+def _show(value: Any) -> str:
+    return repr(value) if not isinstance(value, dict) else "a table"

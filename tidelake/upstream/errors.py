@@ -1,0 +1,15 @@
+"""Errors from talking to the upstream cluster, as one actionable line each."""
+
+from __future__ import annotations
+
+from tidelake.errors import TidelakeError
+
+
+class UpstreamError(TidelakeError):
+    """PD or TiKV could not answer as needed (unreachable, wrong cluster, retries exhausted)."""
+
+
+class BelowGCSafepointError(UpstreamError):
+    """A ts the caller needs to read at is (or may be) already garbage-collected (facts §3.4)."""
+
+    exit_code = 2

@@ -1,0 +1,163 @@
+"""Resolve the locks a snapshot read meets, as client-go does for reads (facts/meta_snapshot.md §2.7).
+
+A lock with start_ts <= T may belong to a transaction that commits at or below T, so a
+consistent snapshot can never skip one. We ask the primary's region what became of the
+transaction (CheckTxnStatus), then let TiKV read through the lock (committed_locks) or past it
+(resolved_locks). While the lock is alive we report how long to wait, and the caller retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from tidelake import tso
+from tidelake.kvproto import kvrpcpb_pb2
+from tidelake.upstream.backoffer import Backoffer
+from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.region_request import RegionRequestSender
+
+log = logging.getLogger(__name__)
+
+_MAX_UINT64 = (1 << 64) - 1
+_STATUS_CACHE_SIZE = 65_536
+ROLLED_BACK = 0
+
+
+@dataclass
+class ReadLocks:
+    """Lock start_ts values one read at one ts may ignore or read through (Context fields 13, 22)."""
+
+    resolved: set[int] = field(default_factory=set)
+    committed: set[int] = field(default_factory=set)
+
+    def apply(self, ctx: kvrpcpb_pb2.Context) -> None:
+        ctx.resolved_locks.extend(sorted(self.resolved))
+        ctx.committed_locks.extend(sorted(self.committed))
+
+
+@dataclass(frozen=True)
+class _Alive:
+    wait_ms: int
+
+
+class LockResolver:
+    """Shared by all reads of a SnapshotReader; caches final txn outcomes (commit ts or rollback)."""
+
+    def __init__(self, sender: RegionRequestSender, cleanup: bool = True) -> None:
+        self._sender = sender
+        self._cleanup = cleanup
+        self._lock = threading.Lock()
+        self._final: OrderedDict[int, int] = OrderedDict()  # start_ts -> commit_ts (0 = rolled back)
+
+    def resolve(self, locks: list[kvrpcpb_pb2.LockInfo], read_ts: int, read_locks: ReadLocks,
+                bo: Backoffer) -> int:
+        """Classify each lock into read_locks; return ms to wait before retrying (0 = retry now)."""
+        wait_ms = 0
+        for lock in locks:
+            ts = lock.lock_version
+            if ts in read_locks.resolved or ts in read_locks.committed:
+                continue
+            outcome = self._outcome(lock, read_ts, bo)
+            if isinstance(outcome, _Alive):
+                wait_ms = max(wait_ms, outcome.wait_ms, 1)
+            elif outcome == "pushed":
+                read_locks.resolved.add(ts)
+            elif outcome != ROLLED_BACK and outcome <= read_ts:
+                read_locks.committed.add(ts)
+            else:
+                read_locks.resolved.add(ts)
+        return wait_ms
+
+    def final_status(self, start_ts: int) -> int | None:
+        with self._lock:
+            return self._final.get(start_ts)
+
+    def _remember(self, start_ts: int, commit_ts: int) -> None:
+        with self._lock:
+            self._final[start_ts] = commit_ts
+            self._final.move_to_end(start_ts)
+            while len(self._final) > _STATUS_CACHE_SIZE:
+                self._final.popitem(last=False)
+
+    def _outcome(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, bo: Backoffer) -> int | str | _Alive:
+        known = self.final_status(lock.lock_version)
+        if known is not None:
+            return known
+        # client-go getTxnStatusFromLock: a TTL of 0 means "expired", so use MaxUint64 as now.
+        current_ts = self._sender.pd.get_ts() if lock.lock_ttl else _MAX_UINT64
+        resp = self._check_txn_status(lock, read_ts, current_ts, False, bo)
+        if resp.HasField("error") and resp.error.HasField("txn_not_found"):
+            if not _expired(lock, current_ts):
+                return _Alive(_ms_before_expired(lock, lock.lock_ttl, current_ts))
+            # The primary was never prewritten and the lock is past its TTL: roll it back.
+            resp = self._check_txn_status(lock, read_ts, current_ts, True, bo)
+        if resp.HasField("error"):
+            raise UpstreamError(
+                f"CheckTxnStatus for lock of txn {lock.lock_version} on key {lock.key.hex()} "
+                f"(primary {lock.primary_lock.hex()}): {_key_error(resp.error)}"
+            )
+        if resp.commit_version:
+            self._remember(lock.lock_version, resp.commit_version)
+            self._clean_up(lock, resp.commit_version, bo)
+            return resp.commit_version
+        if resp.lock_ttl == 0:
+            self._remember(lock.lock_version, ROLLED_BACK)
+            self._clean_up(lock, ROLLED_BACK, bo)
+            return ROLLED_BACK
+        if resp.action == kvrpcpb_pb2.MinCommitTSPushed:
+            return "pushed"  # it will commit above read_ts: safe to read past, for this read only
+        if lock.use_async_commit:
+            log.warning("async-commit lock of txn %d on %s is alive; waiting", lock.lock_version, lock.key.hex())
+        return _Alive(_ms_before_expired(lock, resp.lock_ttl, current_ts))
+
+    def _check_txn_status(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, current_ts: int,
+                          rollback_if_not_exist: bool, bo: Backoffer) -> kvrpcpb_pb2.CheckTxnStatusResponse:
+        def build(_region, ctx):
+            return kvrpcpb_pb2.CheckTxnStatusRequest(
+                context=ctx,
+                primary_key=lock.primary_lock,
+                lock_ts=lock.lock_version,
+                caller_start_ts=read_ts,
+                current_ts=current_ts,
+                rollback_if_not_exist=rollback_if_not_exist,
+                verify_is_primary=True,
+            )
+
+        # Sent to the PRIMARY key's region (facts/meta_snapshot.md §2.7 step 2).
+        resp, _ = self._sender.send(lock.primary_lock, "KvCheckTxnStatus", build, bo)
+        return resp
+
+    def _clean_up(self, lock: kvrpcpb_pb2.LockInfo, commit_ts: int, bo: Backoffer) -> None:
+        """ResolveLock on the key we met, so the lock stops blocking readers and CDC resolved ts."""
+        if not self._cleanup:
+            return
+
+        def build(_region, ctx):
+            return kvrpcpb_pb2.ResolveLockRequest(
+                context=ctx, start_version=lock.lock_version, commit_version=commit_ts, keys=[lock.key]
+            )
+
+        try:
+            resp, _ = self._sender.send(lock.key, "KvResolveLock", build, bo)
+        except UpstreamError as exc:
+            log.warning("could not clean up lock of txn %d on %s: %s", lock.lock_version, lock.key.hex(), exc)
+            return
+        if resp.HasField("error"):
+            log.warning("ResolveLock of txn %d on %s: %s", lock.lock_version, lock.key.hex(), _key_error(resp.error))
+
+
+def _expired(lock: kvrpcpb_pb2.LockInfo, current_ts: int) -> bool:
+    return tso.physical_ms(lock.lock_version) + lock.lock_ttl < tso.physical_ms(current_ts)
+
+
+def _ms_before_expired(lock: kvrpcpb_pb2.LockInfo, ttl_ms: int, current_ts: int) -> int:
+    # facts/meta_snapshot.md §2.3: the TTL counts from the physical part of lock_version.
+    return max(0, tso.physical_ms(lock.lock_version) + ttl_ms - tso.physical_ms(current_ts))
+
+
+def _key_error(err: kvrpcpb_pb2.KeyError) -> str:
+    fields = [f"{fd.name}={value}" for fd, value in err.ListFields()]
+    return "; ".join(fields) or "unknown key error"

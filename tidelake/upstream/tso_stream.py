@@ -1,0 +1,128 @@
+"""PD TSO over the `Tso` bidi stream, batching concurrent callers into one request.
+
+PD answers `TsoRequest{count=n}` with the largest of n consecutive TSOs (facts/kvproto.md §8), so
+one round trip serves every caller waiting at that moment, as the Go PD client's dispatcher does.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Callable, Iterator
+
+from tidelake import tso
+from tidelake.kvproto import pdpb_pb2
+from tidelake.upstream.errors import UpstreamError
+
+_MAX_BATCH = 10_000
+_STOP = object()
+
+OpenStream = Callable[[Iterator[pdpb_pb2.TsoRequest]], Iterator[pdpb_pb2.TsoResponse]]
+
+
+class TsoStreamBroken(Exception):
+    """The stream failed; callers retry (after PD leader re-discovery)."""
+
+
+class TsoDispatcher:
+    """One background thread owns the stream; `get_ts` may be called from any thread."""
+
+    def __init__(self, open_stream: OpenStream, header: Callable[[], pdpb_pb2.RequestHeader],
+                 on_broken: Callable[[], None]) -> None:
+        self._open_stream = open_stream
+        self._header = header
+        self._on_broken = on_broken
+        self._waiting: queue.SimpleQueue[Future | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._closed = False
+        self._last_ts = 0
+
+    def get_ts(self, timeout_s: float) -> int:
+        if self._closed:
+            raise UpstreamError("PD client is closed")
+        fut: Future[int] = Future()
+        self._ensure_thread()
+        self._waiting.put(fut)
+        return fut.result(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._closed = True
+        self._waiting.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _ensure_thread(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="pd-tso", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        requests: queue.SimpleQueue | None = None
+        responses: Iterator[pdpb_pb2.TsoResponse] | None = None
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                break
+            try:
+                if responses is None:
+                    requests = queue.SimpleQueue()
+                    responses = self._open_stream(iter(requests.get, _STOP))
+                requests.put(pdpb_pb2.TsoRequest(header=self._header(), count=len(batch)))
+                response = next(responses)
+                self._deliver(batch, response)
+            except (Exception, StopIteration) as exc:  # noqa: BLE001 - every failure ends the stream
+                if requests is not None:
+                    requests.put(_STOP)
+                cancel = getattr(responses, "cancel", None)
+                if cancel is not None:
+                    cancel()
+                requests, responses = None, None
+                self._on_broken()
+                error = exc if isinstance(exc, UpstreamError) else TsoStreamBroken(f"PD Tso stream failed: {_describe(exc)}")
+                for fut in batch:
+                    fut.set_exception(error)
+        if requests is not None:
+            requests.put(_STOP)
+
+    def _next_batch(self) -> list[Future] | None:
+        first = self._waiting.get()
+        if first is _STOP:
+            return None
+        batch = [first]
+        while len(batch) < _MAX_BATCH:
+            try:
+                item = self._waiting.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                self._waiting.put(_STOP)
+                break
+            batch.append(item)
+        return batch
+
+    def _deliver(self, batch: list[Future], response: pdpb_pb2.TsoResponse) -> None:
+        if response.header.HasField("error") and response.header.error.type != pdpb_pb2.OK:
+            raise TsoStreamBroken(f"PD Tso error {pdpb_pb2.ErrorType.Name(response.header.error.type)}: {response.header.error.message}")
+        if response.count != len(batch):
+            raise TsoStreamBroken(f"PD Tso returned count {response.count} for a request of {len(batch)}")
+        # facts/kvproto.md §8: the timestamp is the largest; the first is logical - count + 1.
+        physical = response.timestamp.physical
+        first_logical = response.timestamp.logical - response.count + 1
+        first = tso.compose(physical, first_logical)
+        if first <= self._last_ts or first_logical < 0:
+            raise UpstreamError(f"PD TSO went backwards: got {first} after {self._last_ts}")
+        self._last_ts = first + len(batch) - 1
+        for i, fut in enumerate(batch):
+            fut.set_result(first + i)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, StopIteration):
+        return "stream closed by PD"
+    details = getattr(exc, "details", None)
+    if callable(details):
+        return f"{exc.code().name}: {details()}"
+    return str(exc) or type(exc).__name__
