@@ -403,6 +403,9 @@ class EventFeedClient:
         sub, target, span = feed.subscription, feed.target, feed.state.span
         region_id = target.region.id
         attempt = 0 if feed.state.initialized else feed.attempt + 1
+        kind = next((f.name for f, _ in error.ListFields()), "empty error")
+        log.info("region %d of table %d on store %d: %s at resolved ts %d",
+                 region_id, sub.table_id, feed.stream.store_id, kind, feed.state.last_resolved_ts)
         if error.HasField("not_leader"):
             leader = error.not_leader.leader if error.not_leader.HasField("leader") else None
             if leader is not None and leader.store_id != 0:
