@@ -213,8 +213,10 @@ class _Section:
         return self.data[key]
 
     def section(self, key: str, required: bool = False) -> "_Section":
-        value = self._get(key, required)
         name = f"{self.name}.{key}" if self.name else key
+        if required and key not in self.data:
+            raise InputError(f"{self.source}: [{name}]: required section is missing")
+        value = self._get(key, False)
         return _Section(value, self.source, name)
 
     def string(self, key: str, required: bool = False) -> str | None:

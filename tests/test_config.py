@@ -1,0 +1,138 @@
+"""Changefeed TOML validation: every bad key is reported as one line naming the file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tidelake import tso
+from tidelake.config import load_config, parse_duration, parse_size
+from tidelake.errors import InputError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "changefeed.toml"
+
+MINIMAL = """
+[changefeed]
+id = "cf1"
+[upstream]
+pd = ["127.0.0.1:2379"]
+[lake]
+root = "lake"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "changefeed.toml"
+    path.write_text(text)
+    return path
+
+
+def test_example_config_loads():
+    config = load_config(EXAMPLE)
+    assert config.changefeed_id == "shop-to-lake"
+    assert config.gc_service_id == "tidelake-shop-to-lake"
+    assert config.upstream.pd == ("127.0.0.1:2379",)
+    assert config.upstream.tls is None
+    assert config.upstream.gc_ttl_s == 86400
+    assert config.filter.rules == ("*.*", "!test.*")
+    f = config.filter.table_filter()
+    assert f.should_replicate_table("Shop", "Orders") and not f.should_replicate_table("test", "t")
+    assert config.lake.root == str(EXAMPLE.parent / "lake")
+    assert config.lake.commit_bucket_s == 3600
+    assert config.puller.memory_quota_bytes == 1024**3
+    assert config.puller.flush_interval_s == 5.0
+    assert config.puller.flush_bytes == 64 * 1024**2
+    assert config.start_ts is None
+
+
+def test_minimal_config_defaults(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL))
+    assert config.filter.rules == ("*.*",)
+    assert config.filter.case_sensitive is False
+    assert config.puller.shards == 1 and config.puller.shard_of(12345) == 0
+    assert config.lake.commit_bucket_s == 3600
+
+
+def test_tls_paths_resolve_against_the_config_folder(tmp_path):
+    for name in ("ca.pem", "c.pem", "k.pem"):
+        (tmp_path / name).write_text("x")
+    config = load_config(write(tmp_path, MINIMAL + '[upstream.tls]\nca = "ca.pem"\ncert = "c.pem"\nkey = "k.pem"\n'))
+    assert config.upstream.tls.ca == str(tmp_path / "ca.pem")
+    assert config.upstream.tls.key == str(tmp_path / "k.pem")
+
+
+def test_start_ts_as_tso_or_datetime(tmp_path):
+    text = MINIMAL.replace('id = "cf1"', 'id = "cf1"\nstart_ts = 449412345678901234')
+    assert load_config(write(tmp_path, text)).start_ts == 449412345678901234
+    text = MINIMAL.replace('id = "cf1"', 'id = "cf1"\nstart_ts = 2026-05-01T00:00:00Z')
+    ts = load_config(write(tmp_path, text)).start_ts
+    assert tso.to_datetime(ts).isoformat() == "2026-05-01T00:00:00+00:00"
+
+
+def test_sizes_and_durations():
+    assert parse_size("512MiB") == 512 * 1024**2
+    assert parse_size("1GB") == 10**9
+    assert parse_size("4096") == 4096
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("250ms") == 0.25
+    for bad in ("lots", "5 parsecs", "MiB"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+    for bad in ("5", "s", "5x", "1h 30m", ""):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    "section, key, value, message",
+    [
+        ("puller", "memory_quota", "'lots'", r"changefeed\.toml: \[puller\]\.memory_quota: expected a size like '512MiB', got 'lots'"),
+        ("puller", "flush_size", "0", r"\[puller\]\.flush_size: expected a size above zero"),
+        ("puller", "flush_interval", "'soon'", r"\[puller\]\.flush_interval: expected a duration like '5s', got 'soon'"),
+        ("puller", "shards", "0", r"\[puller\]\.shards: expected a positive integer, got 0"),
+        ("puller", "shard", "2", r"\[puller\]\.shard: unknown key \(valid here: "),
+        ("lake", "commit_bucket", "'90ms'", r"\[lake\]\.commit_bucket: expected a whole number of seconds"),
+        ("filter", "rules", "['db-1.t']", r"\[filter\]\.rules: table filter rule 'db-1\.t'.*unexpected special character"),
+        ("filter", "case_sensitive", "'no'", r"\[filter\]\.case_sensitive: expected true or false, got 'no'"),
+        ("upstream", "gc_ttl", "86400", r"\[upstream\]\.gc_ttl: expected a duration like '5s', got 86400"),
+    ],
+)
+def test_bad_value_names_file_section_and_key(tmp_path, section, key, value, message):
+    text = MINIMAL + f"\n[{section}]\n{key} = {value}\n" if section not in ("lake", "upstream") else MINIMAL.replace(
+        f"[{section}]\n", f"[{section}]\n{key} = {value}\n"
+    )
+    with pytest.raises(InputError, match=message):
+        load_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (MINIMAL.replace('id = "cf1"', ""), r"\[changefeed\]\.id: required key is missing"),
+        (MINIMAL.replace('id = "cf1"', 'id = "a b"'), r"\[changefeed\]\.id: expected letters, digits"),
+        (MINIMAL.replace('id = "cf1"', 'id = "cf1"\nstart_ts = -5'), r"\[changefeed\]\.start_ts: expected a TSO"),
+        (MINIMAL.replace('pd = ["127.0.0.1:2379"]', "pd = []"), r"\[upstream\]\.pd: expected at least one PD address"),
+        (MINIMAL.replace('pd = ["127.0.0.1:2379"]', "pd = [1]"), r"\[upstream\]\.pd: expected a list of non-empty strings"),
+        (MINIMAL.replace('[lake]\nroot = "lake"\n', ""), r"changefeed\.toml: \[lake\]: required section is missing"),
+        (MINIMAL + "[upstream.tls]\n", r"\[upstream\.tls\]\.ca: required key is missing"),
+        (MINIMAL + '[upstream.tls]\nca = "nope.pem"\n', r"\[upstream\.tls\]\.ca: expected an existing file, got 'nope\.pem'"),
+        (MINIMAL + "[sink]\nx = 1\n", r"changefeed\.toml: sink: unknown key"),
+        ("[changefeed\n", r"changefeed\.toml: not valid TOML"),
+    ],
+)
+def test_structural_errors(tmp_path, text, message):
+    with pytest.raises(InputError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_mutual_tls_needs_cert_and_key(tmp_path):
+    (tmp_path / "ca.pem").write_text("x")
+    (tmp_path / "c.pem").write_text("x")
+    with pytest.raises(InputError, match=r"\[upstream\.tls\]\.key: required when cert is set"):
+        load_config(write(tmp_path, MINIMAL + '[upstream.tls]\nca = "ca.pem"\ncert = "c.pem"\n'))
+
+
+def test_missing_file_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="cannot read config"):
+        load_config(tmp_path / "absent.toml")
