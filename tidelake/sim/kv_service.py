@@ -21,7 +21,6 @@ from tidelake.sim.mvcc import (
     Lock,
     MvccError,
     PrimaryMismatchError,
-    TxnCommittedError,
     TxnLockNotFoundError,
     TxnNotFoundError,
     WriteConflictError,
@@ -58,9 +57,7 @@ def key_error(err: MvccError) -> kvrpcpb_pb2.KeyError:
                                                                           primary_key=err.primary))
     if isinstance(err, PrimaryMismatchError):
         return kvrpcpb_pb2.KeyError(primary_mismatch=kvrpcpb_pb2.PrimaryMismatch(lock_info=lock_info(err.lock)))
-    if isinstance(err, TxnCommittedError):
-        return kvrpcpb_pb2.KeyError(abort=str(err))
-    return kvrpcpb_pb2.KeyError(abort=str(err))
+    return kvrpcpb_pb2.KeyError(abort=str(err))  # e.g. TxnCommittedError: TiKV reports `Committed` as abort
 
 
 class KvService(tikvpb_pb2_grpc.TikvServicer):
