@@ -62,7 +62,8 @@ class PDLike(Protocol):
 class EventFeedSink(Protocol):
     """Where the feed delivers. Called from region worker threads, possibly concurrently;
     a call may block (memory quota) and that slows the feed down. For one table,
-    on_table_resolved(ts) is called only after every row with commit_ts <= ts went to on_rows."""
+    on_table_resolved(ts) is called only after every row with commit_ts <= ts went to on_rows.
+    A sink must not call back into the client (it runs under the subscription's lock)."""
 
     def on_rows(self, rows: list[RowChange]) -> None: ...
 
