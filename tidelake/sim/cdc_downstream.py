@@ -94,11 +94,17 @@ class Downstream:
         return True
 
     def stop(self, error: cdcpb_pb2.Error | None) -> bool:
-        """Send `error` (if any) as the last message of this subscription; False if already stopped."""
+        """Send `error` (if any) as the last message of this subscription; False if already stopped.
+
+        The (request_id, region_id) slot is freed in the same critical section, so a client that
+        re-registers as soon as it reads the error is never told duplicate_request.
+        """
         with self.conn.lock:
             if self.state is DownstreamState.STOPPED:
                 return False
             self.state = DownstreamState.STOPPED
+            if self.conn.downstreams.get(self.key) is self:
+                del self.conn.downstreams[self.key]
             self._held_prewrites = []
             if error is not None:
                 self.conn.send_event(cdcpb_pb2.Event(region_id=self.region_id, request_id=self.request_id,

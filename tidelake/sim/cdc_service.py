@@ -248,10 +248,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
 
     def _stop(self, downstreams: list[Downstream], error: cdcpb_pb2.Error) -> None:
         for d in downstreams:
-            if d.stop(error):
-                with d.conn.lock:
-                    if d.conn.downstreams.get(d.key) is d:
-                        del d.conn.downstreams[d.key]
+            d.stop(error)
         self._forget(downstreams)
 
     def _forget(self, downstreams: list[Downstream]) -> None:
