@@ -150,7 +150,7 @@ class PDClient:
     def _with_retries(self, what: str, fn: Callable[[], T]) -> T:
         retrying = Retrying(
             stop=stop_after_delay(self._retry_timeout_s),
-            wait=wait_exponential_jitter(initial=0.05, max=2.0),
+            wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.05),
             retry=retry_if_exception_type((_Transient, TsoStreamBroken)),
             reraise=True,
         )
