@@ -90,6 +90,13 @@ def test_pieces_are_clipped_to_the_table_span_not_the_retried_part():
     assert rest is None and ids(pieces) == [(4, (k(2), k(20)))]
 
 
+def test_regions_ending_at_or_before_the_span_start_are_ignored():
+    pd = FakePD([region(1, k(0), k(5)), region(2, k(5), k(9))])
+    pd.scan_regions = lambda start, end, limit=1024: [region(1, k(0), k(5)), region(2, k(5), k(9))]
+    pieces, rest = regions_covering(pd, (k(5), k(9)), (k(5), k(9)))
+    assert rest is None and ids(pieces) == [(2, (k(5), k(9)))]
+
+
 def test_cut_requires_first_region_to_start_at_or_before_span():
     assert cut_regions_left_cover_span([region(1, k(5), k(10))], (k(4), k(9))) == []
     assert len(cut_regions_left_cover_span([region(1, k(4), k(10))], (k(4), k(9)))) == 1

@@ -57,7 +57,10 @@ def intersect(a: Span, b: Span) -> Span | None:
 
 def cut_regions_left_cover_span(regions: list[RegionLike], span: Span) -> list[RegionLike]:
     """Longest prefix (by start key) that is contiguous and starts at or before span start."""
-    ordered = sorted(regions, key=lambda r: r.region.start_key)
+    ordered = sorted(
+        (r for r in regions if not r.region.end_key or r.region.end_key > span[0]),  # ignore regions left of it
+        key=lambda r: r.region.start_key,
+    )
     if not ordered or ordered[0].region.start_key > span[0]:
         return []
     kept = [ordered[0]]
