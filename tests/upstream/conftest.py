@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from tidelake.codec.keys import record_key
 from tidelake.sim.cluster import SimCluster
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
@@ -33,17 +32,3 @@ def reader(pd):
     with SnapshotReader(pd, batch_size=7, backoff_budget_s=20, lock_wait_budget_s=20) as snapshot_reader:
         yield snapshot_reader
 
-
-def commit(cluster: SimCluster, mutations: dict[bytes, bytes | None]) -> int:
-    """One committed transaction (None = delete); returns its commit ts."""
-    start = cluster.tso.next()
-    ops = [("delete", k, b"") if v is None else ("put", k, v) for k, v in mutations.items()]
-    keys = list(mutations)
-    cluster.mvcc.prewrite(ops, keys[0], start, 3000)
-    commit_ts = cluster.tso.next()
-    cluster.mvcc.commit(keys, start, commit_ts)
-    return commit_ts
-
-
-def rows(table_id: int, handles, tag: str = "v") -> dict[bytes, bytes]:
-    return {record_key(table_id, h): f"{tag}{h}".encode() for h in handles}
