@@ -16,7 +16,7 @@ from tidelake.sim.cluster import SimCluster
 from tidelake.sim.pd_service import PdService
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
-from tidelake.upstream.tso_stream import TsoDispatcher
+from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
 
 
 def test_discovery_learns_cluster_id_and_leader(sim, pd):
@@ -179,3 +179,37 @@ def test_leader_failover_rediscovers(sim):
     finally:
         for server in servers:
             server.stop(None)
+
+
+def test_hung_tso_stream_is_cancelled_and_reopened():
+    opened: list[str] = []
+
+    class Hung:
+        def __init__(self):
+            self.cancelled = threading.Event()
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            self.cancelled.wait(10)
+            raise RuntimeError("cancelled")
+
+        def cancel(self):
+            self.cancelled.set()
+
+    def open_stream(requests):
+        if not opened:
+            opened.append("hung")
+            return Hung()
+        opened.append("ok")
+        return (pdpb_pb2.TsoResponse(count=r.count, timestamp=pdpb_pb2.Timestamp(physical=5, logical=r.count))
+                for r in requests)
+
+    broken: list[bool] = []
+    dispatcher = TsoDispatcher(open_stream, pdpb_pb2.RequestHeader, lambda: broken.append(True))
+    with pytest.raises(TsoStreamBroken, match="no answer within 0.2s"):
+        dispatcher.get_ts(0.2)
+    assert dispatcher.get_ts(5) == tso.compose(5, 1)
+    dispatcher.close()
+    assert opened == ["hung", "ok"] and broken == [True]

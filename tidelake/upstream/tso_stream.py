@@ -9,6 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Callable, Iterator
 
 from tidelake import tso
@@ -38,6 +39,7 @@ class TsoDispatcher:
         self._start_lock = threading.Lock()
         self._closed = False
         self._last_ts = 0
+        self._responses: Iterator[pdpb_pb2.TsoResponse] | None = None  # the live stream, if any
 
     def get_ts(self, timeout_s: float) -> int:
         if self._closed:
@@ -45,7 +47,17 @@ class TsoDispatcher:
         fut: Future[int] = Future()
         self._ensure_thread()
         self._waiting.put(fut)
-        return fut.result(timeout=timeout_s)
+        try:
+            return fut.result(timeout=timeout_s)
+        except FutureTimeout:
+            # A hung stream: cancel it so the dispatcher fails its batch and reconnects.
+            self._cancel_stream()
+            raise TsoStreamBroken(f"PD Tso gave no answer within {timeout_s:g}s") from None
+
+    def _cancel_stream(self) -> None:
+        cancel = getattr(self._responses, "cancel", None)
+        if cancel is not None:
+            cancel()
 
     def close(self) -> None:
         self._closed = True
@@ -61,31 +73,30 @@ class TsoDispatcher:
 
     def _run(self) -> None:
         requests: queue.SimpleQueue | None = None
-        responses: Iterator[pdpb_pb2.TsoResponse] | None = None
         while True:
             batch = self._next_batch()
             if batch is None:
                 break
             try:
-                if responses is None:
+                if self._responses is None:
                     requests = queue.SimpleQueue()
-                    responses = self._open_stream(iter(requests.get, _STOP))
+                    self._responses = self._open_stream(iter(requests.get, _STOP))
                 requests.put(pdpb_pb2.TsoRequest(header=self._header(), count=len(batch)))
-                response = next(responses)
+                response = next(self._responses)
                 self._deliver(batch, response)
-            except (Exception, StopIteration) as exc:  # noqa: BLE001 - every failure ends the stream
+            except Exception as exc:  # noqa: BLE001 - every failure ends the stream
                 if requests is not None:
                     requests.put(_STOP)
-                cancel = getattr(responses, "cancel", None)
-                if cancel is not None:
-                    cancel()
-                requests, responses = None, None
+                self._cancel_stream()
+                requests, self._responses = None, None
                 self._on_broken()
                 error = exc if isinstance(exc, UpstreamError) else TsoStreamBroken(f"PD Tso stream failed: {_describe(exc)}")
                 for fut in batch:
-                    fut.set_exception(error)
+                    if not fut.done():
+                        fut.set_exception(error)
         if requests is not None:
             requests.put(_STOP)
+        self._cancel_stream()
 
     def _next_batch(self) -> list[Future] | None:
         first = self._waiting.get()
