@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DELTA_VERSION = "4.4.1"
+# The Python package is delta-spark 4.4.1, but Maven Central serves the Spark 4.2 jar only as
+# 4.4.0 (io/delta/delta-spark_4.2_2.13/maven-metadata.xml lists no 4.4.1, checked 2026-11-21).
+DELTA_JAR_VERSION = "4.4.0"
 SCALA_VERSION = "2.13"
+
+IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
 
 # Confs every tidelake session needs; cluster deployments pass the same through spark-submit.
 DELTA_CONFS: dict[str, str] = {
@@ -32,7 +37,7 @@ def delta_package() -> str:
     import pyspark
 
     major_minor = ".".join(pyspark.__version__.split(".")[:2])
-    return f"io.delta:delta-spark_{major_minor}_{SCALA_VERSION}:{DELTA_VERSION}"
+    return f"io.delta:delta-spark_{major_minor}_{SCALA_VERSION}:{DELTA_JAR_VERSION}"
 
 
 def get_session(
@@ -56,6 +61,7 @@ def get_session(
     if local:
         builder = builder.master(master or os.environ.get("TIDELAKE_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.jars.packages", delta_package())
+        builder = builder.config("spark.jars.ivySettings", str(IVY_SETTINGS))
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.sql.shuffle.partitions", "4")
     for key, value in {**DELTA_CONFS, **(extra_confs or {})}.items():
