@@ -7,13 +7,13 @@ from concurrent import futures
 
 import grpc
 import pytest
+from pd_members import PdMembers
 
 from tidelake import tso
 from tidelake.codec.keys import record_key, table_split_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import pdpb_pb2, pdpb_pb2_grpc
 from tidelake.sim.cluster import SimCluster
-from tidelake.sim.pd_service import PdService
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
@@ -125,37 +125,11 @@ def test_gc_safepoint_rpcs(sim, pd):
     assert pd.get_gc_safepoint() == sim.gc_safe_points.gc_safe_point
 
 
-class _Switchable:
-    """Two PD members in front of one simulated PD; only the current leader serves requests."""
-
-    def __init__(self, sim: SimCluster) -> None:
-        self.inner = PdService(sim)
-        self.urls: list[str] = []
-        self.leader = 0
-
-    def servicer(self, index: int):
-        owner = self
-
-        class Member:
-            def __getattr__(self, name):
-                method = getattr(owner.inner, name)
-
-                def call(request, context):
-                    if name == "GetMembers":
-                        leader = pdpb_pb2.Member(name=f"pd{owner.leader}", client_urls=[f"http://{owner.urls[owner.leader]}"])
-                        members = [pdpb_pb2.Member(name=f"pd{i}", client_urls=[f"http://{u}"]) for i, u in enumerate(owner.urls)]
-                        return pdpb_pb2.GetMembersResponse(header=owner.inner._header(), members=members, leader=leader)
-                    if owner.leader != index:
-                        context.abort(grpc.StatusCode.UNAVAILABLE, "not leader")
-                    return method(request, context)
-
-                return call
-
-        return Member()
-
-
-def test_leader_failover_rediscovers(sim):
-    switch = _Switchable(sim)
+@pytest.mark.parametrize("old_pd", [False, True])
+def test_leader_failover_rediscovers(sim, old_pd):
+    switch = PdMembers(sim)
+    if old_pd:
+        switch.unimplemented.add("GetClusterInfo")  # PD before service modes: plain PD mode (§8)
     servers = []
     for i in range(2):
         server = grpc.server(futures.ThreadPoolExecutor(4))

@@ -39,6 +39,16 @@ class ReadLocks:
 
 
 @dataclass(frozen=True)
+class _Final:
+    commit_ts: int  # ROLLED_BACK (0) or the commit ts
+
+
+@dataclass(frozen=True)
+class _Pushed:
+    """Alive, but its min_commit_ts is now above the read ts: it will commit after it."""
+
+
+@dataclass(frozen=True)
 class _Alive:
     wait_ms: int
 
@@ -63,12 +73,10 @@ class LockResolver:
             outcome = self._outcome(lock, read_ts, bo)
             if isinstance(outcome, _Alive):
                 wait_ms = max(wait_ms, outcome.wait_ms, 1)
-            elif outcome == "pushed":
-                read_locks.resolved.add(ts)
-            elif outcome != ROLLED_BACK and outcome <= read_ts:
-                read_locks.committed.add(ts)
+            elif isinstance(outcome, _Final) and outcome.commit_ts != ROLLED_BACK and outcome.commit_ts <= read_ts:
+                read_locks.committed.add(ts)  # TiKV reads the value through the lock
             else:
-                read_locks.resolved.add(ts)
+                read_locks.resolved.add(ts)  # rolled back, or commits above read_ts
         return wait_ms
 
     def final_status(self, start_ts: int) -> int | None:
@@ -82,10 +90,10 @@ class LockResolver:
             while len(self._final) > _STATUS_CACHE_SIZE:
                 self._final.popitem(last=False)
 
-    def _outcome(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, bo: Backoffer) -> int | str | _Alive:
+    def _outcome(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, bo: Backoffer) -> _Final | _Pushed | _Alive:
         known = self.final_status(lock.lock_version)
         if known is not None:
-            return known
+            return _Final(known)
         # client-go getTxnStatusFromLock: a TTL of 0 means "expired", so use MaxUint64 as now.
         current_ts = self._sender.pd.get_ts() if lock.lock_ttl else _MAX_UINT64
         resp = self._check_txn_status(lock, read_ts, current_ts, False, bo)
@@ -102,13 +110,13 @@ class LockResolver:
         if resp.commit_version:
             self._remember(lock.lock_version, resp.commit_version)
             self._clean_up(lock, resp.commit_version, bo)
-            return resp.commit_version
+            return _Final(resp.commit_version)
         if resp.lock_ttl == 0:
             self._remember(lock.lock_version, ROLLED_BACK)
             self._clean_up(lock, ROLLED_BACK, bo)
-            return ROLLED_BACK
+            return _Final(ROLLED_BACK)
         if resp.action == kvrpcpb_pb2.MinCommitTSPushed:
-            return "pushed"  # it will commit above read_ts: safe to read past, for this read only
+            return _Pushed()  # safe to read past, for this read ts only
         if lock.use_async_commit:
             log.warning("async-commit lock of txn %d on %s is alive; waiting", lock.lock_version, lock.key.hex())
         return _Alive(_ms_before_expired(lock, resp.lock_ttl, current_ts))

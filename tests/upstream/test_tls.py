@@ -1,0 +1,70 @@
+"""PD over mutual TLS with certificates made by openssl for the test; plaintext dial is refused."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tidelake.errors import InputError
+from tidelake.kvproto import pdpb_pb2_grpc
+from tidelake.upstream.channels import TlsConfig
+from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.pd_client import PDClient
+
+from pd_members import PdMembers
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _issue(name: str, cwd: Path) -> None:
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key",
+             "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=cwd)
+    (cwd / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext", cwd=cwd)
+
+
+@pytest.fixture
+def certs(tmp_path):
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=tidelake-test-ca", cwd=tmp_path)
+    _issue("server", tmp_path)
+    _issue("client", tmp_path)
+    return tmp_path
+
+
+def test_mutual_tls_to_pd(sim, certs):
+    switch = PdMembers(sim)
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    pdpb_pb2_grpc.add_PDServicer_to_server(switch.servicer(0), server)
+    credentials = grpc.ssl_server_credentials(
+        [((certs / "server.key").read_bytes(), (certs / "server.pem").read_bytes())],
+        root_certificates=(certs / "ca.pem").read_bytes(),
+        require_client_auth=True,
+    )
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    switch.urls.append(f"127.0.0.1:{port}")
+    try:
+        tls = TlsConfig(ca=str(certs / "ca.pem"), cert=str(certs / "client.pem"), key=str(certs / "client.key"))
+        with PDClient([f"https://127.0.0.1:{port}"], tls=tls, retry_timeout_s=5) as client:
+            assert client.cluster_id == sim.cluster_id
+            assert client.get_ts() > 0
+        with pytest.raises(UpstreamError, match="GetMembers"):
+            PDClient([f"127.0.0.1:{port}"], timeout_s=0.5, retry_timeout_s=1)
+    finally:
+        server.stop(None)
+
+
+def test_missing_tls_file_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="TLS ca file"):
+        TlsConfig(ca=str(tmp_path / "absent.pem")).credentials()
