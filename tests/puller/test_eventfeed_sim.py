@@ -79,8 +79,7 @@ class Writer:
         tso, mvcc = self.cluster.tso, self.cluster.mvcc
         start_ts = tso.next()
         if self.rng.random() < 0.15:  # 1PC: realtime COMMITTED rows, no prewrite
-            commit_ts = tso.next()
-            mvcc.commit_one_pc(mutations, start_ts, commit_ts)
+            commit_ts = mvcc.commit_one_pc(mutations, start_ts, tso.next())
         else:
             mvcc.prewrite(mutations, keys[0], start_ts, 3000)
             if self.rng.random() < 0.1:

@@ -251,3 +251,13 @@ def test_min_lock_ts_and_middle_key(store):
     assert store.min_lock_ts(b"", K2) is None
     assert store.middle_key(b"", b"") == K2
     assert store.approximate_stats(K2, b"")[0] == 2
+
+
+def test_one_pc_commits_above_every_observed_ts(store):
+    """A read at 50 (or a resolved-ts tick at 50) must never be followed by a 1PC commit <= 50."""
+    assert store.get(K1, 50) is None
+    commit_ts = store.commit_one_pc([("put", K1, b"late")], 30, 31)
+    assert commit_ts == 51
+    assert store.get(K1, 50) is None and store.get(K1, 51) == b"late"
+    store.observe_ts(70)
+    assert store.commit_one_pc([("put", K2, b"x")], 60, 61) == 71

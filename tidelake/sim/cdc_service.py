@@ -332,6 +332,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             if not downstreams:
                 return
             min_ts = self._cluster.tso.next()  # before any lock is read: see cdc_resolved_ts
+            self._cluster.mvcc.observe_ts(min_ts)  # a later 1PC must commit above it (§13.4)
             emit(advance(downstreams, min_ts, self._min_lock_ts, self._still_leads))
         except Exception:
             log.exception("cdc resolved ts tick on store %s failed", self._store_id)

@@ -147,6 +147,10 @@ Observer = Callable[[ApplyBatch], None]
 class MvccStore:
     def __init__(self) -> None:
         self._mu = threading.RLock()
+        # TiKV's concurrency-manager max_ts: the highest ts any reader or the CDC resolved-ts
+        # advancer has observed. A 1PC commit must land above it, or a snapshot read at T (or a
+        # resolved ts already sent) would miss a commit <= T (facts/meta_snapshot.md §2.4).
+        self._max_ts = 0
         self._keys = SortedList()  # every key with a write record or a lock
         self._writes: dict[bytes, list[Write]] = {}  # ascending commit_ts
         self._locks: dict[bytes, Lock] = {}
@@ -196,12 +200,22 @@ class MvccStore:
             self._notify("prewrite", [ApplyEntry(lk.key, start_ts, 0, lk.op, lk.value, lk.old_value)
                                       for lk in planned if lk.op != "lock"])
 
+    def observe_ts(self, ts: int) -> None:
+        """Raise max_ts to `ts` (what a read at `ts` or a resolved-ts tick at `ts` does in TiKV)."""
+        with self._mu:
+            self._max_ts = max(self._max_ts, ts)
+
     def commit_one_pc(self, mutations: list[tuple[MutationOp, bytes, bytes]], start_ts: int,
-                      commit_ts: int) -> None:
-        """1PC: prewrite checks, then write records directly with no lock in between."""
+                      commit_ts: int) -> int:
+        """1PC: prewrite checks, then write records directly with no lock in between.
+
+        Returns the commit ts used: `commit_ts`, raised above max_ts as TiKV computes it, so no
+        reader or resolved ts that already saw a later ts can miss this commit.
+        """
         if commit_ts <= start_ts:
             raise ValueError(f"commit ts {commit_ts} must exceed start ts {start_ts}")
         with self._mu:
+            commit_ts = max(commit_ts, self._max_ts + 1)
             primary = mutations[0][1] if mutations else b""
             for _op, key, _value in mutations:
                 if not self._check_prewrite(key, primary, start_ts):
@@ -214,6 +228,7 @@ class MvccStore:
                 if op != "lock":
                     entries.append(ApplyEntry(key, start_ts, commit_ts, op, value, old))
             self._notify("one_pc", entries)
+            return commit_ts
 
     def commit(self, keys: list[bytes], start_ts: int, commit_ts: int) -> None:
         if commit_ts <= start_ts:
@@ -332,6 +347,7 @@ class MvccStore:
                            committed_locks: Iterable[int] = ()) -> tuple[bytes | None, int]:
         """(value or None, commit ts of the version read; 0 when read through a committed lock)."""
         with self._mu:
+            self._max_ts = max(self._max_ts, ts)
             return self._read(key, ts, frozenset(resolved_locks), frozenset(committed_locks))
 
     def scan(self, start: bytes, end: bytes, ts: int, limit: int | None,
@@ -346,6 +362,7 @@ class MvccStore:
         if limit is not None and limit <= 0:
             return out
         with self._mu:
+            self._max_ts = max(self._max_ts, ts)
             for key in self._keys.irange(start or None, end or None, (True, False), reverse):
                 try:
                     value, _ = self._read(key, ts, resolved, committed)
