@@ -100,7 +100,8 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     changefeed = root.section("changefeed", required=True)
     changefeed_id = changefeed.string("id", required=True)
     if not _CHANGEFEED_ID.match(changefeed_id):
-        raise changefeed.bad("id", "letters, digits, '-' and '_' (at most 128, starting with a letter or digit)", changefeed_id)
+        expected = "letters, digits, '-' and '_' (at most 128, starting with a letter or digit)"
+        raise changefeed.bad("id", expected, changefeed_id)
     start_ts = changefeed.start_ts("start_ts")
     changefeed.done()
 
@@ -115,8 +116,10 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         cert = tls_section.path("cert", base)
         key = tls_section.path("key", base)
         if (cert is None) != (key is None):
-            missing = "key" if key is None else "cert"
-            raise InputError(f"{source}: [upstream.tls].{missing}: required when {'cert' if missing == 'key' else 'key'} is set (mutual TLS needs both)")
+            missing, given = ("key", "cert") if key is None else ("cert", "key")
+            raise InputError(
+                f"{source}: [upstream.tls].{missing}: required when {given} is set (mutual TLS needs both)"
+            )
         tls_section.done()
         tls = TlsConfig(ca=ca, cert=cert, key=key)
     gc_ttl_s = upstream.duration("gc_ttl", 86400.0)

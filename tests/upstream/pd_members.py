@@ -20,6 +20,11 @@ class PdMembers:
         self.leader = 0
         self.unimplemented: set[str] = set()
 
+    def members(self) -> pdpb_pb2.GetMembersResponse:
+        members = [pdpb_pb2.Member(name=f"pd{i}", client_urls=[f"http://{u}"]) for i, u in enumerate(self.urls)]
+        return pdpb_pb2.GetMembersResponse(header=pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id),
+                                           members=members, leader=members[self.leader])
+
     def servicer(self, index: int):
         owner = self
 
@@ -29,9 +34,7 @@ class PdMembers:
 
                 def call(request, context):
                     if name == "GetMembers":
-                        leader = pdpb_pb2.Member(name=f"pd{owner.leader}", client_urls=[f"http://{owner.urls[owner.leader]}"])
-                        members = [pdpb_pb2.Member(name=f"pd{i}", client_urls=[f"http://{u}"]) for i, u in enumerate(owner.urls)]
-                        return pdpb_pb2.GetMembersResponse(header=pdpb_pb2.ResponseHeader(cluster_id=owner.cluster_id), members=members, leader=leader)
+                        return owner.members()
                     if name in owner.unimplemented:
                         context.abort(grpc.StatusCode.UNIMPLEMENTED, f"unknown method {name}")
                     if owner.leader != index:

@@ -72,7 +72,8 @@ def test_tso_batch_uses_count_semantics():
             for req in requests:
                 seen_counts.append(req.count)
                 logical += req.count
-                yield pdpb_pb2.TsoResponse(count=req.count, timestamp=pdpb_pb2.Timestamp(physical=physical, logical=logical))
+                stamp = pdpb_pb2.Timestamp(physical=physical, logical=logical)
+                yield pdpb_pb2.TsoResponse(count=req.count, timestamp=stamp)
 
         return responses()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tidelake.codec.keys import record_key
 from tidelake.sim.cluster import SimCluster
+from tidelake.sim.mvcc import CommitTsExpiredError
 
 
 def commit(cluster: SimCluster, mutations: dict[bytes, bytes | None]) -> int:
@@ -12,9 +13,13 @@ def commit(cluster: SimCluster, mutations: dict[bytes, bytes | None]) -> int:
     ops = [("delete", k, b"") if v is None else ("put", k, v) for k, v in mutations.items()]
     keys = list(mutations)
     cluster.mvcc.prewrite(ops, keys[0], start, 3000)
-    commit_ts = cluster.tso.next()
-    cluster.mvcc.commit(keys, start, commit_ts)
-    return commit_ts
+    while True:
+        commit_ts = cluster.tso.next()
+        try:
+            cluster.mvcc.commit(keys, start, commit_ts)
+            return commit_ts
+        except CommitTsExpiredError:
+            continue  # a reader pushed min_commit_ts: TiDB retries with a fresh commit ts
 
 
 def rows(table_id: int, handles, tag: str = "v") -> dict[bytes, bytes]:

@@ -172,7 +172,9 @@ class SnapshotReader:
                 req_end = end
             read_locks.apply(ctx)
             ctx.not_fill_cache = True
-            return kvrpcpb_pb2.ScanRequest(context=ctx, start_key=next_key, end_key=req_end, limit=self._batch, version=ts)
+            return kvrpcpb_pb2.ScanRequest(
+                context=ctx, start_key=next_key, end_key=req_end, limit=self._batch, version=ts
+            )
 
         while True:
             resp, region = self._sender.send(next_key, "KvScan", build, bo)

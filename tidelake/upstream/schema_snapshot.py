@@ -20,7 +20,14 @@ from tidelake.upstream.errors import UpstreamError
 # facts/meta_snapshot.md §5.1: ids above this are reserved system objects, never user data.
 MAX_USER_GLOBAL_ID = 0xFFFFFFFFFFFF - 1000
 
-_STATE_NAMES = {0: "none", 1: "delete only", 2: "write only", 3: "write reorganization", 4: "delete reorganization", 5: "public"}
+_STATE_NAMES = {
+    0: "none",
+    1: "delete only",
+    2: "write only",
+    3: "write reorganization",
+    4: "delete reorganization",
+    5: "public",
+}
 
 
 class SnapshotSource(Protocol):
@@ -71,7 +78,9 @@ def load_schema(reader: SnapshotSource, ts: int, table_filter: TableFilter | Non
         if meta_keys.parse_db_key(field_name) is None:
             continue
         db = _parse(DBInfo.from_json, value, f"DBs/{field_name.decode()}")
-        if is_system_schema(db.name) or (table_filter is not None and not table_filter.should_replicate_schema(db.name)):
+        if is_system_schema(db.name):
+            continue
+        if table_filter is not None and not table_filter.should_replicate_schema(db.name):
             continue
         dbs.append(db)
         if db.state != STATE_PUBLIC:

@@ -90,7 +90,9 @@ class TsoDispatcher:
                 self._cancel_stream()
                 requests, self._responses = None, None
                 self._on_broken()
-                error = exc if isinstance(exc, UpstreamError) else TsoStreamBroken(f"PD Tso stream failed: {_describe(exc)}")
+                error = exc
+                if not isinstance(exc, UpstreamError):
+                    error = TsoStreamBroken(f"PD Tso stream failed: {_describe(exc)}")
                 for fut in batch:
                     if not fut.done():
                         fut.set_exception(error)
@@ -116,7 +118,8 @@ class TsoDispatcher:
 
     def _deliver(self, batch: list[Future], response: pdpb_pb2.TsoResponse) -> None:
         if response.header.HasField("error") and response.header.error.type != pdpb_pb2.OK:
-            raise TsoStreamBroken(f"PD Tso error {pdpb_pb2.ErrorType.Name(response.header.error.type)}: {response.header.error.message}")
+            error = response.header.error
+            raise TsoStreamBroken(f"PD Tso error {pdpb_pb2.ErrorType.Name(error.type)}: {error.message}")
         if response.count != len(batch):
             raise TsoStreamBroken(f"PD Tso returned count {response.count} for a request of {len(batch)}")
         # facts/kvproto.md §8: the timestamp is the largest; the first is logical - count + 1.
