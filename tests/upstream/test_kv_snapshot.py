@@ -271,3 +271,4 @@ def test_scan_of_partitions_and_whole_record_span(sim, reader):
     assert [k for k, _ in got] == sorted(list(rows(201, range(3))) + list(rows(202, range(2))))
     start, end = table_record_span(202)
     assert dict(reader.scan(start, end, ts)) == rows(202, range(2))
+    assert list(reader.scan(end, start, ts)) == []

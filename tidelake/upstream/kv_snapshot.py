@@ -131,6 +131,8 @@ class SnapshotReader:
 
         Follows splits, merges and leader moves mid-scan: keys already yielded stay valid
         because every request reads at the same ts (facts/meta_snapshot.md §2.6)."""
+        if end and start >= end:
+            return
         next_key = start
         regions_done = rows = nbytes = 0
         read_locks = ReadLocks()
