@@ -1,0 +1,75 @@
+"""SparkSubmitOperator kwargs: Delta jars and confs as local sessions use, hadoop-aws for s3a
+lakes, the worker's Python for executors, and a tidelake zip that imports on its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tidelake.errors import InputError
+from tidelake.orchestration.spark_submit import (
+    SparkSettings,
+    build_package_zip,
+    hadoop_version,
+    spark_submit_kwargs,
+)
+from tidelake.spark.session import DELTA_CONFS, delta_package
+
+
+def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
+    settings = SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)})
+    kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake_root=str(tmp_path / "lake"),
+                                 application_args=["--table", "a.b"])
+    assert kwargs["conn_id"] == "spark_default"
+    assert kwargs["application"] == str(tmp_path / "merge.py")
+    assert kwargs["packages"] == delta_package()
+    assert DELTA_CONFS.items() <= kwargs["conf"].items()
+    assert kwargs["conf"]["spark.pyspark.python"] == sys.executable
+    assert kwargs["env_vars"]["PYSPARK_PYTHON"] == sys.executable
+    assert kwargs["application_args"] == ["--table", "a.b"]
+    assert kwargs["deploy_mode"] == "client"
+
+
+def test_s3a_lakes_get_hadoop_aws_matching_the_bundled_hadoop():
+    kwargs = spark_submit_kwargs(SparkSettings(), job="merge", app_name="m", lake_root="s3a://lake/prod")
+    packages = kwargs["packages"].split(",")
+    assert packages[1] == f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"
+    assert hadoop_version().count(".") == 2
+
+
+def test_environment_overrides(tmp_path):
+    env = {
+        "TIDELAKE_SPARK_CONN_ID": "spark_cluster",
+        "TIDELAKE_SPARK_PYTHON": "/usr/bin/python3",
+        "TIDELAKE_SPARK_CONF": json.dumps({"spark.hadoop.fs.s3a.endpoint": "http://minio:9000",
+                                           "spark.sql.session.timeZone": "UTC"}),
+        "TIDELAKE_SPARK_PACKAGES": "org.example:x:1, " + delta_package(),
+    }
+    kwargs = spark_submit_kwargs(SparkSettings.from_env(env), job="merge", app_name="m", lake_root="/l")
+    assert kwargs["conn_id"] == "spark_cluster"
+    assert kwargs["conf"]["spark.pyspark.python"] == "/usr/bin/python3"
+    assert kwargs["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
+    assert kwargs["packages"].split(",") == [delta_package(), "org.example:x:1"]
+
+
+@pytest.mark.parametrize("raw", ["{nope", "[1, 2]"])
+def test_bad_conf_json_names_the_variable(raw):
+    with pytest.raises(InputError, match="TIDELAKE_SPARK_CONF"):
+        SparkSettings.from_env({"TIDELAKE_SPARK_CONF": raw})
+
+
+def test_package_zip_is_importable_alone_and_reused(tmp_path):
+    first = build_package_zip(tmp_path)
+    assert build_package_zip(tmp_path) == first
+    names = zipfile.ZipFile(first).namelist()
+    assert "tidelake/tso.py" in names
+    assert "tidelake/spark/ivysettings.xml" in names
+    assert not any("__pycache__" in n for n in names)
+    probe = "import tidelake.tso, sys; print(tidelake.tso.__file__)"
+    out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(first)!r}); {probe}"],
+                         capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip().startswith(str(first))

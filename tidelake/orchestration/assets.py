@@ -1,0 +1,56 @@
+"""Airflow Assets for replica tables: their URIs and the extra of the events merge emits.
+
+An asset per replica table lets downstream DAGs schedule on "orders got new data" and read
+from the event how far it got: `checkpoint_ts` (the replica equals upstream as of this TSO)
+and `delta_version` (the replica's Delta version holding it, for time travel or CDF reads).
+The URI names the changefeed, because one lake may hold several changefeeds' tables and an
+Airflow asset is global to the deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from tidelake import tso
+
+ASSET_SCHEME = "tidelake"
+ASSET_GROUP = "tidelake"
+
+
+def replica_asset_uri(changefeed_id: str, table: str) -> str:
+    """`tidelake://<changefeed>/<db>/<table>` for the replica of `db.table` (names URL-quoted)."""
+    db, _, name = table.partition(".")
+    return f"{ASSET_SCHEME}://{quote(changefeed_id, safe='')}/{quote(db, safe='')}/{quote(name, safe='')}"
+
+
+def merge_alias_name(changefeed_id: str) -> str:
+    """The AssetAlias merge emits through: the set of tables that advanced is known only at run
+    time, and tables appear with CREATE TABLE, so the events are attached dynamically."""
+    return f"tidelake-merge-{changefeed_id}"
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """Where a replica stands after a merge: its checkpoint and the Delta version holding it."""
+
+    checkpoint_ts: int
+    delta_version: int
+
+
+def asset_event_extra(state: ReplicaState) -> dict[str, object]:
+    return {
+        "checkpoint_ts": state.checkpoint_ts,
+        "checkpoint_time": tso.to_datetime(state.checkpoint_ts).isoformat(),
+        "delta_version": state.delta_version,
+    }
+
+
+def changed_replicas(
+    before: Mapping[str, ReplicaState | None], after: Mapping[str, ReplicaState]
+) -> dict[str, ReplicaState]:
+    """Replicas that got a new Delta commit during the run (a moved checkpoint, a DDL, or a
+    rebuild, whose checkpoint may end where it was): one event each, so consumers are
+    triggered only by new data."""
+    return {table: state for table, state in sorted(after.items()) if before.get(table) != state}

@@ -1,0 +1,186 @@
+"""The tidelake_merge trigger form: its fields, and their validation into a MergeRequest.
+
+The form is plain JSON-schema (what Airflow's Param takes), so it is built and checked here
+without Airflow. Airflow's own schema check catches wrong types; `parse_merge_request` catches
+what a schema cannot say (unknown tables, contradicting fields, a Unix time typed where a TSO
+belongs) and names the param in the message, because the message is all a user sees of a run
+that failed at its first task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from tidelake import tso
+from tidelake.errors import InputError
+
+MAX_MERGE_GROUPS = 64
+DEFAULT_MERGE_GROUPS = 4
+# A TSO's physical part is milliseconds since 1970; anything before TiDB existed was not
+# typed as a TSO (typically it is a Unix time in seconds or milliseconds).
+_EARLIEST_PLAUSIBLE_TSO = tso.from_datetime(datetime(2015, 1, 1, tzinfo=timezone.utc))
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    """What one tidelake_merge run was asked to do, validated."""
+
+    tables: tuple[str, ...] | None  # None: every replicated table
+    until_ts: int | None  # None: as far as the watermarks allow
+    rebuild: str | None  # a table to rebuild from the retained changelog
+    dry_run: bool
+    groups: int
+
+
+def merge_param_schemas(known_tables: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """JSON-schema of each trigger-form field (with its `default`), in form order.
+
+    `known_tables` (from the lake at parse time) become suggestions; the list may be stale or
+    empty, so it never restricts the schema: `parse_merge_request` checks against the lake.
+    """
+    choices = {"examples": list(known_tables)} if known_tables else {}
+    return {
+        "tables": {
+            "default": [],
+            "type": "array",
+            "items": {"type": "string"},
+            "title": "Tables",
+            "description": "Replica tables to merge, as db.table. Empty: all tables.",
+            **choices,
+        },
+        "until_ts": {
+            "default": None,
+            "type": ["null", "integer"],
+            "minimum": 1,
+            "title": "Until TSO",
+            "description": "Merge no further than this TiDB TSO (e.g. a snapshot's TSO). "
+            "Empty: as far as the watermarks allow.",
+            "section": "Limit",
+        },
+        "until_time": {
+            "default": None,
+            "type": ["null", "string"],
+            "format": "date-time",
+            "title": "Until time",
+            "description": "Merge only changes committed before this time (UTC unless it has "
+            "an offset). Use either this or Until TSO.",
+            "section": "Limit",
+        },
+        "rebuild": {
+            "default": None,
+            "type": ["null", "string"],
+            "title": "Rebuild table",
+            "description": "Drop this table's replica (db.table) and rebuild it from the "
+            "retained changelog. Needs the changelog to reach back to the table's start.",
+            "section": "Repair",
+            **choices,
+        },
+        "dry_run": {
+            "default": False,
+            "type": "boolean",
+            "title": "Dry run",
+            "description": "Plan and log what would be merged; write nothing.",
+        },
+        "groups": {
+            "default": DEFAULT_MERGE_GROUPS,
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_MERGE_GROUPS,
+            "title": "Parallel Spark jobs",
+            "description": "Tables are spread over at most this many Spark jobs.",
+            "section": "Limit",
+        },
+    }
+
+
+def parse_merge_request(params: Mapping[str, Any], known_tables: Sequence[str]) -> MergeRequest:
+    """Validate trigger params against the lake's tables; any problem is one InputError naming
+    the param."""
+    known = set(known_tables)
+    tables = _tables(params.get("tables"), known)
+    until_ts = _until_ts(params.get("until_ts"))
+    until_time = _until_time(params.get("until_time"))
+    if until_ts is not None and until_time is not None:
+        raise InputError("params 'until_ts' and 'until_time': give one of them, not both")
+    rebuild = _rebuild(params.get("rebuild"), known)
+    if rebuild is not None and tables is not None and tables != (rebuild,):
+        raise InputError(
+            f"param 'rebuild': rebuilds only {rebuild}, but param 'tables' names "
+            f"{', '.join(tables)}; leave 'tables' empty or set it to [{rebuild!r}]"
+        )
+    dry_run = params.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InputError(f"param 'dry_run': expected true or false, got {dry_run!r}")
+    groups = params.get("groups", DEFAULT_MERGE_GROUPS)
+    if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= MAX_MERGE_GROUPS:
+        raise InputError(f"param 'groups': expected an integer from 1 to {MAX_MERGE_GROUPS}, got {groups!r}")
+    return MergeRequest(
+        tables=(rebuild,) if rebuild is not None else tables,
+        until_ts=until_ts if until_time is None else until_time,
+        rebuild=rebuild,
+        dry_run=dry_run,
+        groups=groups,
+    )
+
+
+def _tables(value: Any, known: set[str]) -> tuple[str, ...] | None:
+    if value is None or value == []:
+        return None
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InputError(f"param 'tables': expected a list of db.table names, got {value!r}")
+    names = tuple(dict.fromkeys(v.strip() for v in value))
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InputError(f"param 'tables': {_unknown_tables(unknown, known)}")
+    return names
+
+
+def _rebuild(value: Any, known: set[str]) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"param 'rebuild': expected one db.table name, got {value!r}")
+    name = value.strip()
+    if name not in known:
+        raise InputError(f"param 'rebuild': {_unknown_tables([name], known)}")
+    return name
+
+
+def _until_ts(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"param 'until_ts': expected a TSO (a positive integer), got {value!r}")
+    if value < _EARLIEST_PLAUSIBLE_TSO:
+        raise InputError(
+            f"param 'until_ts': {value} is not a TSO (its time would be "
+            f"{tso.to_datetime(value):%Y-%m-%d %H:%M:%S} UTC); a TSO is "
+            f"milliseconds << 18, e.g. {tso.from_datetime(datetime.now(timezone.utc))} is now"
+        )
+    return value
+
+
+def _until_time(value: Any) -> int | None:
+    """Changes committed before `value`: the largest TSO below its first millisecond."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"param 'until_time': expected an ISO date-time string, got {value!r}")
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"param 'until_time': {value!r} is not an ISO date-time like 2026-05-01T12:00:00Z"
+        ) from None
+    return tso.from_datetime(when) - 1
+
+
+def _unknown_tables(names: Sequence[str], known: set[str]) -> str:
+    listed = ", ".join(sorted(known)[:20]) or "none yet"
+    more = f" and {len(known) - 20} more" if len(known) > 20 else ""
+    return f"unknown table {', '.join(names)} (replicated tables: {listed}{more})"

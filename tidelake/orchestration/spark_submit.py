@@ -1,0 +1,146 @@
+"""How tidelake's Spark entry points are submitted from Airflow: SparkSubmitOperator kwargs.
+
+One place decides the master (the `spark_default` connection; local[*] when none is defined,
+see operators.py), the Delta jars and confs (the same as tidelake.spark.session uses for local
+sessions, so a job behaves alike under `tidelake merge` and under Airflow), the Python that
+executors run, and the tidelake package shipped to executors as a zip built at task time: the
+executors then run exactly the code of the driver that planned the work, even on a cluster
+whose image is older.
+
+Deployment knobs are environment variables of the Airflow workers (documented in README):
+  TIDELAKE_SPARK_CONN_ID   connection naming the master (default spark_default)
+  TIDELAKE_SPARK_PYTHON    Python of driver and executors (default: the worker's interpreter)
+  TIDELAKE_SPARK_CONF      JSON object of extra Spark confs (object store endpoints, memory)
+  TIDELAKE_SPARK_PACKAGES  extra Maven coordinates, comma-separated
+  TIDELAKE_SPARK_JOBS_DIR  folder of the spark_jobs/*.py entry points
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tidelake
+from tidelake.errors import InputError
+from tidelake.spark.session import DELTA_CONFS, IVY_SETTINGS, delta_package
+
+DEFAULT_CONN_ID = "spark_default"
+LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
+_REPO_ROOT = Path(tidelake.__file__).resolve().parent.parent
+# Object stores whose Hadoop filesystem is in hadoop-aws (MinIO, S3, and S3-compatible stores).
+_S3A_SCHEMES = ("s3a://",)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where and how tidelake's Spark jobs run, read once from the worker's environment."""
+
+    conn_id: str = DEFAULT_CONN_ID
+    python: str = sys.executable
+    extra_conf: dict[str, str] = field(default_factory=dict)
+    extra_packages: tuple[str, ...] = ()
+    jobs_dir: Path = _REPO_ROOT / "spark_jobs"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
+        env = os.environ if env is None else env
+        raw_conf = env.get("TIDELAKE_SPARK_CONF", "").strip()
+        try:
+            extra_conf = json.loads(raw_conf) if raw_conf else {}
+        except json.JSONDecodeError as exc:
+            raise InputError(f"TIDELAKE_SPARK_CONF: not a JSON object: {exc}") from None
+        if not isinstance(extra_conf, dict):
+            raise InputError(f"TIDELAKE_SPARK_CONF: expected a JSON object of confs, got {raw_conf!r}")
+        packages = tuple(p.strip() for p in env.get("TIDELAKE_SPARK_PACKAGES", "").split(",") if p.strip())
+        return cls(
+            conn_id=env.get("TIDELAKE_SPARK_CONN_ID", "").strip() or DEFAULT_CONN_ID,
+            python=env.get("TIDELAKE_SPARK_PYTHON", "").strip() or sys.executable,
+            extra_conf={str(k): str(v) for k, v in extra_conf.items()},
+            extra_packages=packages,
+            jobs_dir=Path(env.get("TIDELAKE_SPARK_JOBS_DIR", "").strip() or _REPO_ROOT / "spark_jobs"),
+        )
+
+
+def hadoop_version() -> str:
+    """Hadoop version bundled with the installed pyspark; hadoop-aws must match it exactly."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in jars.glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise InputError(f"no hadoop-client-api jar in {jars}: is the full pyspark installed (not pyspark-client)?")
+
+
+def packages_for(lake_root: str, settings: SparkSettings) -> list[str]:
+    """Maven packages a job on this lake needs: Delta, hadoop-aws for s3a lakes, extras."""
+    packages = [delta_package()]
+    if lake_root.startswith(_S3A_SCHEMES):
+        packages.append(f"org.apache.hadoop:hadoop-aws:{hadoop_version()}")
+    packages.extend(p for p in settings.extra_packages if p not in packages)
+    return packages
+
+
+def spark_submit_kwargs(
+    settings: SparkSettings,
+    *,
+    job: str,
+    app_name: str,
+    lake_root: str,
+    application_args: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>.py (client deploy mode:
+    the driver runs on the Airflow worker, which holds the changefeed config it reads)."""
+    application = settings.jobs_dir / f"{job}.py"
+    conf = {
+        **DELTA_CONFS,
+        "spark.jars.ivySettings": str(IVY_SETTINGS),
+        "spark.pyspark.python": settings.python,
+        "spark.pyspark.driver.python": settings.python,
+        **settings.extra_conf,
+    }
+    kwargs: dict[str, Any] = {
+        "application": str(application),
+        "conn_id": settings.conn_id,
+        "name": app_name,
+        "packages": ",".join(packages_for(lake_root, settings)),
+        "conf": conf,
+        "env_vars": {"PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python},
+        "deploy_mode": "client",
+    }
+    if application_args is not None:
+        kwargs["application_args"] = list(application_args)
+    return kwargs
+
+
+def build_package_zip(dest_dir: str | Path) -> Path:
+    """Zip the installed tidelake package (sources and package data) for --py-files.
+
+    The name carries a hash of the content, so a rebuilt zip never shadows another version in
+    a cluster's file cache and an unchanged package is not rebuilt.
+    """
+    package_dir = Path(tidelake.__file__).resolve().parent
+    files = sorted(
+        p for p in package_dir.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(package_dir.parent).as_posix().encode())
+        digest.update(path.read_bytes())
+    dest = Path(dest_dir) / f"tidelake-{tidelake.__version__}-{digest.hexdigest()[:12]}.zip"
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, path.relative_to(package_dir.parent).as_posix())
+    partial.replace(dest)
+    return dest
