@@ -169,6 +169,11 @@ class Lander:
         with self._cond:
             self._reported.ddl_resolved = max(self._reported.ddl_resolved, ts)
 
+    def buffered_bytes(self) -> int:
+        """Bytes buffered or in a flush not yet landed: what the memory quota counts."""
+        with self._cond:
+            return self._used()
+
     def durable_watermarks(self) -> tuple[dict[int, int], int]:
         """(table resolved ts, ddl resolved ts) as landed so far."""
         with self._cond:

@@ -1,0 +1,179 @@
+"""DDL puller: finished DDL jobs from the `mysql.tidb_ddl_job` record span, as TiCDC reads them.
+
+facts/kvproto.md §12: the job table (id MaxInt48-1) is subscribed like any table; each Put row
+carries the job JSON in column `job_meta` (row format v2). Only jobs in state done count, each
+once (a job row can be delivered again after a region error), with FinishedTS := the row's commit
+ts; a job at or below the DDL resolved ts already landed, or with schema version 0, is skipped.
+
+Jobs are buffered and released in finished-ts order only when the job span's resolved ts passes
+them, as TiCDC's DDL puller sorts before it applies: rows of different regions (and of the
+incremental scan) arrive in no global order, and the schema must move forward job by job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from tidelake.codec import meta_keys
+from tidelake.codec.ddl_job import ActionType, DDLJob
+from tidelake.codec.keys import DDL_JOB_TABLE_ID
+from tidelake.codec.row import decode_row
+from tidelake.codec.row_v2 import parse_row_v2
+from tidelake.codec.schema import DBInfo, TableInfo
+from tidelake.errors import InputError
+from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
+from tidelake.puller.errors import PullerError
+from tidelake.puller.events import RowChange
+from tidelake.puller.schema_tracker import JobEffect, SchemaTracker
+from tidelake.upstream.schema_snapshot import SnapshotSource
+
+log = logging.getLogger(__name__)
+
+JOB_META_COLUMN = "job_meta"
+JOB_META_COLUMN_ID = 5  # facts/kvproto.md §12.3: sequential ids of the CREATE TABLE statement
+MYSQL_SCHEMA = "mysql"
+
+
+class JobRowDecoder:
+    """Extracts `job_meta` from a tidb_ddl_job row value."""
+
+    def __init__(self, table_info: TableInfo | None) -> None:
+        self.table_info = table_info
+        column = table_info.column_by_name(JOB_META_COLUMN) if table_info is not None else None
+        if table_info is not None and column is None:
+            raise PullerError(f"mysql.tidb_ddl_job (table {table_info.id}) has no column {JOB_META_COLUMN!r}")
+        self.column_id = column.id if column is not None else JOB_META_COLUMN_ID
+
+    @classmethod
+    def load(cls, reader: SnapshotSource, ts: int) -> JobRowDecoder:
+        """Use the job table's TableInfo from the meta keys at `ts` when TiDB stored one."""
+        start, end = meta_keys.hash_span(meta_keys.DBS)
+        for key, value in reader.scan(start, end, ts):
+            field_name = meta_keys.decode_meta_key(key).field
+            if field_name is None or meta_keys.parse_db_key(field_name) is None:
+                continue
+            db = DBInfo.from_json(value)
+            if db.name.lower() != MYSQL_SCHEMA:
+                continue
+            raw = reader.get(meta_keys.table_info_key(db.id, DDL_JOB_TABLE_ID), ts)
+            return cls(TableInfo.from_json(raw) if raw is not None else None)
+        return cls(None)
+
+    def job_meta(self, value: bytes) -> bytes:
+        if self.table_info is not None:
+            meta = decode_row(value, self.table_info).get(JOB_META_COLUMN)
+        else:
+            row = parse_row_v2(value)
+            meta = row.column_bytes(self.column_id) if self.column_id in row.spans else None
+        if meta is None:
+            raise InputError(f"tidb_ddl_job row has no {JOB_META_COLUMN} (column id {self.column_id})")
+        return meta.encode() if isinstance(meta, str) else bytes(meta)
+
+
+@dataclass(frozen=True)
+class PulledJob:
+    """A finished job released in order, with what it did to the feed and its `ddl` rows."""
+
+    job: DDLJob
+    finished_ts: int
+    effect: JobEffect
+    rows: list[DdlRow]
+
+
+class DdlPuller:
+    """Turns job-table rows and the job span's resolved ts into ordered finished jobs.
+
+    Called from one subscription's worker callbacks, which the feed serialises per table."""
+
+    def __init__(self, decoder: JobRowDecoder, tracker: SchemaTracker, resolved_ts: int) -> None:
+        self._decoder = decoder
+        self._tracker = tracker
+        self._resolved = resolved_ts
+        self._pending: dict[int, tuple[int, DDLJob]] = {}  # job id -> (finished ts, job)
+        self.jobs_seen = 0
+
+    @property
+    def resolved_ts(self) -> int:
+        return self._resolved
+
+    @property
+    def tracker(self) -> SchemaTracker:
+        return self._tracker
+
+    def on_rows(self, rows: list[RowChange]) -> None:
+        """Buffer the done jobs among `rows` (facts/kvproto.md §12.3)."""
+        for row in rows:
+            if row.op != "put":
+                continue  # TiDB deletes the row once the job is synced
+            try:
+                job = DDLJob.from_json(self._decoder.job_meta(row.value))
+            except InputError as exc:
+                raise PullerError(f"DDL job row {row.key.hex()} at commit ts {row.commit_ts}: {exc}") from exc
+            if not job.is_done() or job.schema_version == 0 or row.commit_ts <= self._resolved:
+                continue
+            if job.id in self._pending:
+                continue
+            job.start_ts = row.start_ts
+            job.finished_ts = row.commit_ts
+            self._pending[job.id] = (row.commit_ts, job)
+            self.jobs_seen += 1
+
+    def on_resolved(self, ts: int) -> list[PulledJob]:
+        """Release the buffered jobs finished at or below `ts`, oldest first, applied in turn."""
+        if ts <= self._resolved:
+            return []
+        ready = sorted((v for v in self._pending.values() if v[0] <= ts), key=lambda v: (v[0], v[1].id))
+        out = []
+        for finished_ts, job in ready:
+            del self._pending[job.id]
+            effect = self._tracker.apply(job, finished_ts)
+            rows = job_rows(job, finished_ts, effect) if effect.relevant else []
+            log.info("DDL job %d (%s) finished at %d: %s; joined %s, left %s", job.id, job.action_label,
+                     finished_ts, job.query or "-", sorted(effect.joined), sorted(effect.left))
+            out.append(PulledJob(job, finished_ts, effect, rows))
+        self._resolved = ts
+        return out
+
+
+def _json(obj: TableInfo | DBInfo | None) -> str | None:
+    return None if obj is None else json.dumps(obj.to_json(), separators=(",", ":"), ensure_ascii=False)
+
+
+def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
+    """One `ddl` row per table the job touched (one row for a schema-level job)."""
+    common = dict(
+        job_id=job.id, commit_ts=finished_ts, schema_version=job.schema_version, action=int(job.type),
+        action_name=job.action_label, query=job.query or None, db_info=_json(job.db_info), source=SOURCE_JOB,
+    )
+    if not effect.touched:
+        return [DdlRow(schema_id=job.schema_id, schema_name=job.schema_name or None, table_id=job.table_id,
+                       table_name=job.table_name or None, table_info=_json(job.table_info), **common)]
+    return [
+        DdlRow(schema_id=t.db_id, schema_name=t.db, table_id=t.logical_id, table_name=t.table,
+               table_info=_json(t.info), **common)
+        for t in effect.touched
+    ]
+
+
+def snapshot_rows(tracker: SchemaTracker, schema_version: int) -> list[DdlRow]:
+    """The schema at the start ts as `ddl` rows (source snapshot, job id 0, commit ts = start ts):
+    every selected database, then every replicated table, as if created there."""
+    ts = tracker.ts
+    rows = [
+        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_SCHEMA),
+               action_name=ActionType.CREATE_SCHEMA.label, schema_id=db.id, schema_name=db.name, table_id=0,
+               table_name=None, query=None, table_info=None, db_info=_json(db), source=SOURCE_SNAPSHOT)
+        for db in sorted(tracker.selected_dbs(), key=lambda d: d.id)
+    ]
+    tables = {t.logical_id: t for t in tracker.replicated().values()}
+    rows += [
+        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_TABLE),
+               action_name=ActionType.CREATE_TABLE.label, schema_id=t.db_id, schema_name=t.db,
+               table_id=t.logical_id, table_name=t.table, query=None, table_info=_json(t.info),
+               db_info=None, source=SOURCE_SNAPSHOT)
+        for _, t in sorted(tables.items())
+    ]
+    return rows

@@ -1,0 +1,176 @@
+"""The puller's in-memory schema: which physical table ids to feed, and what they belong to.
+
+It starts from the schema snapshot at the feed's start ts (facts/meta_snapshot.md §1.4–1.5) and
+moves forward with every finished DDL job (facts/kvproto.md §12), as TiCDC's schema storage
+does. Jobs whose effect the job's own `binlog` describes completely (one database, or one table
+after the job) are applied from it; jobs that move several objects at once (RENAME TABLES,
+EXCHANGE PARTITION, re-partitioning, RECOVER SCHEMA) or that a newer TiDB added are applied by
+re-reading the schema at the job's finished ts, which the GC safepoint keeps readable.
+
+After each job the set of replicated physical ids is compared with the one before: new ids join
+the feed at the job's finished ts, vanished ids leave it there. System schemas never count and
+the table filter is evaluated on the names after the job, so renames are re-evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tidelake.codec.ddl_job import ActionType, DDLJob
+from tidelake.codec.schema import DBInfo, TableInfo
+from tidelake.table_filter import TableFilter, is_system_schema
+from tidelake.upstream.schema_snapshot import MAX_USER_GLOBAL_ID, SchemaSnapshot, has_rows
+
+_SCHEMA_ACTIONS = frozenset({
+    ActionType.CREATE_SCHEMA,
+    ActionType.MODIFY_SCHEMA_CHARSET_AND_COLLATE,
+    ActionType.MODIFY_SCHEMA_DEFAULT_PLACEMENT,
+    ActionType.MODIFY_SCHEMA_READ_ONLY,
+})
+_DROP_ACTIONS = frozenset({ActionType.DROP_TABLE, ActionType.DROP_VIEW, ActionType.DROP_SEQUENCE})
+# Jobs touching several objects whose binlog does not say where each one ends up.
+_RELOAD_ACTIONS = frozenset({
+    ActionType.RENAME_TABLES,
+    ActionType.EXCHANGE_TABLE_PARTITION,
+    ActionType.RECOVER_SCHEMA,
+    ActionType.ALTER_TABLE_PARTITIONING,
+    ActionType.REMOVE_PARTITIONING,
+})
+
+
+@dataclass(frozen=True)
+class TrackedTable:
+    """A replicated table as one of its physical ids sees it (partitions map to their table)."""
+
+    db_id: int
+    db: str
+    table: str
+    logical_id: int
+    info: TableInfo = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class JobEffect:
+    """What one DDL job changed for the feed."""
+
+    relevant: bool  # it touches a replicated table or a schema the filter selects
+    joined: dict[int, TrackedTable]  # physical id -> table, to feed from the job's finished ts
+    left: dict[int, TrackedTable]  # physical ids no longer replicated after the job
+    touched: list[TrackedTable]  # the job's tables after it (as before it when it removed them)
+
+
+SchemaLoader = Callable[[int], SchemaSnapshot]
+
+
+class SchemaTracker:
+    """Not thread-safe: the DDL puller applies jobs one at a time, in commit order."""
+
+    def __init__(self, snapshot: SchemaSnapshot, table_filter: TableFilter, reload: SchemaLoader) -> None:
+        self._filter = table_filter
+        self._reload = reload
+        self._dbs: dict[int, DBInfo] = {}
+        self._tables: dict[int, tuple[int, TableInfo]] = {}  # logical id -> (db id, info)
+        self._load(snapshot)
+        self._replicated = self._compute_replicated()
+
+    @property
+    def ts(self) -> int:
+        return self._ts
+
+    def replicated(self) -> dict[int, TrackedTable]:
+        """Physical id -> table, for every table the filter selects that has rows in TiKV."""
+        return dict(self._replicated)
+
+    def lookup(self, physical_id: int) -> TrackedTable | None:
+        return self._replicated.get(physical_id)
+
+    def db(self, db_id: int) -> DBInfo | None:
+        return self._dbs.get(db_id)
+
+    def selected_dbs(self) -> list[DBInfo]:
+        """Databases the filter can select tables from (TiCDC ShouldIgnoreSchema is false)."""
+        return [d for d in self._dbs.values() if self._filter.should_replicate_schema(d.name)]
+
+    def apply(self, job: DDLJob, finished_ts: int) -> JobEffect:
+        """Move the schema past a finished job and say how the replicated set changed."""
+        before = self._replicated
+        touched_ids = self._touched_ids(job)
+        touched_before = {tid: self._tracked(tid) for tid in touched_ids if tid in self._tables}
+        schema_level = self._apply(job, finished_ts)
+        self._ts = finished_ts
+        after = self._replicated = self._compute_replicated()
+        joined = {pid: t for pid, t in after.items() if pid not in before}
+        left = {pid: t for pid, t in before.items() if pid not in after}
+        replicated_logical = {t.logical_id for t in (*before.values(), *after.values())}
+        touched = [
+            self._tracked(tid) if tid in self._tables else touched_before[tid]
+            for tid in sorted(touched_ids)
+            if tid in self._tables or tid in touched_before
+        ]
+        db = self._dbs.get(job.schema_id)
+        db_name = db.name if db is not None else job.schema_name
+        relevant = bool(joined or left or replicated_logical & touched_ids) or (
+            schema_level and bool(db_name) and self._filter.should_replicate_schema(db_name)
+        )
+        return JobEffect(relevant, joined, left, touched)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _load(self, snapshot: SchemaSnapshot) -> None:
+        self._ts = snapshot.ts
+        self._dbs = {d.id: d for d in snapshot.dbs if not is_system_schema(d.name)}
+        self._tables = {
+            t.id: (db_id, t) for db_id, tables in snapshot.tables.items() if db_id in self._dbs for t in tables
+        }
+
+    def _touched_ids(self, job: DDLJob) -> set[int]:
+        ids = {t.id for t in job.multiple_table_infos}
+        if job.table_info is not None:
+            ids.add(job.table_info.id)
+        if job.table_id:
+            ids.add(job.table_id)
+        if job.type == ActionType.DROP_SCHEMA:
+            ids |= {tid for tid, (db_id, _) in self._tables.items() if db_id == job.schema_id}
+        return ids
+
+    def _apply(self, job: DDLJob, finished_ts: int) -> bool:
+        """Apply one job to the model; True for a schema-level job (no table of its own)."""
+        action = job.type
+        if not isinstance(action, ActionType) or action in _RELOAD_ACTIONS:
+            self._load(self._reload(finished_ts))
+            return False
+        if action in _SCHEMA_ACTIONS:
+            if job.db_info is not None:
+                self._dbs[job.db_info.id] = job.db_info
+            return True
+        if action == ActionType.DROP_SCHEMA:
+            self._dbs.pop(job.schema_id, None)
+            self._tables = {tid: v for tid, v in self._tables.items() if v[0] != job.schema_id}
+            return True
+        if action in _DROP_ACTIONS:
+            self._tables.pop(job.table_id, None)
+            return False
+        if action == ActionType.TRUNCATE_TABLE:
+            self._tables.pop(job.table_id, None)  # the new table id arrives in table_info
+        infos = job.multiple_table_infos or ([job.table_info] if job.table_info is not None else [])
+        for info in infos:
+            self._tables[info.id] = (job.schema_id, info)
+        return not infos and job.table_id == 0
+
+    def _compute_replicated(self) -> dict[int, TrackedTable]:
+        out: dict[int, TrackedTable] = {}
+        for tid, (db_id, info) in self._tables.items():
+            db = self._dbs.get(db_id)
+            if db is None or not has_rows(info) or not self._filter.should_replicate_table(db.name, info.name):
+                continue
+            tracked = TrackedTable(db_id, db.name, info.name, tid, info)
+            for pid in info.physical_ids():
+                if pid <= MAX_USER_GLOBAL_ID:  # facts/meta_snapshot.md §5.1
+                    out[pid] = tracked
+        return out
+
+    def _tracked(self, table_id: int) -> TrackedTable:
+        db_id, info = self._tables[table_id]
+        db = self._dbs.get(db_id)
+        return TrackedTable(db_id, db.name if db is not None else "", info.name, table_id, info)
