@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: test test-all demo up protos install clean
+.PHONY: test test-all demo up protos readme install clean
 
 test: $(STAMP) protos
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -38,3 +38,6 @@ protos: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+readme: $(STAMP)
+	$(PY) tools/update_readme.py
