@@ -1,0 +1,39 @@
+"""tidelake_puller: the always-on puller of each changefeed, one task per puller shard.
+
+@continuous with max_active_runs=1: as soon as a run ends the next starts. Each shard's task
+runs the puller in-process for a bounded time (TIDELAKE_PULL_RUN_SECONDS, default 1 h), then
+flushes and succeeds; SIGTERM (a worker shutdown, a cleared task) flushes too. The next run
+resumes from the durable watermarks in the lake. Logic: tidelake.orchestration.puller_operator.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG
+
+from tidelake.orchestration.changefeeds import load_changefeeds
+from tidelake.orchestration.puller_operator import PullerOperator, run_seconds_from_env
+
+RUN_SECONDS = run_seconds_from_env()
+
+for feed in load_changefeeds():
+    shards = feed.config.puller.shards
+    with DAG(
+        dag_id=feed.dag_id("puller"),
+        description=f"Pull TiKV changes of changefeed {feed.config.changefeed_id} into {feed.config.lake.root}",
+        schedule="@continuous",
+        max_active_runs=1,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        tags=["tidelake", feed.config.changefeed_id],
+        doc_md=__doc__,
+        default_args={"retries": 3, "retry_delay": timedelta(seconds=30), "retry_exponential_backoff": True,
+                      "max_retry_delay": timedelta(minutes=10)},
+    ):
+        PullerOperator.partial(
+            task_id="pull",
+            config_path=feed.config_path,
+            max_run_seconds=RUN_SECONDS,
+            map_index_template="shard {{ task.shard }}",
+        ).expand(shard=[f"{i}/{shards}" for i in range(shards)])

@@ -1,0 +1,85 @@
+"""PullerOperator: one puller shard run in the Airflow task process itself.
+
+Why in-process rather than BashOperator running `tidelake pull`:
+- SIGTERM reaches the puller. The task supervisor forwards SIGTERM to the task process, whose
+  handler calls `on_kill()` (facts/stack.md §8); here that is `PullerRunner.stop()`, so the
+  runner flushes what it buffered and returns, and the task ends cleanly.
+- No orphans. BashOperator starts its command in a new session; when the supervisor escalates
+  to SIGKILL (5 s after SIGTERM) or the worker dies, that command survives and can overlap the
+  next run's puller of the same shard. In-process, the puller dies with its task, and a kill
+  mid-flush is the crash the lake's invariants already cover (the next run resumes from the
+  durable watermarks and re-pulls the rest).
+- The run length is bounded by `max_run_seconds` (the runner stops itself gracefully), so the
+  @continuous DAG starts a fresh run regularly: new code and config roll out, logs rotate, and
+  a stuck shard shows up as a failed task. `execution_timeout` is only the backstop for a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from tidelake.errors import InputError
+
+DEFAULT_RUN_SECONDS = 3600
+# Room for the final flush and the PD/TiKV connection teardown after the run-length limit.
+SHUTDOWN_GRACE = timedelta(minutes=10)
+
+log = logging.getLogger(__name__)
+
+
+def run_seconds_from_env(env: Mapping[str, str] | None = None) -> int:
+    """Run length of one puller task (TIDELAKE_PULL_RUN_SECONDS, default an hour)."""
+    env = os.environ if env is None else env
+    raw = env.get("TIDELAKE_PULL_RUN_SECONDS", "").strip()
+    if not raw:
+        return DEFAULT_RUN_SECONDS
+    if not raw.isdigit() or int(raw) < 1:
+        raise InputError(f"TIDELAKE_PULL_RUN_SECONDS: expected a whole number of seconds >= 1, got {raw!r}")
+    return int(raw)
+
+
+class PullerOperator(BaseOperator):
+    """Pull shard `shard` ("I/N") of the changefeed in `config_path` for `max_run_seconds`."""
+
+    template_fields = ("config_path", "shard")
+    ui_color = "#cfe8fc"
+
+    def __init__(self, *, config_path: str, shard: str, max_run_seconds: int, **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", timedelta(seconds=max_run_seconds) + SHUTDOWN_GRACE)
+        super().__init__(**kwargs)
+        self.config_path = config_path
+        self.shard = shard
+        self.max_run_seconds = max_run_seconds
+        self._runner = None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from tidelake.config import load_config
+        from tidelake.puller.runner import PullerRunner, RunOptions, Shard
+
+        config = load_config(self.config_path)
+        self._runner = PullerRunner(
+            config,
+            Shard.parse(self.shard),
+            RunOptions(max_run_s=float(self.max_run_seconds)),
+            progress=lambda p: log.info(
+                "%d tables, %d rows (%.0f/s), DDL lag %.1fs, max table lag %.1fs, buffer %.1f MiB",
+                p.tables, p.rows, p.rows_per_s, p.ddl_lag_s, max(p.table_lag_s.values(), default=0.0),
+                p.buffered_bytes / 2**20,
+            ),
+        )
+        summary = self._runner.run()
+        log.info("stopped after %d rows and %d DDL jobs; DDL resolved ts %d", summary.rows, summary.jobs,
+                 summary.ddl_resolved)
+        return {"rows": summary.rows, "ddl_jobs": summary.jobs, "ddl_resolved_ts": summary.ddl_resolved,
+                "tables": len(summary.table_resolved)}
+
+    def on_kill(self) -> None:
+        """SIGTERM or a task timeout: flush and return instead of dying mid-batch."""
+        if self._runner is not None:
+            self._runner.stop()
