@@ -143,19 +143,25 @@ def _json(obj: TableInfo | DBInfo | None) -> str | None:
 
 
 def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
-    """One `ddl` row per table the job touched (one row for a schema-level job)."""
+    """The job's `ddl` rows: one, keyed by the table the job acted on (for TRUNCATE the old id,
+    with the new table in table_info, as TiDB's job has it), or one per table of a multi-table job."""
     common = dict(
         job_id=job.id, commit_ts=finished_ts, schema_version=job.schema_version, action=int(job.type),
         action_name=job.action_label, query=job.query or None, db_info=_json(job.db_info), source=SOURCE_JOB,
     )
-    if not effect.touched:
-        return [DdlRow(schema_id=job.schema_id, schema_name=job.schema_name or None, table_id=job.table_id,
-                       table_name=job.table_name or None, table_info=_json(job.table_info), **common)]
-    return [
-        DdlRow(schema_id=t.db_id, schema_name=t.db, table_id=t.logical_id, table_name=t.table,
-               table_info=_json(t.info), **common)
-        for t in effect.touched
-    ]
+    if job.multiple_table_infos:
+        after = {t.logical_id: t for t in effect.touched}
+        return [
+            DdlRow(schema_id=after[info.id].db_id if info.id in after else job.schema_id,
+                   schema_name=after[info.id].db if info.id in after else job.schema_name or None,
+                   table_id=info.id, table_name=info.name, table_info=_json(info), **common)
+            for info in job.multiple_table_infos
+        ]
+    info = job.table_info
+    return [DdlRow(schema_id=job.schema_id, schema_name=job.schema_name or None,
+                   table_id=job.table_id or (info.id if info is not None else 0),
+                   table_name=info.name if info is not None else job.table_name or None,
+                   table_info=_json(info), **common)]
 
 
 def snapshot_rows(tracker: SchemaTracker, schema_version: int) -> list[DdlRow]:
