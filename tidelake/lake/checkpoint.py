@@ -1,0 +1,110 @@
+"""A replica's checkpoint lives in the replica itself: the Delta `txn` action of app MERGE_APP_ID.
+
+Delta records a SetTransaction (app id, version) in the same commit as the rows it guards, so
+checkpoint(t) advances atomically with the data (DESIGN.md invariant 3), and Delta skips a write
+whose version is <= the recorded one, so a retried merge or DDL step is a no-op
+(facts/stack.md §11 "Idempotent writes"). The version IS the checkpoint TSO.
+
+Only DML (MERGE/UPDATE/DELETE/INSERT) and DataFrame writes record it: CREATE TABLE and ALTER
+TABLE ignore the txn confs (checked against delta-spark 4.4), which is why DDL application ends
+with a DML or an empty append carrying the txn (tidelake.spark.ddl_apply).
+
+Reading needs no Spark: delta-rs replays the log (JSON commits and checkpoint parquet) and
+answers `transaction_version` even for tables whose reader features it cannot scan (column
+mapping, deletion vectors, type widening).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MERGE_APP_ID = "tidelake-merge"
+# Session confs honoured by MERGE/UPDATE/DELETE/INSERT (facts/stack.md §11); both must be set.
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
+
+
+def _open(path: str, storage_options: dict[str, str] | None, version: int | None = None) -> DeltaTable | None:
+    try:
+        return DeltaTable(path, version=version, storage_options=storage_options)
+    except TableNotFoundError:
+        return None
+
+
+def read_checkpoint(path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The replica's checkpoint TSO, or None when the replica does not exist or never recorded one."""
+    table = _open(path, storage_options)
+    return None if table is None else table.transaction_version(MERGE_APP_ID)
+
+
+def replica_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """Latest Delta version of the replica, None when it does not exist."""
+    table = _open(path, storage_options)
+    return None if table is None else table.version()
+
+
+def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | None = None) -> int | None:
+    """The first Delta version whose checkpoint is >= `ts` (time travel to "upstream at ts").
+
+    Checkpoints only grow with versions, so this is a binary search over snapshots; versions whose
+    log was cleaned up cannot be loaded and count as "before". None if no version reaches `ts`.
+    """
+    table = _open(path, storage_options)
+    if table is None or (table.transaction_version(MERGE_APP_ID) or -1) < ts:
+        return None
+    lo, hi = 0, table.version()  # invariant: hi reaches ts
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            snapshot = DeltaTable(path, version=mid, storage_options=storage_options)
+            reached = (snapshot.transaction_version(MERGE_APP_ID) or -1) >= ts
+        except DeltaError:
+            reached = False
+        if reached:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def checkpoint_metadata(version: int) -> str:
+    """commitInfo.userMetadata of a commit that records checkpoint `version` (visible in DESCRIBE HISTORY)."""
+    return json.dumps({CHECKPOINT_METADATA_KEY: version})
+
+
+def writer_txn_options(version: int, app_id: str = MERGE_APP_ID) -> dict[str, str]:
+    """DataFrameWriter options recording checkpoint `version` in the write's commit."""
+    return {"txnAppId": app_id, "txnVersion": str(version), "userMetadata": checkpoint_metadata(version)}
+
+
+@contextmanager
+def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> Iterator[None]:
+    """Run one Spark DML (MERGE/UPDATE/DELETE/INSERT) so its commit records checkpoint `version`.
+
+    The confs are per SparkSession, not per thread: concurrent table merges must each use their
+    own `spark.newSession()` (shared SparkContext, separate SQL conf). Previous values are restored.
+    """
+    keys = (TXN_APP_ID_CONF, TXN_VERSION_CONF, USER_METADATA_CONF)
+    saved = {k: spark.conf.get(k, None) for k in keys}
+    spark.conf.set(TXN_APP_ID_CONF, app_id)
+    spark.conf.set(TXN_VERSION_CONF, str(version))
+    spark.conf.set(USER_METADATA_CONF, checkpoint_metadata(version))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

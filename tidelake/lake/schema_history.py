@@ -1,0 +1,305 @@
+"""Per-table schema history built from the `ddl` table: which TableInfo is valid when, and where
+the barriers are (DESIGN.md §2 barrierTs, §3 ddl).
+
+A replicated table's identity (`TableKey`) is the TiDB table id it had when it first appeared
+(its CREATE, or the start snapshot). It survives RENAME TABLE (same id, new name) and TRUNCATE
+TABLE, which gives the table a NEW id upstream (facts/kvproto.md §12.5 action 11: the job's
+`table_id` is the old id, its TableInfo the new one): the puller writes one row per id, and
+the row whose id is already known is the old one. Partitions are separate physical ids inside
+one TableInfo (ADD/DROP/TRUNCATE PARTITION change them), so physical ids come from the info.
+
+A DDL at commit ts D splits a table's changes: commit_ts < D were written with the schema
+before, > D with the schema after (TiDB commits no row of the table at D itself). So the info
+valid at ts is the one of the last DDL with commit_ts <= ts, and the barrier for a checkpoint c
+is `next_ddl_after(t, c).commit_ts - 1`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NewType
+
+from deltalake import DeltaTable
+
+from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.schema import TableInfo
+from tidelake.errors import InputError
+from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
+
+TableKey = NewType("TableKey", int)
+
+_DROPS = frozenset({ActionType.DROP_TABLE, ActionType.DROP_VIEW, ActionType.DROP_SEQUENCE})
+_CREATES = frozenset({ActionType.CREATE_TABLE, ActionType.CREATE_TABLES, ActionType.RECOVER_TABLE})
+
+
+@dataclass(frozen=True)
+class DdlEvent:
+    """One DDL as it affects one replicated table."""
+
+    job_id: int
+    commit_ts: int
+    action: int  # ActionType code (plain int for codes newer than tidelake)
+    action_name: str
+    table: TableKey
+    db: str  # database name after the job
+    name: str  # table name after the job
+    query: str | None
+    table_info_after: TableInfo | None  # None when the job removed the table
+    table_info_before: TableInfo | None  # None when the job created it
+    db_before: str | None = None
+    name_before: str | None = None
+    source: str = "job"
+    schema_id: int = 0
+
+    @property
+    def creates_table(self) -> bool:
+        return self.table_info_before is None and self.table_info_after is not None
+
+    @property
+    def drops_table(self) -> bool:
+        return self.table_info_after is None
+
+    @property
+    def physical_ids_before(self) -> list[int]:
+        return self.table_info_before.physical_ids() if self.table_info_before is not None else []
+
+    @property
+    def physical_ids_after(self) -> list[int]:
+        return self.table_info_after.physical_ids() if self.table_info_after is not None else []
+
+    @property
+    def removed_physical_ids(self) -> list[int]:
+        """Physical ids whose rows the job removed (dropped/truncated partitions, truncated table)."""
+        after = set(self.physical_ids_after)
+        return [pid for pid in self.physical_ids_before if pid not in after]
+
+    @property
+    def barrier(self) -> int:
+        """The checkpoint a table must reach before this DDL is applied (invariant 4)."""
+        return self.commit_ts - 1
+
+
+@dataclass
+class _Timeline:
+    key: TableKey
+    schema_id: int
+    logical_id: int  # current TiDB table id (changes on TRUNCATE)
+    events: list[DdlEvent] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return not self.events[-1].drops_table
+
+    @property
+    def info(self) -> TableInfo | None:
+        return self.events[-1].table_info_after
+
+    def at(self, ts: int) -> DdlEvent | None:
+        i = bisect.bisect_right([e.commit_ts for e in self.events], ts)
+        return self.events[i - 1] if i else None
+
+
+def _has_rows(info: TableInfo) -> bool:
+    """Views, sequences and temporary tables have no rows to replicate."""
+    raw = info.raw
+    return raw.get("view") is None and raw.get("sequence") is None and not raw.get("temp_table_type")
+
+
+def _action(code: int) -> ActionType | int:
+    try:
+        return ActionType(code)
+    except ValueError:
+        return code
+
+
+class SchemaHistory:
+    """Read-only view of the `ddl` table, folded per replicated table."""
+
+    def __init__(self, rows: Iterable[DdlRow]) -> None:
+        self._tables: dict[TableKey, _Timeline] = {}
+        self._by_logical: dict[int, TableKey] = {}  # current logical id -> key (live tables)
+        self._dbs: dict[int, str] = {}
+        self._db_events: list[DdlRow] = []
+        groups: dict[tuple[int, int, str], list[DdlRow]] = defaultdict(list)
+        for row in rows:
+            groups[(row.commit_ts, row.job_id, row.source)].append(row)
+        for (_, _, source), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2] != SOURCE_SNAPSHOT, kv[0][1])):
+            self._apply_job(sorted(group, key=lambda r: r.table_id), source)
+
+    @classmethod
+    def load(cls, layout: LakeLayout, version: int | None = None) -> SchemaHistory:
+        """From the `ddl` table (at `version`, e.g. Watermarks.ddl_version, for a reproducible read)."""
+        if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
+            return cls([])
+        table = DeltaTable(layout.ddl, version=version, storage_options=layout.storage_options)
+        return cls(DdlRow(**r) for r in table.to_pyarrow_table().to_pylist())
+
+    # --- queries -------------------------------------------------------------------------
+
+    def tables(self) -> list[TableKey]:
+        """Every table ever replicated, dropped ones included, in order of appearance."""
+        return list(self._tables)
+
+    def live_tables(self) -> list[TableKey]:
+        return [k for k, t in self._tables.items() if t.live]
+
+    def ddl_events(self, table: TableKey) -> list[DdlEvent]:
+        return list(self._timeline(table).events)
+
+    def table_info_at(self, table: TableKey, ts: int) -> TableInfo | None:
+        """Schema of the table's changes at commit ts `ts`; None before it exists or after its drop."""
+        event = self._timeline(table).at(ts)
+        return None if event is None else event.table_info_after
+
+    def physical_ids_at(self, table: TableKey, ts: int) -> list[int]:
+        info = self.table_info_at(table, ts)
+        return [] if info is None else info.physical_ids()
+
+    def name_at(self, table: TableKey, ts: int) -> tuple[str, str] | None:
+        """(db, table) names at `ts`, None outside the table's life."""
+        event = self._timeline(table).at(ts)
+        return None if event is None or event.drops_table else (event.db, event.name)
+
+    def current_name(self, table: TableKey) -> tuple[str, str]:
+        """Latest (db, table) names, for a dropped table the names it had when dropped."""
+        last = self._timeline(table).events[-1]
+        return last.db, last.name
+
+    def next_ddl_after(self, table: TableKey, ts: int) -> DdlEvent | None:
+        """The first DDL of the table with commit_ts > ts; its commit_ts - 1 is the barrier."""
+        events = self._timeline(table).events
+        i = bisect.bisect_right([e.commit_ts for e in events], ts)
+        return events[i] if i < len(events) else None
+
+    def all_physical_ids(self, table: TableKey) -> list[int]:
+        """Every physical id the table ever had (for changelog retention and reads across truncates)."""
+        seen: dict[int, None] = {}
+        for event in self._timeline(table).events:
+            for pid in (*event.physical_ids_before, *event.physical_ids_after):
+                seen[pid] = None
+        return list(seen)
+
+    def table_of_physical_id(self, physical_id: int) -> TableKey | None:
+        for key in self._tables:
+            if physical_id in self.all_physical_ids(key):
+                return key
+        return None
+
+    def find(self, db: str, name: str) -> TableKey | None:
+        """The live table now called `db`.`name` (case-insensitive as TiDB), else the latest dropped one."""
+        wanted = (db.lower(), name.lower())
+        matches = [k for k, t in self._tables.items() if tuple(s.lower() for s in self.current_name(k)) == wanted]
+        live = [k for k in matches if self._tables[k].live]
+        return (live or matches or [None])[-1]
+
+    def db_events(self) -> list[DdlRow]:
+        """Database-level jobs (create/drop/alter database) in commit order, for status and audit."""
+        return list(self._db_events)
+
+    def _timeline(self, table: TableKey) -> _Timeline:
+        try:
+            return self._tables[table]
+        except KeyError:
+            raise InputError(f"table {table} is not in the DDL history") from None
+
+    # --- folding -------------------------------------------------------------------------
+
+    def _apply_job(self, rows: list[DdlRow], source: str) -> None:
+        action = _action(rows[0].action)
+        for row in rows:
+            if row.table_id == 0 and row.db_info is not None and row.schema_name:
+                self._dbs[row.schema_id] = row.schema_name
+        if action == ActionType.TRUNCATE_TABLE:
+            self._truncate(rows)
+            return
+        for row in rows:
+            if row.table_id:
+                self._table_row(row, action, source)
+        if all(r.table_id == 0 for r in rows):
+            self._db_events.extend(rows)
+            if action == ActionType.DROP_SCHEMA:
+                self._drop_schema(rows[0])
+
+    def _event(self, row: DdlRow, timeline: _Timeline | None, key: TableKey, after: TableInfo | None) -> DdlEvent:
+        before = timeline.events[-1] if timeline is not None else None
+        db = row.schema_name or self._dbs.get(row.schema_id) or (before.db if before else "")
+        name = after.name if after is not None else (row.table_name or (before.name if before else ""))
+        return DdlEvent(
+            job_id=row.job_id,
+            commit_ts=row.commit_ts,
+            action=row.action,
+            action_name=row.action_name,
+            table=key,
+            db=db,
+            name=name,
+            query=row.query,
+            table_info_after=after,
+            table_info_before=before.table_info_after if before is not None else None,
+            db_before=before.db if before is not None else None,
+            name_before=before.name if before is not None else None,
+            source=row.source,
+            schema_id=row.schema_id,
+        )
+
+    def _table_row(self, row: DdlRow, action: ActionType | int, source: str) -> None:
+        info = TableInfo.from_json(row.table_info) if row.table_info is not None else None
+        key = self._by_logical.get(row.table_id)
+        timeline = self._tables.get(key) if key is not None else None
+        if timeline is None:
+            revived = self._tables.get(TableKey(row.table_id))
+            if action == ActionType.RECOVER_TABLE and revived is not None and info is not None:
+                self._append(revived, self._event(row, revived, revived.key, info))
+                self._by_logical[row.table_id] = revived.key
+                return
+            if info is None or not _has_rows(info) or action in _DROPS or action == ActionType.DROP_SCHEMA:
+                return  # a table we never replicated leaving, or a view/sequence
+            # First sight: a CREATE, the start snapshot, or a job that brought the table into the
+            # feed (e.g. RENAME into a filtered schema); either way the table starts here.
+            key = TableKey(row.table_id)
+            timeline = _Timeline(key, row.schema_id, row.table_id)
+            self._tables[key] = timeline
+            self._by_logical[row.table_id] = key
+            self._append(timeline, self._event(row, None, key, info))
+            return
+        if source == SOURCE_SNAPSHOT:
+            return  # a later start snapshot restates what the jobs already said
+        if action in _DROPS or action == ActionType.DROP_SCHEMA:
+            self._drop(timeline, row)
+            return
+        self._append(timeline, self._event(row, timeline, timeline.key, info or timeline.info))
+        timeline.schema_id = row.schema_id or timeline.schema_id
+
+    def _truncate(self, rows: list[DdlRow]) -> None:
+        old = [r for r in rows if r.table_id in self._by_logical]
+        new = [r for r in rows if r.table_id not in self._by_logical and r.table_info is not None]
+        if not old:
+            for row in new:  # the table was not replicated before; it starts with its new id
+                self._table_row(row, ActionType.CREATE_TABLE, row.source)
+            return
+        if not new:
+            raise InputError(f"TRUNCATE TABLE job {rows[0].job_id} has no row for the new table id")
+        timeline = self._tables[self._by_logical.pop(old[0].table_id)]
+        info = TableInfo.from_json(new[0].table_info)
+        self._append(timeline, self._event(new[0], timeline, timeline.key, info))
+        timeline.logical_id = info.id
+        self._by_logical[info.id] = timeline.key
+
+    def _drop(self, timeline: _Timeline, row: DdlRow) -> None:
+        self._append(timeline, self._event(row, timeline, timeline.key, None))
+        self._by_logical.pop(timeline.logical_id, None)
+
+    def _drop_schema(self, row: DdlRow) -> None:
+        """DROP DATABASE: every live table of it goes (when the puller wrote no per-table rows)."""
+        for timeline in list(self._tables.values()):
+            if timeline.live and timeline.schema_id == row.schema_id:
+                self._drop(timeline, row)
+        self._dbs.pop(row.schema_id, None)
+
+    def _append(self, timeline: _Timeline, event: DdlEvent) -> None:
+        if timeline.events and event.commit_ts < timeline.events[-1].commit_ts:
+            raise InputError(f"DDL job {event.job_id} at {event.commit_ts} is older than the table's last DDL")
+        timeline.events.append(event)
