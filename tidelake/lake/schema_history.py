@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NewType
 
 from deltalake import DeltaTable
@@ -274,17 +274,19 @@ class SchemaHistory:
         timeline.schema_id = row.schema_id or timeline.schema_id
 
     def _truncate(self, rows: list[DdlRow]) -> None:
-        old = [r for r in rows if r.table_id in self._by_logical]
-        new = [r for r in rows if r.table_id not in self._by_logical and r.table_info is not None]
-        if not old:
-            for row in new:  # the table was not replicated before; it starts with its new id
-                self._table_row(row, ActionType.CREATE_TABLE, row.source)
-            return
+        """The old id is the one we know; the new TableInfo is the one whose id we do not (the
+        puller may write one row per id, or one row under the old id carrying the new info)."""
+        infos = [TableInfo.from_json(r.table_info) for r in rows if r.table_info is not None]
+        new = [(r, i) for r, i in zip([r for r in rows if r.table_info is not None], infos) if i.id not in self._by_logical]
+        old = [r.table_id for r in rows if r.table_id in self._by_logical]
         if not new:
-            raise InputError(f"TRUNCATE TABLE job {rows[0].job_id} has no row for the new table id")
-        timeline = self._tables[self._by_logical.pop(old[0].table_id)]
-        info = TableInfo.from_json(new[0].table_info)
-        self._append(timeline, self._event(new[0], timeline, timeline.key, info))
+            raise InputError(f"TRUNCATE TABLE job {rows[0].job_id} carries no TableInfo with the new table id")
+        row, info = new[0]
+        if not old:  # the table was not replicated before; it starts with its new id
+            self._table_row(replace(row, table_id=info.id), ActionType.CREATE_TABLE, row.source)
+            return
+        timeline = self._tables[self._by_logical.pop(old[0])]
+        self._append(timeline, self._event(row, timeline, timeline.key, info))
         timeline.logical_id = info.id
         self._by_logical[info.id] = timeline.key
 
