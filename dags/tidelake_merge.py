@@ -1,0 +1,76 @@
+"""tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
+
+plan (validate params, plan tables, group them) -> merge (one spark-submit of
+spark_jobs/merge.py per table group, mapped) -> publish (an asset event per replica that got a
+new commit, extra = {checkpoint_ts, delta_version}).
+
+Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).
+A scheduled or backfill run merges only changes committed before its data interval end, so
+`airflow backfill create --dag-id tidelake_merge --from-date ... --to-date ...` reproduces the
+replicas interval by interval; a manual run without a logical date merges to the latest.
+Trigger params: tables, until_ts or until_time, rebuild (one table from the retained
+changelog), dry_run, groups. Logic: tidelake.orchestration.merge_run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG, Asset, AssetAlias, Metadata, Param, TriggerRule, task
+
+from tidelake.orchestration import merge_run
+from tidelake.orchestration.assets import ASSET_GROUP, asset_event_extra, merge_alias_name, replica_asset_uri
+from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.params import merge_param_schemas
+from tidelake.orchestration.schedules import DEFAULT_MERGE_SCHEDULE, timetable
+from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+from tidelake.orchestration.task_errors import input_errors_fail_the_task
+
+SCHEDULE = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
+SPARK = SparkSettings.from_env()
+
+
+def build(feed: Changefeed) -> DAG:
+    changefeed_id = feed.config.changefeed_id
+    schemas = merge_param_schemas(merge_run.table_choices(feed.config))
+    alias = AssetAlias(merge_alias_name(changefeed_id))
+    submit = spark_submit_kwargs(SPARK, job="merge", app_name="tidelake merge", lake_root=feed.config.lake.root)
+    submit.pop("name")
+    with DAG(
+        dag_id=feed.dag_id("merge"),
+        description=f"Merge changefeed {changefeed_id} into the replicas in {feed.config.lake.root}",
+        schedule=SCHEDULE,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        params={name: Param(schema.pop("default"), **schema) for name, schema in schemas.items()},
+        tags=["tidelake", changefeed_id],
+        doc_md=__doc__,
+        default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+    ) as dag:
+
+        @task
+        def plan(config_path: str, **context) -> list[dict]:
+            with input_errors_fail_the_task():
+                planned = merge_run.plan_run(config_path, context["params"], context)
+            context["ti"].xcom_push(key="before", value=planned["before"])
+            return planned["merge_jobs"]
+
+        @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS)
+        def publish(config_path: str, **context):
+            before = context["ti"].xcom_pull(task_ids="plan", key="before")
+            for table, state in merge_run.changed_after_run(config_path, before).items():
+                asset = Asset(uri=replica_asset_uri(changefeed_id, table), group=ASSET_GROUP)
+                yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
+
+        planned = plan(feed.config_path)
+        merged = TidelakeSparkSubmitOperator.partial(
+            task_id="merge", map_index_template="{{ task.name }}", **submit
+        ).expand_kwargs(planned)
+        merged >> publish(feed.config_path)
+    return dag
+
+
+for _feed in load_changefeeds():
+    build(_feed)

@@ -1,0 +1,185 @@
+"""What one tidelake_merge run does around its Spark jobs: plan and group the tables, build the
+job arguments, and read where each replica stands for the asset events.
+
+The plan here is the merge planner's (tidelake.lake.merge_plan) run once on the Airflow side,
+for three reasons: the log of the run shows per table what will happen and why not (pending
+DDL, waiting watermarks), tables with nothing to do cost no Spark job, and the groups can be
+sized. The Spark job plans again from the then-current watermarks, so a plan that is a little
+stale is harmless: each job merges what is resolved when it runs, capped at the run's cap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tidelake import tso
+from tidelake.config import ChangefeedConfig
+from tidelake.lake.checkpoint import read_checkpoint, replica_version
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.schema_history import SchemaHistory, TableKey
+from tidelake.orchestration.assets import ReplicaState
+from tidelake.orchestration.params import MergeRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """One table's line in the run's plan."""
+
+    table: str
+    checkpoint: int | None
+    upper: int | None
+    pending_ddl: str | None
+    blocked: str | None
+
+    @property
+    def has_work(self) -> bool:
+        return self.upper is not None and (self.checkpoint is None or self.upper > self.checkpoint)
+
+    def describe(self) -> str:
+        def at(ts: int | None) -> str:
+            return "-" if ts is None else f"{ts} ({tso.to_datetime(ts):%Y-%m-%d %H:%M:%S})"
+
+        ddl = f"; next DDL: {self.pending_ddl}" if self.pending_ddl else ""
+        why = f"; waiting: {self.blocked}" if self.blocked and not self.has_work else ""
+        return f"{self.table}: checkpoint {at(self.checkpoint)} -> {at(self.upper)}{ddl}{why}"
+
+
+def live_tables(history: SchemaHistory) -> dict[str, TableKey]:
+    """Replicated tables by their current `db.table` name."""
+    return {".".join(history.current_name(key)): key for key in history.live_tables()}
+
+
+def replica_path(layout: LakeLayout, table: str, history: SchemaHistory) -> str:
+    db, name = history.current_name(live_tables(history)[table])
+    return layout.replica_path(db, name)
+
+
+def plan_tables(
+    config: ChangefeedConfig, request: MergeRequest, cap_ts: int | None
+) -> list[TablePlan]:
+    """Per requested table: where it is, how far this run can take it, and what holds it back."""
+    from tidelake.lake.merge_plan import plan_table
+    from tidelake.lake.watermarks import read_watermarks
+
+    layout = LakeLayout(config.lake.root)
+    watermarks = read_watermarks(layout)  # first, then the ddl table (DESIGN.md invariant 2)
+    history = SchemaHistory.load(layout, version=None)
+    tables = live_tables(history)
+    plans = []
+    for name in request.tables or sorted(tables):
+        checkpoint = None if request.rebuild == name else read_checkpoint(replica_path(layout, name, history))
+        plan = plan_table(tables[name], checkpoint, watermarks, history, cap_ts)
+        event = plan.barrier_event
+        pending = f"{event.action_name} at {event.commit_ts}" if event is not None else None
+        plans.append(TablePlan(name, checkpoint, plan.upper, pending, plan.reason))
+    return plans
+
+
+def group_tables(tables: Sequence[str], groups: int) -> list[list[str]]:
+    """Spread tables over at most `groups` Spark jobs, round-robin in name order (stable across
+    runs, so a table's job name and logs stay where users look for them)."""
+    ordered = sorted(tables)
+    count = min(groups, len(ordered))
+    return [ordered[i::count] for i in range(count)]
+
+
+def merge_job_args(config_path: str, tables: Iterable[str], until_ts: int | None, rebuild: bool) -> list[str]:
+    """Arguments of spark_jobs/merge.py for one group of tables."""
+    args = ["--config", config_path]
+    for table in tables:
+        args += ["--table", table]
+    if until_ts is not None:
+        args += ["--until-ts", str(until_ts)]
+    if rebuild:
+        args.append("--rebuild")
+    return args
+
+
+def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str, ReplicaState | None]:
+    """Checkpoint and Delta version of each replica now (None: no replica or no checkpoint yet)."""
+    layout = LakeLayout(config.lake.root)
+    history = SchemaHistory.load(layout)
+    known = live_tables(history)
+    states: dict[str, ReplicaState | None] = {}
+    for table in tables:
+        if table not in known:
+            states[table] = None
+            continue
+        path = replica_path(layout, table, history)
+        checkpoint, version = read_checkpoint(path), replica_version(path)
+        states[table] = None if checkpoint is None or version is None else ReplicaState(checkpoint, version)
+    return states
+
+
+def states_to_xcom(states: Mapping[str, ReplicaState | None]) -> dict[str, Any]:
+    return {t: None if s is None else [s.checkpoint_ts, s.delta_version] for t, s in states.items()}
+
+
+def states_from_xcom(raw: Mapping[str, Any]) -> dict[str, ReplicaState | None]:
+    return {t: None if s is None else ReplicaState(int(s[0]), int(s[1])) for t, s in raw.items()}
+
+
+def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan task: validate the trigger params, cap the run, plan, and hand the Spark jobs
+    their arguments (one list per group) plus the replicas' states before the run."""
+    from tidelake.config import load_config
+    from tidelake.orchestration.backfill import run_cap_ts
+    from tidelake.orchestration.params import parse_merge_request
+
+    config = load_config(config_path)
+    layout = LakeLayout(config.lake.root)
+    request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
+    cap_ts = run_cap_ts(context, request.until_ts)
+    log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
+    plans = plan_tables(config, request, cap_ts)
+    for plan in plans:
+        log.info("%s", plan.describe())
+    todo = [p.table for p in plans if p.has_work or p.table == request.rebuild]
+    if request.dry_run:
+        log.info("dry run: would merge %d of %d tables: %s", len(todo), len(plans), ", ".join(todo) or "none")
+        todo = []
+    groups = group_tables(todo, request.groups)
+    return {
+        "merge_jobs": [
+            {"application_args": merge_job_args(config_path, g, cap_ts, request.rebuild is not None),
+             "name": job_name(config.changefeed_id, g)}
+            for g in groups
+        ],
+        "before": states_to_xcom(replica_states(config, todo)),
+    }
+
+
+def job_name(changefeed_id: str, tables: Sequence[str], shown: int = 3) -> str:
+    """Spark application name, also the mapped task's label in Airflow: the tables it merges."""
+    more = f" +{len(tables) - shown} more" if len(tables) > shown else ""
+    return f"tidelake merge {changefeed_id}: {', '.join(tables[:shown])}{more}"
+
+
+def changed_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaState]:
+    """Replicas of the run's tables that got a new commit: the asset events to emit."""
+    from tidelake.config import load_config
+    from tidelake.orchestration.assets import changed_replicas
+
+    states = states_from_xcom(before)
+    after = {t: s for t, s in replica_states(load_config(config_path), states).items() if s is not None}
+    return changed_replicas(states, after)
+
+
+def table_choices(config: ChangefeedConfig) -> list[str]:
+    """Tables the trigger form suggests, read while the DAG file is parsed. An unreachable lake
+    must not break the DAG, and the list is only a suggestion (the plan task checks the names
+    against the lake), so a failed read gives no suggestions and a warning."""
+    from deltalake.exceptions import DeltaError
+
+    from tidelake.errors import InputError
+
+    try:
+        return sorted(live_tables(SchemaHistory.load(LakeLayout(config.lake.root))))
+    except (OSError, DeltaError, InputError) as exc:
+        log.warning("%s: cannot list the lake's tables for the trigger form: %s", config.lake.root, exc)
+        return []

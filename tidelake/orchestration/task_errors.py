@@ -1,0 +1,20 @@
+"""Turn a tidelake InputError inside an Airflow task into a failure without retries: bad
+params or a bad config will not get better by retrying, and the one-line message is what the
+user reads in the task log and the run's failure note."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tidelake.errors import InputError
+
+
+@contextmanager
+def input_errors_fail_the_task() -> Iterator[None]:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    try:
+        yield
+    except InputError as exc:
+        raise AirflowFailException(str(exc)) from None
