@@ -1,0 +1,231 @@
+"""PullerRunner: start ts and GC, resume after a stop or a SIGKILL, graceful SIGTERM, shards."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tidelake.cli import main
+from tidelake.config import parse_config
+from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
+from tidelake.puller.runner import PullerRunner, RunOptions, Shard
+from tidelake.upstream.errors import BelowGCSafepointError
+
+from pull_harness import (  # noqa: F401 (sim is a fixture)
+    RunnerThread,
+    changelog,
+    config_doc,
+    ddl_rows,
+    make_config,
+    oracle,
+    sim,
+    wait_for,
+    wait_resolved,
+    watermarks,
+    write_toml,
+)
+from tidb_writes import TiDBWrites
+
+SHOP = 2
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def shop(sim, *table_ids: int) -> TiDBWrites:
+    tidb = TiDBWrites(sim)
+    tidb.create_db(SHOP, "shop")
+    for table_id in table_ids:
+        tidb.create_table(SHOP, table_id, f"t{table_id}")
+    return tidb
+
+
+def some_rows(tidb: TiDBWrites, rng: random.Random, table_id: int, n: int = 3) -> int:
+    return max(tidb.rows(table_id, {h: rng.randbytes(6) for h in rng.sample(range(30), 2)}) for _ in range(n))
+
+
+def test_start_ts_below_the_gc_safepoint_is_refused_clearly(sim, tmp_path, capsys):
+    shop(sim, 110)
+    old = sim.tso.next()
+    sim.gc_safe_points.update_service("gc_worker", 2**63 - 1, sim.tso.next())
+    config = make_config(sim, tmp_path / "lake", start_ts=old)
+    with pytest.raises(BelowGCSafepointError, match=f"start ts {old} is below the GC safepoint"):
+        PullerRunner(config).run()
+    path = write_toml(config_doc(sim, tmp_path / "lake", start_ts=old), tmp_path / "cf.toml")
+    assert main(["pull", "--config", str(path), "--max-run-seconds", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"start ts {old} is below the GC safepoint" in err[0]
+
+
+def test_configured_start_ts_and_resume_after_a_stop(sim, tmp_path):
+    rng = random.Random(1)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    some_rows(tidb, rng, 110)
+    start = sim.tso.next()
+    some_rows(tidb, rng, 110)  # after the configured start ts, before the puller runs: must land
+    progress = []
+    config = make_config(sim, lake, start_ts=start)
+    with RunnerThread(config, progress_interval_s=0.2) as run:
+        run.runner._progress = progress.append
+        created = tidb.create_table(SHOP, 111, "t111")
+        last = max(some_rows(tidb, rng, 110), some_rows(tidb, rng, 111))
+        wait_resolved(lake, {110: last, 111: last}, created, run)
+        wait_for(lambda: progress and progress[-1].tables == 2, 10, "a progress report")
+    assert run.summary.start_ts == start and run.summary.jobs == 1
+    assert progress[-1].rows >= 6 and set(progress[-1].table_lag_s) == {110, 111}
+
+    # while stopped: DML, a new table, a truncate and a drop
+    created2 = tidb.create_table(SHOP, 112, "t112")
+    some_rows(tidb, rng, 112)
+    some_rows(tidb, rng, 111)
+    truncated = tidb.truncate_table(110, 113)
+    dropped = tidb.drop_table(111)
+    last = max(some_rows(tidb, rng, 113), some_rows(tidb, rng, 112))
+    resumed_from = watermarks(lake).ddl_resolved
+    with RunnerThread(config) as run:
+        wait_resolved(lake, {112: last, 113: last}, dropped, run)
+    assert run.summary.start_ts == resumed_from
+    assert run.error is None
+
+    expected = set().union(*(oracle(sim, t, start) for t in (110, 111, 112, 113)))
+    assert set(changelog(lake)) == expected
+    ddl = ddl_rows(lake)
+    assert {r["commit_ts"] for r in ddl if r["source"] == SOURCE_SNAPSHOT} == {start}
+    jobs = [(r["job_id"], r["commit_ts"]) for r in ddl if r["source"] == SOURCE_JOB]
+    finished = {ts: job_id for job_id, ts in tidb.finished.items()}
+    assert sorted(jobs) == sorted((finished[ts], ts) for ts in (created, created2, truncated, dropped))
+    # GC is held just below what a restart would read from, no further back
+    w = watermarks(lake)
+    held = next(s for s in sim.gc_safe_points.services() if s.service_id == "tidelake-cf1")
+    live = [w.ddl_resolved, w.table_resolved[112], w.table_resolved[113]]
+    assert start - 1 < held.safe_point <= min(live) - 1
+
+
+def test_a_table_that_joined_is_complete_after_a_restart_even_if_its_feed_never_reported(sim, tmp_path):
+    """The new table's only store stays busy for the whole first run: its own resolved ts never
+    arrives, while the DDL resolved ts moves far past its creation. The restart must still feed
+    it from its creation ts, not from the DDL resolved ts it resumes the schema at."""
+    rng = random.Random(6)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    sim.split_table(113)
+    sim.split_table(114)
+    for table_id, store in ((110, 1), (113, 2), (114, 1)):  # only t113 on store 2, which stays busy
+        sim.transfer_leader(sim.split_table(table_id).id if table_id != 110 else sim.regions.locate(b"").id, store)
+    sim.faults.make_busy(2, 120_000)
+    config = make_config(sim, lake)
+    with RunnerThread(config) as run:
+        start = wait_resolved(lake, {}, 1, run) and watermarks(lake).ddl_resolved
+        created = tidb.create_table(SHOP, 113, "t113")
+        early = some_rows(tidb, rng, 113)
+        last = some_rows(tidb, rng, 110)
+        wait_resolved(lake, {110: last}, last, run)
+        assert watermarks(lake).table_resolved[113] == created  # joined there; its feed never reported
+    sim.faults.clear()
+    assert watermarks(lake).ddl_resolved > early
+    with RunnerThread(config) as run:
+        wait_resolved(lake, {113: early}, 0, run)
+    assert set(changelog(lake)) == oracle(sim, 110, start) | oracle(sim, 113, start)
+
+
+def pull_process(config_path, *extra):
+    return subprocess.Popen([sys.executable, "-m", "tidelake", "pull", "--config", str(config_path), *extra],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Writer(threading.Thread):
+    """Keeps committing to two tables (and one DDL) while pullers come and go."""
+
+    def __init__(self, tidb: TiDBWrites, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.tidb, self.rng = tidb, random.Random(seed)
+        self.done = threading.Event()
+        self.last = 0
+
+    def run(self) -> None:
+        n = 0
+        while not self.done.is_set():
+            n += 1
+            table = 110 if n % 2 else (111 if 111 in self.tidb.tables else 110)
+            self.last = some_rows(self.tidb, self.rng, table, 1)
+            if n == 40:
+                self.tidb.create_table(SHOP, 111, "t111")
+            time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_point_then_restart_loses_nothing(sim, tmp_path):
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    path = write_toml(config_doc(sim, lake, flush="200ms"), tmp_path / "cf.toml")
+    first = pull_process(path)
+    start = wait_for(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
+    writer = Writer(tidb, 3)
+    writer.start()
+    rng = random.Random(5)
+    proc = first
+    for _ in range(3):
+        time.sleep(rng.uniform(0.5, 2.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc = pull_process(path)
+    time.sleep(1.0)
+    writer.done.set()
+    writer.join()
+    wait_resolved(lake, {110: writer.last, 111: writer.last})
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+    expected = oracle(sim, 110, start) | oracle(sim, 111, start)
+    landed = changelog(lake)
+    assert set(landed) == expected
+    assert {(r[1], r[2]) for r in landed} == {(r[1], r[2]) for r in expected}
+
+
+def test_sigterm_flushes_what_was_pulled_and_exits_zero(sim, tmp_path):
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    path = write_toml(config_doc(sim, lake, flush="1h"), tmp_path / "cf.toml")
+    proc = pull_process(path, "--progress-interval", "0.5")
+    start = wait_for(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
+    last = some_rows(tidb, random.Random(2), 110, 5)
+    time.sleep(2.0)  # several resolved-ts ticks; nothing is flushed before the shutdown (1h interval)
+    assert watermarks(lake).table_resolved[110] == start
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "pull cf1: 1 tables" in err and "stopped" in err
+    assert watermarks(lake).table_resolved[110] >= last
+    assert set(changelog(lake)) == oracle(sim, 110, start)
+
+
+def test_shards_split_tables_by_logical_id_and_share_one_start(sim, tmp_path):
+    rng = random.Random(4)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    config = parse_config(doc, "test.toml")
+    with RunnerThread(config, Shard(1, 2), first_run_wait_s=30) as second, RunnerThread(config, Shard(0, 2)) as first:
+        start = wait_resolved(lake, {110: 1, 111: 1}, 1, first) and watermarks(lake).ddl_resolved
+        created = tidb.create_table(SHOP, 113, "t113")
+        last = max(some_rows(tidb, rng, t) for t in (110, 111, 113))
+        wait_resolved(lake, {110: last, 111: last, 113: last}, created, second)
+    assert first.error is None and second.error is None
+    assert set(first.summary.table_resolved) == {110}  # 110 % 2 == 0
+    assert set(second.summary.table_resolved) == {111, 113}
+    assert set(changelog(lake)) == oracle(sim, 110, start) | oracle(sim, 111, start) | oracle(sim, 113, start)
+    jobs = [r for r in ddl_rows(lake) if r["source"] == SOURCE_JOB]
+    assert [(r["job_id"], r["commit_ts"]) for r in jobs] == [(tidb.next_job_id, created)]  # landed by shard 0 only
+
+
+def test_shard_must_match_the_config(sim, tmp_path):
+    with pytest.raises(Exception, match=r"\[puller\].shards is 1 but --shard says 2"):
+        PullerRunner(make_config(sim, tmp_path / "lake"), Shard(0, 2), RunOptions())
