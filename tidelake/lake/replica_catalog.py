@@ -1,0 +1,141 @@
+"""Where each replicated table's replica lives and whether it is still being merged.
+
+Path policy: a replica's path is chosen ONCE, when the table is created (or first seen), as
+`<lake>/<db>/<table>` of that moment, and never moves. RENAME TABLE only updates the catalog's
+names. Why: a Delta table is a folder of immutable files plus a log of relative paths; on object
+stores (S3, GCS, ADLS) a folder "rename" is a copy and delete of every object, neither atomic nor
+cheap, and readers holding the old path would see a half-moved table. TRUNCATE keeps the path too
+(DESIGN.md §3). If the default path already belongs to another table of the catalog (a table
+dropped or renamed away, then a new one created under the old name), the new replica gets
+`<lake>/<db>/<table>__<table key>`, so two tables never share a folder.
+
+The catalog is a small Delta table (`_tidelake/replicas`), one row per table key, upserted by
+delta-rs with a retry on commit conflicts (merges of different tables update it concurrently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from tidelake.errors import InputError
+from tidelake.lake.layout import LakeLayout, open_or_create
+
+STATE_ACTIVE = "active"
+STATE_DROPPED = "dropped"
+STATE_STOPPED = "stopped"
+STATES = (STATE_ACTIVE, STATE_DROPPED, STATE_STOPPED)
+
+CATALOG_SCHEMA = pa.schema(
+    [
+        pa.field("table_key", pa.int64(), nullable=False),
+        pa.field("db", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("state", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=True),
+        pa.field("state_ts", pa.int64(), nullable=False),  # upstream ts of the last state/name change
+        pa.field("updated_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ReplicaEntry:
+    """One replicated table: its current upstream names, its (stable) replica path and state."""
+
+    table_key: int
+    db: str
+    name: str
+    path: str
+    state: str = STATE_ACTIVE
+    reason: str | None = None  # why a table is stopped (e.g. an unsupported DDL)
+    state_ts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise InputError(f"replica of table {self.table_key}: unknown state {self.state!r}")
+
+
+def catalog_path(layout: LakeLayout) -> str:
+    return f"{layout.tidelake_root}/replicas"
+
+
+class ReplicaCatalog:
+    """Read and upsert the catalog; every method reads the latest table version."""
+
+    def __init__(self, layout: LakeLayout) -> None:
+        self.layout = layout
+        self._table = open_or_create(layout, catalog_path(layout), CATALOG_SCHEMA)
+
+    def entries(self) -> dict[int, ReplicaEntry]:
+        self._table.update_incremental()
+        rows = self._table.to_pyarrow_table().to_pylist()
+        return {r["table_key"]: ReplicaEntry(**{k: r[k] for k in ReplicaEntry.__dataclass_fields__}) for r in rows}
+
+    def get(self, table_key: int) -> ReplicaEntry | None:
+        return self.entries().get(int(table_key))
+
+    def find(self, db: str, name: str) -> ReplicaEntry | None:
+        """The entry now named `db`.`name` (case-insensitive as TiDB), preferring an active one."""
+        wanted = (db.lower(), name.lower())
+        matches = [e for e in self.entries().values() if (e.db.lower(), e.name.lower()) == wanted]
+        matches.sort(key=lambda e: (e.state == STATE_ACTIVE, e.state_ts))
+        return matches[-1] if matches else None
+
+    def assign(self, table_key: int, db: str, name: str, ts: int) -> ReplicaEntry:
+        """The table's entry, creating it with a fresh path on first call (idempotent)."""
+        existing = self.get(table_key)
+        if existing is not None:
+            return existing
+        path = self.layout.replica_path(db, name)
+        if any(e.path == path for e in self.entries().values()):
+            path = f"{path}__{int(table_key)}"
+        entry = ReplicaEntry(int(table_key), db, name, path, STATE_ACTIVE, None, ts)
+        self.upsert([entry])
+        return entry
+
+    def rename(self, table_key: int, db: str, name: str, ts: int) -> ReplicaEntry:
+        return self._change(table_key, ts, db=db, name=name)
+
+    def mark_dropped(self, table_key: int, ts: int) -> ReplicaEntry:
+        return self._change(table_key, ts, state=STATE_DROPPED, reason=None)
+
+    def mark_stopped(self, table_key: int, reason: str, ts: int) -> ReplicaEntry:
+        return self._change(table_key, ts, state=STATE_STOPPED, reason=reason)
+
+    def mark_active(self, table_key: int, ts: int) -> ReplicaEntry:
+        return self._change(table_key, ts, state=STATE_ACTIVE, reason=None)
+
+    def _change(self, table_key: int, ts: int, **changes: object) -> ReplicaEntry:
+        entry = self.get(table_key)
+        if entry is None:
+            raise InputError(f"table {table_key} has no replica in the catalog")
+        updated = replace(entry, state_ts=max(entry.state_ts, ts), **changes)
+        if updated != entry:
+            self.upsert([updated])
+        return updated
+
+    @retry(
+        retry=retry_if_exception_type(CommitFailedError),
+        stop=stop_after_attempt(8),
+        wait=wait_random_exponential(multiplier=0.05, max=2),
+        reraise=True,
+    )
+    def upsert(self, entries: Iterable[ReplicaEntry]) -> None:
+        now = datetime.now(timezone.utc)
+        rows = [{**asdict(e), "updated_at": now} for e in entries]
+        data = pa.Table.from_pylist(rows, schema=CATALOG_SCHEMA)
+        self._table.update_incremental()
+        (
+            self._table.merge(data, predicate="t.table_key = s.table_key", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )

@@ -1,0 +1,294 @@
+"""Apply one DDL to a replica at its barrier (DESIGN.md invariant 4).
+
+The replica is converged to the state the job left upstream rather than replaying the SQL:
+columns are matched by TiDB column id (so RENAME COLUMN — action 12, facts/kvproto.md §12.5 —
+is a rename, not a drop and add), then by name (a lossy MODIFY COLUMN gives the column a new id
+upstream). Every step first looks at the replica and does only what is missing, so a rerun after
+a crash at any point converges to the same state. The LAST commit is an empty append carrying
+the txn (app "tidelake-merge", version = the DDL's commit ts): ALTER TABLE commits cannot carry
+it (tidelake.lake.checkpoint), and a writer option, unlike the txn session confs, is safe with
+several tables applied in parallel threads of one session.
+
+What each DDL does is listed in the README "DDL support" section; anything else raises
+UnsupportedDDL, which stops that table only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from tidelake.codec.column_default import origin_default
+from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.schema import ColumnInfo, TableInfo
+from tidelake.codec.spark_types import spark_value
+from tidelake.errors import InputError, TidelakeError
+from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaCatalog, ReplicaEntry
+from tidelake.lake.schema_history import DdlEvent, TableKey
+from tidelake.spark.replica_schema import (
+    PARTITION_ID_COLUMN,
+    create_replica,
+    is_partitioned,
+    key_columns,
+    quote,
+    replica_struct,
+    stored_columns,
+)
+from tidelake.spark.type_change import can_widen
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+
+class UnsupportedDDL(TidelakeError):
+    """A DDL the replica cannot follow; the merge loop records it and stops only this table."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BarrierError(TidelakeError):
+    """apply_ddl called while the replica's checkpoint is not at the DDL's barrier."""
+
+
+# Jobs whose whole effect on the replica is the schema diff (often empty: index, comment, charset...).
+_SCHEMA_DIFF_ACTIONS = frozenset({
+    ActionType.ADD_COLUMN, ActionType.DROP_COLUMN, ActionType.MODIFY_COLUMN, ActionType.ADD_COLUMNS,
+    ActionType.DROP_COLUMNS, ActionType.MULTI_SCHEMA_CHANGE, ActionType.SET_DEFAULT_VALUE,
+    ActionType.ADD_INDEX, ActionType.DROP_INDEX, ActionType.DROP_INDEXES, ActionType.RENAME_INDEX,
+    ActionType.ALTER_INDEX_VISIBILITY, ActionType.ADD_COLUMNAR_INDEX, ActionType.ADD_PRIMARY_KEY,
+    ActionType.DROP_PRIMARY_KEY, ActionType.ADD_FOREIGN_KEY, ActionType.DROP_FOREIGN_KEY,
+    ActionType.ADD_CHECK_CONSTRAINT, ActionType.DROP_CHECK_CONSTRAINT, ActionType.ALTER_CHECK_CONSTRAINT,
+    ActionType.MODIFY_TABLE_COMMENT, ActionType.MODIFY_TABLE_CHARSET_AND_COLLATE, ActionType.REBASE_AUTO_ID,
+    ActionType.REBASE_AUTO_RANDOM_BASE, ActionType.MODIFY_TABLE_AUTO_ID_CACHE, ActionType.SHARD_ROW_ID,
+    ActionType.LOCK_TABLE, ActionType.UNLOCK_TABLE, ActionType.SET_TIFLASH_REPLICA,
+    ActionType.UPDATE_TIFLASH_REPLICA_STATUS, ActionType.ALTER_TABLE_ATTRIBUTES,
+    ActionType.ALTER_TABLE_PARTITION_ATTRIBUTES, ActionType.ALTER_TABLE_PARTITION_PLACEMENT,
+    ActionType.ALTER_TABLE_PLACEMENT, ActionType.ALTER_CACHE_TABLE, ActionType.ALTER_NO_CACHE_TABLE,
+    ActionType.ALTER_TABLE_STATS_OPTIONS, ActionType.ALTER_TTL_INFO, ActionType.ALTER_TTL_REMOVE,
+    ActionType.MODIFY_ENGINE_ATTRIBUTE, ActionType.ALTER_TABLE_MODE, ActionType.REFRESH_META,
+})
+_RENAMES = frozenset({ActionType.RENAME_TABLE, ActionType.RENAME_TABLES})
+_PARTITION_ACTIONS = frozenset({
+    ActionType.ADD_TABLE_PARTITION, ActionType.DROP_TABLE_PARTITION, ActionType.TRUNCATE_TABLE_PARTITION,
+})
+
+
+def apply_ddl(
+    spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None
+) -> None:
+    """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts."""
+    catalog = catalog or ReplicaCatalog(layout)
+    if event.creates_table:
+        _create(spark, catalog, table, event)
+        return
+    entry = catalog.get(table)
+    if entry is None:
+        raise InputError(f"table {table} ({event.db}.{event.name}) has no replica for DDL job {event.job_id}")
+    checkpoint = read_checkpoint(entry.path, layout.storage_options)
+    if checkpoint is not None and checkpoint >= event.commit_ts:
+        _sync_catalog(catalog, entry, event)  # a crash may have come between the marker and this
+        return
+    if checkpoint is None or checkpoint < event.barrier:
+        raise BarrierError(
+            f"replica of {event.db}.{event.name} is at checkpoint {checkpoint}, DDL job {event.job_id} "
+            f"({event.action_name}) needs {event.barrier}"
+        )
+    if event.drops_table:
+        pass  # the replica keeps its rows as of the drop; the catalog marks it dropped
+    elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
+        _check_same_columns(event)
+        _delete_physical_ids(spark, entry.path, event)
+    elif event.action in _RENAMES or event.action in _SCHEMA_DIFF_ACTIONS:
+        _converge_schema(spark, entry.path, event)
+    else:
+        raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
+                             f"at {event.commit_ts}: {event.query or 'no query'}")
+    _sync_catalog(catalog, entry, event)
+    record_checkpoint(spark, entry.path, event.table_info_before if event.drops_table else event.table_info_after,
+                      event.commit_ts)
+
+
+def record_checkpoint(spark: SparkSession, path: str, info: TableInfo, ts: int) -> None:
+    """An empty append whose commit records checkpoint `ts` (skipped by Delta if already recorded)."""
+    writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
+    for key, value in writer_txn_options(ts).items():
+        writer = writer.option(key, value)
+    writer.save(path)
+
+
+def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event: DdlEvent) -> None:
+    entry = catalog.assign(table, event.db, event.name, event.commit_ts)
+    if entry.state == STATE_DROPPED and event.action == ActionType.RECOVER_TABLE:
+        # RECOVER/FLASHBACK TABLE restores the rows the table had at its drop, which the replica kept.
+        _converge_schema(spark, entry.path, event)
+        catalog.mark_active(table, event.commit_ts)
+        record_checkpoint(spark, entry.path, event.table_info_after, event.commit_ts)
+        return
+    create_replica(spark, entry.path, event.table_info_after, event.commit_ts)
+
+
+def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent) -> None:
+    if event.drops_table:
+        catalog.mark_dropped(entry.table_key, event.commit_ts)
+    elif (entry.db, entry.name) != (event.db, event.name):
+        catalog.rename(entry.table_key, event.db, event.name, event.commit_ts)
+
+
+# --- data-removing DDLs ------------------------------------------------------------------
+
+
+def _check_same_columns(event: DdlEvent) -> None:
+    before, after = event.table_info_before, event.table_info_after
+    if [c.id for c in stored_columns(before)] != [c.id for c in stored_columns(after)]:
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} also changed columns")
+    if key_columns(before) != key_columns(after):
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed the row key")
+
+
+def _delete_physical_ids(spark: SparkSession, path: str, event: DdlEvent) -> None:
+    """TRUNCATE TABLE empties the replica; DROP/TRUNCATE PARTITION delete exactly those partitions' rows."""
+    from delta.tables import DeltaTable
+
+    removed = event.removed_physical_ids
+    if not removed:
+        return  # ADD PARTITION: new physical ids only
+    if set(removed) == set(event.physical_ids_before):
+        DeltaTable.forPath(spark, path).delete()
+        return
+    if not is_partitioned(event.table_info_before):
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
+    ids = ", ".join(str(int(pid)) for pid in removed)
+    DeltaTable.forPath(spark, path).delete(f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+
+
+# --- schema convergence ------------------------------------------------------------------
+
+
+def replica_schema(path: str, storage_options: dict[str, str] | None = None) -> StructType:
+    """The replica's current Spark schema, read from its Delta log without a Spark job."""
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(DeltaTable(path, storage_options=storage_options).schema().to_json()))
+
+
+def _match_columns(before: TableInfo, after: TableInfo) -> list[tuple[ColumnInfo | None, ColumnInfo | None]]:
+    """Pairs (before, after) by column id, then unmatched ones by name (a reorganising MODIFY COLUMN
+    gives the column a new id); (x, None) is a dropped column, (None, y) an added one."""
+    old = {c.id: c for c in stored_columns(before)}
+    new = {c.id: c for c in stored_columns(after)}
+    pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]] = [(old[i], new[i]) for i in new if i in old]
+    lost = {c.name.lower(): c for i, c in old.items() if i not in new}
+    for i, col in new.items():
+        if i not in old:
+            pairs.append((lost.pop(col.name.lower(), None), col))
+    pairs += [(c, None) for c in lost.values()]
+    return pairs
+
+
+def _converge_schema(spark: SparkSession, path: str, event: DdlEvent) -> None:
+    before, after = event.table_info_before, event.table_info_after
+    if key_columns(before) != key_columns(after):
+        raise UnsupportedDDL(
+            f"{event.action_name} of {event.db}.{event.name} changed the row key "
+            f"({key_columns(before)} -> {key_columns(after)}); re-bootstrap the table"
+        )
+    target = replica_struct(after)
+    pairs = _match_columns(before, after)
+    for old, new in pairs:
+        if new is None:
+            _drop_column(spark, path, old.name)
+    for old, new in pairs:
+        if old is not None and new is not None:
+            _rename_column(spark, path, old.name, new.name)
+            _change_type(spark, path, event, new, target[new.name].dataType)
+    for old, new in pairs:
+        if old is None:
+            _add_column(spark, path, after, new, target[new.name].dataType)
+
+
+def _has(spark_schema: StructType, name: str) -> bool:
+    return name.lower() in {f.name.lower() for f in spark_schema.fields}
+
+
+def _field_type(spark_schema: StructType, name: str) -> DataType:
+    return next(f.dataType for f in spark_schema.fields if f.name.lower() == name.lower())
+
+
+def _alter(spark: SparkSession, path: str, clause: str) -> None:
+    spark.sql(f"ALTER TABLE delta.{quote(path)} {clause}")
+
+
+def _drop_column(spark: SparkSession, path: str, name: str) -> None:
+    if _has(replica_schema(path), name):
+        _alter(spark, path, f"DROP COLUMN {quote(name)}")
+
+
+def _rename_column(spark: SparkSession, path: str, old: str, new: str) -> None:
+    current = replica_schema(path)
+    if old != new and _has(current, old) and not (_has(current, new) and old.lower() != new.lower()):
+        _alter(spark, path, f"RENAME COLUMN {quote(old)} TO {quote(new)}")
+
+
+def _add_column(spark: SparkSession, path: str, after: TableInfo, col: ColumnInfo, tp: DataType) -> None:
+    """ADD COLUMN at the upstream position, then existing rows get the column's origin default
+    (what TiDB returns for rows written before the column existed; facts/tidb_codec.md §5)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not _has(replica_schema(path), col.name):
+        order = [c.name for c in stored_columns(after)]
+        position = order.index(col.name)
+        where = "FIRST" if position == 0 else f"AFTER {quote(order[position - 1])}"
+        comment = f" COMMENT {_sql_string(col.comment)}" if col.comment else ""
+        _alter(spark, path, f"ADD COLUMNS ({quote(col.name)} {tp.simpleString()}{comment} {where})")
+    value = spark_value(origin_default(col), col.field_type)
+    if value is None:
+        return
+    # Every replica row predates the column (checkpoint == barrier), so all of them take the
+    # default; a rerun after a crash sets the same value again.
+    DeltaTable.forPath(spark, path).update(set={quote(col.name): F.lit(value).cast(tp)})
+
+
+def _change_type(spark: SparkSession, path: str, event: DdlEvent, col: ColumnInfo, target: DataType) -> None:
+    """Delta type widening where Delta allows it (metadata only); else rewrite the column with CAST."""
+    name = col.name
+    current_schema = replica_schema(path)
+    tmp = f"__tidelake_retype_{event.commit_ts}_{col.id}"
+    if _has(current_schema, tmp):
+        _finish_rewrite(spark, path, name, tmp, target)
+        return
+    current = _field_type(current_schema, name)
+    if current == target:
+        return
+    if can_widen(current, target):
+        _alter(spark, path, f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
+        return
+    _alter(spark, path, f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
+    _finish_rewrite(spark, path, name, tmp, target)
+
+
+def _finish_rewrite(spark: SparkSession, path: str, name: str, tmp: str, target: DataType) -> None:
+    """Resume-safe tail of a rewrite: fill tmp from the old column (if it still exists), drop the
+    old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
+    DDL instead of silently becoming NULL."""
+    from delta.tables import DeltaTable
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    if _has(replica_schema(path), name):
+        try:
+            DeltaTable.forPath(spark, path).update(set={quote(tmp): F.col(quote(name)).cast(target)})
+        except PySparkException as exc:
+            raise UnsupportedDDL(f"column {name!r} cannot be cast to {target.simpleString()}: {exc}") from exc
+        _alter(spark, path, f"DROP COLUMN {quote(name)}")
+    _alter(spark, path, f"RENAME COLUMN {quote(tmp)} TO {quote(name)}")
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,123 @@
+"""The Delta schema of a replica, derived from the upstream TableInfo (DESIGN.md §3).
+
+Columns: the table's stored columns in upstream order, named as upstream, typed by the one
+mapping table (tidelake.codec.spark_types), all nullable (TiDB enforces NOT NULL; a Delta
+constraint would only make ADD COLUMN ... NOT NULL on existing rows fail), then hidden columns:
+  _tidb_commit_ts      commit ts of the row's last change
+  _tidb_rowid          the row handle, for tables without a PRIMARY KEY handle
+  _tidb_partition_id   the physical (partition) id the row lives in, for partitioned tables:
+                       DROP/TRUNCATE PARTITION delete exactly these rows, and it is part of the
+                       merge key, so a row moving between partitions (delete in one physical id,
+                       insert in another at the same commit ts) merges correctly.
+Virtual generated columns are not stored in TiKV rows and are left out.
+
+A replica is created with column mapping by name (RENAME/DROP COLUMN are metadata-only), type
+widening, change data feed and deletion vectors, and its first commit records the starting
+checkpoint (facts/stack.md §11–12: a DataFrame write takes both the table properties and the
+txn options; CREATE TABLE ignores the txn confs).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tidelake.codec.schema import ColumnInfo, TableInfo
+from tidelake.codec.spark_types import spark_type
+from tidelake.errors import InputError
+from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+COMMIT_TS_COLUMN = "_tidb_commit_ts"
+ROWID_COLUMN = "_tidb_rowid"
+PARTITION_ID_COLUMN = "_tidb_partition_id"
+HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
+
+REPLICA_PROPERTIES: dict[str, str] = {
+    "delta.columnMapping.mode": "name",
+    "delta.enableTypeWidening": "true",
+    "delta.enableChangeDataFeed": "true",
+    "delta.enableDeletionVectors": "true",
+}
+
+
+def stored_columns(info: TableInfo) -> list[ColumnInfo]:
+    """Public columns whose values TiKV stores (virtual generated columns are computed on read)."""
+    return [c for c in info.public_columns() if not (c.is_generated and not c.generated_stored)]
+
+
+def has_rowid(info: TableInfo) -> bool:
+    """No integer PK handle and no clustered common handle: rows are keyed by _tidb_rowid."""
+    return not info.pk_is_handle and not info.is_common_handle
+
+
+def is_partitioned(info: TableInfo) -> bool:
+    return info.partition is not None and info.partition.enable and bool(info.partition.definitions)
+
+
+def key_columns(info: TableInfo) -> list[str]:
+    """Replica columns identifying a row: [_tidb_partition_id] + the handle (PK columns or _tidb_rowid)."""
+    if info.pk_is_handle:
+        handle = info.handle_column()
+        if handle is None:
+            raise InputError(f"table {info.name!r}: pk_is_handle but no PRIMARY KEY column flag")
+        keys = [handle.name]
+    elif info.is_common_handle:
+        primary = info.primary_index()
+        if primary is None:
+            raise InputError(f"table {info.name!r}: clustered index but no PRIMARY index")
+        keys = [c.name for c in primary.columns]
+    else:
+        keys = [ROWID_COLUMN]
+    return ([PARTITION_ID_COLUMN] if is_partitioned(info) else []) + keys
+
+
+def replica_columns(info: TableInfo) -> list[tuple[str, str, str]]:
+    """(name, Spark SQL type, comment) of every replica column, hidden ones last."""
+    cols = [(c.name, spark_type(c.field_type), c.comment) for c in stored_columns(info)]
+    clash = {n.lower() for n, _, _ in cols} & set(HIDDEN_COLUMNS)
+    if clash:
+        raise InputError(f"table {info.name!r}: column {sorted(clash)[0]} clashes with a tidelake hidden column")
+    cols.append((COMMIT_TS_COLUMN, "BIGINT", "commit ts of the row's last change"))
+    if has_rowid(info):
+        cols.append((ROWID_COLUMN, "BIGINT", "TiDB row handle (table without PRIMARY KEY handle)"))
+    if is_partitioned(info):
+        cols.append((PARTITION_ID_COLUMN, "BIGINT", "physical table id of the row's partition"))
+    return cols
+
+
+def quote(name: str) -> str:
+    """Spark SQL identifier quoting."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def replica_struct(info: TableInfo) -> StructType:
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    return StructType(
+        [
+            StructField(name, _parse_datatype_string(tp), True, {"comment": comment} if comment else {})
+            for name, tp, comment in replica_columns(info)
+        ]
+    )
+
+
+def create_replica(
+    spark: SparkSession, path: str, info: TableInfo, checkpoint_ts: int, rows: DataFrame | None = None
+) -> bool:
+    """Create the replica at `path` with `rows` (default none) as of `checkpoint_ts`, in ONE commit.
+
+    Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`
+    (Delta would skip the write anyway; checking first avoids planning it).
+    """
+    current = read_checkpoint(path)
+    if current is not None and current >= checkpoint_ts:
+        return False
+    data = rows if rows is not None else spark.createDataFrame([], replica_struct(info))
+    writer = data.write.format("delta").mode("append")
+    for key, value in {**REPLICA_PROPERTIES, **writer_txn_options(checkpoint_ts)}.items():
+        writer = writer.option(key, value)
+    writer.save(path)
+    return True
