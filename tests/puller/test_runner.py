@@ -189,6 +189,51 @@ def test_sigkill_at_any_point_then_restart_loses_nothing(sim, tmp_path):
     assert {(r[1], r[2]) for r in landed} == {(r[1], r[2]) for r in expected}
 
 
+CRASH_AFTER = """
+import os, sys
+from tidelake.lake import changelog_writer, ddl_log, watermarks
+target = {"changelog": changelog_writer.ChangelogWriter.append, "ddl": ddl_log.DdlLog.insert,
+          "watermarks": watermarks.WatermarkWriter.write}[sys.argv[1]]
+owner = target.__qualname__.split(".")[0]
+module = {"ChangelogWriter": changelog_writer, "DdlLog": ddl_log, "WatermarkWriter": watermarks}[owner]
+calls = []
+def crash_after(self, *args, **kwargs):
+    result = target(self, *args, **kwargs)
+    calls.append(1)
+    if len(calls) == int(sys.argv[2]):
+        os._exit(9)  # the commit landed; the process dies before the rest of the flush
+    return result
+setattr(getattr(module, owner), target.__name__, crash_after)
+from tidelake.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize("step, nth", [("changelog", 1), ("ddl", 2), ("watermarks", 3)])
+def test_crash_between_the_commits_of_a_flush_then_restart(sim, tmp_path, step, nth):
+    rng = random.Random(8)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    path = write_toml(config_doc(sim, lake, flush="300ms"), tmp_path / "cf.toml")
+    crashing = subprocess.Popen([sys.executable, "-c", CRASH_AFTER, step, str(nth), "pull", "--config", str(path)],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = wait_for(lambda: watermarks(lake).ddl_resolved or crashing.poll() is not None, 30, "the first flush")
+    assert crashing.poll() is None, crashing.communicate()[1]
+    some_rows(tidb, rng, 110)
+    created = tidb.create_table(SHOP, 111, "t111")
+    last = some_rows(tidb, rng, 111)
+    assert crashing.wait(30) == 9, crashing.communicate()[1]
+    last = max(last, some_rows(tidb, rng, 110))
+    proc = pull_process(path)
+    wait_resolved(lake, {110: last, 111: last}, created)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, proc.communicate()[1]
+    landed = changelog(lake)
+    assert set(landed) == oracle(sim, 110, start) | oracle(sim, 111, start)
+    jobs = [(r["job_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_JOB]
+    assert jobs == [(tidb.next_job_id, created)]
+
+
 def test_sigterm_flushes_what_was_pulled_and_exits_zero(sim, tmp_path):
     lake = tmp_path / "lake"
     tidb = shop(sim, 110)
