@@ -1,0 +1,603 @@
+"""Seeded workloads for the simulated TiDB: DML mixes, hot keys, huge and long transactions, DDL.
+
+A `WorkloadPlanner` turns (preset, seed) into a deterministic stream of statements using only its
+own model of the schema and of which keys exist, so the same seed always yields the same
+statements whether or not a cluster runs them. `WorkloadRunner` paces that stream against a
+SimTiDB in a background thread; long transactions run in their own threads so their locks hold
+resolved ts back while other traffic continues, as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidelake.errors import InputError
+from tidelake.codec.schema import FieldType
+from tidelake.sim.tidb.types import parse_field_type
+from tidelake.sim.tidb.values import random_value
+
+ROWID = "_tidb_rowid"
+
+
+@dataclass(frozen=True)
+class WorkloadPreset:
+    """What a workload looks like; `txn_sizes` are (weight, rows) pairs, DDL/long-txn cadences in txns."""
+
+    name: str
+    description: str
+    rate: float
+    txn_sizes: tuple[tuple[int, int], ...]
+    op_weights: tuple[int, int, int, int] = (50, 35, 10, 5)  # insert, update, delete, upsert
+    multi_table_ratio: float = 0.2
+    hot_key_ratio: float = 0.0
+    hot_keys: int = 8
+    ddl_every: int = 0
+    long_txn_every: int = 0
+    long_txn_hold_s: float = 0.0
+    long_txn_rows: int = 10
+
+
+PRESETS: dict[str, WorkloadPreset] = {
+    p.name: p
+    for p in (
+        WorkloadPreset("smoke", "a few small txns per second on every table kind; no DDL", 5.0, ((1, 1), (1, 3))),
+        WorkloadPreset(
+            "mixed",
+            "1-1000 row txns, 30% hot-key updates, a DDL every 200 txns, a 5 s lock-holding txn every 300",
+            50.0,
+            ((60, 1), (30, 10), (9, 100), (1, 1000)),
+            hot_key_ratio=0.3,
+            ddl_every=200,
+            long_txn_every=300,
+            long_txn_hold_s=5.0,
+        ),
+        WorkloadPreset(
+            "ddl-heavy",
+            "small txns with a DDL of every kind every ~5 txns (columns, indexes, partitions, truncate, rename)",
+            20.0,
+            ((70, 1), (30, 5)),
+            ddl_every=5,
+        ),
+        WorkloadPreset(
+            "bulk",
+            "large txns up to 100k rows (huge prewrites, many regions, region splits)",
+            2.0,
+            ((40, 1000), (40, 10_000), (20, 100_000)),
+            op_weights=(90, 5, 0, 5),
+            multi_table_ratio=0.0,
+        ),
+        WorkloadPreset(
+            "hot",
+            "single-row updates on 4 hot keys: many versions per key, commit-ts ordering",
+            100.0,
+            ((1, 1),),
+            op_weights=(10, 85, 0, 5),
+            hot_key_ratio=0.9,
+            hot_keys=4,
+        ),
+        WorkloadPreset(
+            "long-txn",
+            "small txns plus a lock-holding txn of 20 s every 50 txns (resolved ts held back)",
+            20.0,
+            ((1, 1), (1, 10)),
+            long_txn_every=50,
+            long_txn_hold_s=20.0,
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> WorkloadPreset:
+    if name not in PRESETS:
+        raise InputError(f"unknown workload preset {name!r} (known: {', '.join(PRESETS)})")
+    return PRESETS[name]
+
+
+# --- statements -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowOp:
+    """One DML statement on one row: insert/upsert carry `row`; update `key`+`changes`; delete `key`."""
+
+    kind: str
+    db: str
+    table: str
+    row: dict = field(default_factory=dict)
+    key: dict = field(default_factory=dict)
+    changes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TxnOp:
+    """One transaction; `hold_s` > 0 keeps its locks (prewritten, uncommitted) that long."""
+
+    rows: tuple[RowOp, ...]
+    hold_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class DdlOp:
+    """One DDL statement: the SimTiDB method and its keyword arguments."""
+
+    method: str
+    args: dict
+
+
+Op = TxnOp | DdlOp
+
+
+# --- the planner's model of the schema --------------------------------------------------------
+
+
+@dataclass
+class _Table:
+    db: str
+    name: str
+    columns: list[tuple[str, str]]  # (name, type) of non-key columns the planner writes
+    handle: str  # 'int' | 'common' | 'rowid'
+    pk: list[str]
+    core: bool = True
+    partition: str = ""  # '', 'range', 'hash'
+    range_bounds: list[tuple[str, int]] = field(default_factory=list)
+    keys: list = field(default_factory=list)
+    key_pos: dict = field(default_factory=dict)
+    next_id: int = 1
+    added_columns: list[str] = field(default_factory=list)
+    indexes: list[str] = field(default_factory=list)
+
+    def add_key(self, key: Any) -> None:
+        if key not in self.key_pos:
+            self.key_pos[key] = len(self.keys)
+            self.keys.append(key)
+
+    def remove_key(self, key: Any) -> None:
+        pos = self.key_pos.pop(key, None)
+        if pos is None:
+            return
+        last = self.keys.pop()
+        if pos < len(self.keys):
+            self.keys[pos] = last
+            self.key_pos[last] = pos
+
+    def clear_keys(self, keep=lambda key: False) -> None:
+        kept = [k for k in self.keys if keep(k)]
+        self.keys, self.key_pos = [], {}
+        for k in kept:
+            self.add_key(k)
+
+
+_REGIONS = ("eu", "us", "ap", "sa")
+_ADDABLE_TYPES = ("int", "bigint unsigned", "varchar(32)", "decimal(12,3)", "datetime(3)", "double", "json", "date")
+_ZOO_TYPES = (
+    "tinyint", "smallint", "mediumint", "int", "bigint", "bigint unsigned", "float", "double",
+    "decimal(30,10)", "date", "datetime", "datetime(6)", "timestamp(3)", "time(2)", "year", "bit(12)",
+    "json", "char(8)", "varchar(64)", "binary(4)", "varbinary(16)", "text", "blob",
+    "enum('red','green','blue')", "set('a','b','c','d')",
+)
+
+
+class WorkloadPlanner:
+    """Deterministic statement stream for (preset, seed): setup DDL first, then paced traffic."""
+
+    def __init__(self, preset: WorkloadPreset, seed: int = 0, database: str = "sim") -> None:
+        self.preset = preset
+        self.database = database
+        self._rng = random.Random(seed)
+        self._tables: dict[tuple[str, str], _Table] = {}
+        self._txns = 0
+        self._serial = 0
+        self._scratch_dbs: list[str] = []
+        self._types: dict[str, FieldType] = {}
+        self._pending: list[Op] = list(self._setup())
+
+    def __iter__(self) -> Iterator[Op]:
+        return self
+
+    def __next__(self) -> Op:
+        if not self._pending:
+            self._pending.extend(self._plan_more())
+        return self._pending.pop(0)
+
+    def take(self, n: int) -> list[Op]:
+        return [next(self) for _ in range(n)]
+
+    # setup ------------------------------------------------------------------------------------
+
+    def _setup(self) -> list[Op]:
+        db = self.database
+        ops: list[Op] = [DdlOp("create_database", {"name": db})]
+        layouts = [
+            _Table(db, "orders", [("customer", "int"), ("amount", "decimal(12,2)"), ("status", "enum('new','paid','shipped')"),
+                                  ("note", "varchar(64)"), ("created", "datetime(3)"), ("payload", "json")], "int", ["id"]),
+            _Table(db, "accounts", [("balance", "decimal(20,4)"), ("flags", "set('a','b','c')"), ("updated", "timestamp(6)")],
+                   "common", ["region", "acct"]),
+            _Table(db, "events", [("kind", "varchar(32)"), ("data", "blob"), ("seq", "bigint"), ("score", "double")], "rowid", []),
+            _Table(db, "metrics", [("value", "double"), ("host", "varchar(16)")], "int", ["id"], partition="range",
+                   range_bounds=[("p0", 1000), ("p1", 10_000), ("p2", 100_000)]),
+            _Table(db, "sessions", [("user", "varchar(24)"), ("started", "datetime")], "int", ["id"], partition="hash"),
+            _Table(db, "type_zoo", [(f"c_{i}", t) for i, t in enumerate(_ZOO_TYPES)], "int", ["id"]),
+            _Table(db, "long_txns", [("payload", "varchar(64)")], "int", ["id"], core=False),
+        ]
+        for table in layouts:
+            self._tables[(db, table.name)] = table
+            ops.append(DdlOp("create_table", self._create_args(table)))
+        return ops
+
+    def _create_args(self, table: _Table) -> dict:
+        key_cols = {"int": [("id", "bigint", "pk")], "common": [("region", "varchar(8)", "pk"), ("acct", "bigint", "pk")],
+                    "rowid": []}[table.handle]
+        args: dict = {"db": table.db, "name": table.name, "columns": key_cols + [(n, t) for n, t in table.columns]}
+        if table.handle == "common":
+            args["clustered"] = True
+        if table.partition == "range":
+            args["partition"] = {"type": "range", "column": "id", "bounds": list(table.range_bounds)}
+        elif table.partition == "hash":
+            args["partition"] = {"type": "hash", "column": "id", "count": 4}
+        return args
+
+    # traffic ----------------------------------------------------------------------------------
+
+    def _plan_more(self) -> list[Op]:
+        p, rng = self.preset, self._rng
+        self._txns += 1
+        ops: list[Op] = []
+        if p.ddl_every and self._txns % p.ddl_every == 0:
+            ops.extend(self._plan_ddl())
+        if p.long_txn_every and self._txns % p.long_txn_every == 0:
+            ops.append(self._plan_long_txn())
+        size = rng.choices([s for _, s in p.txn_sizes], weights=[w for w, _ in p.txn_sizes])[0]
+        tables = self._dml_tables()
+        chosen = [rng.choice(tables)]
+        if len(tables) > 1 and rng.random() < p.multi_table_ratio:
+            chosen.append(rng.choice([t for t in tables if t is not chosen[0]]))
+        rows = tuple(self._plan_row(chosen[i % len(chosen)]) for i in range(size))
+        ops.append(TxnOp(rows))
+        return ops
+
+    def _dml_tables(self) -> list[_Table]:
+        return [t for t in self._tables.values() if t.name != "long_txns"]
+
+    def _plan_row(self, table: _Table) -> RowOp:
+        rng, p = self._rng, self.preset
+        kind = rng.choices(("insert", "update", "delete", "upsert"), weights=p.op_weights)[0]
+        if kind in ("update", "delete") and not table.keys:
+            kind = "insert"
+        if kind in ("insert", "upsert"):
+            if kind == "upsert" and table.keys and table.handle != "rowid" and rng.random() < 0.5:
+                key = self._pick_key(table)
+            elif table.handle == "rowid" and kind == "upsert":
+                kind, key = "insert", self._new_key(table)
+            else:
+                key = self._new_key(table)
+            if table.partition == "range" and key >= table.range_bounds[-1][1]:
+                return self._plan_row_without_partition_room(table)
+            table.add_key(key)
+            row = {**self._key_dict(table, key, for_insert=True), **self._values(table, len(table.columns))}
+            return RowOp(kind, table.db, table.name, row=row)
+        key = self._pick_key(table)
+        if kind == "delete":
+            table.remove_key(key)
+            return RowOp("delete", table.db, table.name, key=self._key_dict(table, key))
+        return RowOp("update", table.db, table.name, key=self._key_dict(table, key),
+                     changes=self._values(table, rng.randint(1, max(1, min(3, len(table.columns))))))
+
+    def _plan_row_without_partition_room(self, table: _Table) -> RowOp:
+        """Range table full: update an existing row instead; the next DDL round adds a partition."""
+        key = self._pick_key(table)
+        return RowOp("update", table.db, table.name, key=self._key_dict(table, key), changes=self._values(table, 1))
+
+    def _new_key(self, table: _Table) -> Any:
+        key_id = table.next_id
+        table.next_id += 1
+        if table.handle == "common":
+            return (_REGIONS[key_id % len(_REGIONS)], key_id)
+        return key_id
+
+    def _pick_key(self, table: _Table) -> Any:
+        rng, p = self._rng, self.preset
+        if p.hot_key_ratio and rng.random() < p.hot_key_ratio:
+            hot = table.keys[: p.hot_keys]
+            return rng.choice(hot)
+        return rng.choice(table.keys)
+
+    @staticmethod
+    def _key_dict(table: _Table, key: Any, for_insert: bool = False) -> dict:
+        if table.handle == "common":
+            return {"region": key[0], "acct": key[1]}
+        if table.handle == "rowid":
+            return {} if for_insert else {ROWID: key}
+        return {"id": key}
+
+    def _values(self, table: _Table, n: int) -> dict:
+        rng = self._rng
+        picked = table.columns if n >= len(table.columns) else rng.sample(table.columns, n)
+        out = {}
+        for name, type_spec in picked:
+            out[name] = None if rng.random() < 0.05 else random_value(self._field_type(type_spec), rng)
+        return out
+
+    def _field_type(self, type_spec: str) -> FieldType:
+        if type_spec not in self._types:
+            self._types[type_spec] = parse_field_type(type_spec)
+        return self._types[type_spec]
+
+    def _plan_long_txn(self) -> TxnOp:
+        table = self._tables[(self.database, "long_txns")]
+        rows = []
+        for _ in range(self.preset.long_txn_rows):
+            key = self._new_key(table)
+            table.add_key(key)
+            rows.append(RowOp("insert", table.db, table.name, row={"id": key, **self._values(table, 1)}))
+        return TxnOp(tuple(rows), hold_s=self.preset.long_txn_hold_s)
+
+    # DDL --------------------------------------------------------------------------------------
+
+    def _plan_ddl(self) -> list[DdlOp]:
+        rng = self._rng
+        range_table = next((t for t in self._tables.values() if t.partition == "range"), None)
+        if range_table is not None and range_table.next_id >= range_table.range_bounds[-1][1] - 100:
+            return [self._add_partition(range_table)]
+        kinds = [k for k, ok in self._ddl_candidates().items() if ok]
+        return self._ddl_of_kind(rng.choice(kinds))
+
+    def _ddl_candidates(self) -> dict[str, bool]:
+        tables = self._dml_tables()
+        scratch = [t for t in tables if not t.core]
+        return {
+            "create_table": True,
+            "drop_table": bool(scratch),
+            "truncate_table": True,
+            "rename_table": bool(scratch),
+            "add_column": True,
+            "drop_column": any(t.added_columns for t in tables),
+            "rename_column": any(t.added_columns for t in tables),
+            "modify_column": any(self._modifiable(t) for t in tables),
+            "add_index": True,
+            "drop_index": any(t.indexes for t in tables),
+            "add_partition": any(t.partition == "range" for t in tables),
+            "drop_partition": any(t.partition == "range" and len(t.range_bounds) > 1 for t in tables),
+            "truncate_partition": any(t.partition for t in tables),
+            "create_database": len(self._scratch_dbs) < 2,
+            "drop_database": bool(self._scratch_dbs),
+        }
+
+    def _next_name(self, prefix: str) -> str:
+        self._serial += 1
+        return f"{prefix}_{self._serial}"
+
+    @staticmethod
+    def _modifiable(table: _Table) -> list[str]:
+        return [n for n, t in table.columns if n in table.added_columns and t in ("int", "varchar(32)")]
+
+    def _ddl_of_kind(self, kind: str) -> list[DdlOp]:
+        rng = self._rng
+        tables = self._dml_tables()
+        table = rng.choice(tables)
+        if kind == "create_table":
+            db = rng.choice([self.database, *self._scratch_dbs])
+            new = _Table(db, self._next_name("scratch"), [("v", "varchar(32)"), ("n", "int")], "int", ["id"], core=False)
+            self._tables[(db, new.name)] = new
+            return [DdlOp("create_table", self._create_args(new))]
+        if kind == "drop_table":
+            table = rng.choice([t for t in tables if not t.core])
+            del self._tables[(table.db, table.name)]
+            return [DdlOp("drop_table", {"db": table.db, "name": table.name})]
+        if kind == "truncate_table":
+            table.clear_keys()
+            table.next_id = 1
+            return [DdlOp("truncate_table", {"db": table.db, "name": table.name})]
+        if kind == "rename_table":
+            table = rng.choice([t for t in tables if not t.core])
+            new_name = self._next_name("renamed")
+            del self._tables[(table.db, table.name)]
+            op = DdlOp("rename_table", {"db": table.db, "name": table.name, "new_name": new_name})
+            table.name = new_name
+            self._tables[(table.db, new_name)] = table
+            return [op]
+        if kind == "add_column":
+            name, type_spec = self._next_name("c"), rng.choice(_ADDABLE_TYPES)
+            default = rng.choice((None, random_value(self._field_type(type_spec), rng))) if "json" not in type_spec else None
+            table.columns.append((name, type_spec))
+            table.added_columns.append(name)
+            column = (name, type_spec, {"default": default}) if default is not None else (name, type_spec)
+            return [DdlOp("add_column", {"db": table.db, "table": table.name, "column": column})]
+        if kind in ("drop_column", "rename_column"):
+            table = rng.choice([t for t in tables if t.added_columns])
+            name = rng.choice(table.added_columns)
+            for idx in list(table.indexes):
+                if idx.endswith(f"__{name}"):  # TiDB refuses to drop an indexed column; drop the index first
+                    table.indexes.remove(idx)
+                    return [DdlOp("drop_index", {"db": table.db, "table": table.name, "name": idx})]
+            table.added_columns.remove(name)
+            type_spec = dict(table.columns)[name]
+            table.columns = [c for c in table.columns if c[0] != name]
+            if kind == "drop_column":
+                return [DdlOp("drop_column", {"db": table.db, "table": table.name, "name": name})]
+            new_name = self._next_name("c")
+            table.columns.append((new_name, type_spec))
+            table.added_columns.append(new_name)
+            return [DdlOp("rename_column", {"db": table.db, "table": table.name, "name": name, "new_name": new_name})]
+        if kind == "modify_column":
+            table = rng.choice([t for t in tables if self._modifiable(t)])
+            name = rng.choice(self._modifiable(table))
+            new_type = {"int": "bigint", "varchar(32)": "varchar(128)"}[dict(table.columns)[name]]
+            table.columns = [(n, new_type if n == name else t) for n, t in table.columns]
+            return [DdlOp("modify_column", {"db": table.db, "table": table.name, "name": name, "new_type": new_type})]
+        if kind == "add_index":
+            candidates = [n for n, t in table.columns if t not in ("json", "blob", "text") and not t.startswith("set")]
+            if not candidates:
+                return self._ddl_of_kind("create_table")
+            column = rng.choice(candidates)
+            name = f"{self._next_name('idx')}__{column}"
+            table.indexes.append(name)
+            return [DdlOp("add_index", {"db": table.db, "table": table.name, "name": name, "columns": [column]})]
+        if kind == "drop_index":
+            table = rng.choice([t for t in tables if t.indexes])
+            name = table.indexes.pop(rng.randrange(len(table.indexes)))
+            return [DdlOp("drop_index", {"db": table.db, "table": table.name, "name": name})]
+        if kind == "add_partition":
+            return [self._add_partition(next(t for t in tables if t.partition == "range"))]
+        if kind == "drop_partition":
+            table = next(t for t in tables if t.partition == "range" and len(t.range_bounds) > 1)
+            name, bound = table.range_bounds.pop(0)
+            table.clear_keys(keep=lambda k: k >= bound)
+            return [DdlOp("drop_partition", {"db": table.db, "table": table.name, "name": name})]
+        if kind == "truncate_partition":
+            table = rng.choice([t for t in tables if t.partition])
+            if table.partition == "range":
+                index = rng.randrange(len(table.range_bounds))
+                low = table.range_bounds[index - 1][1] if index else -(1 << 63)
+                name, high = table.range_bounds[index]
+                table.clear_keys(keep=lambda k: not low <= k < high)
+            else:
+                index = rng.randrange(4)
+                name = f"p{index}"
+                table.clear_keys(keep=lambda k: k % 4 != index)
+            return [DdlOp("truncate_partition", {"db": table.db, "table": table.name, "name": name})]
+        if kind == "create_database":
+            name = self._next_name(f"{self.database}_scratch")
+            self._scratch_dbs.append(name)
+            return [DdlOp("create_database", {"name": name})]
+        if kind == "drop_database":
+            name = self._scratch_dbs.pop(0)
+            for key in [k for k in self._tables if k[0] == name]:
+                del self._tables[key]
+            return [DdlOp("drop_database", {"name": name})]
+        raise AssertionError(f"unplanned DDL kind {kind}")
+
+    def _add_partition(self, table: _Table) -> DdlOp:
+        name = self._next_name("p")
+        bound = table.range_bounds[-1][1] * 2
+        table.range_bounds.append((name, bound))
+        return DdlOp("add_partition", {"db": table.db, "table": table.name, "name": name, "less_than": bound})
+
+
+# --- running against a SimTiDB ----------------------------------------------------------------
+
+
+@dataclass
+class WorkloadCounters:
+    txns: int = 0
+    rows: int = 0
+    ddls: int = 0
+    conflicts: int = 0
+    long_txns: int = 0
+    errors: int = 0
+    last_error: str = ""
+
+    def snapshot(self) -> dict:
+        return dict(self.__dict__)
+
+
+class WorkloadRunner:
+    """Runs a planner's statements against a SimTiDB at `rate` txn/s in a background thread."""
+
+    def __init__(self, tidb: Any, preset: WorkloadPreset | str, seed: int = 0, rate: float | None = None,
+                 database: str = "sim") -> None:
+        self.preset = get_preset(preset) if isinstance(preset, str) else preset
+        self.rate = rate if rate is not None else self.preset.rate
+        if self.rate <= 0:
+            raise InputError(f"workload rate must be > 0 txn/s, got {self.rate}")
+        self.tidb = tidb
+        self.planner = WorkloadPlanner(self.preset, seed, database)
+        self.counters = WorkloadCounters()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._long: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="sim-workload", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop planning; lock-holding txns commit early so no lock outlives the workload."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for thread in self._long:
+            thread.join(timeout)
+        self._long = [t for t in self._long if t.is_alive()]
+
+    def run_ops(self, n: int) -> None:
+        """Execute the next `n` statements synchronously (tests, benchmarks)."""
+        for _ in range(n):
+            self._execute(next(self.planner))
+
+    def _loop(self) -> None:
+        interval = 1.0 / self.rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            op = next(self.planner)
+            self._execute(op)
+            if isinstance(op, TxnOp) and not op.hold_s:
+                next_at = max(next_at + interval, time.monotonic() - 1.0)
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    self._stop.wait(delay)
+
+    def _execute(self, op: Op) -> None:
+        try:
+            if isinstance(op, DdlOp):
+                getattr(self.tidb, op.method)(**op.args)
+                self._count(ddls=1)
+            elif op.hold_s:
+                thread = threading.Thread(target=self._run_long, args=(op,), name="sim-long-txn", daemon=True)
+                self._long = [t for t in self._long if t.is_alive()] + [thread]
+                thread.start()
+            else:
+                self._run_txn(op)
+        except Exception as exc:  # the workload must outlive one failed statement; it is counted
+            self._record_failure(exc)
+
+    def _run_txn(self, op: TxnOp) -> None:
+        with self.tidb.txn() as txn:
+            for row in op.rows:
+                _apply(txn, row)
+        self._count(txns=1, rows=len(op.rows))
+
+    def _run_long(self, op: TxnOp) -> None:
+        try:
+            with self.tidb.txn(lock_ttl_ms=int(op.hold_s * 1000) + 3000) as txn:
+                for row in op.rows:
+                    _apply(txn, row)
+                txn.prewrite()
+                self._count(long_txns=1)
+                self._stop.wait(op.hold_s)
+            self._count(txns=1, rows=len(op.rows))
+        except Exception as exc:
+            self._record_failure(exc)
+
+    def _record_failure(self, exc: Exception) -> None:
+        from tidelake.sim.tidb.kvtxn import TxnConflictError
+
+        if isinstance(exc, TxnConflictError):
+            self._count(conflicts=1)
+        else:
+            self._count(errors=1, last_error=f"{type(exc).__name__}: {exc}")
+
+    def _count(self, last_error: str | None = None, **deltas: int) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                setattr(self.counters, name, getattr(self.counters, name) + delta)
+            if last_error is not None:
+                self.counters.last_error = last_error
+
+
+def _apply(txn: Any, row: RowOp) -> None:
+    if row.kind == "insert":
+        txn.insert(row.db, row.table, row.row)
+    elif row.kind == "upsert":
+        txn.upsert(row.db, row.table, row.row)
+    elif row.kind == "update":
+        txn.update(row.db, row.table, row.key, row.changes)
+    else:
+        txn.delete(row.db, row.table, row.key)
+
