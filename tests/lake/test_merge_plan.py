@@ -128,3 +128,27 @@ def test_a_window_without_stats_or_under_the_limit_is_one_chunk():
     assert split_window(5, 50, [], 10) == [(5, 50)]
     assert split_window(5, 50, [FileStat(3, 10, 20)], 10) == [(5, 50)]
     assert split_window(50, 50, [FileStat(3, 10, 20)], 10) == []
+
+
+@dataclass(frozen=True)
+class SourcedEvent:
+    commit_ts: int
+    source: str
+
+
+class FirstEventHistory(History):
+    def __init__(self, first: SourcedEvent) -> None:
+        super().__init__([first.commit_ts], [[], [1]])
+        self.first = first
+
+    def next_ddl_after(self, table, ts):
+        return self.first if self.first.commit_ts > ts else None
+
+
+def test_without_a_replica_the_create_is_the_step_but_a_snapshot_table_waits_for_bootstrap():
+    plan = plan_table("t", None, marks({1: 900}), FirstEventHistory(SourcedEvent(300, "job")))
+    assert plan.at_barrier and plan.barrier_event.commit_ts == 300 and plan.lower is None
+    plan = plan_table("t", None, marks({1: 900}), FirstEventHistory(SourcedEvent(300, "snapshot")))
+    assert plan.idle and "bootstrap" in plan.reason
+    plan = plan_table("t", 300, marks({1: 900}), FirstEventHistory(SourcedEvent(300, "job")))
+    assert plan.chunks == ((300, 900),)

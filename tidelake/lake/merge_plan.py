@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tidelake.lake.layout import SOURCE_SNAPSHOT
 from tidelake.lake.watermarks import Watermarks
 
 DEFAULT_CHUNK_ROWS = 2_000_000
+_MAX_TS = (1 << 63) - 1
 
 BOUND_RESOLVED = "resolved"
 BOUND_DDL_RESOLVED = "ddl_resolved"
@@ -56,8 +58,8 @@ class TableMergePlan:
     """
 
     table: Any
-    lower: int
-    upper: int
+    lower: int | None  # None: no replica yet
+    upper: int | None
     physical_ids: tuple[int, ...]
     bound: str
     barrier_event: Any = None
@@ -169,15 +171,28 @@ def _first_ts_reaching(knots: list[tuple[int, float, float]], target: float) -> 
 
 def plan_table(
     table: Any,
-    checkpoint: int,
+    checkpoint: int | None,
     watermarks: Watermarks,
     history: PlanHistory,
     until_ts: int | None = None,
     stats: Sequence[FileStat] = (),
     max_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> TableMergePlan:
-    """The next step for `table` from `checkpoint` (see the module docstring)."""
-    physical_ids = tuple(history.physical_ids_at(table, checkpoint + 1))
+    """The next step for `table` from `checkpoint` (see the module docstring).
+
+    Without a checkpoint (no replica yet) the step is the table's first DDL, its CREATE, which
+    creates the replica. A table that entered the feed through the start snapshot instead
+    waits for its bootstrap: an empty replica there would silently miss the existing rows.
+    """
+    if checkpoint is None:
+        first = history.next_ddl_after(table, 0)
+        if first is None:
+            return TableMergePlan(table, None, None, (), BOUND_BARRIER, reason="the table has no DDL history")
+        if getattr(first, "source", None) == SOURCE_SNAPSHOT:
+            reason = f"no replica yet: bootstrap it from the snapshot at {first.commit_ts}"
+            return TableMergePlan(table, None, None, (), BOUND_BARRIER, reason=reason)
+        return TableMergePlan(table, None, None, (), BOUND_BARRIER, first)
+    physical_ids = tuple(history.physical_ids_at(table, checkpoint))
     event = history.next_ddl_after(table, checkpoint)
     next_ts = event.commit_ts if event is not None else None
     if next_ts is not None and checkpoint == next_ts - 1:
@@ -192,8 +207,8 @@ def changelog_file_stats(
 ) -> list[FileStat]:
     """Stats of the changelog files of `physical_ids` that may hold commit ts in (lo, hi].
 
-    Read from the Delta log with delta-rs (no Spark job); files without stats are left out, so
-    the estimate can only err towards bigger chunks.
+    Read from the Delta log with delta-rs (no Spark job). A file without stats counts as
+    spanning all time, so "no file overlaps the window" is a sound emptiness test.
     """
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -204,9 +219,11 @@ def changelog_file_stats(
     wanted = {str(pid) for pid in physical_ids} | {int(pid) for pid in physical_ids}
     out = []
     for row in actions.select(["partition.table_id", "num_records", "min.commit_ts", "max.commit_ts"]).to_pylist():
-        low, high, n = row["min.commit_ts"], row["max.commit_ts"], row["num_records"]
-        if row["partition.table_id"] not in wanted or None in (low, high, n):
+        if row["partition.table_id"] not in wanted:
             continue
+        low, high, n = row["min.commit_ts"], row["max.commit_ts"], row["num_records"]
+        if low is None or high is None:  # no stats: the file may hold any ts
+            low, high = 0, _MAX_TS
         if high > lo and low <= hi:
-            out.append(FileStat(int(n), int(low), int(high)))
+            out.append(FileStat(int(n) if n is not None else 1, int(low), int(high)))
     return out

@@ -1,0 +1,99 @@
+"""The merge log: one row per table per merge run, for `tidelake status` and the Airflow page.
+
+A Delta table (`_tidelake/merge_log`) that every run APPENDS to with delta-rs: blind appends
+never conflict (facts/stack.md §12), so mapped merge tasks of one Airflow run can log at the
+same time, and reading "the last merge of each table" needs no Spark. The replica's own Delta
+commit stays the truth for the checkpoint; this is the history around it (durations, sizes,
+why a table is waiting, stopped or failing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+from tidelake.lake.layout import LakeLayout, open_or_create
+
+STATUS_MERGED = "merged"  # advanced (data, DDL or an empty window)
+STATUS_IDLE = "idle"  # nothing new within the bounds
+STATUS_BLOCKED = "blocked"  # cannot advance yet (e.g. a partition without a resolved ts)
+STATUS_STOPPED = "stopped"  # an unsupported DDL stopped the table (needs an operator)
+STATUS_ERROR = "error"  # this run failed for the table; the next run retries
+STATUSES = (STATUS_MERGED, STATUS_IDLE, STATUS_BLOCKED, STATUS_STOPPED, STATUS_ERROR)
+
+MERGE_LOG_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("table_key", pa.int64(), nullable=False),
+        pa.field("table_name", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("checkpoint_before", pa.int64(), nullable=True),
+        pa.field("checkpoint_after", pa.int64(), nullable=True),
+        pa.field("windows", pa.int64(), nullable=False),
+        pa.field("ddls_applied", pa.int64(), nullable=False),
+        pa.field("rows_in", pa.int64(), nullable=False),
+        pa.field("rows_out", pa.int64(), nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("reason", pa.string(), nullable=True),
+        pa.field("started_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("finished_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class MergeLogEntry:
+    """What one run did to one table. rows_in: changes merged after collapsing per key;
+    rows_out: replica rows inserted + updated + deleted."""
+
+    run_id: str
+    table_key: int
+    table_name: str
+    status: str
+    checkpoint_before: int | None
+    checkpoint_after: int | None
+    windows: int
+    ddls_applied: int
+    rows_in: int
+    rows_out: int
+    duration_s: float
+    reason: str | None
+    started_at: datetime
+    finished_at: datetime
+
+
+def merge_log_path(layout: LakeLayout) -> str:
+    return f"{layout.tidelake_root}/merge_log"
+
+
+@retry(
+    retry=retry_if_exception_type(CommitFailedError),
+    stop=stop_after_attempt(8),
+    wait=wait_random_exponential(multiplier=0.05, max=2),
+    reraise=True,
+)
+def append_entries(layout: LakeLayout, entries: Sequence[MergeLogEntry]) -> None:
+    """Append one run's entries in one commit."""
+    if not entries:
+        return
+    table = open_or_create(layout, merge_log_path(layout), MERGE_LOG_SCHEMA)
+    data = pa.Table.from_pylist([asdict(e) for e in entries], schema=MERGE_LOG_SCHEMA)
+    write_deltalake(table, data, mode="append")
+
+
+def last_entries(layout: LakeLayout) -> dict[int, MergeLogEntry]:
+    """The latest entry of each table key (by finish time)."""
+    if not DeltaTable.is_deltatable(merge_log_path(layout), storage_options=layout.storage_options):
+        return {}
+    rows = DeltaTable(merge_log_path(layout), storage_options=layout.storage_options).to_pyarrow_table().to_pylist()
+    names = [f.name for f in fields(MergeLogEntry)]
+    latest: dict[int, MergeLogEntry] = {}
+    for row in sorted(rows, key=lambda r: r["finished_at"]):
+        latest[row["table_key"]] = MergeLogEntry(**{n: row[n] for n in names})
+    return latest

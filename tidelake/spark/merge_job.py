@@ -1,0 +1,302 @@
+"""The merge loop: advance each replica to min(resolvedTs, barrierTs, cap), applying DDLs at barriers.
+
+Per table, until the plan has nothing left:
+  checkpoint (the replica's Delta txn) -> plan -> for each chunk (lo, hi]: read the changelog
+  window with partition pruning, keep the last change per row key, decode (mount), MERGE into
+  the replica with txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl.
+
+Why this is exactly-once: the checkpoint moves only inside the commit that writes the rows up
+to it (invariant 3), and Delta skips a MERGE whose txn version is not above the recorded one,
+so a rerun after a crash at any point either finds the chunk committed (and plans from there)
+or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the changelog's file
+stats and the changelog itself (invariant 2).
+
+Last change per key: within a window a raw key's changes are ordered by commit ts; duplicates
+of one (key, commit ts) are the same change landed twice (invariant 5) and collapse; flush_seq
+only makes the pick deterministic. The MERGE key (replica_schema.key_columns) is the handle,
+prefixed by the partition id for partitioned tables, so each raw key maps to one replica row:
+a PK change (delete old key + put new key in one txn) and a partition move (delete in one
+physical id + put in another) are two rows, deleted and inserted.
+
+Tables run one after another in this session (the txn confs are per session); run tables in
+parallel as separate jobs (Airflow mapped tasks), never two jobs on one table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from tidelake.errors import InputError
+from tidelake.lake.changelog_reader import changelog_bucket_seconds, read_changes
+from tidelake.lake.checkpoint import read_checkpoint, replica_version, txn_confs
+from tidelake.lake.layout import OP_PUT, LakeLayout
+from tidelake.lake.merge_log import (
+    STATUS_BLOCKED,
+    STATUS_ERROR,
+    STATUS_IDLE,
+    STATUS_MERGED,
+    STATUS_STOPPED,
+    MergeLogEntry,
+    append_entries,
+)
+from tidelake.lake.merge_plan import DEFAULT_CHUNK_ROWS, FileStat, changelog_file_stats, plan_table
+from tidelake.lake.replica_catalog import STATE_DROPPED, STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.schema_history import SchemaHistory, TableKey
+from tidelake.lake.watermarks import Watermarks, read_watermarks
+from tidelake.spark.ddl_apply import UnsupportedDDL, apply_ddl, replica_schema
+from tidelake.spark.mount import MOUNT_OP_COLUMN, mount
+from tidelake.spark.replica_schema import key_columns, quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tidelake.codec.schema import TableInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MergeProgress:
+    """One step of a table, reported as it happens (kind: window | ddl | done)."""
+
+    table: str
+    kind: str
+    checkpoint: int | None
+    detail: str
+
+
+@dataclass
+class TableResult:
+    table_key: int
+    table: str
+    status: str = STATUS_IDLE
+    checkpoint_before: int | None = None
+    checkpoint_after: int | None = None
+    windows: int = 0
+    ddls_applied: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    duration_s: float = 0.0
+    reason: str | None = None
+
+
+@dataclass
+class MergeReport:
+    run_id: str
+    started_at: datetime
+    watermarks: Watermarks
+    tables: list[TableResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[TableResult]:
+        return [t for t in self.tables if t.status in (STATUS_ERROR, STATUS_STOPPED)]
+
+
+ProgressFn = Callable[[MergeProgress], None]
+
+
+def table_name(history: SchemaHistory, key: TableKey) -> str:
+    db, name = history.current_name(key)
+    return f"{db}.{name}"
+
+
+def select_tables(history: SchemaHistory, names: Sequence[str] | None) -> list[TableKey]:
+    """Tables named 'db.table' (case-insensitive, as TiDB), or every table of the history."""
+    if not names:
+        return history.tables()
+    keys = []
+    for name in names:
+        db, dot, table = name.partition(".")
+        key = history.find(db, table) if dot else None
+        if key is None:
+            raise InputError(f"table {name!r} is not in the DDL history (give it as db.table)")
+        keys.append(key)
+    return keys
+
+
+def run_merge(
+    spark: SparkSession,
+    layout: LakeLayout,
+    tables: Sequence[str] | None = None,
+    until_ts: int | None = None,
+    max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: ProgressFn | None = None,
+    write_log: bool = True,
+) -> MergeReport:
+    """Merge `tables` (default all) as far as the watermarks and `until_ts` allow."""
+    watermarks = read_watermarks(layout)  # FIRST (invariant 2)
+    history = SchemaHistory.load(layout)
+    keys = select_tables(history, tables)
+    catalog = ReplicaCatalog(layout)
+    report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), watermarks)
+    entries = []
+    for key in keys:
+        started = datetime.now(timezone.utc)
+        result = _merge_table(spark, layout, catalog, history, watermarks, key, until_ts, max_chunk_rows, progress)
+        report.tables.append(result)
+        entries.append(_log_entry(report.run_id, result, started))
+    if write_log:
+        append_entries(layout, entries)
+    return report
+
+
+def _log_entry(run_id: str, r: TableResult, started: datetime) -> MergeLogEntry:
+    return MergeLogEntry(
+        run_id, int(r.table_key), r.table, r.status, r.checkpoint_before, r.checkpoint_after, r.windows,
+        r.ddls_applied, r.rows_in, r.rows_out, r.duration_s, r.reason, started, datetime.now(timezone.utc),
+    )
+
+
+def _merge_table(
+    spark: SparkSession,
+    layout: LakeLayout,
+    catalog: ReplicaCatalog,
+    history: SchemaHistory,
+    watermarks: Watermarks,
+    key: TableKey,
+    until_ts: int | None,
+    max_chunk_rows: int,
+    progress: ProgressFn | None,
+) -> TableResult:
+    result = TableResult(int(key), table_name(history, key))
+    started = time.monotonic()
+
+    def report(kind: str, checkpoint: int | None, detail: str) -> None:
+        if progress is not None:
+            progress(MergeProgress(result.table, kind, checkpoint, detail))
+
+    try:
+        entry = catalog.get(key)
+        if entry is not None and entry.state == STATE_STOPPED:
+            result.status, result.reason = STATUS_STOPPED, entry.reason
+            return result
+        checkpoint = read_checkpoint(entry.path, layout.storage_options) if entry is not None else None
+        result.checkpoint_before = result.checkpoint_after = checkpoint
+        if entry is not None and entry.state == STATE_DROPPED:
+            return result
+        while True:
+            stats = _stats(layout, history, key, checkpoint, watermarks)
+            plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows)
+            if plan.at_barrier:
+                event = plan.barrier_event
+                apply_ddl(spark, layout, key, event, catalog)
+                checkpoint = event.commit_ts
+                result.ddls_applied += 1
+                report("ddl", checkpoint, f"{event.action_name} (job {event.job_id})")
+                continue
+            if plan.idle:
+                if plan.reason is not None and result.windows == result.ddls_applied == 0:
+                    result.status, result.reason = STATUS_BLOCKED, plan.reason
+                break
+            info = history.table_info_at(key, checkpoint)
+            path = catalog.get(key).path
+            for lo, hi in plan.chunks:
+                rows_in, rows_out = merge_window(spark, layout, path, info, plan.physical_ids, lo, hi, stats)
+                checkpoint = hi
+                result.windows += 1
+                result.rows_in += rows_in
+                result.rows_out += rows_out
+                report("window", hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
+        if result.windows or result.ddls_applied:
+            result.status = STATUS_MERGED
+        result.checkpoint_after = checkpoint
+        report("done", checkpoint, result.status)
+    except UnsupportedDDL as exc:
+        result.status, result.reason = STATUS_STOPPED, exc.reason
+        entry = catalog.get(key)
+        if entry is not None:
+            catalog.mark_stopped(key, exc.reason, result.checkpoint_after or 0)
+        report("done", result.checkpoint_after, f"stopped: {exc.reason}")
+    except Exception as exc:  # one table's failure must not stop the others; it is logged and retried next run
+        log.exception("merge of %s failed", result.table)
+        result.status, result.reason = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
+        entry = catalog.get(key)
+        if entry is not None:
+            result.checkpoint_after = read_checkpoint(entry.path, layout.storage_options)
+        report("done", result.checkpoint_after, f"error: {result.reason}")
+    finally:
+        result.duration_s = time.monotonic() - started
+    return result
+
+
+def _stats(
+    layout: LakeLayout, history: SchemaHistory, key: TableKey, checkpoint: int | None, watermarks: Watermarks
+) -> list[FileStat]:
+    if checkpoint is None:
+        return []
+    ids = history.physical_ids_at(key, checkpoint)
+    resolved = [watermarks.table_resolved.get(pid, checkpoint) for pid in ids]
+    return changelog_file_stats(layout, ids, checkpoint, max(resolved, default=checkpoint))
+
+
+def collapse_last_change(changes: DataFrame) -> DataFrame:
+    """The last change of each raw key: highest commit ts, a put over a delete at the same ts,
+    then the latest landing (flush_seq) among duplicates."""
+    from pyspark.sql import functions as F
+
+    order = F.struct(F.col("commit_ts"), (F.col("op") == OP_PUT).alias("is_put"), F.col("flush_seq"))
+    columns = ["table_id", "commit_ts", "op", "key", "value", "old_value"]
+    last = F.max_by(F.struct(*columns), order).alias("last")
+    return changes.groupBy("key").agg(last).select("last.*")
+
+
+def merge_window(
+    spark: SparkSession,
+    layout: LakeLayout,
+    path: str,
+    info: TableInfo,
+    physical_ids: Sequence[int],
+    lo: int,
+    hi: int,
+    stats: Sequence[FileStat] | None = None,
+) -> tuple[int, int]:
+    """MERGE the changes of (lo, hi] into the replica at `path`, recording checkpoint hi in the
+    same commit. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
+    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read."""
+    from delta.tables import DeltaTable
+
+    target = replica_schema(path, layout.storage_options)
+    replica = DeltaTable.forPath(spark, path)
+    version = replica_version(path, layout.storage_options)
+    if _no_files(stats, lo, hi):
+        # Nothing landed in the window: still a commit, so the checkpoint moves (the next
+        # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
+        with txn_confs(spark, hi):
+            replica.alias("t").merge(spark.createDataFrame([], target).alias("s"), "false").whenNotMatchedInsertAll().execute()
+        return _metrics(replica, version)
+    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=changelog_bucket_seconds(spark, layout))
+    source = mount(collapse_last_change(changes), info, target)
+    keys = key_columns(info)
+    condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+    assignments = {quote(f.name): f"s.{quote(f.name)}" for f in target.fields}
+    op = quote(MOUNT_OP_COLUMN)
+    with txn_confs(spark, hi):
+        (
+            replica.alias("t")
+            .merge(source.alias("s"), condition)
+            .whenMatchedDelete(condition=f"s.{op} = 'delete'")
+            .whenMatchedUpdate(set=assignments)
+            .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
+            .execute()
+        )
+    return _metrics(replica, version)
+
+
+def _no_files(stats: Sequence[FileStat] | None, lo: int, hi: int) -> bool:
+    return stats is not None and not any(s.max_ts > lo and s.min_ts <= hi for s in stats)
+
+
+def _metrics(replica, version_before: int | None) -> tuple[int, int]:
+    """Rows of the commit this call made; (0, 0) when Delta skipped it (txn already recorded)."""
+    last = replica.history(1).collect()[0]
+    if version_before is not None and last.version <= version_before:
+        return 0, 0
+    m = last.operationMetrics or {}
+    written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+    return int(m.get("numSourceRows", 0)), written

@@ -1,0 +1,167 @@
+"""Mounting: raw changelog rows (key, value bytes) -> replica columns, in Spark, one Arrow batch
+per call (mapInArrow), with decoders cached per Python worker.
+
+The puller never decodes (DESIGN.md §1); this is where TiCDC's mounter runs for us
+(facts/tidb_codec.md §11): the key gives the physical id and the handle, a put's value is
+decoded with the schema of its window (barriers guarantee there is exactly one), the handle
+fills the PK / `_tidb_rowid` columns. A delete carries no value, only the key (and maybe an old
+value): the merge only needs its key columns, which come from the handle, or from the old value
+when present, because a common handle keeps collation sort keys, not the original strings
+(facts/tidb_codec.md §5).
+
+The output columns are the replica's own schema (names and Spark types, as widened by DDLs),
+plus MOUNT_OP_COLUMN saying whether the row is a put or a delete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from tidelake.codec import mysql_types as mt
+from tidelake.codec.common_handle import decode_common_handle
+from tidelake.codec.keys import decode_record_key
+from tidelake.codec.row import decode_row
+from tidelake.codec.schema import ColumnInfo, TableInfo
+from tidelake.codec.spark_types import spark_value
+from tidelake.errors import InputError
+from tidelake.lake.layout import OP_DELETE, OP_PUT
+from tidelake.spark.replica_schema import COMMIT_TS_COLUMN, PARTITION_ID_COLUMN, ROWID_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+MOUNT_OP_COLUMN = "_tidelake_op"
+MOUNT_INPUT_COLUMNS = ("table_id", "commit_ts", "op", "key", "value", "old_value")
+_U64 = (1 << 64) - 1
+
+
+def key_values(table: TableInfo, handle: int | bytes) -> dict[str, Any]:
+    """Values of the key columns a record key's handle holds (`DecodeHandleToDatumMap`, §5)."""
+    if table.is_common_handle:
+        if not isinstance(handle, bytes):
+            raise InputError(f"table {table.name!r} has a common handle, the key holds int {handle}")
+        return decode_common_handle(table, handle)
+    if not isinstance(handle, int):
+        raise InputError(f"table {table.name!r} has int handles, the key holds {len(handle)} handle bytes")
+    pk = table.handle_column()
+    if pk is None:
+        return {ROWID_COLUMN: handle}
+    return {pk.name: handle & _U64 if mt.is_unsigned(pk.field_type.flag) else handle}
+
+
+@dataclass(frozen=True)
+class _Target:
+    """How one output column is filled."""
+
+    name: str
+    arrow_type: pa.DataType
+    column: ColumnInfo | None  # upstream column, None for tidelake's own columns
+
+
+class RowMounter:
+    """Decodes changelog batches of one table into replica rows; picklable, cheap to ship."""
+
+    def __init__(self, table_json: str, output_schema: pa.Schema) -> None:
+        self.table_json = table_json
+        self.output_schema = output_schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        decoder = _decoder(self)
+        for batch in batches:
+            yield decoder.decode(batch)
+
+
+_DECODERS: dict[tuple[str, str], _BatchDecoder] = {}
+
+
+def _decoder(mounter: RowMounter) -> _BatchDecoder:
+    """One decoder per (schema, output) per Python worker: Spark reuses workers across tasks."""
+    cache_key = (mounter.table_json, mounter.output_schema.to_string())
+    decoder = _DECODERS.get(cache_key)
+    if decoder is None:
+        decoder = _BatchDecoder(TableInfo.from_json(mounter.table_json), mounter.output_schema)
+        _DECODERS[cache_key] = decoder
+    return decoder
+
+
+class _BatchDecoder:
+    def __init__(self, table: TableInfo, output_schema: pa.Schema) -> None:
+        self.table = table
+        self.schema = output_schema
+        self.targets = []
+        for f in output_schema:
+            column = table.column_by_name(f.name)
+            special = f.name in (COMMIT_TS_COLUMN, MOUNT_OP_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
+            if column is None and not special:
+                raise InputError(f"replica column {f.name!r} is not a column of table {table.name!r} in this window")
+            self.targets.append(_Target(f.name, f.type, None if special else column))
+
+    def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        data = batch.to_pydict()
+        out: list[list[Any]] = [[] for _ in self.targets]
+        rows = zip(*(data[c] for c in MOUNT_INPUT_COLUMNS))
+        for table_id, commit_ts, op, key, value, old_value in rows:
+            try:
+                values = self._row(op, key, value, old_value)
+            except InputError as exc:
+                raise InputError(
+                    f"table {self.table.name!r} (physical id {table_id}) change at commit ts {commit_ts}, "
+                    f"key {key.hex()}: {exc}"
+                ) from None
+            for slot, target in zip(out, self.targets):
+                if target.column is not None:
+                    raw = values.get(target.column.name)
+                    slot.append(None if raw is None else spark_value(raw, target.column.field_type))
+                elif target.name == COMMIT_TS_COLUMN:
+                    slot.append(commit_ts)
+                elif target.name == MOUNT_OP_COLUMN:
+                    slot.append(op)
+                elif target.name == PARTITION_ID_COLUMN:
+                    slot.append(table_id)
+                else:
+                    slot.append(values.get(ROWID_COLUMN))
+        arrays = [pa.array(col, type=t.arrow_type) for col, t in zip(out, self.targets)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _row(self, op: str, key: bytes, value: bytes, old_value: bytes) -> dict[str, Any]:
+        _, handle = decode_record_key(key)
+        if op == OP_PUT:
+            return decode_row(value, self.table, handle)
+        if op != OP_DELETE:
+            raise InputError(f"op {op!r} is neither put nor delete")
+        if old_value and self.table.is_common_handle:
+            try:
+                return decode_row(old_value, self.table, handle)
+            except InputError:
+                pass  # an old value written before a DDL; the handle still names the row
+        return key_values(self.table, handle)
+
+
+def mount_schema(replica_schema: StructType) -> StructType:
+    """Schema mount() produces: the replica's columns (all nullable: a delete fills only its key
+    columns) plus MOUNT_OP_COLUMN."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    fields = [StructField(f.name, f.dataType, True) for f in replica_schema.fields]
+    return StructType([*fields, StructField(MOUNT_OP_COLUMN, StringType(), True)])
+
+
+def mount(
+    changes: DataFrame,
+    table: TableInfo,
+    replica_schema: StructType,
+) -> DataFrame:
+    """Decode `changes` (changelog columns MOUNT_INPUT_COLUMNS) of one table, one window."""
+    import json
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = mount_schema(replica_schema)
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    mounter = RowMounter(json.dumps(table.to_json()), arrow_schema)
+    return changes.select(*MOUNT_INPUT_COLUMNS).mapInArrow(mounter, schema)
