@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from tidelake.errors import InputError
@@ -22,6 +24,9 @@ from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value
 
 ROWID = "_tidb_rowid"
+# Transactions larger than this take the cheap bulk-load row path (planning cost matters at 100k rows).
+BULK_THRESHOLD = 1000
+_BULK_EPOCH = datetime(2024, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,9 @@ class WorkloadPlanner:
         if p.long_txn_every and self._txns % p.long_txn_every == 0:
             ops.append(self._plan_long_txn())
         size = rng.choices([s for _, s in p.txn_sizes], weights=[w for w, _ in p.txn_sizes])[0]
+        if size > BULK_THRESHOLD:
+            ops.append(TxnOp(self._bulk_rows(size)))
+            return ops
         tables = self._dml_tables()
         chosen = [rng.choice(tables)]
         if len(tables) > 1 and rng.random() < p.multi_table_ratio:
@@ -327,6 +335,21 @@ class WorkloadPlanner:
             self._types[type_spec] = parse_field_type(type_spec)
         return self._types[type_spec]
 
+    def _bulk_rows(self, size: int) -> tuple[RowOp, ...]:
+        """A bulk load into `orders`: values derived from the row number so 100k rows plan in ~1 s."""
+        table = self._tables[(self.database, "orders")]
+        salt = self._rng.getrandbits(16)
+        statuses = ("new", "paid", "shipped")
+        rows = []
+        for _ in range(size):
+            key = self._new_key(table)
+            table.add_key(key)
+            rows.append(RowOp("insert", table.db, table.name, row={
+                "id": key, "customer": (key * 7919 + salt) % 100_000, "amount": Decimal(key % 1_000_000).scaleb(-2),
+                "status": statuses[key % 3], "note": f"bulk {salt} {key}",
+                "created": _BULK_EPOCH + timedelta(milliseconds=key), "payload": None}))
+        return tuple(rows)
+
     def _plan_long_txn(self) -> TxnOp:
         table = self._tables[(self.database, "long_txns")]
         rows = []
@@ -401,7 +424,7 @@ class WorkloadPlanner:
             self._tables[(table.db, new_name)] = table
             return [op]
         if kind == "add_column":
-            name, type_spec = self._next_name("c"), rng.choice(_ADDABLE_TYPES)
+            name, type_spec = self._next_name("added"), rng.choice(_ADDABLE_TYPES)
             default = rng.choice((None, random_value(self._field_type(type_spec), rng))) if "json" not in type_spec else None
             table.columns.append((name, type_spec))
             table.added_columns.append(name)
@@ -419,7 +442,7 @@ class WorkloadPlanner:
             table.columns = [c for c in table.columns if c[0] != name]
             if kind == "drop_column":
                 return [DdlOp("drop_column", {"db": table.db, "table": table.name, "name": name})]
-            new_name = self._next_name("c")
+            new_name = self._next_name("added")
             table.columns.append((new_name, type_spec))
             table.added_columns.append(new_name)
             return [DdlOp("rename_column", {"db": table.db, "table": table.name, "name": name, "new_name": new_name})]
