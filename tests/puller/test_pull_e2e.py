@@ -95,3 +95,60 @@ def test_pull_captures_exactly_the_commits_after_start_across_ddl(sim, tmp_path)
     assert json.loads(truncate_row["table_info"])["id"] == ORDERS_AFTER_TRUNCATE
     snapshot = {(r["schema_name"], r["table_name"], r["commit_ts"]) for r in ddl if r["source"] == SOURCE_SNAPSHOT}
     assert snapshot == {("shop", None, start), ("shop", "orders", start), ("shop", "events", start)}
+
+
+def test_pull_with_the_tidb_front_ddl_and_dml(sim, tmp_path):
+    """Same oracle with SimTiDB: its own job rows, system tables, partitions and renames."""
+    from tidelake.sim.tidb.session import SimTiDB
+
+    lake = tmp_path / "lake"
+    tidb = SimTiDB(sim)
+    tidb.create_database("shop")
+    tidb.create_database("other")
+    cols = [("id", "bigint"), ("v", "varchar(20)")]
+    tidb.create_table("shop", "orders", cols, primary_key=["id"])
+    tidb.create_table("shop", "events", cols, primary_key=["id"],
+                      partition={"type": "range", "column": "id", "bounds": [("p0", 100), ("p1", 200)]})
+    tidb.create_table("other", "scratch", cols, primary_key=["id"])
+    n = iter(range(1, 10**6))
+
+    def dml(table: str, db: str = "shop", rows: int = 3, base: int = 0) -> int:
+        with tidb.txn() as t:
+            for _ in range(rows):
+                i = base + next(n) % 90
+                if not t.update(db, table, {"id": i}, {"v": f"u{i}"}):
+                    t.insert(db, table, {"id": i, "v": f"v{i}"})
+            t.delete(db, table, {"id": base + 1})
+        return t.commit_ts
+
+    def physical(db: str, table: str) -> list[int]:
+        return tidb.table_info(db, table).physical_ids()
+
+    dml("orders")
+    with RunnerThread(make_config(sim, lake)) as run:
+        start = wait_resolved(lake, {}, 1, run) and watermarks(lake).ddl_resolved
+        since = {pid: start for pid in physical("shop", "orders") + physical("shop", "events")}
+        dml("orders"), dml("events"), dml("events", base=100), dml("scratch", "other")
+        tidb.add_column("shop", "orders", ("note", "varchar(10)"))
+        dml("orders")
+        joined = tidb.rename_table("other", "scratch", "scratch", new_db="shop").finished_ts
+        since.update({pid: joined for pid in physical("shop", "scratch")})
+        dml("scratch")
+        added = tidb.add_partition("shop", "events", "p2", 300).finished_ts
+        since.update({pid: added for pid in physical("shop", "events") if pid not in since})
+        dml("events", base=200)
+        truncated = tidb.truncate_partition("shop", "events", "p0").finished_ts
+        since.update({pid: truncated for pid in physical("shop", "events") if pid not in since})
+        dml("events")
+        emptied = tidb.truncate_table("shop", "orders").finished_ts
+        since.update({pid: emptied for pid in physical("shop", "orders") if pid not in since})
+        last = dml("orders")
+        dropped = tidb.drop_table("shop", "scratch").finished_ts
+        wait_resolved(lake, {pid: last for pid in physical("shop", "orders") + physical("shop", "events")},
+                      dropped, run)
+    assert run.error is None
+    expected = set().union(*(oracle(sim, pid, after) for pid, after in since.items()))
+    assert set(changelog(lake)) == expected and expected
+    jobs = {(r["job_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_JOB}
+    assert {ts for _, ts in jobs} >= {joined, added, truncated, emptied, dropped}
+    assert len({job_id for job_id, _ in jobs}) == len(jobs)
