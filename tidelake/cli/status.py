@@ -1,0 +1,130 @@
+"""`tidelake status [--json] [--config FILE | --lake PATH [--pd ADDR]]`: watermarks, lag, pending DDL.
+
+The JSON form is the stable schema documented in tidelake.status. Also home of the target
+options (`--config` or `--lake`/`--pd`) that `tidelake verify` shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.status import StatusReport
+    from tidelake.upstream.channels import TlsConfig
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which lake (and upstream) a command looks at."""
+
+    layout: LakeLayout
+    pd: list[str]
+    tls: TlsConfig | None = None
+
+
+def add_target_arguments(parser: argparse.ArgumentParser, pd_required: bool) -> None:
+    parser.add_argument("--config", metavar="FILE", help="changefeed TOML: takes the lake root, PD and TLS from it")
+    parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
+    parser.add_argument(
+        "--pd",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="PD address host:port (repeatable)" + ("" if pd_required else "; without it lag uses the wall clock"),
+    )
+
+
+def resolve_target(args: argparse.Namespace, pd_required: bool) -> Target:
+    """--config wins as a whole; mixing it with --lake/--pd is an error, not a silent override."""
+    from tidelake.lake.layout import LakeLayout
+
+    pd = [a.strip() for arg in args.pd for a in arg.split(",") if a.strip()]
+    if args.config:
+        if args.lake or pd:
+            raise InputError("give either --config or --lake/--pd, not both")
+        from tidelake.config import load_config
+
+        config = load_config(args.config)
+        return Target(LakeLayout(config.lake.root), list(config.upstream.pd), config.upstream.tls)
+    if not args.lake:
+        raise InputError("no lake given: pass --config FILE or --lake PATH" + (" --pd ADDR" if pd_required else ""))
+    if pd_required and not pd:
+        raise InputError("no PD address given: pass --pd ADDR (or --config FILE)")
+    return Target(LakeLayout(args.lake), pd)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="per-table watermarks, checkpoint, lag, pending DDL and last merge",
+        description="Show where each replica stands: resolved/barrier/checkpoint ts, lag, pending DDL, last merge.",
+    )
+    add_target_arguments(parser, pd_required=False)
+    parser.add_argument("--json", action="store_true", help="print the stable JSON document instead of a table")
+    parser.set_defaults(handler=_status)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tidelake.status import collect_status
+
+    target = resolve_target(args, pd_required=False)
+    now_ts = None
+    if target.pd:
+        from tidelake.upstream.pd_client import PDClient
+
+        pd = PDClient(target.pd, target.tls, caller_id="tidelake-status")
+        try:
+            now_ts = pd.get_ts()
+        finally:
+            pd.close()
+    report = collect_status(target.layout, now_ts)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print_status(report, Console())
+    return 0
+
+
+def _ts_cell(ts: int | None) -> str:
+    from tidelake.status import utc_text
+
+    return "-" if ts is None else f"{utc_text(ts)}\n[dim]{ts}[/]"
+
+
+def _lag_cell(lag: float | None) -> str:
+    if lag is None:
+        return "-"
+    colour = "green" if lag < 60 else "yellow" if lag < 600 else "red"
+    return f"[{colour}]{lag:,.1f}s[/]"
+
+
+def print_status(report: StatusReport, console: Console) -> None:
+    from rich.table import Table
+
+    from tidelake.status import utc_text
+
+    clock = "PD TSO" if report.now_source == "pd" else "wall clock"
+    table = Table(title=f"tidelake status — {report.lake}", caption=f"now {utc_text(report.now_ts)} ({clock}); "
+                  f"DDL resolved {utc_text(report.ddl_resolved_ts) or '-'}; changelog v{report.changelog_version}")
+    for header in ("table", "state", "resolved", "barrier", "checkpoint", "lag", "pending DDL", "last merge", "note"):
+        table.add_column(header, justify="right" if header == "lag" else "left")
+    for t in report.tables:
+        ddl = f"{t.pending_ddl.action}\njob {t.pending_ddl.job_id}" if t.pending_ddl else "-"
+        merge = "-"
+        if t.last_merge is not None:
+            m = t.last_merge
+            merge = f"{m.status} {m.duration_s:.1f}s\n{m.rows_in:,} in / {m.rows_out:,} out"
+        note = t.last_error or t.blocked or (f"bound: {t.bound}" if t.bound else "")
+        table.add_row(t.table, t.state, _ts_cell(t.resolved_ts), _ts_cell(t.barrier_ts), _ts_cell(t.checkpoint_ts),
+                      _lag_cell(t.lag_seconds), ddl, merge, note)
+    console.print(table)

@@ -1,0 +1,238 @@
+"""`tidelake status`: where each replica stands (DESIGN.md §2) and how far it lags.
+
+Everything is read from the lake without Spark (delta-rs reads the Delta logs): watermarks,
+the DDL history, the replica catalog, each replica's checkpoint and the merge log. PD, when
+given, supplies "now" as a TSO; otherwise the wall clock does (lag is then only as good as the
+clocks agree). The per-table values are the ones merge planning uses (merge_plan.window_upper),
+so status shows exactly why a table can or cannot advance.
+
+JSON (`tidelake status --json`, `StatusReport.to_json()`), schema_version 1. Additive changes keep
+the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_utc` ISO-8601 twin
+(null when the ts is null):
+
+    {
+      "schema_version": 1,
+      "generated_at": "2026-01-01T00:00:00Z",      wall-clock time of this report
+      "now_ts": int, "now_utc": str,
+      "now_source": "pd" | "wall_clock",
+      "lake": str,                                 lake root
+      "ddl_resolved_ts": int | null, "ddl_resolved_utc": str | null,
+      "changelog_version": int,                    -1 before the first puller flush
+      "tables": [{
+        "table": "db.name",                        current upstream name
+        "table_key": int,                          stable identity (TiDB id at CREATE)
+        "state": "active" | "stopped" | "dropped" | "pending",   pending = no replica yet
+        "reason": str | null,                      why stopped
+        "path": str | null,                        replica location
+        "physical_ids": [int],                     at the checkpoint (partitions)
+        "resolved_ts": int | null,                 min over physical ids; null if one has none yet
+        "barrier_ts": int | null,                  next DDL commit ts - 1, else the DDL resolved ts
+        "checkpoint_ts": int | null,               the replica equals upstream as of this ts
+        (each with its "*_utc" twin)
+        "lag_seconds": float | null,               now - checkpoint
+        "bound": "resolved" | "ddl_resolved" | "barrier" | null,   what limits the next merge
+        "blocked": str | null,                     why the next merge cannot advance at all
+        "pending_ddl": null | {"job_id": int, "commit_ts": int, "commit_utc": str,
+                               "action": str, "query": str | null},
+        "last_merge": null | {"run_id": str, "status": str, "finished_at": str,
+                              "duration_s": float, "rows_in": int, "rows_out": int,
+                              "checkpoint_after": int | null, "reason": str | null},
+        "last_error": str | null                   last merge error, or the stop reason
+      }]
+    }
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from deltalake import DeltaTable
+
+from tidelake import tso
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.merge_log import STATUS_ERROR, STATUS_STOPPED, MergeLogEntry, last_entries
+from tidelake.lake.merge_plan import window_upper
+from tidelake.lake.replica_catalog import (
+    STATE_DROPPED,
+    STATE_STOPPED,
+    ReplicaCatalog,
+    ReplicaEntry,
+    catalog_path,
+)
+from tidelake.lake.schema_history import SchemaHistory
+from tidelake.lake.watermarks import Watermarks, read_watermarks
+
+SCHEMA_VERSION = 1
+STATE_PENDING = "pending"
+NOW_PD = "pd"
+NOW_WALL_CLOCK = "wall_clock"
+
+
+def utc_text(ts: int | None) -> str | None:
+    """ISO-8601 UTC time of a TSO, millisecond precision, 'Z' suffix."""
+    if ts is None:
+        return None
+    return tso.to_datetime(ts).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class PendingDdl:
+    job_id: int
+    commit_ts: int
+    action: str
+    query: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "commit_ts": self.commit_ts, "commit_utc": utc_text(self.commit_ts),
+                "action": self.action, "query": self.query}
+
+
+@dataclass
+class TableStatus:
+    table: str
+    table_key: int
+    state: str
+    path: str | None = None
+    reason: str | None = None
+    physical_ids: list[int] = field(default_factory=list)
+    resolved_ts: int | None = None
+    barrier_ts: int | None = None
+    checkpoint_ts: int | None = None
+    lag_seconds: float | None = None
+    bound: str | None = None
+    blocked: str | None = None
+    pending_ddl: PendingDdl | None = None
+    last_merge: MergeLogEntry | None = None
+    last_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        merge = self.last_merge
+        return {
+            "table": self.table,
+            "table_key": self.table_key,
+            "state": self.state,
+            "reason": self.reason,
+            "path": self.path,
+            "physical_ids": list(self.physical_ids),
+            "resolved_ts": self.resolved_ts,
+            "resolved_utc": utc_text(self.resolved_ts),
+            "barrier_ts": self.barrier_ts,
+            "barrier_utc": utc_text(self.barrier_ts),
+            "checkpoint_ts": self.checkpoint_ts,
+            "checkpoint_utc": utc_text(self.checkpoint_ts),
+            "lag_seconds": self.lag_seconds,
+            "bound": self.bound,
+            "blocked": self.blocked,
+            "pending_ddl": None if self.pending_ddl is None else self.pending_ddl.to_json(),
+            "last_merge": None if merge is None else {
+                "run_id": merge.run_id,
+                "status": merge.status,
+                "finished_at": _iso(merge.finished_at),
+                "duration_s": merge.duration_s,
+                "rows_in": merge.rows_in,
+                "rows_out": merge.rows_out,
+                "checkpoint_after": merge.checkpoint_after,
+                "reason": merge.reason,
+            },
+            "last_error": self.last_error,
+        }
+
+
+@dataclass
+class StatusReport:
+    lake: str
+    now_ts: int
+    now_source: str
+    ddl_resolved_ts: int | None
+    changelog_version: int
+    tables: list[TableStatus]
+    generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable machine-readable form documented in the module docstring."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "generated_at": _iso(self.generated_at),
+            "now_ts": self.now_ts,
+            "now_utc": utc_text(self.now_ts),
+            "now_source": self.now_source,
+            "lake": self.lake,
+            "ddl_resolved_ts": self.ddl_resolved_ts,
+            "ddl_resolved_utc": utc_text(self.ddl_resolved_ts),
+            "changelog_version": self.changelog_version,
+            "tables": [t.to_json() for t in self.tables],
+        }
+
+
+def replica_entries(layout: LakeLayout) -> dict[int, ReplicaEntry]:
+    """The replica catalog, read-only: a lake nobody merged into yet has none (and gets none)."""
+    if not DeltaTable.is_deltatable(catalog_path(layout), storage_options=layout.storage_options):
+        return {}
+    return ReplicaCatalog(layout).entries()
+
+
+def collect_status(layout: LakeLayout, now_ts: int | None = None) -> StatusReport:
+    """Status of every replicated table; `now_ts` is PD's TSO when the caller has one."""
+    source = NOW_PD if now_ts is not None else NOW_WALL_CLOCK
+    if now_ts is None:
+        now_ts = tso.compose(int(time.time() * 1000))
+    watermarks = read_watermarks(layout)  # first: the DDL history read after it is at least as new
+    history = SchemaHistory.load(layout)
+    entries = replica_entries(layout)
+    merges = last_entries(layout)
+    keys = list(dict.fromkeys([*entries, *history.live_tables()]))
+    tables = [
+        _table_status(key, entries.get(key), history, watermarks, merges.get(key), now_ts, layout) for key in keys
+    ]
+    tables.sort(key=lambda t: (t.state == STATE_DROPPED, t.table))
+    return StatusReport(
+        lake=layout.root,
+        now_ts=now_ts,
+        now_source=source,
+        ddl_resolved_ts=watermarks.ddl_resolved or None,
+        changelog_version=watermarks.changelog_version,
+        tables=tables,
+    )
+
+
+def _table_status(key: int, entry: ReplicaEntry | None, history: SchemaHistory, watermarks: Watermarks,
+                  merge: MergeLogEntry | None, now_ts: int, layout: LakeLayout) -> TableStatus:
+    if entry is None:
+        db, name = history.current_name(key)
+        status = TableStatus(f"{db}.{name}", key, STATE_PENDING)
+        checkpoint = None
+    else:
+        status = TableStatus(f"{entry.db}.{entry.name}", key, entry.state, entry.path, entry.reason)
+        checkpoint = read_checkpoint(entry.path, layout.storage_options)
+    status.last_merge = merge
+    if merge is not None and merge.status in (STATUS_ERROR, STATUS_STOPPED):
+        status.last_error = merge.reason
+    elif status.state == STATE_STOPPED:
+        status.last_error = entry.reason if entry is not None else None
+    if status.state == STATE_DROPPED:
+        return status
+    # Before the first merge, report where the first merge would start: the table's first ts.
+    at = checkpoint if checkpoint is not None else history.ddl_events(key)[0].commit_ts
+    status.checkpoint_ts = checkpoint
+    if checkpoint is not None:
+        status.lag_seconds = tso.lag_seconds(checkpoint, now_ts)
+    status.physical_ids = history.physical_ids_at(key, at)
+    resolved = [watermarks.table_resolved.get(pid) for pid in status.physical_ids]
+    status.resolved_ts = min(resolved) if resolved and None not in resolved else None
+    event = history.next_ddl_after(key, at)
+    if event is not None:
+        status.barrier_ts = event.barrier
+        status.pending_ddl = PendingDdl(event.job_id, event.commit_ts, event.action_name, event.query)
+    else:
+        status.barrier_ts = watermarks.ddl_resolved or None
+    _, bound, blocked = window_upper(at, status.physical_ids, watermarks, event.commit_ts if event else None)
+    status.bound, status.blocked = (None, blocked) if blocked else (bound, None)
+    return status
