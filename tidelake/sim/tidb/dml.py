@@ -121,10 +121,14 @@ class Txn:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
+        if exc_type is not None:
             self.rollback()
+            return
+        try:
+            self.commit()
+        except BaseException:
+            self.rollback()  # no lock may outlive a failed commit
+            raise
 
     # ---- internals -----------------------------------------------------------------------------
 

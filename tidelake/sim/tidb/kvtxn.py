@@ -85,9 +85,9 @@ class KvTxn:
 
     def prewrite(self) -> None:
         """Phase one: lock every key. Locks stay until commit() or rollback() (long txns hold them)."""
-        self._check_open()
         if self._prewritten or not self._mutations:
             return
+        self._check_open()
         primary = next(iter(self._mutations))
         size = sum(len(k) + len(v) for k, (_, v) in self._mutations.items())
         ttl = self._ttl_override if self._ttl_override is not None else lock_ttl_ms(size)
