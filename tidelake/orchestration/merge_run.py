@@ -19,6 +19,7 @@ from tidelake import tso
 from tidelake.config import ChangefeedConfig
 from tidelake.lake.checkpoint import read_checkpoint, replica_version
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.orchestration.assets import ReplicaState
 from tidelake.orchestration.params import MergeRequest
@@ -31,22 +32,22 @@ class TablePlan:
     """One table's line in the run's plan."""
 
     table: str
-    checkpoint: int | None
+    checkpoint: int | None  # None: no replica yet (the merge job creates it)
     upper: int | None
-    pending_ddl: str | None
-    blocked: str | None
-
-    @property
-    def has_work(self) -> bool:
-        return self.upper is not None and (self.checkpoint is None or self.upper > self.checkpoint)
+    has_work: bool
+    pending_ddl: str | None = None
+    blocked: str | None = None
 
     def describe(self) -> str:
         def at(ts: int | None) -> str:
             return "-" if ts is None else f"{ts} ({tso.to_datetime(ts):%Y-%m-%d %H:%M:%S})"
 
+        if self.checkpoint is None:
+            return f"{self.table}: no replica yet, the merge creates it"
         ddl = f"; next DDL: {self.pending_ddl}" if self.pending_ddl else ""
-        why = f"; waiting: {self.blocked}" if self.blocked and not self.has_work else ""
-        return f"{self.table}: checkpoint {at(self.checkpoint)} -> {at(self.upper)}{ddl}{why}"
+        why = f"; waiting: {self.blocked}" if self.blocked else ""
+        idle = "" if self.has_work else "; nothing to do"
+        return f"{self.table}: checkpoint {at(self.checkpoint)} -> {at(self.upper)}{ddl}{why}{idle}"
 
 
 def live_tables(history: SchemaHistory) -> dict[str, TableKey]:
@@ -54,9 +55,10 @@ def live_tables(history: SchemaHistory) -> dict[str, TableKey]:
     return {".".join(history.current_name(key)): key for key in history.live_tables()}
 
 
-def replica_path(layout: LakeLayout, table: str, history: SchemaHistory) -> str:
-    db, name = history.current_name(live_tables(history)[table])
-    return layout.replica_path(db, name)
+def replica_paths(layout: LakeLayout, tables: Mapping[str, TableKey]) -> dict[str, str | None]:
+    """Replica folder of each table from the replica catalog; None before its first merge."""
+    entries = ReplicaCatalog(layout).entries()
+    return {name: entries[key].path if key in entries else None for name, key in tables.items()}
 
 
 def plan_tables(
@@ -68,15 +70,21 @@ def plan_tables(
 
     layout = LakeLayout(config.lake.root)
     watermarks = read_watermarks(layout)  # first, then the ddl table (DESIGN.md invariant 2)
-    history = SchemaHistory.load(layout, version=None)
-    tables = live_tables(history)
+    history = SchemaHistory.load(layout)
+    known = live_tables(history)
+    names = list(request.tables or sorted(known))
+    paths = replica_paths(layout, {name: known[name] for name in names})
     plans = []
-    for name in request.tables or sorted(tables):
-        checkpoint = None if request.rebuild == name else read_checkpoint(replica_path(layout, name, history))
-        plan = plan_table(tables[name], checkpoint, watermarks, history, cap_ts)
-        event = plan.barrier_event
-        pending = f"{event.action_name} at {event.commit_ts}" if event is not None else None
-        plans.append(TablePlan(name, checkpoint, plan.upper, pending, plan.reason))
+    for name in names:
+        path = paths[name]
+        checkpoint = None if path is None else read_checkpoint(path)
+        if checkpoint is None or request.rebuild == name:
+            plans.append(TablePlan(name, checkpoint, None, has_work=True))
+            continue
+        plan = plan_table(known[name], checkpoint, watermarks, history, cap_ts)
+        event = plan.barrier_event or history.next_ddl_after(known[name], checkpoint)
+        pending = None if event is None else f"{event.action_name} at {event.commit_ts}"
+        plans.append(TablePlan(name, checkpoint, plan.upper, not plan.idle, pending, plan.reason))
     return plans
 
 
@@ -103,15 +111,13 @@ def merge_job_args(config_path: str, tables: Iterable[str], until_ts: int | None
 def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str, ReplicaState | None]:
     """Checkpoint and Delta version of each replica now (None: no replica or no checkpoint yet)."""
     layout = LakeLayout(config.lake.root)
-    history = SchemaHistory.load(layout)
-    known = live_tables(history)
+    known = live_tables(SchemaHistory.load(layout))
+    paths = replica_paths(layout, {t: known[t] for t in tables if t in known})
     states: dict[str, ReplicaState | None] = {}
     for table in tables:
-        if table not in known:
-            states[table] = None
-            continue
-        path = replica_path(layout, table, history)
-        checkpoint, version = read_checkpoint(path), replica_version(path)
+        path = paths.get(table)
+        checkpoint = None if path is None else read_checkpoint(path)
+        version = None if path is None else replica_version(path)
         states[table] = None if checkpoint is None or version is None else ReplicaState(checkpoint, version)
     return states
 
