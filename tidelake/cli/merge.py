@@ -1,0 +1,106 @@
+"""`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--lake PATH | --config FILE]`.
+
+Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
+--until-ts), applying DDLs at barriers. spark_jobs/merge.py parses the same arguments.
+Exit code 0 when every table merged, waited or had nothing to do; 1 when a table failed or
+was stopped by an unsupported DDL (the table shows why).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.spark.merge_job import MergeProgress, MergeReport
+
+
+def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--table", action="append", metavar="DB.TABLE", help="merge only this table (repeatable)")
+    parser.add_argument("--until-ts", type=int, metavar="TS", help="cap: advance no replica beyond this TSO")
+    parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
+    parser.add_argument("--config", metavar="FILE", help="changefeed TOML: the lake root is taken from it")
+    parser.add_argument(
+        "--max-chunk-rows", type=int, default=None, metavar="N",
+        help="changes per MERGE commit (a bigger window is cut at commit-ts quantiles)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("merge", help="advance replicas to min(resolved ts, next DDL), on local Spark")
+    add_merge_arguments(parser)
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*] or $TIDELAKE_SPARK_MASTER)")
+    parser.set_defaults(handler=_merge)
+
+
+def layout_from_args(args: argparse.Namespace) -> LakeLayout:
+    from tidelake.lake.layout import LakeLayout
+
+    if bool(args.config) == bool(args.lake):
+        raise InputError("give exactly one of --lake PATH or --config FILE")
+    if args.until_ts is not None and args.until_ts <= 0:
+        raise InputError(f"--until-ts must be a positive TSO, got {args.until_ts}")
+    if args.max_chunk_rows is not None and args.max_chunk_rows <= 0:
+        raise InputError(f"--max-chunk-rows must be positive, got {args.max_chunk_rows}")
+    if args.lake:
+        return LakeLayout(args.lake)
+    from tidelake.config import load_config
+
+    return LakeLayout(load_config(args.config).lake.root)
+
+
+def merge_kwargs(args: argparse.Namespace) -> dict:
+    from tidelake.lake.merge_plan import DEFAULT_CHUNK_ROWS
+
+    return {
+        "tables": args.table or None,
+        "until_ts": args.until_ts,
+        "max_chunk_rows": args.max_chunk_rows or DEFAULT_CHUNK_ROWS,
+    }
+
+
+def progress_printer(console) -> Callable[[MergeProgress], None]:
+    def show(event: MergeProgress) -> None:
+        console.print(f"[bold]{event.table}[/bold] {event.kind}: {event.detail} (checkpoint {event.checkpoint})")
+
+    return show
+
+
+def render_report(report: MergeReport):
+    """The run as a rich table: one row per table."""
+    import time
+
+    from rich.table import Table
+
+    from tidelake import tso
+
+    now = tso.compose(int(time.time() * 1000), 0)
+    table = Table(title=f"merge run {report.run_id[:8]}")
+    for column in ("table", "status", "checkpoint", "lag", "windows", "DDLs", "changes", "rows written", "seconds", "reason"):
+        table.add_column(column, justify="right" if column not in ("table", "status", "reason") else "left")
+    for r in report.tables:
+        checkpoint = r.checkpoint_after
+        lag = f"{tso.lag_seconds(checkpoint, now):.1f}s" if checkpoint else "-"
+        table.add_row(
+            r.table, r.status, str(checkpoint) if checkpoint is not None else "-", lag, str(r.windows),
+            str(r.ddls_applied), str(r.rows_in), str(r.rows_out), f"{r.duration_s:.1f}", r.reason or "",
+        )
+    return table
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tidelake.spark.merge_job import run_merge
+    from tidelake.spark.session import get_session
+
+    layout = layout_from_args(args)
+    console = Console()
+    spark = get_session("tidelake-merge", master=args.master)
+    report = run_merge(spark, layout, progress=progress_printer(console), **merge_kwargs(args))
+    console.print(render_report(report))
+    return 1 if report.failed else 0
