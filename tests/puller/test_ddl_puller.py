@@ -40,7 +40,8 @@ def create_job(job_id: int, table_id: int, state: JobState = JobState.DONE, vers
 
 def row(job: DDLJob, commit_ts: int, op: str = "put", column_id: int = 5) -> RowChange:
     value = job_row(job, column_id) if op == "put" else b""
-    return RowChange(DDL_JOB_TABLE_ID, commit_ts, commit_ts - 1, op, record_key(DDL_JOB_TABLE_ID, job.id), value, b"", 1)
+    key = record_key(DDL_JOB_TABLE_ID, job.id)
+    return RowChange(DDL_JOB_TABLE_ID, commit_ts, commit_ts - 1, op, key, value, b"", 1)
 
 
 @pytest.fixture

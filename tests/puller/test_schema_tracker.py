@@ -73,11 +73,14 @@ def test_truncate_swaps_the_physical_id(tracker):
 
 
 def test_partition_changes_add_and_remove_physical_ids(tracker):
-    effect = tracker.apply(job(ActionType.ADD_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [131, 132, 133])), 20)
+    def events(action: ActionType, partition_ids: list[int]) -> DDLJob:
+        return job(action, SHOP, 130, table_json(130, "events", partition_ids))
+
+    effect = tracker.apply(events(ActionType.ADD_TABLE_PARTITION, [131, 132, 133]), 20)
     assert sorted(effect.joined) == [133] and effect.joined[133].logical_id == 130 and not effect.left
-    effect = tracker.apply(job(ActionType.TRUNCATE_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [134, 132, 133])), 21)
+    effect = tracker.apply(events(ActionType.TRUNCATE_TABLE_PARTITION, [134, 132, 133]), 21)
     assert sorted(effect.joined) == [134] and sorted(effect.left) == [131]
-    effect = tracker.apply(job(ActionType.DROP_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [133])), 22)
+    effect = tracker.apply(events(ActionType.DROP_TABLE_PARTITION, [133]), 22)
     assert sorted(effect.left) == [132, 134] and not effect.joined
 
 

@@ -251,7 +251,8 @@ class PullerRunner:
                 next_gc = now + self.options.gc_advance_interval_s
             if self._progress is not None and now >= next_progress:
                 rows = self._rows
-                self._progress(self._progress_report(pd, lander, now - started, rows, (rows - last_rows) / max(now - last_time, 1e-3)))
+                rate = (rows - last_rows) / max(now - last_time, 1e-3)
+                self._progress(self._progress_report(pd, lander, now - started, rows, rate))
                 last_rows, last_time = rows, now
                 next_progress = now + self.options.progress_interval_s
             if deadline is not None and now >= deadline:
