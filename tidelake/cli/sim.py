@@ -1,0 +1,168 @@
+"""`tidelake sim`: run the simulated TiDB cluster (PD + TiKV stores) with a workload and faults.
+
+`tidelake sim-replay` serves a CDC recording made with `tidelake sim --record DIR` at full speed,
+so puller benchmarks measure the puller, not the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tidelake.errors import InputError
+
+
+def _presets_help() -> str:
+    from tidelake.sim.faults import PROFILES
+    from tidelake.sim.workload import PRESETS
+
+    lines = ["workload presets:"]
+    lines += [f"  {p.name:<10} {p.description} ({p.rate:g} txn/s)" for p in PRESETS.values()]
+    lines += ["  none       no workload: an idle cluster (schema bootstrap only)", "", "fault profiles:"]
+    lines += [f"  {p.name:<10} {p.description}" for p in PROFILES.values()]
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sim", help="run a simulated TiDB cluster (PD + TiKV with CDC) with a workload and faults",
+        description="Start PD and N TiKV stores on loopback (TiKV's and PD's own gRPC protocols), a TiDB-like "
+                    "front writing meta keys, DDL jobs and row-v2 rows, a seeded workload and fault injection. "
+                    "Stops on Ctrl-C, SIGTERM or after --duration.",
+        epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stores", type=int, default=3, metavar="N", help="number of TiKV stores (default 3)")
+    parser.add_argument("--pd-port", type=int, default=0, metavar="P", help="PD port (default: any free port)")
+    parser.add_argument("--workload", default="mixed", metavar="PRESET", help="workload preset or 'none' (default mixed)")
+    parser.add_argument("--rate", type=float, default=None, metavar="R", help="target txn/s (default: the preset's)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed for workload, faults and leaders")
+    parser.add_argument("--faults", default="none", metavar="PROFILE", help="fault profile (default none)")
+    parser.add_argument("--database", default="sim", metavar="DB", help="database the workload writes (default sim)")
+    parser.add_argument("--info-file", metavar="PATH", help="write PD/store addresses as JSON here")
+    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    parser.add_argument("--progress-interval", type=float, default=5.0, metavar="S", help="seconds between progress lines")
+    parser.add_argument("--record", metavar="DIR", help="record every CDC stream the stores serve into DIR/streams.tlcdc (for sim-replay)")
+    parser.set_defaults(handler=_run)
+
+    replay = subparsers.add_parser(
+        "sim-replay", help="serve a recorded CDC stream (tidelake sim --record) at full speed",
+        description="Serve ChangeData/EventFeed from a recording: each subscription gets the recorded events of "
+                    "its region (request ids rewritten), as fast as the client reads them.")
+    replay.add_argument("recording", nargs="+", metavar="FILE", help="recording file(s) written by tidelake sim --record")
+    replay.add_argument("--port", type=int, default=0, metavar="P", help="port to serve on (default: any free port)")
+    replay.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    replay.set_defaults(handler=_replay)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    from tidelake.sim.faults import get_profile
+    from tidelake.sim.workload import get_preset
+
+    if args.stores < 1:
+        raise InputError(f"--stores must be at least 1, got {args.stores}")
+    if not 0 <= args.pd_port <= 65535:
+        raise InputError(f"--pd-port must be 0..65535, got {args.pd_port}")
+    if args.workload != "none":
+        get_preset(args.workload)
+    if args.rate is not None and args.rate <= 0:
+        raise InputError(f"--rate must be > 0, got {args.rate}")
+    get_profile(args.faults)
+    if args.duration is not None and args.duration <= 0:
+        raise InputError(f"--duration must be > 0, got {args.duration}")
+    if args.progress_interval <= 0:
+        raise InputError(f"--progress-interval must be > 0, got {args.progress_interval}")
+
+
+def _stop_event() -> threading.Event:
+    """Set by SIGTERM/SIGINT, so the run loop shuts everything down in order."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_args(args)
+    from tidelake.sim.cluster import SimCluster
+    from tidelake.sim.faults import FaultInjector
+    from tidelake.sim.replay import record_options
+    from tidelake.sim.tidb.session import SimTiDB
+    from tidelake.sim.workload import WorkloadRunner
+
+    cdc_options = record_options(args.record) if args.record else {}
+    stop = _stop_event()
+    cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options)
+    cluster.start()
+    workload = faults = None
+    try:
+        print(f"pd: {cluster.pd_address}", flush=True)
+        for store_id, address in sorted(cluster.store_addresses.items()):
+            print(f"store {store_id}: {address}", flush=True)
+        tidb = SimTiDB(cluster)
+        if args.info_file:
+            cluster.write_info(args.info_file)
+            print(f"info file: {args.info_file}", flush=True)
+        if args.workload != "none":
+            workload = WorkloadRunner(tidb, args.workload, seed=args.seed, rate=args.rate, database=args.database)
+            workload.start()
+        faults = FaultInjector(cluster, args.faults, seed=args.seed)
+        faults.start()
+        _progress_loop(stop, args, workload, faults, tidb)
+    finally:
+        if faults is not None:
+            faults.stop()
+        if workload is not None:
+            workload.stop()
+        cluster.stop()
+    print("stopped", flush=True)
+    return 0
+
+
+def _progress_loop(stop: threading.Event, args: argparse.Namespace, workload: Any, faults: Any, tidb: Any) -> None:
+    started = time.monotonic()
+    deadline = started + args.duration if args.duration else None
+    next_line = started + args.progress_interval
+    while not stop.is_set():
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            break
+        if now >= next_line:
+            print(_progress(now - started, workload, faults, tidb), flush=True)
+            next_line += args.progress_interval
+        wakeups = [next_line] + ([deadline] if deadline is not None else [])
+        stop.wait(max(0.0, min(wakeups) - time.monotonic()))
+    print(_progress(time.monotonic() - started, workload, faults, tidb), flush=True)
+
+
+def _progress(elapsed: float, workload: Any, faults: Any, tidb: Any) -> str:
+    c = workload.counters.snapshot() if workload is not None else {}
+    fault_total = sum(faults.applied.values()) if faults is not None else 0
+    line = (f"t={elapsed:.0f}s txns={c.get('txns', 0)} rows={c.get('rows', 0)} ddls={c.get('ddls', 0)} "
+            f"conflicts={c.get('conflicts', 0)} long_txns={c.get('long_txns', 0)} errors={c.get('errors', 0)} "
+            f"faults={fault_total} schema_version={tidb.schema_version}")
+    if c.get("last_error"):
+        line += f" last_error={c['last_error']!r}"
+    return line
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from tidelake.sim.replay import serve_replay
+
+    for path in args.recording:
+        if not Path(path).is_file():
+            raise InputError(f"recording {path!r} does not exist")
+    stop = _stop_event()
+    server, port, service = serve_replay(args.recording, port=args.port)
+    try:
+        print(f"replay: 127.0.0.1:{port} serving {service.region_count} recorded regions", flush=True)
+        stop.wait(args.duration)
+    finally:
+        server.stop(None).wait()
+    print("stopped", flush=True)
+    return 0
+
+
