@@ -14,6 +14,7 @@ REPORT = {
     "changefeed": "tests",
     "lake": "/lake",
     "ddl_resolved_ts": 463_000_000_000_000_000,
+    "now_source": "wall_clock",
     "tables": [],
     "syncpoints": [],
 }
@@ -58,6 +59,17 @@ def test_a_logged_in_user_gets_json_and_page(client):
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert "Changefeed tests" in page.text
+
+
+def test_status_of_a_real_empty_lake(airflow_db, changefeed):
+    import tidelake.orchestration.replication_app as replication_app
+    from tidelake.orchestration.changefeeds import load_changefeeds
+
+    (feed,) = load_changefeeds()
+    report = replication_app.lake_status(feed)
+    assert report["changefeed"] == "tests"
+    assert report["lake"] == str(changefeed.parent / "lake")
+    assert report["tables"] == []
 
 
 def test_the_ui_cookie_authenticates_the_embedded_page(client):

@@ -26,10 +26,18 @@ StatusSource = Callable[[Changefeed], dict[str, Any]]
 
 
 def lake_status(feed: Changefeed) -> dict[str, Any]:
-    """`tidelake status --json` of one changefeed, as the page and the API show it."""
+    """`tidelake status --json` of one changefeed plus what the page adds: the changefeed id and
+    each table's recent lag (`lag_history`, seconds after each of its last merges)."""
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.orchestration.lag_history import lag_history
     from tidelake.status import collect_status
 
-    return collect_status(feed.config).to_json()
+    layout = LakeLayout(feed.config.lake.root)
+    report = collect_status(layout).to_json()
+    history = lag_history(layout)
+    for table in report["tables"]:
+        table["lag_history"] = history.get(table["table_key"], [])
+    return {"changefeed": feed.config.changefeed_id, **report}
 
 
 def create_app(status_source: StatusSource | None = None) -> FastAPI:
