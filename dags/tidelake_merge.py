@@ -8,8 +8,8 @@ Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default ever
 A scheduled or backfill run merges only changes committed before its data interval end, so
 `airflow backfill create --dag-id tidelake_merge --from-date ... --to-date ...` reproduces the
 replicas interval by interval; a manual run without a logical date merges to the latest.
-Trigger params: tables, until_ts or until_time, rebuild (one table from the retained
-changelog), dry_run, groups. Logic: tidelake.orchestration.merge_run.
+Trigger params: tables, until_ts or until_time, dry_run, groups. Logic:
+tidelake.orchestration.merge_run.
 """
 
 from __future__ import annotations

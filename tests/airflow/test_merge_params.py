@@ -27,7 +27,6 @@ def test_defaults_merge_everything_to_the_latest():
     request = parse_merge_request(defaults(), KNOWN)
     assert request.tables is None
     assert request.until_ts is None
-    assert request.rebuild is None
     assert request.dry_run is False
     assert request.groups == DEFAULT_MERGE_GROUPS
 
@@ -85,18 +84,6 @@ def test_until_ts_and_until_time_exclude_each_other():
     ts = tso.from_datetime(datetime(2026, 5, 1, tzinfo=timezone.utc))
     with pytest.raises(InputError, match="params 'until_ts' and 'until_time'"):
         parse_merge_request({**defaults(), "until_ts": ts, "until_time": "2026-05-01T00:00:00Z"}, KNOWN)
-
-
-def test_rebuild_names_one_known_table_and_narrows_the_run_to_it():
-    request = parse_merge_request({**defaults(), "rebuild": "shop.orders"}, KNOWN)
-    assert request.rebuild == "shop.orders"
-    assert request.tables == ("shop.orders",)
-    same = parse_merge_request({**defaults(), "rebuild": "shop.orders", "tables": ["shop.orders"]}, KNOWN)
-    assert same == request
-    with pytest.raises(InputError, match="param 'rebuild': rebuilds only shop.orders, but param 'tables' names crm.leads"):
-        parse_merge_request({**defaults(), "rebuild": "shop.orders", "tables": ["crm.leads"]}, KNOWN)
-    with pytest.raises(InputError, match="param 'rebuild': unknown table shop.nope"):
-        parse_merge_request({**defaults(), "rebuild": "shop.nope"}, KNOWN)
 
 
 def test_dry_run_and_groups_are_typed():

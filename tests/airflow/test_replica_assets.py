@@ -31,6 +31,6 @@ def test_event_extra_carries_checkpoint_and_delta_version():
 def test_only_new_commits_produce_events():
     before = {"a.x": ReplicaState(10, 3), "a.y": ReplicaState(10, 3), "a.z": None}
     after = {"a.x": ReplicaState(10, 3), "a.y": ReplicaState(20, 4), "a.z": ReplicaState(5, 0),
-             "a.new": ReplicaState(7, 1), "a.rebuilt": ReplicaState(10, 9)}
-    changed = changed_replicas({**before, "a.rebuilt": ReplicaState(10, 5)}, after)
-    assert list(changed) == ["a.new", "a.rebuilt", "a.y", "a.z"]
+             "a.new": ReplicaState(7, 1), "a.ddl": ReplicaState(10, 9)}
+    changed = changed_replicas({**before, "a.ddl": ReplicaState(10, 5)}, after)
+    assert list(changed) == ["a.ddl", "a.new", "a.y", "a.z"]

@@ -50,7 +50,6 @@ def asset_event_extra(state: ReplicaState) -> dict[str, object]:
 def changed_replicas(
     before: Mapping[str, ReplicaState | None], after: Mapping[str, ReplicaState]
 ) -> dict[str, ReplicaState]:
-    """Replicas that got a new Delta commit during the run (a moved checkpoint, a DDL, or a
-    rebuild, whose checkpoint may end where it was): one event each, so consumers are
-    triggered only by new data."""
+    """Replicas that got a new Delta commit during the run (a moved checkpoint or an applied
+    DDL): one event each, so consumers are triggered only by new data."""
     return {table: state for table, state in sorted(after.items()) if before.get(table) != state}

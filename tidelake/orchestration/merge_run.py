@@ -78,7 +78,7 @@ def plan_tables(
     for name in names:
         path = paths[name]
         checkpoint = None if path is None else read_checkpoint(path)
-        if checkpoint is None or request.rebuild == name:
+        if checkpoint is None:
             plans.append(TablePlan(name, checkpoint, None, has_work=True))
             continue
         plan = plan_table(known[name], checkpoint, watermarks, history, cap_ts)
@@ -96,15 +96,13 @@ def group_tables(tables: Sequence[str], groups: int) -> list[list[str]]:
     return [ordered[i::count] for i in range(count)]
 
 
-def merge_job_args(config_path: str, tables: Iterable[str], until_ts: int | None, rebuild: bool) -> list[str]:
+def merge_job_args(config_path: str, tables: Iterable[str], until_ts: int | None) -> list[str]:
     """Arguments of spark_jobs/merge.py for one group of tables."""
     args = ["--config", config_path]
     for table in tables:
         args += ["--table", table]
     if until_ts is not None:
         args += ["--until-ts", str(until_ts)]
-    if rebuild:
-        args.append("--rebuild")
     return args
 
 
@@ -145,14 +143,14 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
     plans = plan_tables(config, request, cap_ts)
     for plan in plans:
         log.info("%s", plan.describe())
-    todo = [p.table for p in plans if p.has_work or p.table == request.rebuild]
+    todo = [p.table for p in plans if p.has_work]
     if request.dry_run:
         log.info("dry run: would merge %d of %d tables: %s", len(todo), len(plans), ", ".join(todo) or "none")
         todo = []
     groups = group_tables(todo, request.groups)
     return {
         "merge_jobs": [
-            {"application_args": merge_job_args(config_path, g, cap_ts, request.rebuild is not None),
+            {"application_args": merge_job_args(config_path, g, cap_ts),
              "name": job_name(config.changefeed_id, g)}
             for g in groups
         ],

@@ -30,7 +30,6 @@ class MergeRequest:
 
     tables: tuple[str, ...] | None  # None: every replicated table
     until_ts: int | None  # None: as far as the watermarks allow
-    rebuild: str | None  # a table to rebuild from the retained changelog
     dry_run: bool
     groups: int
 
@@ -69,15 +68,6 @@ def merge_param_schemas(known_tables: Sequence[str]) -> dict[str, dict[str, Any]
             "an offset). Use either this or Until TSO.",
             "section": "Limit",
         },
-        "rebuild": {
-            "default": None,
-            "type": ["null", "string"],
-            "title": "Rebuild table",
-            "description": "Drop this table's replica (db.table) and rebuild it from the "
-            "retained changelog. Needs the changelog to reach back to the table's start.",
-            "section": "Repair",
-            **choices,
-        },
         "dry_run": {
             "default": False,
             "type": "boolean",
@@ -105,12 +95,6 @@ def parse_merge_request(params: Mapping[str, Any], known_tables: Sequence[str]) 
     until_time = _until_time(params.get("until_time"))
     if until_ts is not None and until_time is not None:
         raise InputError("params 'until_ts' and 'until_time': give one of them, not both")
-    rebuild = _rebuild(params.get("rebuild"), known)
-    if rebuild is not None and tables is not None and tables != (rebuild,):
-        raise InputError(
-            f"param 'rebuild': rebuilds only {rebuild}, but param 'tables' names "
-            f"{', '.join(tables)}; leave 'tables' empty or set it to [{rebuild!r}]"
-        )
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise InputError(f"param 'dry_run': expected true or false, got {dry_run!r}")
@@ -118,9 +102,8 @@ def parse_merge_request(params: Mapping[str, Any], known_tables: Sequence[str]) 
     if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= MAX_MERGE_GROUPS:
         raise InputError(f"param 'groups': expected an integer from 1 to {MAX_MERGE_GROUPS}, got {groups!r}")
     return MergeRequest(
-        tables=(rebuild,) if rebuild is not None else tables,
+        tables=tables,
         until_ts=until_ts if until_time is None else until_time,
-        rebuild=rebuild,
         dry_run=dry_run,
         groups=groups,
     )
@@ -138,17 +121,6 @@ def _tables(value: Any, known: set[str]) -> tuple[str, ...] | None:
     if unknown:
         raise InputError(f"param 'tables': {_unknown_tables(unknown, known)}")
     return names
-
-
-def _rebuild(value: Any, known: set[str]) -> str | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if not isinstance(value, str):
-        raise InputError(f"param 'rebuild': expected one db.table name, got {value!r}")
-    name = value.strip()
-    if name not in known:
-        raise InputError(f"param 'rebuild': {_unknown_tables([name], known)}")
-    return name
 
 
 def _until_ts(value: Any) -> int | None:
