@@ -1,0 +1,78 @@
+"""Where the changefeed picks up after a snapshot at T (facts/meta_snapshot.md §4).
+
+A snapshot read at T holds the commits <= T and an EventFeed subscribed with checkpoint T
+delivers the commits > T, so a replica with checkpoint T plus the changelog from T is complete
+with no gap and no overlap (merge applies (checkpoint, upper]).
+
+Three cases, decided per table from the lake:
+- a NEW changefeed (no start snapshot in the `ddl` table yet): bootstrap claims T as the
+  changefeed's start by landing the schema at T as `ddl` snapshot rows, exactly what the
+  puller's first run lands; the puller's first run then starts every table at T;
+- a table the changefeed already feeds (its physical ids have watermarks, or the puller has not
+  run yet and the table is in the start snapshot): the changelog covers every commit after the
+  feed's start, so the replica may start at any T >= that start, e.g. a fresh TSO;
+- a table the changefeed does not feed: the puller chooses its join ts J (table_starts.py).
+"""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from tidelake.codec.schema import TableInfo
+from tidelake.lake.ddl_log import DdlLog
+from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.puller.ddl_puller import snapshot_rows
+from tidelake.puller.schema_tracker import SchemaTracker
+from tidelake.table_filter import TableFilter
+from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.schema_snapshot import SchemaSnapshot
+
+BOOTSTRAP_APP_PREFIX = "tidelake-bootstrap/"
+
+
+class HandoffError(UpstreamError):
+    """The changefeed's start moved under us (a puller started it at another ts)."""
+
+
+def changefeed_start_ts(layout: LakeLayout) -> int | None:
+    """The changefeed's start ts: the earliest schema snapshot in the `ddl` table (later snapshot
+    rows are tables that joined afterwards)."""
+    if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
+        return None
+    table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
+    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", SOURCE_SNAPSHOT)])["commit_ts"]
+    return pc.min(ts).as_py() if len(ts) else None
+
+
+def claim_start(layout: LakeLayout, changefeed_id: str, snapshot: SchemaSnapshot, table_filter: TableFilter) -> None:
+    """Land the schema at T = snapshot.ts as the changefeed's start (idempotent per T)."""
+    def no_reload(ts: int) -> SchemaSnapshot:
+        raise HandoffError(f"schema reload at {ts} is not expected while claiming a start")
+
+    tracker = SchemaTracker(snapshot, table_filter, no_reload)
+    DdlLog(layout, BOOTSTRAP_APP_PREFIX + changefeed_id).insert(snapshot_rows(tracker, snapshot.schema_version),
+                                                                 snapshot.ts)
+    landed = changefeed_start_ts(layout)
+    if landed != snapshot.ts:
+        raise HandoffError(
+            f"changefeed {changefeed_id} started at ts {landed} while bootstrap claimed {snapshot.ts} "
+            "(a puller started it concurrently): rerun bootstrap, it will read at the changefeed's start"
+        )
+
+
+def fed_by_changefeed(layout: LakeLayout, start_ts: int, info: TableInfo, physical_ids: list[int]) -> bool:
+    """Whether the changelog covers the table from the changefeed's start on (see module doc)."""
+    watermarks = read_watermarks(layout)
+    if watermarks.table_resolved:
+        return all(pid in watermarks.table_resolved for pid in physical_ids)
+    return _in_start_snapshot(layout, start_ts, info.id)
+
+
+def _in_start_snapshot(layout: LakeLayout, start_ts: int, logical_id: int) -> bool:
+    table = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
+        columns=["table_id"],
+        filters=[("source", "=", SOURCE_SNAPSHOT), ("commit_ts", "=", start_ts), ("table_id", "=", logical_id)],
+    )
+    return len(table) > 0

@@ -1,0 +1,59 @@
+"""Per-table bootstrap progress on the console: ranges (regions) done, rows, MB/s."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+
+class TableProgress:
+    """Thread-safe counters of one table's read; prints at most one line per `interval_s`."""
+
+    def __init__(self, name: str, ranges: int, interval_s: float = 5.0, out: TextIO | None = None) -> None:
+        self.name = name
+        self.ranges = ranges
+        self.ranges_done = 0
+        self.rows = 0
+        self.bytes = 0
+        self._interval = interval_s
+        self._out = out if out is not None else sys.stderr
+        self._started = time.monotonic()
+        self._last_print = self._started
+        self._lock = threading.Lock()
+
+    def add(self, rows: int, nbytes: int, ranges_done: int = 0) -> None:
+        with self._lock:
+            self.rows += rows
+            self.bytes += nbytes
+            self.ranges_done += ranges_done
+            now = time.monotonic()
+            if now - self._last_print >= self._interval:
+                self._last_print = now
+                self._print(now, "reading")
+
+    def set_totals(self, rows: int, nbytes: int, ranges_done: int) -> None:
+        """Absolute counters (Spark accumulators report totals, not increments)."""
+        with self._lock:
+            self.rows, self.bytes, self.ranges_done = rows, nbytes, ranges_done
+            now = time.monotonic()
+            if now - self._last_print >= self._interval:
+                self._last_print = now
+                self._print(now, "reading")
+
+    def finish(self, what: str) -> None:
+        with self._lock:
+            self._print(time.monotonic(), what)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._started
+
+    def _print(self, now: float, what: str) -> None:
+        elapsed = max(now - self._started, 1e-6)
+        print(
+            f"bootstrap {self.name}: {what}; regions {self.ranges_done}/{self.ranges}, {self.rows} rows, "
+            f"{self.bytes / 1e6:.1f} MB, {self.bytes / 1e6 / elapsed:.1f} MB/s, {self.rows / elapsed:.0f} rows/s",
+            file=self._out, flush=True,
+        )

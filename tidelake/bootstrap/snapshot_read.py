@@ -1,0 +1,47 @@
+"""Local read path: a table's rows at T through one SnapshotReader, as replica Arrow batches.
+
+Used for small tables (below `--spark-threshold-regions`), where starting Spark tasks costs
+more than the read. Each planned range is scanned with SnapshotReader.scan, which follows
+regions that split or move during the read and resolves every lock it meets (facts/meta_snapshot.md
+§2.6–2.7), so the rows are exactly the commits <= T.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+
+from tidelake.bootstrap.plan import KeyRange
+from tidelake.bootstrap.progress import TableProgress
+from tidelake.bootstrap.replica_rows import RowDecoder
+from tidelake.codec.schema import TableInfo
+from tidelake.upstream.kv_snapshot import SnapshotReader
+
+BATCH_ROWS = 8192
+
+
+def scan_range(reader: SnapshotReader, key_range: KeyRange, ts: int,
+               counted: Callable[[int, int], None]) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) pairs of one range; `counted(rows, bytes)` is called per yielded chunk."""
+    rows = nbytes = 0
+    for key, value in reader.scan(key_range.start, key_range.end, ts):
+        rows += 1
+        nbytes += len(key) + len(value)
+        if rows == BATCH_ROWS:
+            counted(rows, nbytes)
+            rows = nbytes = 0
+        yield key, value
+    counted(rows, nbytes)
+
+
+def read_table(reader: SnapshotReader, info: TableInfo, ranges: list[KeyRange], ts: int,
+               progress: TableProgress) -> pa.Table:
+    """All rows of the table at `ts`, held in memory (small tables only)."""
+    decoder = RowDecoder(info, ts)
+    batches: list[pa.RecordBatch] = []
+    for key_range in ranges:
+        pairs = scan_range(reader, key_range, ts, lambda r, b: progress.add(r, b))
+        batches.extend(decoder.batches(pairs, BATCH_ROWS))
+        progress.add(0, 0, ranges_done=1)
+    return pa.Table.from_batches(batches, schema=decoder.schema)

@@ -1,0 +1,113 @@
+"""`_tidelake/table_starts`: how a table joins a RUNNING changefeed at a ts the puller chooses.
+
+A table added to a running changefeed (a filter change, or a table bootstrapped later) needs
+its data AND its DDL from one ts J on, with the replica read at exactly J. Only the puller
+knows a J at which its schema is complete: its DDL puller's resolved ts, where every job <= J is
+applied and none after. So the handshake is:
+
+1. bootstrap appends `requested` (db, table);
+2. the puller, between two DDL jobs, adds the table to its filter, takes J = its DDL resolved
+   ts, lands the table's schema at J as a `ddl` snapshot row, resolves the table's physical ids
+   at J and subscribes them from J (the feed then delivers commits > J, facts/meta_snapshot.md
+   §4.2), and appends `joined` with J;
+3. bootstrap reads the table at J and writes the replica with checkpoint J, then appends `done`.
+
+Rows are only appended (blind appends never conflict); the state of a request is its last row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from tidelake.lake.layout import LakeLayout, open_or_create
+
+STATE_REQUESTED = "requested"
+STATE_JOINED = "joined"
+STATE_DONE = "done"
+STATE_REFUSED = "refused"
+
+TABLE_STARTS_SCHEMA = pa.schema(
+    [
+        pa.field("changefeed", pa.string(), nullable=False),
+        pa.field("request_id", pa.string(), nullable=False),
+        pa.field("db", pa.string(), nullable=False),
+        pa.field("table", pa.string(), nullable=False),
+        pa.field("state", pa.string(), nullable=False),
+        pa.field("start_ts", pa.int64(), nullable=False),  # J once joined, else 0
+        pa.field("reason", pa.string(), nullable=True),  # why a request was refused
+        pa.field("updated_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+def table_starts_path(layout: LakeLayout) -> str:
+    return f"{layout.tidelake_root}/table_starts"
+
+
+@dataclass(frozen=True)
+class TableStart:
+    changefeed: str
+    request_id: str
+    db: str
+    table: str
+    state: str
+    start_ts: int
+    reason: str | None = None
+
+    def same_table(self, db: str, table: str) -> bool:
+        """TiDB compares schema and table names case-insensitively."""
+        return self.db.lower() == db.lower() and self.table.lower() == table.lower()
+
+
+class TableStarts:
+    def __init__(self, layout: LakeLayout) -> None:
+        self._layout = layout
+        self._path = table_starts_path(layout)
+
+    def _append(self, start: TableStart) -> None:
+        table = open_or_create(self._layout, self._path, TABLE_STARTS_SCHEMA)
+        row = {**start.__dict__, "updated_at": datetime.now(timezone.utc)}
+        write_deltalake(table, pa.Table.from_pylist([row], schema=TABLE_STARTS_SCHEMA), mode="append")
+
+    def request(self, changefeed: str, db: str, table: str) -> TableStart:
+        start = TableStart(changefeed, uuid.uuid4().hex, db, table, STATE_REQUESTED, 0)
+        self._append(start)
+        return start
+
+    def mark(self, start: TableStart, state: str, start_ts: int | None = None, reason: str | None = None) -> TableStart:
+        marked = TableStart(start.changefeed, start.request_id, start.db, start.table, state,
+                            start.start_ts if start_ts is None else start_ts, reason)
+        self._append(marked)
+        return marked
+
+    def latest(self, changefeed: str) -> list[TableStart]:
+        """The current state of every request of the changefeed, oldest request first."""
+        if not DeltaTable.is_deltatable(self._path, storage_options=self._layout.storage_options):
+            return []
+        table = DeltaTable(self._path, storage_options=self._layout.storage_options).to_pyarrow_table(
+            filters=[("changefeed", "=", changefeed)]
+        )
+        table = table.sort_by([("updated_at", "ascending")])
+        last: dict[str, TableStart] = {}
+        first_seen: dict[str, int] = {}
+        for i, row in enumerate(table.drop_columns(["updated_at"]).to_pylist()):
+            first_seen.setdefault(row["request_id"], i)
+            if last.get(row["request_id"]) is None or _rank(row["state"]) >= _rank(last[row["request_id"]].state):
+                last[row["request_id"]] = TableStart(**row)
+        return sorted(last.values(), key=lambda s: first_seen[s.request_id])
+
+    def pending(self, changefeed: str) -> list[TableStart]:
+        return [s for s in self.latest(changefeed) if s.state == STATE_REQUESTED]
+
+
+_RANKS = {STATE_REQUESTED: 0, STATE_JOINED: 1, STATE_REFUSED: 1, STATE_DONE: 2}
+
+
+def _rank(state: str) -> int:
+    """States only move forward; equal timestamps from two writers cannot move one back."""
+    return _RANKS.get(state, 0)
