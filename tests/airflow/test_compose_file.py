@@ -39,7 +39,7 @@ def test_external_images_are_pinned_and_upstream_is_real_tidb_or_the_simulator()
     sim = found["tidelake-sim"]
     assert sim["profiles"] == ["sim"]
     assert sim["command"][:2] == ["tidelake", "sim"]
-    assert "pd" in sim["networks"]["default"]["aliases"]
+    assert sim["network_mode"] == "service:airflow-scheduler"  # the sim serves on loopback
 
 
 def test_airflow_components_share_config_and_wait_for_the_migration():
@@ -60,7 +60,15 @@ def test_compose_changefeed_config_is_valid_and_points_at_the_compose_services()
     env = services()["airflow-scheduler"]["environment"]
     in_image = Path(env["TIDELAKE_CONFIG"])
     config = load_config(ROOT / in_image.relative_to("/opt/tidelake"))
-    assert config.upstream.pd == ("pd:2379",)
+    assert config.upstream.pd == ("pd:2379", "127.0.0.1:2379")
     assert config.lake.root.startswith("s3a://")
     bucket = config.lake.root.removeprefix("s3a://").split("/")[0]
     assert f"lake/{bucket}" in services()["minio-init"]["command"][0]
+
+
+def test_sim_service_command_is_accepted_by_the_tidelake_cli():
+    from tidelake.cli import build_parser
+
+    command = services()["tidelake-sim"]["command"]
+    args = build_parser().parse_args(command[1:])
+    assert args.command == "sim" and args.pd_port == 2379
