@@ -10,6 +10,8 @@ import argparse
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,26 +78,40 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--progress-interval must be > 0, got {args.progress_interval}")
 
 
-def _stop_event() -> threading.Event:
-    """Set by SIGTERM/SIGINT, so the run loop shuts everything down in order."""
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM/SIGINT, so the run loop shuts everything down in order; the previous
+    handlers come back afterwards."""
     stop = threading.Event()
+    previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    return stop
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(args: argparse.Namespace) -> int:
     _check_args(args)
     from tidelake.sim.cluster import SimCluster
-    from tidelake.sim.faults import FaultInjector
     from tidelake.sim.replay import record_options
+
+    cdc_options = record_options(args.record) if args.record else {}
+    cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options)
+    with _stop_on_signals() as stop:
+        _serve(cluster, stop, args)
+    print("stopped", flush=True)
+    return 0
+
+
+def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> None:
+    from tidelake.sim.faults import FaultInjector
     from tidelake.sim.tidb.session import SimTiDB
     from tidelake.sim.workload import WorkloadRunner
 
-    cdc_options = record_options(args.record) if args.record else {}
-    stop = _stop_event()
-    cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options)
     cluster.start()
     workload = faults = None
     try:
@@ -118,8 +134,6 @@ def _run(args: argparse.Namespace) -> int:
         if workload is not None:
             workload.stop()
         cluster.stop()
-    print("stopped", flush=True)
-    return 0
 
 
 def _progress_loop(stop: threading.Event, args: argparse.Namespace, workload: Any, faults: Any, tidb: Any) -> None:
@@ -155,11 +169,11 @@ def _replay(args: argparse.Namespace) -> int:
     for path in args.recording:
         if not Path(path).is_file():
             raise InputError(f"recording {path!r} does not exist")
-    stop = _stop_event()
     server, port, service = serve_replay(args.recording, port=args.port)
     try:
         print(f"replay: 127.0.0.1:{port} serving {service.region_count} recorded regions", flush=True)
-        stop.wait(args.duration)
+        with _stop_on_signals() as stop:
+            stop.wait(args.duration)
     finally:
         server.stop(None).wait()
     print("stopped", flush=True)
