@@ -17,6 +17,7 @@ Rows are only appended (blind appends never conflict); the state of a request is
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,7 +25,9 @@ from datetime import datetime, timezone
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from tidelake.lake.layout import LakeLayout, open_or_create
+from tidelake.codec.ddl_job import ActionType
+from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout, open_or_create
 
 STATE_REQUESTED = "requested"
 STATE_JOINED = "joined"
@@ -111,3 +114,18 @@ _RANKS = {STATE_REQUESTED: 0, STATE_JOINED: 1, STATE_REFUSED: 1, STATE_DONE: 2}
 def _rank(state: str) -> int:
     """States only move forward; equal timestamps from two writers cannot move one back."""
     return _RANKS.get(state, 0)
+
+
+def joined_table_rows(tables, ts: int) -> list[DdlRow]:
+    """`ddl` snapshot rows (job id 0, commit ts J) of the tables that joined at J: their schema
+    history starts there (tidelake.lake.schema_history treats a first snapshot row as the start).
+    `tables` are the puller's TrackedTable values; partitions of one table give one row."""
+    unique = {t.logical_id: t for t in tables}
+    return [
+        DdlRow(job_id=0, commit_ts=ts, schema_version=0, action=int(ActionType.CREATE_TABLE),
+               action_name=ActionType.CREATE_TABLE.label, schema_id=t.db_id, schema_name=t.db,
+               table_id=t.logical_id, table_name=t.table, query=None,
+               table_info=json.dumps(t.info.to_json(), separators=(",", ":"), ensure_ascii=False),
+               db_info=None, source=SOURCE_SNAPSHOT)
+        for _, t in sorted(unique.items())
+    ]

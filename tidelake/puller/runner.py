@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from tidelake import tso
+from tidelake.bootstrap.table_starts import STATE_DONE, STATE_JOINED, STATE_REFUSED, TableStarts, joined_table_rows
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError
@@ -81,6 +82,7 @@ class RunOptions:
     progress_interval_s: float = 10.0
     gc_advance_interval_s: float = 10.0  # how often durable progress moves the GC safepoint up
     first_run_wait_s: float = 300.0  # shards > 0: how long to wait for shard 0's snapshot
+    table_starts_poll_s: float = 2.0  # how often to look for tables bootstrap asks to add
     feed: FeedOptions = field(default_factory=FeedOptions)
 
 
@@ -189,6 +191,11 @@ class PullerRunner:
         keeper.ensure_not_below_gc(start)
         snapshot = load_schema(reader, start)
         tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts))
+        self._starts = TableStarts(layout)
+        added = [(s.db, s.table) for s in self._starts.latest(self.config.changefeed_id)
+                 if s.state in (STATE_JOINED, STATE_DONE)]
+        if added:
+            tracker.add_tables(added)  # tables added to the running feed earlier stay in it
         self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
         owned = self._owned(tracker.replicated())
         if first_run:
@@ -241,7 +248,7 @@ class PullerRunner:
     def _loop(self, pd: PDClient, feed: EventFeedClient, keeper: GCSafepointKeeper, lander: Lander,
               subscriptions: dict[int, int], started: float) -> None:
         deadline = None if self.options.max_run_s is None else started + self.options.max_run_s
-        next_gc = next_progress = time.monotonic()
+        next_gc = next_progress = next_join = time.monotonic()
         last_rows, last_time = 0, next_progress
         while not self._stop.is_set() and feed.error is None:
             self._apply_actions(feed, subscriptions)
@@ -249,6 +256,9 @@ class PullerRunner:
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
                 next_gc = now + self.options.gc_advance_interval_s
+            if now >= next_join and self.shard.count == 1:
+                self._join_requested_tables()
+                next_join = now + self.options.table_starts_poll_s
             if self._progress is not None and now >= next_progress:
                 rows = self._rows
                 rate = (rows - last_rows) / max(now - last_time, 1e-3)
@@ -259,6 +269,29 @@ class PullerRunner:
                 log.info("run length of %.0fs reached; flushing and stopping", self.options.max_run_s)
                 break
             self._stop.wait(0.1)
+
+    def _join_requested_tables(self) -> None:
+        """Add the tables bootstrap asked for (bootstrap/table_starts.py) at J = the DDL resolved ts:
+        every job <= J is applied to the schema and none after, so the table's schema at J, its
+        data from J and its DDL after J are all complete (single shard only)."""
+        for request in self._starts.pending(self.config.changefeed_id):
+            with self._mu:
+                ts = self._ddl.resolved_ts
+                tracker = self._ddl.tracker
+                joined = tracker.add_tables([(request.db, request.table)])
+                fed = [t for t in tracker.replicated().values() if request.same_table(t.db, t.table)]
+                if not fed:
+                    reason = f"no table {request.db}.{request.table} with rows at ts {ts}"
+                    self._starts.mark(request, STATE_REFUSED, reason=reason)
+                    continue
+                self._lander.add_ddl(joined_table_rows(joined.values(), ts))
+                for pid in joined:
+                    self._lander.resolve(pid, ts)
+                    self._table_resolved[pid] = ts
+                    self._actions.append(("subscribe", pid, ts))
+                self._starts.mark(request, STATE_JOINED, start_ts=ts)
+            log.info("table %s.%s joined the feed at ts %d (bootstrap request %s)", request.db, request.table, ts,
+                     request.request_id)
 
     def _apply_actions(self, feed: EventFeedClient, subscriptions: dict[int, int]) -> None:
         with self._mu:
@@ -372,4 +405,4 @@ def _landed_snapshot_ts(layout: LakeLayout) -> int | None:
     ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", SOURCE_SNAPSHOT)])["commit_ts"]
     if len(ts) == 0:
         return None
-    return pc.max(ts).as_py()
+    return pc.min(ts).as_py()  # later snapshot rows are tables added while running

@@ -92,6 +92,14 @@ class SchemaTracker:
         """Databases the filter can select tables from (TiCDC ShouldIgnoreSchema is false)."""
         return [d for d in self._dbs.values() if self._filter.should_replicate_schema(d.name)]
 
+    def add_tables(self, names: list[tuple[str, str]]) -> dict[int, TrackedTable]:
+        """Also replicate these (db, table) names from now on (tables added to a running feed);
+        returns the physical ids that join."""
+        before = self._replicated
+        self._filter = _WithTables(self._filter, names)
+        self._replicated = self._compute_replicated()
+        return {pid: t for pid, t in self._replicated.items() if pid not in before}
+
     def apply(self, job: DDLJob, finished_ts: int) -> JobEffect:
         """Move the schema past a finished job and say how the replicated set changed."""
         before = self._replicated
@@ -174,3 +182,18 @@ class SchemaTracker:
         db_id, info = self._tables[table_id]
         db = self._dbs.get(db_id)
         return TrackedTable(db_id, db.name if db is not None else "", info.name, table_id, info)
+
+
+class _WithTables:
+    """The changefeed's filter plus named tables; names compare case-insensitively as in TiDB."""
+
+    def __init__(self, base: TableFilter | _WithTables, names: list[tuple[str, str]]) -> None:
+        self._base = base
+        self._names = {(db.lower(), table.lower()) for db, table in names}
+        self._dbs = {db for db, _ in self._names}
+
+    def should_replicate_table(self, db: str, table: str) -> bool:
+        return (db.lower(), table.lower()) in self._names or self._base.should_replicate_table(db, table)
+
+    def should_replicate_schema(self, db: str) -> bool:
+        return db.lower() in self._dbs or self._base.should_replicate_schema(db)
