@@ -1,0 +1,44 @@
+"""tidelake_maintenance: daily upkeep of each changefeed's lake with Spark.
+
+spark_jobs/maintenance.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
+partitions every replica has merged past (changelog retention). It runs when merges are light
+(TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC); Delta's optimistic concurrency lets a merge
+and an OPTIMIZE of one table commit side by side (OPTIMIZE only rewrites files it alone read).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG
+
+from tidelake.orchestration.changefeeds import load_changefeeds
+from tidelake.orchestration.schedules import DEFAULT_MAINTENANCE_SCHEDULE, timetable
+from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+
+SCHEDULE = timetable("TIDELAKE_MAINTENANCE_SCHEDULE", DEFAULT_MAINTENANCE_SCHEDULE)
+SPARK = SparkSettings.from_env()
+
+for feed in load_changefeeds():
+    with DAG(
+        dag_id=feed.dag_id("maintenance"),
+        description=f"OPTIMIZE/VACUUM replicas and changelog retention of {feed.config.lake.root}",
+        schedule=SCHEDULE,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        tags=["tidelake", feed.config.changefeed_id],
+        doc_md=__doc__,
+        default_args={"retries": 1, "retry_delay": timedelta(minutes=10)},
+    ):
+        TidelakeSparkSubmitOperator(
+            task_id="maintenance",
+            **spark_submit_kwargs(
+                SPARK,
+                job="maintenance",
+                app_name=f"tidelake maintenance {feed.config.changefeed_id}",
+                lake_root=feed.config.lake.root,
+                application_args=["--config", feed.config_path],
+            ),
+        )

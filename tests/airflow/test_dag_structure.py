@@ -1,0 +1,81 @@
+"""The DAG files import cleanly (no DB needed) and have the shape the issue asks for."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from airflow_test_env import REPO, write_changefeed
+
+
+@pytest.fixture
+def bag(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+
+    configs = [write_changefeed(tmp_path, "main", shards=3), write_changefeed(tmp_path, "crm")]
+    monkeypatch.setenv("TIDELAKE_CONFIG", os.pathsep.join(map(str, configs)))
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_no_import_errors_and_one_dag_of_each_kind_per_changefeed(bag):
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == sorted(
+        f"tidelake_{kind}{suffix}" for kind in ("puller", "merge", "maintenance") for suffix in ("", "__crm")
+    )
+
+
+def test_puller_is_continuous_with_one_long_task_per_shard(bag):
+    from airflow.sdk.definitions.timetables.simple import ContinuousTimetable
+
+    dag = bag.dags["tidelake_puller"]
+    assert isinstance(dag.timetable, ContinuousTimetable)
+    assert dag.max_active_runs == 1
+    (pull,) = dag.tasks
+    assert pull.expand_input.value["shard"] == ["0/3", "1/3", "2/3"]
+    assert bag.dags["tidelake_puller__crm"].tasks[0].expand_input.value["shard"] == ["0/1"]
+    assert pull.partial_kwargs["config_path"].endswith("main.toml")
+
+
+def test_merge_plans_then_maps_spark_jobs_then_publishes_assets(bag):
+    from airflow.sdk import CronDataIntervalTimetable
+
+    dag = bag.dags["tidelake_merge"]
+    assert isinstance(dag.timetable, CronDataIntervalTimetable) and dag.timetable.expression == "*/5 * * * *"
+    assert dag.max_active_runs == 1
+    plan, merge, publish = (dag.get_task(t) for t in ("plan", "merge", "publish"))
+    assert merge.upstream_task_ids == {"plan"}
+    assert publish.upstream_task_ids == {"merge"}
+    assert merge.partial_kwargs["application"].endswith("spark_jobs/merge.py")
+    assert merge.partial_kwargs["conn_id"] == "spark_default"
+    assert [o.name for o in publish.outlets] == ["tidelake-merge-main"]
+    assert set(dag.params) == {"tables", "until_ts", "until_time", "dry_run", "groups"}
+
+
+def test_maintenance_is_daily(bag):
+    dag = bag.dags["tidelake_maintenance"]
+    assert dag.timetable.expression == "0 3 * * *"
+    assert dag.max_active_runs == 1
+
+
+def test_a_missing_config_is_an_import_error_naming_the_variable(monkeypatch):
+    from airflow.models import DagBag
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).import_errors
+    assert any("TIDELAKE_CONFIG is not set" in message for message in errors.values())
+
+
+def test_schedule_comes_from_the_environment(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+    from airflow.sdk import DeltaDataIntervalTimetable
+
+    monkeypatch.setenv("TIDELAKE_CONFIG", str(write_changefeed(tmp_path)))
+    monkeypatch.setenv("TIDELAKE_MERGE_SCHEDULE", "15m")
+    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"]
+    assert isinstance(dag.timetable, DeltaDataIntervalTimetable)
+    assert dag.timetable.delta.total_seconds() == 900
+    monkeypatch.setenv("TIDELAKE_MERGE_SCHEDULE", "every now and then")
+    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).import_errors
+    assert any("TIDELAKE_MERGE_SCHEDULE" in message for message in errors.values())
+
