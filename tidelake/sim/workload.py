@@ -20,6 +20,7 @@ from typing import Any
 
 from tidelake.errors import InputError
 from tidelake.codec.schema import FieldType
+from tidelake.sim.tidb.kvtxn import TxnConflictError
 from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value
 
@@ -599,8 +600,6 @@ class WorkloadRunner:
             self._record_failure(exc)
 
     def _record_failure(self, exc: Exception) -> None:
-        from tidelake.sim.tidb.kvtxn import TxnConflictError
-
         if isinstance(exc, TxnConflictError):
             self._count(conflicts=1)
         else:
