@@ -78,6 +78,11 @@ def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | 
     return hi
 
 
+def checkpoint_at_version(path: str, version: int, storage_options: dict[str, str] | None = None) -> int | None:
+    """The checkpoint recorded as of Delta `version` of the replica."""
+    return DeltaTable(path, version=version, storage_options=storage_options).transaction_version(MERGE_APP_ID)
+
+
 def checkpoint_metadata(version: int) -> str:
     """commitInfo.userMetadata of a commit that records checkpoint `version` (visible in DESCRIBE HISTORY)."""
     return json.dumps({CHECKPOINT_METADATA_KEY: version})

@@ -1,0 +1,109 @@
+"""Lake upkeep: compact and vacuum the replicas and the changelog, drop merged changelog.
+
+- OPTIMIZE (bin-packing) merges the small files every MERGE commit leaves; it is a
+  dataChange=false commit, so it does not conflict with a concurrent merge's appends.
+- VACUUM removes files no version within the retention still references. It bounds time travel:
+  a syncpoint older than the retention can no longer be read (facts/stack.md §11).
+- Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
+  the replica that id belongs to (tidelake.lake.retention). Ids of tables without a replica, or
+  whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.retention import delete_merged_changelog
+from tidelake.lake.schema_history import SchemaHistory
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_VACUUM_RETENTION_HOURS = 168.0  # Delta's default; shorter needs the safety check off
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+@dataclass
+class MaintenanceReport:
+    optimized: dict[str, int] = field(default_factory=dict)  # path -> files removed by compaction
+    vacuumed: list[str] = field(default_factory=list)
+    changelog_rows_deleted: int = 0
+    changelog_checkpoints: dict[int, int] = field(default_factory=dict)
+
+
+def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
+    """Physical id -> checkpoint of its replica, for every id the replica has merged (an id that
+    a TRUNCATE or DROP PARTITION retired before the checkpoint has all its events below it too)."""
+    out: dict[int, int] = {}
+    for key, entry in catalog.entries().items():
+        if entry.state == STATE_STOPPED or key not in history.tables():
+            continue
+        checkpoint = read_checkpoint(entry.path, layout.storage_options)
+        if checkpoint is None:
+            continue
+        for event in history.ddl_events(key):
+            if event.commit_ts > checkpoint:
+                break
+            for pid in (*event.physical_ids_before, *event.physical_ids_after):
+                out[pid] = checkpoint
+    return out
+
+
+def _compact(spark: SparkSession, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().collect()[0]["metrics"]
+    return int(metrics["numFilesRemoved"])
+
+
+def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
+    from delta.tables import DeltaTable
+
+    DeltaTable.forPath(spark, path).vacuum(retention_hours)
+
+
+def run_maintenance(
+    spark: SparkSession,
+    layout: LakeLayout,
+    vacuum_retention_hours: float = DEFAULT_VACUUM_RETENTION_HOURS,
+    optimize: bool = True,
+    vacuum: bool = True,
+    changelog_retention: bool = True,
+) -> MaintenanceReport:
+    """One maintenance pass over the lake; each step is idempotent, so a retried run is safe."""
+    report = MaintenanceReport()
+    history = SchemaHistory.load(layout)
+    catalog = ReplicaCatalog(layout)
+    if changelog_retention:
+        report.changelog_checkpoints = changelog_checkpoints(layout, history, catalog)
+        report.changelog_rows_deleted = delete_merged_changelog(layout, report.changelog_checkpoints)
+    paths = [e.path for e in catalog.entries().values() if read_checkpoint(e.path, layout.storage_options) is not None]
+    if _is_delta(layout):
+        paths.append(layout.changelog)
+    if optimize:
+        for path in paths:
+            report.optimized[path] = _compact(spark, path)
+    if vacuum:
+        previous = spark.conf.get(RETENTION_CHECK_CONF, None)
+        if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
+            spark.conf.set(RETENTION_CHECK_CONF, "false")
+        try:
+            for path in paths:
+                _vacuum(spark, path, vacuum_retention_hours)
+                report.vacuumed.append(path)
+        finally:
+            if previous is None:
+                spark.conf.unset(RETENTION_CHECK_CONF)
+            else:
+                spark.conf.set(RETENTION_CHECK_CONF, previous)
+    return report
+
+
+def _is_delta(layout: LakeLayout) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options)
