@@ -1,0 +1,87 @@
+"""Checkpoints read from the replica's Delta txn action without Spark (delta-rs writes the txns here)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from tidelake.lake.changelog_writer import commit_properties
+from tidelake.lake.checkpoint import (
+    MERGE_APP_ID,
+    TXN_APP_ID_CONF,
+    TXN_VERSION_CONF,
+    USER_METADATA_CONF,
+    checkpoint_at_version,
+    read_checkpoint,
+    replica_version,
+    txn_confs,
+    version_at_checkpoint,
+)
+
+SCHEMA = pa.schema([pa.field("id", pa.int64())])
+
+
+def _commit(path, ts, app_id=MERGE_APP_ID):
+    props = commit_properties(app_id, ts) if ts is not None else None
+    write_deltalake(path, pa.table({"id": [1]}, schema=SCHEMA), mode="append", commit_properties=props)
+
+
+def test_checkpoint_follows_the_txn_of_the_merge_app(tmp_path):
+    path = str(tmp_path / "replica")
+    assert read_checkpoint(path) is None and replica_version(path) is None
+    _commit(path, 100)  # v0
+    _commit(path, None)  # v1: a commit without txn (e.g. OPTIMIZE) keeps the checkpoint
+    _commit(path, 7, app_id="somebody-else")  # v2: other apps do not count
+    _commit(path, 250)  # v3
+    assert read_checkpoint(path) == 250 and replica_version(path) == 3
+    assert [checkpoint_at_version(path, v) for v in range(4)] == [100, 100, 100, 250]
+    assert version_at_checkpoint(path, 100) == 0
+    assert version_at_checkpoint(path, 101) == 3  # first version that reaches it
+    assert version_at_checkpoint(path, 250) == 3
+    assert version_at_checkpoint(path, 251) is None
+
+
+def test_checkpoint_survives_log_checkpoints_and_cleanup(tmp_path):
+    path = str(tmp_path / "replica")
+    for ts in range(10, 130, 10):  # v0..v11
+        _commit(path, ts)
+    assert version_at_checkpoint(path, 55) == 5
+    DeltaTable(path).create_checkpoint()  # at v11
+    for v in range(3):  # log cleanup: versions before the checkpoint can no longer be loaded
+        (tmp_path / "replica" / "_delta_log" / f"{v:020d}.json").unlink()
+    assert read_checkpoint(path) == 120  # read from the checkpoint parquet
+    assert version_at_checkpoint(path, 55) == 11  # the first version still readable that reaches it
+
+
+class _Conf:
+    def __init__(self, values):
+        self.values = dict(values)
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
+        self.values[key] = value
+
+    def unset(self, key):
+        self.values.pop(key, None)
+
+
+class _Spark:
+    def __init__(self, values):
+        self.conf = _Conf(values)
+
+
+def test_txn_confs_set_inside_and_restore_after():
+    spark = _Spark({TXN_APP_ID_CONF: "previous-app"})
+    with txn_confs(spark, 42):
+        assert spark.conf.values[TXN_APP_ID_CONF] == MERGE_APP_ID
+        assert spark.conf.values[TXN_VERSION_CONF] == "42"
+        assert "42" in spark.conf.values[USER_METADATA_CONF]
+    assert spark.conf.values == {TXN_APP_ID_CONF: "previous-app"}
+    try:
+        with txn_confs(spark, 43):
+            raise RuntimeError("merge failed")
+    except RuntimeError:
+        pass
+    assert spark.conf.values == {TXN_APP_ID_CONF: "previous-app"}
