@@ -261,3 +261,12 @@ def test_one_pc_commits_above_every_observed_ts(store):
     assert store.get(K1, 50) is None and store.get(K1, 51) == b"late"
     store.observe_ts(70)
     assert store.commit_one_pc([("put", K2, b"x")], 60, 61) == 71
+
+
+def test_reads_at_max_ts_leave_max_ts_alone(store):
+    """TiKV's `update_max_ts` ignores TimeStamp::max(): a latest-version read (KvGet at u64::MAX,
+    as TiDB's meta readers send) must not push every later 1PC commit ts past u64."""
+    put(store, K1, b"v", 10, 11)
+    assert store.get(K1, MAX_TS) == b"v"
+    assert store.scan(b"", b"", MAX_TS, None) == [(K1, b"v")]
+    assert store.commit_one_pc([("put", K2, b"x")], 20, 21) == 21

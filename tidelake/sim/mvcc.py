@@ -203,6 +203,12 @@ class MvccStore:
     def observe_ts(self, ts: int) -> None:
         """Raise max_ts to `ts` (what a read at `ts` or a resolved-ts tick at `ts` does in TiKV)."""
         with self._mu:
+            self._raise_max_ts(ts)
+
+    def _raise_max_ts(self, ts: int) -> None:
+        # TiKV ConcurrencyManager::update_max_ts ignores TimeStamp::max() (a latest-version read);
+        # counting it would push every later 1PC commit ts past u64.
+        if ts != MAX_TS:
             self._max_ts = max(self._max_ts, ts)
 
     def commit_one_pc(self, mutations: list[tuple[MutationOp, bytes, bytes]], start_ts: int,
@@ -347,7 +353,7 @@ class MvccStore:
                            committed_locks: Iterable[int] = ()) -> tuple[bytes | None, int]:
         """(value or None, commit ts of the version read; 0 when read through a committed lock)."""
         with self._mu:
-            self._max_ts = max(self._max_ts, ts)
+            self._raise_max_ts(ts)
             return self._read(key, ts, frozenset(resolved_locks), frozenset(committed_locks))
 
     def scan(self, start: bytes, end: bytes, ts: int, limit: int | None,
@@ -362,7 +368,7 @@ class MvccStore:
         if limit is not None and limit <= 0:
             return out
         with self._mu:
-            self._max_ts = max(self._max_ts, ts)
+            self._raise_max_ts(ts)
             for key in self._keys.irange(start or None, end or None, (True, False), reverse):
                 try:
                     value, _ = self._read(key, ts, resolved, committed)
