@@ -30,10 +30,6 @@ class DelayedTasks:
             heapq.heappush(self._heap, (time.monotonic() + delay_s, next(self._seq), fn))
             self._cond.notify()
 
-    def pending(self) -> int:
-        with self._cond:
-            return len(self._heap)
-
     def stop(self) -> None:
         with self._cond:
             self._stopped = True

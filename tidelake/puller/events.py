@@ -1,4 +1,4 @@
-"""What the puller hands downstream: committed row changes and resolved spans."""
+"""What the puller hands downstream: committed row changes."""
 
 from __future__ import annotations
 
@@ -22,11 +22,3 @@ class RowChange:
     old_value: bytes
     region_id: int
 
-
-@dataclass(frozen=True, slots=True)
-class ResolvedSpan:
-    """No change inside [start, end) (region space) with commit ts <= `ts` is still to come."""
-
-    start: bytes
-    end: bytes
-    ts: int

@@ -123,11 +123,6 @@ class StoreStream:
             self._active[key] = token
         call.send(request)
 
-    def forget(self, subscription_id: int, region_id: int) -> None:
-        """Stop routing one region subscription (the client gave up on it)."""
-        with self._mutex:
-            self._active.pop((subscription_id, region_id), None)
-
     def deregister(self, subscription_id: int, header: cdcpb_pb2.Header) -> None:
         """Drop a whole subscription: Deregister on a multiplexed stream, else close its stream (§9.1)."""
         with self._mutex:
@@ -142,10 +137,6 @@ class StoreStream:
             call.send(request)
         else:
             call.close()
-
-    def active_count(self) -> int:
-        with self._mutex:
-            return len(self._active)
 
     def close(self) -> None:
         with self._mutex:
