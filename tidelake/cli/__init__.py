@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from tidelake import __version__
 from tidelake.errors import TidelakeError
 
-COMMANDS = ("decode", "pull", "verify", "status", "merge", "sim", "bootstrap", "snapshot")
+COMMANDS = ("decode", "pull", "verify", "status", "merge", "sim", "bootstrap", "snapshot", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
