@@ -28,6 +28,7 @@ _SIZE_UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_TSO_LIMIT = 1 << 64  # TSOs are uint64 on the wire
 _CHANGEFEED_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 
 
@@ -294,10 +295,15 @@ class _Section:
         value = self._get(key, False)
         if value is None or value == 0:
             return None
+        expected = "a TSO (positive integer) or a datetime like 2026-01-01T00:00:00Z"
         if isinstance(value, datetime):
-            return tso.from_datetime(value)
+            ts = tso.from_datetime(value)
+            if not 0 < ts < _TSO_LIMIT:  # before 1970 or past what a u64 TSO can hold (facts/kvproto.md §10)
+                raise self.bad(key, f"{expected} between 1970 and {tso.to_datetime(_TSO_LIMIT - 1):%Y}",
+                               value.isoformat())
+            return ts
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.bad(key, "a TSO (positive integer) or a datetime like 2026-01-01T00:00:00Z", value)
+            raise self.bad(key, expected, value)
         return value
 
     def done(self) -> None:
