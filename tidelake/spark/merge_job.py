@@ -33,7 +33,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from tidelake.errors import InputError
-from tidelake.lake.changelog_reader import changelog_bucket_seconds, read_changes
+from tidelake.lake.changelog_reader import read_changes
+from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import read_checkpoint, replica_version, txn_confs
 from tidelake.lake.layout import OP_PUT, LakeLayout
 from tidelake.lake.merge_log import (
@@ -260,6 +261,7 @@ def merge_window(
     same commit. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read."""
     from delta.tables import DeltaTable
+    from deltalake import DeltaTable as DeltaLog
 
     target = replica_schema(path, layout.storage_options)
     replica = DeltaTable.forPath(spark, path)
@@ -270,7 +272,8 @@ def merge_window(
         with txn_confs(spark, hi):
             replica.alias("t").merge(spark.createDataFrame([], target).alias("s"), "false").whenNotMatchedInsertAll().execute()
         return _metrics(replica, version)
-    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=changelog_bucket_seconds(spark, layout))
+    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
+    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
     source = mount(collapse_last_change(changes), info, target)
     keys = key_columns(info)
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
