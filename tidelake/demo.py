@@ -147,7 +147,8 @@ class DdlTour:
         self.next_id = 1
         self.ledger_bound = 2000  # rows go below the last range partition's bound
         self.ran: list[str] = []
-        self._steps: list[tuple[str, Callable[[], None]]] = [
+        self.jobs: list[Any] = []  # the finished DDLJobs, in order
+        self._steps: list[tuple[str, Callable[[], Any]]] = [
             ("create database", lambda: (tidb.create_database(TOUR_DB), tidb.create_database(TOUR_SCRATCH_DB))),
             ("create table", self._create_tables),
             ("add column", lambda: tidb.add_column(TOUR_DB, "items", ("note", "varchar(20)"))),
@@ -180,22 +181,26 @@ class DdlTour:
             return None
         name, run = self._steps[self._index]
         self._index += 1
-        run()
+        jobs = run()
+        self.jobs.extend(jobs if isinstance(jobs, (list, tuple)) else [jobs])
         self.ran.append(name)
         self.dml()
         return name
 
-    def _add_partition(self) -> None:
-        self.tidb.add_partition(TOUR_DB, "ledger", "p2", 3000)
+    def _add_partition(self) -> Any:
+        job = self.tidb.add_partition(TOUR_DB, "ledger", "p2", 3000)
         self.ledger_bound = 3000
+        return job
 
-    def _create_tables(self) -> None:
+    def _create_tables(self) -> list[Any]:
         tidb = self.tidb
-        tidb.create_table(TOUR_DB, "items", [("id", "bigint"), ("name", "varchar(32)"), ("qty", "int")],
-                          primary_key=["id"])
-        tidb.create_table(TOUR_DB, "ledger", [("id", "bigint"), ("amount", "decimal(10,2)")], primary_key=["id"],
-                          partition={"type": "range", "column": "id", "bounds": [("p0", 1000), ("p1", 2000)]})
-        tidb.create_table(TOUR_SCRATCH_DB, "temp", [("k", "varchar(16)"), ("v", "double")])
+        return [
+            tidb.create_table(TOUR_DB, "items", [("id", "bigint"), ("name", "varchar(32)"), ("qty", "int")],
+                              primary_key=["id"]),
+            tidb.create_table(TOUR_DB, "ledger", [("id", "bigint"), ("amount", "decimal(10,2)")], primary_key=["id"],
+                              partition={"type": "range", "column": "id", "bounds": [("p0", 1000), ("p1", 2000)]}),
+            tidb.create_table(TOUR_SCRATCH_DB, "temp", [("k", "varchar(16)"), ("v", "double")]),
+        ]
 
     def dml(self) -> None:
         """Insert, update and delete a little in every tour table that exists now."""

@@ -1,0 +1,132 @@
+"""`tidelake status` on a lake written by the real puller (lander, watermarks, ddl) and merge.
+
+The expected values come from the lake's own sources of truth read independently here: the
+watermarks table, the DDL jobs SimTiDB returned, and the checkpoint the merge was capped at.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tidelake import tso
+from tidelake.cli import main
+from tidelake.demo import PullerThread, replicated_physical_ids, wait_for_watermarks, write_changefeed
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.sim.cluster import SimCluster
+from tidelake.status import NOW_PD, NOW_WALL_CLOCK, SCHEMA_VERSION, STATE_PENDING, collect_status, utc_text
+
+DB = "demo"
+TABLE_KEYS = {
+    "table", "table_key", "state", "reason", "path", "physical_ids", "resolved_ts", "resolved_utc", "barrier_ts",
+    "barrier_utc", "checkpoint_ts", "checkpoint_utc", "lag_seconds", "bound", "blocked", "pending_ddl",
+    "last_merge", "last_error",
+}
+REPORT_KEYS = {
+    "schema_version", "generated_at", "now_ts", "now_utc", "now_source", "lake", "ddl_resolved_ts",
+    "ddl_resolved_utc", "changelog_version", "tables",
+}
+
+
+@pytest.fixture(scope="module")
+def pulled(tmp_path_factory):
+    """A running simulator + puller; two tables created after the changefeed start, with rows."""
+    from tidelake.sim.tidb.session import SimTiDB
+
+    workdir = tmp_path_factory.mktemp("status")
+    cluster = SimCluster(n_stores=2, leader_failover_delay_s=0.2, split_check_interval_s=0, gc_interval_s=0,
+                         server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
+    with cluster:
+        tidb = SimTiDB(cluster)
+        layout = LakeLayout(str(workdir / "lake"))
+        config = write_changefeed(workdir / "changefeed.toml", cluster.pd_address, workdir / "lake")
+        with PullerThread(config) as puller:
+            wait_for_watermarks(layout, 1, [], 60, puller.check)
+            tidb.create_database(DB)
+            tidb.create_table(DB, "orders", [("id", "bigint"), ("v", "varchar(8)")], primary_key=["id"])
+            tidb.create_table(DB, "events", [("k", "int")],
+                              partition={"type": "hash", "column": "k", "count": 2})
+            for i in range(5):
+                with tidb.txn() as txn:
+                    txn.insert(DB, "orders", {"id": i, "v": f"v{i}"})
+                    txn.insert(DB, "events", {"k": i})
+            last = cluster.tso.next()
+            wait_for_watermarks(layout, last, replicated_physical_ids(tidb), 60, puller.check)
+            yield cluster, tidb, layout, puller
+
+
+def by_name(report):
+    return {t.table: t for t in report.tables}
+
+
+def test_status_before_any_merge_shows_watermarks_and_pending_tables(pulled):
+    cluster, tidb, layout, _ = pulled
+    marks = read_watermarks(layout)
+    report = collect_status(layout)  # no PD: wall clock
+    assert report.now_source == NOW_WALL_CLOCK and report.ddl_resolved_ts == marks.ddl_resolved
+    tables = by_name(report)
+    assert set(tables) == {f"{DB}.orders", f"{DB}.events"}
+    events = tables[f"{DB}.events"]
+    physical = tidb.table_info(DB, "events").physical_ids()
+    assert events.state == STATE_PENDING and events.checkpoint_ts is None and events.lag_seconds is None
+    assert sorted(events.physical_ids) == sorted(physical) and len(physical) == 2
+    # resolved ts is the MIN over the partitions (the watermarks may have moved since: <= now)
+    assert events.resolved_ts is not None and events.resolved_ts <= min(read_watermarks(layout).table_resolved[p]
+                                                                          for p in physical)
+    assert events.pending_ddl is None and events.barrier_ts is not None
+    doc = report.to_json()
+    assert set(doc) == REPORT_KEYS and doc["schema_version"] == SCHEMA_VERSION
+    assert all(set(t) == TABLE_KEYS for t in doc["tables"])
+    json.dumps(doc)  # plain JSON types only
+
+
+@pytest.mark.spark
+def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pulled, spark, capsys):
+    from tidelake.spark.merge_job import run_merge
+
+    cluster, tidb, layout, puller = pulled
+    cap = cluster.tso.next()
+    assert not run_merge(spark, layout, until_ts=cap).failed
+    job = tidb.add_column(DB, "orders", ("note", "varchar(10)"))
+    with tidb.txn() as txn:
+        txn.update(DB, "orders", {"id": 1}, {"note": "x"})
+    wait_for_watermarks(layout, txn.commit_ts, replicated_physical_ids(tidb), 60, puller.check)
+
+    pd_now = cluster.tso.next()
+    report = collect_status(layout, pd_now)
+    assert report.now_source == NOW_PD and report.now_ts == pd_now
+    orders = by_name(report)[f"{DB}.orders"]
+    assert orders.state == "active" and orders.checkpoint_ts == cap
+    assert orders.lag_seconds == tso.lag_seconds(cap, pd_now)
+    assert orders.barrier_ts == job.finished_ts - 1 and orders.bound == "resolved"
+    assert orders.pending_ddl.job_id == job.id and orders.pending_ddl.commit_ts == job.finished_ts
+    assert orders.pending_ddl.action == "add column"
+    assert orders.last_merge.status == "merged" and orders.last_merge.checkpoint_after == cap
+    assert orders.last_merge.rows_in == 5 and orders.last_error is None
+
+    doc = report.to_json()["tables"]
+    row = next(t for t in doc if t["table"] == f"{DB}.orders")
+    assert row["checkpoint_utc"] == utc_text(cap) and row["checkpoint_utc"].endswith("Z")
+    assert row["pending_ddl"]["action"] == "add column" and row["pending_ddl"]["commit_utc"] == utc_text(job.finished_ts)
+    assert row["last_merge"]["rows_in"] == 5
+
+    assert main(["status", "--lake", layout.root, "--pd", cluster.pd_address, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["now_source"] == NOW_PD and {t["table"] for t in cli["tables"]} == {f"{DB}.orders", f"{DB}.events"}
+    assert main(["status", "--lake", layout.root]) == 0
+    assert "demo.orders" in capsys.readouterr().out
+
+
+def test_status_of_an_empty_lake_writes_nothing(tmp_path):
+    report = collect_status(LakeLayout(str(tmp_path)))
+    assert report.tables == [] and report.changelog_version == -1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_status_target_errors_are_one_line(tmp_path, capsys):
+    assert main(["status"]) == 2
+    assert main(["status", "--config", str(tmp_path / "x.toml"), "--lake", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("tidelake: error:") for line in err)
