@@ -27,7 +27,8 @@ MUX = (("features", "stream-multiplexing"),)
 
 
 class MiniCluster:
-    def __init__(self, n_stores: int = 1, min_ts_interval_s: float = 0.05, record_dir=None) -> None:
+    def __init__(self, n_stores: int = 1, min_ts_interval_s: float = 0.05, record_dir=None,
+                 **service_options) -> None:
         self.cluster_id = CLUSTER_ID
         self.tso = TsoOracle()
         self.mvcc = MvccStore()
@@ -38,7 +39,8 @@ class MiniCluster:
         self.addresses: dict[int, str] = {}
         for store_id in range(1, n_stores + 1):
             record = None if record_dir is None else record_dir / f"store{store_id}.cdcrec"
-            service = ChangeDataService(store_id, self, min_ts_interval_s=min_ts_interval_s, record_path=record)
+            service = ChangeDataService(store_id, self, min_ts_interval_s=min_ts_interval_s, record_path=record,
+                                        **service_options)
             server = grpc.server(ThreadPoolExecutor(max_workers=16))
             service.add_to_server(server)
             port = server.add_insecure_port("127.0.0.1:0")

@@ -11,6 +11,7 @@ from tidelake.kvproto import cdcpb_pb2
 from tidelake.sim.cdc_conn import Conn
 from tidelake.sim.cdc_downstream import Downstream, DownstreamState
 from tidelake.sim.cdc_features import FeatureGate, UnknownFeatures, features_from_metadata, parse_features
+from tidelake.sim.cdc_memory_quota import SinkMemoryQuota
 from tidelake.sim.cdc_observed_range import ObservedRange, raw_lower_bound, raw_upper_bound
 from tidelake.sim.cdc_recorder import RecordKind, StreamRecorder, read_records
 from tidelake.sim.cdc_resolved_ts import ResolvedRegionHeap, emit
@@ -161,6 +162,38 @@ def test_events_batched_up_to_64_and_resolved_ts_alone():
     assert [len(m.events) for m in out] == [64, 6, 0, 1]
     assert out[2].resolved_ts.ts == 5
     assert [e.region_id for m in out for e in m.events] == list(range(1, 71)) + [99]
+
+
+def test_row_events_hold_sink_quota_until_sent_errors_are_forced():
+    quota = SinkMemoryQuota(300)
+    conn = Conn("peer", "EventFeed", (), quota)
+    d = Downstream(conn, 1, 5, 1, 0, ObservedRange(b"", b""))
+    rows = [(encode_bytes(b"k"), Row(type=LogType.PREWRITE, start_ts=9, key=b"k", value=b"v" * 100))]
+    assert d.on_realtime(rows, False, False) and d.on_realtime(rows, False, False)
+    held = quota.in_use
+    assert 200 < held <= 300
+    assert not d.on_realtime(rows, False, False)  # TiKV: SendError::Congested, nothing queued
+    assert quota.in_use == held
+    assert not d.finish_scan([ApplyEntry(b"k", 9, 0, "put", b"v" * 100, b"")], False)  # scan cannot fit either
+    assert d.state is DownstreamState.INITIALIZING
+    assert d.stop(cdcpb_pb2.Error(congested=cdcpb_pb2.Congested(region_id=5)))  # forced: fits anyway
+    out = _drain(conn)
+    assert [e.WhichOneof("event") for m in out for e in m.events] == ["entries", "entries", "error"]
+    assert quota.in_use == 0  # handed to gRPC: freed
+
+
+def test_discarded_stream_gives_its_quota_back():
+    quota = SinkMemoryQuota(10_000)
+    conn = Conn("peer", "EventFeed", (), quota)
+    with conn.lock:
+        assert conn.try_send_events([cdcpb_pb2.Event(region_id=1, entries=cdcpb_pb2.Event.Entries(
+            entries=[Row(key=b"k" * 50)]))])
+    assert quota.in_use > 0
+    conn.discard_pending()
+    assert quota.in_use == 0
+    with conn.lock:
+        assert conn.try_send_events([cdcpb_pb2.Event(region_id=1)])  # closed: dropped, nothing held
+    assert quota.in_use == 0
 
 
 # ---- recorder --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
@@ -11,7 +12,7 @@ from cdc_harness import (MUX, MiniCluster, Stream, events, has_error, has_initia
                          register_request, rows)
 
 from tidelake.codec.memcomparable_bytes import encode_bytes
-from tidelake.kvproto import cdcpb_pb2
+from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
 from tidelake.sim.cdc_recorder import RecordKind, read_records
 
 T = cdcpb_pb2.Event.LogType
@@ -216,6 +217,39 @@ def test_server_is_busy_burst_and_congested(cluster, stream):
     cluster.faults.congest(region.id)
     err = events(stream.collect_until(has_error))[-1]
     assert err.request_id == 2 and err.error.congested.region_id == region.id
+
+
+def test_client_that_stops_reading_is_congested_not_buffered_without_bound():
+    """TiKV's sink memory quota (facts/kvproto.md §7.7): rows a slow client has not taken hold
+    quota; once it is spent the region fails `congested` instead of the store buffering on."""
+    quota = 256 * 1024
+    c = MiniCluster(sink_memory_quota_bytes=quota)
+    requests: queue.SimpleQueue = queue.SimpleQueue()
+    channel = grpc.insecure_channel(c.addresses[1])
+    call = cdcpb_pb2_grpc.ChangeDataStub(channel).EventFeedV2(iter(requests.get, None), metadata=MUX)
+    try:
+        region = c.region_of(b"a")
+        requests.put(register_request(region, c.tso.next()))
+        service = c.services[1]
+        wait = time.monotonic() + 5
+        while not service._downstreams or service._downstreams[0].state.value != "normal":
+            assert time.monotonic() < wait
+            time.sleep(0.01)
+        for i in range(400):  # ~20 MB while nobody reads: far past gRPC's flow-control windows
+            c.write({b"a%05d" % i: b"x" * 50_000})
+            assert service._quota.in_use <= quota
+        congested = None
+        for msg in call:
+            congested = next((e for e in msg.events if e.HasField("error")), None)
+            if congested is not None:
+                break
+        assert congested.error.congested.region_id == region.id and congested.request_id == 1
+    finally:
+        requests.put(None)
+        call.cancel()
+        channel.close()
+        c.close()
+    assert service._quota.in_use == 0
 
 
 def test_reset_streams_and_store_stop_break_streams(cluster):

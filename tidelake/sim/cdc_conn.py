@@ -5,7 +5,8 @@ resolved ts - is enqueued under `Conn.lock` into one FIFO, so the order the clie
 order in which the server decided to send (what makes "resolved ts after the commits it
 covers" and "nothing after an Error" hold). The response generator batches consecutive Events
 into one ChangeDataEvent (<= 64 Events, ~6 MiB) and gives every ResolvedTs its own
-ChangeDataEvent (facts/kvproto.md §7.9).
+ChangeDataEvent (facts/kvproto.md §7.9). Row events hold the store's sink memory quota while
+queued (`try_send_events`); errors and resolved ts are forced and hold none.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import grpc
 
 from tidelake.kvproto import cdcpb_pb2
 from tidelake.sim.cdc_features import FeatureGate
+from tidelake.sim.cdc_memory_quota import SinkMemoryQuota
 
 if TYPE_CHECKING:
     from tidelake.sim.cdc_downstream import Downstream
@@ -46,7 +48,8 @@ class StreamAbort:
 
 
 class Conn:
-    def __init__(self, peer: str, method: str, explicit_features: tuple[str, ...]) -> None:
+    def __init__(self, peer: str, method: str, explicit_features: tuple[str, ...],
+                 quota: SinkMemoryQuota | None = None) -> None:
         self.id = next(_conn_ids)
         self.peer = peer
         self.method = method
@@ -55,7 +58,8 @@ class Conn:
         self.lock = threading.Lock()
         self.downstreams: dict[tuple[int, int], Downstream] = {}  # (request_id, region_id)
         self.closed = False
-        self._out: queue.SimpleQueue = queue.SimpleQueue()
+        self._quota = quota if quota is not None else SinkMemoryQuota()
+        self._out: queue.SimpleQueue = queue.SimpleQueue()  # (item, quota bytes it holds)
 
     def set_version(self, ticdc_version: str) -> None:
         self.gate = FeatureGate.for_connection(ticdc_version, self.explicit_features)
@@ -66,25 +70,53 @@ class Conn:
 
     # The send_* methods require `self.lock` held by the caller.
     def send_event(self, event: cdcpb_pb2.Event) -> None:
+        """Forced send (errors): never refused, holds no quota."""
         if not self.closed:
-            self._out.put(event)
+            self._out.put((event, 0))
+
+    def try_send_events(self, events: list[cdcpb_pb2.Event]) -> bool:
+        """Queue row events if the sink memory quota takes all of them; False (nothing queued) if not."""
+        if self.closed:
+            return True
+        sizes = [e.ByteSize() for e in events]
+        if not self._quota.alloc(sum(sizes)):
+            return False
+        for event, size in zip(events, sizes):
+            self._out.put((event, size))
+        return True
 
     def send_resolved_ts(self, resolved: cdcpb_pb2.ResolvedTs) -> None:
         if not self.closed:
-            self._out.put(resolved)
+            self._out.put((resolved, 0))
+
+    def discard_pending(self) -> None:
+        """The stream is over: drop what was never sent and give its quota back."""
+        with self.lock:
+            self.closed = True
+        while True:
+            try:
+                _, size = self._out.get_nowait()
+            except queue.Empty:
+                return
+            self._quota.free(size)
+
+    def _take(self, block: bool) -> object:
+        item, size = self._out.get(timeout=_POLL_S) if block else self._out.get_nowait()
+        self._quota.free(size)
+        return item
 
     def finish(self) -> None:
         """End the stream with OK after the queued messages (client closed its side)."""
         with self.lock:
             if not self.closed:
                 self.closed = True
-                self._out.put(_End())
+                self._out.put((_End(), 0))
 
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         """Fail the stream now; queued messages are dropped like a broken connection drops them."""
         with self.lock:
             self.closed = True
-            self._out.put(StreamAbort(code, details))
+            self._out.put((StreamAbort(code, details), 0))
 
     def responses(self, is_active: Callable[[], bool]) -> Iterator[cdcpb_pb2.ChangeDataEvent | StreamAbort]:
         """ChangeDataEvents in queue order; yields an StreamAbort as the last item on failure."""
@@ -94,7 +126,7 @@ class Conn:
             pending = None
             if item is None:
                 try:
-                    item = self._out.get(timeout=_POLL_S)
+                    item = self._take(block=True)
                 except queue.Empty:
                     if not is_active():
                         return
@@ -111,7 +143,7 @@ class Conn:
             size = item.ByteSize()
             while len(events) < CDC_EVENT_MAX_COUNT:
                 try:
-                    nxt = self._out.get_nowait()
+                    nxt = self._take(block=False)
                 except queue.Empty:
                     break
                 if isinstance(nxt, cdcpb_pb2.Event) and size + nxt.ByteSize() <= CDC_RESP_MAX_BYTES:

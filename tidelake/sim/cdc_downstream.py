@@ -52,24 +52,27 @@ class Downstream:
                                entries=cdcpb_pb2.Event.Entries(entries=rows))
 
     def on_realtime(self, rows: list[tuple[bytes, Row]], commit_before_prewrite: bool,
-                    duplicate: bool) -> None:
-        """Rows of one applied batch as (encoded key, row); called under the MVCC lock."""
+                    duplicate: bool) -> bool:
+        """Rows of one applied batch as (encoded key, row); called under the MVCC lock.
+
+        False when the sink memory quota refused them: the caller fails the region `congested`.
+        """
         mine = [row for enc, row in rows if self.observed.contains_encoded(enc)]
         if not mine:
-            return
+            return True
         with self.conn.lock:
             if self.state is DownstreamState.STOPPED:
-                return
+                return True
             if commit_before_prewrite and self.state is DownstreamState.INITIALIZING:
                 self._held_prewrites.extend(r for r in mine if r.type == LogType.PREWRITE)
                 mine = [r for r in mine if r.type != LogType.PREWRITE]
             if duplicate:
                 mine = [dup for r in mine for dup in ((r, r) if r.type in _REPEATABLE else (r,))]
-            if mine:
-                self.conn.send_event(self._event(mine))
+            return not mine or self.conn.try_send_events([self._event(mine)])
 
     def finish_scan(self, entries: list[ApplyEntry], duplicate: bool) -> bool:
-        """Queue the incremental scan (+ INITIALIZED) and turn NORMAL; False if stopped meanwhile."""
+        """Queue the incremental scan (+ INITIALIZED) and turn NORMAL; False if stopped meanwhile
+        or if the sink memory quota cannot take the scan (then the caller stops it `congested`)."""
         rows: list[Row] = []
         for e in entries:
             if not self.observed.contains_encoded(encode_bytes(e.key)):
@@ -85,11 +88,10 @@ class Downstream:
         with self.conn.lock:
             if self.state is DownstreamState.STOPPED:
                 return False
-            if self._held_prewrites:
-                self.conn.send_event(self._event(self._held_prewrites))
-                self._held_prewrites = []
-            for group in groups:
-                self.conn.send_event(self._event(group))
+            held = [self._event(self._held_prewrites)] if self._held_prewrites else []
+            if not self.conn.try_send_events(held + [self._event(group) for group in groups]):
+                return False
+            self._held_prewrites = []
             self.state = DownstreamState.NORMAL
         return True
 

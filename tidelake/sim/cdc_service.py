@@ -27,6 +27,7 @@ from tidelake.sim import cdc_errors
 from tidelake.sim.cdc_conn import Conn, StreamAbort
 from tidelake.sim.cdc_downstream import Downstream, DownstreamState, encode_rows
 from tidelake.sim.cdc_features import UnknownFeatures, features_from_metadata
+from tidelake.sim.cdc_memory_quota import SINK_MEMORY_QUOTA_BYTES, SinkMemoryQuota
 from tidelake.sim.cdc_observed_range import ObservedRange
 from tidelake.sim.cdc_recorder import StreamRecorder
 from tidelake.sim.cdc_resolved_ts import MinTsTicker, advance, emit
@@ -48,10 +49,11 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
     def __init__(self, store_id: int, cluster: SimCluster, *, min_ts_interval_s: float = 1.0,
                  record_path: str | Path | None = None,
                  incremental_scan_concurrency_limit: int = DEFAULT_SCAN_CONCURRENCY_LIMIT,
-                 scan_threads: int = 2) -> None:
+                 scan_threads: int = 2, sink_memory_quota_bytes: int = SINK_MEMORY_QUOTA_BYTES) -> None:
         self._store_id = store_id
         self._cluster = cluster
         self._scan_limit = incremental_scan_concurrency_limit
+        self._quota = SinkMemoryQuota(sink_memory_quota_bytes)
         self._lock = threading.Lock()  # guards the registry fields below
         self._conns: dict[int, Conn] = {}
         self._downstreams: tuple[Downstream, ...] = ()  # copy-on-write: read lock-free by the observer
@@ -113,7 +115,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 explicit = features_from_metadata(context.invocation_metadata())
             except UnknownFeatures as unknown:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, str(unknown))
-        conn = Conn(context.peer(), method, explicit)
+        conn = Conn(context.peer(), method, explicit, self._quota)
         with self._lock:
             closed = self._closed
             if not closed:
@@ -140,6 +142,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         finally:
             with self._lock:
                 self._conns.pop(conn.id, None)
+            conn.discard_pending()
 
     def _record_close(self, conn: Conn, status: str) -> None:
         if self._recorder is not None:
@@ -278,7 +281,9 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 return
             lo, hi = d.observed.raw_bounds()
             entries = self._cluster.mvcc.snapshot_delta(lo, hi or b"", d.checkpoint_ts)
-            d.finish_scan(entries, self._cluster.faults.duplicate_delivery)
+            if not d.finish_scan(entries, self._cluster.faults.duplicate_delivery) \
+                    and d.state is not DownstreamState.STOPPED:
+                self._stop([d], cdc_errors.congested(d.region_id))  # the scan did not fit the sink quota
         except Exception:
             log.exception("cdc incremental scan of region %s failed", d.region_id)
             self._stop([d], cdc_errors.region_not_found(d.region_id))  # TiKV: other errors -> region_not_found
@@ -297,8 +302,12 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             return
         encoded = encode_rows(rows)
         faults = self._cluster.faults
-        for d in downstreams:
-            d.on_realtime(encoded, faults.commit_before_prewrite, faults.duplicate_delivery)
+        congested = {d.region_id for d in downstreams
+                     if not d.on_realtime(encoded, faults.commit_before_prewrite, faults.duplicate_delivery)}
+        for region_id in congested:
+            # facts/kvproto.md §7.7: a batch the sink quota refuses fails the region's delegate,
+            # i.e. every subscription of that region on this store.
+            self._stop(self._of_region(region_id), cdc_errors.congested(region_id))
 
     # ---- region changes (facts/kvproto.md §7.7) ---------------------------------------------
 
