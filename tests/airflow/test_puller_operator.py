@@ -1,0 +1,65 @@
+"""PullerOperator: SIGTERM to the task process reaches the runner as a graceful stop (the Task
+SDK's SIGTERM handler calls on_kill, facts/stack.md §8), and the run length is bounded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import timedelta
+
+import pytest
+
+from airflow_test_env import write_changefeed
+
+from tidelake.errors import InputError
+from tidelake.orchestration.puller_operator import SHUTDOWN_GRACE, PullerOperator, run_seconds_from_env
+
+
+class FakeRunner:
+    """Stands in for PullerRunner: runs until stop(), then 'flushes' and reports."""
+
+    instances: list[FakeRunner] = []
+
+    def __init__(self, config, shard, options, progress=None):
+        self.config, self.shard, self.options = config, shard, options
+        self.stopped = threading.Event()
+        self.flushed = False
+        FakeRunner.instances.append(self)
+
+    def stop(self):
+        self.stopped.set()
+
+    def run(self):
+        from tidelake.puller.runner import RunSummary
+
+        assert self.stopped.wait(30), "never asked to stop"
+        self.flushed = True
+        return RunSummary(start_ts=1, rows=5, jobs=1, table_resolved={10: 7}, ddl_resolved=9)
+
+
+def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
+    import tidelake.puller.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "PullerRunner", FakeRunner)
+    config = write_changefeed(tmp_path, shards=2)
+    operator = PullerOperator(task_id="pull", config_path=str(config), shard="1/2", max_run_seconds=600)
+    previous = signal.signal(signal.SIGTERM, lambda *_: operator.on_kill())  # what the Task SDK installs
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        result = operator.execute(context={})
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    runner = FakeRunner.instances[-1]
+    assert runner.flushed
+    assert (runner.shard.index, runner.shard.count) == (1, 2)
+    assert runner.options.max_run_s == 600.0
+    assert result == {"rows": 5, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
+    assert operator.execution_timeout == timedelta(seconds=600) + SHUTDOWN_GRACE
+
+
+def test_run_length_from_the_environment():
+    assert run_seconds_from_env({}) == 3600
+    assert run_seconds_from_env({"TIDELAKE_PULL_RUN_SECONDS": "900"}) == 900
+    with pytest.raises(InputError, match="TIDELAKE_PULL_RUN_SECONDS"):
+        run_seconds_from_env({"TIDELAKE_PULL_RUN_SECONDS": "1h"})
