@@ -22,7 +22,6 @@ import tempfile
 import time
 from collections.abc import Callable
 
-import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -52,26 +51,22 @@ def make_batch(n: int, value_bytes: int, tables: int, seq: int) -> list[RowChang
     ]
 
 
-def rss_mb(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            proc = psutil.Process(pid)
-            total += proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(True))
-        except psutil.NoSuchProcess:
-            continue
-    return total / 2**20
+def rss_mb(pid: int) -> float:
+    """Resident set of one process (Linux /proc; the bench runs where the puller runs)."""
+    with open(f"/proc/{pid}/status") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return kib / 1024
 
 
 def measure(flush: Callable[[int], None], repeats: int) -> tuple[float, float]:
     """Median seconds per flush and how far this process's RSS rose (MiB) while flushing."""
-    times, before = [], rss_mb([os.getpid()])
+    times, before = [], rss_mb(os.getpid())
     peak = before
     for seq in range(1, repeats + 1):
         started = time.perf_counter()
         flush(seq)
         times.append(time.perf_counter() - started)
-        peak = max(peak, rss_mb([os.getpid()]))
+        peak = max(peak, rss_mb(os.getpid()))
     return statistics.median(times), peak - before
 
 
@@ -121,7 +116,7 @@ def run(sizes: list[int], repeats: int, value_bytes: int, tables: int, spark: bo
 
                 delta_spark(repeats + 1)  # warm-up: table creation, code generation
                 seconds, grew = measure(delta_spark, repeats)
-                results.append((n, "delta-spark", seconds, grew, rss_mb([jvm_pid])))
+                results.append((n, "delta-spark", seconds, grew, rss_mb(jvm_pid)))
     finally:
         if session is not None:
             session.stop()
