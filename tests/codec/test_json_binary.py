@@ -151,7 +151,9 @@ def test_large_document_uses_32_bit_offsets() -> None:
 
 
 def test_corrupt_input_raises() -> None:
-    for bad in (b"", b"\x01", KEY_VALUE[:-3], b"\x02\x00", b"\x04\x07", b"\x0c\x05ab", b"\x01" + struct.pack("<II", 1, 99)):
+    truncated_lengths = (b"\x0c\x80", b"\x0d\x0f\xff", b"\x0c" + b"\xff" * 10 + b"\x01")  # varint cut off / > 64 bits
+    for bad in (b"", b"\x01", KEY_VALUE[:-3], b"\x02\x00", b"\x04\x07", b"\x0c\x05ab", b"\x01" + struct.pack("<II", 1, 99),
+                *truncated_lengths):
         with pytest.raises(InputError):
             decode_json_binary(bad)
     with pytest.raises(InputError, match="float"):

@@ -23,6 +23,7 @@ import struct
 from decimal import Context, Decimal
 from typing import Any
 
+from tidelake.codec.number import decode_uvarint, encode_uvarint
 from tidelake.errors import InputError
 
 # facts/tidb_codec.md §8 — type codes
@@ -127,28 +128,6 @@ class _StoredString:
         self.data = data
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise InputError("binary JSON string length varint is longer than 10 bytes")
-
-
-def _put_uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _slice(buf: bytes, start: int, length: int, what: str) -> bytes:
     if start < 0 or start + length > len(buf):
         raise InputError(f"binary JSON {what} at {start}..{start + length} runs past the value end ({len(buf)})")
@@ -171,11 +150,11 @@ def _decode(type_code: int, buf: bytes, raw_strings: bool, depth: int) -> Any:
     if type_code == TYPE_FLOAT64:
         return struct.unpack("<d", _slice(buf, 0, 8, "float64"))[0]
     if type_code == TYPE_STRING:
-        length, pos = _uvarint(buf, 0)
+        length, pos = decode_uvarint(buf, 0)
         data = _slice(buf, pos, length, "string")
         return _StoredString(data) if raw_strings else data.decode("utf-8", "replace")
     if type_code == TYPE_OPAQUE:
-        length, pos = _uvarint(buf, 1)
+        length, pos = decode_uvarint(buf, 1)
         return JSONOpaque(_slice(buf, 0, 1, "opaque type")[0], _slice(buf, pos, length, "opaque"))
     if type_code in _TEMPORAL_SIZES:
         return JSONTemporal(type_code, _slice(buf, 0, _TEMPORAL_SIZES[type_code], "time value"))
@@ -328,12 +307,12 @@ def _encode(value: Any, depth: int) -> tuple[int, bytes]:
     if value is True or value is False:
         return TYPE_LITERAL, bytes([LITERAL_TRUE if value else LITERAL_FALSE])
     if isinstance(value, JSONOpaque):
-        return TYPE_OPAQUE, bytes([value.type_code]) + _put_uvarint(len(value.data)) + value.data
+        return TYPE_OPAQUE, bytes([value.type_code]) + encode_uvarint(len(value.data)) + value.data
     if isinstance(value, JSONTemporal):
         return value.type_code, value.raw
     if isinstance(value, str):
         data = value.encode("utf-8")
-        return TYPE_STRING, _put_uvarint(len(data)) + data
+        return TYPE_STRING, encode_uvarint(len(data)) + data
     if isinstance(value, int):
         if _INT64_MIN <= value <= _INT64_MAX:
             return TYPE_INT64, struct.pack("<q", value)
