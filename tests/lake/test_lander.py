@@ -261,3 +261,60 @@ def test_bad_op_is_rejected_before_buffering(open_lander, make_rows):
     lander = open_lander()
     with pytest.raises(InputError):
         lander.add_rows(make_rows(41, 1, op="lock"))
+
+
+def _eventually(predicate, seconds: float = 10.0) -> bool:
+    deadline = threading.Event()
+    for _ in range(int(seconds / 0.05)):
+        if predicate():
+            return True
+        deadline.wait(0.05)
+    return predicate()
+
+
+def test_flusher_thread_flushes_by_time(layout, open_lander):
+    lander = open_lander(flush_interval_s=0.1)
+    lander.resolve(41, 123)
+    assert _eventually(lambda: read_watermarks(layout).table_resolved == {41: 123})
+
+
+def test_background_flush_failure_is_retried_once_landed(layout, open_lander, make_rows,
+                                                         monkeypatch):
+    real_append = ChangelogWriter.append
+    failures = []
+
+    def flaky_append(self, rows, seq):
+        if not failures:
+            failures.append(seq)
+            raise OSError("object store timed out")
+        return real_append(self, rows, seq)
+
+    monkeypatch.setattr(ChangelogWriter, "append", flaky_append)
+    lander = open_lander(flush_interval_s=0.05)
+    rows = make_rows(41, 3)
+    lander.add_rows(rows)
+    lander.resolve(41, rows[-1].commit_ts)
+    assert _eventually(lambda: read_watermarks(layout).table_resolved == {41: rows[-1].commit_ts})
+    assert failures == [1]
+    assert len(_changelog(layout)) == 3
+
+
+def test_flush_reentered_while_flushing_lands_everything(layout, open_lander, make_rows,
+                                                         monkeypatch):
+    """A nested flush (e.g. a shutdown hook running on the flushing thread) neither deadlocks
+    nor loses what was added meanwhile: the outer flush runs once more."""
+    lander = open_lander()
+    late = make_rows(42, 2)
+    real_append = ChangelogWriter.append
+
+    def append_then_reenter(self, rows, seq):
+        landed = real_append(self, rows, seq)
+        if seq == 1:
+            lander.add_rows(late)
+            lander.flush()
+        return landed
+
+    monkeypatch.setattr(ChangelogWriter, "append", append_then_reenter)
+    lander.add_rows(make_rows(41, 2))
+    lander.flush()
+    assert len(_changelog(layout)) == 4

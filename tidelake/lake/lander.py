@@ -89,7 +89,7 @@ class Lander:
         layout: LakeLayout,
         changefeed_id: str,
         memory_quota_bytes: int = 256 << 20,
-        flush_interval_s: float = 1.0,
+        flush_interval_s: float = 5.0,
         flush_bytes: int = 64 << 20,
         bucket_seconds: int = DEFAULT_BUCKET_SECONDS,
     ) -> None:
