@@ -401,3 +401,14 @@ def test_jsonable_forms(all_types_table):
     assert out["js"] == {"key": [1, "two", None, True, 2.5]}
     assert jsonable(float("nan"), types["f64"]) == "nan"
     assert jsonable(JSON_NULL, types["js"]) is None
+
+
+def test_float_column_holding_a_double_beyond_float32_decodes_as_go_does():
+    """rowcodec decodes FLOAT with Go's float32(f64): out of float32 range is ±Inf, never a crash;
+    writing such a value is an input error (MySQL: out of range for FLOAT)."""
+    float_ft = ft(mt.TYPE_FLOAT)
+    assert decode_value(d.encode_float(1e300), float_ft) == float("inf")
+    assert decode_value(d.encode_float(-1e300), float_ft) == float("-inf")
+    assert decode_value(d.encode_float(3.4028235e38), float_ft) == struct.unpack("<f", struct.pack("<f", 3.4028235e38))[0]
+    with pytest.raises(InputError, match="FLOAT"):
+        encode_value(1e300, float_ft)

@@ -9,6 +9,7 @@ JSON -> Python object, NULL -> None. The FieldType decides the bytes; nothing is
 
 from __future__ import annotations
 
+import math
 import struct
 from datetime import timedelta
 from decimal import Decimal
@@ -146,8 +147,23 @@ def set_bits(value: Any, ft: FieldType) -> int:
 
 
 def _narrow(ft: FieldType, f: float) -> float:
-    """FLOAT columns are float32 values carried as float64 (§3.3)."""
-    return _F32.unpack(_F32.pack(f))[0] if ft.tp == mt.TYPE_FLOAT else f
+    """FLOAT columns are float32 values carried as float64 (§3.3). A stored double beyond float32
+    range becomes ±Inf, as Go's float32() conversion in rowcodec's decoder makes it."""
+    if ft.tp != mt.TYPE_FLOAT:
+        return f
+    try:
+        return _F32.unpack(_F32.pack(f))[0]
+    except OverflowError:
+        return math.copysign(math.inf, f)
+
+
+def _float_column_value(value: Any, ft: FieldType) -> float:
+    """A value to write into a FLOAT/DOUBLE column; FLOAT refuses what float32 cannot hold."""
+    f = _float_value(value, ft)
+    narrowed = _narrow(ft, f)
+    if math.isinf(narrowed) and not math.isinf(f):
+        raise InputError(f"value {f!r} is out of range for FLOAT (float32)")
+    return narrowed
 
 
 def _fsp(ft: FieldType) -> int:
@@ -246,7 +262,7 @@ def encode_value(value: Any, ft: FieldType) -> bytes:
     if tp == mt.TYPE_YEAR:
         return encode_compact_int(_int_value(value, ft))
     if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return encode_float(_narrow(ft, _float_value(value, ft)))
+        return encode_float(_float_column_value(value, ft))
     if tp in mt.STRING_TYPES:
         return _text_bytes(value, ft)
     if tp == mt.TYPE_NEWDECIMAL:
@@ -342,7 +358,7 @@ def encode_key_datum(value: Any, ft: FieldType, new_collation: bool = True) -> b
     if tp == mt.TYPE_YEAR:
         return encode_datum(INT_FLAG, _int_value(value, ft))
     if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return encode_datum(FLOAT_FLAG, _narrow(ft, _float_value(value, ft)))
+        return encode_datum(FLOAT_FLAG, _float_column_value(value, ft))
     if tp in mt.STRING_TYPES:
         return encode_datum(BYTES_FLAG, collation_key(_text_bytes(value, ft), ft, new_collation))
     if tp == mt.TYPE_NEWDECIMAL:
@@ -371,7 +387,7 @@ def encode_flat_datum(value: Any, ft: FieldType) -> bytes:
     if tp == mt.TYPE_YEAR:
         return encode_datum(VARINT_FLAG, _int_value(value, ft))
     if tp in (mt.TYPE_FLOAT, mt.TYPE_DOUBLE):
-        return encode_datum(FLOAT_FLAG, _narrow(ft, _float_value(value, ft)))
+        return encode_datum(FLOAT_FLAG, _float_column_value(value, ft))
     if tp in mt.STRING_TYPES:
         return encode_datum(COMPACT_BYTES_FLAG, _text_bytes(value, ft))
     if tp == mt.TYPE_NEWDECIMAL:
