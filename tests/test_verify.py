@@ -15,9 +15,19 @@ from tidelake.cli import main
 from tidelake.demo import PullerThread, replicated_physical_ids, wait_for_watermarks, write_changefeed
 from tidelake.lake.layout import LakeLayout
 from tidelake.sim.cluster import SimCluster
-from tidelake.verify import DIFFERENT, EXTRA, MATCH, MISMATCH, MISSING, SKIPPED, Verifier, normalize
-
-pytestmark = pytest.mark.spark
+from tidelake.verify import (
+    DIFFERENT,
+    EXTRA,
+    MATCH,
+    MISMATCH,
+    MISSING,
+    SKIPPED,
+    ComparedShape,
+    RowComparison,
+    Verifier,
+    normalize,
+    schema_problems,
+)
 
 DB = "demo"  # the demo changefeed's workload database
 
@@ -60,6 +70,7 @@ def replica_path(layout: LakeLayout, table: str) -> str:
     return next(e.path for e in replica_entries(layout).values() if f"{e.db}.{e.name}" == table)
 
 
+@pytest.mark.spark
 def test_replicas_built_by_pull_and_merge_match_upstream(built, spark):
     cluster, tidb, layout, reader, final = built
     report = Verifier(spark, layout, reader).run()
@@ -78,6 +89,7 @@ def test_replicas_built_by_pull_and_merge_match_upstream(built, spark):
     assert sum(v.upstream_rows for v in report.tables) > 0
 
 
+@pytest.mark.spark
 def test_tampered_replica_is_caught_key_by_key(built, spark):
     cluster, tidb, layout, reader, final = built
     table = f"{DB}.orders"
@@ -106,6 +118,7 @@ def test_tampered_replica_is_caught_key_by_key(built, spark):
     assert Verifier(spark, layout, reader).run([table]).tables[0].status == MATCH
 
 
+@pytest.mark.spark
 def test_verify_cli_exit_codes(built, spark, capsys):
     cluster, tidb, layout, reader, final = built
     table = f"{DB}.accounts"
@@ -127,6 +140,7 @@ def test_verify_cli_exit_codes(built, spark, capsys):
     assert "tidelake: error:" in capsys.readouterr().err
 
 
+@pytest.mark.spark
 def test_a_lake_without_tables_verifies_nothing(built, spark, tmp_path):
     reader = built[3]
     report = Verifier(spark, LakeLayout(str(tmp_path / "lake")), reader).run()
@@ -141,3 +155,38 @@ def test_normalize_makes_float32_and_utc_instants_comparable():
     plus2 = timezone(timedelta(hours=2))
     assert normalize(datetime(2024, 1, 1, 2, tzinfo=plus2), "TIMESTAMP") == datetime(2024, 1, 1, tzinfo=timezone.utc)
     assert normalize([1.1, 2], "ARRAY<FLOAT>") == (normalize(spark_float, "FLOAT"), 2.0)
+
+
+SHAPE = ComparedShape(("id", "v", "f"), ("BIGINT", "STRING", "FLOAT"), ("id",))
+
+
+def test_row_comparison_is_a_multiset_keyed_by_handle():
+    cmp = RowComparison(SHAPE, max_diffs=10)
+    for i in range(4):
+        cmp.add_upstream(b"k%d" % i, {"id": i, "v": f"v{i}", "f": 1.1})
+    cmp.add_replica({"id": 0, "v": "v0", "f": 1.100000023841858})  # same row, float32 on the replica side
+    cmp.add_replica({"id": 1, "v": "v1", "f": 1.1})
+    cmp.add_replica({"id": 1, "v": "v1", "f": 1.1})  # a duplicate key in the replica is one extra row
+    cmp.add_replica({"id": 2, "v": "changed", "f": 1.1})
+    cmp.add_replica({"id": 9, "v": "v9", "f": 1.1})
+    cmp.finish()
+    assert (cmp.upstream_rows, cmp.replica_rows) == (4, 5)
+    assert cmp.counts == {MISSING: 1, EXTRA: 2, DIFFERENT: 1}
+    assert sorted((kind, key, raw) for kind, key, raw, _ in cmp.diffs) == [
+        (DIFFERENT, (2,), b"k2"), (EXTRA, (1,), None), (EXTRA, (9,), None), (MISSING, (3,), b"k3")]
+
+
+def test_row_comparison_keeps_only_the_first_diffs():
+    cmp = RowComparison(SHAPE, max_diffs=2)
+    for i in range(5):
+        cmp.add_upstream(b"k%d" % i, {"id": i, "v": "x", "f": None})
+    cmp.finish()
+    assert cmp.counts[MISSING] == 5 and len(cmp.diffs) == 2
+
+
+def test_schema_problems_name_missing_extra_and_retyped_columns():
+    replica = {"id": "bigint", "v": "string", "f": "float", "_tidb_commit_ts": "bigint"}
+    assert schema_problems(SHAPE, replica) == []
+    problems = schema_problems(SHAPE, {"id": "int", "f": "float", "_tidb_commit_ts": "bigint", "gone": "string"})
+    assert problems == ["column 'id' is int in the replica, upstream maps to bigint", "replica lacks column 'v'",
+                        "replica has column 'gone' that upstream lacks"]

@@ -41,6 +41,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaEntry
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.spark.replica_schema import (
+    HIDDEN_COLUMNS,
     PARTITION_ID_COLUMN,
     ROWID_COLUMN,
     has_rowid,
@@ -262,8 +263,26 @@ def read_replica(spark: SparkSession, path: str, version: int, columns: Iterable
         yield from batch.to_pylist()
 
 
-def replica_columns(spark: SparkSession, path: str, version: int) -> list[str]:
-    return spark.read.format("delta").option("versionAsOf", version).load(path).columns
+def replica_types(spark: SparkSession, path: str, version: int) -> dict[str, str]:
+    """Lower-cased column name -> Spark simpleString type of the replica at `version`."""
+    schema = spark.read.format("delta").option("versionAsOf", version).load(path).schema
+    return {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
+
+
+def schema_problems(shape: ComparedShape, replica: dict[str, str]) -> list[str]:
+    """Columns the replica lacks, holds beyond upstream (a missed DROP COLUMN), or types differently
+    from the mapping table (a missed MODIFY COLUMN); values are still compared where possible."""
+    problems = []
+    expected = {c.lower(): (c, t) for c, t in zip(shape.columns, shape.types)}
+    for lowered, (name, spark_sql_type) in expected.items():
+        actual = replica.get(lowered)
+        if actual is None:
+            problems.append(f"replica lacks column {name!r}")
+        elif actual != spark_sql_type.lower():
+            problems.append(f"column {name!r} is {actual} in the replica, upstream maps to {spark_sql_type.lower()}")
+    hidden = {h.lower() for h in HIDDEN_COLUMNS}
+    problems += [f"replica has column {c!r} that upstream lacks" for c in replica if c not in expected and c not in hidden]
+    return problems
 
 
 class Verifier:
@@ -337,8 +356,7 @@ class Verifier:
 
     def _compare(self, verdict: TableVerdict, info: TableInfo) -> None:
         shape = ComparedShape.of(info)
-        present = {c.lower() for c in replica_columns(self.spark, verdict.path, verdict.delta_version)}
-        verdict.schema_problems = [f"replica lacks column {c!r}" for c in shape.columns if c.lower() not in present]
+        verdict.schema_problems = schema_problems(shape, replica_types(self.spark, verdict.path, verdict.delta_version))
         comparison = RowComparison(shape, self.max_diffs)
         scan = self.reader.scan_table(info.physical_ids(), verdict.checkpoint)
         for raw_key, value in self._tick(verdict.table, "upstream", scan):
