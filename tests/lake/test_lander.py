@@ -192,9 +192,9 @@ def test_backpressure_blocks_when_quota_is_full_and_releases_after_flush(
     gate = threading.Event()
     real_append = ChangelogWriter.append
 
-    def slow_append(self, rows, seq):
+    def slow_append(self, rows, seq, writer):
         gate.wait(10)
-        return real_append(self, rows, seq)
+        return real_append(self, rows, seq, writer)
 
     monkeypatch.setattr(ChangelogWriter, "append", slow_append)
     lander.add_rows(quota_rows)
@@ -283,11 +283,11 @@ def test_background_flush_failure_is_retried_once_landed(layout, open_lander, ma
     real_append = ChangelogWriter.append
     failures = []
 
-    def flaky_append(self, rows, seq):
+    def flaky_append(self, rows, seq, writer):
         if not failures:
             failures.append(seq)
             raise OSError("object store timed out")
-        return real_append(self, rows, seq)
+        return real_append(self, rows, seq, writer)
 
     monkeypatch.setattr(ChangelogWriter, "append", flaky_append)
     lander = open_lander(flush_interval_s=0.05)
@@ -307,8 +307,8 @@ def test_flush_reentered_while_flushing_lands_everything(layout, open_lander, ma
     late = make_rows(42, 2)
     real_append = ChangelogWriter.append
 
-    def append_then_reenter(self, rows, seq):
-        landed = real_append(self, rows, seq)
+    def append_then_reenter(self, rows, seq, writer):
+        landed = real_append(self, rows, seq, writer)
         if seq == 1:
             lander.add_rows(late)
             lander.flush()
@@ -318,3 +318,33 @@ def test_flush_reentered_while_flushing_lands_everything(layout, open_lander, ma
     lander.add_rows(make_rows(41, 2))
     lander.flush()
     assert len(_changelog(layout)) == 4
+
+
+def test_retry_that_finds_another_pullers_commit_stops_the_lander(layout, open_lander, make_rows,
+                                                                  monkeypatch):
+    """Old puller's flush fails before committing; a new puller takes the same sequence; the
+    old one's retry must not mistake that commit for its own lost ack."""
+    old, new = open_lander(), open_lander()
+    real_append = ChangelogWriter.append
+    calls = []
+
+    def fail_first(self, rows, seq, writer):
+        calls.append(seq)
+        if len(calls) == 1:
+            raise OSError("connection reset")
+        return real_append(self, rows, seq, writer)
+
+    monkeypatch.setattr(ChangelogWriter, "append", fail_first)
+    lost = make_rows(41, 2)
+    old.add_rows(lost)
+    old.resolve(41, lost[-1].commit_ts)
+    with pytest.raises(OSError):
+        old.flush()
+    new.add_rows(make_rows(41, 1))
+    new.flush()
+    with pytest.raises(LakeConflictError, match="not by this lander"):
+        old.flush()
+    with pytest.raises(LakeConflictError):
+        old.add_rows(make_rows(41, 1))
+    assert not {(r.commit_ts, r.key) for r in lost} & set(_changelog(layout))
+    assert read_watermarks(layout).table_resolved == {}

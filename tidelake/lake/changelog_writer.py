@@ -88,11 +88,27 @@ def rows_to_arrow(rows: Sequence[RowChange], flush_seq: int, bucket_seconds: int
     return pa.Table.from_arrays(columns, schema=CHANGELOG_SCHEMA)
 
 
-def commit_properties(app_id: str, seq: int, **metadata: object) -> CommitProperties:
+# How far back a retry looks for the commit of its own sequence (only retries pay for this).
+WRITER_LOOKBACK_COMMITS = 200
+
+
+def commit_properties(app_id: str, seq: int, writer: str = "") -> CommitProperties:
+    """App transaction (app_id, seq) plus commitInfo naming the flush and the writer instance."""
     return CommitProperties(
         app_transactions=[Transaction(app_id, seq)],
-        custom_metadata={f"tidelake.{k}": str(v) for k, v in metadata.items()},
+        custom_metadata={"tidelake.app": app_id, "tidelake.flush_seq": str(seq),
+                         "tidelake.writer": writer},
     )
+
+
+def writer_of(table: DeltaTable, app_id: str, seq: int) -> str | None:
+    """Writer instance whose commit recorded (app_id, seq), from recent commitInfo; None if not
+    found. Lets a retry tell its own lost-ack commit from a second puller's."""
+    table.update_incremental()
+    for commit in table.history(WRITER_LOOKBACK_COMMITS):
+        if commit.get("tidelake.app") == app_id and commit.get("tidelake.flush_seq") == str(seq):
+            return commit.get("tidelake.writer")
+    return None
 
 
 class ChangelogWriter:
@@ -123,7 +139,10 @@ class ChangelogWriter:
         self._table.update_incremental()
         return self._table.transaction_version(self.app_id) or 0
 
-    def append(self, rows: Sequence[RowChange], seq: int) -> bool:
+    def writer_of(self, seq: int) -> str | None:
+        return writer_of(self._table, self.app_id, seq)
+
+    def append(self, rows: Sequence[RowChange], seq: int, writer: str = "") -> bool:
         """Land `rows` as flush `seq`; False if that flush had already landed (a retry)."""
         if self.committed_seq() >= seq:
             return False
@@ -133,7 +152,7 @@ class ChangelogWriter:
                 self._table,
                 data,
                 mode="append",
-                commit_properties=commit_properties(self.app_id, seq, flush_seq=seq),
+                commit_properties=commit_properties(self.app_id, seq, writer),
             )
         except CommitFailedError as exc:
             raise LakeConflictError(

@@ -15,7 +15,7 @@ import pyarrow as pa
 from deltalake.exceptions import CommitFailedError
 
 from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import LakeConflictError, commit_properties
+from tidelake.lake.changelog_writer import LakeConflictError, commit_properties, writer_of
 from tidelake.lake.layout import DDL_KEY, DDL_SCHEMA, SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout, open_or_create
 
 
@@ -64,7 +64,10 @@ class DdlLog:
         self._table.update_incremental()
         return self._table.transaction_version(self.app_id) or 0
 
-    def insert(self, rows: Sequence[DdlRow], seq: int) -> bool:
+    def writer_of(self, seq: int) -> str | None:
+        return writer_of(self._table, self.app_id, seq)
+
+    def insert(self, rows: Sequence[DdlRow], seq: int, writer: str = "") -> bool:
         """Insert the rows not yet present as flush `seq`; False if that flush had landed."""
         if self.committed_seq() >= seq:
             return False
@@ -77,7 +80,7 @@ class DdlLog:
                     predicate=predicate,
                     source_alias="s",
                     target_alias="t",
-                    commit_properties=commit_properties(self.app_id, seq, flush_seq=seq),
+                    commit_properties=commit_properties(self.app_id, seq, writer),
                 )
                 .when_not_matched_insert_all()
                 .execute()

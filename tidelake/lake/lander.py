@@ -9,8 +9,10 @@ only after the events it covers (invariant 1).
 Each flush has a sequence number used as the Delta app transaction version of all three
 commits, under app id "tidelake-puller/<changefeed>". A failed flush keeps its batch and
 sequence; the retry skips each commit that had already landed (a crash between write and ack
-does not double-land). A first attempt that finds its sequence already taken means a second
-puller writes under our app id: that is refused (LakeConflictError), never silently skipped.
+does not double-land). A skip is trusted only if the commit holding that sequence names this
+lander instance in its commitInfo; otherwise a second puller writes under our app id, and the
+lander stops for good (LakeConflictError): skipping there would let a later watermark cover
+rows that never landed. The restarted puller re-pulls from the durable watermarks.
 
 Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
 streams), and is released as flushes land.
@@ -27,6 +29,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -71,7 +74,6 @@ class _Batch:
     table_resolved: dict[int, int]
     ddl_resolved: int
     nbytes: int
-    attempts: int = 0
     watermarks_changed: bool = False
 
 
@@ -98,6 +100,7 @@ class Lander:
         if memory_quota_bytes <= 0 or flush_bytes <= 0 or flush_interval_s <= 0:
             raise InputError("lander memory quota, flush bytes and flush interval must be positive")
         self.app_id = APP_ID_PREFIX + changefeed_id
+        self._writer = uuid.uuid4().hex  # names this instance in every commit it makes
         self._quota = memory_quota_bytes
         self._flush_bytes = min(flush_bytes, memory_quota_bytes)
         self._interval = flush_interval_s
@@ -120,6 +123,7 @@ class Lander:
         self._buffered = 0  # bytes of _rows (not yet taken by a flush)
         self._in_flight: _Batch | None = None
         self._closed = False
+        self._fatal: LakeConflictError | None = None
         self._flush_wanted = False
         self._flush_lock = threading.RLock()
         self._flush_depth = 0
@@ -186,6 +190,8 @@ class Lander:
         with self._flush_lock:
             self._flush_depth += 1
             try:
+                if self._fatal is not None:
+                    raise self._fatal
                 if self._flush_depth > 1:
                     self._flush_again = True
                     return
@@ -234,9 +240,14 @@ class Lander:
 
     def _land(self, batch: _Batch) -> None:
         started = time.monotonic()
-        batch.attempts += 1
         try:
             self._commit(batch)
+        except LakeConflictError as exc:
+            FLUSH_FAILURES.labels(**self._labels).inc()
+            with self._cond:
+                self._fatal = exc
+                self._cond.notify_all()
+            raise
         except Exception:
             FLUSH_FAILURES.labels(**self._labels).inc()
             raise
@@ -253,10 +264,11 @@ class Lander:
 
     def _commit(self, batch: _Batch) -> None:
         """The three commits of one flush, in the order the invariants need."""
-        if batch.rows and not self._changelog.append(batch.rows, batch.seq):
-            self._refuse_unless_retry(batch, "changelog")
-        if batch.ddl and not self._ddl_log.insert(batch.ddl, batch.seq):
-            self._refuse_unless_retry(batch, "ddl")
+        w = self._writer
+        if batch.rows and not self._changelog.append(batch.rows, batch.seq, w):
+            self._accept_skip(batch, "changelog", self._changelog.writer_of(batch.seq))
+        if batch.ddl and not self._ddl_log.insert(batch.ddl, batch.seq, w):
+            self._accept_skip(batch, "ddl", self._ddl_log.writer_of(batch.seq))
         if batch.watermarks_changed:
             written = self._watermarks.write(
                 batch.table_resolved,
@@ -264,17 +276,20 @@ class Lander:
                 self._changelog.version(),
                 self._ddl_log.version(),
                 batch.seq,
+                w,
             )
             if not written:
-                self._refuse_unless_retry(batch, "watermarks")
+                self._accept_skip(batch, "watermarks", self._watermarks.writer_of(batch.seq))
 
-    def _refuse_unless_retry(self, batch: _Batch, table: str) -> None:
-        if batch.attempts == 1:
+    def _accept_skip(self, batch: _Batch, table: str, writer: str | None) -> None:
+        """A commit of this flush's sequence exists: fine if it is our own lost ack."""
+        if writer != self._writer:
             raise LakeConflictError(
-                f"{table} already holds flush {batch.seq} of {self.app_id} on its first attempt: "
-                f"another puller is landing this changefeed"
+                f"{table} already holds flush {batch.seq} of {self.app_id}, committed by "
+                f"{writer or 'an unknown writer'}, not by this lander: another puller is "
+                f"landing this changefeed"
             )
-        log.info("%s flush %d of %s had landed before the retry; skipped", table, batch.seq, self.app_id)
+        log.info("%s flush %d of %s had landed before the retry", table, batch.seq, self.app_id)
 
     def _flush_loop(self) -> None:
         backoff = self._interval
@@ -292,6 +307,9 @@ class Lander:
             try:
                 self.flush()
                 backoff = self._interval
+            except LakeConflictError:
+                log.exception("lander of %s stopped", self.app_id)
+                return
             except Exception:
                 log.exception("flush of %s failed; retrying", self.app_id)
                 backoff = min(backoff * 2, 30.0)
@@ -302,5 +320,7 @@ class Lander:
         return self._buffered + (self._in_flight.nbytes if self._in_flight else 0)
 
     def _check_open(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
         if self._closed:
             raise LanderClosedError(f"lander of {self.app_id} is closed")

@@ -215,7 +215,8 @@ def changelog_file_stats(
 
     if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
         return []
-    actions = pa.table(DeltaTable(layout.changelog, storage_options=layout.storage_options).get_add_actions(flatten=True))
+    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
+    actions = pa.table(changelog.get_add_actions(flatten=True))
     wanted = {str(pid) for pid in physical_ids} | {int(pid) for pid in physical_ids}
     out = []
     for row in actions.select(["partition.table_id", "num_records", "min.commit_ts", "max.commit_ts"]).to_pylist():

@@ -29,7 +29,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from tidelake.lake.changelog_writer import LakeConflictError, commit_properties
+from tidelake.lake.changelog_writer import LakeConflictError, commit_properties, writer_of
 from tidelake.lake.layout import (
     KIND_DDL,
     KIND_TABLE,
@@ -101,6 +101,9 @@ class WatermarkWriter:
         rows = self._table.to_pyarrow_table(filters=[("puller", "=", self.puller)])
         return _fold(rows)
 
+    def writer_of(self, seq: int) -> str | None:
+        return writer_of(self._table, self.puller, seq)
+
     def write(
         self,
         table_resolved: Mapping[int, int],
@@ -108,6 +111,7 @@ class WatermarkWriter:
         changelog_version: int,
         ddl_version: int,
         seq: int,
+        writer: str = "",
     ) -> bool:
         """Replace this puller's rows as flush `seq`; False if that flush already wrote them."""
         if self.committed_seq() >= seq:
@@ -133,7 +137,7 @@ class WatermarkWriter:
                 data,
                 mode="overwrite",
                 predicate=f"puller = {_quote(self.puller)}",
-                commit_properties=commit_properties(self.puller, seq, flush_seq=seq),
+                commit_properties=commit_properties(self.puller, seq, writer),
             )
         except CommitFailedError as exc:
             raise LakeConflictError(
