@@ -285,3 +285,40 @@ def test_unsubscribe_deregisters_on_the_multiplexed_stream(cluster):
     conn.entries(req, row(E.COMMITTED, T1, 1, 110, 120))
     conn.resolved(sub, [1], 500)
     assert not client.wait(0.3) and sink.rows == [] and sink.table_resolved == []
+
+
+@pytest.mark.parametrize("multiplexing", [True, False])
+def test_stream_given_up_after_a_handler_failure_is_cancelled(multiplexing):
+    """A stream the client stops reading must be cancelled, or TiKV keeps its subscriptions and
+    buffers for nobody until its sink quota congests the region for the live subscription too."""
+    from tidelake.puller.store_stream import StoreStream
+
+    class FailingHandler:
+        def __init__(self):
+            self.broken = threading.Event()
+
+        def on_entries(self, token, rows):
+            raise RuntimeError("handler failed")
+
+        def on_resolved(self, tokens, ts):
+            pass
+
+        def on_error(self, token, error):
+            pass
+
+        def on_broken(self, tokens, reason):
+            self.broken.set()
+
+    store = ScriptedStore(1, lambda s, conn, request: conn.entries(request, E.Row(type=E.INITIALIZED)), multiplexing)
+    channel = grpc.insecure_channel(store.address)
+    handler = FailingHandler()
+    try:
+        stream = StoreStream(1, channel, handler, probe_timeout_s=5)
+        request = cdcpb_pb2.ChangeDataRequest(region_id=1, request_id=7)
+        stream.register("token", request)
+        call = stream._calls[None if multiplexing else 7]
+        assert handler.broken.wait(5)
+        wait_until(call.call.done)
+    finally:
+        channel.close()
+        store.stop()

@@ -162,6 +162,9 @@ class StoreStream:
             log.exception("store %d: routing failed", self.store_id)
         if call.closing:
             return
+        # We stop reading it: cancel it too, so TiKV drops its subscriptions instead of buffering
+        # for nobody (and congesting those regions for the subscriptions that replace them).
+        call.call.cancel()
         self._break(call, reason)
 
     def _break(self, call: _Call, reason: str) -> None:
