@@ -80,8 +80,9 @@ def render_report(report: MergeReport):
 
     now = tso.compose(int(time.time() * 1000), 0)
     table = Table(title=f"merge run {report.run_id[:8]}")
-    for column in ("table", "status", "checkpoint", "lag", "windows", "DDLs", "changes", "rows written", "seconds", "reason"):
-        table.add_column(column, justify="right" if column not in ("table", "status", "reason") else "left")
+    columns = ("table", "status", "checkpoint", "lag", "windows", "DDLs", "changes", "rows written", "seconds", "reason")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("table", "status", "reason") else "right")
     for r in report.tables:
         checkpoint = r.checkpoint_after
         lag = f"{tso.lag_seconds(checkpoint, now):.1f}s" if checkpoint else "-"

@@ -187,7 +187,7 @@ def _merge_table(
             if plan.at_barrier:
                 event = plan.barrier_event
                 apply_ddl(spark, layout, key, event, catalog)
-                checkpoint = event.commit_ts
+                checkpoint = result.checkpoint_after = event.commit_ts
                 result.ddls_applied += 1
                 report("ddl", checkpoint, f"{event.action_name} (job {event.job_id})")
                 continue
@@ -199,20 +199,19 @@ def _merge_table(
             path = catalog.get(key).path
             for lo, hi in plan.chunks:
                 rows_in, rows_out = merge_window(spark, layout, path, info, plan.physical_ids, lo, hi, stats)
-                checkpoint = hi
+                checkpoint = result.checkpoint_after = hi
                 result.windows += 1
                 result.rows_in += rows_in
                 result.rows_out += rows_out
                 report("window", hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
         if result.windows or result.ddls_applied:
             result.status = STATUS_MERGED
-        result.checkpoint_after = checkpoint
         report("done", checkpoint, result.status)
     except UnsupportedDDL as exc:
         result.status, result.reason = STATUS_STOPPED, exc.reason
         entry = catalog.get(key)
         if entry is not None:
-            catalog.mark_stopped(key, exc.reason, result.checkpoint_after or 0)
+            catalog.mark_stopped(key, exc.reason, result.checkpoint_after or 0)  # the DDL's barrier
         report("done", result.checkpoint_after, f"stopped: {exc.reason}")
     except Exception as exc:  # one table's failure must not stop the others; it is logged and retried next run
         log.exception("merge of %s failed", result.table)
@@ -270,7 +269,8 @@ def merge_window(
         # Nothing landed in the window: still a commit, so the checkpoint moves (the next
         # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
         with txn_confs(spark, hi):
-            replica.alias("t").merge(spark.createDataFrame([], target).alias("s"), "false").whenNotMatchedInsertAll().execute()
+            nothing = spark.createDataFrame([], target).alias("s")
+            replica.alias("t").merge(nothing, "false").whenNotMatchedInsertAll().execute()
         return _metrics(replica, version)
     changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
