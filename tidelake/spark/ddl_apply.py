@@ -16,6 +16,7 @@ UnsupportedDDL, which stops that table only.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelake.codec.column_default import origin_default
@@ -102,20 +103,25 @@ def apply_ddl(
         pass  # the replica keeps its rows as of the drop; the catalog marks it dropped
     elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
         _check_same_columns(event)
-        _delete_physical_ids(spark, entry.path, event)
+        _delete_physical_ids(_Replica(spark, entry.path, layout.storage_options), event)
     elif event.action in _RENAMES or event.action in _SCHEMA_DIFF_ACTIONS:
-        _converge_schema(spark, entry.path, event)
+        _converge_schema(_Replica(spark, entry.path, layout.storage_options), event)
     else:
         raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
                              f"at {event.commit_ts}: {event.query or 'no query'}")
     _sync_catalog(catalog, entry, event)
-    record_checkpoint(spark, entry.path, event.table_info_before if event.drops_table else event.table_info_after,
-                      event.commit_ts)
+    record_checkpoint(spark, entry.path, event.commit_ts, layout.storage_options)
 
 
-def record_checkpoint(spark: SparkSession, path: str, info: TableInfo, ts: int) -> None:
-    """An empty append whose commit records checkpoint `ts` (skipped by Delta if already recorded)."""
-    writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
+def record_checkpoint(
+    spark: SparkSession, path: str, ts: int, storage_options: dict[str, str] | None = None
+) -> None:
+    """An empty append whose commit records checkpoint `ts` (skipped by Delta if already recorded).
+    It takes the replica's own current schema, so it fits whatever state the replica is in."""
+    from pyspark.sql.types import StructField, StructType
+
+    schema = StructType([StructField(f.name, f.dataType, True) for f in replica_schema(path, storage_options).fields])
+    writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
     for key, value in writer_txn_options(ts).items():
         writer = writer.option(key, value)
     writer.save(path)
@@ -125,11 +131,12 @@ def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event
     entry = catalog.assign(table, event.db, event.name, event.commit_ts)
     if entry.state == STATE_DROPPED and event.action == ActionType.RECOVER_TABLE:
         # RECOVER/FLASHBACK TABLE restores the rows the table had at its drop, which the replica kept.
-        _converge_schema(spark, entry.path, event)
+        _converge_schema(_Replica(spark, entry.path, catalog.layout.storage_options), event)
         catalog.mark_active(table, event.commit_ts)
-        record_checkpoint(spark, entry.path, event.table_info_after, event.commit_ts)
+        record_checkpoint(spark, entry.path, event.commit_ts, catalog.layout.storage_options)
         return
-    create_replica(spark, entry.path, event.table_info_after, event.commit_ts)
+    create_replica(spark, entry.path, event.table_info_after, event.commit_ts,
+                   storage_options=catalog.layout.storage_options)
 
 
 def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent) -> None:
@@ -150,20 +157,18 @@ def _check_same_columns(event: DdlEvent) -> None:
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed the row key")
 
 
-def _delete_physical_ids(spark: SparkSession, path: str, event: DdlEvent) -> None:
+def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
     """TRUNCATE TABLE empties the replica; DROP/TRUNCATE PARTITION delete exactly those partitions' rows."""
-    from delta.tables import DeltaTable
-
     removed = event.removed_physical_ids
     if not removed:
         return  # ADD PARTITION: new physical ids only
     if set(removed) == set(event.physical_ids_before):
-        DeltaTable.forPath(spark, path).delete()
+        replica.delta().delete()
         return
     if not is_partitioned(event.table_info_before):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
     ids = ", ".join(str(int(pid)) for pid in removed)
-    DeltaTable.forPath(spark, path).delete(f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+    replica.delta().delete(f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
 
 
 # --- schema convergence ------------------------------------------------------------------
@@ -191,7 +196,7 @@ def _match_columns(before: TableInfo, after: TableInfo) -> list[tuple[ColumnInfo
     return pairs
 
 
-def _converge_schema(spark: SparkSession, path: str, event: DdlEvent) -> None:
+def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
     before, after = event.table_info_before, event.table_info_after
     if key_columns(before) != key_columns(after):
         raise UnsupportedDDL(
@@ -202,14 +207,14 @@ def _converge_schema(spark: SparkSession, path: str, event: DdlEvent) -> None:
     pairs = _match_columns(before, after)
     for old, new in pairs:
         if new is None:
-            _drop_column(spark, path, old.name)
+            _drop_column(replica, old.name)
     for old, new in pairs:
         if old is not None and new is not None:
-            _rename_column(spark, path, old.name, new.name)
-            _change_type(spark, path, event, new, target[new.name].dataType)
+            _rename_column(replica, old.name, new.name)
+            _change_type(replica, event, new, target[new.name].dataType)
     for old, new in pairs:
         if old is None:
-            _add_column(spark, path, after, new, target[new.name].dataType)
+            _add_column(replica, after, new, target[new.name].dataType)
 
 
 def _has(spark_schema: StructType, name: str) -> bool:
@@ -220,74 +225,86 @@ def _field_type(spark_schema: StructType, name: str) -> DataType:
     return next(f.dataType for f in spark_schema.fields if f.name.lower() == name.lower())
 
 
-def _alter(spark: SparkSession, path: str, clause: str) -> None:
-    spark.sql(f"ALTER TABLE delta.{quote(path)} {clause}")
+@dataclass(frozen=True)
+class _Replica:
+    spark: SparkSession
+    path: str
+    storage_options: dict[str, str] | None
+
+    def schema(self) -> StructType:
+        return replica_schema(self.path, self.storage_options)
+
+    def alter(self, clause: str) -> None:
+        self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
+
+    def delta(self):  # noqa: ANN201 - delta.tables.DeltaTable, imported lazily with Spark
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.spark, self.path)
 
 
-def _drop_column(spark: SparkSession, path: str, name: str) -> None:
-    if _has(replica_schema(path), name):
-        _alter(spark, path, f"DROP COLUMN {quote(name)}")
+def _drop_column(replica: _Replica, name: str) -> None:
+    if _has(replica.schema(), name):
+        replica.alter(f"DROP COLUMN {quote(name)}")
 
 
-def _rename_column(spark: SparkSession, path: str, old: str, new: str) -> None:
-    current = replica_schema(path)
+def _rename_column(replica: _Replica, old: str, new: str) -> None:
+    current = replica.schema()
     if old != new and _has(current, old) and not (_has(current, new) and old.lower() != new.lower()):
-        _alter(spark, path, f"RENAME COLUMN {quote(old)} TO {quote(new)}")
+        replica.alter(f"RENAME COLUMN {quote(old)} TO {quote(new)}")
 
 
-def _add_column(spark: SparkSession, path: str, after: TableInfo, col: ColumnInfo, tp: DataType) -> None:
+def _add_column(replica: _Replica, after: TableInfo, col: ColumnInfo, tp: DataType) -> None:
     """ADD COLUMN at the upstream position, then existing rows get the column's origin default
     (what TiDB returns for rows written before the column existed; facts/tidb_codec.md §5)."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    if not _has(replica_schema(path), col.name):
+    if not _has(replica.schema(), col.name):
         order = [c.name for c in stored_columns(after)]
         position = order.index(col.name)
         where = "FIRST" if position == 0 else f"AFTER {quote(order[position - 1])}"
         comment = f" COMMENT {_sql_string(col.comment)}" if col.comment else ""
-        _alter(spark, path, f"ADD COLUMNS ({quote(col.name)} {tp.simpleString()}{comment} {where})")
+        replica.alter(f"ADD COLUMNS ({quote(col.name)} {tp.simpleString()}{comment} {where})")
     value = spark_value(origin_default(col), col.field_type)
     if value is None:
         return
     # Every replica row predates the column (checkpoint == barrier), so all of them take the
     # default; a rerun after a crash sets the same value again.
-    DeltaTable.forPath(spark, path).update(set={quote(col.name): F.lit(value).cast(tp)})
+    replica.delta().update(set={quote(col.name): F.lit(value).cast(tp)})
 
 
-def _change_type(spark: SparkSession, path: str, event: DdlEvent, col: ColumnInfo, target: DataType) -> None:
+def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType) -> None:
     """Delta type widening where Delta allows it (metadata only); else rewrite the column with CAST."""
     name = col.name
-    current_schema = replica_schema(path)
+    current_schema = replica.schema()
     tmp = f"__tidelake_retype_{event.commit_ts}_{col.id}"
     if _has(current_schema, tmp):
-        _finish_rewrite(spark, path, name, tmp, target)
+        _finish_rewrite(replica, name, tmp, target)
         return
     current = _field_type(current_schema, name)
     if current == target:
         return
     if can_widen(current, target):
-        _alter(spark, path, f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
+        replica.alter(f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
         return
-    _alter(spark, path, f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
-    _finish_rewrite(spark, path, name, tmp, target)
+    replica.alter(f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
+    _finish_rewrite(replica, name, tmp, target)
 
 
-def _finish_rewrite(spark: SparkSession, path: str, name: str, tmp: str, target: DataType) -> None:
+def _finish_rewrite(replica: _Replica, name: str, tmp: str, target: DataType) -> None:
     """Resume-safe tail of a rewrite: fill tmp from the old column (if it still exists), drop the
     old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
     DDL instead of silently becoming NULL."""
-    from delta.tables import DeltaTable
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    if _has(replica_schema(path), name):
+    if _has(replica.schema(), name):
         try:
-            DeltaTable.forPath(spark, path).update(set={quote(tmp): F.col(quote(name)).cast(target)})
+            replica.delta().update(set={quote(tmp): F.col(quote(name)).cast(target)})
         except PySparkException as exc:
             raise UnsupportedDDL(f"column {name!r} cannot be cast to {target.simpleString()}: {exc}") from exc
-        _alter(spark, path, f"DROP COLUMN {quote(name)}")
-    _alter(spark, path, f"RENAME COLUMN {quote(tmp)} TO {quote(name)}")
+        replica.alter(f"DROP COLUMN {quote(name)}")
+    replica.alter(f"RENAME COLUMN {quote(tmp)} TO {quote(name)}")
 
 
 def _sql_string(text: str) -> str:

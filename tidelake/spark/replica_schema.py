@@ -19,6 +19,7 @@ txn options; CREATE TABLE ignores the txn confs).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from tidelake.codec.schema import ColumnInfo, TableInfo
@@ -28,7 +29,7 @@ from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 COMMIT_TS_COLUMN = "_tidb_commit_ts"
 ROWID_COLUMN = "_tidb_rowid"
@@ -93,26 +94,53 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def data_type(ddl: str) -> DataType:
+    """Spark DataType of a type string of the mapping table (parsed here: no JVM needed)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(), "BIGINT": T.LongType(),
+        "FLOAT": T.FloatType(), "DOUBLE": T.DoubleType(), "STRING": T.StringType(), "BINARY": T.BinaryType(),
+        "DATE": T.DateType(), "TIMESTAMP": T.TimestampType(), "TIMESTAMP_NTZ": T.TimestampNTZType(),
+        "BOOLEAN": T.BooleanType(),
+    }
+    text = ddl.strip().upper()
+    if text in simple:
+        return simple[text]
+    decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", text)
+    if decimal:
+        return T.DecimalType(int(decimal.group(1)), int(decimal.group(2)))
+    array = re.fullmatch(r"ARRAY<(.+)>", text)
+    if array:
+        return T.ArrayType(data_type(array.group(1)), True)
+    raise InputError(f"Spark type {ddl!r} is not one the replica type mapping produces")
+
+
 def replica_struct(info: TableInfo) -> StructType:
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+    from pyspark.sql.types import StructField, StructType
 
     return StructType(
         [
-            StructField(name, _parse_datatype_string(tp), True, {"comment": comment} if comment else {})
+            StructField(name, data_type(tp), True, {"comment": comment} if comment else {})
             for name, tp, comment in replica_columns(info)
         ]
     )
 
 
 def create_replica(
-    spark: SparkSession, path: str, info: TableInfo, checkpoint_ts: int, rows: DataFrame | None = None
+    spark: SparkSession,
+    path: str,
+    info: TableInfo,
+    checkpoint_ts: int,
+    rows: DataFrame | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> bool:
     """Create the replica at `path` with `rows` (default none) as of `checkpoint_ts`, in ONE commit.
 
     Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`
     (Delta would skip the write anyway; checking first avoids planning it).
     """
-    current = read_checkpoint(path)
+    current = read_checkpoint(path, storage_options)
     if current is not None and current >= checkpoint_ts:
         return False
     data = rows if rows is not None else spark.createDataFrame([], replica_struct(info))

@@ -1,0 +1,187 @@
+"""apply_ddl on small replicas: schema and rows after, checkpoint in the last commit, reruns are no-ops.
+
+Spark is slow on the shared 2-core machine, so each test walks one table through several DDLs
+and reads rows once at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from deltalake import DeltaTable
+from lake.ddl_jobs import DdlFeed, Upstream
+
+from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, read_checkpoint, writer_txn_options
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaCatalog
+from tidelake.lake.schema_history import SchemaHistory
+from tidelake.spark.ddl_apply import BarrierError, UnsupportedDDL, apply_ddl, record_checkpoint, replica_schema
+from tidelake.spark.replica_schema import PARTITION_ID_COLUMN, REPLICA_PROPERTIES, data_type, key_columns, replica_struct
+from tidelake.spark.type_change import can_widen
+
+def _merge_rows(spark, path, info, rows, ts):
+    """Stand-in for a merge: append rows with the checkpoint they reach."""
+    writer = spark.createDataFrame(rows, replica_struct(info)).write.format("delta").mode("append")
+    for k, v in writer_txn_options(ts).items():
+        writer = writer.option(k, v)
+    writer.save(path)
+
+
+def _last_commit(path):
+    table = DeltaTable(path)
+    return table.version(), table.history(1)[0]
+
+
+def _apply_next(spark, layout, feed, table, catalog):
+    """Apply the table's next DDL after its checkpoint; check invariant 4's bookkeeping."""
+    entry = catalog.get(table)
+    history = SchemaHistory(feed.rows)
+    event = history.next_ddl_after(table, read_checkpoint(entry.path))
+    record_checkpoint(spark, entry.path, event.barrier)  # the merge reached it
+    apply_ddl(spark, layout, table, event, catalog)
+    version, commit = _last_commit(entry.path)
+    assert read_checkpoint(entry.path) == event.commit_ts
+    assert json.loads(commit["userMetadata"]) == {CHECKPOINT_METADATA_KEY: event.commit_ts}
+    apply_ddl(spark, layout, table, event, catalog)  # rerun: no new commit
+    assert _last_commit(entry.path)[0] == version
+    return event
+
+
+@pytest.mark.spark
+def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    catalog = ReplicaCatalog(layout)
+    up = Upstream()
+    up.create_schema("shop")
+    feed = DdlFeed(up)
+    feed.run(up.create_table("shop", "orders", [("id", "bigint", "pk"), ("qty", "int"), ("code", "int"),
+                                                ("gone", "varchar(5)")]))
+    t = up.table("shop", "orders").id
+    history = SchemaHistory(feed.rows)
+    create = history.ddl_events(t)[0]
+    apply_ddl(spark, layout, t, create, catalog)
+    path = catalog.get(t).path
+    assert path == layout.replica_path("shop", "orders")
+    assert read_checkpoint(path) == create.commit_ts
+    props = DeltaTable(path).metadata().configuration
+    assert all(props.get(k) == v for k, v in REPLICA_PROPERTIES.items())
+
+    feed.run(up.add_column("shop", "orders", ("price", "decimal(8,2)", {"default": "1.50"})))
+    feed.run(up.rename_column("shop", "orders", "qty", "quantity"))
+    feed.run(up.modify_column("shop", "orders", "quantity", "bigint"))  # widening
+    feed.run(up.modify_column("shop", "orders", "code", "varchar(10)"))  # rewrite with cast
+    feed.run(up.drop_column("shop", "orders", "gone"))
+    _merge_rows(spark, path, create.table_info_after, [(1, 5, 7, "x", create.commit_ts + 1),
+                                                       (2, None, 8, "y", create.commit_ts + 1)],
+                create.commit_ts + 1)
+    with pytest.raises(BarrierError):  # checkpoint still below the ADD COLUMN barrier
+        apply_ddl(spark, layout, t, SchemaHistory(feed.rows).ddl_events(t)[2], catalog)
+    for _ in range(5):
+        _apply_next(spark, layout, feed, t, catalog)
+
+    schema = replica_schema(path)
+    assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
+        ("id", "bigint"), ("quantity", "bigint"), ("code", "string"), ("price", "decimal(8,2)"),
+        ("_tidb_commit_ts", "bigint"),
+    ]
+    quantity = next(f for f in schema.fields if f.name == "quantity")
+    assert quantity.metadata.get("delta.typeChanges")  # widened in place, not rewritten
+    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [(1, 5, "7", Decimal("1.50"), create.commit_ts + 1),
+                    (2, None, "8", Decimal("1.50"), create.commit_ts + 1)]
+
+
+@pytest.mark.spark
+def test_partition_and_truncate_ddls_remove_exactly_their_rows(spark, tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    catalog = ReplicaCatalog(layout)
+    up = Upstream()
+    up.create_schema("s")
+    feed = DdlFeed(up)
+    feed.run(up.create_table("s", "p", [("id", "bigint", "pk"), ("v", "int")], partitions=["p0", "p1", "p2"]))
+    t = up.table("s", "p").id
+    p0, p1, p2 = (d.id for d in up.table("s", "p").partition.definitions)
+    create = SchemaHistory(feed.rows).ddl_events(t)[0]
+    apply_ddl(spark, layout, t, create, catalog)
+    path = catalog.get(t).path
+    ts = create.commit_ts + 1
+    _merge_rows(spark, path, create.table_info_after,
+                [(1, 1, ts, p0), (2, 2, ts, p1), (3, 3, ts, p2), (4, 4, ts, p2)], ts)
+    feed.run(up.truncate_partition("s", "p", "p0"))
+    feed.run(up.drop_partition("s", "p", "p1"))
+    feed.run(up.add_partition("s", "p", "p3"))
+    for _ in range(3):
+        _apply_next(spark, layout, feed, t, catalog)
+    left = spark.read.format("delta").load(path).select("id", PARTITION_ID_COLUMN).collect()
+    assert sorted(tuple(r) for r in left) == [(3, p2), (4, p2)]
+
+    feed.run(up.truncate_table("s", "p"))
+    event = _apply_next(spark, layout, feed, t, catalog)
+    assert event.action == 11 and catalog.get(t).path == path  # same replica, same name
+    assert spark.read.format("delta").load(path).count() == 0
+
+
+@pytest.mark.spark
+def test_rename_drop_and_unsupported(spark, tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    catalog = ReplicaCatalog(layout)
+    up = Upstream()
+    up.create_schema("a")
+    up.create_schema("b")
+    feed = DdlFeed(up)
+    feed.run(up.create_table("a", "t", [("id", "int")]))
+    t = up.table("a", "t").id
+    apply_ddl(spark, layout, t, SchemaHistory(feed.rows).ddl_events(t)[0], catalog)
+    path = catalog.get(t).path
+    assert "_tidb_rowid" in replica_schema(path).fieldNames()
+
+    feed.run(up.rename_table("a", "t", "b", "t2"))
+    _apply_next(spark, layout, feed, t, catalog)
+    entry = catalog.get(t)
+    assert (entry.db, entry.name, entry.path) == ("b", "t2", path)  # the path never moves
+
+    # a new table under the old name gets its own folder
+    feed.run(up.create_table("a", "t", [("id", "int")]))
+    t_new = up.table("a", "t").id
+    apply_ddl(spark, layout, t_new, SchemaHistory(feed.rows).ddl_events(t_new)[0], catalog)
+    assert catalog.get(t_new).path == f"{path}__{t_new}"
+
+    event = SchemaHistory(feed.rows).ddl_events(t)[-1]
+    unsupported = type(event)(**{**event.__dict__, "job_id": 999, "commit_ts": event.commit_ts + 5,
+                                 "action": 42, "action_name": "exchange partition"})
+    record_checkpoint(spark, path, unsupported.barrier)
+    with pytest.raises(UnsupportedDDL, match="exchange partition"):
+        apply_ddl(spark, layout, t, unsupported, catalog)
+
+    feed.run(up.drop_table("b", "t2"))
+    _apply_next(spark, layout, feed, t, catalog)
+    assert catalog.get(t).state == STATE_DROPPED and catalog.find("a", "t").table_key == t_new
+
+
+@pytest.mark.parametrize(
+    ("current", "target", "widens"),
+    [
+        ("tinyint", "int", True), ("smallint", "bigint", True), ("int", "bigint", True), ("bigint", "int", False),
+        ("int", "double", True), ("bigint", "double", False), ("bigint", "decimal(20,0)", True),
+        ("int", "decimal(9,0)", False), ("float", "double", True), ("double", "float", False),
+        ("decimal(8,2)", "decimal(10,3)", True), ("decimal(8,2)", "decimal(9,4)", False),
+        ("decimal(8,2)", "decimal(8,2)", False), ("date", "timestamp_ntz", True), ("int", "string", False),
+    ],
+)
+def test_type_widening_follows_delta_rules(current, target, widens):
+    assert can_widen(data_type(current), data_type(target)) is widens
+
+
+def test_replica_columns_and_keys_per_table_kind():
+    up = Upstream()
+    up.create_schema("s")
+    up.create_table("s", "pk", [("id", "bigint", "pk"), ("v", "varchar(5)")])
+    up.create_table("s", "nopk", [("v", "int")])
+    up.create_table("s", "part", [("id", "bigint", "pk")], partitions=["p0"])
+    assert key_columns(up.table("s", "pk")) == ["id"]
+    assert key_columns(up.table("s", "nopk")) == ["_tidb_rowid"]
+    assert key_columns(up.table("s", "part")) == [PARTITION_ID_COLUMN, "id"]
+    assert replica_struct(up.table("s", "nopk")).fieldNames() == ["v", "_tidb_commit_ts", "_tidb_rowid"]
+    assert replica_struct(up.table("s", "part")).fieldNames() == ["id", "_tidb_commit_ts", PARTITION_ID_COLUMN]
