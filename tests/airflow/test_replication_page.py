@@ -25,7 +25,7 @@ def table(**overrides):
 
 def report(*tables):
     return {"changefeed": "shop", "lake": "s3a://lake/prod", "ddl_resolved_ts": TS + 20, "now_source": "wall_clock",
-            "tables": list(tables)}
+            "tables": list(tables), "syncpoints": [{"ts": TS, "tables": 2, "excluded": {"shop.old": "stopped"}}]}
 
 
 def test_page_shows_watermarks_ddl_and_last_merge_escaped():
@@ -36,6 +36,7 @@ def test_page_shows_watermarks_ddl_and_last_merge_escaped():
     assert "add column" in page and "&lt;script&gt;" in page and "<script>" not in page
     assert "120 changes" in page and "2.5 s" in page
     assert "<polyline" in page
+    assert "shop.old: stopped" in page  # a syncpoint lists the tables left out of its cut
 
 
 def test_stopped_table_shows_its_reason_and_empty_lake_says_so():

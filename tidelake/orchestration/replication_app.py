@@ -22,13 +22,17 @@ from tidelake.errors import InputError
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
 from tidelake.orchestration.plugin_views import render_page
 
+SYNCPOINTS_SHOWN = 10
+
 StatusSource = Callable[[Changefeed], dict[str, Any]]
 
 
 def lake_status(feed: Changefeed) -> dict[str, Any]:
     """`tidelake status --json` of one changefeed plus what the page adds: the changefeed id and
-    each table's recent lag (`lag_history`, seconds after each of its last merges)."""
+    each table's recent lag (`lag_history`, seconds after each of its last merges) and the latest
+    syncpoints (newest first: ts, number of tables in the cut, tables left out and why)."""
     from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.syncpoints import read_syncpoints
     from tidelake.orchestration.lag_history import lag_history
     from tidelake.status import collect_status
 
@@ -37,7 +41,11 @@ def lake_status(feed: Changefeed) -> dict[str, Any]:
     history = lag_history(layout)
     for table in report["tables"]:
         table["lag_history"] = history.get(table["table_key"], [])
-    return {"changefeed": feed.config.changefeed_id, **report}
+    syncpoints = [
+        {"ts": sp.ts, "tables": len(sp.replicas), "excluded": sp.excluded}
+        for sp in read_syncpoints(layout)[-SYNCPOINTS_SHOWN:]
+    ]
+    return {"changefeed": feed.config.changefeed_id, **report, "syncpoints": syncpoints[::-1]}
 
 
 def create_app(status_source: StatusSource | None = None) -> FastAPI:
