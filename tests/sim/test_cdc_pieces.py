@@ -174,11 +174,22 @@ def test_row_events_hold_sink_quota_until_sent_errors_are_forced():
     assert 200 < held <= 300
     assert not d.on_realtime(rows, False, False)  # TiKV: SendError::Congested, nothing queued
     assert quota.in_use == held
-    assert not d.finish_scan([ApplyEntry(b"k", 9, 0, "put", b"v" * 100, b"")], False)  # scan cannot fit either
-    assert d.state is DownstreamState.INITIALIZING
     assert d.stop(cdcpb_pb2.Error(congested=cdcpb_pb2.Congested(region_id=5)))  # forced: fits anyway
     out = _drain(conn)
     assert [e.WhichOneof("event") for m in out for e in m.events] == ["entries", "entries", "error"]
+    assert quota.in_use == 0  # handed to gRPC: freed
+
+
+def test_a_scan_larger_than_the_quota_still_goes_out_and_holds_quota():
+    quota = SinkMemoryQuota(100)
+    conn = Conn("peer", "EventFeed", (), quota)
+    d = Downstream(conn, 1, 5, 1, 0, ObservedRange(b"", b""))
+    assert d.finish_scan([ApplyEntry(b"k", 9, 0, "put", b"v" * 500, b"")], False)  # no livelock on a big region
+    assert d.state is DownstreamState.NORMAL and quota.in_use > 500
+    rows = [(encode_bytes(b"k"), Row(type=LogType.PREWRITE, start_ts=10, key=b"k", value=b"w"))]
+    assert not d.on_realtime(rows, False, False)  # realtime rows congest while the scan drains
+    assert [r.type for m in _drain(conn) for e in m.events for r in e.entries.entries] == [
+        LogType.PREWRITE, LogType.INITIALIZED]
     assert quota.in_use == 0  # handed to gRPC: freed
 
 

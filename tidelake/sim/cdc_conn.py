@@ -74,12 +74,13 @@ class Conn:
         if not self.closed:
             self._out.put((event, 0))
 
-    def try_send_events(self, events: list[cdcpb_pb2.Event]) -> bool:
-        """Queue row events if the sink memory quota takes all of them; False (nothing queued) if not."""
+    def try_send_events(self, events: list[cdcpb_pb2.Event], force: bool = False) -> bool:
+        """Queue row events holding their bytes of the sink memory quota; False (nothing queued)
+        when the quota cannot take all of them, unless forced."""
         if self.closed:
             return True
         sizes = [e.ByteSize() for e in events]
-        if not self._quota.alloc(sum(sizes)):
+        if not self._quota.alloc(sum(sizes), force):
             return False
         for event, size in zip(events, sizes):
             self._out.put((event, size))

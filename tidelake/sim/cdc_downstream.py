@@ -71,8 +71,7 @@ class Downstream:
             return not mine or self.conn.try_send_events([self._event(mine)])
 
     def finish_scan(self, entries: list[ApplyEntry], duplicate: bool) -> bool:
-        """Queue the incremental scan (+ INITIALIZED) and turn NORMAL; False if stopped meanwhile
-        or if the sink memory quota cannot take the scan (then the caller stops it `congested`)."""
+        """Queue the incremental scan (+ INITIALIZED) and turn NORMAL; False if stopped meanwhile."""
         rows: list[Row] = []
         for e in entries:
             if not self.observed.contains_encoded(encode_bytes(e.key)):
@@ -89,8 +88,7 @@ class Downstream:
             if self.state is DownstreamState.STOPPED:
                 return False
             held = [self._event(self._held_prewrites)] if self._held_prewrites else []
-            if not self.conn.try_send_events(held + [self._event(group) for group in groups]):
-                return False
+            self.conn.try_send_events(held + [self._event(group) for group in groups], force=True)
             self._held_prewrites = []
             self.state = DownstreamState.NORMAL
         return True

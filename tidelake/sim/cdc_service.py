@@ -281,9 +281,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 return
             lo, hi = d.observed.raw_bounds()
             entries = self._cluster.mvcc.snapshot_delta(lo, hi or b"", d.checkpoint_ts)
-            if not d.finish_scan(entries, self._cluster.faults.duplicate_delivery) \
-                    and d.state is not DownstreamState.STOPPED:
-                self._stop([d], cdc_errors.congested(d.region_id))  # the scan did not fit the sink quota
+            d.finish_scan(entries, self._cluster.faults.duplicate_delivery)
         except Exception:
             log.exception("cdc incremental scan of region %s failed", d.region_id)
             self._stop([d], cdc_errors.region_not_found(d.region_id))  # TiKV: other errors -> region_not_found
