@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 

@@ -19,11 +19,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from tidelake import tso
 from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import commit_properties
 from tidelake.lake.layout import LakeLayout, open_or_create
 
 SYNCPOINT_APP_ID = "tidelake-syncpoint"
@@ -117,7 +116,10 @@ def record_syncpoint(layout: LakeLayout, syncpoint: Syncpoint) -> bool:
         table,
         pa.Table.from_pylist([row], schema=SYNCPOINTS_SCHEMA),
         mode="append",
-        commit_properties=commit_properties(SYNCPOINT_APP_ID, syncpoint.ts, syncpoint_ts=syncpoint.ts),
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(SYNCPOINT_APP_ID, syncpoint.ts)],
+            custom_metadata={"tidelake.syncpoint": str(syncpoint.ts)},
+        ),
     )
     return True
 

@@ -1,0 +1,38 @@
+"""Replica catalog: stable paths across renames, no two tables in one folder, states with reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidelake.errors import InputError
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import STATE_ACTIVE, STATE_DROPPED, STATE_STOPPED, ReplicaCatalog
+
+
+def test_paths_are_chosen_once_and_never_shared(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    catalog = ReplicaCatalog(layout)
+    first = catalog.assign(10, "shop", "orders", ts=100)
+    assert first.path == layout.replica_path("shop", "orders") and first.state == STATE_ACTIVE
+    assert catalog.assign(10, "other", "name", ts=200) == first  # idempotent: the first call decides
+
+    renamed = catalog.rename(10, "archive", "orders_old", ts=300)
+    assert (renamed.db, renamed.name, renamed.path) == ("archive", "orders_old", first.path)
+    second = catalog.assign(11, "shop", "orders", ts=400)  # a new table under the old name
+    assert second.path == f"{first.path}__11"
+
+    catalog.mark_dropped(11, ts=500)
+    catalog.mark_stopped(10, "exchange partition is not supported", ts=600)
+    reopened = ReplicaCatalog(layout).entries()
+    assert (reopened[11].state, reopened[10].state) == (STATE_DROPPED, STATE_STOPPED)
+    assert reopened[10].reason == "exchange partition is not supported" and reopened[10].state_ts == 600
+    assert catalog.find("SHOP", "Orders").table_key == 11
+    assert catalog.mark_active(10, ts=700).reason is None
+
+
+def test_unknown_table_and_state_are_input_errors(tmp_path):
+    catalog = ReplicaCatalog(LakeLayout(str(tmp_path)))
+    with pytest.raises(InputError, match="no replica"):
+        catalog.rename(1, "a", "b", ts=1)
+    with pytest.raises(InputError, match="unknown state"):
+        catalog.upsert([type(catalog.assign(2, "a", "b", 1))(3, "a", "c", "/x", "paused")])
