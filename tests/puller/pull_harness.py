@@ -130,3 +130,12 @@ def oracle(sim: SimCluster, table_id: int, after_ts: int) -> set[tuple[int, byte
 
 def ddl_rows(lake: Path) -> list[dict]:
     return DeltaTable(LakeLayout(str(lake)).ddl).to_pyarrow_table().to_pylist()
+
+
+def start_ts(lake: Path, runner: RunnerThread) -> int:
+    """The start ts the runner chose, as recorded by its schema snapshot rows (not a watermark,
+    which a second flush may already have moved past it)."""
+    from tidelake.lake.layout import SOURCE_SNAPSHOT
+
+    wait_resolved(lake, {}, 1, runner)
+    return next(r["commit_ts"] for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT)
