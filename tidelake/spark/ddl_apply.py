@@ -135,8 +135,7 @@ def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event
         catalog.mark_active(table, event.commit_ts)
         record_checkpoint(spark, entry.path, event.commit_ts, catalog.layout.storage_options)
         return
-    create_replica(spark, entry.path, event.table_info_after, event.commit_ts,
-                   storage_options=catalog.layout.storage_options)
+    create_replica(spark, entry.path, event.table_info_after, event.commit_ts, catalog.layout.storage_options)
 
 
 def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent) -> None:

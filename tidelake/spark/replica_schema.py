@@ -28,7 +28,7 @@ from tidelake.errors import InputError
 from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType, StructType
 
 COMMIT_TS_COLUMN = "_tidb_commit_ts"
@@ -132,19 +132,18 @@ def create_replica(
     path: str,
     info: TableInfo,
     checkpoint_ts: int,
-    rows: DataFrame | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> bool:
-    """Create the replica at `path` with `rows` (default none) as of `checkpoint_ts`, in ONE commit.
+    """Create the EMPTY replica at `path` as of `checkpoint_ts`, properties and txn in ONE commit.
 
-    Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`
-    (Delta would skip the write anyway; checking first avoids planning it).
+    Empty only: delta-spark 4.4 refuses a creating write WITH rows on a table with column mapping
+    and CDF (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION; tidelake.bootstrap.replica_write).
+    Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`.
     """
     current = read_checkpoint(path, storage_options)
     if current is not None and current >= checkpoint_ts:
         return False
-    data = rows if rows is not None else spark.createDataFrame([], replica_struct(info))
-    writer = data.write.format("delta").mode("append")
+    writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
     for key, value in {**REPLICA_PROPERTIES, **writer_txn_options(checkpoint_ts)}.items():
         writer = writer.option(key, value)
     writer.save(path)
