@@ -17,7 +17,7 @@ from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, read_checkpoint, w
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.spark.ddl_apply import BarrierError, UnsupportedDDL, apply_ddl, record_checkpoint, replica_schema
+from tidelake.spark.ddl_apply import BarrierError, NeedsBootstrap, UnsupportedDDL, apply_ddl, record_checkpoint, replica_schema
 from tidelake.spark.replica_schema import PARTITION_ID_COLUMN, REPLICA_PROPERTIES, data_type, key_columns, replica_struct
 from tidelake.spark.type_change import can_widen
 
@@ -185,3 +185,15 @@ def test_replica_columns_and_keys_per_table_kind():
     assert key_columns(up.table("s", "part")) == [PARTITION_ID_COLUMN, "id"]
     assert replica_struct(up.table("s", "nopk")).fieldNames() == ["v", "_tidb_commit_ts", "_tidb_rowid"]
     assert replica_struct(up.table("s", "part")).fieldNames() == ["id", "_tidb_commit_ts", PARTITION_ID_COLUMN]
+
+
+def test_tables_that_join_with_rows_need_a_bootstrap(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    up = Upstream()
+    up.create_schema("s")
+    up.create_table("s", "old", [("id", "bigint", "pk")])  # existed before the changefeed started
+    feed = DdlFeed(up)
+    t = up.table("s", "old").id
+    with pytest.raises(NeedsBootstrap, match="bootstrap"):
+        apply_ddl(None, layout, t, SchemaHistory(feed.rows).ddl_events(t)[0])
+    assert ReplicaCatalog(layout).get(t) is None  # nothing claims a replica

@@ -25,7 +25,7 @@ from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
-from tidelake.lake.layout import LakeLayout
+from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
 from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaCatalog, ReplicaEntry
 from tidelake.lake.schema_history import DdlEvent, TableKey
 from tidelake.spark.replica_schema import (
@@ -50,6 +50,16 @@ class UnsupportedDDL(TidelakeError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class NeedsBootstrap(TidelakeError):
+    """The table entered the feed holding rows (start snapshot, RENAME into the filter...): an
+    empty replica would silently miss them, so its replica comes from a bootstrap instead."""
+
+
+# First events after which the table is really empty upstream (or the replica already exists).
+_EMPTY_STARTS = frozenset({ActionType.CREATE_TABLE, ActionType.CREATE_TABLES, ActionType.TRUNCATE_TABLE,
+                           ActionType.RECOVER_TABLE})
 
 
 class BarrierError(TidelakeError):
@@ -128,6 +138,9 @@ def record_checkpoint(
 
 
 def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event: DdlEvent) -> None:
+    if event.source == SOURCE_SNAPSHOT or event.action not in _EMPTY_STARTS:
+        raise NeedsBootstrap(f"{event.db}.{event.name} joined at {event.commit_ts} ({event.action_name}) with "
+                             f"its existing rows: bootstrap its replica (tidelake bootstrap)")
     entry = catalog.assign(table, event.db, event.name, event.commit_ts)
     if entry.state == STATE_DROPPED and event.action == ActionType.RECOVER_TABLE:
         # RECOVER/FLASHBACK TABLE restores the rows the table had at its drop, which the replica kept.
