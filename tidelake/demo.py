@@ -346,8 +346,12 @@ def run_demo(options: DemoOptions, console: Console) -> DemoResult:
     try:
         return _run(options, workdir, console)
     finally:
-        if not options.keep:
-            shutil.rmtree(workdir, ignore_errors=True) if made else shutil.rmtree(workdir / "lake", ignore_errors=True)
+        if not options.keep and made:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif not options.keep:  # a folder the user gave: remove only what the demo put there
+            shutil.rmtree(workdir / "lake", ignore_errors=True)
+            for name in ("changefeed.toml", "cluster.json"):
+                (workdir / name).unlink(missing_ok=True)
 
 
 def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
@@ -380,27 +384,11 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
             say("puller running; workload, DDL tour and faults start")
             workload.start()
             faults.start()
-            spark_thread.join()
-            spark = spark_box.get("spark")
-            if spark is None:
-                raise TidelakeError("Spark did not start (see the log above)")
-            cycles = 0
-            deadline = time.monotonic() + options.duration_s
-            step_every = options.duration_s / (len(tour.kinds) + 1)
-            next_step = time.monotonic()
-            while time.monotonic() < deadline or not tour.done:
-                puller.check()
-                while not tour.done and time.monotonic() >= next_step:
-                    say(f"DDL: {tour.step()}")
-                    next_step += step_every
-                report = run_merge(spark, layout)
-                cycles += 1
-                merged = sum(t.rows_in for t in report.tables)
-                ddls = sum(t.ddls_applied for t in report.tables)
-                say(f"merge cycle {cycles}: {len(report.tables)} tables, {merged} changes, {ddls} DDLs applied"
-                    + (f", {len(report.failed)} failed" if report.failed else ""))
-            workload.stop()
-            faults.stop()
+            try:
+                spark, cycles = _traffic_and_merges(options, spark_thread, spark_box, tour, layout, puller, say)
+            finally:
+                workload.stop()
+                faults.stop()
             final_ts = cluster.tso.next()
             say(f"traffic stopped; final ts {final_ts}: waiting for the watermarks")
             wait_for_watermarks(layout, final_ts, replicated_physical_ids(tidb), 120, puller.check)
@@ -417,6 +405,33 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
             pd.close()
     return DemoResult(workdir, final_ts, verify_report, status, cycles, tour.ran, dict(faults.injected),
                       workload.counters.snapshot())
+
+
+def _traffic_and_merges(options: DemoOptions, spark_thread: threading.Thread, spark_box: dict, tour: DdlTour,
+                        layout: LakeLayout, puller: PullerThread, say: Callable[[str], None]) -> tuple[Any, int]:
+    """Merge cycles while traffic runs, the DDL tour spread over the duration; (spark, cycles)."""
+    from tidelake.spark.merge_job import run_merge
+
+    spark_thread.join()
+    spark = spark_box.get("spark")
+    if spark is None:
+        raise TidelakeError("Spark did not start (see the log above)")
+    cycles = 0
+    deadline = time.monotonic() + options.duration_s
+    step_every = options.duration_s / (len(tour.kinds) + 1)
+    next_step = time.monotonic()
+    while time.monotonic() < deadline or not tour.done:
+        puller.check()
+        while not tour.done and time.monotonic() >= next_step:
+            say(f"DDL: {tour.step()}")
+            next_step += step_every
+        report = run_merge(spark, layout)
+        cycles += 1
+        merged = sum(t.rows_in for t in report.tables)
+        ddls = sum(t.ddls_applied for t in report.tables)
+        say(f"merge cycle {cycles}: {len(report.tables)} tables, {merged} changes, {ddls} DDLs applied"
+            + (f", {len(report.failed)} failed" if report.failed else ""))
+    return spark, cycles
 
 
 def _spark(master: str) -> Any:
