@@ -31,13 +31,14 @@ class Upstream:
     next_id: int = 100
     dbs: dict[int, DBInfo] = field(default_factory=dict)
     tables: dict[int, tuple[int, TableInfo]] = field(default_factory=dict)  # table id -> (db id, info)
+    step: int = TS_STEP  # ts between jobs; 1 makes each DDL's barrier the previous DDL's commit ts
 
     def _id(self) -> int:
         self.next_id += 1
         return self.next_id
 
     def tick(self) -> int:
-        self.ts += TS_STEP
+        self.ts += self.step
         return self.ts
 
     def snapshot(self) -> SchemaSnapshot:

@@ -39,7 +39,8 @@ def _apply_next(spark, layout, feed, table, catalog):
     entry = catalog.get(table)
     history = SchemaHistory(feed.rows)
     event = history.next_ddl_after(table, read_checkpoint(entry.path))
-    record_checkpoint(spark, entry.path, event.barrier)  # the merge reached it
+    if read_checkpoint(entry.path) < event.barrier:
+        record_checkpoint(spark, entry.path, event.barrier)  # what the merge up to the barrier records
     apply_ddl(spark, layout, table, event, catalog)
     version, commit = _last_commit(entry.path)
     assert read_checkpoint(entry.path) == event.commit_ts
@@ -50,6 +51,7 @@ def _apply_next(spark, layout, feed, table, catalog):
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)  # ~20 Delta commits; minutes on a loaded 2-core box, ~1 min otherwise
 def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
     layout = LakeLayout(str(tmp_path))
     catalog = ReplicaCatalog(layout)
@@ -68,16 +70,16 @@ def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
     props = DeltaTable(path).metadata().configuration
     assert all(props.get(k) == v for k, v in REPLICA_PROPERTIES.items())
 
-    feed.run(up.add_column("shop", "orders", ("price", "decimal(8,2)", {"default": "1.50"})))
+    up.step = 1  # consecutive DDLs: each barrier is the previous DDL's commit ts, no merge between
+    first = feed.run(up.add_column("shop", "orders", ("price", "decimal(8,2)", {"default": "1.50"})))
     feed.run(up.rename_column("shop", "orders", "qty", "quantity"))
     feed.run(up.modify_column("shop", "orders", "quantity", "bigint"))  # widening
     feed.run(up.modify_column("shop", "orders", "code", "varchar(10)"))  # rewrite with cast
     feed.run(up.drop_column("shop", "orders", "gone"))
-    _merge_rows(spark, path, create.table_info_after, [(1, 5, 7, "x", create.commit_ts + 1),
-                                                       (2, None, 8, "y", create.commit_ts + 1)],
-                create.commit_ts + 1)
     with pytest.raises(BarrierError):  # checkpoint still below the ADD COLUMN barrier
-        apply_ddl(spark, layout, t, SchemaHistory(feed.rows).ddl_events(t)[2], catalog)
+        apply_ddl(spark, layout, t, SchemaHistory(feed.rows).ddl_events(t)[1], catalog)
+    merged = first.finished_ts - 1
+    _merge_rows(spark, path, create.table_info_after, [(1, 5, 7, "x", merged), (2, None, 8, "y", merged)], merged)
     for _ in range(5):
         _apply_next(spark, layout, feed, t, catalog)
 
@@ -89,11 +91,11 @@ def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
     quantity = next(f for f in schema.fields if f.name == "quantity")
     assert quantity.metadata.get("delta.typeChanges")  # widened in place, not rewritten
     rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
-    assert rows == [(1, 5, "7", Decimal("1.50"), create.commit_ts + 1),
-                    (2, None, "8", Decimal("1.50"), create.commit_ts + 1)]
+    assert rows == [(1, 5, "7", Decimal("1.50"), merged), (2, None, "8", Decimal("1.50"), merged)]
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)  # ~20 Delta commits; minutes on a loaded 2-core box, ~1 min otherwise
 def test_partition_and_truncate_ddls_remove_exactly_their_rows(spark, tmp_path):
     layout = LakeLayout(str(tmp_path))
     catalog = ReplicaCatalog(layout)
@@ -106,10 +108,10 @@ def test_partition_and_truncate_ddls_remove_exactly_their_rows(spark, tmp_path):
     create = SchemaHistory(feed.rows).ddl_events(t)[0]
     apply_ddl(spark, layout, t, create, catalog)
     path = catalog.get(t).path
-    ts = create.commit_ts + 1
+    up.step = 1
+    ts = feed.run(up.truncate_partition("s", "p", "p0")).finished_ts - 1
     _merge_rows(spark, path, create.table_info_after,
                 [(1, 1, ts, p0), (2, 2, ts, p1), (3, 3, ts, p2), (4, 4, ts, p2)], ts)
-    feed.run(up.truncate_partition("s", "p", "p0"))
     feed.run(up.drop_partition("s", "p", "p1"))
     feed.run(up.add_partition("s", "p", "p3"))
     for _ in range(3):
@@ -124,6 +126,7 @@ def test_partition_and_truncate_ddls_remove_exactly_their_rows(spark, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)  # ~20 Delta commits; minutes on a loaded 2-core box, ~1 min otherwise
 def test_rename_drop_and_unsupported(spark, tmp_path):
     layout = LakeLayout(str(tmp_path))
     catalog = ReplicaCatalog(layout)

@@ -38,6 +38,7 @@ def _parquet_files(path):
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)  # a handful of Delta commits; slow only on a loaded machine
 def test_retention_optimize_vacuum(spark, tmp_path):
     layout = LakeLayout(str(tmp_path))
     up = Upstream(ts=tso.compose(1_800_000_000_000))
