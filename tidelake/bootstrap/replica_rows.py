@@ -1,10 +1,10 @@
-"""Snapshot rows -> replica columns as Arrow batches.
+"""Snapshot rows -> replica rows as Arrow batches, in the replica's own schema.
 
-A replica holds the upstream columns under their own names and mapped types (DESIGN.md §3,
-codec/spark_types.py), `_tidb_rowid` when the table has no clustered primary key, and
-`_tidb_commit_ts`. A snapshot read at T does not return each row's commit ts, so bootstrapped
-rows carry T: an upper bound of their last change, and below every change the feed delivers
-afterwards (facts/meta_snapshot.md §4.2), which is all merge needs from it.
+The columns are tidelake.spark.replica_schema's (upstream columns by name and mapped type, then
+the hidden `_tidb_commit_ts`, `_tidb_rowid`, `_tidb_partition_id`). A snapshot read at T does not
+return each row's commit ts, so bootstrapped rows carry T: an upper bound of their last change
+and below every change the feed delivers afterwards (facts/meta_snapshot.md §4.2), which is
+what merge compares it with.
 """
 
 from __future__ import annotations
@@ -14,12 +14,18 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 
 from tidelake.codec.keys import decode_record_key
-from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row
-from tidelake.codec.schema import STATE_PUBLIC, ColumnInfo, TableInfo
-from tidelake.codec.spark_types import spark_type, spark_value
+from tidelake.codec.row import decode_row
+from tidelake.codec.schema import TableInfo
+from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError
-
-COMMIT_TS_COLUMN = "_tidb_commit_ts"
+from tidelake.spark.replica_schema import (
+    COMMIT_TS_COLUMN,
+    PARTITION_ID_COLUMN,
+    ROWID_COLUMN,
+    quote,
+    replica_columns,
+    stored_columns,
+)
 
 _ARROW = {
     "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
@@ -27,18 +33,6 @@ _ARROW = {
     "BINARY": pa.binary(), "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us", tz="UTC"),
     "TIMESTAMP_NTZ": pa.timestamp("us"), "ARRAY<FLOAT>": pa.list_(pa.float32()),
 }  # fmt: skip
-
-
-def replica_columns(info: TableInfo) -> list[ColumnInfo]:
-    """Upstream columns a replica holds: public, visible, stored (virtual ones are not in rows)."""
-    return [
-        c for c in sorted(info.columns, key=lambda c: c.offset)
-        if c.state == STATE_PUBLIC and not c.hidden and not (c.is_generated and not c.generated_stored)
-    ]
-
-
-def has_rowid(info: TableInfo) -> bool:
-    return info.handle_column() is None and not info.is_common_handle
 
 
 def arrow_type(spark: str) -> pa.DataType:
@@ -53,11 +47,12 @@ def arrow_type(spark: str) -> pa.DataType:
 
 
 def replica_arrow_schema(info: TableInfo) -> pa.Schema:
-    fields = [pa.field(c.name, arrow_type(spark_type(c.field_type))) for c in replica_columns(info)]
-    if has_rowid(info):
-        fields.append(pa.field(EXTRA_HANDLE_NAME, pa.int64(), nullable=False))
-    fields.append(pa.field(COMMIT_TS_COLUMN, pa.int64(), nullable=False))
-    return pa.schema(fields)
+    return pa.schema([pa.field(name, arrow_type(tp)) for name, tp, _ in replica_columns(info)])
+
+
+def replica_ddl(info: TableInfo) -> str:
+    """The replica's columns as a Spark DDL string (mapInArrow output schema)."""
+    return ", ".join(f"{quote(name)} {tp}" for name, tp, _ in replica_columns(info))
 
 
 class RowDecoder:
@@ -66,8 +61,8 @@ class RowDecoder:
     def __init__(self, info: TableInfo, commit_ts: int) -> None:
         self.info = info
         self.schema = replica_arrow_schema(info)
-        self._columns = replica_columns(info)
-        self._rowid = has_rowid(info)
+        self._stored = stored_columns(info)
+        self._hidden = [name for name, _, _ in replica_columns(info)][len(self._stored):]
         self._commit_ts = commit_ts
 
     def batches(self, pairs: Iterable[tuple[bytes, bytes]], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
@@ -82,16 +77,17 @@ class RowDecoder:
 
     def batch(self, pairs: list[tuple[bytes, bytes]]) -> pa.RecordBatch:
         values: list[list] = [[] for _ in self.schema]
+        n = len(self._stored)
         for key, value in pairs:
             try:
-                _, handle = decode_record_key(key)
+                physical_id, handle = decode_record_key(key)
                 row = decode_row(value, self.info, handle)
-                for i, column in enumerate(self._columns):
+                for i, column in enumerate(self._stored):
                     values[i].append(spark_value(row.get(column.name), column.field_type))
             except InputError as exc:
                 raise InputError(f"table {self.info.name} row {key.hex()}: {exc}") from None
-            if self._rowid:
-                values[len(self._columns)].append(row[EXTRA_HANDLE_NAME])
-            values[-1].append(self._commit_ts)
+            hidden = {COMMIT_TS_COLUMN: self._commit_ts, ROWID_COLUMN: handle, PARTITION_ID_COLUMN: physical_id}
+            for j, name in enumerate(self._hidden):
+                values[n + j].append(hidden[name])
         arrays = [pa.array(col, type=f.type) for col, f in zip(values, self.schema)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -21,17 +21,20 @@ from tidelake.bootstrap.progress import TableProgress
 from tidelake.bootstrap.replica_write import write_replica
 from tidelake.bootstrap.snapshot_read import read_table
 from tidelake.bootstrap.table_starts import STATE_DONE, STATE_JOINED, STATE_REFUSED, TableStart, TableStarts
+from tidelake.codec.schema import TableInfo
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.lake.schema_history import SchemaHistory
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 # TiCDC's "creating" safepoint TTL: after bootstrap it keeps T readable this long for a puller
 # that has not started yet (a running puller holds its own).
@@ -104,7 +107,7 @@ class Bootstrap:
         joined = {(s.db.lower(), s.table.lower()): s for s in starts.latest(self.config.changefeed_id)
                   if s.state in (STATE_JOINED, STATE_DONE)}
         for db, info in wanted:
-            path = self.layout.replica_path(db.name, info.name)
+            path = self._replica_path(db.name, info)
             checkpoint = read_checkpoint(path, self.layout.storage_options)
             if checkpoint is not None:
                 self.say(f"{db.name}.{info.name}: already a replica at checkpoint {checkpoint}; skipped")
@@ -210,7 +213,7 @@ class Bootstrap:
     def _bootstrap_table(self, pd: PDClient, reader: SnapshotReader, plan: TablePlan) -> TableResult:
         ranges = [r for pid in plan.physical_ids for r in region_ranges(pd, pid)]
         progress = TableProgress(plan.name, len(ranges), self.options.progress_interval_s, self._out)
-        path = self.layout.replica_path(plan.db.name, plan.info.name)
+        path = self._replica_path(plan.db.name, plan.info, plan.ts)
         spark = self._session()
         if len(ranges) >= self.options.spark_threshold_regions:
             from tidelake.bootstrap.spark_snapshot import AccumulatorWatcher, table_frame
@@ -218,14 +221,27 @@ class Bootstrap:
             read = table_frame(spark, list(self.config.upstream.pd), self.config.upstream.tls, plan.info, ranges,
                                plan.ts)
             with AccumulatorWatcher(read, progress):
-                write_replica(spark, path, plan.info, read.frame, plan.ts, self.layout.storage_options)
+                self._write(spark, path, plan, read.frame)
             how = "spark"
         else:
             rows = read_table(reader, plan.info, ranges, plan.ts, progress)
-            write_replica(spark, path, plan.info, spark.createDataFrame(rows), plan.ts, self.layout.storage_options)
+            self._write(spark, path, plan, spark.createDataFrame(rows))
             how = "local"
         progress.finish(f"replica written at checkpoint {plan.ts} ({how})")
         return TableResult(plan.name, plan.ts, path, how, progress.rows, progress.bytes, progress.elapsed_s)
+
+    def _replica_path(self, db: str, info: TableInfo, ts: int | None = None) -> str:
+        """The catalog's path for the table (merge finds the replica there); `ts` registers it."""
+        key = SchemaHistory.load(self.layout).find(db, info.name)
+        table_key = int(key) if key is not None else info.id
+        catalog = ReplicaCatalog(self.layout)
+        if ts is not None:
+            return catalog.assign(table_key, db, info.name, ts).path
+        entry = catalog.get(table_key)
+        return entry.path if entry is not None else self.layout.replica_path(db, info.name)
+
+    def _write(self, spark: SparkSession, path: str, plan: TablePlan, rows: DataFrame) -> None:
+        write_replica(spark, path, plan.info, rows, plan.ts, self.layout.storage_options)
 
     def _session(self) -> SparkSession:
         if self._spark is None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tidelake.bootstrap.plan import KeyRange
 from tidelake.bootstrap.progress import TableProgress
-from tidelake.bootstrap.replica_write import replica_ddl
+from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
 from tidelake.upstream.channels import TlsConfig
 

@@ -1,0 +1,45 @@
+"""Write a bootstrapped replica: all its rows and checkpoint T in ONE Delta commit.
+
+delta-spark 4.4 refuses a DataFrame write of rows that creates a table with column mapping AND
+change data feed (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION), so create_replica(rows=...)
+cannot be used here. The table is created first, empty and WITHOUT a checkpoint, with the
+replica schema and properties of tidelake.spark.replica_schema; the rows follow in one
+overwrite carrying the txn (app id MERGE_APP_ID, version T; facts/stack.md §11). A table
+without a checkpoint is no replica to merge or verify, so a crash between the two commits, or
+during the data write (files written, never committed), leaves nothing that claims to be
+complete, and the rerun's overwrite replaces whatever the table holds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tidelake.bootstrap.replica_rows import replica_ddl
+from tidelake.codec.schema import TableInfo
+from tidelake.errors import TidelakeError
+from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
+from tidelake.spark.replica_schema import REPLICA_PROPERTIES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class ReplicaWriteError(TidelakeError):
+    """The replica's commit did not record the bootstrap's checkpoint."""
+
+
+def write_replica(spark: SparkSession, path: str, info: TableInfo, rows: DataFrame, ts: int,
+                  storage_options: dict[str, str] | None = None) -> None:
+    """Make `path` hold exactly `rows` with checkpoint `ts`."""
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in REPLICA_PROPERTIES.items())
+    location = path.replace("`", "``")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{location}` ({replica_ddl(info)}) USING delta "
+              f"TBLPROPERTIES ({properties})")
+    writer = rows.write.format("delta").mode("overwrite")
+    for key, value in writer_txn_options(ts).items():
+        writer = writer.option(key, value)
+    writer.save(path)
+    recorded = read_checkpoint(path, storage_options)
+    if recorded != ts:
+        raise ReplicaWriteError(f"{path}: replica records checkpoint {recorded}, not the bootstrap's {ts}: "
+                                "merge maintains it already (drop it to bootstrap it again)")
