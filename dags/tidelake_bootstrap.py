@@ -1,0 +1,63 @@
+"""tidelake_bootstrap: manual initial snapshot of tables into their replicas (one per changefeed).
+
+Trigger with params `tables` (["db.table", ...]; empty = every table the changefeed's filter
+selects; a table outside the filter is added to the RUNNING changefeed) and `at_ts` (a TSO;
+empty = PD's current TSO). One spark-submit of spark_jobs/bootstrap.py: large tables are read by
+the executors, one task per region range. It holds a PD service GC safepoint for the whole run,
+refuses a ts older than the GC safepoint, and is safe to re-trigger after a failure (finished
+replicas are skipped, partial ones rewritten). Logic: tidelake.bootstrap.runner.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG, Param, task
+
+from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+
+SPARK = SparkSettings.from_env()
+TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
+
+
+def build(feed: Changefeed) -> DAG:
+    changefeed_id = feed.config.changefeed_id
+    submit = spark_submit_kwargs(SPARK, job="bootstrap", app_name="tidelake bootstrap",
+                                 lake_root=feed.config.lake.root)
+    submit.pop("name")
+    with DAG(
+        dag_id=feed.dag_id("bootstrap"),
+        description=f"Bootstrap replicas of changefeed {changefeed_id} at one TSO",
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        params={
+            "tables": Param([], type="array", items={"type": "string", "pattern": TABLE_PATTERN},
+                            description="db.table names; empty = all tables of the changefeed's filter"),
+            "at_ts": Param(None, type=["null", "integer"], minimum=1,
+                           description="snapshot TSO; empty = PD's current TSO"),
+        },
+        tags=["tidelake", changefeed_id],
+        doc_md=__doc__,
+        default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
+    ) as dag:
+
+        @task
+        def arguments(config_path: str, **context) -> list[dict]:
+            params = context["params"]
+            args = ["--config", config_path]
+            if params.get("at_ts") is not None:
+                args += ["--at-ts", str(params["at_ts"])]
+            for table in params.get("tables") or []:
+                args += ["--table", table]
+            return [{"application_args": args}]
+
+        TidelakeSparkSubmitOperator.partial(task_id="bootstrap", **submit).expand_kwargs(arguments(feed.config_path))
+    return dag
+
+
+for _feed in load_changefeeds():
+    build(_feed)
