@@ -179,3 +179,27 @@ def test_committed_row_with_unknown_op_is_a_protocol_violation():
     s = state()
     with pytest.raises(ProtocolViolationError, match="op_type 0"):
         s.handle_rows([committed(1, 101, 102, op=Row.UNKNOWN)])
+
+
+@pytest.mark.parametrize("suffix", [b"", b"\x01"])  # b"\x01": an end that is not one full encoding
+def test_span_filter_matches_encoded_order_whether_bounds_decode_or_not(suffix):
+    from tidelake.codec.memcomparable_bytes import encode_bytes
+
+    span = (encode_bytes(key(8)[:-1]), encode_bytes(key(16)) + suffix)  # start: a prefix of key 8
+    keys = [key(h) for h in range(0, 24)] + [key(8)[:-1], key(16) + b"\x00", key(3, TABLE + 1)]
+    rows = [Row(type=E.COMMITTED, start_ts=101, commit_ts=102, key=k, value=b"v", op_type=Row.PUT) for k in keys]
+    out = state(span=span).handle_rows([INIT, *rows])
+    inside = [k for k in keys if span[0] <= encode_bytes(k) < span[1]]
+    assert [c.key for c in out] == inside and len(inside) > 2
+
+
+def test_rows_of_two_tables_in_one_span_keep_their_own_table_ids():
+    from tidelake.codec.keys import table_prefix
+
+    s = state(span=(b"", b""))
+    out = s.handle_rows([INIT, committed(1, 101, 102), committed(1, 101, 102, table=TABLE + 1),
+                         committed(2, 101, 102), committed(2, 101, 102, table=TABLE + 1)])
+    assert [c.table_id for c in out] == [TABLE, TABLE + 1, TABLE, TABLE + 1]
+    with pytest.raises(Exception, match="not a table key"):
+        s.handle_rows([Row(type=E.COMMITTED, start_ts=101, commit_ts=103, key=table_prefix(TABLE)[:5],
+                           value=b"v", op_type=Row.PUT)])

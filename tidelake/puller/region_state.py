@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from tidelake.codec.keys import table_id_of
-from tidelake.codec.memcomparable_bytes import encode_bytes
+from tidelake.codec.keys import TABLE_PREFIX_LEN, table_id_of
+from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
+from tidelake.errors import InputError
 from tidelake.kvproto import cdcpb_pb2
 from tidelake.puller.errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.puller.events import RowChange
@@ -54,6 +55,9 @@ class RegionFeedState:
         self._unmatched: dict[tuple[int, bytes], Row] = {}
         self._cached_commits: list[Row] = []
         self._cached_rollbacks: list[Row] = []
+        self._raw_span = _raw_span(span)
+        self._table_prefix = b""  # the last row's 't' + table id bytes, and its decoded id
+        self._table_id = 0
 
     @property
     def unmatched_count(self) -> int:
@@ -157,8 +161,12 @@ class RegionFeedState:
                 f"region {self.region_id}: committed row for key {row.key.hex()} commit_ts {row.commit_ts} "
                 f"has op_type {row.op_type}, expected PUT or DELETE"
             )
+        key = row.key
+        if key[:TABLE_PREFIX_LEN] != self._table_prefix:  # rows of a region share their table
+            self._table_id = table_id_of(key)
+            self._table_prefix = key[:TABLE_PREFIX_LEN]
         return RowChange(
-            table_id=table_id_of(row.key),
+            table_id=self._table_id,
             commit_ts=row.commit_ts,
             start_ts=row.start_ts,
             op=op,
@@ -169,7 +177,29 @@ class RegionFeedState:
         )
 
     def _key_in_span(self, raw_key: bytes) -> bool:
-        # facts/kvproto.md §9.8: row keys are raw, spans are encoded; compare in encoded space.
+        # facts/kvproto.md §9.8: row keys are raw, spans are encoded; compare in encoded space,
+        # or in raw space against the decoded bounds (the same order: the encoding preserves it).
+        if self._raw_span is not None:
+            start, end = self._raw_span
+            return raw_key >= start and (end is None or raw_key < end)
         encoded = encode_bytes(raw_key)
         start, end = self.span
         return encoded >= start and (not end or encoded < end)
+
+
+def _raw_span(span: tuple[bytes, bytes]) -> tuple[bytes, bytes | None] | None:
+    """Raw bounds (None end = +inf) when both ends are complete encodings of a raw key, which
+    lets a row key be compared without encoding it; None for any other bound."""
+    bounds = []
+    for bound in span:
+        if not bound:
+            bounds.append(b"" if not bounds else None)  # empty start = -inf, empty end = +inf
+            continue
+        try:
+            raw, end = decode_bytes(bound)
+        except InputError:
+            return None
+        if end != len(bound):
+            return None
+        bounds.append(raw)
+    return bounds[0], bounds[1]
