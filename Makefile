@@ -7,13 +7,21 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: test test-all demo up protos readme install clean
+.PHONY: test test-all demo up protos readme install clean bench
 
 test: $(STAMP) protos
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(STAMP) protos
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Small default sizes, ~5 minutes on 2 cores; bench/README.md has the full-size commands.
+bench: $(STAMP)
+	$(PY) bench/bench_sim.py --ops 200 --big-rows 100000
+	$(PY) bench/bench_puller.py --rows 40000 --repeats 3
+	$(PY) bench/bench_lander.py --sizes 10000 --repeats 3 --no-spark
+	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000
+	$(PY) bench/bench_merge.py --rows 10000
 
 demo: $(STAMP) protos
 	$(VENV)/bin/tidelake demo

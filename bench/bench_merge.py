@@ -62,9 +62,8 @@ class _Upstream:
         for first in range(0, rows, txn_rows):
             batch: dict[bytes, bytes] = {}
             for _ in range(min(txn_rows, rows - first)):
-                if self.ids and self.rng.random() < update_ratio:
-                    handle = self.rng.choice(self.ids)
-                else:
+                handle = self.rng.choice(self.ids) if self.ids and self.rng.random() < update_ratio else 0
+                if not handle or record_key(self.info.id, handle) in batch:  # one change per key and txn
                     handle = len(self.ids) + 1
                     self.ids.append(handle)
                 row = {"id": handle, "customer": self.rng.randrange(100_000),

@@ -1,0 +1,82 @@
+"""Each bench runs end to end at a tiny size, as `make bench` runs it (a child process, --json).
+
+Numbers are not asserted (the machine is shared; timing belongs in bench/README.md); what is
+asserted is that each bench measured what it claims: every path delivered every committed row,
+lags were sampled, the backlog was caught up under each quota, the merge merged the changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_bench(script: str, tmp_path: Path, *args: str, timeout_s: float = 300) -> dict:
+    out = tmp_path / f"{script}.json"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| " in done.stdout  # the Markdown result table was printed
+    report = json.loads(out.read_text())
+    assert report["environment"]["cores"] >= 1 and report["environment"]["git"]
+    return report["results"]
+
+
+def test_bench_sim_counts_what_each_preset_wrote(tmp_path):
+    results = run_bench("bench_sim.py", tmp_path, "--ops", "15", "--presets", "smoke,ddl-heavy",
+                        "--big-rows", "300")
+    by_preset = {r["preset"]: r for r in results["presets"]}
+    assert set(by_preset) == {"smoke", "ddl-heavy"}
+    assert by_preset["smoke"]["txns"] == 15 and by_preset["smoke"]["errors"] == 0
+    assert by_preset["smoke"]["rows"] >= 15
+    assert by_preset["ddl-heavy"]["ddls"] > 0
+    assert results["mvcc_ceiling"]["rows"] >= by_preset["smoke"]["rows"]
+    assert results["big_txn"]["rows"] == 300 and results["big_txn"]["total_s"] > 0
+
+
+def test_bench_puller_every_path_delivers_every_committed_row(tmp_path):
+    results = run_bench("bench_puller.py", tmp_path, "--rows", "1500", "--repeats", "1", "--regions", "2")
+    assert results["regions"] == 4  # 2 tables x 2 regions
+    assert results["rows"] == 1500  # each write is one committed row change
+    assert {r["path"] for r in results["runs"]} == {
+        "grpc ceiling", "state ceiling", "puller", "lander alone", "puller+lander"}
+    for run in results["runs"]:
+        if run["path"] == "grpc ceiling":
+            assert run["rows"] == results["entry_rows"]  # every PREWRITE/COMMIT/INITIALIZED row
+        else:
+            assert run["rows"] == results["rows"]
+    assert all(v > 0 and math.isfinite(v) for v in results["ratios"].values())
+
+
+@pytest.mark.slow
+def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
+    results = run_bench("bench_lag.py", tmp_path, "--duration", "4", "--warmup", "1", "--rate", "20",
+                        "--backlog-rows", "3000", "--quotas", "1MiB,4MiB")
+    lag = results["lag"]
+    assert lag["samples"] > 0 and lag["txn_per_s"] > 0
+    for p50, p95, worst in (lag["table_lag"], lag["durable_lag"]):
+        assert 0 <= p50 <= p95 <= worst
+    assert lag["rss_peak_mib"] > 0
+    runs = results["backpressure"]["runs"]
+    assert [r["quota"] for r in runs] == ["1MiB", "4MiB"]
+    assert all(r["rows_per_s"] > 0 and r["rss_peak_mib"] >= r["rss_start_mib"] for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bench_merge_merges_both_rounds(tmp_path):
+    results = run_bench("bench_merge.py", tmp_path, "--rows", "300", "--txn-rows", "100", timeout_s=900)
+    first, second = results["rounds"]
+    assert first["rows_in"] == first["rows_out"] == 300  # inserts only
+    assert 0 < second["rows_out"] <= second["rows_in"] == 300  # updates collapse per key
+    assert second["checkpoint"] > first["checkpoint"]
+    assert results["append_ceiling"]["rows"] == second["rows_out"]
