@@ -70,7 +70,8 @@ def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
     props = DeltaTable(path).metadata().configuration
     assert all(props.get(k) == v for k, v in REPLICA_PROPERTIES.items())
 
-    up.step = 1  # consecutive DDLs: each barrier is the previous DDL's commit ts, no merge between
+    up.ts += 1 << 18  # rows are merged between the CREATE and the first DDL
+    up.step = 1  # then consecutive DDLs: each barrier is the previous DDL's commit ts, no merge between
     first = feed.run(up.add_column("shop", "orders", ("price", "decimal(8,2)", {"default": "1.50"})))
     feed.run(up.rename_column("shop", "orders", "qty", "quantity"))
     feed.run(up.modify_column("shop", "orders", "quantity", "bigint"))  # widening
@@ -108,6 +109,7 @@ def test_partition_and_truncate_ddls_remove_exactly_their_rows(spark, tmp_path):
     create = SchemaHistory(feed.rows).ddl_events(t)[0]
     apply_ddl(spark, layout, t, create, catalog)
     path = catalog.get(t).path
+    up.ts += 1 << 18
     up.step = 1
     ts = feed.run(up.truncate_partition("s", "p", "p0")).finished_ts - 1
     _merge_rows(spark, path, create.table_info_after,
