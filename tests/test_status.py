@@ -83,6 +83,7 @@ def test_status_before_any_merge_shows_watermarks_and_pending_tables(pulled):
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1200)  # first Spark use of a run starts the JVM; merges on a shared 2-core box
 def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pulled, spark, capsys):
     from tidelake.spark.merge_job import run_merge
 

@@ -45,20 +45,26 @@ CHANGEFEED_ID = "demo"
 # --- changefeed config ----------------------------------------------------------------------
 
 
-def changefeed_toml(pd_address: str, lake_root: Path, flush_interval: str = "300ms") -> str:
+DEMO_RULES = (f"{WORKLOAD_DB}.*", f"{TOUR_DB}.*", f"{TOUR_SCRATCH_DB}.*")
+
+
+def changefeed_toml(pd_address: str, lake_root: Path, flush_interval: str = "300ms",
+                    rules: tuple[str, ...] = DEMO_RULES) -> str:
     """A changefeed.toml for the demo cluster (loadable by tidelake.config and `tidelake pull`)."""
+    quoted = ", ".join(f'"{rule}"' for rule in rules)
     return (
         "# Written by `tidelake demo`; run the puller on it with `tidelake pull --config <this file>`.\n"
         f'[changefeed]\nid = "{CHANGEFEED_ID}"\n\n'
         f'[upstream]\npd = ["{pd_address}"]\ngc_ttl = "1h"\n\n'
-        f'[filter]\nrules = ["{WORKLOAD_DB}.*", "{TOUR_DB}.*", "{TOUR_SCRATCH_DB}.*"]\n\n'
+        f"[filter]\nrules = [{quoted}]\n\n"
         f'[lake]\nroot = "{lake_root}"\n\n'
         f'[puller]\nflush_interval = "{flush_interval}"\n'
     )
 
 
-def write_changefeed(path: Path, pd_address: str, lake_root: Path) -> ChangefeedConfig:
-    path.write_text(changefeed_toml(pd_address, lake_root))
+def write_changefeed(path: Path, pd_address: str, lake_root: Path, rules: tuple[str, ...] = DEMO_RULES
+                     ) -> ChangefeedConfig:
+    path.write_text(changefeed_toml(pd_address, lake_root, rules=rules))
     return load_config(path)
 
 
@@ -125,10 +131,13 @@ def wait_for_watermarks(
         time.sleep(0.2)
 
 
-def replicated_physical_ids(tidb: Any) -> list[int]:
-    """Physical ids of the live tables the demo changefeed replicates."""
-    dbs = {WORKLOAD_DB, TOUR_DB, TOUR_SCRATCH_DB}
-    return [pid for db, _, info in tidb.tables() if db in dbs for pid in info.physical_ids()]
+def replicated_physical_ids(tidb: Any, rules: tuple[str, ...] = DEMO_RULES) -> list[int]:
+    """Physical ids of the live tables a changefeed with `rules` replicates."""
+    from tidelake.table_filter import TableFilter
+
+    selected = TableFilter.parse(rules)
+    return [pid for db, name, info in tidb.tables() if selected.should_replicate_table(db, name)
+            for pid in info.physical_ids()]
 
 
 # --- the scripted DDL tour ----------------------------------------------------------------------
