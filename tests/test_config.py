@@ -140,3 +140,29 @@ def test_mutual_tls_needs_cert_and_key(tmp_path):
 def test_missing_file_is_one_line(tmp_path):
     with pytest.raises(InputError, match="cannot read config"):
         load_config(tmp_path / "absent.toml")
+
+
+def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL))
+    assert config.merge.syncpoint_interval_s is None
+    assert config.merge.parallel_jobs == 4
+    config = load_config(write(tmp_path, MINIMAL + '[merge]\nsyncpoint_interval = "10m"\nparallel_jobs = 1\n'))
+    assert config.merge.syncpoint_interval_s == 600
+    assert config.merge.parallel_jobs == 1
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ('syncpoint_interval = "1500ms"', "[merge].syncpoint_interval: expected a whole number of seconds"),
+        ('syncpoint_interval = "500ms"', "[merge].syncpoint_interval: expected a whole number of seconds"),
+        ("syncpoint_interval = 60", "[merge].syncpoint_interval: expected a duration like '5s', got 60"),
+        ("parallel_jobs = 0", "[merge].parallel_jobs: expected a positive integer, got 0"),
+        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: parallel_jobs, syncpoint_interval)"),
+    ],
+)
+def test_merge_section_errors_name_the_key(tmp_path, section, message):
+    with pytest.raises(InputError) as err:
+        load_config(write(tmp_path, MINIMAL + f"[merge]\n{section}\n"))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)

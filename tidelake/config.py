@@ -67,6 +67,16 @@ class PullerConfig:
 
 
 @dataclass(frozen=True)
+class MergeConfig:
+    """How the orchestrated merge runs (tidelake_merge DAG); `tidelake merge` ignores it."""
+
+    # Seconds between cross-table syncpoints (tidelake.lake.syncpoints); None: no syncpoints.
+    # Like TiCDC's sync-point-interval (default 10m when enabled), off unless asked for.
+    syncpoint_interval_s: int | None = None
+    parallel_jobs: int = 4  # Spark jobs one merge run spreads its tables over (the `groups` param)
+
+
+@dataclass(frozen=True)
 class ChangefeedConfig:
     changefeed_id: str
     upstream: UpstreamConfig
@@ -74,6 +84,7 @@ class ChangefeedConfig:
     start_ts: int | None = None  # None: the PD TSO when the changefeed is first started
     filter: FilterConfig = field(default_factory=FilterConfig)
     puller: PullerConfig = field(default_factory=PullerConfig)
+    merge: MergeConfig = field(default_factory=MergeConfig)
     source: str = ""
 
     @property
@@ -152,6 +163,17 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         shards=puller.positive_int("shards", PullerConfig.shards),
     )
     puller.done()
+
+    merge = root.section("merge")
+    seconds = merge.duration("syncpoint_interval", 0.0)  # 0.0: absent (a given duration is > 0)
+    if seconds and (seconds < 1 or seconds != int(seconds)):  # cuts align to whole seconds (lake.syncpoints)
+        raise merge.bad("syncpoint_interval", "a whole number of seconds >= 1s like '10m'", merge.raw("syncpoint_interval"))
+    syncpoint_interval_s = int(seconds) or None
+    merge_config = MergeConfig(
+        syncpoint_interval_s=syncpoint_interval_s,
+        parallel_jobs=merge.positive_int("parallel_jobs", MergeConfig.parallel_jobs),
+    )
+    merge.done()
     root.done()
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
@@ -160,6 +182,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         start_ts=start_ts,
         filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),
         puller=puller_config,
+        merge=merge_config,
         source=source,
     )
 
