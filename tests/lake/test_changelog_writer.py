@@ -13,6 +13,7 @@ from tidelake.lake.changelog_writer import (
     rows_to_arrow,
 )
 from tidelake.puller.events import RowChange
+from tidelake.tso import compose
 
 APP = "tidelake-puller/cf"
 
@@ -78,3 +79,29 @@ def test_concurrent_commit_under_same_app_id_is_refused(layout, make_rows, monke
 def test_bad_op_is_input_error():
     with pytest.raises(InputError, match="op 'lock'"):
         rows_to_arrow([RowChange(1, 1 << 18, 1, "lock", b"k", b"", b"", 1)], 1, 3600)
+
+
+def test_a_retention_delete_racing_an_append_does_not_stop_the_puller(layout, make_rows, base_ms, monkeypatch):
+    """Maintenance deletes merged buckets while the puller lands: delta-rs rejects the append
+    ("a concurrent transaction deleted data this operation read"). No commit of our app id came
+    in between, so this is no second puller: the append must be rebuilt and land, once."""
+    from tidelake.lake import changelog_writer
+    from tidelake.lake.retention import delete_merged_changelog
+
+    old = make_rows(5, 2, at_ms=base_ms - 2 * 3_600_000)
+    writer = ChangelogWriter(layout, APP)
+    writer.append(old, seq=1)
+    real_write = changelog_writer.write_deltalake
+    raced = []
+
+    def retention_commits_first(*args, **kwargs):
+        if not raced:
+            raced.append(delete_merged_changelog(layout, {5: compose(base_ms - 3_600_000, 0)}))
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(changelog_writer, "write_deltalake", retention_commits_first)
+    new = make_rows(5, 3)
+    assert writer.append(new, seq=2)
+    assert raced == [2]
+    assert sorted(_landed(layout)["key"].to_pylist()) == sorted(r.key for r in new)
+    assert writer.committed_seq() == 2

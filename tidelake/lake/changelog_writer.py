@@ -8,11 +8,18 @@ between (a zombie puller), delta-rs's conflict checker rejects our commit instea
 twice (facts/stack.md §11 idempotent writes; Delta protocol SetTransaction). Every commit's
 commitInfo names the app, the flush sequence and the writer instance, so a retry can tell its
 own lost-ack commit from another process's (`writer_of`).
+
+Other writers share these tables: changelog retention deletes merged buckets while the puller
+appends, and delta-rs rejects an append that raced a delete ("a concurrent transaction deleted
+data this operation read"). Such a conflict is no second puller (no commit of our app id came
+in between), so `commit_once` rebuilds the commit on the new snapshot instead of stopping.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+import time
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +44,10 @@ from tidelake.tso import PHYSICAL_SHIFT_BITS
 
 class LakeConflictError(TidelakeError):
     """Another process committed under our app id: two pullers run the same changefeed."""
+
+
+class LakeBusyError(TidelakeError):
+    """Commits kept losing races to other writers' commits; the flush is retried later."""
 
 
 def bucket_seconds_of(table: DeltaTable) -> int:
@@ -113,6 +124,47 @@ def writer_of(table: DeltaTable, app_id: str, seq: int) -> str | None:
     return None
 
 
+# Rebuilds of a commit that lost a race to another app's commit before the lander's slower retry.
+FOREIGN_CONFLICT_RETRIES = 6
+
+
+def commit_once(
+    table: DeltaTable,
+    app_id: str,
+    seq: int,
+    committed_seq: Callable[[], int],
+    write: Callable[[], None],
+    what: str,
+) -> bool:
+    """Run `write` (one commit carrying (app_id, seq)); False if `seq` was already recorded.
+
+    A commit conflict means a second puller only when a commit of OUR app id came in between:
+    then LakeConflictError. Otherwise another writer won the race and the commit is rebuilt on
+    the new snapshot; LakeBusyError (transient) if that keeps happening."""
+    attempt = 0
+    while True:
+        before = committed_seq()
+        if before >= seq:
+            return False
+        try:
+            write()
+            return True
+        except CommitFailedError as exc:
+            table.update_incremental()
+            if (table.transaction_version(app_id) or 0) != before:
+                raise LakeConflictError(
+                    f"{what} commit of {app_id} flush {seq} lost a commit conflict to a commit of the "
+                    f"same app id: is a second puller running this changefeed? {exc}"
+                ) from exc
+            if attempt == FOREIGN_CONFLICT_RETRIES:
+                raise LakeBusyError(
+                    f"{what} commit of {app_id} flush {seq} lost {attempt + 1} commit races to other "
+                    f"writers; it will be retried: {exc}"
+                ) from exc
+            time.sleep(random.uniform(0, 0.05 * 2**attempt))
+            attempt += 1
+
+
 class ChangelogWriter:
     """Appends batches of raw row changes for one app id (one changefeed's puller)."""
 
@@ -146,19 +198,14 @@ class ChangelogWriter:
 
     def append(self, rows: Sequence[RowChange], seq: int, writer: str = "") -> bool:
         """Land `rows` as flush `seq`; False if that flush had already landed (a retry)."""
-        if self.committed_seq() >= seq:
-            return False
         data = rows_to_arrow(rows, seq, self.bucket_seconds)
-        try:
+
+        def write() -> None:
             write_deltalake(
                 self._table,
                 data,
                 mode="append",
                 commit_properties=commit_properties(self.app_id, seq, writer),
             )
-        except CommitFailedError as exc:
-            raise LakeConflictError(
-                f"changelog commit of {self.app_id} flush {seq} lost a commit conflict (is a second "
-                f"puller running this changefeed, or are writers contending?): {exc}"
-            ) from exc
-        return True
+
+        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "changelog")

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
 import pyarrow as pa
-from deltalake.exceptions import CommitFailedError
 
 from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import LakeConflictError, commit_properties, writer_of
+from tidelake.lake.changelog_writer import commit_once, commit_properties, writer_of
 from tidelake.lake.layout import DDL_KEY, DDL_SCHEMA, SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout, open_or_create
 
 
@@ -69,11 +68,10 @@ class DdlLog:
 
     def insert(self, rows: Sequence[DdlRow], seq: int, writer: str = "") -> bool:
         """Insert the rows not yet present as flush `seq`; False if that flush had landed."""
-        if self.committed_seq() >= seq:
-            return False
         unique = list({tuple(getattr(r, k) for k in DDL_KEY): r for r in rows}.values())
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in DDL_KEY)
-        try:
+
+        def write() -> None:
             (
                 self._table.merge(
                     ddl_rows_to_arrow(unique),
@@ -85,8 +83,5 @@ class DdlLog:
                 .when_not_matched_insert_all()
                 .execute()
             )
-        except CommitFailedError as exc:
-            raise LakeConflictError(
-                f"ddl commit of {self.app_id} flush {seq} lost a commit conflict: {exc}"
-            ) from exc
-        return True
+
+        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "ddl")

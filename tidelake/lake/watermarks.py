@@ -27,9 +27,8 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
 
-from tidelake.lake.changelog_writer import LakeConflictError, commit_properties, writer_of
+from tidelake.lake.changelog_writer import commit_once, commit_properties, writer_of
 from tidelake.lake.layout import (
     KIND_DDL,
     KIND_TABLE,
@@ -114,8 +113,6 @@ class WatermarkWriter:
         writer: str = "",
     ) -> bool:
         """Replace this puller's rows as flush `seq`; False if that flush already wrote them."""
-        if self.committed_seq() >= seq:
-            return False
         ids = sorted(table_resolved)
         n = len(ids) + 1
         data = pa.Table.from_arrays(
@@ -131,7 +128,8 @@ class WatermarkWriter:
             ],
             schema=WATERMARKS_SCHEMA,
         )
-        try:
+
+        def write() -> None:
             write_deltalake(
                 self._table,
                 data,
@@ -139,9 +137,6 @@ class WatermarkWriter:
                 predicate=f"puller = {_quote(self.puller)}",
                 commit_properties=commit_properties(self.puller, seq, writer),
             )
-        except CommitFailedError as exc:
-            raise LakeConflictError(
-                f"watermarks commit of {self.puller} flush {seq} lost a commit conflict: {exc}"
-            ) from exc
-        return True
+
+        return commit_once(self._table, self.puller, seq, self.committed_seq, write, "watermarks")
 
