@@ -13,6 +13,7 @@ cached and counted first) appended to a new Delta table with `mode("append")`: t
 those rows without reading the changelog, decoding, collapsing or MERGE.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
+        [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
 """
 
 from __future__ import annotations
@@ -102,41 +103,44 @@ def _merge(spark, layout: LakeLayout) -> dict:
             "rows_in": result.rows_in, "rows_out": result.rows_out, "checkpoint": result.checkpoint_after}
 
 
-def run(rows: int, txn_rows: int, update_ratio: float, seed: int) -> dict:
+def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None) -> dict:
     from tidelake.spark.session import get_session
 
-    with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
-        layout = LakeLayout(f"{tmp}/lake")
-        cluster = SimCluster(n_stores=1, seed=seed, split_check_interval_s=0, gc_interval_s=0,
-                             cdc_options={"min_ts_interval_s": 0.2})
-        with cluster:
-            SimTiDB(cluster)  # TiDB's bootstrap (system tables, DDL job table) before the changefeed
-            config = parse_config({
-                "changefeed": {"id": "bench"}, "upstream": {"pd": [cluster.pd_address], "gc_ttl": "10m"},
-                "filter": {"rules": [f"{DATABASE}.*"]}, "lake": {"root": layout.root},
-                "puller": {"flush_interval": "500ms"}}, "bench_merge")
-            runner = PullerRunner(config, options=RunOptions(progress_interval_s=3600))
-            errors: list[BaseException] = []
-            thread = threading.Thread(target=lambda: _run_catching(runner, errors), daemon=True)
-            thread.start()
-            started = time.perf_counter()
-            spark = get_session("bench-merge", master="local[2]")
-            print(f"\nSpark session start: {time.perf_counter() - started:.1f} s (overlaps the puller start)")
-            try:
-                _wait_durable(layout, None, 1, errors)  # first flush: the changefeed started
-                # created after the start, the table joins by its CREATE job (no bootstrap snapshot)
-                upstream = _Upstream(cluster, seed)
-                rounds = []
-                for n, ratio in ((1, 0.0), (2, update_ratio)):
-                    last = upstream.write(rows, txn_rows, ratio)
-                    _wait_durable(layout, upstream.info.id, last, errors)
-                    rounds.append({"round": n, **_merge(spark, layout)})
-                replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
-                ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
-            finally:
-                runner.stop()
-                thread.join(60)
-                spark.stop()
+    # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
+    started = time.perf_counter()
+    spark = get_session("bench-merge", master="local[2]", extra_confs=spark_confs)
+    print(f"\nSpark session start: {time.perf_counter() - started:.1f} s; extra confs: {spark_confs or 'none'}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
+            layout = LakeLayout(f"{tmp}/lake")
+            cluster = SimCluster(n_stores=1, seed=seed, split_check_interval_s=0, gc_interval_s=0,
+                                 cdc_options={"min_ts_interval_s": 0.2})
+            with cluster:
+                SimTiDB(cluster)  # TiDB's bootstrap (system tables, DDL job table) before the changefeed
+                config = parse_config({
+                    "changefeed": {"id": "bench"}, "upstream": {"pd": [cluster.pd_address], "gc_ttl": "10m"},
+                    "filter": {"rules": [f"{DATABASE}.*"]}, "lake": {"root": layout.root},
+                    "puller": {"flush_interval": "500ms"}}, "bench_merge")
+                runner = PullerRunner(config, options=RunOptions(progress_interval_s=3600))
+                errors: list[BaseException] = []
+                thread = threading.Thread(target=lambda: _run_catching(runner, errors), daemon=True)
+                thread.start()
+                try:
+                    _wait_durable(layout, None, 1, errors)  # first flush: the changefeed started
+                    # created after the start, the table joins by its CREATE job (no bootstrap snapshot)
+                    upstream = _Upstream(cluster, seed)
+                    rounds = []
+                    for n, ratio in ((1, 0.0), (2, update_ratio)):
+                        last = upstream.write(rows, txn_rows, ratio)
+                        _wait_durable(layout, upstream.info.id, last, errors)
+                        rounds.append({"round": n, **_merge(spark, layout)})
+                    replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
+                    ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
+                finally:
+                    runner.stop()
+                    thread.join(60)
+    finally:
+        spark.stop()
     return _report(rows, rounds, ceiling)
 
 
@@ -184,10 +188,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--txn-rows", type=int, default=1000)
     parser.add_argument("--update-ratio", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark conf for the session (repeatable), to measure a setting's effect")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    confs = dict(c.split("=", 1) for c in args.spark_conf)
     env = print_environment()
-    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed)
+    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs)
     write_json(args.json, "merge", env, results)
     return results
 
