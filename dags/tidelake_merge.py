@@ -1,8 +1,13 @@
 """tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
 
 plan (validate params, plan tables, group them) -> merge (one spark-submit of
-spark_jobs/merge.py per table group, mapped) -> publish (an asset event per replica that got a
-new commit, extra = {checkpoint_ts, delta_version}).
+spark_jobs/merge.py per table group, mapped) -> [syncpoint_due -> syncpoint] -> publish (an asset
+event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
+
+With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
+boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
+runs spark_jobs/syncpoint.py: every replica to one aligned TSO, recorded as a cross-table cut
+(`tidelake snapshot-at TS`). [merge].parallel_jobs is the default of the groups param.
 
 Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).
 A scheduled or backfill run merges only changes committed before its data interval end, so
@@ -33,7 +38,7 @@ SPARK = SparkSettings.from_env()
 
 def build(feed: Changefeed) -> DAG:
     changefeed_id = feed.config.changefeed_id
-    schemas = merge_param_schemas(merge_run.table_choices(feed.config))
+    schemas = merge_param_schemas(merge_run.table_choices(feed.config), feed.config.merge.parallel_jobs)
     alias = AssetAlias(merge_alias_name(changefeed_id))
     submit = spark_submit_kwargs(SPARK, job="merge", app_name="tidelake merge", lake_root=feed.config.lake.root)
     submit.pop("name")
@@ -55,6 +60,7 @@ def build(feed: Changefeed) -> DAG:
             with input_errors_fail_the_task():
                 planned = merge_run.plan_run(config_path, context["params"], context)
             context["ti"].xcom_push(key="before", value=planned["before"])
+            context["ti"].xcom_push(key="syncpoint", value=planned["syncpoint"])
             return planned["merge_jobs"]
 
         @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS)
@@ -68,7 +74,22 @@ def build(feed: Changefeed) -> DAG:
         merged = TidelakeSparkSubmitOperator.partial(
             task_id="merge", map_index_template="{{ task.name }}", **submit
         ).expand_kwargs(planned)
-        merged >> publish(feed.config_path)
+        published = publish(feed.config_path)
+        merged >> published
+        if feed.config.merge.syncpoint_interval_s is not None:
+
+            @task.short_circuit(trigger_rule=TriggerRule.NONE_FAILED)
+            def syncpoint_due(**context) -> bool:
+                """After every merge succeeded (or none was needed), if plan said this run takes one."""
+                return bool(context["ti"].xcom_pull(task_ids="plan", key="syncpoint"))
+
+            syncpoint = TidelakeSparkSubmitOperator(
+                task_id="syncpoint",
+                **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
+                                      lake_root=feed.config.lake.root,
+                                      application_args=["--config", feed.config_path]),
+            )
+            merged >> syncpoint_due() >> syncpoint >> published
     return dag
 
 

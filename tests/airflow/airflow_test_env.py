@@ -28,11 +28,12 @@ os.environ.update(
 (AIRFLOW_HOME / "passwords.json").write_text(json.dumps({"admin": ADMIN_PASSWORD, "watcher": VIEWER_PASSWORD}))
 
 
-def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1) -> Path:
-    """A changefeed config whose lake is `folder/lake` (PD is never contacted by these tests)."""
+def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1, extra: str = "") -> Path:
+    """A changefeed config whose lake is `folder/lake` (PD is never contacted by these tests);
+    `extra` is appended TOML (e.g. a [merge] section)."""
     path = folder / f"{changefeed_id}.toml"
     path.write_text(
         f'[changefeed]\nid = "{changefeed_id}"\n[upstream]\npd = ["127.0.0.1:1"]\n'
-        f'[lake]\nroot = "lake"\n[puller]\nshards = {shards}\n'
+        f'[lake]\nroot = "lake"\n[puller]\nshards = {shards}\n{extra}'
     )
     return path

@@ -21,7 +21,7 @@ def bag(tmp_path, monkeypatch):
 def test_no_import_errors_and_one_dag_of_each_kind_per_changefeed(bag):
     assert bag.import_errors == {}
     assert sorted(bag.dag_ids) == sorted(
-        f"tidelake_{kind}{suffix}" for kind in ("puller", "merge", "maintenance") for suffix in ("", "__crm")
+        f"tidelake_{kind}{suffix}" for kind in ("puller", "merge", "maintenance", "bootstrap") for suffix in ("", "__crm")
     )
 
 
@@ -79,3 +79,18 @@ def test_schedule_comes_from_the_environment(tmp_path, monkeypatch):
     errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).import_errors
     assert any("TIDELAKE_MERGE_SCHEDULE" in message for message in errors.values())
 
+
+
+def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+
+    config = write_changefeed(tmp_path, "cuts", extra='[merge]\nsyncpoint_interval = "1m"\nparallel_jobs = 1\n')
+    monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
+    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"]
+    due, syncpoint, publish = (dag.get_task(t) for t in ("syncpoint_due", "syncpoint", "publish"))
+    assert due.upstream_task_ids == {"merge"}
+    assert syncpoint.upstream_task_ids == {"syncpoint_due"}
+    assert publish.upstream_task_ids == {"merge", "syncpoint"}
+    assert syncpoint.application.endswith("spark_jobs/syncpoint.py")
+    assert syncpoint.application_args == ["--config", str(config)]
+    assert dag.params["groups"] == 1

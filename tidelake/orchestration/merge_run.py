@@ -138,7 +138,7 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
     config = load_config(config_path)
     layout = LakeLayout(config.lake.root)
     request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
-    cap_ts = run_cap_ts(context, request.until_ts)
+    cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
     log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
     plans = plan_tables(config, request, cap_ts)
     for plan in plans:
@@ -148,14 +148,52 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
         log.info("dry run: would merge %d of %d tables: %s", len(todo), len(plans), ", ".join(todo) or "none")
         todo = []
     groups = group_tables(todo, request.groups)
+    skip_syncpoint = syncpoint_skip_reason(config, request, context)
+    if config.merge.syncpoint_interval_s is not None:
+        log.info("syncpoint: %s", f"not this run ({skip_syncpoint})" if skip_syncpoint else "due after the merges")
     return {
         "merge_jobs": [
             {"application_args": merge_job_args(config_path, g, cap_ts),
              "name": job_name(config.changefeed_id, g)}
             for g in groups
         ],
-        "before": states_to_xcom(replica_states(config, todo)),
+        # Every planned table, not only those with work: the syncpoint job may advance any of them.
+        "before": states_to_xcom(replica_states(config, [p.table for p in plans])),
+        "syncpoint": skip_syncpoint is None,
     }
+
+
+def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None) -> int | None:
+    """With syncpoints on, no merge passes the first boundary above the last recorded syncpoint:
+    a table that ran past an unrecorded boundary would hold every later cut back until all the
+    others caught up with it (tidelake.lake.syncpoints.merge_cap)."""
+    if interval_s is None:
+        return cap_ts
+    from tidelake.lake.syncpoints import merge_cap
+
+    boundary = merge_cap(layout, interval_s)
+    caps = [c for c in (cap_ts, boundary) if c is not None]
+    return min(caps) if caps else None
+
+
+def syncpoint_skip_reason(config: ChangefeedConfig, request: MergeRequest, context: Mapping[str, Any]) -> str | None:
+    """Why this run takes no syncpoint (None: it takes one after its merges).
+
+    The syncpoint job merges EVERY table to the latest reachable boundary, so only runs that ask
+    for everything take one: not a dry run, a subset of tables, an until cap, or a backfill run
+    (a backfill reproduces past intervals; a cut at the latest boundary would jump past them)."""
+    if config.merge.syncpoint_interval_s is None:
+        return "syncpoints are off ([merge].syncpoint_interval is not set)"
+    if request.dry_run:
+        return "dry run"
+    if request.tables is not None:
+        return "the run merges only some tables"
+    if request.until_ts is not None:
+        return "the run has an until cap"
+    run = context.get("dag_run")
+    if run is not None and str(run.run_type) == "backfill":  # DagRunType.BACKFILL_JOB
+        return "backfill run"
+    return None
 
 
 def job_name(changefeed_id: str, tables: Sequence[str], shown: int = 3) -> str:

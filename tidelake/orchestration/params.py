@@ -34,8 +34,11 @@ class MergeRequest:
     groups: int
 
 
-def merge_param_schemas(known_tables: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """JSON-schema of each trigger-form field (with its `default`), in form order.
+def merge_param_schemas(
+    known_tables: Sequence[str], default_groups: int = DEFAULT_MERGE_GROUPS
+) -> dict[str, dict[str, Any]]:
+    """JSON-schema of each trigger-form field (with its `default`), in form order; scheduled runs
+    take the defaults, so `default_groups` ([merge].parallel_jobs) sizes them.
 
     `known_tables` (from the lake at parse time) become suggestions; the list may be stale or
     empty, so it never restricts the schema: `parse_merge_request` checks against the lake.
@@ -75,7 +78,7 @@ def merge_param_schemas(known_tables: Sequence[str]) -> dict[str, dict[str, Any]
             "description": "Plan and log what would be merged; write nothing.",
         },
         "groups": {
-            "default": DEFAULT_MERGE_GROUPS,
+            "default": default_groups,
             "type": "integer",
             "minimum": 1,
             "maximum": MAX_MERGE_GROUPS,
