@@ -274,3 +274,39 @@ def test_shards_split_tables_by_logical_id_and_share_one_start(sim, tmp_path):
 def test_shard_must_match_the_config(sim, tmp_path):
     with pytest.raises(Exception, match=r"\[puller\].shards is 1 but --shard says 2"):
         PullerRunner(make_config(sim, tmp_path / "lake"), Shard(0, 2), RunOptions())
+
+
+def test_a_requested_table_is_marked_joined_only_once_its_join_is_durable(sim, tmp_path, monkeypatch):
+    """Bootstrap reads the table at J as soon as it sees `joined`. Were the puller to die before
+    landing the join (the table's schema row at J, its watermark J), the restart would feed the
+    table while the DDL history never learns of it: its replica could never be merged."""
+    from tidelake.bootstrap.table_starts import STATE_JOINED, TableStarts
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.watermarks import WatermarkWriter
+
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    tidb.create_db(3, "other")
+    tidb.create_table(3, 120, "t120")
+    config = make_config(sim, lake)
+    starts = TableStarts(LakeLayout(str(lake)))
+    real_write = WatermarkWriter.write
+
+    def lake_unavailable(*args, **kwargs):
+        raise OSError("object store unavailable")
+
+    def state():
+        return {s.request_id: s for s in starts.latest("cf1")}[request.request_id]
+
+    with RunnerThread(config, table_starts_poll_s=0.1) as run:
+        wait_resolved(lake, {110: 1}, 1, run)
+        monkeypatch.setattr(WatermarkWriter, "write", lake_unavailable)
+        request = starts.request("cf1", "other", "t120")
+        time.sleep(2.0)  # many polls of the join loop, every flush failing
+        assert state().state != STATE_JOINED
+        monkeypatch.setattr(WatermarkWriter, "write", real_write)
+        joined = wait_for(lambda: state().state == STATE_JOINED and state(), 30, "the join", None)
+        assert run.error is None
+    snapshot = [r for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT and r["table_id"] == 120]
+    assert [r["commit_ts"] for r in snapshot] == [joined.start_ts]
+    assert watermarks(lake).table_resolved[120] >= joined.start_ts

@@ -9,7 +9,7 @@ applied and none after. So the handshake is:
 2. the puller, between two DDL jobs, adds the table to its filter, takes J = its DDL resolved
    ts, lands the table's schema at J as a `ddl` snapshot row, resolves the table's physical ids
    at J and subscribes them from J (the feed then delivers commits > J, facts/meta_snapshot.md
-   §4.2), and appends `joined` with J;
+   §4.2), and once that has landed (a restart must know the table) appends `joined` with J;
 3. bootstrap reads the table at J and writes the replica with checkpoint J, then appends `done`.
 
 Rows are only appended (blind appends never conflict); the state of a request is its last row.

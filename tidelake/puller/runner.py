@@ -30,7 +30,14 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from tidelake import tso
-from tidelake.bootstrap.table_starts import STATE_DONE, STATE_JOINED, STATE_REFUSED, TableStarts, joined_table_rows
+from tidelake.bootstrap.table_starts import (
+    STATE_DONE,
+    STATE_JOINED,
+    STATE_REFUSED,
+    TableStart,
+    TableStarts,
+    joined_table_rows,
+)
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError
@@ -129,6 +136,7 @@ class PullerRunner:
         self._actions: list[tuple[str, int, int]] = []  # ('subscribe'|'unsubscribe', physical id, ts)
         self._table_resolved: dict[int, int] = {}
         self._leaving: dict[int, int] = {}  # physical id -> finished ts of the job it leaves at
+        self._joins: list[tuple[TableStart, list[int], int]] = []  # joined, not yet durable: (request, ids, J)
         self._reported_ddl = 0
         self._rows = 0
         self._jobs = 0
@@ -274,7 +282,10 @@ class PullerRunner:
         """Add the tables bootstrap asked for (bootstrap/table_starts.py) at J = the DDL resolved ts:
         every job <= J is applied to the schema and none after, so the table's schema at J, its
         data from J and its DDL after J are all complete (single shard only)."""
+        confirming = {request.request_id for request, _, _ in self._joins}
         for request in self._starts.pending(self.config.changefeed_id):
+            if request.request_id in confirming:
+                continue
             with self._mu:
                 ts = self._ddl.resolved_ts
                 tracker = self._ddl.tracker
@@ -289,9 +300,30 @@ class PullerRunner:
                     self._lander.resolve(pid, ts)
                     self._table_resolved[pid] = ts
                     self._actions.append(("subscribe", pid, ts))
-                self._starts.mark(request, STATE_JOINED, start_ts=ts)
+                self._joins.append((request, list(joined), ts))
+        self._confirm_joins()
+
+    def _confirm_joins(self) -> None:
+        """Mark a join `joined` only once it is durable: bootstrap reads the table at J as soon as
+        it sees the mark, and a restarted puller knows the table only from its landed schema row
+        (the same flush as its watermark J)."""
+        if not self._joins:
+            return
+        try:
+            self._lander.flush()
+        except Exception:  # the lander's flusher retries, and so does the next poll
+            log.warning("flush of the tables joining changefeed %s failed; retrying", self.feed_id, exc_info=True)
+            return
+        durable, _ = self._lander.durable_watermarks()
+        waiting = []
+        for request, pids, ts in self._joins:
+            if any(durable.get(pid, 0) < ts for pid in pids):
+                waiting.append((request, pids, ts))
+                continue
+            self._starts.mark(request, STATE_JOINED, start_ts=ts)
             log.info("table %s.%s joined the feed at ts %d (bootstrap request %s)", request.db, request.table, ts,
                      request.request_id)
+        self._joins = waiting
 
     def _apply_actions(self, feed: EventFeedClient, subscriptions: dict[int, int]) -> None:
         with self._mu:
