@@ -446,7 +446,8 @@ def _traffic_and_merges(options: DemoOptions, spark_thread: threading.Thread, sp
 def _spark(master: str) -> Any:
     from tidelake.spark.session import get_session
 
-    session = get_session("tidelake-demo", master=master)
+    # The demo prints its own progress; Spark's console progress bars would interleave with it.
+    session = get_session("tidelake-demo", master=master, extra_confs={"spark.ui.showConsoleProgress": "false"})
     session.sparkContext.setLogLevel("ERROR")
     return session
 
