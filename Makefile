@@ -23,8 +23,15 @@ bench: $(STAMP)
 	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000
 	$(PY) bench/bench_merge.py --rows 10000
 
+# The production path on this machine: simulator -> Airflow (puller + merge DAGs, Spark) -> verify.
+# `make up` keeps it running for the UI until Ctrl-C. `tidelake demo` is the one-process variant.
+DEMO_ARGS ?=
+
 demo: $(STAMP) protos
-	$(VENV)/bin/tidelake demo
+	$(PY) -m tidelake.airflow_demo $(DEMO_ARGS)
+
+up: $(STAMP) protos
+	$(PY) -m tidelake.airflow_demo --keep-running $(DEMO_ARGS)
 
 install: $(STAMP)
 

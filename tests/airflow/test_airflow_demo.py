@@ -1,0 +1,140 @@
+"""`make demo` pieces without running the whole thing: the files it writes, the Airflow
+environment, stage deadlines, and that stopping a child leaves no process of its tree behind.
+The whole run is the slow test at the end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tidelake import tso
+from tidelake.airflow_demo import (
+    Child,
+    DemoOptions,
+    DemoPaths,
+    MergeProgress,
+    StageFailed,
+    airflow_env,
+    changefeed_toml,
+    free_port,
+    run,
+    wait_for,
+)
+from tidelake.config import load_config
+
+
+def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_path):
+    paths = DemoPaths(tmp_path)
+    paths.config.write_text(changefeed_toml("127.0.0.1:2379", paths.lake, 450_000_000_000_000_000, "1m"))
+    config = load_config(paths.config)
+    assert config.start_ts == 450_000_000_000_000_000
+    assert config.upstream.pd == ("127.0.0.1:2379",)
+    assert config.lake.root == str(paths.lake)
+    assert config.filter.table_filter().should_replicate_table("demo", "orders")
+    assert not config.filter.table_filter().should_replicate_table("other", "orders")
+    assert config.merge.syncpoint_interval_s == 60 and config.merge.parallel_jobs == 1
+
+
+def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_path):
+    paths = DemoPaths(tmp_path)
+    env = airflow_env(paths, 8181, "1m", base={"PATH": "/usr/bin"})
+    assert Path(env["AIRFLOW__CORE__DAGS_FOLDER"], "tidelake_merge.py").is_file()
+    assert Path(env["AIRFLOW__CORE__PLUGINS_FOLDER"], "tidelake_replication.py").is_file()
+    assert env["AIRFLOW_HOME"] == str(paths.airflow_home)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith(f"sqlite:///{paths.airflow_home}")
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://localhost:8181/execution/"
+    assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+    assert env["TIDELAKE_CONFIG"] == str(paths.config)
+    assert '"local[*]"' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
+    assert shutil.which("spark-submit", path=env["PATH"]) is not None  # facts/stack.md §9
+
+
+def test_reset_removes_only_the_demos_own_files(tmp_path):
+    (tmp_path / "lake" / "old").mkdir(parents=True)
+    (tmp_path / "changefeed.toml").write_text("x")
+    (tmp_path / "notes.txt").write_text("mine")
+    DemoPaths(tmp_path).reset()
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / "lake" / "old").exists() and not (tmp_path / "changefeed.toml").exists()
+    assert (tmp_path / "logs").is_dir() and (tmp_path / "airflow_home").is_dir()
+
+
+def test_a_busy_port_gives_another_free_one():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        busy = sock.getsockname()[1]
+        other = free_port(busy)
+    assert other != busy and other > 0
+
+
+def test_a_stage_that_times_out_names_itself_and_its_log(tmp_path):
+    with pytest.raises(StageFailed) as err:
+        wait_for("airflow startup", lambda: False, 0.2, tmp_path / "airflow.log", interval_s=0.05,
+                 waiting=lambda: "scheduler not healthy")
+    assert "stage 'airflow startup' failed: timed out after 0s: scheduler not healthy" in str(err.value)
+    assert str(tmp_path / "airflow.log") in str(err.value)
+
+
+def test_a_crashed_child_fails_the_stage_at_once_with_its_log(tmp_path):
+    child = Child("tidelake sim", [sys.executable, "-c", "print('boom'); raise SystemExit(3)"], tmp_path / "sim.log")
+    child.process.wait(30)
+    started = time.monotonic()
+    with pytest.raises(StageFailed) as err:
+        wait_for("simulator", lambda: False, 60, child.log, [child.check], interval_s=0.05)
+    assert time.monotonic() - started < 5
+    assert "tidelake sim exited with code 3" in str(err.value)
+    assert "boom" in child.log.read_text()
+    child.stop()
+
+
+# A parent whose grandchild sits in its own session and ignores SIGTERM, like a task process
+# and its spark-submit JVM: terminating the parent alone would orphan it.
+TREE = textwrap.dedent("""
+    import subprocess, sys, time
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", stubborn], start_new_session=True)
+    print(child.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_stopping_a_child_stops_its_whole_tree(tmp_path):
+    child = Child("tree", [sys.executable, "-c", TREE], tmp_path / "tree.log")
+    deadline = time.monotonic() + 60
+    while not child.log.read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    grandchild = int(child.log.read_text().split()[0])
+    assert psutil.pid_exists(grandchild)
+    child.stop(grace_s=2)
+    assert child.process.poll() is not None
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+
+
+def test_merge_progress_counts_tables_without_a_replica_as_behind_and_stopped_ones_as_done():
+    target = tso.compose(1_800_000_000_000)
+    progress = MergeProgress({"demo.a": target, "demo.b": target - 1, "demo.c": None, "demo.d": 5},
+                             stopped={"demo.d": "unsupported DDL"})
+    assert progress.behind(target) == ["demo.b", "demo.c"]
+    assert progress.describe(target).startswith("2/4 tables past the target")
+
+
+@pytest.mark.slow
+def test_make_demo_end_to_end(tmp_path, capsys):
+    """The whole Airflow path; 10-20 minutes on a busy 2-core machine."""
+    code = run(DemoOptions(workdir=tmp_path, traffic_s=30, port=free_port(8080)))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "all replicas match upstream" in out
+    assert "login: admin / " in out
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if any(str(tmp_path) in part for part in (p.info["cmdline"] or []))]
+    assert leftovers == []
