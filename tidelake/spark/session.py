@@ -64,6 +64,8 @@ def get_session(
         builder = builder.config("spark.jars.ivySettings", str(IVY_SETTINGS))
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.sql.shuffle.partitions", "4")
+        # Delta rebuilds table state from the log with 50 tasks by default: pure overhead locally.
+        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     for key, value in {**DELTA_CONFS, **(extra_confs or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
