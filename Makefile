@@ -15,7 +15,7 @@ test: $(STAMP) protos
 test-all: $(STAMP) protos
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Small default sizes, ~5 minutes on 2 cores; bench/README.md has the full-size commands.
+# Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md.
 bench: $(STAMP)
 	$(PY) bench/bench_sim.py --ops 200 --big-rows 100000
 	$(PY) bench/bench_puller.py --rows 40000 --repeats 3
