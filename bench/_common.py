@@ -111,6 +111,7 @@ class RssSampler:
         return self.samples[0][1] if self.samples else 0
 
     def __enter__(self) -> RssSampler:
+        self.samples.append((time.monotonic(), rss_bytes(self.pid)))  # `first` is the RSS at entry
         self._thread.start()
         return self
 
