@@ -40,7 +40,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -207,12 +206,6 @@ class ReplayServer:
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
-
-
-@dataclass(frozen=True)
-class _Region:
-    region: metapb_pb2.Region
-    leader: metapb_pb2.Peer | None
 
 
 class RecordedPD:
