@@ -1,7 +1,7 @@
 """End-to-end puller throughput from a replayed CDC recording, against two ceilings in the same run.
 
 1. Record (untimed): a 1-store SimCluster with CDC recording on; a live EventFeedClient subscribes
-   --tables tables pre-split into --regions regions each, while seeded Percolator transactions
+   each region of --tables tables pre-split into --regions regions, while seeded Percolator transactions
    (--txn-rows rows, --update-ratio of them updates with old values, --value-bytes values) are
    written straight into the simulator's MVCC store; the stores' CDC service turns them into
    PREWRITE/COMMIT rows and resolved ts exactly as for any subscriber, and records every event.
