@@ -60,3 +60,25 @@ def test_replay_serves_a_region_with_the_new_request_id(tmp_path):
         assert [(list(r.regions), r.ts, r.request_id) for r in resolved] == [([100], 20, 77)]
     finally:
         server.stop(None).wait()
+
+
+def test_regions_of_one_multiplexed_request_keep_separate_histories(tmp_path):
+    """TiCDC subscribes every region of a table span under one request id (facts/kvproto.md §9.1)."""
+    path = tmp_path / "one-request.tlcdc"
+    rec = StreamRecorder(path)
+    rec.open_stream(1, 1, "EventFeedV2", ("stream-multiplexing",), "test")
+    for region_id in (100, 200):
+        rec.request(1, cdcpb_pb2.ChangeDataRequest(region_id=region_id, request_id=7, checkpoint_ts=5,
+                                                   register=cdcpb_pb2.ChangeDataRequest.Register()).SerializeToString())
+    rec.event(1, cdcpb_pb2.ChangeDataEvent(events=[_entries(100, 7, (7, "a")),
+                                                   _entries(200, 7, (8, "b"), (9, "c"))]).SerializeToString())
+    rec.event(1, cdcpb_pb2.ChangeDataEvent(resolved_ts=cdcpb_pb2.ResolvedTs(regions=[100, 200], ts=20,
+                                                                            request_id=7)).SerializeToString())
+    rec.close_stream(1, "OK")
+    rec.close()
+    histories = load_histories([path])
+    assert sorted(histories) == [100, 200]
+    assert [[r.key for r in e.entries.entries] if not isinstance(e, int) else e
+            for e in histories[100].items] == [[b"a"], 20]
+    assert [[r.key for r in e.entries.entries] if not isinstance(e, int) else e
+            for e in histories[200].items] == [[b"b", b"c"], 20]

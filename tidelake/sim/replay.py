@@ -44,17 +44,16 @@ class RegionHistory:
 
 def load_histories(paths: Iterable[str | Path]) -> dict[int, RegionHistory]:
     """Per region id, the recorded subscription with the longest history."""
-    requests: dict[tuple[int, int], cdcpb_pb2.ChangeDataRequest] = {}  # (conn, request id) -> request
+    # One subscription is (conn, request id, region id): a multiplexed request id covers many regions.
     by_region_of_conn: dict[int, dict[int, int]] = defaultdict(dict)  # conn -> region -> request id
-    histories: dict[tuple[int, int], RegionHistory] = {}  # (conn, request id) -> history
-    failed: set[tuple[int, int]] = set()
+    histories: dict[tuple[int, int, int], RegionHistory] = {}
+    failed: set[tuple[int, int, int]] = set()
     for path in paths:
         for record in read_records(path):
             if record.kind == RecordKind.REQUEST:
                 req = cdcpb_pb2.ChangeDataRequest.FromString(record.payload)
                 if req.WhichOneof("request") in (None, "register"):
-                    key = (record.conn_id, req.request_id)
-                    requests[key] = req
+                    key = (record.conn_id, req.request_id, req.region_id)
                     by_region_of_conn[record.conn_id][req.region_id] = req.request_id
                     histories[key] = RegionHistory(req.region_id, req)
                     failed.discard(key)
@@ -73,7 +72,7 @@ def _add_event(conn_id: int, message: cdcpb_pb2.ChangeDataEvent, histories: dict
                failed: set) -> None:
     for event in message.events:
         request_id = event.request_id or by_region[conn_id].get(event.region_id, 0)
-        key = (conn_id, request_id)
+        key = (conn_id, request_id, event.region_id)
         if key not in histories or key in failed:
             continue
         if event.WhichOneof("event") == "error":
@@ -84,7 +83,7 @@ def _add_event(conn_id: int, message: cdcpb_pb2.ChangeDataEvent, histories: dict
         resolved = message.resolved_ts
         for region_id in resolved.regions:
             request_id = resolved.request_id or by_region[conn_id].get(region_id, 0)
-            key = (conn_id, request_id)
+            key = (conn_id, request_id, region_id)
             if key in histories and key not in failed:
                 histories[key].items.append(resolved.ts)
 
