@@ -13,7 +13,8 @@ Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default ever
 A scheduled or backfill run merges only changes committed before its data interval end, so
 `airflow backfill create --dag-id tidelake_merge --from-date ... --to-date ...` reproduces the
 replicas interval by interval; a manual run without a logical date merges to the latest.
-Trigger params: tables, until_ts or until_time, dry_run, groups. Logic:
+Trigger params: tables, until_ts or until_time, rebuild (one table replayed from its CREATE into a
+new replica, refused unless the changelog still holds all its changes), dry_run, groups. Logic:
 tidelake.orchestration.merge_run.
 """
 

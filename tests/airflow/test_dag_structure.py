@@ -49,7 +49,7 @@ def test_merge_plans_then_maps_spark_jobs_then_publishes_assets(bag):
     assert merge.partial_kwargs["application"].endswith("spark_jobs/merge.py")
     assert merge.partial_kwargs["conn_id"] == "spark_default"
     assert [o.name for o in publish.outlets] == ["tidelake-merge-main"]
-    assert set(dag.params) == {"tables", "until_ts", "until_time", "dry_run", "groups"}
+    assert set(dag.params) == {"tables", "until_ts", "until_time", "rebuild", "dry_run", "groups"}
 
 
 def test_maintenance_is_daily(bag):

@@ -92,3 +92,26 @@ def test_dry_run_and_groups_are_typed():
         parse_merge_request({**defaults(), "dry_run": "yes"}, KNOWN)
     with pytest.raises(InputError, match="param 'groups': expected an integer from 1 to 64, got 0"):
         parse_merge_request({**defaults(), "groups": 0}, KNOWN)
+
+
+def test_a_rebuild_merges_only_its_table_and_passes_it_to_the_spark_job():
+    from tidelake.orchestration.merge_run import merge_job_args
+
+    request = parse_merge_request({**defaults(), "rebuild": " shop.orders "}, KNOWN)
+    assert request.rebuild == "shop.orders" and request.tables == ("shop.orders",)
+    args = merge_job_args("/cf.toml", request.tables, None, request.rebuild)
+    assert args == ["--config", "/cf.toml", "--table", "shop.orders", "--rebuild", "shop.orders"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"rebuild": "shop.nope"}, "param 'rebuild': unknown table shop.nope"),
+        ({"rebuild": ["shop.orders"]}, "param 'rebuild': expected one db.table name"),
+        ({"rebuild": "shop.orders", "tables": ["crm.leads"]}, "params 'rebuild' and 'tables'"),
+    ],
+)
+def test_bad_rebuild_params_name_the_param(params, message):
+    with pytest.raises(InputError) as err:
+        parse_merge_request({**defaults(), **params}, KNOWN)
+    assert message in str(err.value)

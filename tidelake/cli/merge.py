@@ -25,6 +25,11 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
     parser.add_argument("--config", metavar="FILE", help="changefeed TOML: the lake root is taken from it")
     parser.add_argument(
+        "--rebuild", metavar="DB.TABLE",
+        help="replay this table into a new empty replica from its CREATE (refused unless the changelog "
+        "still holds all its changes)",
+    )
+    parser.add_argument(
         "--max-chunk-rows", type=int, default=None, metavar="N",
         help="changes per MERGE commit (a bigger window is cut at commit-ts quantiles)",
     )
@@ -60,6 +65,7 @@ def merge_kwargs(args: argparse.Namespace) -> dict:
         "tables": args.table or None,
         "until_ts": args.until_ts,
         "max_chunk_rows": args.max_chunk_rows or DEFAULT_CHUNK_ROWS,
+        "rebuild": args.rebuild,
     }
 
 

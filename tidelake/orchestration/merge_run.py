@@ -96,14 +96,30 @@ def group_tables(tables: Sequence[str], groups: int) -> list[list[str]]:
     return [ordered[i::count] for i in range(count)]
 
 
-def merge_job_args(config_path: str, tables: Iterable[str], until_ts: int | None) -> list[str]:
+def merge_job_args(
+    config_path: str, tables: Iterable[str], until_ts: int | None, rebuild: str | None = None
+) -> list[str]:
     """Arguments of spark_jobs/merge.py for one group of tables."""
     args = ["--config", config_path]
     for table in tables:
         args += ["--table", table]
     if until_ts is not None:
         args += ["--until-ts", str(until_ts)]
+    if rebuild is not None:
+        args += ["--rebuild", rebuild]
     return args
+
+
+def check_rebuild(config: ChangefeedConfig, table: str) -> None:
+    """Refuse a rebuild in the plan, before any Spark job, when the changelog cannot replay it."""
+    from tidelake.errors import InputError
+    from tidelake.lake.rebuild import rebuild_refusal
+
+    layout = LakeLayout(config.lake.root)
+    history = SchemaHistory.load(layout)
+    refusal = rebuild_refusal(layout, history, live_tables(history)[table])
+    if refusal is not None:
+        raise InputError(f"param 'rebuild': {refusal}")
 
 
 def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str, ReplicaState | None]:
@@ -144,6 +160,10 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
     for plan in plans:
         log.info("%s", plan.describe())
     todo = [p.table for p in plans if p.has_work]
+    if request.rebuild is not None:
+        check_rebuild(config, request.rebuild)
+        log.info("rebuild: %s gets a new replica replayed from its CREATE", request.rebuild)
+        todo = [request.rebuild]
     if request.dry_run:
         log.info("dry run: would merge %d of %d tables: %s", len(todo), len(plans), ", ".join(todo) or "none")
         todo = []
@@ -153,7 +173,7 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
         log.info("syncpoint: %s", f"not this run ({skip_syncpoint})" if skip_syncpoint else "due after the merges")
     return {
         "merge_jobs": [
-            {"application_args": merge_job_args(config_path, g, cap_ts),
+            {"application_args": merge_job_args(config_path, g, cap_ts, request.rebuild),
              "name": job_name(config.changefeed_id, g)}
             for g in groups
         ],

@@ -32,6 +32,7 @@ class MergeRequest:
     until_ts: int | None  # None: as far as the watermarks allow
     dry_run: bool
     groups: int
+    rebuild: str | None = None  # one db.table replayed into a new replica from its CREATE
 
 
 def merge_param_schemas(
@@ -71,6 +72,15 @@ def merge_param_schemas(
             "an offset). Use either this or Until TSO.",
             "section": "Limit",
         },
+        "rebuild": {
+            "default": None,
+            "type": ["null", "string"],
+            "title": "Rebuild table",
+            "description": "db.table to replay into a new, empty replica from its CREATE TABLE, using the "
+            "retained changelog (refused when changelog retention already removed some of its changes: "
+            "use tidelake_bootstrap then). Merges only this table.",
+            **choices,
+        },
         "dry_run": {
             "default": False,
             "type": "boolean",
@@ -104,12 +114,26 @@ def parse_merge_request(params: Mapping[str, Any], known_tables: Sequence[str]) 
     groups = params.get("groups", DEFAULT_MERGE_GROUPS)
     if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= MAX_MERGE_GROUPS:
         raise InputError(f"param 'groups': expected an integer from 1 to {MAX_MERGE_GROUPS}, got {groups!r}")
+    rebuild = _rebuild(params.get("rebuild"), known)
+    if rebuild is not None and tables is not None:
+        raise InputError("params 'rebuild' and 'tables': a rebuild merges only its own table, leave 'tables' empty")
     return MergeRequest(
-        tables=tables,
+        tables=tables if rebuild is None else (rebuild,),
         until_ts=until_ts if until_time is None else until_time,
         dry_run=dry_run,
         groups=groups,
+        rebuild=rebuild,
     )
+
+
+def _rebuild(value: Any, known: set[str]) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"param 'rebuild': expected one db.table name, got {value!r}")
+    if value.strip() not in known:
+        raise InputError(f"param 'rebuild': {_unknown_tables([value.strip()], known)}")
+    return value.strip()
 
 
 def _tables(value: Any, known: set[str]) -> tuple[str, ...] | None:

@@ -51,7 +51,7 @@ from tidelake.lake.replica_catalog import STATE_DROPPED, STATE_STOPPED, ReplicaC
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks, read_watermarks
 from tidelake.spark.ddl_apply import UnsupportedDDL, apply_ddl, replica_schema
-from tidelake.spark.mount import MOUNT_OP_COLUMN, mount
+from tidelake.spark.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.spark.replica_schema import key_columns, quote
 
 if TYPE_CHECKING:
@@ -129,11 +129,17 @@ def run_merge(
     max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: ProgressFn | None = None,
     write_log: bool = True,
+    rebuild: str | None = None,
 ) -> MergeReport:
-    """Merge `tables` (default all) as far as the watermarks and `until_ts` allow."""
+    """Merge `tables` (default all) as far as the watermarks and `until_ts` allow. `rebuild`
+    ('db.table'; the only table unless `tables` names more) first gives that table a new empty
+    replica to replay from its CREATE (tidelake.lake.rebuild; an InputError when the changelog no
+    longer holds all its changes)."""
     watermarks = read_watermarks(layout)  # FIRST (invariant 2)
     history = SchemaHistory.load(layout)
-    keys = select_tables(history, tables)
+    keys = select_tables(history, tables or ([rebuild] if rebuild is not None else None))
+    if rebuild is not None:
+        keys = _start_rebuild(layout, history, rebuild, keys)
     catalog = ReplicaCatalog(layout)
     report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), watermarks)
     entries = []
@@ -145,6 +151,18 @@ def run_merge(
     if write_log:
         append_entries(layout, entries)
     return report
+
+
+def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
+    from tidelake.lake.rebuild import rebuild_refusal, start_rebuild
+
+    (key,) = select_tables(history, [name])
+    refusal = rebuild_refusal(layout, history, key)
+    if refusal is not None:
+        raise InputError(f"cannot rebuild {name}: {refusal}")
+    entry = start_rebuild(layout, history, key)
+    log.info("rebuilding %s into %s from its CREATE", name, entry.path)
+    return keys if key in keys else [*keys, key]
 
 
 def _log_entry(run_id: str, r: TableResult, started: datetime) -> MergeLogEntry:
@@ -237,13 +255,15 @@ def _stats(
 
 def collapse_last_change(changes: DataFrame) -> DataFrame:
     """The last change of each raw key: highest commit ts, a put over a delete at the same ts,
-    then the latest landing (flush_seq) among duplicates."""
+    then the latest landing (flush_seq) among duplicates; its `old_value` is the one of the
+    key's FIRST change, i.e. the row the replica holds for the key (tidelake.spark.mount)."""
     from pyspark.sql import functions as F
 
     order = F.struct(F.col("commit_ts"), (F.col("op") == OP_PUT).alias("is_put"), F.col("flush_seq"))
-    columns = ["table_id", "commit_ts", "op", "key", "value", "old_value"]
+    columns = ["table_id", "commit_ts", "op", "key", "value"]
     last = F.max_by(F.struct(*columns), order).alias("last")
-    return changes.groupBy("key").agg(last).select("last.*")
+    first_old = F.min_by(F.col("old_value"), F.struct(F.col("commit_ts"), F.col("flush_seq"))).alias("old_value")
+    return changes.groupBy("key").agg(last, first_old).select("last.*", "old_value")
 
 
 def merge_window(
@@ -276,7 +296,8 @@ def merge_window(
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
     source = mount(collapse_last_change(changes), info, target)
     keys = key_columns(info)
-    condition = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+    match = match_columns(info)  # a common handle's row is found by its PK before the window
+    condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
     assignments = {quote(f.name): f"s.{quote(f.name)}" for f in target.fields}
     op = quote(MOUNT_OP_COLUMN)
     with txn_confs(spark, hi):
