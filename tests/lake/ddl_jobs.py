@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
-from tidelake.codec.schema import DBInfo, PartitionDefinition, PartitionInfo, TableInfo
+from tidelake.codec.schema import DBInfo, IndexColumn, IndexInfo, PartitionDefinition, PartitionInfo, TableInfo
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.puller.ddl_puller import job_rows, snapshot_rows
 from tidelake.puller.schema_tracker import SchemaTracker
@@ -83,7 +83,11 @@ class Upstream:
         db_id = self.db_id(db)
         cols = [build_column(column_def(c), i + 1, i) for i, c in enumerate(columns)]
         info = TableInfo(self._id(), name, columns=cols, max_col_id=len(cols))
-        info.pk_is_handle = any(column_def(c).primary_key for c in columns) and cols[0].field_type.tp in mt.INTEGER_TYPES
+        has_pk = any(column_def(c).primary_key for c in columns)
+        info.pk_is_handle = has_pk and cols[0].field_type.tp in mt.INTEGER_TYPES
+        if has_pk and not info.pk_is_handle:  # a clustered common handle on the first column
+            info.is_common_handle = True
+            info.indices = [IndexInfo(self._id(), "PRIMARY", [IndexColumn(cols[0].name, 0)], unique=True, primary=True)]
         if partitions:
             info.partition = PartitionInfo(type=2, expr="id", enable=True,
                                            definitions=[PartitionDefinition(self._id(), p) for p in partitions])

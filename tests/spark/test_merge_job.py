@@ -96,6 +96,34 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_pa
     lake.close()
 
 
+def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path):
+    """A clustered VARCHAR PK keeps the collation key in the handle (utf8mb4_bin trims trailing
+    spaces; _ci collations fold case), so 'ab' -> 'ab  ' is one put on the same raw key while the
+    replica holds the original string. The MERGE must find the row by its value before the window
+    (the first change's old value): matching the new string inserts a second row, and matching a
+    delete's own old value, written inside the window, misses the row the replica has."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("crm"))
+    lake.ddl(lake.up.create_table("crm", "users", [("name", "varchar(20)", "pk"), ("n", "int")]))
+    with lake.txn() as t:
+        t.put("crm", "users", {"name": "ab", "n": 1})
+        t.put("crm", "users", {"name": "cd", "n": 1})
+    lake.resolve()
+    assert run_merge(spark, lake.layout, write_log=False).tables[0].status == STATUS_MERGED
+    with lake.txn() as t:
+        t.put("crm", "users", {"name": "ab ", "n": 2})
+        t.put("crm", "users", {"name": "cd ", "n": 2})
+    with lake.txn() as t:
+        t.put("crm", "users", {"name": "ab  ", "n": 3})
+        t.delete("crm", "users", {"name": "cd ", "n": 2})
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout, write_log=False).tables
+    assert result.status == STATUS_MERGED and result.checkpoint_after == upper
+    path = ReplicaCatalog(lake.layout).get(result.table_key).path
+    assert replica_rows(spark, path) == lake.expected_rows("crm", "users", upper)
+    lake.close()
+
+
 def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(spark, tmp_path):
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("app"))

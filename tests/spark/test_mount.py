@@ -20,7 +20,7 @@ from tidelake.codec.schema import IndexColumn, IndexInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.lake.layout import OP_DELETE, OP_PUT
 from tidelake.sim.tidb.types import build_column, column_def
-from tidelake.spark.mount import MOUNT_INPUT_COLUMNS, MOUNT_OP_COLUMN, RowMounter, mount, mount_schema
+from tidelake.spark.mount import MOUNT_INPUT_COLUMNS, MOUNT_OP_COLUMN, RowMounter, match_columns, mount, mount_schema
 from tidelake.spark.replica_schema import COMMIT_TS_COLUMN, ROWID_COLUMN, replica_struct
 
 TYPES = [
@@ -65,12 +65,12 @@ def expected_put(info: TableInfo, key_handle, value: bytes, commit_ts: int) -> d
     return row
 
 
-def run_decoder(info: TableInfo, rows: list[tuple]) -> list[dict]:
+def run_decoder(info: TableInfo, rows: list[tuple], match: bool = False) -> list[dict]:
     import json
 
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(mount_schema(replica_struct(info)), timezone="UTC")
+    schema = to_arrow_schema(mount_schema(replica_struct(info), info if match else None), timezone="UTC")
     out = RowMounter(json.dumps(info.to_json()), schema)(iter([changes_batch(rows)]))
     return [r for batch in out for r in batch.to_pylist()]
 
@@ -119,3 +119,27 @@ def test_common_handle_deletes_take_key_columns_from_the_old_value_or_the_handle
     ])
     assert got[0] == {**expected_put(info, handle, value, 10), MOUNT_OP_COLUMN: OP_PUT}
     assert [(r["name"], r["n"]) for r in got] == [("Ab", 3)] * 3
+
+
+def test_common_handle_rows_carry_the_key_they_had_before_the_window():
+    """'ab' -> 'ab  ' under utf8mb4_bin keeps the raw key (PAD SPACE: the handle holds 'ab'). The
+    old value handed to mount is the row before the window, which is the replica row to change."""
+    info = make_info([("name", "varchar(10)"), ("n", "int")], is_common_handle=True)
+    info.indices = [IndexInfo(1, "PRIMARY", [IndexColumn("name", 0)], unique=True, primary=True)]
+    before, after = {"name": "ab", "n": 1}, {"name": "ab  ", "n": 2}
+    key = record_key(info.id, row_handle(info, before))
+    assert key == record_key(info.id, row_handle(info, after))
+    old, new = encode_row(info, before), encode_row(info, after)
+    match = match_columns(info)["name"]
+    got = run_decoder(info, [
+        (info.id, 10, OP_PUT, key, new, old),  # update of a row the replica holds as 'ab'
+        (info.id, 11, OP_PUT, key, new, b""),  # insert: nothing before the window
+        (info.id, 12, OP_DELETE, key, b"", old),
+        (info.id, 13, OP_PUT, key, new, b"\x80"),  # an undecodable old value: the row's own key
+    ], match=True)
+    want_before = decode_row(old, info, row_handle(info, before))["name"]
+    want_after = decode_row(new, info, row_handle(info, after))["name"]
+    assert [(r["name"], r[match]) for r in got] == [
+        (want_after, want_before), (want_after, want_after), (want_before, want_before), (want_after, want_after),
+    ]
+    assert want_before != want_after

@@ -16,7 +16,9 @@ of one (key, commit ts) are the same change landed twice (invariant 5) and colla
 only makes the pick deterministic. The MERGE key (replica_schema.key_columns) is the handle,
 prefixed by the partition id for partitioned tables, so each raw key maps to one replica row:
 a PK change (delete old key + put new key in one txn) and a partition move (delete in one
-physical id + put in another) are two rows, deleted and inserted.
+physical id + put in another) are two rows, deleted and inserted. A common handle holds collation
+keys, so one raw key can change its PK string ('ab' -> 'AB' under a _ci collation): such tables
+match the replica on the PK as it was before the window (tidelake.spark.mount.match_columns).
 
 Tables run one after another in this session (the txn confs are per session); run tables in
 parallel as separate jobs (Airflow mapped tasks), never two jobs on one table.

@@ -9,8 +9,15 @@ value): the merge only needs its key columns, which come from the handle, or fro
 when present, because a common handle keeps collation sort keys, not the original strings
 (facts/tidb_codec.md §5).
 
+That also means one raw key of a common-handle table can hold different PK strings over time
+('ab' -> 'AB' under a _ci collation, 'ab' -> 'ab ' under PAD SPACE _bin): the replica row to
+change is the one with the string BEFORE the window. The merge passes as `old_value` the old
+value of the key's first change in the window (that state), and for common-handle tables the
+output carries MATCH_PREFIX columns with the PK values decoded from it, falling back to the
+row's own key values when the key had no row before (an insert).
+
 The output columns are the replica's own schema (names and Spark types, as widened by DDLs),
-plus MOUNT_OP_COLUMN saying whether the row is a put or a delete.
+plus MOUNT_OP_COLUMN saying whether the row is a put or a delete, plus the match columns.
 """
 
 from __future__ import annotations
@@ -36,8 +43,16 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 MOUNT_OP_COLUMN = "_tidelake_op"
+MATCH_PREFIX = "_tidelake_match_"
 MOUNT_INPUT_COLUMNS = ("table_id", "commit_ts", "op", "key", "value", "old_value")
 _U64 = (1 << 64) - 1
+
+
+def match_columns(table: TableInfo) -> dict[str, str]:
+    """Replica key column -> mount column the MERGE must match it on (common handles only)."""
+    if not table.is_common_handle or table.primary_index() is None:
+        return {}
+    return {c.name: MATCH_PREFIX + c.name for c in table.primary_index().columns}
 
 
 def key_values(table: TableInfo, handle: int | bytes) -> dict[str, Any]:
@@ -61,6 +76,7 @@ class _Target:
     name: str
     arrow_type: pa.DataType
     column: ColumnInfo | None  # upstream column, None for tidelake's own columns
+    match: bool = False  # the column's value before the window (MATCH_PREFIX)
 
 
 class RowMounter:
@@ -94,7 +110,11 @@ class _BatchDecoder:
         self.table = table
         self.schema = output_schema
         self.targets = []
+        matched = {m: k for k, m in match_columns(table).items()}
         for f in output_schema:
+            if f.name in matched:
+                self.targets.append(_Target(f.name, f.type, table.column_by_name(matched[f.name]), match=True))
+                continue
             column = table.column_by_name(f.name)
             special = f.name in (COMMIT_TS_COLUMN, MOUNT_OP_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
             if column is None and not special:
@@ -105,9 +125,11 @@ class _BatchDecoder:
         data = batch.to_pydict()
         out: list[list[Any]] = [[] for _ in self.targets]
         rows = zip(*(data[c] for c in MOUNT_INPUT_COLUMNS))
+        has_match = any(t.match for t in self.targets)
         for table_id, commit_ts, op, key, value, old_value in rows:
             try:
                 values = self._row(op, key, value, old_value)
+                before = self._before(key, old_value, values) if has_match else values
             except InputError as exc:
                 raise InputError(
                     f"table {self.table.name!r} (physical id {table_id}) change at commit ts {commit_ts}, "
@@ -115,7 +137,7 @@ class _BatchDecoder:
                 ) from None
             for slot, target in zip(out, self.targets):
                 if target.column is not None:
-                    raw = values.get(target.column.name)
+                    raw = (before if target.match else values).get(target.column.name)
                     slot.append(None if raw is None else spark_value(raw, target.column.field_type))
                 elif target.name == COMMIT_TS_COLUMN:
                     slot.append(commit_ts)
@@ -141,14 +163,26 @@ class _BatchDecoder:
                 pass  # an old value written before a DDL; the handle still names the row
         return key_values(self.table, handle)
 
+    def _before(self, key: bytes, old_value: bytes, values: dict[str, Any]) -> dict[str, Any]:
+        """Key column values of the row the key held before the window (see module doc)."""
+        if old_value:
+            try:
+                return decode_row(old_value, self.table, decode_record_key(key)[1])
+            except InputError:
+                pass  # an old value written before a DDL; the row's own key values still name it
+        return values
 
-def mount_schema(replica_schema: StructType) -> StructType:
+
+def mount_schema(replica_schema: StructType, table: TableInfo | None = None) -> StructType:
     """Schema mount() produces: the replica's columns (all nullable: a delete fills only its key
-    columns) plus MOUNT_OP_COLUMN."""
+    columns), MOUNT_OP_COLUMN, and the match columns of `table`'s key (see module doc)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     fields = [StructField(f.name, f.dataType, True) for f in replica_schema.fields]
-    return StructType([*fields, StructField(MOUNT_OP_COLUMN, StringType(), True)])
+    types = {f.name: f.dataType for f in replica_schema.fields}
+    matches = match_columns(table).items() if table is not None else ()
+    extra = [StructField(m, types[k], True) for k, m in matches]
+    return StructType([*fields, StructField(MOUNT_OP_COLUMN, StringType(), True), *extra])
 
 
 def mount(
@@ -161,7 +195,7 @@ def mount(
 
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = mount_schema(replica_schema)
+    schema = mount_schema(replica_schema, table)
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     mounter = RowMounter(json.dumps(table.to_json()), arrow_schema)
     return changes.select(*MOUNT_INPUT_COLUMNS).mapInArrow(mounter, schema)
