@@ -40,6 +40,7 @@ def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_pat
     assert config.lake.root == str(paths.lake)
     assert config.filter.table_filter().should_replicate_table("demo", "orders")
     assert not config.filter.table_filter().should_replicate_table("other", "orders")
+    assert not config.filter.table_filter().should_replicate_table("demo", "t_12")  # workload scratch tables
     assert config.merge.syncpoint_interval_s == 60 and config.merge.parallel_jobs == 1
 
 

@@ -65,3 +65,20 @@ def test_a_scheduled_or_manual_run_of_everything_takes_a_syncpoint():
 )
 def test_restricted_runs_take_no_syncpoint(merge, request_, run_type, reason):
     assert reason in syncpoint_skip_reason(config(merge), request_, run(run_type))
+
+
+def test_a_syncpoint_is_not_due_until_the_ddl_watermark_passes_the_next_boundary(tmp_path):
+    from spark.lake_fixtures import FedLake
+
+    from tidelake.orchestration.merge_run import syncpoint_not_due
+
+    lake = FedLake(str(tmp_path / "lake"))
+    assert syncpoint_not_due(lake.layout, None) is None
+    assert syncpoint_not_due(lake.layout, 60) is None  # the first cut: the job decides
+    assert record_syncpoint(lake.layout, Syncpoint(T0, []))
+    boundary = next_boundary(T0, 60)
+    lake.resolve(boundary - 1)
+    assert "above the DDL watermark" in syncpoint_not_due(lake.layout, 60)
+    lake.resolve(boundary)
+    assert syncpoint_not_due(lake.layout, 60) is None
+    lake.close()

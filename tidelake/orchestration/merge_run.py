@@ -168,7 +168,8 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
         log.info("dry run: would merge %d of %d tables: %s", len(todo), len(plans), ", ".join(todo) or "none")
         todo = []
     groups = group_tables(todo, request.groups)
-    skip_syncpoint = syncpoint_skip_reason(config, request, context)
+    skip_syncpoint = syncpoint_skip_reason(config, request, context) or syncpoint_not_due(
+        layout, config.merge.syncpoint_interval_s)
     if config.merge.syncpoint_interval_s is not None:
         log.info("syncpoint: %s", f"not this run ({skip_syncpoint})" if skip_syncpoint else "due after the merges")
     return {
@@ -194,6 +195,25 @@ def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None
     boundary = merge_cap(layout, interval_s)
     caps = [c for c in (cap_ts, boundary) if c is not None]
     return min(caps) if caps else None
+
+
+def syncpoint_not_due(layout: LakeLayout, interval_s: int | None) -> str | None:
+    """Why no new syncpoint can be reached yet, read without Spark (None: one may be): the next
+    boundary after the last cut must be below the DDL watermark, a bound on every table's reach
+    (tidelake.spark.syncpoint_job), so runs between boundaries start no Spark job for nothing."""
+    if interval_s is None:
+        return None
+    from tidelake.lake.syncpoints import next_boundary, read_syncpoints
+    from tidelake.lake.watermarks import read_watermarks
+
+    recorded = read_syncpoints(layout)
+    if not recorded:
+        return None
+    boundary = next_boundary(recorded[-1].ts, interval_s)
+    ddl_resolved = read_watermarks(layout).ddl_resolved
+    if ddl_resolved < boundary:
+        return f"the next boundary {boundary} is above the DDL watermark {ddl_resolved}"
+    return None
 
 
 def syncpoint_skip_reason(config: ChangefeedConfig, request: MergeRequest, context: Mapping[str, Any]) -> str | None:
