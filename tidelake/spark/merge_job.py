@@ -21,18 +21,22 @@ keys, so one raw key can change its PK string ('ab' -> 'AB' under a _ci collatio
 match the replica on the PK as it was before the window (tidelake.spark.mount.match_columns).
 
 Tables run one after another in this session (the txn confs are per session); run tables in
-parallel as separate jobs (Airflow mapped tasks), never two jobs on one table.
+parallel as separate jobs (Airflow mapped tasks), never two jobs on one table. A MERGE or DDL
+step that loses a Delta commit race (an OPTIMIZE of the replica compacting files the MERGE read
+raises ConcurrentDeleteReadException) is run again: each is idempotent by its txn version.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
 
 from tidelake.errors import InputError
 from tidelake.lake.changelog_reader import read_changes
@@ -102,6 +106,33 @@ class MergeReport:
 
 
 ProgressFn = Callable[[MergeProgress], None]
+T = TypeVar("T")
+CONFLICT_RETRIES = 3
+
+
+def retry_on_conflict(step: Callable[[], T], what: str) -> T:
+    """Run an idempotent Delta step again when it lost a concurrent-commit race."""
+    from delta.exceptions import (
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        ConcurrentWriteException,
+    )
+
+    races = (ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
+             ConcurrentTransactionException, ConcurrentWriteException)
+    attempt = 0
+    while True:
+        try:
+            return step()
+        except races as exc:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            attempt += 1
+            log.warning("%s lost a Delta commit race (%s); retry %d of %d", what, type(exc).__name__, attempt,
+                        CONFLICT_RETRIES)
+            time.sleep(random.uniform(0, 0.5 * 2**attempt))
 
 
 def table_name(history: SchemaHistory, key: TableKey) -> str:
@@ -206,7 +237,8 @@ def _merge_table(
             plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows)
             if plan.at_barrier:
                 event = plan.barrier_event
-                apply_ddl(spark, layout, key, event, catalog)
+                retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog),
+                                  f"{result.table} {event.action_name}")
                 checkpoint = result.checkpoint_after = event.commit_ts
                 result.ddls_applied += 1
                 report("ddl", checkpoint, f"{event.action_name} (job {event.job_id})")
@@ -218,7 +250,10 @@ def _merge_table(
             info = history.table_info_at(key, checkpoint)
             path = catalog.get(key).path
             for lo, hi in plan.chunks:
-                rows_in, rows_out = merge_window(spark, layout, path, info, plan.physical_ids, lo, hi, stats)
+                rows_in, rows_out = retry_on_conflict(
+                    partial(merge_window, spark, layout, path, info, plan.physical_ids, lo, hi, stats),
+                    f"{result.table} window ({lo}, {hi}]",
+                )
                 checkpoint = result.checkpoint_after = hi
                 result.windows += 1
                 result.rows_in += rows_in
