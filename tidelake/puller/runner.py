@@ -180,6 +180,7 @@ class PullerRunner:
                 feed.close()
             try:
                 lander.close()
+                self._confirm_joins()  # landed by the close: bootstrap may go on
                 self._advance_gc(keeper, lander)
             finally:
                 keeper.stop()
