@@ -1,5 +1,5 @@
 """spark-submit entry point of the merge: `spark-submit spark_jobs/merge.py [--table DB.TABLE ...]
-[--until-ts TS] (--lake PATH | --config FILE)`. Master, Delta jars and confs come from the submit
+[--until-ts TS] [--rebuild DB.TABLE] (--lake PATH | --config FILE)`. Master, Delta jars and confs come from the submit
 command (tidelake.spark.session DELTA_CONFS); the work is tidelake.spark.merge_job.run_merge.
 """
 

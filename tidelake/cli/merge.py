@@ -1,4 +1,4 @@
-"""`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--lake PATH | --config FILE]`.
+"""`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--rebuild DB.TABLE] [--lake PATH | --config FILE]`.
 
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
 --until-ts), applying DDLs at barriers. spark_jobs/merge.py parses the same arguments.
