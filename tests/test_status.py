@@ -89,6 +89,7 @@ def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pull
 
     cluster, tidb, layout, puller = pulled
     cap = cluster.tso.next()
+    wait_for_watermarks(layout, cap, replicated_physical_ids(tidb), 60, puller.check)  # so the merge reaches cap
     assert not run_merge(spark, layout, until_ts=cap).failed
     job = tidb.add_column(DB, "orders", ("note", "varchar(10)"))
     with tidb.txn() as txn:
