@@ -63,6 +63,7 @@ def get_session(
         builder = builder.config("spark.jars.packages", delta_package())
         builder = builder.config("spark.jars.ivySettings", str(IVY_SETTINGS))
         builder = builder.config("spark.ui.enabled", "false")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
         builder = builder.config("spark.sql.shuffle.partitions", "4")
         # Delta rebuilds table state from the log with 50 tasks by default: pure overhead locally.
         builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
