@@ -117,7 +117,7 @@ def print_status(report: StatusReport, console: Console) -> None:
     table = Table(title=f"tidelake status — {report.lake}", caption=f"now {utc_text(report.now_ts)} ({clock}); "
                   f"DDL resolved {utc_text(report.ddl_resolved_ts) or '-'}; changelog v{report.changelog_version}")
     for header in ("table", "state", "resolved", "barrier", "checkpoint", "lag", "pending DDL", "last merge", "note"):
-        table.add_column(header, justify="right" if header == "lag" else "left")
+        table.add_column(header, justify="right" if header == "lag" else "left", no_wrap=header == "table")
     for t in report.tables:
         ddl = f"{t.pending_ddl.action}\njob {t.pending_ddl.job_id}" if t.pending_ddl else "-"
         merge = "-"
