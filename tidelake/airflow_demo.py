@@ -451,10 +451,16 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: DemoOp
     say(f"every table is merged past {target}")
 
 
+def tool_env() -> dict[str, str]:
+    """Environment of the `tidelake` commands the demo runs: their rich tables are captured, so
+    they get the terminal's width (or a wide one when the demo itself is piped)."""
+    return {**os.environ, "COLUMNS": str(shutil.get_terminal_size((160, 40)).columns)}
+
+
 def _verify(paths: DemoPaths) -> bool:
     """`tidelake verify` prints its table to the console and a copy goes to logs/verify.log."""
     command = [sys.executable, "-m", "tidelake", "verify", "--config", str(paths.config)]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=tool_env())
     (paths.logs / "verify.log").write_text(result.stdout + result.stderr)
     print(result.stdout, end="", flush=True)
     if result.returncode == 2:
@@ -467,14 +473,14 @@ def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
     from tidelake.lake.syncpoints import read_syncpoints
 
     status = subprocess.run([sys.executable, "-m", "tidelake", "status", "--config", str(paths.config)],
-                            cwd=REPO, capture_output=True, text=True)
+                            cwd=REPO, capture_output=True, text=True, env=tool_env())
     print(status.stdout, end="", flush=True)
     cuts = read_syncpoints(LakeLayout(str(paths.lake)))
     runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items()))
     say(f"tidelake_merge runs: {runs}; syncpoints recorded: {len(cuts)}"
         + (f" (latest {cuts[-1].ts}: `tidelake snapshot-at {cuts[-1].ts} --config {paths.config}`)" if cuts else ""))
     say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}  "
-        f"(Replication page: Browse > tidelake replication)")
+        f"(Browse > Replication: lag, pending DDL, syncpoints; JSON at /tidelake/api/status)")
     say(f"logs: {paths.logs} (sim, airflow, verify); task logs: {paths.airflow_home / 'logs'}")
 
 
