@@ -124,6 +124,28 @@ def writer_of(table: DeltaTable, app_id: str, seq: int) -> str | None:
     return None
 
 
+class AppTxnTable:
+    """A tidelake table written by one app id with idempotent flush sequences (Delta app
+    transactions): what the changelog, ddl and watermarks writers share."""
+
+    def __init__(self, table: DeltaTable, app_id: str) -> None:
+        self._table = table
+        self.app_id = app_id
+
+    def version(self) -> int:
+        """Latest table version (includes other writers' commits)."""
+        self._table.update_incremental()
+        return self._table.version()
+
+    def committed_seq(self) -> int:
+        """Highest flush sequence of our app id already in the table (0 if none)."""
+        self._table.update_incremental()
+        return self._table.transaction_version(self.app_id) or 0
+
+    def writer_of(self, seq: int) -> str | None:
+        return writer_of(self._table, self.app_id, seq)
+
+
 # Rebuilds of a commit that lost a race to another app's commit before the lander's slower retry.
 FOREIGN_CONFLICT_RETRIES = 6
 
@@ -165,7 +187,7 @@ def commit_once(
             attempt += 1
 
 
-class ChangelogWriter:
+class ChangelogWriter(AppTxnTable):
     """Appends batches of raw row changes for one app id (one changefeed's puller)."""
 
     def __init__(
@@ -173,28 +195,15 @@ class ChangelogWriter:
     ) -> None:
         if bucket_seconds <= 0:
             raise InputError(f"commit bucket size must be positive, got {bucket_seconds} s")
-        self.app_id = app_id
-        self._table = open_or_create(
+        table = open_or_create(
             layout,
             layout.changelog,
             CHANGELOG_SCHEMA,
             CHANGELOG_PARTITIONS,
             {BUCKET_SECONDS_PROPERTY: str(bucket_seconds)},
         )
+        super().__init__(table, app_id)
         self.bucket_seconds = bucket_seconds_of(self._table)
-
-    def version(self) -> int:
-        """Latest changelog version (includes other writers' commits)."""
-        self._table.update_incremental()
-        return self._table.version()
-
-    def committed_seq(self) -> int:
-        """Highest flush sequence of our app id already in the table (0 if none)."""
-        self._table.update_incremental()
-        return self._table.transaction_version(self.app_id) or 0
-
-    def writer_of(self, seq: int) -> str | None:
-        return writer_of(self._table, self.app_id, seq)
 
     def append(self, rows: Sequence[RowChange], seq: int, writer: str = "") -> bool:
         """Land `rows` as flush `seq`; False if that flush had already landed (a retry)."""

@@ -14,7 +14,7 @@ from dataclasses import astuple, dataclass
 import pyarrow as pa
 
 from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import commit_once, commit_properties, writer_of
+from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
 from tidelake.lake.layout import DDL_KEY, DDL_SCHEMA, SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout, open_or_create
 
 
@@ -48,23 +48,11 @@ def ddl_rows_to_arrow(rows: Sequence[DdlRow]) -> pa.Table:
     )
 
 
-class DdlLog:
+class DdlLog(AppTxnTable):
     """Writes DDL rows for one app id, de-duplicated by DDL_KEY, idempotent per flush sequence."""
 
     def __init__(self, layout: LakeLayout, app_id: str) -> None:
-        self.app_id = app_id
-        self._table = open_or_create(layout, layout.ddl, DDL_SCHEMA)
-
-    def version(self) -> int:
-        self._table.update_incremental()
-        return self._table.version()
-
-    def committed_seq(self) -> int:
-        self._table.update_incremental()
-        return self._table.transaction_version(self.app_id) or 0
-
-    def writer_of(self, seq: int) -> str | None:
-        return writer_of(self._table, self.app_id, seq)
+        super().__init__(open_or_create(layout, layout.ddl, DDL_SCHEMA), app_id)
 
     def insert(self, rows: Sequence[DdlRow], seq: int, writer: str = "") -> bool:
         """Insert the rows not yet present as flush `seq`; False if that flush had landed."""

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from tidelake.lake.changelog_writer import commit_once, commit_properties, writer_of
+from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
 from tidelake.lake.layout import (
     KIND_DDL,
     KIND_TABLE,
@@ -81,27 +81,20 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-class WatermarkWriter:
+class WatermarkWriter(AppTxnTable):
     """Rewrites one puller's partition of the watermarks table."""
 
     def __init__(self, layout: LakeLayout, puller: str) -> None:
         self.puller = puller
-        self._table = open_or_create(
-            layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS
+        super().__init__(
+            open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS), puller
         )
-
-    def committed_seq(self) -> int:
-        self._table.update_incremental()
-        return self._table.transaction_version(self.puller) or 0
 
     def load(self) -> Watermarks:
         """This puller's durable watermarks."""
         self._table.update_incremental()
         rows = self._table.to_pyarrow_table(filters=[("puller", "=", self.puller)])
         return _fold(rows)
-
-    def writer_of(self, seq: int) -> str | None:
-        return writer_of(self._table, self.puller, seq)
 
     def write(
         self,
