@@ -141,8 +141,10 @@ def sim_command(options: DemoOptions, info_file: Path) -> list[str]:
 
 
 def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg."""
-    env = dict(os.environ if base is None else base)
+    """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
+    and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
+    connections would silently change the demo)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("AIRFLOW")}
     bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (facts/stack.md §9)
     env.update({
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
@@ -152,6 +154,8 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # unpaused once the API server is up
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{paths.airflow_home / 'airflow.db'}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(paths.airflow_home / PASSWORDS_FILE),
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
@@ -401,7 +405,8 @@ def run(options: DemoOptions, say: Say | None = None) -> int:
         children.append(airflow)
         checks = [sim.check, airflow.check]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
-        wait_for("airflow startup", api.healthy, options.startup_timeout_s, airflow.log, checks, 3)
+        wait_for("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
+                 airflow.log, checks, 3)
         say("Airflow is up; waiting for the DAGs to be parsed")
         for dag_id in DEMO_DAGS:
             wait_for(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)

@@ -20,6 +20,7 @@ from tidelake.airflow_demo import (
     Child,
     DemoOptions,
     DemoPaths,
+    PASSWORDS_FILE,
     MergeProgress,
     StageFailed,
     airflow_env,
@@ -46,7 +47,10 @@ def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_pat
 
 def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_path):
     paths = DemoPaths(tmp_path)
-    env = airflow_env(paths, 8181, "1m", base={"PATH": "/usr/bin"})
+    env = airflow_env(paths, 8181, "1m", base={"PATH": "/usr/bin", "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                                               "AIRFLOW_CONN_WAREHOUSE": "postgres://x"})
+    assert "AIRFLOW__CORE__EXECUTOR" not in env and "AIRFLOW_CONN_WAREHOUSE" not in env  # nothing inherited
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == str(paths.airflow_home / PASSWORDS_FILE)
     assert Path(env["AIRFLOW__CORE__DAGS_FOLDER"], "tidelake_merge.py").is_file()
     assert Path(env["AIRFLOW__CORE__PLUGINS_FOLDER"], "tidelake_replication.py").is_file()
     assert env["AIRFLOW_HOME"] == str(paths.airflow_home)
