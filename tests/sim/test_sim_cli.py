@@ -24,7 +24,8 @@ def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
     assert out.rstrip().endswith("stopped")
 
 
-@pytest.mark.parametrize("argv", [["--workload", "nope"], ["--faults", "nope"], ["--stores", "0"], ["--rate", "-1"]])
+@pytest.mark.parametrize("argv", [["--workload", "nope"], ["--faults", "nope"], ["--stores", "0"], ["--rate", "-1"],
+                                  ["--gc-life-time", "soon"]])
 def test_bad_arguments_exit_2_with_one_line(argv, capsys):
     assert main(["sim", "--duration", "1", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -56,3 +57,18 @@ def test_sigterm_stops_cleanly():
         proc.kill()
     assert proc.returncode == 0
     assert out.rstrip().endswith("stopped")
+
+
+def test_gc_life_time_reaches_the_cluster(monkeypatch, capsys):
+    seen = {}
+
+    from tidelake.sim import cluster as cluster_module
+
+    class Recording(cluster_module.SimCluster):
+        def __init__(self, **kw):
+            seen.update(kw)
+            super().__init__(**kw)
+
+    monkeypatch.setattr(cluster_module, "SimCluster", Recording)
+    assert main(["sim", "--duration", "0.5", "--workload", "none", "--gc-life-time", "2h"]) == 0
+    assert seen["gc_life_time_s"] == 7200

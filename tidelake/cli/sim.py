@@ -46,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--info-file", metavar="PATH", help="write PD/store addresses as JSON here")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
     parser.add_argument("--progress-interval", type=float, default=5.0, metavar="S", help="seconds between progress lines")
+    parser.add_argument("--gc-life-time", default="10m", metavar="DURATION",
+                        help="MVCC history kept below now, like TiDB's tidb_gc_life_time (default 10m); "
+                             "service safepoints still hold GC back")
     parser.add_argument("--record", metavar="DIR", help="record every CDC stream the stores serve into DIR/streams.tlcdc (for sim-replay)")
     parser.set_defaults(handler=_run)
 
@@ -60,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _check_args(args: argparse.Namespace) -> None:
+    from tidelake.config import parse_duration
     from tidelake.sim.faults import get_profile
     from tidelake.sim.workload import get_preset
 
@@ -74,6 +78,10 @@ def _check_args(args: argparse.Namespace) -> None:
     get_profile(args.faults)
     if args.duration is not None and args.duration <= 0:
         raise InputError(f"--duration must be > 0, got {args.duration}")
+    try:
+        args.gc_life_time_s = parse_duration(args.gc_life_time)
+    except ValueError:
+        raise InputError(f"--gc-life-time: expected a duration like '10m' or '2h', got {args.gc_life_time!r}") from None
     if args.progress_interval <= 0:
         raise InputError(f"--progress-interval must be > 0, got {args.progress_interval}")
 
@@ -100,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     from tidelake.sim.replay import record_options
 
     cdc_options = record_options(args.record) if args.record else {}
-    cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options)
+    cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options,
+                         gc_life_time_s=args.gc_life_time_s)
     with _stop_on_signals() as stop:
         _serve(cluster, stop, args)
     print("stopped", flush=True)
