@@ -133,6 +133,7 @@ def test_merge_progress_counts_tables_without_a_replica_as_behind_and_stopped_on
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_make_demo_end_to_end(tmp_path, capsys):
     """The whole Airflow path; 10-20 minutes on a busy 2-core machine."""
     code = run(DemoOptions(workdir=tmp_path, traffic_s=30, port=free_port(8080)))
