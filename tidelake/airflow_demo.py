@@ -389,7 +389,10 @@ def run(options: DemoOptions, say: Say | None = None) -> int:
     paths.reset()
     port = free_port(options.port)
     children: list[Child] = []
-    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a CI timeout, `kill`) ends the demo like Ctrl-C, through the shutdown below: the
+        # children live in their own sessions and would otherwise outlive it.
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         start_ts = tso.compose(int(time.time() * 1000))  # before the first CREATE (module doc, stage 2)
         say(f"starting the simulated cluster ({options.workload} workload at {options.rate:g} txn/s, "
@@ -432,7 +435,7 @@ def run(options: DemoOptions, say: Say | None = None) -> int:
             api.set_paused("tidelake_merge", False)
             say("running until Ctrl-C (merges every minute; `tidelake status --config "
                 f"{paths.config}` shows the lag)")
-            _wait_for_interrupt(stop, checks)
+            _wait_for_interrupt(checks)
         return 0 if verified else 1
     finally:
         _shutdown(children, port, paths, say)
@@ -492,16 +495,19 @@ def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
     say(f"logs: {paths.logs} (sim, airflow, verify); task logs: {paths.airflow_home / 'logs'}")
 
 
-def _wait_for_interrupt(stop: threading.Event, checks: list[Callable[[str], None]]) -> None:
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _wait_for_interrupt(checks: list[Callable[[str], None]]) -> None:
+    """`make up`: Ctrl-C or SIGTERM is the normal end."""
     try:
-        while not stop.wait(5):
+        while True:
             for check in checks:
                 check("running")
+            time.sleep(5)
     except KeyboardInterrupt:
         pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> None:

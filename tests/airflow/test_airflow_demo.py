@@ -144,3 +144,26 @@ def test_make_demo_end_to_end(tmp_path, capsys):
     leftovers = [p for p in psutil.process_iter(["cmdline"])
                  if any(str(tmp_path) in part for part in (p.info["cmdline"] or []))]
     assert leftovers == []
+
+
+@pytest.mark.slow
+def test_sigterm_during_startup_stops_every_demo_process(tmp_path):
+    """A CI timeout or `kill` ends the demo like Ctrl-C: its children (own sessions) go with it."""
+    import signal
+    import subprocess
+
+    demo = subprocess.Popen([sys.executable, "-m", "tidelake.airflow_demo", "--workdir", str(tmp_path),
+                             "--port", str(free_port(8080))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "changefeed.toml").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(5)  # airflow standalone is starting
+    mine = [p for p in psutil.process_iter(["cmdline", "environ"])
+            if any(str(tmp_path) in part for part in (p.info["cmdline"] or []))
+            or str(tmp_path) in (p.info["environ"] or {}).get("AIRFLOW_HOME", "")]
+    assert any("sim" in p.info["cmdline"] for p in mine)
+    assert any("standalone" in p.info["cmdline"] for p in mine)
+    demo.send_signal(signal.SIGTERM)
+    out = demo.communicate(timeout=300)[0].decode()
+    assert demo.returncode == 130 and "all demo processes stopped" in out, out
+    assert not [p for p in mine if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
