@@ -17,7 +17,6 @@ from tidelake.cli import main
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.sim.cluster import SimCluster
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.spark.merge_job import run_merge
 
@@ -30,17 +29,9 @@ from tests.bootstrap.bootstrap_harness import (
     split_table,
     upstream_rows,
 )
-from tests.puller.pull_harness import RunnerThread, wait_for, write_toml, config_doc
+from tests.puller.pull_harness import RunnerThread, config_doc, sim, wait_for, write_toml  # noqa: F401 (sim is a fixture)
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def sim():
-    cluster = SimCluster(n_stores=2, leader_failover_delay_s=0.2, split_check_interval_s=0, gc_interval_s=0,
-                         server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
-    with cluster:
-        yield cluster
 
 
 @pytest.fixture
