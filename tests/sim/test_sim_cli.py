@@ -25,11 +25,20 @@ def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--workload", "nope"], ["--faults", "nope"], ["--stores", "0"], ["--rate", "-1"],
-                                  ["--gc-life-time", "soon"]])
+                                  ["--gc-life-time", "soon"], ["--preload", "-5"],
+                                  ["--workload", "none", "--preload", "10"]])
 def test_bad_arguments_exit_2_with_one_line(argv, capsys):
     assert main(["sim", "--duration", "1", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tidelake: error:")
+
+
+def test_preload_fills_orders_before_traffic_and_reports_it(tmp_path, capsys):
+    rc = main(["sim", "--stores", "1", "--workload", "smoke", "--duration", "2", "--progress-interval", "0.5",
+               "--preload", "2500", "--seed", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "preloaded=2500/2500" in [line for line in out.splitlines() if line.startswith("t=")][-1]
 
 
 def test_help_documents_presets_and_profiles(capsys):

@@ -37,6 +37,32 @@ def test_size_mix_and_long_txns_follow_the_preset():
     assert sizes == {1, 10}
 
 
+def test_preload_comes_in_unpaced_chunks_before_traffic_and_is_never_truncated():
+    planner = WorkloadPlanner(PRESETS["ddl-heavy"], seed=1, preload_rows=25_000)
+    ops = planner.take(3000)
+    preload = [op for op in ops if isinstance(op, TxnOp) and op.preload]
+    assert [len(op.rows) for op in preload] == [10_000, 10_000, 5_000]
+    first_traffic = next(i for i, op in enumerate(ops) if isinstance(op, TxnOp) and not op.preload)
+    assert max(ops.index(op) for op in preload) < first_traffic
+    assert {r.table for op in preload for r in op.rows} == {"orders"}
+    truncated = {op.args["name"] for op in ops if isinstance(op, DdlOp) and op.method == "truncate_table"}
+    assert truncated and "orders" not in truncated
+    assert WorkloadPlanner(PRESETS["ddl-heavy"], seed=1).take(50) != ops[:50]
+
+
+def test_preloaded_rows_are_in_the_table_and_the_traffic_touches_them(tidb):
+    runner = WorkloadRunner(tidb, "mixed", seed=6, preload_rows=3000)
+    ops = runner.planner.take(1 + 7 + 1 + 300)
+    for op in ops:
+        runner._execute(op)
+    assert runner.counters.preloaded == 3000 and runner.counters.errors == 0
+    model = runner.planner._tables[("sim", "orders")]
+    assert len(tidb.select_all("sim", "orders")) == len(model.keys) > 2000
+    touched = {r.key["id"] for op in ops if isinstance(op, TxnOp) and not op.preload for r in op.rows
+               if r.table == "orders" and r.kind in ("update", "delete")}
+    assert any(key <= 3000 for key in touched)
+
+
 def test_ddl_heavy_runs_without_errors_and_planner_model_matches_the_database(tidb):
     runner = WorkloadRunner(tidb, "ddl-heavy", seed=5)
     runner.run_ops(400)

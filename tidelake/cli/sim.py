@@ -42,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=float, default=None, metavar="R", help="target txn/s (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed for workload, faults and leaders")
     parser.add_argument("--faults", default="none", metavar="PROFILE", help="fault profile (default none)")
+    parser.add_argument("--preload", type=int, default=0, metavar="ROWS",
+                        help="bulk-load ROWS rows into DB.orders before the workload's traffic starts (tables "
+                             "that already hold data, for bootstrap); the workload updates and deletes them and "
+                             "never truncates that table")
     parser.add_argument("--database", default="sim", metavar="DB", help="database the workload writes (default sim)")
     parser.add_argument("--info-file", metavar="PATH", help="write PD/store addresses as JSON here")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
@@ -75,6 +79,11 @@ def _check_args(args: argparse.Namespace) -> None:
         get_preset(args.workload)
     if args.rate is not None and args.rate <= 0:
         raise InputError(f"--rate must be > 0, got {args.rate}")
+    if args.preload < 0:
+        raise InputError(f"--preload must be >= 0 rows, got {args.preload}")
+    if args.preload and args.workload == "none":
+        raise InputError("--preload needs a workload preset (it loads the workload's orders table); "
+                         "got --workload none")
     get_profile(args.faults)
     if args.duration is not None and args.duration <= 0:
         raise InputError(f"--duration must be > 0, got {args.duration}")
@@ -132,7 +141,8 @@ def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> Non
             cluster.write_info(args.info_file)
             print(f"info file: {args.info_file}", flush=True)
         if args.workload != "none":
-            workload = WorkloadRunner(tidb, args.workload, seed=args.seed, rate=args.rate, database=args.database)
+            workload = WorkloadRunner(tidb, args.workload, seed=args.seed, rate=args.rate, database=args.database,
+                                      preload_rows=args.preload)
             workload.start()
         faults = FaultInjector(cluster, args.faults, seed=args.seed)
         faults.start()
@@ -167,6 +177,8 @@ def _progress(elapsed: float, workload: Any, faults: Any, tidb: Any) -> str:
     line = (f"t={elapsed:.0f}s txns={c.get('txns', 0)} rows={c.get('rows', 0)} ddls={c.get('ddls', 0)} "
             f"conflicts={c.get('conflicts', 0)} long_txns={c.get('long_txns', 0)} errors={c.get('errors', 0)} "
             f"faults={fault_total} schema_version={tidb.schema_version}")
+    if workload is not None and workload.planner.preload_rows:
+        line += f" preloaded={c['preloaded']}/{workload.planner.preload_rows}"
     if c.get("last_error"):
         line += f" last_error={c['last_error']!r}"
     return line

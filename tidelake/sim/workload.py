@@ -27,6 +27,7 @@ from tidelake.sim.tidb.values import random_value
 ROWID = "_tidb_rowid"
 # Transactions larger than this take the cheap bulk-load row path (planning cost matters at 100k rows).
 BULK_THRESHOLD = 1000
+PRELOAD_TXN_ROWS = 10_000
 _BULK_EPOCH = datetime(2024, 1, 1)
 
 
@@ -121,10 +122,12 @@ class RowOp:
 
 @dataclass(frozen=True)
 class TxnOp:
-    """One transaction; `hold_s` > 0 keeps its locks (prewritten, uncommitted) that long."""
+    """One transaction; `hold_s` > 0 keeps its locks (prewritten, uncommitted) that long; a
+    `preload` txn runs unpaced before the traffic."""
 
     rows: tuple[RowOp, ...]
     hold_s: float = 0.0
+    preload: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ class _Table:
     next_id: int = 1
     added_columns: list[str] = field(default_factory=list)
     indexes: list[str] = field(default_factory=list)
+    preloaded: bool = False  # holds the preload: never truncated, so it keeps its size
 
     def add_key(self, key: Any) -> None:
         if key not in self.key_pos:
@@ -189,11 +193,17 @@ _ZOO_TYPES = (
 
 
 class WorkloadPlanner:
-    """Deterministic statement stream for (preset, seed): setup DDL first, then paced traffic."""
+    """Deterministic statement stream for (preset, seed): setup DDL first, then `preload_rows`
+    bulk-loaded into `orders` (a table that already holds data, as bootstrap meets it), then
+    paced traffic."""
 
-    def __init__(self, preset: WorkloadPreset, seed: int = 0, database: str = "sim") -> None:
+    def __init__(self, preset: WorkloadPreset, seed: int = 0, database: str = "sim", preload_rows: int = 0) -> None:
+        if preload_rows < 0:
+            raise InputError(f"preload rows must be >= 0, got {preload_rows}")
         self.preset = preset
         self.database = database
+        self.preload_rows = preload_rows
+        self._preload_left = preload_rows
         self._rng = random.Random(seed)
         self._tables: dict[tuple[str, str], _Table] = {}
         self._txns = 0
@@ -207,7 +217,7 @@ class WorkloadPlanner:
 
     def __next__(self) -> Op:
         if not self._pending:
-            self._pending.extend(self._plan_more())
+            self._pending.extend(self._plan_preload() if self._preload_left else self._plan_more())
         return self._pending.pop(0)
 
     def take(self, n: int) -> list[Op]:
@@ -246,6 +256,13 @@ class WorkloadPlanner:
         elif table.partition == "hash":
             args["partition"] = {"type": "hash", "column": "id", "count": 4}
         return args
+
+    def _plan_preload(self) -> list[Op]:
+        """One chunk at a time: a million planned rows held at once would cost gigabytes."""
+        size = min(PRELOAD_TXN_ROWS, self._preload_left)
+        self._preload_left -= size
+        self._tables[(self.database, "orders")].preloaded = True
+        return [TxnOp(self._bulk_rows(size), preload=True)]
 
     # traffic ----------------------------------------------------------------------------------
 
@@ -413,6 +430,8 @@ class WorkloadPlanner:
             del self._tables[(table.db, table.name)]
             return [DdlOp("drop_table", {"db": table.db, "name": table.name})]
         if kind == "truncate_table":
+            if table.preloaded:
+                table = rng.choice([t for t in tables if not t.preloaded])
             table.clear_keys()
             table.next_id = 1
             return [DdlOp("truncate_table", {"db": table.db, "name": table.name})]
@@ -513,6 +532,7 @@ class WorkloadCounters:
     conflicts: int = 0
     long_txns: int = 0
     errors: int = 0
+    preloaded: int = 0
     last_error: str = ""
 
     def snapshot(self) -> dict:
@@ -523,13 +543,13 @@ class WorkloadRunner:
     """Runs a planner's statements against a SimTiDB at `rate` txn/s in a background thread."""
 
     def __init__(self, tidb: Any, preset: WorkloadPreset | str, seed: int = 0, rate: float | None = None,
-                 database: str = "sim") -> None:
+                 database: str = "sim", preload_rows: int = 0) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset
         self.rate = rate if rate is not None else self.preset.rate
         if self.rate <= 0:
             raise InputError(f"workload rate must be > 0 txn/s, got {self.rate}")
         self.tidb = tidb
-        self.planner = WorkloadPlanner(self.preset, seed, database)
+        self.planner = WorkloadPlanner(self.preset, seed, database, preload_rows)
         self.counters = WorkloadCounters()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -561,7 +581,7 @@ class WorkloadRunner:
         while not self._stop.is_set():
             op = next(self.planner)
             self._execute(op)
-            if isinstance(op, TxnOp) and not op.hold_s:
+            if isinstance(op, TxnOp) and not op.hold_s and not op.preload:
                 next_at = max(next_at + interval, time.monotonic() - 1.0)
                 delay = next_at - time.monotonic()
                 if delay > 0:
@@ -585,7 +605,10 @@ class WorkloadRunner:
         with self.tidb.txn() as txn:
             for row in op.rows:
                 _apply(txn, row)
-        self._count(txns=1, rows=len(op.rows))
+        if op.preload:
+            self._count(preloaded=len(op.rows))
+        else:
+            self._count(txns=1, rows=len(op.rows))
 
     def _run_long(self, op: TxnOp) -> None:
         try:
