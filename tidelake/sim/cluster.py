@@ -35,6 +35,10 @@ from tidelake.tso import compose, physical_ms
 log = logging.getLogger(__name__)
 
 DEFAULT_CLUSTER_ID = 7_316_000_000_000_000_001
+# TiKV's server tolerates clients' keepalive pings without data (tikv src/server/server.rs:
+# http2_max_ping_strikes(i32::MAX)); gRPC's default answers client-go's 10 s pings with GOAWAY
+# "too_many_pings" after two. 0 = unlimited strikes in gRPC core.
+SERVER_OPTIONS = [("grpc.http2.max_ping_strikes", 0)]
 MAX_INT64 = 2**63 - 1
 
 
@@ -272,7 +276,8 @@ class SimCluster:
     # ---- internals --------------------------------------------------------------------------
 
     def _new_server(self, name: str) -> grpc.Server:
-        return grpc.server(ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=f"sim-{name}"))
+        return grpc.server(ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=f"sim-{name}"),
+                           options=SERVER_OPTIONS)
 
     def _bind(self, server: grpc.Server, port: int, what: str) -> int:
         try:

@@ -23,6 +23,7 @@ import grpc
 
 from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
 from tidelake.sim.cdc_recorder import RecordKind, read_records
+from tidelake.sim.cluster import SERVER_OPTIONS
 
 # Events per ChangeDataEvent when replaying (TiKV batches events per message too, facts/kvproto.md §7.9).
 BATCH_EVENTS = 256
@@ -157,7 +158,7 @@ def serve_replay(paths: Iterable[str | Path], port: int = 0, host: str = "127.0.
                  workers: int = 16) -> tuple[grpc.Server, int, ReplayService]:
     """Start a gRPC server with the ReplayService; returns (server, bound port, service)."""
     service = ReplayService(load_histories(paths))
-    server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replay"))
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replay"), options=SERVER_OPTIONS)
     cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(service, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     server.start()
