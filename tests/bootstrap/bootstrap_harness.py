@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import random
 import threading
+from datetime import timezone
+
+from pyspark.sql.types import TimestampType
 
 from tidelake.codec.keys import record_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
@@ -88,5 +91,9 @@ def replica_rows(spark, path: str, version: int | None = None) -> list[tuple]:
     if version is not None:
         reader = reader.option("versionAsOf", version)
     frame = reader.load(path)
-    visible = [c for c in frame.columns if c not in HIDDEN_COLUMNS]
-    return sorted(tuple(r) for r in frame.select(*visible).collect())
+    visible = [f for f in frame.schema.fields if f.name not in HIDDEN_COLUMNS]
+    # pyspark returns TIMESTAMP (an instant) as a naive local time; the oracle holds UTC instants.
+    instants = [isinstance(f.dataType, TimestampType) for f in visible]
+    rows = frame.select(*[f.name for f in visible]).collect()
+    return sorted(tuple(v.astimezone(timezone.utc) if instant and v is not None else v
+                        for v, instant in zip(r, instants)) for r in rows)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 from tidelake.bootstrap import handoff
 from tidelake.bootstrap.plan import TablePlan, region_ranges, select_tables
 from tidelake.bootstrap.progress import TableProgress
+from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.bootstrap.replica_write import write_replica
 from tidelake.bootstrap.snapshot_read import read_table
 from tidelake.bootstrap.table_starts import STATE_DONE, STATE_JOINED, STATE_REFUSED, TableStart, TableStarts
@@ -225,7 +226,8 @@ class Bootstrap:
             how = "spark"
         else:
             rows = read_table(reader, plan.info, ranges, plan.ts, progress)
-            self._write(spark, path, plan, spark.createDataFrame(rows))
+            # The replica's own schema: Spark's Arrow inference reads timestamp[us] as TIMESTAMP, not _NTZ.
+            self._write(spark, path, plan, spark.createDataFrame(rows, schema=replica_ddl(plan.info)))
             how = "local"
         progress.finish(f"replica written at checkpoint {plan.ts} ({how})")
         return TableResult(plan.name, plan.ts, path, how, progress.rows, progress.bytes, progress.elapsed_s)
