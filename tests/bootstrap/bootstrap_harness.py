@@ -19,13 +19,13 @@ from tidelake.spark.replica_schema import HIDDEN_COLUMNS, stored_columns
 COLUMNS = [("id", "bigint", "pk"), ("v", "varchar(32)"), ("n", "int")]
 
 
-def make_config(sim, lake, rules=("shop.*",), changefeed_id="cf1") -> ChangefeedConfig:
+def make_config(sim, lake, rules=("shop.*",), changefeed_id="cf1", shards=1) -> ChangefeedConfig:
     doc = {
         "changefeed": {"id": changefeed_id},
         "upstream": {"pd": [sim.pd_address], "gc_ttl": "10m"},
         "filter": {"rules": list(rules)},
         "lake": {"root": str(lake)},
-        "puller": {"flush_interval": "200ms"},
+        "puller": {"flush_interval": "200ms", "shards": shards},
     }
     return parse_config(doc, "test.toml")
 

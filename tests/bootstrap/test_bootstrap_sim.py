@@ -7,6 +7,8 @@ after the puller and merge carried it forward (no gap, no overlap at the handoff
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import pytest
 
 from tidelake.bootstrap import snapshot_read
@@ -17,6 +19,7 @@ from tidelake.cli import main
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.puller.runner import Shard
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.sim.workload import WorkloadRunner
 from tidelake.spark.merge_job import run_merge
@@ -107,12 +110,19 @@ def test_crash_mid_bootstrap_leaves_no_checkpoint_and_a_rerun_is_correct(sim, sh
     assert {r.how for r in again} == {"skipped"}
 
 
-def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp_path):
+@pytest.mark.parametrize("shards", [1, 2])
+def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp_path, shards):
     tidb, ids = shop
-    config = make_config(sim, tmp_path / "lake", rules=("shop.small",))
+    config = make_config(sim, tmp_path / "lake", rules=("shop.small",), shards=shards)
     layout = LakeLayout(config.lake.root)
     Bootstrap(config, BootstrapOptions(), spark=spark).run()
-    with LiveWriter(tidb, ["small", "big"], 2000) as writer, RunnerThread(config) as run:
+
+    def pullers(stack: ExitStack) -> list[RunnerThread]:
+        return [stack.enter_context(RunnerThread(config, Shard(i, shards), join_lead_s=2.0, first_run_wait_s=30))
+                for i in range(shards)]
+
+    with ExitStack() as stack, LiveWriter(tidb, ["small", "big"], 2000) as writer:
+        runs = pullers(stack)
         wait_for(lambda: read_watermarks(layout).ddl_resolved > 0 and writer.commits > 10, what="feed running")
         results = Bootstrap(config, BootstrapOptions(tables=("shop.big",), spark_threshold_regions=2), spark=spark).run()
         (joined,) = results
@@ -121,9 +131,10 @@ def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp
         assert replica_rows(spark, f"{layout.root}/shop/big") == upstream_rows(tidb, "big", joined.ts)
         last = writer.commits
         wait_for(lambda: writer.commits > last + 20, what="writes after the join")
-    assert run.error is None
+    assert all(run.error is None for run in runs)
     target = tidb.cluster.tso.next()
-    with RunnerThread(config) as run:  # a restart keeps the added table in the feed
+    with ExitStack() as stack:  # a restart keeps the added table in the feed
+        pullers(stack)
         wait_for(lambda: read_watermarks(layout).table_resolved.get(ids["big"], 0) > target, what="big resolved")
         assert read_watermarks(layout).table_resolved[ids["small"]] > 0
     run_merge(spark, layout)

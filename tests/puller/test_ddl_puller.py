@@ -11,7 +11,7 @@ from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, record_key
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
-from tidelake.puller.ddl_puller import DdlPuller, JobRowDecoder, snapshot_rows
+from tidelake.puller.ddl_puller import DdlPuller, Fence, JobRowDecoder, snapshot_rows
 from tidelake.puller.errors import PullerError
 from tidelake.puller.events import RowChange
 from tidelake.puller.schema_tracker import SchemaTracker
@@ -113,3 +113,18 @@ def test_snapshot_rows_hold_selected_dbs_and_replicated_tables_once():
         (SOURCE_SNAPSHOT, 0, START, int(ActionType.CREATE_TABLE), "shop", 110),
     ]
     assert json.loads(rows[1].table_info)["name"]["O"] == "orders"
+
+
+def test_fences_come_after_the_jobs_at_or_below_them_and_before_later_ones(puller):
+    """A table joining every shard at J is added between the same two jobs on each (table_joins)."""
+    a, b, c = create_job(7, 111), create_job(8, 112), create_job(9, 113)
+    puller.on_rows([row(a, 1200), row(b, 1300), row(c, 1400)])
+    puller.add_fence(1300)
+    puller.add_fence(1350)
+    puller.add_fence(1600)
+    released = puller.on_resolved(1500)
+    assert [getattr(item, "ts", None) or item.job.id for item in released] == [7, 8, 1300, 1350, 9]
+    assert isinstance(released[2], Fence)
+    assert puller.on_resolved(1600) == [Fence(1600)]
+    with pytest.raises(ValueError, match="not ahead"):
+        puller.add_fence(1600)

@@ -310,3 +310,124 @@ def test_a_requested_table_is_marked_joined_only_once_its_join_is_durable(sim, t
     snapshot = [r for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT and r["table_id"] == 120]
     assert [r["commit_ts"] for r in snapshot] == [joined.start_ts]
     assert watermarks(lake).table_resolved[120] >= joined.start_ts
+
+
+def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_same_jobs(sim, tmp_path):
+    """Shard 0 lands the table's schema at J and its later DDL, the owner shard its data from J.
+    A TRUNCATE landing between the schedule and J must be in the schema both start from, and
+    only DDL after J in the table's history."""
+    from deltalake import DeltaTable
+
+    from tidelake.bootstrap.table_starts import STATE_JOINED, STATE_SCHEDULED, TableStarts, table_starts_path
+    from tidelake.lake.layout import LakeLayout
+
+    rng = random.Random(5)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    tidb.create_db(3, "other")
+    tidb.create_table(3, 120, "t120")  # owned by shard 0 (120 % 2)
+    tidb.create_table(3, 121, "t121")  # owned by shard 1
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    config = parse_config(doc, "test.toml")
+    starts = TableStarts(LakeLayout(str(lake)))
+    options = {"table_starts_poll_s": 0.2, "join_lead_s": 3.0}
+    with RunnerThread(config, Shard(0, 2), **options) as first, \
+            RunnerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+        wait_resolved(lake, {110: 1, 111: 1}, 1, first)
+        for table_id in (120, 121):
+            some_rows(tidb, rng, table_id)
+        requests = [starts.request("cf1", "other", "t120"), starts.request("cf1", "other", "t121")]
+
+        def latest():
+            states = {s.request_id: s for s in starts.latest("cf1")}
+            return [states[r.request_id] for r in requests]
+
+        scheduled = wait_for(lambda: all(s.state == STATE_SCHEDULED for s in latest()) and latest(), 30, "schedule")
+        truncated = tidb.truncate_table(121, 131)  # 131 % 2: still shard 1's
+        join_ts = {s.table: s.start_ts for s in scheduled}
+        assert truncated < join_ts["t121"], "the TRUNCATE must land before the join ts for this test"
+        wait_for(lambda: all(s.state == STATE_JOINED for s in latest()), 30, "both joined",
+                 lambda: first.error or second.error)
+        assert {s.table: s.start_ts for s in latest()} == join_ts
+        last = max(some_rows(tidb, rng, table_id) for table_id in (120, 131))
+        recreated = tidb.truncate_table(131, 141)  # after J: a job of the table's history, fed by shard 1
+        last = max(last, some_rows(tidb, rng, 141))
+        wait_resolved(lake, {120: last, 141: last}, recreated, second)
+    assert first.error is None and second.error is None
+    assert {120} <= set(first.summary.table_resolved) and not {121, 131, 141} & set(first.summary.table_resolved)
+    assert {131, 141} <= set(second.summary.table_resolved) and 120 not in second.summary.table_resolved
+    rows = ddl_rows(lake)
+    snapshot = sorted((r["table_id"], r["commit_ts"]) for r in rows if r["source"] == SOURCE_SNAPSHOT and r["schema_id"] == 3)
+    assert snapshot == sorted([(120, join_ts["t120"]), (131, join_ts["t121"])])
+    jobs = [(r["table_id"], r["commit_ts"]) for r in rows if r["source"] == SOURCE_JOB and r["schema_id"] == 3]
+    assert jobs == [(131, recreated)]  # TRUNCATE of 131 (which becomes 141); the earlier one is before J
+    landed = {row for row in changelog(lake) if row[0] in (120, 121, 131, 141)}
+    expected = oracle(sim, 120, join_ts["t120"]) | oracle(sim, 131, join_ts["t121"]) | oracle(sim, 141, recreated)
+    assert landed == expected
+    history = DeltaTable(table_starts_path(LakeLayout(str(lake)))).to_pyarrow_table().to_pylist()
+    for request in requests:
+        marks = [r["state"] for r in sorted(history, key=lambda r: r["updated_at"]) if r["request_id"] == request.request_id]
+        assert marks == ["requested", "scheduled", "schema_landed", "joined"]
+
+
+def sharded_join_setup(sim, tmp_path):
+    from tidelake.bootstrap.table_starts import TableStarts
+    from tidelake.lake.layout import LakeLayout
+
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    tidb.create_db(3, "other")
+    tidb.create_table(3, 121, "t121")  # owned by shard 1
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    return lake, tidb, parse_config(doc, "test.toml"), TableStarts(LakeLayout(str(lake)))
+
+
+def request_state(starts, request):
+    return {s.request_id: s for s in starts.latest("cf1")}[request.request_id]
+
+
+def test_with_shards_an_owner_stopped_across_the_join_ts_joins_exactly_there_when_restarted(sim, tmp_path):
+    """The owner's restart replays DDL from its durable ts, below J, so its fence still holds."""
+    from tidelake.bootstrap.table_starts import STATE_JOINED, STATE_SCHEMA_LANDED
+
+    rng = random.Random(6)
+    lake, tidb, config, starts = sharded_join_setup(sim, tmp_path)
+    options = {"table_starts_poll_s": 0.2, "join_lead_s": 1.0}
+    with RunnerThread(config, Shard(0, 2), **options) as first:
+        with RunnerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+            wait_resolved(lake, {110: 1, 111: 1}, 1, first)
+        assert second.error is None
+        request = starts.request("cf1", "other", "t121")
+        landed = wait_for(lambda: request_state(starts, request).state == STATE_SCHEMA_LANDED
+                          and request_state(starts, request), 30, "schema landed by shard 0")
+        before = some_rows(tidb, rng, 121)  # rows on both sides of J while the owner is down
+        wait_for(lambda: first.runner._ddl.resolved_ts > landed.start_ts + (2 << 18), 30, "shard 0 past J")
+        assert before > 0
+        with RunnerThread(config, Shard(1, 2), **options) as again:
+            joined = wait_for(lambda: request_state(starts, request).state == STATE_JOINED
+                              and request_state(starts, request), 30, "joined after the restart")
+            last = some_rows(tidb, rng, 121)
+            wait_resolved(lake, {121: last}, 0, again)
+    assert joined.start_ts == landed.start_ts and again.error is None
+    landed_rows = {row for row in changelog(lake) if row[0] == 121}
+    assert landed_rows == oracle(sim, 121, joined.start_ts)
+
+
+def test_with_shards_a_shard_that_saw_the_schedule_after_passing_it_refuses(sim, tmp_path):
+    from tidelake.bootstrap.table_starts import MISSED_JOIN, STATE_REFUSED, STATE_SCHEDULED
+
+    lake, _, config, starts = sharded_join_setup(sim, tmp_path)
+    with RunnerThread(config, Shard(0, 2), table_starts_poll_s=0.2, join_lead_s=0.5) as first, \
+            RunnerThread(config, Shard(1, 2), first_run_wait_s=30, table_starts_poll_s=3600) as second:
+        wait_resolved(lake, {110: 1, 111: 1}, 1, first)
+        wait_for(lambda: second.runner._ddl is not None and second.runner._ddl.resolved_ts > 0, 30, "shard 1 up")
+        request = starts.request("cf1", "other", "t121")
+        scheduled = wait_for(lambda: request_state(starts, request).state == STATE_SCHEDULED
+                             and request_state(starts, request), 30, "scheduled")
+        wait_for(lambda: second.runner._ddl.resolved_ts > scheduled.start_ts, 30, "shard 1 past J")
+        second.runner._table_joins.poll()  # its own poll comes only every hour
+        refused = request_state(starts, request)
+    assert refused.state == STATE_REFUSED and MISSED_JOIN in refused.reason and "shard 1/2" in refused.reason
+    assert first.error is None and second.error is None

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from tidelake.codec.schema import TableInfo
-from tidelake.lake.ddl_log import DdlLog
+from tidelake.lake.ddl_log import DdlLog, has_snapshot_row
 from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.puller.ddl_puller import snapshot_rows
@@ -67,12 +67,4 @@ def fed_by_changefeed(layout: LakeLayout, start_ts: int, info: TableInfo, physic
     watermarks = read_watermarks(layout)
     if watermarks.table_resolved:
         return all(pid in watermarks.table_resolved for pid in physical_ids)
-    return _in_start_snapshot(layout, start_ts, info.id)
-
-
-def _in_start_snapshot(layout: LakeLayout, start_ts: int, logical_id: int) -> bool:
-    table = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
-        columns=["table_id"],
-        filters=[("source", "=", SOURCE_SNAPSHOT), ("commit_ts", "=", start_ts), ("table_id", "=", logical_id)],
-    )
-    return len(table) > 0
+    return has_snapshot_row(layout, info.id, start_ts)

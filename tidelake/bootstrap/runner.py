@@ -21,7 +21,14 @@ from tidelake.bootstrap.progress import TableProgress
 from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.bootstrap.replica_write import write_replica
 from tidelake.bootstrap.snapshot_read import read_table
-from tidelake.bootstrap.table_starts import STATE_DONE, STATE_JOINED, STATE_REFUSED, TableStart, TableStarts
+from tidelake.bootstrap.table_starts import (
+    MISSED_JOIN,
+    STATE_DONE,
+    STATE_JOINED,
+    STATE_REFUSED,
+    TableStart,
+    TableStarts,
+)
 from tidelake.codec.schema import TableInfo
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, TidelakeError
@@ -37,6 +44,8 @@ from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+# A shard that was stopped longer than the join lead misses the join ts it was given; ask again.
+JOIN_ATTEMPTS = 3
 # TiCDC's "creating" safepoint TTL: after bootstrap it keeps T readable this long for a puller
 # that has not started yet (a running puller holds its own).
 GC_TTL_S = 3600.0
@@ -160,12 +169,6 @@ class Bootstrap:
               names: list[tuple[str, str]]) -> list[TablePlan]:
         if not names:
             return []
-        if self.config.puller.shards > 1:
-            raise InputError(
-                f"{self.config.source}: adding tables to a running changefeed needs [puller].shards = 1 "
-                f"(it has {self.config.puller.shards}); {', '.join(f'{d}.{t}' for d, t in names)} "
-                "are not fed by it"
-            )
         starts = TableStarts(self.layout)
         cf = self.config.changefeed_id
         open_requests = {(s.db.lower(), s.table.lower()): s for s in starts.latest(cf) if s.state != STATE_DONE
@@ -188,8 +191,18 @@ class Bootstrap:
     def _wait_joined(self, starts: TableStarts, requests: list[TableStart]) -> list[TableStart]:
         deadline = time.monotonic() + self.options.join_timeout_s
         ids = {r.request_id for r in requests}
+        asked = {(r.db.lower(), r.table.lower()): 1 for r in requests}
         while True:
             latest = {s.request_id: s for s in starts.latest(self.config.changefeed_id) if s.request_id in ids}
+            for missed in [s for s in latest.values() if s.state == STATE_REFUSED and MISSED_JOIN in (s.reason or "")]:
+                key = (missed.db.lower(), missed.table.lower())
+                if asked[key] >= JOIN_ATTEMPTS:
+                    continue
+                asked[key] += 1
+                again = starts.request(self.config.changefeed_id, missed.db, missed.table)
+                self.say(f"{missed.db}.{missed.table}: {missed.reason}; asking again (request {again.request_id})")
+                ids = (ids - {missed.request_id}) | {again.request_id}
+                del latest[missed.request_id]
             refused = [s for s in latest.values() if s.state == STATE_REFUSED]
             if refused:
                 raise InputError("; ".join(f"{s.db}.{s.table}: the puller refused it: {s.reason}" for s in refused))

@@ -10,6 +10,9 @@ applied and none after. So the handshake is:
    ts, lands the table's schema at J as a `ddl` snapshot row, resolves the table's physical ids
    at J and subscribes them from J (the feed then delivers commits > J, facts/meta_snapshot.md
    §4.2), and once that has landed (a restart must know the table) appends `joined` with J;
+   with several puller shards, shard 0 lands the schema and the table's owner its data, at a J
+   shard 0 `scheduled` ahead of time (tidelake.puller.table_joins): shard 0 appends
+   `schema_landed`, then the owner `joined`;
 3. bootstrap reads the table at J and writes the replica with checkpoint J, then appends `done`.
 
 Rows are only appended (blind appends never conflict); the state of a request is its last row.
@@ -30,9 +33,13 @@ from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout, open_or_create
 
 STATE_REQUESTED = "requested"
+STATE_SCHEDULED = "scheduled"
+STATE_SCHEMA_LANDED = "schema_landed"
 STATE_JOINED = "joined"
 STATE_DONE = "done"
 STATE_REFUSED = "refused"
+# The reason a shard that was stopped past a scheduled join ts gives; bootstrap asks again.
+MISSED_JOIN = "passed the join ts before it saw the request"
 
 TABLE_STARTS_SCHEMA = pa.schema(
     [
@@ -107,8 +114,13 @@ class TableStarts:
     def pending(self, changefeed: str) -> list[TableStart]:
         return [s for s in self.latest(changefeed) if s.state == STATE_REQUESTED]
 
+    def in_flight(self, changefeed: str) -> list[TableStart]:
+        """Requests with a join ts that not every shard has confirmed yet (several shards)."""
+        return [s for s in self.latest(changefeed) if s.state in (STATE_SCHEDULED, STATE_SCHEMA_LANDED)]
 
-_RANKS = {STATE_REQUESTED: 0, STATE_JOINED: 1, STATE_REFUSED: 1, STATE_DONE: 2}
+
+_RANKS = {STATE_REQUESTED: 0, STATE_SCHEDULED: 1, STATE_SCHEMA_LANDED: 2, STATE_JOINED: 3, STATE_REFUSED: 3,
+          STATE_DONE: 4}
 
 
 def _rank(state: str) -> int:

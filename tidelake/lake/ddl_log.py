@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
 import pyarrow as pa
+from deltalake import DeltaTable
 
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
@@ -73,3 +74,15 @@ class DdlLog(AppTxnTable):
             )
 
         return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "ddl")
+
+
+def has_snapshot_row(layout: LakeLayout, table_id: int, ts: int) -> bool:
+    """Whether the table's schema at `ts` was landed as a `ddl` snapshot row (a feed's start, or
+    a table that joined the feed at ts)."""
+    if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
+        return False
+    table = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
+        columns=["table_id"],
+        filters=[("source", "=", SOURCE_SNAPSHOT), ("commit_ts", "=", ts), ("table_id", "=", table_id)],
+    )
+    return len(table) > 0

@@ -83,6 +83,13 @@ class PulledJob:
     rows: list[DdlRow]
 
 
+@dataclass(frozen=True)
+class Fence:
+    """The point in the job sequence at `ts`: every job finished <= ts is applied, none after."""
+
+    ts: int
+
+
 class DdlPuller:
     """Turns job-table rows and the job span's resolved ts into ordered finished jobs.
 
@@ -93,6 +100,7 @@ class DdlPuller:
         self._tracker = tracker
         self._resolved = resolved_ts
         self._pending: dict[int, tuple[int, DDLJob]] = {}  # job id -> (finished ts, job)
+        self._fences: set[int] = set()
         self.jobs_seen = 0
 
     @property
@@ -121,19 +129,32 @@ class DdlPuller:
             self._pending[job.id] = (row.commit_ts, job)
             self.jobs_seen += 1
 
-    def on_resolved(self, ts: int) -> list[PulledJob]:
-        """Release the buffered jobs finished at or below `ts`, oldest first, applied in turn."""
+    def add_fence(self, ts: int) -> None:
+        """Have on_resolved return a Fence at `ts` in job order (a table joining every shard's
+        feed at the same point, tidelake.puller.table_joins); `ts` must be ahead of resolved."""
+        if ts <= self._resolved:
+            raise ValueError(f"fence {ts} is not ahead of the DDL resolved ts {self._resolved}")
+        self._fences.add(ts)
+
+    def on_resolved(self, ts: int) -> list[PulledJob | Fence]:
+        """Release the buffered jobs finished at or below `ts`, oldest first, applied in turn,
+        with the fences <= ts after the jobs at or below them."""
         if ts <= self._resolved:
             return []
         ready = sorted((v for v in self._pending.values() if v[0] <= ts), key=lambda v: (v[0], v[1].id))
-        out = []
+        fences = sorted(f for f in self._fences if f <= ts)
+        self._fences.difference_update(fences)
+        out: list[PulledJob | Fence] = []
         for finished_ts, job in ready:
+            while fences and fences[0] < finished_ts:
+                out.append(Fence(fences.pop(0)))
             del self._pending[job.id]
             effect = self._tracker.apply(job, finished_ts)
             rows = job_rows(job, finished_ts, effect) if effect.relevant else []
             log.info("DDL job %d (%s) finished at %d: %s; joined %s, left %s", job.id, job.action_label,
                      finished_ts, job.query or "-", sorted(effect.joined), sorted(effect.left))
             out.append(PulledJob(job, finished_ts, effect, rows))
+        out.extend(Fence(f) for f in fences)
         self._resolved = ts
         return out
 

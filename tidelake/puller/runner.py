@@ -30,24 +30,17 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from tidelake import tso
-from tidelake.bootstrap.table_starts import (
-    STATE_DONE,
-    STATE_JOINED,
-    STATE_REFUSED,
-    TableStart,
-    TableStarts,
-    joined_table_rows,
-)
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
-from tidelake.puller.ddl_puller import DdlPuller, JobRowDecoder, PulledJob, snapshot_rows
+from tidelake.puller.ddl_puller import DdlPuller, Fence, JobRowDecoder, PulledJob, snapshot_rows
 from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
 from tidelake.puller.events import RowChange
 from tidelake.puller.schema_tracker import SchemaTracker, TrackedTable
 from tidelake.puller.errors import PullerError
+from tidelake.puller.table_joins import TableJoins
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
@@ -90,6 +83,7 @@ class RunOptions:
     gc_advance_interval_s: float = 10.0  # how often durable progress moves the GC safepoint up
     first_run_wait_s: float = 300.0  # shards > 0: how long to wait for shard 0's snapshot
     table_starts_poll_s: float = 2.0  # how often to look for tables bootstrap asks to add
+    join_lead_s: float = 10.0  # shards > 1: how far ahead of PD's now an added table's join ts is
     feed: FeedOptions = field(default_factory=FeedOptions)
 
 
@@ -136,7 +130,7 @@ class PullerRunner:
         self._actions: list[tuple[str, int, int]] = []  # ('subscribe'|'unsubscribe', physical id, ts)
         self._table_resolved: dict[int, int] = {}
         self._leaving: dict[int, int] = {}  # physical id -> finished ts of the job it leaves at
-        self._joins: list[tuple[TableStart, list[int], int]] = []  # joined, not yet durable: (request, ids, J)
+        self._table_joins: TableJoins | None = None
         self._reported_ddl = 0
         self._rows = 0
         self._jobs = 0
@@ -166,6 +160,10 @@ class PullerRunner:
             layout, self.feed_id, cfg.puller.memory_quota_bytes, cfg.puller.flush_interval_s,
             cfg.puller.flush_bytes, cfg.lake.commit_bucket_s,
         )
+        joins = self._table_joins = TableJoins(
+            cfg.changefeed_id, (self.shard.index, self.shard.count), cfg.puller.shard_of, layout, lander, self._mu,
+            self._feed_from, pd.get_ts, self.options.join_lead_s,
+        )
         try:
             ddl_start, table_starts = self._prepare(pd, reader, keeper, layout, lander, started)
             keeper.start()
@@ -180,7 +178,7 @@ class PullerRunner:
                 feed.close()
             try:
                 lander.close()
-                self._confirm_joins()  # landed by the close: bootstrap may go on
+                joins.confirm()  # landed by the close: bootstrap may go on
                 self._advance_gc(keeper, lander)
             finally:
                 keeper.stop()
@@ -200,12 +198,11 @@ class PullerRunner:
         keeper.ensure_not_below_gc(start)
         snapshot = load_schema(reader, start)
         tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts))
-        self._starts = TableStarts(layout)
-        added = [(s.db, s.table) for s in self._starts.latest(self.config.changefeed_id)
-                 if s.state in (STATE_JOINED, STATE_DONE)]
+        added = self._table_joins.restart(tracker, durable_tables, start)
         if added:
             tracker.add_tables(added)  # tables added to the running feed earlier stay in it
         self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
+        self._table_joins.attach(self._ddl)
         owned = self._owned(tracker.replicated())
         if first_run:
             if self.shard.lands_ddl:
@@ -265,8 +262,8 @@ class PullerRunner:
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
                 next_gc = now + self.options.gc_advance_interval_s
-            if now >= next_join and self.shard.count == 1:
-                self._join_requested_tables()
+            if now >= next_join:
+                self._table_joins.poll()
                 next_join = now + self.options.table_starts_poll_s
             if self._progress is not None and now >= next_progress:
                 rows = self._rows
@@ -279,52 +276,14 @@ class PullerRunner:
                 break
             self._stop.wait(0.1)
 
-    def _join_requested_tables(self) -> None:
-        """Add the tables bootstrap asked for (bootstrap/table_starts.py) at J = the DDL resolved ts:
-        every job <= J is applied to the schema and none after, so the table's schema at J, its
-        data from J and its DDL after J are all complete (single shard only)."""
-        confirming = {request.request_id for request, _, _ in self._joins}
-        for request in self._starts.pending(self.config.changefeed_id):
-            if request.request_id in confirming:
-                continue
-            with self._mu:
-                ts = self._ddl.resolved_ts
-                tracker = self._ddl.tracker
-                joined = tracker.add_tables([(request.db, request.table)])
-                fed = [t for t in tracker.replicated().values() if request.same_table(t.db, t.table)]
-                if not fed:
-                    reason = f"no table {request.db}.{request.table} with rows at ts {ts}"
-                    self._starts.mark(request, STATE_REFUSED, reason=reason)
-                    continue
-                self._lander.add_ddl(joined_table_rows(joined.values(), ts))
-                for pid in joined:
-                    self._lander.resolve(pid, ts)
-                    self._table_resolved[pid] = ts
-                    self._actions.append(("subscribe", pid, ts))
-                self._joins.append((request, list(joined), ts))
-        self._confirm_joins()
-
-    def _confirm_joins(self) -> None:
-        """Mark a join `joined` only once it is durable: bootstrap reads the table at J as soon as
-        it sees the mark, and a restarted puller knows the table only from its landed schema row
-        (the same flush as its watermark J)."""
-        if not self._joins:
-            return
-        try:
-            self._lander.flush()
-        except Exception:  # the lander's flusher retries, and so does the next poll
-            log.warning("flush of the tables joining changefeed %s failed; retrying", self.feed_id, exc_info=True)
-            return
-        durable, _ = self._lander.durable_watermarks()
-        waiting = []
-        for request, pids, ts in self._joins:
-            if any(durable.get(pid, 0) < ts for pid in pids):
-                waiting.append((request, pids, ts))
-                continue
-            self._starts.mark(request, STATE_JOINED, start_ts=ts)
-            log.info("table %s.%s joined the feed at ts %d (bootstrap request %s)", request.db, request.table, ts,
-                     request.request_id)
-        self._joins = waiting
+    def _feed_from(self, tables: dict[int, TrackedTable], ts: int) -> list[int]:
+        """Feed this shard's share of tables joining at `ts` (bootstrap requests; lock held)."""
+        owned = self._owned(tables)
+        for pid in owned:
+            self._lander.resolve(pid, ts)
+            self._table_resolved[pid] = ts
+            self._actions.append(("subscribe", pid, ts))
+        return sorted(owned)
 
     def _apply_actions(self, feed: EventFeedClient, subscriptions: dict[int, int]) -> None:
         with self._mu:
@@ -365,8 +324,11 @@ class PullerRunner:
     def _on_table_resolved(self, table_id: int, ts: int) -> None:
         with self._mu:
             if table_id == DDL_JOB_TABLE_ID:
-                for job in self._ddl.on_resolved(ts):
-                    self._on_job(job)
+                for item in self._ddl.on_resolved(ts):
+                    if isinstance(item, Fence):
+                        self._table_joins.at_fence(item.ts)
+                    else:
+                        self._on_job(item)
             else:
                 self._lander.resolve(table_id, ts)
                 if table_id not in self._table_resolved:

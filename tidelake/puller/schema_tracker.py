@@ -92,6 +92,11 @@ class SchemaTracker:
         """Databases the filter can select tables from (TiCDC ShouldIgnoreSchema is false)."""
         return [d for d in self._dbs.values() if self._filter.should_replicate_schema(d.name)]
 
+    def named(self, db: str, table: str) -> dict[int, TrackedTable]:
+        """Physical id -> table for the named table now, whether the filter selects it or not."""
+        key = (db.lower(), table.lower())
+        return self._compute_replicated(lambda d, n: (d.lower(), n.lower()) == key)
+
     def add_tables(self, names: list[tuple[str, str]]) -> dict[int, TrackedTable]:
         """Also replicate these (db, table) names from now on (tables added to a running feed);
         returns the physical ids that join."""
@@ -166,11 +171,12 @@ class SchemaTracker:
             self._tables[info.id] = (job.schema_id, info)
         return not infos and job.table_id == 0
 
-    def _compute_replicated(self) -> dict[int, TrackedTable]:
+    def _compute_replicated(self, selects: Callable[[str, str], bool] | None = None) -> dict[int, TrackedTable]:
+        selects = selects or self._filter.should_replicate_table
         out: dict[int, TrackedTable] = {}
         for tid, (db_id, info) in self._tables.items():
             db = self._dbs.get(db_id)
-            if db is None or not has_rows(info) or not self._filter.should_replicate_table(db.name, info.name):
+            if db is None or not has_rows(info) or not selects(db.name, info.name):
                 continue
             tracked = TrackedTable(db_id, db.name, info.name, tid, info)
             for pid in info.physical_ids():

@@ -1,0 +1,213 @@
+"""The puller's side of bootstrap's request to add a table to the running feed
+(tidelake.bootstrap.table_starts).
+
+A table joins at one ts J between two DDL jobs: every job <= J is in the schema it starts with
+(its `ddl` snapshot row at J), every job after J is landed as its DDL, and its data is fed from
+J, i.e. commits > J (facts/meta_snapshot.md §4.2).
+
+One shard: J is the DDL puller's resolved ts when the request is seen, taken under the
+runner's lock so no job slips in between.
+
+Several shards: shard 0 lands every table's DDL and the table's owner (PullerConfig.shard_of)
+its data, so both must add it at the same J. Shard 0 schedules J = PD's now + the join lead, a
+ts no DDL resolved ts has reached (a resolved ts never passes a TSO PD has not handed out yet),
+and every shard fences J in its DDL puller: the table is added when the job sequence crosses J.
+Shard 0 lands the schema row and appends `schema_landed`; the owner feeds the data and, once
+`schema_landed` is there, appends `joined`. A shard that sees the schedule only after crossing
+J (stopped for longer than the lead) refuses it, and bootstrap asks again.
+
+A mark is appended only once what it claims has landed: bootstrap reads the table at J as soon
+as it sees `joined`, and a restarted shard knows the table only from the lake.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tidelake import tso
+from tidelake.bootstrap.table_starts import (
+    MISSED_JOIN,
+    STATE_DONE,
+    STATE_JOINED,
+    STATE_REFUSED,
+    STATE_SCHEDULED,
+    STATE_SCHEMA_LANDED,
+    TableStart,
+    TableStarts,
+    joined_table_rows,
+)
+from tidelake.lake.ddl_log import has_snapshot_row
+from tidelake.lake.lander import Lander
+from tidelake.lake.layout import LakeLayout
+from tidelake.puller.ddl_puller import DdlPuller
+from tidelake.puller.schema_tracker import SchemaTracker, TrackedTable
+
+log = logging.getLogger(__name__)
+
+FeedFrom = Callable[[dict[int, TrackedTable], int], list[int]]
+
+
+@dataclass(frozen=True)
+class _Join:
+    request: TableStart
+    ts: int
+    pids: list[int]  # physical ids this shard feeds from ts
+    lands_schema: bool
+    owner: bool
+
+
+class TableJoins:
+    """Joins of one shard; poll() runs on the runner's loop, at_fence() inside its DDL callback."""
+
+    def __init__(self, changefeed_id: str, shard: tuple[int, int], owner_of: Callable[[int], int],
+                 layout: LakeLayout, lander: Lander, lock: threading.Lock, feed_from: FeedFrom,
+                 now_ts: Callable[[], int], lead_s: float) -> None:
+        self._cf = changefeed_id
+        self._index, self._count = shard
+        self._owner_of = owner_of
+        self._layout = layout
+        self._lander = lander
+        self._lock = lock
+        self._feed_from = feed_from
+        self._now_ts = now_ts
+        self._lead_ms = int(lead_s * 1000)
+        self.starts = TableStarts(layout)
+        self._ddl: DdlPuller | None = None
+        self._handled: set[str] = set()  # request ids this shard has added or fenced
+        self._fenced: dict[int, list[TableStart]] = {}
+        self._joins: list[_Join] = []  # added, not yet confirmed
+
+    def restart(self, tracker: SchemaTracker, durable_tables: dict[int, int], ddl_start: int) -> list[tuple[str, str]]:
+        """The tables a restarted shard feeds again: those that joined, and those it added in a
+        run that stopped before every shard confirmed (a join ts above `ddl_start` is fenced
+        again by poll())."""
+        names = []
+        for start in self.starts.latest(self._cf):
+            if start.state in (STATE_JOINED, STATE_DONE):
+                names.append((start.db, start.table))
+            elif start.state in (STATE_SCHEDULED, STATE_SCHEMA_LANDED) and start.start_ts <= ddl_start:
+                self._handled.add(start.request_id)
+                join = self._landed_before(start, tracker, durable_tables)
+                if join is None:
+                    self._refuse(start, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {start.start_ts}")
+                    continue
+                names.append((start.db, start.table))
+                self._joins.append(join)
+        return names
+
+    def attach(self, ddl: DdlPuller) -> None:
+        self._ddl = ddl
+
+    def poll(self) -> None:
+        """Take up new requests, then confirm the joins that have landed."""
+        if self._count == 1:
+            for request in self.starts.pending(self._cf):
+                if request.request_id not in self._handled:
+                    self._handled.add(request.request_id)
+                    with self._lock:
+                        self._add(request, self._ddl.resolved_ts)
+        else:
+            self._poll_sharded()
+        self.confirm()
+
+    def at_fence(self, ts: int) -> None:
+        """The DDL puller's job sequence reached `ts` (called with the runner's lock held)."""
+        for request in self._fenced.pop(ts, []):
+            self._add(request, ts)
+
+    def confirm(self) -> None:
+        if not self._joins:
+            return
+        try:
+            self._lander.flush()
+        except Exception:  # the lander's flusher retries, and so does the next poll
+            log.warning("flush of the tables joining changefeed %s failed; retrying", self._cf, exc_info=True)
+            return
+        durable, _ = self._lander.durable_watermarks()
+        latest = {s.request_id: s for s in self.starts.latest(self._cf)} if self._count > 1 else {}
+        waiting = []
+        for join in self._joins:
+            if any(durable.get(pid, 0) < join.ts for pid in join.pids):
+                waiting.append(join)
+            elif self._count == 1:
+                self._mark_joined(join.request, join.ts)
+            elif not self._confirm_sharded(join, latest.get(join.request.request_id)):
+                waiting.append(join)
+        self._joins = waiting
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _poll_sharded(self) -> None:
+        if self._index == 0:
+            for request in self.starts.pending(self._cf):
+                at = tso.compose(tso.physical_ms(self._now_ts()) + self._lead_ms, 0)
+                self.starts.mark(request, STATE_SCHEDULED, start_ts=at)
+                log.info("table %s.%s joins changefeed %s at ts %d (bootstrap request %s)", request.db,
+                         request.table, self._cf, at, request.request_id)
+        for request in self.starts.in_flight(self._cf):
+            if request.request_id in self._handled:
+                continue
+            self._handled.add(request.request_id)
+            with self._lock:
+                ahead = request.start_ts > self._ddl.resolved_ts
+                if ahead:
+                    self._ddl.add_fence(request.start_ts)
+                    self._fenced.setdefault(request.start_ts, []).append(request)
+            if not ahead:
+                self._refuse(request, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {request.start_ts}")
+
+    def _add(self, request: TableStart, ts: int) -> None:
+        """Add the table to this shard's feed at `ts` (runner lock held)."""
+        tracker = self._ddl.tracker
+        joined = tracker.add_tables([(request.db, request.table)])
+        named = tracker.named(request.db, request.table)
+        if not named:
+            self._refuse(request, f"no table {request.db}.{request.table} with rows at ts {ts}")
+            return
+        logical_id = next(iter(named.values())).logical_id
+        lands_schema = self._index == 0
+        if lands_schema:
+            self._lander.add_ddl(joined_table_rows(joined.values(), ts))
+        pids = self._feed_from(joined, ts)
+        self._joins.append(_Join(request, ts, pids, lands_schema, self._owner_of(logical_id) == self._index))
+
+    def _landed_before(self, start: TableStart, tracker: SchemaTracker, durable: dict[int, int]) -> _Join | None:
+        """This shard's part of a join it made before a restart, if that part landed."""
+        named = tracker.named(start.db, start.table)
+        if not named:
+            return None
+        logical_id = next(iter(named.values())).logical_id
+        lands_schema = self._index == 0
+        if lands_schema and not has_snapshot_row(self._layout, logical_id, start.start_ts):
+            return None
+        owner = self._owner_of(logical_id) == self._index
+        pids = sorted(named) if owner else []
+        if any(pid not in durable for pid in pids):
+            return None
+        return _Join(start, start.start_ts, pids, lands_schema, owner)
+
+    def _confirm_sharded(self, join: _Join, state: TableStart | None) -> bool:
+        """Append this shard's marks; False while the owner waits for shard 0's schema."""
+        if state is None or state.state in (STATE_JOINED, STATE_DONE, STATE_REFUSED):
+            return True
+        if join.lands_schema and state.state == STATE_SCHEDULED:
+            state = self.starts.mark(state, STATE_SCHEMA_LANDED)
+        if not join.owner:
+            return True
+        if state.state != STATE_SCHEMA_LANDED:
+            return False
+        self._mark_joined(state, join.ts)
+        return True
+
+    def _mark_joined(self, request: TableStart, ts: int) -> None:
+        self.starts.mark(request, STATE_JOINED, start_ts=ts)
+        log.info("table %s.%s joined changefeed %s at ts %d (bootstrap request %s)", request.db, request.table,
+                 self._cf, ts, request.request_id)
+
+    def _refuse(self, request: TableStart, reason: str) -> None:
+        self.starts.mark(request, STATE_REFUSED, reason=reason)
+        log.warning("bootstrap request %s for %s.%s refused: %s", request.request_id, request.db, request.table,
+                    reason)
