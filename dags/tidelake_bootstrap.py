@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import DAG, Param, task
 
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.params import bootstrap_arguments, bootstrap_param_schemas
 from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
 
 SPARK = SparkSettings.from_env()
-TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
 
 
 def build(feed: Changefeed) -> DAG:
@@ -34,12 +34,7 @@ def build(feed: Changefeed) -> DAG:
         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
         catchup=False,
         max_active_runs=1,
-        params={
-            "tables": Param([], type="array", items={"type": "string", "pattern": TABLE_PATTERN},
-                            description="db.table names; empty = all tables of the changefeed's filter"),
-            "at_ts": Param(None, type=["null", "integer"], minimum=1,
-                           description="snapshot TSO; empty = PD's current TSO"),
-        },
+        params={name: Param(schema.pop("default"), **schema) for name, schema in bootstrap_param_schemas().items()},
         tags=["tidelake", changefeed_id],
         doc_md=__doc__,
         default_args={"retries": 1, "retry_delay": timedelta(minutes=1)},
@@ -47,13 +42,7 @@ def build(feed: Changefeed) -> DAG:
 
         @task
         def arguments(config_path: str, **context) -> list[dict]:
-            params = context["params"]
-            args = ["--config", config_path]
-            if params.get("at_ts") is not None:
-                args += ["--at-ts", str(params["at_ts"])]
-            for table in params.get("tables") or []:
-                args += ["--table", table]
-            return [{"application_args": args}]
+            return [{"application_args": bootstrap_arguments(config_path, context["params"])}]
 
         TidelakeSparkSubmitOperator.partial(task_id="bootstrap", **submit).expand_kwargs(arguments(feed.config_path))
     return dag

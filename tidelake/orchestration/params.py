@@ -1,4 +1,5 @@
-"""The tidelake_merge trigger form: its fields, and their validation into a MergeRequest.
+"""The tidelake_merge and tidelake_bootstrap trigger forms: their fields, and their validation
+(into a MergeRequest, or the arguments of `tidelake bootstrap`).
 
 The form is plain JSON-schema (what Airflow's Param takes), so it is built and checked here
 without Airflow. Airflow's own schema check catches wrong types; `parse_merge_request` catches
@@ -9,6 +10,7 @@ that failed at its first task.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,6 +20,7 @@ from tidelake import tso
 from tidelake.errors import InputError
 
 MAX_MERGE_GROUPS = 64
+TABLE_NAME_PATTERN = r"^[^.\s]+\.[^.\s]+$"
 DEFAULT_MERGE_GROUPS = 4
 # A TSO's physical part is milliseconds since 1970; anything before TiDB existed was not
 # typed as a TSO (typically it is a Unix time in seconds or milliseconds).
@@ -104,7 +107,7 @@ def parse_merge_request(params: Mapping[str, Any], known_tables: Sequence[str]) 
     the param."""
     known = set(known_tables)
     tables = _tables(params.get("tables"), known)
-    until_ts = _until_ts(params.get("until_ts"))
+    until_ts = _tso(params.get("until_ts"), "until_ts")
     until_time = _until_time(params.get("until_time"))
     if until_ts is not None and until_time is not None:
         raise InputError("params 'until_ts' and 'until_time': give one of them, not both")
@@ -150,14 +153,53 @@ def _tables(value: Any, known: set[str]) -> tuple[str, ...] | None:
     return names
 
 
-def _until_ts(value: Any) -> int | None:
+def bootstrap_param_schemas() -> dict[str, dict[str, Any]]:
+    """JSON-schema of the tidelake_bootstrap trigger form (with each field's `default`)."""
+    return {
+        "tables": {
+            "default": [],
+            "type": "array",
+            "items": {"type": "string", "pattern": TABLE_NAME_PATTERN},
+            "title": "Tables",
+            "description": "db.table names. Empty: every table the changefeed's filter selects. A table "
+            "outside the filter is added to the running changefeed.",
+        },
+        "at_ts": {
+            "default": None,
+            "type": ["null", "integer"],
+            "minimum": 1,
+            "title": "Snapshot TSO",
+            "description": "Read the tables as of this TiDB TSO. Empty: PD's current TSO.",
+        },
+    }
+
+
+def bootstrap_arguments(config_path: str, params: Mapping[str, Any]) -> list[str]:
+    """`tidelake bootstrap` arguments of one run. Names need not be replicated yet (a new table is
+    added to the running changefeed), so only their form is checked here; bootstrap checks the
+    rest against the upstream schema."""
+    args = ["--config", config_path]
+    at_ts = _tso(params.get("at_ts"), "at_ts")
+    if at_ts is not None:
+        args += ["--at-ts", str(at_ts)]
+    tables = params.get("tables") or []
+    if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
+        raise InputError(f"param 'tables': expected a list of db.table names, got {tables!r}")
+    for table in dict.fromkeys(t.strip() for t in tables):
+        if not re.fullmatch(TABLE_NAME_PATTERN, table):
+            raise InputError(f"param 'tables': {table!r} is not a db.table name")
+        args += ["--table", table]
+    return args
+
+
+def _tso(value: Any, param: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(f"param 'until_ts': expected a TSO (a positive integer), got {value!r}")
+        raise InputError(f"param '{param}': expected a TSO (a positive integer), got {value!r}")
     if value < _EARLIEST_PLAUSIBLE_TSO:
         raise InputError(
-            f"param 'until_ts': {value} is not a TSO (its time would be "
+            f"param '{param}': {value} is not a TSO (its time would be "
             f"{tso.to_datetime(value):%Y-%m-%d %H:%M:%S} UTC); a TSO is "
             f"milliseconds << 18, e.g. {tso.from_datetime(datetime.now(timezone.utc))} is now"
         )
