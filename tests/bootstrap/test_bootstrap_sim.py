@@ -11,7 +11,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from tidelake.bootstrap import snapshot_read
+from tidelake.bootstrap import replica_write, snapshot_read
 from tidelake.bootstrap.handoff import changefeed_start_ts
 from tidelake.bootstrap.runner import Bootstrap, BootstrapOptions
 from tidelake.bootstrap.table_starts import STATE_DONE, TableStarts
@@ -164,3 +164,28 @@ def test_every_column_type_bootstraps_the_same_through_local_and_spark_reads(sim
                               spark=spark).run()
         assert result.how == how
         assert replica_rows(spark, result.path) == upstream_rows(tidb, "type_zoo", result.ts), how
+
+
+def test_a_rerun_after_a_crash_and_a_schema_change_starts_the_table_over(sim, shop, spark, tmp_path, monkeypatch):
+    """The crashed attempt left an empty table with the old columns and no checkpoint; Delta
+    will not change its schema in place (column mapping + CDF), so the rerun replaces it."""
+    from delta.tables import DeltaTable
+
+    tidb, _ = shop
+    config = make_config(sim, tmp_path / "lake")
+    only_small = BootstrapOptions(tables=("shop.small",))
+
+    def crash(ts):
+        raise RuntimeError("injected crash between CREATE and the rows")
+
+    monkeypatch.setattr(replica_write, "writer_txn_options", crash)
+    with pytest.raises(RuntimeError, match="injected"):
+        Bootstrap(config, only_small, spark=spark).run()
+    monkeypatch.undo()
+    path = f"{config.lake.root}/shop/small"
+    assert DeltaTable.isDeltaTable(spark, path) and read_checkpoint(path) is None
+    tidb.add_column("shop", "small", ("extra", "int"))
+    tidb.drop_column("shop", "small", "n")
+    (result,) = Bootstrap(config, only_small, spark=spark).run()
+    assert result.path == path
+    assert replica_rows(spark, path) == upstream_rows(tidb, "small", result.ts)

@@ -7,7 +7,8 @@ replica schema and properties of tidelake.spark.replica_schema; the rows follow 
 overwrite carrying the txn (app id MERGE_APP_ID, version T; facts/stack.md §11). A table
 without a checkpoint is no replica to merge or verify, so a crash between the two commits, or
 during the data write (files written, never committed), leaves nothing that claims to be
-complete, and the rerun's overwrite replaces whatever the table holds.
+complete, and the rerun's overwrite replaces whatever the table holds (or, when the upstream
+schema changed in between, the rerun deletes that table and starts over).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
-from tidelake.spark.replica_schema import REPLICA_PROPERTIES
+from tidelake.spark.replica_schema import REPLICA_PROPERTIES, replica_struct
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,6 +34,7 @@ def write_replica(spark: SparkSession, path: str, info: TableInfo, rows: DataFra
     """Make `path` hold exactly `rows` with checkpoint `ts`."""
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in REPLICA_PROPERTIES.items())
     location = path.replace("`", "``")
+    _drop_stale_attempt(spark, path, info, storage_options)
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{location}` ({replica_ddl(info)}) USING delta "
               f"TBLPROPERTIES ({properties})")
     writer = rows.write.format("delta").mode("overwrite")
@@ -43,3 +45,21 @@ def write_replica(spark: SparkSession, path: str, info: TableInfo, rows: DataFra
     if recorded != ts:
         raise ReplicaWriteError(f"{path}: replica records checkpoint {recorded}, not the bootstrap's {ts}: "
                                 "merge maintains it already (drop it to bootstrap it again)")
+
+
+def _drop_stale_attempt(spark: SparkSession, path: str, info: TableInfo, storage_options: dict[str, str] | None) -> None:
+    """A rerun after a crash may meet the table a failed attempt created for an older schema of
+    the upstream table (a DDL came in between). Delta will not change it in place (column mapping
+    with CDF blocks a schema-changing overwrite, and a path table a schema-changing REPLACE), and
+    without a checkpoint it is no replica yet: it is ours to delete."""
+    from delta.tables import DeltaTable
+
+    if read_checkpoint(path, storage_options) is not None or not DeltaTable.isDeltaTable(spark, path):
+        return
+    existing = [(f.name, f.dataType) for f in spark.read.format("delta").load(path).schema.fields]
+    if existing == [(f.name, f.dataType) for f in replica_struct(info).fields]:
+        return
+    jvm = spark.sparkContext._jvm
+    folder = jvm.org.apache.hadoop.fs.Path(path)
+    folder.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(folder, True)
+    jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
