@@ -25,11 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tidelake.cli.report_console import report_console
     from tidelake.demo import DemoOptions, run_demo, summary_table
 
-    console = Console()
+    console = report_console()
     result = run_demo(DemoOptions(args.workdir, args.duration, args.seed, args.keep), console)
     console.print(summary_table(result))
     faults = ", ".join(f"{n} {kind}" for kind, n in result.faults.items())

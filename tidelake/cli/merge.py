@@ -100,13 +100,12 @@ def render_report(report: MergeReport):
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tidelake.cli.report_console import report_console
     from tidelake.spark.merge_job import run_merge
     from tidelake.spark.session import get_session
 
     layout = layout_from_args(args)
-    console = Console()
+    console = report_console()
     spark = get_session("tidelake-merge", master=args.master)
     report = run_merge(spark, layout, progress=progress_printer(console), **merge_kwargs(args))
     console.print(render_report(report))

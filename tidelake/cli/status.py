@@ -73,8 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tidelake.cli.report_console import report_console
     from tidelake.status import collect_status
 
     target = resolve_target(args, pd_required=False)
@@ -91,7 +90,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print_status(report, Console())
+        print_status(report, report_console())
     return 0
 
 

@@ -28,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from tidelake.cli.report_console import report_console
     from tidelake.errors import InputError
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
@@ -48,7 +49,7 @@ def _verify(args: argparse.Namespace) -> int:
             report = verifier.run(args.table)
     finally:
         pd.close()
-    print_report(report, Console())
+    print_report(report, report_console())
     return 0 if report.ok else 1
 
 
