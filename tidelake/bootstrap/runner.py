@@ -90,6 +90,10 @@ class Bootstrap:
 
     def run(self) -> list[TableResult]:
         cfg = self.config
+        # Every replica is written through Spark, so start its JVM now: launching it later means
+        # forking (with a preexec_fn) a process whose gRPC threads are busy, and that child has
+        # died before exec ("Java gateway process exited before sending its port number").
+        self._session()
         pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-bootstrap-{cfg.changefeed_id}")
         keeper = GCSafepointKeeper(pd, f"tidelake-bootstrap-{cfg.changefeed_id}", GC_TTL_S)
         try:

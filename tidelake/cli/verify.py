@@ -38,6 +38,7 @@ def _verify(args: argparse.Namespace) -> int:
         raise InputError(f"--max-diffs must be >= 0, got {args.max_diffs}")
     target = resolve_target(args, pd_required=True)
     console = Console(stderr=True)
+    spark = _spark()  # before any gRPC thread runs: see tidelake.bootstrap.runner.Bootstrap.run
     pd = PDClient(target.pd, target.tls, caller_id="tidelake-verify")
     try:
         with SnapshotReader(pd, target.tls) as reader, console.status("verifying") as status:
@@ -45,7 +46,7 @@ def _verify(args: argparse.Namespace) -> int:
             def progress(table: str, phase: str, rows: int) -> None:
                 status.update(f"verifying {table}: {phase} {rows:,} rows read")
 
-            verifier = Verifier(_spark, target.layout, reader, max_diffs=args.max_diffs, progress=progress)
+            verifier = Verifier(spark, target.layout, reader, max_diffs=args.max_diffs, progress=progress)
             report = verifier.run(args.table)
     finally:
         pd.close()
