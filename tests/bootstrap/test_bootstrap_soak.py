@@ -44,7 +44,12 @@ def tidelake(*args: str) -> list[str]:
 def run(logs: Path, name: str, *args: str, timeout_s: float = 1800) -> str:
     """Run one command to completion; its output is kept in logs/<name>.log."""
     started = time.monotonic()
-    done = subprocess.run(tidelake(*args), capture_output=True, text=True, timeout=timeout_s)
+    try:
+        done = subprocess.run(tidelake(*args), capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        partial = b"".join(part or b"" for part in (exc.stdout, exc.stderr)).decode(errors="replace")
+        (logs / f"{name}.log").write_text(partial)
+        pytest.fail(f"{name} did not finish in {timeout_s:.0f}s; its output so far is in {logs / name}.log")
     output = done.stdout + done.stderr
     (logs / f"{name}.log").write_text(output)
     print(f"{name}: exit {done.returncode} in {time.monotonic() - started:.0f}s", flush=True)
