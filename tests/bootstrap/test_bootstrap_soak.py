@@ -47,7 +47,8 @@ def run(logs: Path, name: str, *args: str, timeout_s: float = 1800) -> str:
     try:
         done = subprocess.run(tidelake(*args), capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
-        partial = b"".join(part or b"" for part in (exc.stdout, exc.stderr)).decode(errors="replace")
+        parts = [p.decode(errors="replace") if isinstance(p, bytes) else p for p in (exc.stdout, exc.stderr) if p]
+        partial = "".join(parts)
         (logs / f"{name}.log").write_text(partial)
         pytest.fail(f"{name} did not finish in {timeout_s:.0f}s; its output so far is in {logs / name}.log")
     output = done.stdout + done.stderr
