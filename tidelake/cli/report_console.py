@@ -2,10 +2,13 @@
 
 Off a terminal (an Airflow task log, a pipe, a file) rich assumes 80 columns and elides the
 cells of a wide table ("sim.…"), which leaves a log that names no table; reports there get a
-width a log viewer can show.
+width a log viewer can show, unless the caller says how wide it is (COLUMNS, as `make demo`
+does for the commands whose output it shows on its own terminal).
 """
 
 from __future__ import annotations
+
+import os
 
 from rich.console import Console
 
@@ -14,4 +17,6 @@ LOG_WIDTH = 200
 
 def report_console(stderr: bool = False) -> Console:
     console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=LOG_WIDTH)
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return console
+    return Console(stderr=stderr, width=LOG_WIDTH)
