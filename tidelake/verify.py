@@ -290,25 +290,18 @@ class Verifier:
 
     def __init__(
         self,
-        spark: SparkSession | Callable[[], SparkSession],
+        spark: SparkSession,
         layout: LakeLayout,
         reader: SnapshotReader,
         max_diffs: int = 10,
         progress: Progress | None = None,
     ) -> None:
-        self._spark = spark
+        self.spark = spark
         self.layout = layout
         self.reader = reader
         self.max_diffs = max_diffs
         self.progress = progress
         self._schemas: dict[int, SchemaSnapshot] = {}
-
-    @property
-    def spark(self) -> SparkSession:
-        """The session, started on first use: a lake without replicas needs no JVM."""
-        if callable(self._spark):
-            self._spark = self._spark()
-        return self._spark
 
     def run(self, tables: Iterable[str] = ()) -> VerifyReport:
         history = SchemaHistory.load(self.layout)

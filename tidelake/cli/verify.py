@@ -30,6 +30,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     from tidelake.cli.report_console import report_console
     from tidelake.errors import InputError
+    from tidelake.spark.session import get_session
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
     from tidelake.verify import Verifier
@@ -38,7 +39,8 @@ def _verify(args: argparse.Namespace) -> int:
         raise InputError(f"--max-diffs must be >= 0, got {args.max_diffs}")
     target = resolve_target(args, pd_required=True)
     console = Console(stderr=True)
-    spark = _spark()  # before any gRPC thread runs: see tidelake.bootstrap.runner.Bootstrap.run
+    # Before any gRPC thread runs: see tidelake.bootstrap.runner.Bootstrap.run.
+    spark = get_session("tidelake-verify")
     pd = PDClient(target.pd, target.tls, caller_id="tidelake-verify")
     try:
         with SnapshotReader(pd, target.tls) as reader, console.status("verifying") as status:
@@ -52,12 +54,6 @@ def _verify(args: argparse.Namespace) -> int:
         pd.close()
     print_report(report, report_console())
     return 0 if report.ok else 1
-
-
-def _spark():
-    from tidelake.spark.session import get_session
-
-    return get_session("tidelake-verify")
 
 
 def print_report(report, console) -> None:
