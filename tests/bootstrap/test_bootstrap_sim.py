@@ -12,11 +12,11 @@ from contextlib import ExitStack
 import pytest
 
 from tidelake.bootstrap import replica_write, snapshot_read
-from tidelake.bootstrap.handoff import changefeed_start_ts
 from tidelake.bootstrap.runner import Bootstrap, BootstrapOptions
 from tidelake.bootstrap.table_starts import STATE_DONE, TableStarts
 from tidelake.cli import main
 from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.puller.runner import Shard
@@ -67,16 +67,16 @@ def test_bootstrap_then_replicate_equals_upstream_at_each_checkpoint(sim, shop, 
         results = Bootstrap(config, BootstrapOptions(spark_threshold_regions=2), spark=spark).run()
         assert {r.name: r.how for r in results} == {"shop.small": "local", "shop.big": "spark"}
         ts = results[0].ts
-        assert all(r.ts == ts for r in results) and changefeed_start_ts(layout) == ts
+        assert all(r.ts == ts for r in results) and start_snapshot_ts(layout) == ts
         checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
 
-        with RunnerThread(config) as run:  # the puller's first run starts where bootstrap ended
+        with RunnerThread(config):  # the puller's first run starts where bootstrap ended
             wait_for(lambda: read_watermarks(layout).ddl_resolved > ts, what="puller running")
             assert min(read_watermarks(layout).table_resolved[i] for i in ids.values()) >= ts
             writer_commits = writer.commits
             wait_for(lambda: writer.commits > writer_commits + 20, what="more writes")
     target = tidb.cluster.tso.next()
-    with RunnerThread(config) as run:
+    with RunnerThread(config):
         wait_for(lambda: min(read_watermarks(layout).table_resolved[i] for i in ids.values()) > target,
                  what="watermarks past the last write")
     run_merge(spark, layout)
@@ -149,7 +149,7 @@ def test_ts_below_the_gc_safepoint_is_refused_with_a_clear_error(sim, shop, tmp_
     assert main(["bootstrap", "--config", str(path), "--at-ts", str(old)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"start ts {old} is below the GC safepoint" in err[0]
-    assert changefeed_start_ts(LakeLayout(str(tmp_path / "lake"))) is None
+    assert start_snapshot_ts(LakeLayout(str(tmp_path / "lake"))) is None
 
 
 def test_every_column_type_bootstraps_the_same_through_local_and_spark_reads(sim, spark, tmp_path):

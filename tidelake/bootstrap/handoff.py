@@ -16,12 +16,10 @@ Three cases, decided per table from the lake:
 
 from __future__ import annotations
 
-import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from tidelake.codec.schema import TableInfo
-from tidelake.lake.ddl_log import DdlLog, has_snapshot_row
-from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
+from tidelake.lake.ddl_log import DdlLog, has_snapshot_row, start_snapshot_ts
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.puller.ddl_puller import snapshot_rows
 from tidelake.puller.schema_tracker import SchemaTracker
@@ -36,16 +34,6 @@ class HandoffError(UpstreamError):
     """The changefeed's start moved under us (a puller started it at another ts)."""
 
 
-def changefeed_start_ts(layout: LakeLayout) -> int | None:
-    """The changefeed's start ts: the earliest schema snapshot in the `ddl` table (later snapshot
-    rows are tables that joined afterwards)."""
-    if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
-        return None
-    table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
-    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", SOURCE_SNAPSHOT)])["commit_ts"]
-    return pc.min(ts).as_py() if len(ts) else None
-
-
 def claim_start(layout: LakeLayout, changefeed_id: str, snapshot: SchemaSnapshot, table_filter: TableFilter) -> None:
     """Land the schema at T = snapshot.ts as the changefeed's start (idempotent per T)."""
     def no_reload(ts: int) -> SchemaSnapshot:
@@ -54,7 +42,7 @@ def claim_start(layout: LakeLayout, changefeed_id: str, snapshot: SchemaSnapshot
     tracker = SchemaTracker(snapshot, table_filter, no_reload)
     DdlLog(layout, BOOTSTRAP_APP_PREFIX + changefeed_id).insert(snapshot_rows(tracker, snapshot.schema_version),
                                                                  snapshot.ts)
-    landed = changefeed_start_ts(layout)
+    landed = start_snapshot_ts(layout)
     if landed != snapshot.ts:
         raise HandoffError(
             f"changefeed {changefeed_id} started at ts {landed} while bootstrap claimed {snapshot.ts} "

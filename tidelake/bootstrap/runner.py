@@ -33,6 +33,7 @@ from tidelake.codec.schema import TableInfo
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
@@ -104,7 +105,7 @@ class Bootstrap:
             pd.close()
 
     def _run(self, pd: PDClient, reader: SnapshotReader, keeper: GCSafepointKeeper) -> list[TableResult]:
-        start = handoff.changefeed_start_ts(self.layout)
+        start = start_snapshot_ts(self.layout)
         ts = self._choose_ts(pd, start)
         keeper.ensure_not_below_gc(ts)
         keeper.start()

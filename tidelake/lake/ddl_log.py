@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from tidelake.errors import InputError
@@ -74,6 +75,16 @@ class DdlLog(AppTxnTable):
             )
 
         return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "ddl")
+
+
+def start_snapshot_ts(layout: LakeLayout) -> int | None:
+    """The changefeed's start ts: the earliest schema snapshot in the `ddl` table (later snapshot
+    rows are tables that joined the running feed); None before anything started it."""
+    if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
+        return None
+    table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
+    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", SOURCE_SNAPSHOT)])["commit_ts"]
+    return pc.min(ts).as_py() if len(ts) else None
 
 
 def has_snapshot_row(layout: LakeLayout, table_id: int, ts: int) -> bool:

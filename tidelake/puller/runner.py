@@ -26,15 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from tidelake import tso
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError
+from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.lander import Lander
-from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
+from tidelake.lake.layout import LakeLayout
 from tidelake.puller.ddl_puller import DdlPuller, Fence, JobRowDecoder, PulledJob, snapshot_rows
 from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
 from tidelake.puller.events import RowChange
@@ -229,7 +228,7 @@ class PullerRunner:
         """The lake's snapshot ts if one was landed (a shard 0 crash, or another shard), else
         shard 0 picks the config start ts or PD's now; other shards wait for shard 0."""
         while True:
-            landed = _landed_snapshot_ts(layout)
+            landed = start_snapshot_ts(layout)
             if landed is not None:
                 if self.config.start_ts is not None and self.config.start_ts != landed:
                     log.warning("the lake already starts at ts %d; config start ts %d is ignored",
@@ -391,13 +390,3 @@ class _Sink:
 def _span(table_id: int) -> tuple[bytes, bytes]:
     return table_record_span_encoded(table_id)  # facts/kvproto.md §11
 
-
-def _landed_snapshot_ts(layout: LakeLayout) -> int | None:
-    """Commit ts of the schema snapshot rows already in the `ddl` table, if any."""
-    if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
-        return None
-    table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
-    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", SOURCE_SNAPSHOT)])["commit_ts"]
-    if len(ts) == 0:
-        return None
-    return pc.min(ts).as_py()  # later snapshot rows are tables added while running
