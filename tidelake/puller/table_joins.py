@@ -55,8 +55,7 @@ class _Join:
     request: TableStart
     ts: int
     pids: list[int]  # physical ids this shard feeds from ts
-    lands_schema: bool
-    owner: bool
+    owner: bool  # this shard feeds the table's data (PullerConfig.shard_of)
 
 
 class TableJoins:
@@ -67,6 +66,7 @@ class TableJoins:
                  now_ts: Callable[[], int], lead_s: float) -> None:
         self._cf = changefeed_id
         self._index, self._count = shard
+        self._lands_schema = self._index == 0  # shard 0 lands every table's DDL
         self._owner_of = owner_of
         self._layout = layout
         self._lander = lander
@@ -167,12 +167,10 @@ class TableJoins:
         if not named:
             self._refuse(request, f"no table {request.db}.{request.table} with rows at ts {ts}")
             return
-        logical_id = next(iter(named.values())).logical_id
-        lands_schema = self._index == 0
-        if lands_schema:
+        if self._lands_schema:
             self._lander.add_ddl(joined_table_rows(joined.values(), ts))
         pids = self._feed_from(joined, ts)
-        self._joins.append(_Join(request, ts, pids, lands_schema, self._owner_of(logical_id) == self._index))
+        self._joins.append(_Join(request, ts, pids, self._owns(named)))
 
     def _landed_before(self, start: TableStart, tracker: SchemaTracker, durable: dict[int, int]) -> _Join | None:
         """This shard's part of a join it made before a restart, if that part landed."""
@@ -180,20 +178,22 @@ class TableJoins:
         if not named:
             return None
         logical_id = next(iter(named.values())).logical_id
-        lands_schema = self._index == 0
-        if lands_schema and not has_snapshot_row(self._layout, logical_id, start.start_ts):
+        if self._lands_schema and not has_snapshot_row(self._layout, logical_id, start.start_ts):
             return None
-        owner = self._owner_of(logical_id) == self._index
+        owner = self._owns(named)
         pids = sorted(named) if owner else []
         if any(pid not in durable for pid in pids):
             return None
-        return _Join(start, start.start_ts, pids, lands_schema, owner)
+        return _Join(start, start.start_ts, pids, owner)
+
+    def _owns(self, named: dict[int, TrackedTable]) -> bool:
+        return self._owner_of(next(iter(named.values())).logical_id) == self._index
 
     def _confirm_sharded(self, join: _Join, state: TableStart | None) -> bool:
         """Append this shard's marks; False while the owner waits for shard 0's schema."""
         if state is None or state.state in (STATE_JOINED, STATE_DONE, STATE_REFUSED):
             return True
-        if join.lands_schema and state.state == STATE_SCHEDULED:
+        if self._lands_schema and state.state == STATE_SCHEDULED:
             state = self.starts.mark(state, STATE_SCHEMA_LANDED)
         if not join.owner:
             return True

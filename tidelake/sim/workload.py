@@ -211,6 +211,7 @@ class WorkloadPlanner:
         self._scratch_dbs: list[str] = []
         self._types: dict[str, FieldType] = {}
         self._pending: list[Op] = list(self._setup())
+        self._tables[(database, "orders")].preloaded = preload_rows > 0
 
     def __iter__(self) -> Iterator[Op]:
         return self
@@ -261,7 +262,6 @@ class WorkloadPlanner:
         """One chunk at a time: a million planned rows held at once would cost gigabytes."""
         size = min(PRELOAD_TXN_ROWS, self._preload_left)
         self._preload_left -= size
-        self._tables[(self.database, "orders")].preloaded = True
         return [TxnOp(self._bulk_rows(size), preload=True)]
 
     # traffic ----------------------------------------------------------------------------------
