@@ -110,6 +110,36 @@ def test_crash_mid_bootstrap_leaves_no_checkpoint_and_a_rerun_is_correct(sim, sh
     assert {r.how for r in again} == {"skipped"}
 
 
+def test_sigkill_between_creating_the_replica_and_its_rows_then_a_rerun_is_correct(sim, shop, spark, tmp_path):
+    """A real SIGKILL of `tidelake bootstrap` (its Spark JVM and workers with it) after the replica
+    table exists and before its rows commit: nothing claims a checkpoint, and the rerun is right."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tidelake.config import load_config
+
+    tidb, _ = shop
+    toml = write_toml(config_doc(sim, tmp_path / "lake"), tmp_path / "cf.toml")
+    path = f"{tmp_path}/lake/shop/big"
+    created = tmp_path / "lake" / "shop" / "big" / "_delta_log" / "00000000000000000000.json"
+    with (tmp_path / "bootstrap.log").open("wb") as log:
+        child = subprocess.Popen([sys.executable, "-m", "tidelake", "bootstrap", "--config", str(toml),
+                                  "--table", "shop.big", "--spark-threshold-regions", "2"],
+                                 stdout=log, stderr=subprocess.STDOUT)
+        tree = psutil.Process(child.pid)
+        wait_for(lambda: created.exists() or child.poll() is not None, 300, "the replica table created")
+        for proc in [*tree.children(recursive=True), tree]:
+            proc.kill()
+        child.wait(30)
+    assert child.returncode == -9, (tmp_path / "bootstrap.log").read_text()[-2000:]
+    assert read_checkpoint(path) is None
+    (result,) = Bootstrap(load_config(toml), BootstrapOptions(tables=("shop.big",)), spark=spark).run()
+    assert result.path == path and read_checkpoint(path) == result.ts
+    assert replica_rows(spark, path) == upstream_rows(tidb, "big", result.ts)
+
+
 @pytest.mark.parametrize("shards", [1, 2])
 def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp_path, shards):
     tidb, ids = shop
