@@ -114,10 +114,6 @@ class TableStarts:
     def pending(self, changefeed: str) -> list[TableStart]:
         return [s for s in self.latest(changefeed) if s.state == STATE_REQUESTED]
 
-    def in_flight(self, changefeed: str) -> list[TableStart]:
-        """Requests with a join ts that not every shard has confirmed yet (several shards)."""
-        return [s for s in self.latest(changefeed) if s.state in (STATE_SCHEDULED, STATE_SCHEMA_LANDED)]
-
 
 _RANKS = {STATE_REQUESTED: 0, STATE_SCHEDULED: 1, STATE_SCHEMA_LANDED: 2, STATE_JOINED: 3, STATE_REFUSED: 3,
           STATE_DONE: 4}

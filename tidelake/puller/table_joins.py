@@ -33,6 +33,7 @@ from tidelake.bootstrap.table_starts import (
     STATE_DONE,
     STATE_JOINED,
     STATE_REFUSED,
+    STATE_REQUESTED,
     STATE_SCHEDULED,
     STATE_SCHEMA_LANDED,
     TableStart,
@@ -141,14 +142,11 @@ class TableJoins:
     # --- internals ---------------------------------------------------------------------
 
     def _poll_sharded(self) -> None:
-        if self._index == 0:
-            for request in self.starts.pending(self._cf):
-                at = tso.compose(tso.physical_ms(self._now_ts()) + self._lead_ms, 0)
-                self.starts.mark(request, STATE_SCHEDULED, start_ts=at)
-                log.info("table %s.%s joins changefeed %s at ts %d (bootstrap request %s)", request.db,
-                         request.table, self._cf, at, request.request_id)
-        for request in self.starts.in_flight(self._cf):
-            if request.request_id in self._handled:
+        latest = self.starts.latest(self._cf)
+        if self._lands_schema:
+            latest = [self._schedule(s) if s.state == STATE_REQUESTED else s for s in latest]
+        for request in latest:
+            if request.state not in (STATE_SCHEDULED, STATE_SCHEMA_LANDED) or request.request_id in self._handled:
                 continue
             self._handled.add(request.request_id)
             with self._lock:
@@ -158,6 +156,13 @@ class TableJoins:
                     self._fenced.setdefault(request.start_ts, []).append(request)
             if not ahead:
                 self._refuse(request, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {request.start_ts}")
+
+    def _schedule(self, request: TableStart) -> TableStart:
+        """Shard 0 gives a request its join ts, ahead of every shard's DDL resolved ts."""
+        at = tso.compose(tso.physical_ms(self._now_ts()) + self._lead_ms, 0)
+        log.info("table %s.%s joins changefeed %s at ts %d (bootstrap request %s)", request.db, request.table,
+                 self._cf, at, request.request_id)
+        return self.starts.mark(request, STATE_SCHEDULED, start_ts=at)
 
     def _add(self, request: TableStart, ts: int) -> None:
         """Add the table to this shard's feed at `ts` (runner lock held)."""
