@@ -100,7 +100,11 @@ class TableJoins:
         return names
 
     def attach(self, ddl: DdlPuller) -> None:
+        """Fence the scheduled joins before the DDL puller streams: a restarted shard's DDL
+        stream catches up fast and may cross J before the loop's first poll."""
         self._ddl = ddl
+        if self._count > 1:
+            self._poll_sharded()
 
     def poll(self) -> None:
         """Take up new requests, then confirm the joins that have landed."""
