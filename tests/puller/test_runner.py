@@ -415,6 +415,49 @@ def test_with_shards_an_owner_stopped_across_the_join_ts_joins_exactly_there_whe
     assert landed_rows == oracle(sim, 121, joined.start_ts)
 
 
+@pytest.mark.parametrize("crashing, mark", [(0, "schema_landed"), (1, "joined")])
+def test_with_shards_a_shard_stopped_after_its_part_landed_but_before_its_mark_confirms_on_restart(
+        sim, tmp_path, monkeypatch, crashing, mark):
+    """The mark is appended only after the part it claims is durable; a shard stopped between
+    the two finds its part in the lake (the schema row at J, its own watermarks) and marks it."""
+    from tidelake.bootstrap.table_starts import STATE_JOINED, TableStarts
+
+    rng = random.Random(7)
+    lake, tidb, config, starts = sharded_join_setup(sim, tmp_path)
+    options = {"table_starts_poll_s": 0.2, "join_lead_s": 1.0}
+    real_mark = TableStarts.mark
+    runners = {}
+    lost = threading.Event()
+
+    def mark_then_die(self, start, state, start_ts=None, reason=None):
+        if state != mark or lost.is_set():
+            return real_mark(self, start, state, start_ts, reason)
+        lost.set()  # the part landed; the process dies before its mark is appended
+        runners[crashing].runner.stop()
+        return start
+
+    monkeypatch.setattr(TableStarts, "mark", mark_then_die)
+    with RunnerThread(config, Shard(0, 2), **options) as first, \
+            RunnerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+        runners.update({0: first, 1: second})
+        wait_resolved(lake, {110: 1, 111: 1}, 1, first)
+        some_rows(tidb, rng, 121)
+        request = starts.request("cf1", "other", "t121")
+        wait_for(lost.is_set, 30, f"shard {crashing}'s part landed")
+        runners[crashing].thread.join(60)
+        assert request_state(starts, request).state != mark
+        some_rows(tidb, rng, 121)  # while the shard is down
+        with RunnerThread(config, Shard(crashing, 2), **options) as again:
+            joined = wait_for(lambda: request_state(starts, request).state == STATE_JOINED
+                              and request_state(starts, request), 30, "joined after the restart")
+            last = some_rows(tidb, rng, 121)
+            wait_resolved(lake, {121: last}, 0, again if crashing else second)
+    assert first.error is None and second.error is None and again.error is None
+    assert {row for row in changelog(lake) if row[0] == 121} == oracle(sim, 121, joined.start_ts)
+    snapshot = [r["commit_ts"] for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT and r["table_id"] == 121]
+    assert snapshot == [joined.start_ts]
+
+
 def test_with_shards_a_shard_that_saw_the_schedule_after_passing_it_refuses(sim, tmp_path):
     from tidelake.bootstrap.table_starts import MISSED_JOIN, STATE_REFUSED, STATE_SCHEDULED
 
