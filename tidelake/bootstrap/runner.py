@@ -41,6 +41,7 @@ from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
+from tidelake.table_names import table_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -119,7 +120,7 @@ class Bootstrap:
         plans: list[TablePlan] = []
         joining: list[tuple[str, str]] = []
         starts = TableStarts(self.layout)
-        joined = {(s.db.lower(), s.table.lower()): s for s in starts.latest(self.config.changefeed_id)
+        joined = {table_key(s.db, s.table): s for s in starts.latest(self.config.changefeed_id)
                   if s.state in (STATE_JOINED, STATE_DONE)}
         for db, info in wanted:
             path = self._replica_path(db.name, info)
@@ -129,7 +130,7 @@ class Bootstrap:
                 results.append(TableResult(f"{db.name}.{info.name}", checkpoint, path, "skipped"))
                 continue
             pids = snapshot.physical_ids(info)
-            join = joined.get((db.name.lower(), info.name.lower()))
+            join = joined.get(table_key(db.name, info.name))
             if join is not None and join.state == STATE_JOINED:
                 joining.append((db.name, info.name))  # joined in a run that crashed: read at its J
             elif handoff.fed_by_changefeed(self.layout, start, info, pids):
@@ -176,11 +177,11 @@ class Bootstrap:
             return []
         starts = TableStarts(self.layout)
         cf = self.config.changefeed_id
-        open_requests = {(s.db.lower(), s.table.lower()): s for s in starts.latest(cf) if s.state != STATE_DONE
+        open_requests = {table_key(s.db, s.table): s for s in starts.latest(cf) if s.state != STATE_DONE
                          and s.state != STATE_REFUSED}
         requests = []
         for db, table in names:
-            request = open_requests.get((db.lower(), table.lower())) or starts.request(cf, db, table)
+            request = open_requests.get(table_key(db, table)) or starts.request(cf, db, table)
             requests.append(request)
             self.say(f"{db}.{table}: asked the puller to add it to the changefeed (request {request.request_id})")
         joined = self._wait_joined(starts, requests)
@@ -196,11 +197,11 @@ class Bootstrap:
     def _wait_joined(self, starts: TableStarts, requests: list[TableStart]) -> list[TableStart]:
         deadline = time.monotonic() + self.options.join_timeout_s
         ids = {r.request_id for r in requests}
-        asked = {(r.db.lower(), r.table.lower()): 1 for r in requests}
+        asked = {table_key(r.db, r.table): 1 for r in requests}
         while True:
             latest = {s.request_id: s for s in starts.latest(self.config.changefeed_id) if s.request_id in ids}
             for missed in [s for s in latest.values() if s.state == STATE_REFUSED and MISSED_JOIN in (s.reason or "")]:
-                key = (missed.db.lower(), missed.table.lower())
+                key = table_key(missed.db, missed.table)
                 if asked[key] >= JOIN_ATTEMPTS:
                     continue
                 asked[key] += 1

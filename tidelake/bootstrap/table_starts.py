@@ -31,6 +31,7 @@ from deltalake import DeltaTable, write_deltalake
 from tidelake.codec.ddl_job import ActionType
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout, open_or_create
+from tidelake.table_names import table_key
 
 STATE_REQUESTED = "requested"
 STATE_SCHEDULED = "scheduled"
@@ -70,8 +71,7 @@ class TableStart:
     reason: str | None = None
 
     def same_table(self, db: str, table: str) -> bool:
-        """TiDB compares schema and table names case-insensitively."""
-        return self.db.lower() == db.lower() and self.table.lower() == table.lower()
+        return table_key(self.db, self.table) == table_key(db, table)
 
 
 class TableStarts:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tidelake.codec.ddl_job import ActionType, DDLJob
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.table_filter import TableFilter, is_system_schema
+from tidelake.table_names import table_key
 from tidelake.upstream.schema_snapshot import MAX_USER_GLOBAL_ID, SchemaSnapshot, has_rows
 
 _SCHEMA_ACTIONS = frozenset({
@@ -94,8 +95,8 @@ class SchemaTracker:
 
     def named(self, db: str, table: str) -> dict[int, TrackedTable]:
         """Physical id -> table for the named table now, whether the filter selects it or not."""
-        key = (db.lower(), table.lower())
-        return self._compute_replicated(lambda d, n: (d.lower(), n.lower()) == key)
+        key = table_key(db, table)
+        return self._compute_replicated(lambda d, n: table_key(d, n) == key)
 
     def add_tables(self, names: list[tuple[str, str]]) -> dict[int, TrackedTable]:
         """Also replicate these (db, table) names from now on (tables added to a running feed);
@@ -195,11 +196,11 @@ class _WithTables:
 
     def __init__(self, base: TableFilter | _WithTables, names: list[tuple[str, str]]) -> None:
         self._base = base
-        self._names = {(db.lower(), table.lower()) for db, table in names}
+        self._names = {table_key(db, table) for db, table in names}
         self._dbs = {db for db, _ in self._names}
 
     def should_replicate_table(self, db: str, table: str) -> bool:
-        return (db.lower(), table.lower()) in self._names or self._base.should_replicate_table(db, table)
+        return table_key(db, table) in self._names or self._base.should_replicate_table(db, table)
 
     def should_replicate_schema(self, db: str) -> bool:
         return db.lower() in self._dbs or self._base.should_replicate_schema(db)
