@@ -60,6 +60,13 @@ def test_create_table_joins_and_drop_leaves(tracker):
     assert 111 not in tracker.replicated() and tracker.ts == 30
 
 
+def test_a_table_named_in_another_case_is_found_and_added_as_tidb_names_compare(tracker):
+    assert sorted(tracker.named("OTHER", "Scratch")) == [150]  # filtered out, still found by name
+    joined = tracker.add_tables([("Other", "SCRATCH")])
+    assert sorted(joined) == [150] and sorted(tracker.replicated()) == [110, 131, 132, 150]
+    assert not tracker.named("other", "scratch2")
+
+
 def test_filtered_table_jobs_are_not_relevant(tracker):
     effect = tracker.apply(job(ActionType.CREATE_TABLE, OTHER, 151, table_json(151, "t")), 20)
     assert not effect.relevant and not effect.joined
