@@ -245,6 +245,7 @@ class Bootstrap:
             how = "spark"
         else:
             rows = read_table(reader, plan.info, ranges, plan.ts, progress)
+            progress.read_done()
             # The replica's own schema: Spark's Arrow inference reads timestamp[us] as TIMESTAMP, not _NTZ.
             self._write(spark, path, plan, spark.createDataFrame(rows, schema=replica_ddl(plan.info)))
             how = "local"
