@@ -14,7 +14,7 @@ import pytest
 
 from tidelake.cli import main
 from tidelake.config import parse_config
-from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
+from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout
 from tidelake.puller.runner import PullerRunner, RunOptions, Shard
 from tidelake.upstream.errors import BelowGCSafepointError
 
@@ -26,6 +26,7 @@ from pull_harness import (  # noqa: F401 (sim is a fixture)
     make_config,
     oracle,
     sim,
+    start_ts,
     wait_for,
     wait_resolved,
     watermarks,
@@ -474,3 +475,44 @@ def test_with_shards_a_shard_that_saw_the_schedule_after_passing_it_refuses(sim,
         refused = request_state(starts, request)
     assert refused.state == STATE_REFUSED and MISSED_JOIN in refused.reason and "shard 1/2" in refused.reason
     assert first.error is None and second.error is None
+
+
+def test_changing_the_shard_count_adopts_the_previous_watermarks_and_retires_them(sim, tmp_path):
+    """Shards 1 -> 2: the new shards start where the old puller's durable watermarks are (no
+    replay from the changefeed's start, no re-landed snapshot), nothing committed while no puller
+    ran is lost, and the old partition (which would hold every table back for ever) and its GC
+    service safepoint are removed once both new shards have written theirs."""
+    from tidelake.lake.watermarks import read_by_puller
+
+    rng = random.Random(8)
+    lake = tmp_path / "lake"
+    layout = LakeLayout(str(lake))
+    tidb = shop(sim, 110, 111)
+    doc = config_doc(sim, lake)
+    with RunnerThread(parse_config(doc, "test.toml")) as one:
+        begin = start_ts(lake, one)
+        last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
+        wait_resolved(lake, {110: last, 111: last}, 1, one)
+    assert one.error is None and begin < last
+    frozen = read_by_puller(layout)
+    assert list(frozen) == ["tidelake-puller/cf1"]
+    snapshot = sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT)
+    some_rows(tidb, rng, 110)  # committed while no puller runs
+    assert "tidelake-cf1" in {s.service_id for s in sim.gc_safe_points.services()}
+    doc["puller"]["shards"] = 2
+    config = parse_config(doc, "test.toml")
+    with RunnerThread(config, Shard(0, 2)) as first, RunnerThread(config, Shard(1, 2)) as second:
+        last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
+        wait_resolved(lake, {110: last, 111: last}, 1, first)
+        wait_for(lambda: set(read_by_puller(layout)) == {"tidelake-puller/cf1-shard0of2",
+                                                         "tidelake-puller/cf1-shard1of2"}, 30,
+                 "the old partition retired", lambda: first.error or second.error)
+    assert first.error is None and second.error is None
+    old = frozen["tidelake-puller/cf1"]
+    assert first.summary.start_ts == second.summary.start_ts == old.ddl_resolved > begin
+    assert sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT) == snapshot
+    assert "tidelake-cf1" not in {s.service_id for s in sim.gc_safe_points.services()}
+    for table_id in (110, 111):
+        landed = {row for row in changelog(lake) if row[0] == table_id}
+        assert landed == oracle(sim, table_id, begin)
+    assert watermarks(lake).table_resolved[110] >= last

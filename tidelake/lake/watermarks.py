@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
@@ -75,6 +76,21 @@ def read_watermarks(layout: LakeLayout) -> Watermarks:
         return Watermarks({}, 0, NO_VERSION)
     table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
     return _fold(table.to_pyarrow_table())
+
+
+def read_by_puller(layout: LakeLayout) -> dict[str, Watermarks]:
+    """Each puller partition's watermarks, by puller (app id)."""
+    if not DeltaTable.is_deltatable(layout.watermarks, storage_options=layout.storage_options):
+        return {}
+    table = DeltaTable(layout.watermarks, storage_options=layout.storage_options).to_pyarrow_table()
+    names = sorted(set(table.column("puller").to_pylist()))
+    return {name: _fold(table.filter(pc.equal(table.column("puller"), name))) for name in names}
+
+
+def delete_pullers(layout: LakeLayout, pullers: list[str]) -> None:
+    """Drop the partitions of pullers that no longer run (a changefeed's previous shard layout)."""
+    table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
+    table.delete(" OR ".join(f"puller = {_quote(name)}" for name in pullers))
 
 
 def _quote(value: str) -> str:

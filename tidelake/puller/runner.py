@@ -34,9 +34,11 @@ from tidelake.errors import InputError
 from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_by_puller
 from tidelake.puller.ddl_puller import DdlPuller, Fence, JobRowDecoder, PulledJob, snapshot_rows
 from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
 from tidelake.puller.events import RowChange
+from tidelake.puller.reshard import Retirement, adopt, shard_suffix
 from tidelake.puller.schema_tracker import SchemaTracker, TrackedTable
 from tidelake.puller.errors import PullerError
 from tidelake.puller.table_joins import TableJoins
@@ -72,7 +74,7 @@ class Shard:
         return self.index == 0
 
     def suffix(self) -> str:
-        return "" if self.count == 1 else f"-shard{self.index}of{self.count}"
+        return shard_suffix(self.index, self.count)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class PullerRunner:
         self._jobs = 0
         self._lander: Lander | None = None
         self._ddl: DdlPuller | None = None
+        self._retirement: Retirement | None = None
 
     @property
     def feed_id(self) -> str:
@@ -166,6 +169,9 @@ class PullerRunner:
         try:
             ddl_start, table_starts = self._prepare(pd, reader, keeper, layout, lander, started)
             keeper.start()
+            if self.shard.lands_ddl:
+                self._retirement = Retirement(layout, cfg.changefeed_id, self.shard.count, cfg.gc_service_id,
+                                              lambda service: pd.update_service_gc_safepoint(service, 0, 0))
             feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls).start()
             subscriptions = {DDL_JOB_TABLE_ID: feed.subscribe(DDL_JOB_TABLE_ID, _span(DDL_JOB_TABLE_ID), ddl_start)}
             for pid, ts in sorted(table_starts.items()):
@@ -192,6 +198,13 @@ class PullerRunner:
                  lander: Lander, started: float) -> tuple[int, dict[int, int]]:
         """Choose where each span starts; on a first run, land the snapshot at T first."""
         durable_tables, durable_ddl = lander.durable_watermarks()
+        adopted = None
+        if durable_ddl == 0:
+            adopted = adopt(read_by_puller(layout), self.config.changefeed_id, self.shard.count)
+        if adopted is not None:
+            durable_tables, durable_ddl = adopted.table_resolved, adopted.ddl_resolved
+            log.info("changefeed %s ran with other shards before (%s): %s adopts their watermarks, DDL from ts %d",
+                     self.config.changefeed_id, ", ".join(adopted.previous), self.feed_id, durable_ddl)
         first_run = durable_ddl == 0
         start = self._first_run_ts(pd, layout, started) if first_run else durable_ddl
         keeper.ensure_not_below_gc(start)
@@ -211,6 +224,11 @@ class PullerRunner:
             lander.resolve_ddl(start)
             lander.flush()
             durable_tables = {pid: start for pid in owned}
+        elif adopted is not None:  # this shard's own partition, so a restart resumes from it
+            for pid in owned:
+                lander.resolve(pid, durable_tables.get(pid, start))
+            lander.resolve_ddl(start)
+            lander.flush()
         starts = {}
         for pid, table in owned.items():
             if pid not in durable_tables:
@@ -260,6 +278,8 @@ class PullerRunner:
             now = time.monotonic()
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
+                if self._retirement is not None and not self._retirement.done:
+                    self._retirement.poll()
                 next_gc = now + self.options.gc_advance_interval_s
             if now >= next_join:
                 self._table_joins.poll()

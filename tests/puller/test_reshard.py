@@ -1,0 +1,67 @@
+"""Changing a changefeed's shard count: which watermarks a new shard adopts, when the old go."""
+
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import Watermarks, WatermarkWriter, read_by_puller
+from tidelake.puller.reshard import Retirement, adopt, layout_of, retirable
+
+P = "tidelake-puller/"
+
+
+def marks(ddl: int, **tables: int) -> Watermarks:
+    return Watermarks({int(k[1:]): v for k, v in tables.items()}, ddl, 0)
+
+
+def test_puller_names_of_this_changefeed_only():
+    assert layout_of(P + "cf1", "cf1") == 1
+    assert layout_of(P + "cf1-shard3of4", "cf1") == 4
+    assert layout_of(P + "cf10", "cf1") is None and layout_of(P + "cf1-shard0of2", "cf2") is None
+    assert layout_of(P + "cf1-shardXof2", "cf1") is None and layout_of("cf1", "cf1") is None
+
+
+def test_a_new_layout_adopts_the_lowest_watermark_any_previous_shard_claims():
+    by_puller = {
+        P + "cf1-shard0of2": marks(50, t110=40, t112=70),
+        P + "cf1-shard1of2": marks(45, t111=60, t112=30),  # 112 moving between owners: the lower counts
+        P + "cf1-shard0of3": marks(55, t111=65),  # a sibling of the new layout: not adopted from
+        P + "cf2": marks(1, t110=1),  # another changefeed
+    }
+    adopted = adopt(by_puller, "cf1", 3)
+    assert adopted.table_resolved == {110: 40, 111: 60, 112: 30} and adopted.ddl_resolved == 45
+    assert adopted.previous == (P + "cf1-shard0of2", P + "cf1-shard1of2")
+    assert adopt({P + "cf1-shard0of3": marks(5)}, "cf1", 3) is None  # a restart, not a new layout
+    assert adopt({}, "cf1", 1) is None  # a first run
+
+
+def test_the_previous_layout_is_retirable_only_once_every_new_shard_has_a_partition():
+    old = {P + "cf1": marks(50, t110=40)}
+    assert retirable({**old, P + "cf1-shard0of2": marks(50)}, "cf1", 2) == []
+    both = {**old, P + "cf1-shard0of2": marks(50), P + "cf1-shard1of2": marks(50)}
+    assert retirable(both, "cf1", 2) == [P + "cf1"]
+
+
+def write(layout: LakeLayout, puller: str, seq: int, ddl: int, tables: dict[int, int]) -> None:
+    assert WatermarkWriter(layout, puller).write(tables, ddl, 0, 0, seq)
+
+
+def test_retirement_waits_for_the_old_pullers_to_stop_then_deletes_them_and_their_safepoints(tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    removed = []
+    write(layout, P + "cf1-shard0of2", 1, 50, {110: 40})
+    write(layout, P + "cf1-shard1of2", 1, 50, {111: 40})
+    write(layout, P + "cf1", 1, 50, {110: 40, 111: 40})
+    retirement = Retirement(layout, "cf1", 1, "tidelake-cf1", removed.append)  # 2 shards -> 1
+    retirement.poll()  # first look
+    write(layout, P + "cf1-shard1of2", 2, 60, {111: 55})  # an old shard still runs
+    retirement.poll()
+    assert not retirement.done and set(read_by_puller(layout)) >= {P + "cf1-shard0of2", P + "cf1-shard1of2"}
+    retirement.poll()  # unchanged since the last look: stopped
+    assert retirement.done and list(read_by_puller(layout)) == [P + "cf1"]
+    assert sorted(removed) == ["tidelake-cf1-shard0of2", "tidelake-cf1-shard1of2"]
+
+
+def test_retirement_of_a_changefeed_that_never_changed_layout_is_done_at_once(tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    write(layout, P + "cf1", 1, 50, {110: 40})
+    retirement = Retirement(layout, "cf1", 1, "tidelake-cf1", lambda service: None)
+    retirement.poll()
+    assert retirement.done and list(read_by_puller(layout)) == [P + "cf1"]
