@@ -328,7 +328,7 @@ def merge_window(
         with txn_confs(spark, hi):
             nothing = spark.createDataFrame([], target).alias("s")
             replica.alias("t").merge(nothing, "false").whenNotMatchedInsertAll().execute()
-        return _metrics(replica, version)
+        return _metrics(path, version, layout.storage_options)
     changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
     source = mount(collapse_last_change(changes), info, target)
@@ -346,18 +346,21 @@ def merge_window(
             .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
             .execute()
         )
-    return _metrics(replica, version)
+    return _metrics(path, version, layout.storage_options)
 
 
 def _no_files(stats: Sequence[FileStat] | None, lo: int, hi: int) -> bool:
     return stats is not None and not any(s.max_ts > lo and s.min_ts <= hi for s in stats)
 
 
-def _metrics(replica, version_before: int | None) -> tuple[int, int]:
-    """Rows of the commit this call made; (0, 0) when Delta skipped it (txn already recorded)."""
-    last = replica.history(1).collect()[0]
-    if version_before is not None and last.version <= version_before:
+def _metrics(path: str, version_before: int | None, storage_options: dict[str, str] | None) -> tuple[int, int]:
+    """Rows of the commit this call made; (0, 0) when Delta skipped it (txn already recorded).
+    Read from the log's commitInfo with delta-rs: Spark's history() is a job per window."""
+    from deltalake import DeltaTable as DeltaLog
+
+    last = DeltaLog(path, storage_options=storage_options).history(1)[0]
+    if version_before is not None and last["version"] <= version_before:
         return 0, 0
-    m = last.operationMetrics or {}
+    m = last.get("operationMetrics") or {}
     written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
     return int(m.get("numSourceRows", 0)), written
