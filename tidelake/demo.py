@@ -373,12 +373,13 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
     from tidelake.spark.merge_job import run_merge
     from tidelake.status import collect_status
 
-    spark_box: dict[str, Any] = {}
-    spark_thread = threading.Thread(target=lambda: spark_box.update(spark=_spark(options.spark_master)), daemon=True)
-    spark_thread.start()  # the JVM (and on first use the Delta jars download) starts while the cluster runs
     lake = workdir / "lake"
     layout = LakeLayout(str(lake))
     say = lambda text: console.print(f"[bold cyan]demo[/] {text}")  # noqa: E731
+    # Spark first, before any gRPC thread runs: pyspark forks its JVM with a preexec_fn, which is
+    # unsafe in a busy multi-threaded process ("Java gateway process exited" under load).
+    say("starting Spark (the first run downloads the Delta jars)")
+    spark = _spark(options.spark_master)
     with SimCluster(n_stores=3, seed=options.seed) as cluster:
         cluster.write_info(workdir / "cluster.json")
         say(f"simulated cluster up: PD {cluster.pd_address}, stores {sorted(cluster.store_addresses.values())}")
@@ -397,7 +398,7 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
             workload.start()
             faults.start()
             try:
-                spark, cycles = _traffic_and_merges(options, spark_thread, spark_box, tour, layout, puller, say)
+                cycles = _traffic_and_merges(options, spark, tour, layout, puller, say)
             finally:
                 workload.stop()
                 faults.stop()
@@ -419,15 +420,11 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
                       workload.counters.snapshot())
 
 
-def _traffic_and_merges(options: DemoOptions, spark_thread: threading.Thread, spark_box: dict, tour: DdlTour,
-                        layout: LakeLayout, puller: PullerThread, say: Callable[[str], None]) -> tuple[Any, int]:
-    """Merge cycles while traffic runs, the DDL tour spread over the duration; (spark, cycles)."""
+def _traffic_and_merges(options: DemoOptions, spark: Any, tour: DdlTour, layout: LakeLayout, puller: PullerThread,
+                        say: Callable[[str], None]) -> int:
+    """Merge cycles while traffic runs, the DDL tour spread over the duration; the cycle count."""
     from tidelake.spark.merge_job import run_merge
 
-    spark_thread.join()
-    spark = spark_box.get("spark")
-    if spark is None:
-        raise TidelakeError("Spark did not start (see the log above)")
     cycles = 0
     deadline = time.monotonic() + options.duration_s
     step_every = options.duration_s / (len(tour.kinds) + 1)
@@ -443,7 +440,7 @@ def _traffic_and_merges(options: DemoOptions, spark_thread: threading.Thread, sp
         ddls = sum(t.ddls_applied for t in report.tables)
         say(f"merge cycle {cycles}: {len(report.tables)} tables, {merged} changes, {ddls} DDLs applied"
             + (f", {len(report.failed)} failed" if report.failed else ""))
-    return spark, cycles
+    return cycles
 
 
 def _spark(master: str) -> Any:
