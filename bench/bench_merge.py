@@ -8,12 +8,14 @@ not the merge, the slow part). Two rounds:
   round 1  --rows inserts, then `run_merge` (creates the replica; Spark warm-up, reported only);
   round 2  --rows changes: --update-ratio updates of round-1 keys, the rest inserts, then
            `run_merge` again: the measured window(s).
-Ceiling, same Spark session: the rows round 2 left in the replica (decoded, replica columns,
+With --tables N > 1 every table gets the same writes, and a round 3 like round 2 is merged with
+--threads tables at once (run_merge's threads) where round 2 merges them one after another.
+Ceiling, same Spark session: the rows rounds 2 (and 3) left in the first replica (decoded, replica columns,
 cached and counted first) appended to a new Delta table with `mode("append")`: the cost of writing
 those rows without reading the changelog, decoding, collapsing or MERGE.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--tables 1] [--threads 2] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
 """
 
 from __future__ import annotations
@@ -49,13 +51,12 @@ COLUMNS = [("id", "bigint", "pk"), ("customer", "int"), ("amount", "decimal(12,2
 class _Upstream:
     """The table and the seeded writes into it."""
 
-    def __init__(self, cluster: SimCluster, seed: int) -> None:
+    def __init__(self, cluster: SimCluster, tidb: SimTiDB, name: str, seed: int) -> None:
         self.cluster = cluster
+        self.name = name
         self.rng = random.Random(seed)
-        tidb = SimTiDB(cluster)
-        tidb.create_database(DATABASE)
-        tidb.create_table(DATABASE, TABLE, COLUMNS)
-        _, self.info = tidb.resolve_table(DATABASE, TABLE)
+        tidb.create_table(DATABASE, name, COLUMNS)
+        _, self.info = tidb.resolve_table(DATABASE, name)
         self.ids: list[int] = []
 
     def write(self, rows: int, txn_rows: int, update_ratio: float) -> int:
@@ -91,19 +92,22 @@ def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_erro
         time.sleep(0.2)
 
 
-def _merge(spark, layout: LakeLayout) -> dict:
+def _merge(spark, layout: LakeLayout, tables: list[str], threads: int) -> dict:
+    """One run over every bench table; rows summed over them, the checkpoint of the first."""
     from tidelake.spark.merge_job import run_merge
 
     with Timer() as timer:
-        report = run_merge(spark, layout, write_log=False)
-    result = next(t for t in report.tables if t.table == f"{DATABASE}.{TABLE}")
-    if report.failed or not result.rows_in:
-        raise RuntimeError(f"merge did not merge bench.orders: {report.tables}")
-    return {"seconds": timer.wall_s, "driver_cpu_s": timer.cpu_s, "windows": result.windows,
-            "rows_in": result.rows_in, "rows_out": result.rows_out, "checkpoint": result.checkpoint_after}
+        report = run_merge(spark, layout, write_log=False, threads=threads)
+    results = [next(t for t in report.tables if t.table == f"{DATABASE}.{name}") for name in tables]
+    if report.failed or not all(r.rows_in for r in results):
+        raise RuntimeError(f"merge did not merge every bench table: {report.tables}")
+    return {"seconds": timer.wall_s, "driver_cpu_s": timer.cpu_s, "threads": threads,
+            "windows": sum(r.windows for r in results), "rows_in": sum(r.rows_in for r in results),
+            "rows_out": sum(r.rows_out for r in results), "checkpoint": results[0].checkpoint_after}
 
 
-def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None) -> dict:
+def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
+        tables: int = 1, threads: int = 2) -> dict:
     from tidelake.spark.session import get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -128,12 +132,17 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                 try:
                     _wait_durable(layout, None, 1, errors)  # first flush: the changefeed started
                     # created after the start, the table joins by its CREATE job (no bootstrap snapshot)
-                    upstream = _Upstream(cluster, seed)
+                    tidb = SimTiDB(cluster)
+                    tidb.create_database(DATABASE)
+                    names = [TABLE] + [f"{TABLE}_{i}" for i in range(2, tables + 1)]
+                    upstreams = [_Upstream(cluster, tidb, name, seed) for name in names]
+                    plan = [(1, 0.0, threads), (2, update_ratio, 1)] + ([(3, update_ratio, threads)] if tables > 1 else [])
                     rounds = []
-                    for n, ratio in ((1, 0.0), (2, update_ratio)):
-                        last = upstream.write(rows, txn_rows, ratio)
-                        _wait_durable(layout, upstream.info.id, last, errors)
-                        rounds.append({"round": n, **_merge(spark, layout)})
+                    for n, ratio, merge_threads in plan:
+                        for upstream in upstreams:
+                            last = upstream.write(rows, txn_rows, ratio)
+                            _wait_durable(layout, upstream.info.id, last, errors)
+                        rounds.append({"round": n, **_merge(spark, layout, names, merge_threads)})
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
                     ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
                 finally:
@@ -141,7 +150,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                     thread.join(60)
     finally:
         spark.stop()
-    return _report(rows, rounds, ceiling)
+    return _report(rows, tables, rounds, ceiling)
 
 
 def _run_catching(runner: PullerRunner, errors: list) -> None:
@@ -161,25 +170,32 @@ def _append_ceiling(spark, replica: str, after_ts: int, path: str) -> dict:
     return {"rows": count, "seconds": timer.wall_s, "rows_per_s": count / timer.wall_s}
 
 
-def _report(rows: int, rounds: list[dict], ceiling: dict) -> dict:
+def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict) -> dict:
     """Changes = changelog rows of the round (one per written key and txn); keys = the MERGE's
     source rows after collapsing to the last change per key; written = replica rows touched."""
     measured = rounds[1]
-    change_rate = rows / measured["seconds"]
+    changes = rows * tables
+    change_rate = changes / measured["seconds"]
     out_rate = measured["rows_out"] / measured["seconds"]
-    print(f"\n## Merge: {rows:,} changes per round into bench.orders (local[2] Spark)\n")
+    print(f"\n## Merge: {rows:,} changes per round into each of {tables} table(s) (local[2] Spark)\n")
     print(markdown_table(
-        ["run", "windows", "changes", "keys after collapse", "replica rows written", "s", "changes/s",
+        ["run", "threads", "windows", "changes", "keys after collapse", "replica rows written", "s", "changes/s",
          "rows written/s"],
-        [[f"round {r['round']}" + (" (creates replica, warm-up)" if r["round"] == 1 else ""), r["windows"], rows,
-          r["rows_in"], r["rows_out"], r["seconds"], rows / r["seconds"], r["rows_out"] / r["seconds"]]
+        [[f"round {r['round']}" + (" (creates replicas, warm-up)" if r["round"] == 1 else ""), r["threads"],
+          r["windows"], changes, r["rows_in"], r["rows_out"], r["seconds"], changes / r["seconds"],
+          r["rows_out"] / r["seconds"]]
          for r in rounds]
-        + [["ceiling: plain Delta append of round 2's replica rows", "-", "-", "-", ceiling["rows"],
+        + [["ceiling: plain Delta append of the first table's rows merged after round 1", "-", "-", "-", "-",
+            ceiling["rows"],
             ceiling["seconds"], "-", ceiling["rows_per_s"]]]))
     ratio = out_rate / ceiling["rows_per_s"]
     print(f"\nmerge (round 2) rows written/s / plain append rows/s = {ratio:.3f}")
-    return {"changes_per_round": rows, "rounds": rounds, "append_ceiling": ceiling,
-            "merge_changes_per_s": change_rate, "merge_rows_out_per_s": out_rate, "ratio_vs_append": ratio}
+    results = {"changes_per_round": rows, "tables": tables, "rounds": rounds, "append_ceiling": ceiling,
+               "merge_changes_per_s": change_rate, "merge_rows_out_per_s": out_rate, "ratio_vs_append": ratio}
+    if len(rounds) > 2:
+        results["threads_speedup"] = measured["seconds"] / rounds[2]["seconds"]
+        print(f"round 2 s / round 3 s ({rounds[2]['threads']} threads vs 1) = {results['threads_speedup']:.2f}")
+    return results
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -190,11 +206,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark conf for the session (repeatable), to measure a setting's effect")
+    parser.add_argument("--tables", type=int, default=1, help="tables, each given the same writes")
+    parser.add_argument("--threads", type=int, default=2, help="run_merge threads of rounds 1 and 3")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.tables < 1 or args.threads < 1:
+        parser.error("--tables and --threads must be at least 1")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
     env = print_environment()
-    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs)
+    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs, args.tables, args.threads)
     write_json(args.json, "merge", env, results)
     return results
 

@@ -73,10 +73,13 @@ def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_bench_merge_merges_both_rounds(tmp_path):
-    results = run_bench("bench_merge.py", tmp_path, "--rows", "300", "--txn-rows", "100", timeout_s=900)
-    first, second = results["rounds"]
-    assert first["rows_in"] == first["rows_out"] == 300  # inserts only
-    assert 0 < second["rows_out"] == second["rows_in"] <= 300  # changes collapse to one per key
-    assert second["checkpoint"] > first["checkpoint"]
-    assert results["append_ceiling"]["rows"] == second["rows_out"]
+def test_bench_merge_merges_every_round_of_every_table(tmp_path):
+    results = run_bench("bench_merge.py", tmp_path, "--rows", "300", "--txn-rows", "100", "--tables", "2",
+                        timeout_s=900)
+    first, second, third = results["rounds"]
+    assert first["rows_in"] == first["rows_out"] == 600  # inserts only, 300 into each table
+    for later in (second, third):
+        assert 0 < later["rows_out"] == later["rows_in"] <= 600  # changes collapse to one per key
+    assert third["checkpoint"] > second["checkpoint"] > first["checkpoint"]
+    assert (second["threads"], third["threads"]) == (1, 2) and results["threads_speedup"] > 0
+    assert 0 < results["append_ceiling"]["rows"] <= second["rows_out"] + third["rows_out"]

@@ -30,6 +30,10 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
         "still holds all its changes)",
     )
     parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="tables merged at once, each in its own Spark session (default 2)",
+    )
+    parser.add_argument(
         "--max-chunk-rows", type=int, default=None, metavar="N",
         help="changes per MERGE commit (a bigger window is cut at commit-ts quantiles)",
     )
@@ -51,6 +55,8 @@ def layout_from_args(args: argparse.Namespace) -> LakeLayout:
         raise InputError(f"--until-ts must be a positive TSO, got {args.until_ts}")
     if args.max_chunk_rows is not None and args.max_chunk_rows <= 0:
         raise InputError(f"--max-chunk-rows must be positive, got {args.max_chunk_rows}")
+    if args.threads is not None and args.threads <= 0:
+        raise InputError(f"--threads must be positive, got {args.threads}")
     if args.lake:
         return LakeLayout(args.lake)
     from tidelake.config import load_config
@@ -60,12 +66,14 @@ def layout_from_args(args: argparse.Namespace) -> LakeLayout:
 
 def merge_kwargs(args: argparse.Namespace) -> dict:
     from tidelake.lake.merge_plan import DEFAULT_CHUNK_ROWS
+    from tidelake.spark.merge_job import DEFAULT_THREADS
 
     return {
         "tables": args.table or None,
         "until_ts": args.until_ts,
         "max_chunk_rows": args.max_chunk_rows or DEFAULT_CHUNK_ROWS,
         "rebuild": args.rebuild,
+        "threads": args.threads or DEFAULT_THREADS,
     }
 
 
