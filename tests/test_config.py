@@ -111,6 +111,7 @@ def test_bad_value_names_file_section_and_key(tmp_path, section, key, value, mes
     [
         (MINIMAL.replace('id = "cf1"', ""), r"\[changefeed\]\.id: required key is missing"),
         (MINIMAL.replace('id = "cf1"', 'id = "a b"'), r"\[changefeed\]\.id: expected letters, digits"),
+        (MINIMAL.replace('id = "cf1"', 'id = "orders-shard1of2"'), r"\[changefeed\]\.id: expected .*shard suffix"),
         (MINIMAL.replace('id = "cf1"', 'id = "cf1"\nstart_ts = -5'), r"\[changefeed\]\.start_ts: expected a TSO"),
         (MINIMAL.replace('id = "cf1"', 'id = "cf1"\nstart_ts = 1960-01-01T00:00:00Z'),
          r"\[changefeed\]\.start_ts: expected a TSO .* got '1960-01-01"),

@@ -1,14 +1,17 @@
 """Changing a changefeed's shard count: which watermarks a new shard adopts, when the old go."""
 
+from datetime import datetime, timedelta, timezone
+
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import Watermarks, WatermarkWriter, read_by_puller
+from tidelake.lake.watermarks import PullerMarks, Watermarks, WatermarkWriter, read_by_puller
 from tidelake.puller.reshard import Retirement, adopt, layout_of, retirable
 
 P = "tidelake-puller/"
+NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
 
-def marks(ddl: int, **tables: int) -> Watermarks:
-    return Watermarks({int(k[1:]): v for k, v in tables.items()}, ddl, 0)
+def marks(ddl: int, **tables: int) -> PullerMarks:
+    return PullerMarks(Watermarks({int(k[1:]): v for k, v in tables.items()}, ddl, 0), NOW)
 
 
 def test_puller_names_of_this_changefeed_only():
@@ -43,25 +46,55 @@ def write(layout: LakeLayout, puller: str, seq: int, ddl: int, tables: dict[int,
     assert WatermarkWriter(layout, puller).write(tables, ddl, 0, 0, seq)
 
 
-def test_retirement_waits_for_the_old_pullers_to_stop_then_deletes_them_and_their_safepoints(tmp_path):
+def test_retirement_waits_until_the_old_pullers_stopped_writing_then_removes_safepoints_and_rows(tmp_path):
     layout = LakeLayout(str(tmp_path / "lake"))
     removed = []
     write(layout, P + "cf1-shard0of2", 1, 50, {110: 40})
     write(layout, P + "cf1-shard1of2", 1, 50, {111: 40})
-    write(layout, P + "cf1", 1, 50, {110: 40, 111: 40})
-    retirement = Retirement(layout, "cf1", 1, "tidelake-cf1", removed.append)  # 2 shards -> 1
-    retirement.poll()  # first look
+    write(layout, P + "cf1", 1, 50, {110: 40, 111: 40})  # the new layout: one shard
+    clock = [datetime.now(timezone.utc)]
+    retirement = Retirement(layout, "cf1", 1, "tidelake-cf1", removed.append, grace_s=60, now=lambda: clock[0])
+    retirement.poll()  # the old rows were written moments ago: their pullers may still run
+    assert removed == [] and len(read_by_puller(layout)) == 3
+    clock[0] += timedelta(seconds=61)
     write(layout, P + "cf1-shard1of2", 2, 60, {111: 55})  # an old shard still runs
+    clock[0] = datetime.now(timezone.utc) + timedelta(seconds=30)
     retirement.poll()
-    assert not retirement.done and set(read_by_puller(layout)) >= {P + "cf1-shard0of2", P + "cf1-shard1of2"}
-    retirement.poll()  # unchanged since the last look: stopped
-    assert retirement.done and list(read_by_puller(layout)) == [P + "cf1"]
+    assert removed == [] and len(read_by_puller(layout)) == 3
+    clock[0] += timedelta(seconds=31)  # a grace period without a rewrite: stopped
+    retirement.poll()
+    assert list(read_by_puller(layout)) == [P + "cf1"]
     assert sorted(removed) == ["tidelake-cf1-shard0of2", "tidelake-cf1-shard1of2"]
 
 
-def test_retirement_of_a_changefeed_that_never_changed_layout_is_done_at_once(tmp_path):
+def test_retirement_waits_for_every_shard_of_the_new_layout(tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    write(layout, P + "cf1", 1, 50, {110: 40, 111: 40})
+    write(layout, P + "cf1-shard0of2", 1, 50, {110: 40})
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    retirement = Retirement(layout, "cf1", 2, "tidelake-cf1", lambda service: None, grace_s=60, now=lambda: later)
+    retirement.poll()
+    assert len(read_by_puller(layout)) == 2  # shard 1 of 2 has not landed its own rows yet
+
+
+def test_a_failing_safepoint_removal_keeps_the_rows_for_the_next_poll(tmp_path):
     layout = LakeLayout(str(tmp_path / "lake"))
     write(layout, P + "cf1", 1, 50, {110: 40})
-    retirement = Retirement(layout, "cf1", 1, "tidelake-cf1", lambda service: None)
-    retirement.poll()
-    assert retirement.done and list(read_by_puller(layout)) == [P + "cf1"]
+    write(layout, P + "cf1-shard0of2", 1, 50, {110: 40})
+    write(layout, P + "cf1-shard1of2", 1, 50, {111: 40})
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+
+    def pd_down(service):
+        raise ConnectionError("PD unreachable")
+
+    Retirement(layout, "cf1", 2, "tidelake-cf1", pd_down, grace_s=60, now=lambda: later).poll()
+    assert P + "cf1" in read_by_puller(layout)  # its safepoint is still held, so are its rows
+
+
+def test_a_changefeed_that_never_changed_its_layout_keeps_its_rows(tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    write(layout, P + "cf1", 1, 50, {110: 40})
+    write(layout, P + "cf2-shard0of2", 1, 50, {110: 40})  # another changefeed's
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    Retirement(layout, "cf1", 1, "tidelake-cf1", lambda service: None, grace_s=60, now=lambda: later).poll()
+    assert set(read_by_puller(layout)) == {P + "cf1", P + "cf2-shard0of2"}

@@ -501,14 +501,14 @@ def test_changing_the_shard_count_adopts_the_previous_watermarks_and_retires_the
     assert "tidelake-cf1" in {s.service_id for s in sim.gc_safe_points.services()}
     doc["puller"]["shards"] = 2
     config = parse_config(doc, "test.toml")
-    with RunnerThread(config, Shard(0, 2)) as first, RunnerThread(config, Shard(1, 2)) as second:
+    with RunnerThread(config, Shard(0, 2), retire_grace_s=0.5) as first, RunnerThread(config, Shard(1, 2)) as second:
         last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
         wait_resolved(lake, {110: last, 111: last}, 1, first)
         wait_for(lambda: set(read_by_puller(layout)) == {"tidelake-puller/cf1-shard0of2",
                                                          "tidelake-puller/cf1-shard1of2"}, 30,
                  "the old partition retired", lambda: first.error or second.error)
     assert first.error is None and second.error is None
-    old = frozen["tidelake-puller/cf1"]
+    old = frozen["tidelake-puller/cf1"].marks
     assert first.summary.start_ts == second.summary.start_ts == old.ddl_resolved > begin
     assert sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT) == snapshot
     assert "tidelake-cf1" not in {s.service_id for s in sim.gc_safe_points.services()}
@@ -516,3 +516,25 @@ def test_changing_the_shard_count_adopts_the_previous_watermarks_and_retires_the
         landed = {row for row in changelog(lake) if row[0] == table_id}
         assert landed == oracle(sim, table_id, begin)
     assert watermarks(lake).table_resolved[110] >= last
+
+
+def test_after_a_shard_count_change_a_table_no_old_shard_claimed_is_pulled_from_the_changefeed_start(sim, tmp_path):
+    """Shard 1 of the old 2-shard layout never ran, so table 111 has no watermark anywhere: the
+    new single shard must pull it from the changefeed's start, not from the adopted DDL ts."""
+    rng = random.Random(9)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)  # 111 % 2: shard 1's
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    with RunnerThread(parse_config(doc, "test.toml"), Shard(0, 2)) as lone:
+        begin = start_ts(lake, lone)
+        last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
+        wait_resolved(lake, {110: last}, last, lone)
+    assert lone.error is None and 111 not in watermarks(lake).table_resolved
+    doc["puller"]["shards"] = 1
+    with RunnerThread(parse_config(doc, "test.toml"), retire_grace_s=0.5) as one:
+        last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
+        wait_resolved(lake, {110: last, 111: last}, last, one)
+    assert one.error is None
+    for table_id in (110, 111):
+        assert {row for row in changelog(lake) if row[0] == table_id} == oracle(sim, table_id, begin)

@@ -78,13 +78,25 @@ def read_watermarks(layout: LakeLayout) -> Watermarks:
     return _fold(table.to_pyarrow_table())
 
 
-def read_by_puller(layout: LakeLayout) -> dict[str, Watermarks]:
-    """Each puller partition's watermarks, by puller (app id)."""
+@dataclass(frozen=True)
+class PullerMarks:
+    """One puller's partition: its watermarks and when it last rewrote them (every flush that
+    moved them, so a running puller's are at most a flush interval plus retries old)."""
+
+    marks: Watermarks
+    updated_at: datetime
+
+
+def read_by_puller(layout: LakeLayout) -> dict[str, PullerMarks]:
+    """Each puller partition, by puller (app id)."""
     if not DeltaTable.is_deltatable(layout.watermarks, storage_options=layout.storage_options):
         return {}
     table = DeltaTable(layout.watermarks, storage_options=layout.storage_options).to_pyarrow_table()
-    names = sorted(set(table.column("puller").to_pylist()))
-    return {name: _fold(table.filter(pc.equal(table.column("puller"), name))) for name in names}
+    out = {}
+    for name in sorted(set(table.column("puller").to_pylist())):
+        rows = table.filter(pc.equal(table.column("puller"), name))
+        out[name] = PullerMarks(_fold(rows), pc.max(rows.column("updated_at")).as_py())
+    return out
 
 
 def delete_pullers(layout: LakeLayout, pullers: list[str]) -> None:

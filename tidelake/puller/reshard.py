@@ -5,12 +5,14 @@ readers fold every partition with a minimum (tidelake.lake.watermarks). A shard 
 must therefore not start afresh: it would replay from the changefeed's start, and the old
 layout's partitions, frozen once their pullers stop, would hold every table back for ever.
 
-Instead a new shard with no partition of its own adopts the old layout's durable watermarks: per
+Instead a new shard with no partition of its own adopts the old layouts' durable watermarks: per
 table the lowest any old shard claims (every commit at or below it has landed, so starting there
 loses nothing; what lands twice collapses in merge, invariant 5), and the lowest DDL resolved ts.
-Once every shard of the new layout has a partition, and the old partitions stayed unchanged
-between two looks (their pullers have stopped), shard 0 deletes them and removes the old shards'
-GC service safepoints.
+A table no old shard claims (its old owner never ran) starts at the changefeed's start instead.
+Once every shard of the new layout has a partition and no old partition was rewritten for a
+grace period (their pullers have stopped), shard 0 removes the old shards' GC service safepoints
+and then their partitions. Config ids never end like a shard suffix (tidelake.config), so a
+puller name belongs to exactly one changefeed.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 from tidelake.lake.lander import APP_ID_PREFIX
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import Watermarks, delete_pullers, read_by_puller
+from tidelake.lake.watermarks import PullerMarks, delete_pullers, read_by_puller
 
 log = logging.getLogger(__name__)
 
@@ -41,33 +44,34 @@ def layout_of(puller: str, changefeed_id: str) -> int | None:
     return int(match.group(2)) if match else None
 
 
-def _previous(by_puller: dict[str, Watermarks], changefeed_id: str, count: int) -> dict[str, Watermarks]:
-    return {name: marks for name, marks in by_puller.items()
+def _previous(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> dict[str, PullerMarks]:
+    return {name: rows for name, rows in by_puller.items()
             if layout_of(name, changefeed_id) not in (None, count)}
 
 
 @dataclass(frozen=True)
 class Adoption:
-    """Where a shard of a new layout starts: the previous layout's durable watermarks."""
+    """Where a shard of a new layout starts: the previous layouts' durable watermarks."""
 
     table_resolved: dict[int, int]
     ddl_resolved: int
     previous: tuple[str, ...]
 
 
-def adopt(by_puller: dict[str, Watermarks], changefeed_id: str, count: int) -> Adoption | None:
+def adopt(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> Adoption | None:
     """The previous layouts' watermarks folded by minimum; None when there is none."""
     previous = _previous(by_puller, changefeed_id, count)
     if not previous:
         return None
     tables: dict[int, int] = {}
-    for marks in previous.values():
-        for pid, ts in marks.table_resolved.items():
+    for rows in previous.values():
+        for pid, ts in rows.marks.table_resolved.items():
             tables[pid] = min(tables.get(pid, ts), ts)
-    return Adoption(tables, min(m.ddl_resolved for m in previous.values()), tuple(sorted(previous)))
+    ddl = min(rows.marks.ddl_resolved for rows in previous.values())
+    return Adoption(tables, ddl, tuple(sorted(previous)))
 
 
-def retirable(by_puller: dict[str, Watermarks], changefeed_id: str, count: int) -> list[str]:
+def retirable(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> list[str]:
     """The previous layouts' pullers, once every shard of the current layout has a partition."""
     current = {APP_ID_PREFIX + changefeed_id + shard_suffix(i, count) for i in range(count)}
     if not current <= set(by_puller):
@@ -76,38 +80,44 @@ def retirable(by_puller: dict[str, Watermarks], changefeed_id: str, count: int) 
 
 
 class Retirement:
-    """Shard 0's removal of the previous layout's partitions and GC service safepoints."""
+    """Shard 0's removal of the previous layouts' partitions and GC service safepoints, polled on
+    the runner's GC cadence for as long as it runs (an old puller started again by mistake is
+    found and, once stopped, retired too)."""
 
     def __init__(self, layout: LakeLayout, changefeed_id: str, count: int, gc_service_id: str,
-                 remove_safepoint: Callable[[str], None]) -> None:
+                 remove_safepoint: Callable[[str], None], grace_s: float,
+                 now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self._layout = layout
         self._cf = changefeed_id
         self._count = count
         self._gc_service_id = gc_service_id
         self._remove_safepoint = remove_safepoint
-        self._seen: dict[str, Watermarks] | None = None
-        self.done = False
+        self._grace = timedelta(seconds=grace_s)
+        self._now = now
+        self._warned: frozenset[str] = frozenset()
 
     def poll(self) -> None:
-        by_puller = read_by_puller(self._layout)
-        if not _previous(by_puller, self._cf, self._count):
-            self.done = True
-            return
-        old = retirable(by_puller, self._cf, self._count)
-        seen = {name: by_puller[name] for name in old}
-        if not old or seen != self._seen:
-            if self._seen is not None and old and set(seen) == set(self._seen):
-                log.warning("previous pullers of changefeed %s still write their watermarks (%s): stop them",
-                            self._cf, ", ".join(old))
-            self._seen = seen
-            return
         try:
-            delete_pullers(self._layout, old)
-            for name in old:
-                self._remove_safepoint(self._gc_service_id + name[len(APP_ID_PREFIX + self._cf):])
-        except Exception:  # a lost commit race or PD unreachable: the next poll tries again
+            self._poll()
+        except Exception:  # a lost commit race, the lake or PD unreachable: the next poll tries again
             log.warning("retiring the previous pullers of changefeed %s failed; retrying", self._cf, exc_info=True)
+
+    def _poll(self) -> None:
+        by_puller = read_by_puller(self._layout)
+        old = retirable(by_puller, self._cf, self._count)
+        if not old:
             return
+        cutoff = self._now() - self._grace
+        running = frozenset(name for name in old if by_puller[name].updated_at > cutoff)
+        if running:
+            if running != self._warned:
+                log.warning("changefeed %s now runs %d shards, but %s rewrote watermarks in the last %.0fs: "
+                            "stop them; their rows are retired once they stay unchanged", self._cf, self._count,
+                            ", ".join(sorted(running)), self._grace.total_seconds())
+            self._warned = running
+            return
+        for name in old:  # safepoints first: a retry finds the partitions and removes again
+            self._remove_safepoint(self._gc_service_id + name[len(APP_ID_PREFIX + self._cf):])
+        delete_pullers(self._layout, old)
         log.info("changefeed %s now runs %d shards; retired the watermarks and GC safepoints of %s",
                  self._cf, self._count, ", ".join(old))
-        self.done = True

@@ -85,6 +85,9 @@ class RunOptions:
     first_run_wait_s: float = 300.0  # shards > 0: how long to wait for shard 0's snapshot
     table_starts_poll_s: float = 2.0  # how often to look for tables bootstrap asks to add
     join_lead_s: float = 10.0  # shards > 1: how far ahead of PD's now an added table's join ts is
+    # After a shard-count change: how long old shards' watermarks must stay unrewritten before
+    # they are retired (None: 6 flush intervals, at least a minute; tidelake.puller.reshard).
+    retire_grace_s: float | None = None
     feed: FeedOptions = field(default_factory=FeedOptions)
 
 
@@ -170,8 +173,9 @@ class PullerRunner:
             ddl_start, table_starts = self._prepare(pd, reader, keeper, layout, lander, started)
             keeper.start()
             if self.shard.lands_ddl:
+                grace = self.options.retire_grace_s or max(60.0, 6 * cfg.puller.flush_interval_s)
                 self._retirement = Retirement(layout, cfg.changefeed_id, self.shard.count, cfg.gc_service_id,
-                                              lambda service: pd.update_service_gc_safepoint(service, 0, 0))
+                                              lambda service: pd.update_service_gc_safepoint(service, 0, 0), grace)
             feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls).start()
             subscriptions = {DDL_JOB_TABLE_ID: feed.subscribe(DDL_JOB_TABLE_ID, _span(DDL_JOB_TABLE_ID), ddl_start)}
             for pid, ts in sorted(table_starts.items()):
@@ -202,7 +206,7 @@ class PullerRunner:
         if durable_ddl == 0:
             adopted = adopt(read_by_puller(layout), self.config.changefeed_id, self.shard.count)
         if adopted is not None:
-            durable_tables, durable_ddl = adopted.table_resolved, adopted.ddl_resolved
+            durable_tables, durable_ddl = dict(adopted.table_resolved), adopted.ddl_resolved
             log.info("changefeed %s ran with other shards before (%s): %s adopts their watermarks, DDL from ts %d",
                      self.config.changefeed_id, ", ".join(adopted.previous), self.feed_id, durable_ddl)
         first_run = durable_ddl == 0
@@ -225,8 +229,13 @@ class PullerRunner:
             lander.flush()
             durable_tables = {pid: start for pid in owned}
         elif adopted is not None:  # this shard's own partition, so a restart resumes from it
-            for pid in owned:
-                lander.resolve(pid, durable_tables.get(pid, start))
+            since = start_snapshot_ts(layout) or start
+            for pid, table in owned.items():
+                if pid not in durable_tables:  # its previous owner never landed a watermark
+                    log.warning("table %s.%s (physical id %d): no previous shard claims it; pulled from the "
+                                "changefeed's start ts %d", table.db, table.table, pid, since)
+                    durable_tables[pid] = since
+                lander.resolve(pid, durable_tables[pid])
             lander.resolve_ddl(start)
             lander.flush()
         starts = {}
@@ -278,7 +287,7 @@ class PullerRunner:
             now = time.monotonic()
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
-                if self._retirement is not None and not self._retirement.done:
+                if self._retirement is not None:
                     self._retirement.poll()
                 next_gc = now + self.options.gc_advance_interval_s
             if now >= next_join:
