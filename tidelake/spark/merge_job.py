@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tidelake.errors import InputError
 from tidelake.lake.changelog_reader import read_changes
 from tidelake.lake.changelog_writer import bucket_seconds_of
-from tidelake.lake.checkpoint import read_checkpoint, replica_version, txn_confs
+from tidelake.lake.checkpoint import checkpoint_metadata, read_checkpoint, replica_version, txn_confs
 from tidelake.lake.layout import OP_PUT, LakeLayout
 from tidelake.lake.merge_log import (
     STATUS_BLOCKED,
@@ -155,7 +155,7 @@ def select_tables(history: SchemaHistory, names: Sequence[str] | None) -> list[T
         if key is None:
             raise InputError(f"table {name!r} is not in the DDL history (give it as db.table)")
         keys.append(key)
-    return keys
+    return list(dict.fromkeys(keys))  # one name twice, or in two spellings, is still one table
 
 
 def run_merge(
@@ -184,9 +184,14 @@ def run_merge(
 
     def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
         started = datetime.now(timezone.utc)
-        session = spark if threads == 1 else spark.newSession()
-        result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
-                              max_chunk_rows, progress)
+        try:
+            session = spark if threads == 1 else _thread_session(spark)
+            result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
+                                  max_chunk_rows, progress)
+        except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
+            log.exception("merge of %s failed", table_name(history, key))
+            result = TableResult(int(key), table_name(history, key), STATUS_ERROR,
+                                 reason=f"{type(exc).__name__}: {exc}")
         return result, _log_entry(report.run_id, result, started)
 
     if threads == 1 or len(keys) < 2:
@@ -198,6 +203,16 @@ def run_merge(
     if write_log:
         append_entries(layout, [entry for _, entry in outcomes])
     return report
+
+
+def _thread_session(spark: SparkSession) -> SparkSession:
+    """A session of the same application for one table's thread, with the caller's runtime SQL
+    confs: newSession() starts from the SparkConf alone."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key):
+            session.conf.set(key, value)
+    return session
 
 
 def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
@@ -342,7 +357,7 @@ def merge_window(
         with txn_confs(spark, hi):
             nothing = spark.createDataFrame([], target).alias("s")
             replica.alias("t").merge(nothing, "false").whenNotMatchedInsertAll().execute()
-        return _metrics(path, version, layout.storage_options)
+        return _metrics(path, version, hi, layout.storage_options)
     changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
     source = mount(collapse_last_change(changes), info, target)
@@ -360,21 +375,26 @@ def merge_window(
             .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
             .execute()
         )
-    return _metrics(path, version, layout.storage_options)
+    return _metrics(path, version, hi, layout.storage_options)
 
 
 def _no_files(stats: Sequence[FileStat] | None, lo: int, hi: int) -> bool:
     return stats is not None and not any(s.max_ts > lo and s.min_ts <= hi for s in stats)
 
 
-def _metrics(path: str, version_before: int | None, storage_options: dict[str, str] | None) -> tuple[int, int]:
-    """Rows of the commit this call made; (0, 0) when Delta skipped it (txn already recorded).
-    Read from the log's commitInfo with delta-rs: Spark's history() is a job per window."""
+def _metrics(path: str, version_before: int | None, hi: int, storage_options: dict[str, str] | None) -> tuple[int, int]:
+    """Rows of the commit this call made, found by the checkpoint its commitInfo records; (0, 0)
+    when Delta skipped it (txn already recorded). Read from the log with delta-rs: Spark's
+    history() is a job per window."""
     from deltalake import DeltaTable as DeltaLog
 
-    last = DeltaLog(path, storage_options=storage_options).history(1)[0]
-    if version_before is not None and last["version"] <= version_before:
+    replica_log = DeltaLog(path, storage_options=storage_options)
+    newer = replica_log.version() - (version_before if version_before is not None else -1)
+    ours = checkpoint_metadata(hi)
+    commit = next((c for c in replica_log.history(max(newer, 1)) if c.get("userMetadata") == ours
+                   and (version_before is None or c["version"] > version_before)), None)
+    if commit is None:
         return 0, 0
-    m = last.get("operationMetrics") or {}
+    m = commit.get("operationMetrics") or {}
     written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
     return int(m.get("numSourceRows", 0)), written
