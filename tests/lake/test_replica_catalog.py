@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tidelake.errors import InputError
@@ -36,3 +39,20 @@ def test_unknown_table_and_state_are_input_errors(tmp_path):
         catalog.rename(1, "a", "b", ts=1)
     with pytest.raises(InputError, match="unknown state"):
         catalog.upsert([type(catalog.assign(2, "a", "b", 1))(3, "a", "c", "/x", "paused")])
+
+
+def test_two_tables_claiming_one_name_at_once_get_two_paths(tmp_path):
+    """Merge threads: a dropped table and its successor of the same name both reach their CREATE."""
+    layout = LakeLayout(str(tmp_path))
+    ReplicaCatalog(layout).entries()  # the catalog table exists before the race
+    barrier = threading.Barrier(4)
+
+    def claim(key: int):
+        catalog = ReplicaCatalog(layout)  # one per thread, as run_merge does
+        barrier.wait()
+        return catalog.assign(key, "shop", "orders", ts=100)
+
+    with ThreadPoolExecutor(4) as pool:
+        entries = list(pool.map(claim, (10, 11, 12, 13)))
+    assert len({e.path for e in entries}) == 4
+    assert {e.path for e in ReplicaCatalog(layout).entries().values()} == {e.path for e in entries}

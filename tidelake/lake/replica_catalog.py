@@ -15,6 +15,7 @@ delta-rs with a retry on commit conflicts (merges of different tables update it 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -25,6 +26,8 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ra
 
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout, open_or_create
+
+_ASSIGN_LOCK = threading.Lock()
 
 STATE_ACTIVE = "active"
 STATE_DROPPED = "dropped"
@@ -89,16 +92,19 @@ class ReplicaCatalog:
         return matches[-1] if matches else None
 
     def assign(self, table_key: int, db: str, name: str, ts: int) -> ReplicaEntry:
-        """The table's entry, creating it with a fresh path on first call (idempotent)."""
-        existing = self.get(table_key)
-        if existing is not None:
-            return existing
-        path = self.layout.replica_path(db, name)
-        if any(e.path == path for e in self.entries().values()):
-            path = f"{path}__{int(table_key)}"
-        entry = ReplicaEntry(int(table_key), db, name, path, STATE_ACTIVE, None, ts)
-        self.upsert([entry])
-        return entry
+        """The table's entry, creating it with a fresh path on first call (idempotent). Under a
+        process-wide lock: two tables of one merge run (threads) may both claim `db/name`, e.g.
+        a dropped table and its successor of the same name."""
+        with _ASSIGN_LOCK:
+            existing = self.get(table_key)
+            if existing is not None:
+                return existing
+            path = self.layout.replica_path(db, name)
+            if any(e.path == path for e in self.entries().values()):
+                path = f"{path}__{int(table_key)}"
+            entry = ReplicaEntry(int(table_key), db, name, path, STATE_ACTIVE, None, ts)
+            self.upsert([entry])
+            return entry
 
     def rename(self, table_key: int, db: str, name: str, ts: int) -> ReplicaEntry:
         return self._change(table_key, ts, db=db, name=name)
