@@ -67,14 +67,19 @@ def test_retirement_waits_until_the_old_pullers_stopped_writing_then_removes_saf
     assert sorted(removed) == ["tidelake-cf1-shard0of2", "tidelake-cf1-shard1of2"]
 
 
-def test_retirement_waits_for_every_shard_of_the_new_layout(tmp_path):
+def test_retirement_waits_for_every_shard_of_the_new_layout_and_says_which_is_missing(tmp_path, caplog):
     layout = LakeLayout(str(tmp_path / "lake"))
     write(layout, P + "cf1", 1, 50, {110: 40, 111: 40})
     write(layout, P + "cf1-shard0of2", 1, 50, {110: 40})
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     retirement = Retirement(layout, "cf1", 2, "tidelake-cf1", lambda service: None, grace_s=60, now=lambda: later)
-    retirement.poll()
+    with caplog.at_level("WARNING", logger="tidelake.puller.reshard"):
+        retirement.poll()
+        retirement.poll()
     assert len(read_by_puller(layout)) == 2  # shard 1 of 2 has not landed its own rows yet
+    said = [r.getMessage() for r in caplog.records if "have not started" in r.getMessage()]
+    assert said == ["changefeed cf1: shard(s) 1/2 of its 2-shard layout have not started; until they land their "
+                    "watermarks, merge waits on the previous layout's"]  # once, not every poll
 
 
 def test_a_failing_safepoint_removal_keeps_the_rows_for_the_next_poll(tmp_path):

@@ -95,6 +95,7 @@ class Retirement:
         self._grace = timedelta(seconds=grace_s)
         self._now = now
         self._warned: frozenset[str] = frozenset()
+        self._waiting: frozenset[str] = frozenset()
 
     def poll(self) -> None:
         try:
@@ -106,6 +107,7 @@ class Retirement:
         by_puller = read_by_puller(self._layout)
         old = retirable(by_puller, self._cf, self._count)
         if not old:
+            self._say_waiting(by_puller)
             return
         cutoff = self._now() - self._grace
         running = frozenset(name for name in old if by_puller[name].updated_at > cutoff)
@@ -121,3 +123,15 @@ class Retirement:
         delete_pullers(self._layout, old)
         log.info("changefeed %s now runs %d shards; retired the watermarks and GC safepoints of %s",
                  self._cf, self._count, ", ".join(old))
+
+    def _say_waiting(self, by_puller: dict[str, PullerMarks]) -> None:
+        """Once per change: new shards not started yet hold every table at the old rows."""
+        if not _previous(by_puller, self._cf, self._count):
+            return
+        missing = frozenset(f"{i}/{self._count}" for i in range(self._count)
+                            if APP_ID_PREFIX + self._cf + shard_suffix(i, self._count) not in by_puller)
+        if missing and missing != self._waiting:
+            log.warning("changefeed %s: shard(s) %s of its %d-shard layout have not started; until they land "
+                        "their watermarks, merge waits on the previous layout's", self._cf,
+                        ", ".join(sorted(missing)), self._count)
+        self._waiting = missing
