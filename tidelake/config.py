@@ -32,7 +32,7 @@ _TSO_LIMIT = 1 << 64  # TSOs are uint64 on the wire
 _CHANGEFEED_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 # What a puller shard appends to the id (tidelake.puller.reshard): an id ending so would read as
 # another changefeed's shard.
-_SHARD_SUFFIX = re.compile(r"-shard\d+of\d+$")
+SHARD_SUFFIX = re.compile(r"-shard(\d+)of(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     root = _Section(doc, source, "")
     changefeed = root.section("changefeed", required=True)
     changefeed_id = changefeed.string("id", required=True)
-    if not _CHANGEFEED_ID.match(changefeed_id) or _SHARD_SUFFIX.search(changefeed_id):
+    if not _CHANGEFEED_ID.match(changefeed_id) or SHARD_SUFFIX.search(changefeed_id):
         expected = ("letters, digits, '-' and '_' (at most 128, starting with a letter or digit, "
                     "not ending like a shard suffix '-shard<I>of<N>')")
         raise changefeed.bad("id", expected, changefeed_id)

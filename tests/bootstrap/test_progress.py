@@ -29,7 +29,7 @@ def test_the_final_line_rates_the_read_alone_when_the_write_came_after_it():
     progress.finish("replica written at checkpoint 7 (local)")
     line = out.getvalue()
     match = re.fullmatch(r"bootstrap shop\.orders: replica written at checkpoint 7 \(local\); regions 1/1, 5501 rows, "
-                         r"1\.0 MB read in \S+ s \(\S+ MB/s, (\d+) rows/s\), written in (\S+) s\n", line)
+                         r"1\.0 MB read in \S+ s, \S+ MB/s, (\d+) rows/s, written in (\S+) s\n", line)
     assert match, line
     assert int(match.group(1)) > 5501 / 0.5 and float(match.group(2)) >= 0.5
 

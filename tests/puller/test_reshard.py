@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import PullerMarks, Watermarks, WatermarkWriter, read_by_puller
-from tidelake.puller.reshard import Retirement, adopt, layout_of, retirable
+from tidelake.puller.reshard import Retirement, adopt, layout_of, missing_shards
 
 P = "tidelake-puller/"
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
@@ -35,11 +35,11 @@ def test_a_new_layout_adopts_the_lowest_watermark_any_previous_shard_claims():
     assert adopt({}, "cf1", 1) is None  # a first run
 
 
-def test_the_previous_layout_is_retirable_only_once_every_new_shard_has_a_partition():
+def test_the_shards_of_the_current_layout_without_a_partition():
     old = {P + "cf1": marks(50, t110=40)}
-    assert retirable({**old, P + "cf1-shard0of2": marks(50)}, "cf1", 2) == []
-    both = {**old, P + "cf1-shard0of2": marks(50), P + "cf1-shard1of2": marks(50)}
-    assert retirable(both, "cf1", 2) == [P + "cf1"]
+    assert missing_shards(old, "cf1", 2) == [0, 1]
+    assert missing_shards({**old, P + "cf1-shard1of2": marks(50)}, "cf1", 2) == [0]
+    assert missing_shards({**old, P + "cf1-shard0of2": marks(50), P + "cf1-shard1of2": marks(50)}, "cf1", 2) == []
 
 
 def write(layout: LakeLayout, puller: str, seq: int, ddl: int, tables: dict[int, int]) -> None:

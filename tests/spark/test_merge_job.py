@@ -223,3 +223,20 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
     replica = [{k: v for k, v in r.items() if k not in HIDDEN_COLUMNS} for r in replica_rows(spark, path)]
     assert sorted(replica, key=lambda r: r["id"]) == sorted(upstream, key=lambda r: r["id"])
     assert {r["id"] for r in replica} == {1, 2, 5, 40}
+
+
+def test_a_table_thread_has_its_own_session_with_the_callers_runtime_confs(spark):
+    """newSession() starts from the SparkConf alone; the txn confs of one table must not leak."""
+    from tidelake.lake.checkpoint import TXN_VERSION_CONF
+    from tidelake.spark.merge_job import _thread_session
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        session = _thread_session(spark)
+        assert session is not spark and session.sparkContext is spark.sparkContext
+        assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+        session.conf.set(TXN_VERSION_CONF, "42")
+        assert spark.conf.get(TXN_VERSION_CONF, None) is None
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)

@@ -16,7 +16,6 @@ Three cases, decided per table from the lake:
 
 from __future__ import annotations
 
-
 from tidelake.codec.schema import TableInfo
 from tidelake.lake.ddl_log import DdlLog, has_snapshot_row, start_snapshot_ts
 from tidelake.lake.layout import LakeLayout

@@ -32,19 +32,13 @@ class TableProgress:
             self.rows += rows
             self.bytes += nbytes
             self.ranges_done += ranges_done
-            now = time.monotonic()
-            if now - self._last_print >= self._interval:
-                self._last_print = now
-                self._print(now, "reading")
+            self._maybe_print()
 
     def set_totals(self, rows: int, nbytes: int, ranges_done: int) -> None:
         """Absolute counters (Spark accumulators report totals, not increments)."""
         with self._lock:
             self.rows, self.bytes, self.ranges_done = rows, nbytes, ranges_done
-            now = time.monotonic()
-            if now - self._last_print >= self._interval:
-                self._last_print = now
-                self._print(now, "reading")
+            self._maybe_print()
 
     def read_done(self) -> None:
         """The rows are in memory; what follows is the write."""
@@ -53,24 +47,28 @@ class TableProgress:
     def finish(self, what: str) -> None:
         with self._lock:
             if self._read_s is None:
-                self._print(time.monotonic(), f"{what}; read and written together")
-                return
-            read_s = max(self._read_s, 1e-6)
-            print(
-                f"bootstrap {self.name}: {what}; regions {self.ranges_done}/{self.ranges}, {self.rows} rows, "
-                f"{self.bytes / 1e6:.1f} MB read in {read_s:.1f} s ({self.bytes / 1e6 / read_s:.1f} MB/s, "
-                f"{self.rows / read_s:.0f} rows/s), written in {self.elapsed_s - read_s:.1f} s",
-                file=self._out, flush=True,
-            )
+                self._print(self.elapsed_s, f"{what}; read and written together")
+            else:
+                self._print(self._read_s, what, written_s=self.elapsed_s - self._read_s)
 
     @property
     def elapsed_s(self) -> float:
         return time.monotonic() - self._started
 
-    def _print(self, now: float, what: str) -> None:
-        elapsed = max(now - self._started, 1e-6)
+    def _maybe_print(self) -> None:
+        now = time.monotonic()
+        if now - self._last_print >= self._interval:
+            self._last_print = now
+            self._print(now - self._started, "reading")
+
+    def _print(self, seconds: float, what: str, written_s: float | None = None) -> None:
+        """Counters and their rates over `seconds`: the read alone when the write came after it."""
+        read = "" if written_s is None else f" read in {seconds:.1f} s"
+        written = "" if written_s is None else f", written in {written_s:.1f} s"
+        seconds = max(seconds, 1e-6)
         print(
             f"bootstrap {self.name}: {what}; regions {self.ranges_done}/{self.ranges}, {self.rows} rows, "
-            f"{self.bytes / 1e6:.1f} MB, {self.bytes / 1e6 / elapsed:.1f} MB/s, {self.rows / elapsed:.0f} rows/s",
+            f"{self.bytes / 1e6:.1f} MB{read}, {self.bytes / 1e6 / seconds:.1f} MB/s, "
+            f"{self.rows / seconds:.0f} rows/s{written}",
             file=self._out, flush=True,
         )

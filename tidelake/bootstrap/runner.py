@@ -37,11 +37,11 @@ from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
+from tidelake.table_names import table_key
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
-from tidelake.table_names import table_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

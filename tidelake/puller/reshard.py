@@ -18,11 +18,11 @@ puller name belongs to exactly one changefeed.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from tidelake.config import SHARD_SUFFIX
 from tidelake.lake.lander import APP_ID_PREFIX
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import PullerMarks, delete_pullers, read_by_puller
@@ -40,13 +40,19 @@ def layout_of(puller: str, changefeed_id: str) -> int | None:
     name = APP_ID_PREFIX + changefeed_id
     if puller == name:
         return 1
-    match = re.fullmatch(re.escape(name) + r"-shard(\d+)of(\d+)", puller)
+    match = SHARD_SUFFIX.fullmatch(puller[len(name):]) if puller.startswith(name) else None
     return int(match.group(2)) if match else None
 
 
-def _previous(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> dict[str, PullerMarks]:
+def previous_layouts(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> dict[str, PullerMarks]:
+    """The partitions of this changefeed's pullers under another shard count."""
     return {name: rows for name, rows in by_puller.items()
             if layout_of(name, changefeed_id) not in (None, count)}
+
+
+def missing_shards(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> list[int]:
+    """Shards of the current layout that have no partition yet."""
+    return [i for i in range(count) if APP_ID_PREFIX + changefeed_id + shard_suffix(i, count) not in by_puller]
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ class Adoption:
 
 def adopt(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> Adoption | None:
     """The previous layouts' watermarks folded by minimum; None when there is none."""
-    previous = _previous(by_puller, changefeed_id, count)
+    previous = previous_layouts(by_puller, changefeed_id, count)
     if not previous:
         return None
     tables: dict[int, int] = {}
@@ -71,18 +77,10 @@ def adopt(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> 
     return Adoption(tables, ddl, tuple(sorted(previous)))
 
 
-def retirable(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> list[str]:
-    """The previous layouts' pullers, once every shard of the current layout has a partition."""
-    current = {APP_ID_PREFIX + changefeed_id + shard_suffix(i, count) for i in range(count)}
-    if not current <= set(by_puller):
-        return []
-    return sorted(_previous(by_puller, changefeed_id, count))
-
-
 class Retirement:
-    """Shard 0's removal of the previous layouts' partitions and GC service safepoints, polled on
-    the runner's GC cadence for as long as it runs (an old puller started again by mistake is
-    found and, once stopped, retired too)."""
+    """Shard 0's removal of the previous layouts' partitions and GC service safepoints; the runner
+    polls it every half grace period for as long as it runs (an old puller started again by
+    mistake is found and, once stopped, retired too)."""
 
     def __init__(self, layout: LakeLayout, changefeed_id: str, count: int, gc_service_id: str,
                  remove_safepoint: Callable[[str], None], grace_s: float,
@@ -94,29 +92,28 @@ class Retirement:
         self._remove_safepoint = remove_safepoint
         self._grace = timedelta(seconds=grace_s)
         self._now = now
-        self._warned: frozenset[str] = frozenset()
-        self._waiting: frozenset[str] = frozenset()
+        self._said: tuple[frozenset[int], frozenset[str]] = (frozenset(), frozenset())
+
+    @property
+    def poll_interval_s(self) -> float:
+        return self._grace.total_seconds() / 2
 
     def poll(self) -> None:
         try:
-            self._poll()
+            self._look()
         except Exception:  # a lost commit race, the lake or PD unreachable: the next poll tries again
             log.warning("retiring the previous pullers of changefeed %s failed; retrying", self._cf, exc_info=True)
 
-    def _poll(self) -> None:
+    def _look(self) -> None:
         by_puller = read_by_puller(self._layout)
-        old = retirable(by_puller, self._cf, self._count)
+        old = sorted(previous_layouts(by_puller, self._cf, self._count))
         if not old:
-            self._say_waiting(by_puller)
             return
+        missing = frozenset(missing_shards(by_puller, self._cf, self._count))
         cutoff = self._now() - self._grace
         running = frozenset(name for name in old if by_puller[name].updated_at > cutoff)
-        if running:
-            if running != self._warned:
-                log.warning("changefeed %s now runs %d shards, but %s rewrote watermarks in the last %.0fs: "
-                            "stop them; their rows are retired once they stay unchanged", self._cf, self._count,
-                            ", ".join(sorted(running)), self._grace.total_seconds())
-            self._warned = running
+        if missing or running:
+            self._say_why_not((missing, running))
             return
         for name in old:  # safepoints first: a retry finds the partitions and removes again
             self._remove_safepoint(self._gc_service_id + name[len(APP_ID_PREFIX + self._cf):])
@@ -124,14 +121,17 @@ class Retirement:
         log.info("changefeed %s now runs %d shards; retired the watermarks and GC safepoints of %s",
                  self._cf, self._count, ", ".join(old))
 
-    def _say_waiting(self, by_puller: dict[str, PullerMarks]) -> None:
-        """Once per change: new shards not started yet hold every table at the old rows."""
-        if not _previous(by_puller, self._cf, self._count):
+    def _say_why_not(self, why: tuple[frozenset[int], frozenset[str]]) -> None:
+        """Once per change of reason: merge waits on the old rows meanwhile."""
+        if why == self._said:
             return
-        missing = frozenset(f"{i}/{self._count}" for i in range(self._count)
-                            if APP_ID_PREFIX + self._cf + shard_suffix(i, self._count) not in by_puller)
-        if missing and missing != self._waiting:
+        self._said = why
+        missing, running = why
+        if missing:
             log.warning("changefeed %s: shard(s) %s of its %d-shard layout have not started; until they land "
                         "their watermarks, merge waits on the previous layout's", self._cf,
-                        ", ".join(sorted(missing)), self._count)
-        self._waiting = missing
+                        ", ".join(f"{i}/{self._count}" for i in sorted(missing)), self._count)
+        else:
+            log.warning("changefeed %s now runs %d shards, but %s rewrote watermarks in the last %.0fs: "
+                        "stop them; their rows are retired once they stay unchanged", self._cf, self._count,
+                        ", ".join(sorted(running)), self._grace.total_seconds())

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
 from tidelake import tso
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
@@ -220,16 +219,12 @@ class PullerRunner:
         self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
         self._table_joins.attach(self._ddl)
         owned = self._owned(tracker.replicated())
-        if first_run:
-            if self.shard.lands_ddl:
-                lander.add_ddl(snapshot_rows(tracker, snapshot.schema_version))
-            for pid in owned:
-                lander.resolve(pid, start)
-            lander.resolve_ddl(start)
-            lander.flush()
-            durable_tables = {pid: start for pid in owned}
-        elif adopted is not None:  # this shard's own partition, so a restart resumes from it
-            since = start_snapshot_ts(layout) or start
+        if first_run or adopted is not None:  # this shard's own rows first, so a restart resumes from them
+            if first_run:
+                if self.shard.lands_ddl:
+                    lander.add_ddl(snapshot_rows(tracker, snapshot.schema_version))
+                durable_tables = {pid: start for pid in owned}
+            since = start if first_run else start_snapshot_ts(layout) or start
             for pid, table in owned.items():
                 if pid not in durable_tables:  # its previous owner never landed a watermark
                     log.warning("table %s.%s (physical id %d): no previous shard claims it; pulled from the "
@@ -280,16 +275,17 @@ class PullerRunner:
     def _loop(self, pd: PDClient, feed: EventFeedClient, keeper: GCSafepointKeeper, lander: Lander,
               subscriptions: dict[int, int], started: float) -> None:
         deadline = None if self.options.max_run_s is None else started + self.options.max_run_s
-        next_gc = next_progress = next_join = time.monotonic()
+        next_gc = next_progress = next_join = next_retire = time.monotonic()
         last_rows, last_time = 0, next_progress
         while not self._stop.is_set() and feed.error is None:
             self._apply_actions(feed, subscriptions)
             now = time.monotonic()
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
-                if self._retirement is not None:
-                    self._retirement.poll()
                 next_gc = now + self.options.gc_advance_interval_s
+            if self._retirement is not None and now >= next_retire:
+                self._retirement.poll()
+                next_retire = now + self._retirement.poll_interval_s
             if now >= next_join:
                 self._table_joins.poll()
                 next_join = now + self.options.table_starts_poll_s

@@ -186,8 +186,7 @@ class TableJoins:
         named = tracker.named(start.db, start.table)
         if not named:
             return None
-        logical_id = next(iter(named.values())).logical_id
-        if self._lands_schema and not has_snapshot_row(self._layout, logical_id, start.start_ts):
+        if self._lands_schema and not has_snapshot_row(self._layout, _logical_id(named), start.start_ts):
             return None
         owner = self._owns(named)
         pids = sorted(named) if owner else []
@@ -196,7 +195,7 @@ class TableJoins:
         return _Join(start, start.start_ts, pids, owner)
 
     def _owns(self, named: dict[int, TrackedTable]) -> bool:
-        return self._owner_of(next(iter(named.values())).logical_id) == self._index
+        return self._owner_of(_logical_id(named)) == self._index
 
     def _confirm_sharded(self, join: _Join, state: TableStart | None) -> bool:
         """Append this shard's marks; False while the owner waits for shard 0's schema."""
@@ -220,3 +219,8 @@ class TableJoins:
         self.starts.mark(request, STATE_REFUSED, reason=reason)
         log.warning("bootstrap request %s for %s.%s refused: %s", request.request_id, request.db, request.table,
                     reason)
+
+
+def _logical_id(named: dict[int, TrackedTable]) -> int:
+    """The table of a physical id -> table map (its partitions share one logical id)."""
+    return next(iter(named.values())).logical_id

@@ -22,8 +22,8 @@ match the replica on the PK as it was before the window (tidelake.spark.mount.ma
 
 Up to `threads` tables merge at once, each in its own `spark.newSession()` (the txn confs are per
 session, the SparkContext is shared): a window is mostly Delta's driver-side planning between
-small jobs, so two tables overlap well even on two cores (1.4x measured, bench/README.md). Tables
-also run in parallel as separate jobs (Airflow mapped tasks), never two jobs on one table. A MERGE or DDL
+small jobs, so two tables overlap well even on two cores (1.45x measured, bench/README.md).
+Tables also run in parallel as separate jobs (Airflow mapped tasks), never two jobs on one table. A MERGE or DDL
 step that loses a Delta commit race (an OPTIMIZE of the replica compacting files the MERGE read
 raises ConcurrentDeleteReadException) is run again: each is idempotent by its txn version.
 """
@@ -181,11 +181,12 @@ def run_merge(
     if rebuild is not None:
         keys = _start_rebuild(layout, history, rebuild, keys)
     report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), watermarks)
+    parallel = min(threads, len(keys))
 
     def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
         started = datetime.now(timezone.utc)
         try:
-            session = spark if threads == 1 else _thread_session(spark)
+            session = _thread_session(spark) if parallel > 1 else spark
             result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
                                   max_chunk_rows, progress)
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
@@ -194,10 +195,10 @@ def run_merge(
                                  reason=f"{type(exc).__name__}: {exc}")
         return result, _log_entry(report.run_id, result, started)
 
-    if threads == 1 or len(keys) < 2:
+    if parallel < 2:
         outcomes = [merge_one(key) for key in keys]
     else:
-        with ThreadPoolExecutor(min(threads, len(keys)), thread_name_prefix="tidelake-merge") as pool:
+        with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
             outcomes = list(pool.map(merge_one, keys))
     report.tables = [result for result, _ in outcomes]
     if write_log:
