@@ -60,7 +60,7 @@ class PullerOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from tidelake.config import load_config
-        from tidelake.puller.runner import PullerRunner, RunOptions, Shard
+        from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
 
         config = load_config(self.config_path)
         self._runner = PullerRunner(

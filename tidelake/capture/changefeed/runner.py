@@ -30,17 +30,17 @@ from tidelake import tso
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError
-from tidelake.lake.ddl_log import start_snapshot_ts
+from tidelake.lake.ddl_log import snapshot_rows, start_snapshot_ts
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_by_puller
-from tidelake.puller.ddl_puller import DdlPuller, Fence, JobRowDecoder, PulledJob, snapshot_rows
-from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
-from tidelake.puller.events import RowChange
-from tidelake.puller.reshard import Retirement, adopt, shard_suffix
-from tidelake.puller.schema_tracker import SchemaTracker, TrackedTable
-from tidelake.puller.errors import PullerError
-from tidelake.puller.table_joins import TableJoins
+from tidelake.capture.changefeed.ddl_puller import DdlPuller, Fence, JobRowDecoder, PulledJob
+from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
+from tidelake.lake.row_change import RowChange
+from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
+from tidelake.upstream.schema_tracker import SchemaTracker, TrackedTable
+from tidelake.capture.errors import PullerError
+from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
@@ -85,7 +85,7 @@ class RunOptions:
     table_starts_poll_s: float = 2.0  # how often to look for tables bootstrap asks to add
     join_lead_s: float = 10.0  # shards > 1: how far ahead of PD's now an added table's join ts is
     # After a shard-count change: how long old shards' watermarks must stay unrewritten before
-    # they are retired (None: 6 flush intervals, at least a minute; tidelake.puller.reshard).
+    # they are retired (None: 6 flush intervals, at least a minute; tidelake.capture.changefeed.reshard).
     retire_grace_s: float | None = None
     feed: FeedOptions = field(default_factory=FeedOptions)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from tidelake.kvproto import metapb_pb2
-from tidelake.puller.errors import IncompatibleClusterError
+from tidelake.capture.errors import IncompatibleClusterError
 
 # facts/kvproto.md §9.9: [7.1.0-alpha, 10.0.0)
 MIN_TIKV_VERSION = "7.1.0-alpha"

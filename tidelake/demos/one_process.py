@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tidelake.sim.cluster import SimCluster
-    from tidelake.status import StatusReport
-    from tidelake.verify import VerifyReport
+    from tidelake.lake.status import StatusReport
+    from tidelake.apply.verify import VerifyReport
 
 WORKLOAD_DB = "demo"
 TOUR_DB = "tour"
@@ -75,7 +75,7 @@ class PullerThread:
     """PullerRunner on a daemon thread; `error` holds what ended it early, `check()` re-raises it."""
 
     def __init__(self, config: ChangefeedConfig) -> None:
-        from tidelake.puller.runner import PullerRunner, RunOptions, Shard
+        from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
 
         self.runner = PullerRunner(config, Shard(), RunOptions(progress_interval_s=3600, gc_advance_interval_s=1.0))
         self.error: BaseException | None = None
@@ -370,8 +370,8 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
     from tidelake.sim.cluster import SimCluster
     from tidelake.sim.tidb.session import SimTiDB
     from tidelake.sim.workload import WorkloadRunner
-    from tidelake.spark.merge_job import run_merge
-    from tidelake.status import collect_status
+    from tidelake.apply.merge_job import run_merge
+    from tidelake.lake.status import collect_status
 
     lake = workdir / "lake"
     layout = LakeLayout(str(lake))
@@ -423,7 +423,7 @@ def _run(options: DemoOptions, workdir: Path, console: Console) -> DemoResult:
 def _traffic_and_merges(options: DemoOptions, spark: Any, tour: DdlTour, layout: LakeLayout, puller: PullerThread,
                         say: Callable[[str], None]) -> int:
     """Merge cycles while traffic runs, the DDL tour spread over the duration; the cycle count."""
-    from tidelake.spark.merge_job import run_merge
+    from tidelake.apply.merge_job import run_merge
 
     cycles = 0
     deadline = time.monotonic() + options.duration_s
@@ -444,7 +444,7 @@ def _traffic_and_merges(options: DemoOptions, spark: Any, tour: DdlTour, layout:
 
 
 def _spark(master: str) -> Any:
-    from tidelake.spark.session import get_session
+    from tidelake.apply.session import get_session
 
     # The demo prints its own progress; Spark's console progress bars would interleave with it.
     session = get_session("tidelake-demo", master=master, extra_confs={"spark.ui.showConsoleProgress": "false"})
@@ -455,7 +455,7 @@ def _spark(master: str) -> Any:
 def _verify(spark: Any, layout: LakeLayout, cluster: SimCluster, console: Console) -> VerifyReport:
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
-    from tidelake.verify import Verifier
+    from tidelake.apply.verify import Verifier
 
     pd = PDClient([cluster.pd_address], caller_id="tidelake-demo-verify")
     try:
@@ -471,8 +471,8 @@ def summary_table(result: DemoResult) -> Any:
     """Per table: rows, checkpoint, lag, verified ✓/✗ (rich Table)."""
     from rich.table import Table
 
-    from tidelake.status import utc_text
-    from tidelake.verify import MATCH, SKIPPED
+    from tidelake.lake.status import utc_text
+    from tidelake.apply.verify import MATCH, SKIPPED
 
     lag = {t.table: t.lag_seconds for t in result.status.tables}
     table = Table(title=f"tidelake demo — {result.merge_cycles} merge cycles, final ts {result.final_ts}")

@@ -22,14 +22,14 @@ import grpc
 
 from tidelake.errors import TidelakeError
 from tidelake.kvproto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
-from tidelake.puller.backoff import backoff_s
-from tidelake.puller.delayed_tasks import DelayedTasks
-from tidelake.puller.errors import IncompatibleClusterError, PullerError
-from tidelake.puller.events import RowChange
-from tidelake.puller.frontier import SpanFrontier
-from tidelake.puller.region_state import RegionFeedState
-from tidelake.puller.region_workers import RegionWorkers
-from tidelake.puller.span_divider import (
+from tidelake.capture.eventfeed.backoff import backoff_s
+from tidelake.capture.eventfeed.delayed_tasks import DelayedTasks
+from tidelake.capture.errors import IncompatibleClusterError, PullerError
+from tidelake.lake.row_change import RowChange
+from tidelake.capture.eventfeed.frontier import SpanFrontier
+from tidelake.capture.eventfeed.region_state import RegionFeedState
+from tidelake.capture.eventfeed.region_workers import RegionWorkers
+from tidelake.capture.eventfeed.span_divider import (
     LockedRange,
     RangeLock,
     RegionLike,
@@ -37,8 +37,8 @@ from tidelake.puller.span_divider import (
     Span,
     regions_covering,
 )
-from tidelake.puller.store_stream import StoreStream, StreamUnavailable
-from tidelake.puller.store_version import TICDC_VERSION, check_store_version
+from tidelake.capture.eventfeed.store_stream import StoreStream, StreamUnavailable
+from tidelake.capture.eventfeed.store_version import TICDC_VERSION, check_store_version
 from tidelake.upstream.channels import TlsConfig, make_channel
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The puller's side of bootstrap's request to add a table to the running feed
-(tidelake.bootstrap.table_starts).
+(tidelake.lake.table_starts).
 
 A table joins at one ts J between two DDL jobs: every job <= J is in the schema it starts with
 (its `ddl` snapshot row at J), every job after J is landed as its DDL, and its data is fed from
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelake import tso
-from tidelake.bootstrap.table_starts import (
+from tidelake.lake.table_starts import (
     MISSED_JOIN,
     STATE_DONE,
     STATE_JOINED,
@@ -43,8 +43,8 @@ from tidelake.bootstrap.table_starts import (
 from tidelake.lake.ddl_log import has_snapshot_row
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
-from tidelake.puller.ddl_puller import DdlPuller
-from tidelake.puller.schema_tracker import SchemaTracker, TrackedTable
+from tidelake.capture.changefeed.ddl_puller import DdlPuller
+from tidelake.upstream.schema_tracker import SchemaTracker, TrackedTable
 
 log = logging.getLogger(__name__)
 

@@ -122,7 +122,7 @@ def changefeed_toml(pd: str, lake: Path, start_ts: int, syncpoint_interval: str)
     """The demo changefeed: the workload's database, from `start_ts`, one Spark job per merge run
     (a 2-core laptop runs one JVM well, not four)."""
     return (
-        "# Written by `make demo` (tidelake.airflow_demo).\n"
+        "# Written by `make demo` (tidelake.demos.on_airflow).\n"
         f'[changefeed]\nid = "{CHANGEFEED_ID}"\nstart_ts = {start_ts}\n\n'
         f'[upstream]\npd = ["{pd}"]\ngc_ttl = "1h"\n\n'
         f"[filter]\nrules = {json.dumps([f'{DATABASE}.{t}' for t in TABLES])}\n\n"
@@ -526,7 +526,7 @@ def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tidelake.airflow_demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tidelake.demos.on_airflow", description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=DemoOptions.workdir, help="lake, Airflow home and logs")
     parser.add_argument("--traffic", type=float, default=DemoOptions.traffic_s, metavar="S",
                         help="seconds of traffic before the target TSO (default 30)")

@@ -23,11 +23,11 @@ from tidelake.codec.row import decode_row
 from tidelake.codec.row_v2 import parse_row_v2
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
-from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.ddl_log import DdlRow, info_json
 from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
-from tidelake.puller.errors import PullerError
-from tidelake.puller.events import RowChange
-from tidelake.puller.schema_tracker import JobEffect, SchemaTracker
+from tidelake.capture.errors import PullerError
+from tidelake.lake.row_change import RowChange
+from tidelake.upstream.schema_tracker import JobEffect, SchemaTracker
 from tidelake.upstream.schema_snapshot import SnapshotSource
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class DdlPuller:
 
     def add_fence(self, ts: int) -> None:
         """Have on_resolved return a Fence at `ts` in job order (a table joining every shard's
-        feed at the same point, tidelake.puller.table_joins); `ts` must be ahead of resolved."""
+        feed at the same point, tidelake.capture.changefeed.table_joins); `ts` must be ahead of resolved."""
         if ts <= self._resolved:
             raise ValueError(f"fence {ts} is not ahead of the DDL resolved ts {self._resolved}")
         self._fences.add(ts)
@@ -159,48 +159,25 @@ class DdlPuller:
         return out
 
 
-def _json(obj: TableInfo | DBInfo | None) -> str | None:
-    return None if obj is None else json.dumps(obj.to_json(), separators=(",", ":"), ensure_ascii=False)
-
-
 def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
     """The job's `ddl` rows: one, keyed by the table the job acted on (for TRUNCATE the old id,
     with the new table in table_info, as TiDB's job has it), or one per table of a multi-table job."""
     common = dict(
         job_id=job.id, commit_ts=finished_ts, schema_version=job.schema_version, action=int(job.type),
-        action_name=job.action_label, query=job.query or None, db_info=_json(job.db_info), source=SOURCE_JOB,
+        action_name=job.action_label, query=job.query or None, db_info=info_json(job.db_info), source=SOURCE_JOB,
     )
     if job.multiple_table_infos:
         after = {t.logical_id: t for t in effect.touched}
         return [
             DdlRow(schema_id=after[info.id].db_id if info.id in after else job.schema_id,
                    schema_name=after[info.id].db if info.id in after else job.schema_name or None,
-                   table_id=info.id, table_name=info.name, table_info=_json(info), **common)
+                   table_id=info.id, table_name=info.name, table_info=info_json(info), **common)
             for info in job.multiple_table_infos
         ]
     info = job.table_info
     return [DdlRow(schema_id=job.schema_id, schema_name=job.schema_name or None,
                    table_id=job.table_id or (info.id if info is not None else 0),
                    table_name=info.name if info is not None else job.table_name or None,
-                   table_info=_json(info), **common)]
+                   table_info=info_json(info), **common)]
 
 
-def snapshot_rows(tracker: SchemaTracker, schema_version: int) -> list[DdlRow]:
-    """The schema at the start ts as `ddl` rows (source snapshot, job id 0, commit ts = start ts):
-    every selected database, then every replicated table, as if created there."""
-    ts = tracker.ts
-    rows = [
-        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_SCHEMA),
-               action_name=ActionType.CREATE_SCHEMA.label, schema_id=db.id, schema_name=db.name, table_id=0,
-               table_name=None, query=None, table_info=None, db_info=_json(db), source=SOURCE_SNAPSHOT)
-        for db in sorted(tracker.selected_dbs(), key=lambda d: d.id)
-    ]
-    tables = {t.logical_id: t for t in tracker.replicated().values()}
-    rows += [
-        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_TABLE),
-               action_name=ActionType.CREATE_TABLE.label, schema_id=t.db_id, schema_name=t.db,
-               table_id=t.logical_id, table_name=t.table, query=None, table_info=_json(t.info),
-               db_info=None, source=SOURCE_SNAPSHOT)
-        for _, t in sorted(tables.items())
-    ]
-    return rows

@@ -14,8 +14,8 @@ from tidelake.codec.keys import TABLE_PREFIX_LEN, table_id_of
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
 from tidelake.kvproto import cdcpb_pb2
-from tidelake.puller.errors import PrewriteNotMatchError, ProtocolViolationError
-from tidelake.puller.events import RowChange
+from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
+from tidelake.lake.row_change import RowChange
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ def lake_status(feed: Changefeed) -> dict[str, Any]:
     from tidelake.lake.layout import LakeLayout
     from tidelake.lake.syncpoints import read_syncpoints
     from tidelake.orchestration.lag_history import lag_history
-    from tidelake.status import collect_status
+    from tidelake.lake.status import collect_status
 
     layout = LakeLayout(feed.config.lake.root)
     report = collect_status(layout).to_json()

@@ -1,0 +1,1 @@
+"""Demos of the whole path on the embedded default; nothing in the library imports them."""
