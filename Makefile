@@ -28,15 +28,15 @@ bench: $(STAMP)
 DEMO_ARGS ?=
 
 demo: $(STAMP) protos
-	$(PY) -m tidelake.airflow_demo $(DEMO_ARGS)
+	$(PY) -m tidelake.demos.on_airflow $(DEMO_ARGS)
 
 up: $(STAMP) protos
-	$(PY) -m tidelake.airflow_demo --keep-running $(DEMO_ARGS)
+	$(PY) -m tidelake.demos.on_airflow --keep-running $(DEMO_ARGS)
 
 install: $(STAMP)
 
 # Venv + pinned deps. The Spark provider pulls pyspark-client, which shares pyspark's files,
-# so the full pyspark is force-reinstalled last (facts/stack.md §0.4).
+# so the full pyspark is force-reinstalled last (docs/stack.md §0.4).
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

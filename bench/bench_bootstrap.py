@@ -68,7 +68,7 @@ def main() -> None:
             quiet = TableProgress("bench.t", len(ranges), 1e9, io.StringIO())
             timed("local", lambda: read_table(reader, info, ranges, ts, quiet).num_rows)
 
-        from tidelake.spark.session import get_session
+        from tidelake.apply.session import get_session
 
         spark = get_session("bench-bootstrap", master=args.master)
         spark.range(1).count()  # JVM and Python workers warm before timing

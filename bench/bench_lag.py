@@ -32,10 +32,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import MIB, RssSampler, markdown_table, percentile, print_environment, write_json  # noqa: E402
+from bench._common import (  # noqa: E402
+    MIB,
+    RssSampler,
+    markdown_table,
+    percentile,
+    print_environment,
+    write_json,
+)
 from tidelake import tso  # noqa: E402
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.config import parse_size  # noqa: E402
+from tidelake.config_writer import changefeed_document, write_config  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
@@ -48,14 +56,9 @@ BACKLOG_TXN_ROWS = 1000
 
 
 def _config(path: Path, pd: str, lake: Path, flush_interval: str, quota: str, start_ts: int | None) -> Path:
-    start = f"start_ts = {start_ts}\n" if start_ts else ""
-    path.write_text(
-        f'[changefeed]\nid = "bench"\n{start}'
-        f'[upstream]\npd = ["{pd}"]\ngc_ttl = "10m"\n'
-        f'[filter]\nrules = ["{DATABASE}.*"]\n'
-        f'[lake]\nroot = "{lake}"\n'
-        f'[puller]\nflush_interval = "{flush_interval}"\nmemory_quota = "{quota}"\n')
-    return path
+    doc = changefeed_document("bench", [pd], lake, rules=[f"{DATABASE}.*"], start_ts=start_ts or None, gc_ttl="10m",
+                              puller={"flush_interval": flush_interval, "memory_quota": quota})
+    return write_config(path, doc)
 
 
 class PullProcess:

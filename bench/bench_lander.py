@@ -22,14 +22,16 @@ import tempfile
 import time
 from collections.abc import Callable
 
-import pyarrow as pa
 import pyarrow.parquet as pq
-
 from deltalake import write_deltalake
 
-from tidelake.lake.changelog_writer import ChangelogWriter, commit_properties, rows_to_arrow
+from tidelake.lake.changelog_writer import (
+    ChangelogWriter,
+    commit_properties,
+    rows_to_arrow,
+)
 from tidelake.lake.layout import LakeLayout
-from tidelake.puller.events import RowChange
+from tidelake.lake.row_change import RowChange
 from tidelake.tso import compose
 
 
@@ -77,7 +79,7 @@ def run(sizes: list[int], repeats: int, value_bytes: int, tables: int, spark: bo
     jvm_pid = 0
     try:
         if spark:
-            from tidelake.spark.session import get_session
+            from tidelake.apply.session import get_session
 
             started = time.perf_counter()
             session = get_session("bench-lander", master="local[2]")

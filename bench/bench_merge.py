@@ -32,16 +32,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Timer, markdown_table, print_environment, write_json  # noqa: E402
+from tidelake.apply.replica_schema import COMMIT_TS_COLUMN  # noqa: E402
+from tidelake.capture.changefeed.runner import PullerRunner, RunOptions  # noqa: E402
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.codec.row import encode_row  # noqa: E402
 from tidelake.config import parse_config  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.replica_catalog import ReplicaCatalog  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
-from tidelake.puller.runner import PullerRunner, RunOptions  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
-from tidelake.spark.replica_schema import COMMIT_TS_COLUMN  # noqa: E402
 
 DATABASE, TABLE = "bench", "orders"
 COLUMNS = [("id", "bigint", "pk"), ("customer", "int"), ("amount", "decimal(12,2)"), ("status", "varchar(16)"),
@@ -94,7 +94,7 @@ def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_erro
 
 def _merge(spark, layout: LakeLayout, tables: list[str], threads: int) -> dict:
     """One run over every bench table; rows summed over them, the checkpoint of the first."""
-    from tidelake.spark.merge_job import run_merge
+    from tidelake.apply.merge_job import run_merge
 
     with Timer() as timer:
         report = run_merge(spark, layout, write_log=False, threads=threads)
@@ -108,7 +108,7 @@ def _merge(spark, layout: LakeLayout, tables: list[str], threads: int) -> dict:
 
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2) -> dict:
-    from tidelake.spark.session import get_session
+    from tidelake.apply.session import get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
     started = time.perf_counter()

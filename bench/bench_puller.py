@@ -44,15 +44,29 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import MIB, RssSampler, Timer, markdown_table, median, print_environment, write_json  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
-from tidelake.codec.keys import from_region_key, record_key, table_id_of, table_record_span_encoded  # noqa: E402
-from tidelake.codec.keys import to_region_key  # noqa: E402
+
+from bench._common import (  # noqa: E402
+    MIB,
+    RssSampler,
+    Timer,
+    markdown_table,
+    median,
+    print_environment,
+    write_json,
+)
+from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions  # noqa: E402
+from tidelake.capture.eventfeed.region_state import RegionFeedState  # noqa: E402
+from tidelake.codec.keys import (  # noqa: E402
+    from_region_key,
+    record_key,
+    table_id_of,
+    table_record_span_encoded,
+    to_region_key,  # noqa: E402
+)
 from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2  # noqa: E402
 from tidelake.lake.lander import Lander  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
-from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions  # noqa: E402
-from tidelake.puller.region_state import RegionFeedState  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.replay import RegionHistory, load_histories, record_options  # noqa: E402
 from tidelake.upstream.channels import make_channel  # noqa: E402

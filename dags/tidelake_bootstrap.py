@@ -14,9 +14,9 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, Param, task
 
+from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
 from tidelake.orchestration.params import bootstrap_arguments, bootstrap_param_schemas
-from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
 
 SPARK = SparkSettings.from_env()

@@ -12,9 +12,12 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG
 
+from tidelake.orchestration.airflow.schedules import (
+    DEFAULT_MAINTENANCE_SCHEDULE,
+    timetable,
+)
+from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.changefeeds import load_changefeeds
-from tidelake.orchestration.schedules import DEFAULT_MAINTENANCE_SCHEDULE, timetable
-from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
 
 SCHEDULE = timetable("TIDELAKE_MAINTENANCE_SCHEDULE", DEFAULT_MAINTENANCE_SCHEDULE)

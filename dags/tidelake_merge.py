@@ -25,13 +25,18 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import DAG, Asset, AssetAlias, Metadata, Param, TriggerRule, task
 
 from tidelake.orchestration import merge_run
-from tidelake.orchestration.assets import ASSET_GROUP, asset_event_extra, merge_alias_name, replica_asset_uri
+from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
+from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
+from tidelake.orchestration.assets import (
+    ASSET_GROUP,
+    asset_event_extra,
+    merge_alias_name,
+    replica_asset_uri,
+)
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
 from tidelake.orchestration.params import merge_param_schemas
-from tidelake.orchestration.schedules import DEFAULT_MERGE_SCHEDULE, timetable
-from tidelake.orchestration.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
-from tidelake.orchestration.task_errors import input_errors_fail_the_task
 
 SCHEDULE = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
 SPARK = SparkSettings.from_env()

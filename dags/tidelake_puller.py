@@ -3,7 +3,7 @@
 @continuous with max_active_runs=1: as soon as a run ends the next starts. Each shard's task
 runs the puller in-process for a bounded time (TIDELAKE_PULL_RUN_SECONDS, default 1 h), then
 flushes and succeeds; SIGTERM (a worker shutdown, a cleared task) flushes too. The next run
-resumes from the durable watermarks in the lake. Logic: tidelake.orchestration.puller_operator.
+resumes from the durable watermarks in the lake. Logic: tidelake.orchestration.airflow.puller_operator.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG
 
+from tidelake.orchestration.airflow.puller_operator import (
+    PullerOperator,
+    run_seconds_from_env,
+)
 from tidelake.orchestration.changefeeds import load_changefeeds
-from tidelake.orchestration.puller_operator import PullerOperator, run_seconds_from_env
 
 RUN_SECONDS = run_seconds_from_env()
 

@@ -2,7 +2,7 @@
 
 Per table: resolved, barrier and checkpoint ts, lag and its recent history, pending and failed
 DDL, last merges; per changefeed: syncpoints. Both routes require an authenticated Airflow user
-(tidelake.orchestration.replication_app). Served by the api-server at /tidelake/replication
+(tidelake.orchestration.airflow.replication_app). Served by the api-server at /tidelake/replication
 and /tidelake/api/status.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from tidelake.orchestration.replication_app import create_app
+from tidelake.orchestration.airflow.replication_app import create_app
 
 URL_PREFIX = "/tidelake"
 

@@ -17,7 +17,6 @@ from typing import Any
 from tidelake import tso
 from tidelake.errors import InputError
 from tidelake.table_filter import DEFAULT_RULES, TableFilter
-from tidelake.upstream.channels import TlsConfig
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -30,9 +29,21 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _TSO_LIMIT = 1 << 64  # TSOs are uint64 on the wire
 _CHANGEFEED_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
-# What a puller shard appends to the id (tidelake.puller.reshard): an id ending so would read as
+# What a puller shard appends to the id (tidelake.capture.changefeed.reshard): an id ending so would read as
 # another changefeed's shard.
 SHARD_SUFFIX = re.compile(r"-shard(\d+)of(\d+)$")
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """PEM file paths; cert and key together enable mutual TLS (TiDB `cert-allowed-cn`).
+
+    Only paths: tidelake.upstream.channels reads the files when it dials.
+    """
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class UpstreamConfig:
 @dataclass(frozen=True)
 class FilterConfig:
     rules: tuple[str, ...] = DEFAULT_RULES
-    case_sensitive: bool = False  # TiCDC default since v7.5.0 (facts/meta_snapshot.md §5.4)
+    case_sensitive: bool = False  # TiCDC default since v7.5.0 (docs/metadata.md §5.4)
 
     def table_filter(self) -> TableFilter:
         return TableFilter.parse(self.rules, case_sensitive=self.case_sensitive)
@@ -55,6 +66,9 @@ class FilterConfig:
 class LakeConfig:
     root: str
     commit_bucket_s: int = 3600
+    # Passed to delta-rs as-is: endpoint, region, credentials, conditional-put/locking for
+    # object stores (delta-rs "Storage configuration"); empty for a local folder.
+    storage_options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,8 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     commit_bucket_s = lake.duration("commit_bucket", 3600.0)
     if commit_bucket_s < 1 or commit_bucket_s != int(commit_bucket_s):
         raise lake.bad("commit_bucket", "a whole number of seconds >= 1s like '1h'", lake.raw("commit_bucket"))
+    options = lake.section("storage_options")
+    storage_options = options.string_table()
     lake.done()
 
     puller = root.section("puller")
@@ -182,7 +198,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
         upstream=UpstreamConfig(pd=tuple(pd), tls=tls, gc_ttl_s=gc_ttl_s),
-        lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s)),
+        lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s), storage_options=storage_options),
         start_ts=start_ts,
         filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),
         puller=puller_config,
@@ -249,6 +265,12 @@ class _Section:
             raise InputError(f"{self.source}: [{name}]: required section is missing")
         value = self._get(key, False)
         return _Section(value, self.source, name)
+
+    def string_table(self) -> dict[str, str]:
+        """Every key of this table, each with a string value (free-form options passed on as-is)."""
+        for key in self.data:
+            self.string(key)
+        return dict(self.data)
 
     def string(self, key: str, required: bool = False) -> str | None:
         value = self._get(key, required)
@@ -325,7 +347,7 @@ class _Section:
         expected = "a TSO (positive integer) or a datetime like 2026-01-01T00:00:00Z"
         if isinstance(value, datetime):
             ts = tso.from_datetime(value)
-            if not 0 < ts < _TSO_LIMIT:  # before 1970 or past what a u64 TSO can hold (facts/kvproto.md §10)
+            if not 0 < ts < _TSO_LIMIT:  # before 1970 or past what a u64 TSO can hold (docs/wire.md §10)
                 raise self.bad(key, f"{expected} between 1970 and {tso.to_datetime(_TSO_LIMIT - 1):%Y}",
                                value.isoformat())
             return ts

@@ -1,4 +1,4 @@
-"""TiDB/TiCDC table-filter rules (`[filter] rules`), facts/meta_snapshot.md §5.4.
+"""TiDB/TiCDC table-filter rules (`[filter] rules`), docs/metadata.md §5.4.
 
 The syntax and evaluation follow TiDB's `pkg/util/table-filter` so a rule list copied from a
 TiCDC changefeed selects exactly the same tables here: last matching rule wins, unmatched tables
@@ -15,7 +15,7 @@ from typing import Protocol
 
 from tidelake.errors import InputError
 
-# facts/meta_snapshot.md §5.2: TiDB IsSystemSchema plus TiCDC's own additions (compared lower-cased).
+# docs/metadata.md §5.2: TiDB IsSystemSchema plus TiCDC's own additions (compared lower-cased).
 SYSTEM_SCHEMAS = frozenset(
     {
         "mysql",

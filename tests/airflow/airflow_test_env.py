@@ -8,6 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from tidelake.config_writer import changefeed_document, write_config
+
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="tidelake-airflow-home-"))
 ADMIN_PASSWORD = "tidelake-test-admin"
@@ -28,12 +30,7 @@ os.environ.update(
 (AIRFLOW_HOME / "passwords.json").write_text(json.dumps({"admin": ADMIN_PASSWORD, "watcher": VIEWER_PASSWORD}))
 
 
-def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1, extra: str = "") -> Path:
-    """A changefeed config whose lake is `folder/lake` (PD is never contacted by these tests);
-    `extra` is appended TOML (e.g. a [merge] section)."""
-    path = folder / f"{changefeed_id}.toml"
-    path.write_text(
-        f'[changefeed]\nid = "{changefeed_id}"\n[upstream]\npd = ["127.0.0.1:1"]\n'
-        f'[lake]\nroot = "lake"\n[puller]\nshards = {shards}\n{extra}'
-    )
-    return path
+def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1, merge: dict | None = None) -> Path:
+    """A changefeed config whose lake is `folder/lake` (PD is never contacted by these tests)."""
+    doc = changefeed_document(changefeed_id, ["127.0.0.1:1"], "lake", puller={"shards": shards}, merge=merge)
+    return write_config(folder / f"{changefeed_id}.toml", doc)

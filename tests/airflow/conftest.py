@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from airflow_test_env import AIRFLOW_HOME, write_changefeed
 
 

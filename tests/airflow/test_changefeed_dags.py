@@ -5,21 +5,14 @@ from __future__ import annotations
 import os
 
 import pytest
+from airflow_test_env import write_changefeed
 
 from tidelake.errors import InputError
 from tidelake.orchestration.changefeeds import load_changefeeds
 
 
-def write_config(folder, changefeed_id):
-    path = folder / f"{changefeed_id}.toml"
-    path.write_text(
-        f'[changefeed]\nid = "{changefeed_id}"\n[upstream]\npd = ["127.0.0.1:2379"]\n[lake]\nroot = "lake"\n'
-    )
-    return str(path)
-
-
 def test_first_config_keeps_plain_ids_others_are_suffixed(tmp_path):
-    paths = [write_config(tmp_path, "main"), write_config(tmp_path, "crm")]
+    paths = [str(write_changefeed(tmp_path, "main")), str(write_changefeed(tmp_path, "crm"))]
     feeds = load_changefeeds({"TIDELAKE_CONFIG": os.pathsep.join(paths)})
     assert [f.dag_id("merge") for f in feeds] == ["tidelake_merge", "tidelake_merge__crm"]
     assert feeds[0].config.lake.root == str(tmp_path / "lake")
@@ -28,7 +21,7 @@ def test_first_config_keeps_plain_ids_others_are_suffixed(tmp_path):
 def test_missing_variable_and_duplicate_ids_are_clear_errors(tmp_path):
     with pytest.raises(InputError, match="TIDELAKE_CONFIG is not set"):
         load_changefeeds({})
-    path = write_config(tmp_path, "main")
+    path = str(write_changefeed(tmp_path, "main"))
     with pytest.raises(InputError, match="changefeed id 'main' is used by both"):
         load_changefeeds({"TIDELAKE_CONFIG": os.pathsep.join([path, path])})
     with pytest.raises(InputError, match="cannot read config"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from airflow_test_env import REPO, write_changefeed
 
 
@@ -84,7 +83,7 @@ def test_schedule_comes_from_the_environment(tmp_path, monkeypatch):
 def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monkeypatch):
     from airflow.models import DagBag
 
-    config = write_changefeed(tmp_path, "cuts", extra='[merge]\nsyncpoint_interval = "1m"\nparallel_jobs = 1\n')
+    config = write_changefeed(tmp_path, "cuts", merge={"syncpoint_interval": "1m", "parallel_jobs": 1})
     monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
     dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"]
     due, syncpoint, publish = (dag.get_task(t) for t in ("syncpoint_due", "syncpoint", "publish"))

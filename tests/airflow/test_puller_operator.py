@@ -1,5 +1,5 @@
 """PullerOperator: SIGTERM to the task process reaches the runner as a graceful stop (the Task
-SDK's SIGTERM handler calls on_kill, facts/stack.md §8), and the run length is bounded."""
+SDK's SIGTERM handler calls on_kill, docs/stack.md §8), and the run length is bounded."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import threading
 from datetime import timedelta
 
 import pytest
-
 from airflow_test_env import write_changefeed
 
 from tidelake.errors import InputError
-from tidelake.orchestration.puller_operator import SHUTDOWN_GRACE, PullerOperator, run_seconds_from_env
+from tidelake.orchestration.airflow.puller_operator import (
+    SHUTDOWN_GRACE,
+    PullerOperator,
+    run_seconds_from_env,
+)
 
 
 class FakeRunner:
@@ -31,7 +34,7 @@ class FakeRunner:
         self.stopped.set()
 
     def run(self):
-        from tidelake.puller.runner import RunSummary
+        from tidelake.capture.changefeed.runner import RunSummary
 
         assert self.stopped.wait(30), "never asked to stop"
         self.flushed = True
@@ -39,7 +42,7 @@ class FakeRunner:
 
 
 def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
-    import tidelake.puller.runner as runner_module
+    import tidelake.capture.changefeed.runner as runner_module
 
     monkeypatch.setattr(runner_module, "PullerRunner", FakeRunner)
     config = write_changefeed(tmp_path, shards=2)

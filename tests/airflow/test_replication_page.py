@@ -5,7 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from tidelake import tso
-from tidelake.orchestration.plugin_views import format_lag, render_page, sparkline_points
+from tidelake.orchestration.plugin_views import (
+    format_lag,
+    render_page,
+    sparkline_points,
+)
 
 TS = tso.from_datetime(datetime(2026, 5, 1, 8, 0, 5, tzinfo=timezone.utc))
 

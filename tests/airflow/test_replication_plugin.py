@@ -5,7 +5,6 @@ token or the UI's cookie)."""
 from __future__ import annotations
 
 import pytest
-
 from airflow_test_env import ADMIN_PASSWORD, VIEWER_PASSWORD
 
 pytestmark = pytest.mark.airflow
@@ -25,7 +24,7 @@ def client(airflow_db, changefeed, monkeypatch):
     from airflow.api_fastapi.app import create_app, purge_cached_app
     from fastapi.testclient import TestClient
 
-    import tidelake.orchestration.replication_app as replication_app
+    import tidelake.orchestration.airflow.replication_app as replication_app
 
     monkeypatch.setattr(replication_app, "lake_status", lambda feed: {**REPORT, "changefeed": feed.config.changefeed_id})
     purge_cached_app()
@@ -62,7 +61,7 @@ def test_a_logged_in_user_gets_json_and_page(client):
 
 
 def test_status_of_a_real_empty_lake(airflow_db, changefeed):
-    import tidelake.orchestration.replication_app as replication_app
+    import tidelake.orchestration.airflow.replication_app as replication_app
     from tidelake.orchestration.changefeeds import load_changefeeds
 
     (feed,) = load_changefeeds()

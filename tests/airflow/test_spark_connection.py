@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from tidelake.orchestration.spark_operator import ensure_spark_connection
+from tidelake.orchestration.airflow.spark_operator import ensure_spark_connection
 from tidelake.orchestration.spark_submit import LOCAL_MASTER_CONNECTION
 
 VARIABLE = "AIRFLOW_CONN_TIDELAKE_TEST_SPARK"

@@ -10,6 +10,7 @@ import zipfile
 
 import pytest
 
+from tidelake.apply.session import DELTA_CONFS, delta_package
 from tidelake.errors import InputError
 from tidelake.orchestration.spark_submit import (
     SparkSettings,
@@ -17,7 +18,6 @@ from tidelake.orchestration.spark_submit import (
     hadoop_version,
     spark_submit_kwargs,
 )
-from tidelake.spark.session import DELTA_CONFS, delta_package
 
 
 def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
@@ -67,7 +67,7 @@ def test_package_zip_is_importable_alone_and_reused(tmp_path):
     assert build_package_zip(tmp_path) == first
     names = zipfile.ZipFile(first).namelist()
     assert "tidelake/tso.py" in names
-    assert "tidelake/spark/ivysettings.xml" in names
+    assert "tidelake/apply/ivysettings.xml" in names
     assert not any("__pycache__" in n for n in names)
     probe = "import tidelake.tso, sys; print(tidelake.tso.__file__)"
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(first)!r}); {probe}"],

@@ -68,8 +68,7 @@ def test_restricted_runs_take_no_syncpoint(merge, request_, run_type, reason):
 
 
 def test_a_syncpoint_is_not_due_until_the_ddl_watermark_passes_the_next_boundary(tmp_path):
-    from spark.lake_fixtures import FedLake
-
+    from tests.apply.lake_fixtures import FedLake
     from tidelake.orchestration.merge_run import syncpoint_not_due
 
     lake = FedLake(str(tmp_path / "lake"))

@@ -15,14 +15,19 @@ from typing import Any
 
 from lake.ddl_jobs import DdlFeed, Upstream
 
+from tidelake.apply.replica_schema import (
+    COMMIT_TS_COLUMN,
+    PARTITION_ID_COLUMN,
+    ROWID_COLUMN,
+    is_partitioned,
+)
 from tidelake.codec.keys import decode_record_key, record_key
 from tidelake.codec.row import decode_row, encode_row, row_handle
 from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import OP_DELETE, OP_PUT, LakeLayout
-from tidelake.puller.events import RowChange
-from tidelake.spark.replica_schema import COMMIT_TS_COLUMN, PARTITION_ID_COLUMN, ROWID_COLUMN, is_partitioned
+from tidelake.lake.row_change import RowChange
 
 
 class Txn:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from tidelake.lake.changelog_reader import changelog_bucket_seconds, read_changes
+from tidelake.apply.changelog_reader import changelog_bucket_seconds, read_changes
 from tidelake.lake.changelog_writer import bucket_label
-from tidelake.lake.lander import Lander
-from tidelake.lake.layout import CHANGELOG_SCHEMA, DDL_SCHEMA, WATERMARKS_SCHEMA, spark_ddl
-from tidelake.lake.watermarks import read_watermarks
-
 from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.lander import Lander
+from tidelake.lake.layout import (
+    CHANGELOG_SCHEMA,
+    DDL_SCHEMA,
+    WATERMARKS_SCHEMA,
+    spark_ddl,
+)
+from tidelake.lake.watermarks import read_watermarks
 
 pytestmark = pytest.mark.spark
 HOUR = 3_600_000

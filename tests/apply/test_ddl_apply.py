@@ -13,13 +13,28 @@ import pytest
 from deltalake import DeltaTable
 from lake.ddl_jobs import DdlFeed, Upstream
 
-from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, read_checkpoint, writer_txn_options
+from tidelake.apply.ddl_apply import (
+    BarrierError,
+    NeedsBootstrap,
+    UnsupportedDDL,
+    apply_ddl,
+    record_checkpoint,
+)
+from tidelake.apply.replica_schema import (
+    PARTITION_ID_COLUMN,
+    REPLICA_PROPERTIES,
+    data_type,
+    key_columns,
+    read_replica_struct,
+    replica_struct,
+)
+from tidelake.apply.txn_confs import writer_txn_options
+from tidelake.apply.type_change import can_widen
+from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, read_checkpoint
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaCatalog
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.spark.ddl_apply import BarrierError, NeedsBootstrap, UnsupportedDDL, apply_ddl, record_checkpoint, replica_schema
-from tidelake.spark.replica_schema import PARTITION_ID_COLUMN, REPLICA_PROPERTIES, data_type, key_columns, replica_struct
-from tidelake.spark.type_change import can_widen
+
 
 def _merge_rows(spark, path, info, rows, ts):
     """Stand-in for a merge: append rows with the checkpoint they reach."""
@@ -84,7 +99,7 @@ def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
     for _ in range(5):
         _apply_next(spark, layout, feed, t, catalog)
 
-    schema = replica_schema(path)
+    schema = read_replica_struct(path)
     assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
         ("id", "bigint"), ("quantity", "bigint"), ("code", "string"), ("price", "decimal(8,2)"),
         ("_tidb_commit_ts", "bigint"),
@@ -140,7 +155,7 @@ def test_rename_drop_and_unsupported(spark, tmp_path):
     t = up.table("a", "t").id
     apply_ddl(spark, layout, t, SchemaHistory(feed.rows).ddl_events(t)[0], catalog)
     path = catalog.get(t).path
-    assert "_tidb_rowid" in replica_schema(path).fieldNames()
+    assert "_tidb_rowid" in read_replica_struct(path).fieldNames()
 
     feed.run(up.rename_table("a", "t", "b", "t2"))
     _apply_next(spark, layout, feed, t, catalog)
@@ -162,7 +177,7 @@ def test_rename_drop_and_unsupported(spark, tmp_path):
 
     feed.run(up.drop_table("b", "t2"))
     _apply_next(spark, layout, feed, t, catalog)
-    assert catalog.get(t).state == STATE_DROPPED and catalog.find("a", "t").table_key == t_new
+    assert catalog.get(t).state == ReplicaState.DROPPED and catalog.find("a", "t").table_key == t_new
 
 
 @pytest.mark.parametrize(

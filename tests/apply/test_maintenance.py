@@ -11,14 +11,14 @@ from deltalake import DeltaTable, write_deltalake
 from lake.ddl_jobs import DdlFeed, Upstream
 
 from tidelake import tso
+from tidelake.apply.maintenance import changelog_checkpoints, run_maintenance
 from tidelake.lake.changelog_writer import ChangelogWriter, commit_properties
 from tidelake.lake.checkpoint import MERGE_APP_ID, read_checkpoint
 from tidelake.lake.ddl_log import DdlLog
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.lake.row_change import RowChange
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.puller.events import RowChange
-from tidelake.spark.maintenance import changelog_checkpoints, run_maintenance
 
 HOUR = 3_600_000 << 18  # one hour of TSO (one changelog commit bucket)
 SCHEMA = pa.schema([pa.field("id", pa.int64())])

@@ -12,14 +12,14 @@ from decimal import Decimal
 import pytest
 from deltalake import DeltaTable
 from lake_fixtures import FedLake, replica_rows
-from puller.pull_harness import sim  # noqa: F401 (fixture of the end-to-end test)
 
+from tests.capture.pull_harness import sim  # noqa: F401 (fixture of the end-to-end test)
+from tidelake.apply.merge_job import merge_window, run_merge
 from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.lake.merge_log import STATUS_ERROR, STATUS_MERGED, STATUS_STOPPED, last_entries
+from tidelake.lake.merge_log import MergeStatus, last_entries
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.spark.merge_job import merge_window, run_merge
 
 # Spark on the shared 2-core machine: a MERGE can take minutes under load.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -65,14 +65,14 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_pa
 
     report = run_merge(spark, lake.layout, max_chunk_rows=5, progress=crash_after_first_window)
     (result,) = report.tables
-    assert result.status == STATUS_ERROR and "injected" in result.reason and result.windows == 1
+    assert result.status == MergeStatus.ERROR and "injected" in result.reason and result.windows == 1
     mid = read_checkpoint(path())
     assert result.checkpoint_after == mid and mid < upper
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", mid)  # consistent as of mid
 
     report = run_merge(spark, lake.layout, max_chunk_rows=5)
     (result,) = report.tables
-    assert result.status == STATUS_MERGED and result.windows >= 1 and result.checkpoint_after == upper
+    assert result.status == MergeStatus.MERGED and result.windows >= 1 and result.checkpoint_after == upper
     assert read_checkpoint(path()) == upper
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", upper)
     assert last_entries(lake.layout)[result.table_key].checkpoint_after == upper
@@ -109,7 +109,7 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
         t.put("crm", "users", {"name": "ab", "n": 1})
         t.put("crm", "users", {"name": "cd", "n": 1})
     lake.resolve()
-    assert run_merge(spark, lake.layout, write_log=False).tables[0].status == STATUS_MERGED
+    assert run_merge(spark, lake.layout, write_log=False).tables[0].status == MergeStatus.MERGED
     with lake.txn() as t:
         t.put("crm", "users", {"name": "ab ", "n": 2})
         t.put("crm", "users", {"name": "cd ", "n": 2})
@@ -118,7 +118,7 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
         t.delete("crm", "users", {"name": "cd ", "n": 2})
     upper = lake.resolve()
     (result,) = run_merge(spark, lake.layout, write_log=False).tables
-    assert result.status == STATUS_MERGED and result.checkpoint_after == upper
+    assert result.status == MergeStatus.MERGED and result.checkpoint_after == upper
     path = ReplicaCatalog(lake.layout).get(result.table_key).path
     assert replica_rows(spark, path) == lake.expected_rows("crm", "users", upper)
     lake.close()
@@ -144,7 +144,7 @@ def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(spark, tmp_pat
 
     report = run_merge(spark, lake.layout, tables=["app.events"])
     (result,) = report.tables
-    assert result.status == STATUS_MERGED and result.ddls_applied == 2 and result.windows == 2
+    assert result.status == MergeStatus.MERGED and result.ddls_applied == 2 and result.windows == 2
     path = ReplicaCatalog(lake.layout).get(result.table_key).path
     assert read_checkpoint(path) == upper
     assert replica_rows(spark, path) == lake.expected_rows("app", "events", upper)
@@ -155,8 +155,8 @@ def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(spark, tmp_pat
 
 
 def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
-    from tidelake.spark import merge_job
-    from tidelake.spark.ddl_apply import UnsupportedDDL
+    from tidelake.apply import merge_job
+    from tidelake.apply.ddl_apply import UnsupportedDDL
 
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("s"))
@@ -174,7 +174,7 @@ def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(merge_job, "apply_ddl", refuse_comments)
     report = run_merge(spark, lake.layout, write_log=False)
     status = {r.table: r.status for r in report.tables}
-    assert status == {"s.a": STATUS_STOPPED, "s.b": STATUS_MERGED}
+    assert status == {"s.a": MergeStatus.STOPPED, "s.b": MergeStatus.MERGED}
     assert "refused" in ReplicaCatalog(lake.layout).get(report.tables[0].table_key).reason
     lake.close()
 
@@ -183,17 +183,17 @@ def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
 def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(spark, sim, tmp_path):
     """SimTiDB writes, the real puller lands, merge advances; the replica must equal SimTiDB's own
     snapshot read at the replica's checkpoint (invariant 6), across an ADD COLUMN and a PK change."""
-    from puller.pull_harness import RunnerThread, make_config, wait_resolved, watermarks
-
+    from tests.capture.pull_harness import make_config, wait_resolved, watermarks
+    from tidelake.apply.replica_schema import HIDDEN_COLUMNS
+    from tidelake.capture.changefeed.puller_thread import PullerThread
     from tidelake.codec.spark_types import spark_value
     from tidelake.lake.layout import LakeLayout
     from tidelake.sim.tidb.session import SimTiDB
-    from tidelake.spark.replica_schema import HIDDEN_COLUMNS
 
     lake = tmp_path / "lake"
     tidb = SimTiDB(sim)
     tidb.create_database("shop")
-    with RunnerThread(make_config(sim, lake)) as run:
+    with PullerThread(make_config(sim, lake)) as run:
         wait_resolved(lake, {}, 1, run)
         tidb.create_table("shop", "orders", [("id", "bigint"), ("v", "varchar(20)")], primary_key=["id"])
         for i in range(1, 6):
@@ -212,9 +212,9 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
     layout = LakeLayout(str(lake))
     report = run_merge(spark, layout, tables=["shop.orders"])
     (result,) = report.tables
-    assert result.status == STATUS_MERGED and result.ddls_applied == 2
+    assert result.status == MergeStatus.MERGED and result.ddls_applied == 2
     checkpoint = result.checkpoint_after
-    landed = watermarks(lake)  # the DDL watermark bounds every table too (DESIGN.md §2)
+    landed = watermarks(lake)  # the DDL watermark bounds every table too (docs/design.md §2)
     assert checkpoint >= last and checkpoint == min([landed.ddl_resolved, *(landed.table_resolved[p] for p in pids)])
     info = tidb.table_info_at("shop", "orders", checkpoint)
     upstream = [{c.name: spark_value(row.get(c.name), c.field_type) for c in info.public_columns()}
@@ -227,8 +227,8 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
 
 def test_a_table_thread_has_its_own_session_with_the_callers_runtime_confs(spark):
     """newSession() starts from the SparkConf alone; the txn confs of one table must not leak."""
-    from tidelake.lake.checkpoint import TXN_VERSION_CONF
-    from tidelake.spark.merge_job import _thread_session
+    from tidelake.apply.merge_job import _thread_session
+    from tidelake.apply.txn_confs import TXN_VERSION_CONF
 
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "3")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from delta.exceptions import ConcurrentDeleteReadException, MetadataChangedException
 
-from tidelake.spark import merge_job
-from tidelake.spark.merge_job import CONFLICT_RETRIES, retry_on_conflict
+from tidelake.apply import merge_job
+from tidelake.apply.merge_job import CONFLICT_RETRIES, retry_on_conflict
 
 
 @pytest.fixture(autouse=True)

@@ -14,14 +14,21 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from tidelake.apply.mount import (
+    MOUNT_INPUT_COLUMNS,
+    MOUNT_OP_COLUMN,
+    RowMounter,
+    match_columns,
+    mount,
+    mount_schema,
+)
+from tidelake.apply.replica_schema import COMMIT_TS_COLUMN, ROWID_COLUMN, replica_struct
 from tidelake.codec.keys import record_key
 from tidelake.codec.row import decode_row, encode_row, row_handle
 from tidelake.codec.schema import IndexColumn, IndexInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.lake.layout import OP_DELETE, OP_PUT
 from tidelake.sim.tidb.types import build_column, column_def
-from tidelake.spark.mount import MOUNT_INPUT_COLUMNS, MOUNT_OP_COLUMN, RowMounter, match_columns, mount, mount_schema
-from tidelake.spark.replica_schema import COMMIT_TS_COLUMN, ROWID_COLUMN, replica_struct
 
 TYPES = [
     ("i8", "tinyint"), ("u16", "smallint unsigned"), ("i24", "mediumint"), ("i32", "int"), ("i64", "bigint"),

@@ -8,10 +8,10 @@ import pytest
 from deltalake import DeltaTable
 from lake_fixtures import FedLake, replica_rows
 
+from tidelake.apply.merge_job import run_merge
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.spark.merge_job import run_merge
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 

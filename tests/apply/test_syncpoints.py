@@ -12,17 +12,26 @@ from deltalake import DeltaTable, write_deltalake
 from lake.ddl_jobs import DdlFeed, Upstream
 
 from tidelake import tso
+from tidelake.apply.syncpoint_job import run_syncpoint
 from tidelake.cli import main
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import commit_properties
-from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_at_version, read_checkpoint
+from tidelake.lake.checkpoint import (
+    MERGE_APP_ID,
+    checkpoint_at_version,
+    read_checkpoint,
+)
 from tidelake.lake.ddl_log import DdlLog
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.lake.syncpoints import boundary_at_or_below, merge_cap, next_boundary, replicas_at
+from tidelake.lake.syncpoints import (
+    boundary_at_or_below,
+    merge_cap,
+    next_boundary,
+    replicas_at,
+)
 from tidelake.lake.watermarks import WatermarkWriter
-from tidelake.spark.syncpoint_job import run_syncpoint
 
 INTERVAL_S = 10
 SCHEMA = pa.schema([pa.field("id", pa.int64())])

@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import pytest
 
-from tidelake.cli import main
-from tidelake.demo import PullerThread, replicated_physical_ids, wait_for_watermarks, write_changefeed
-from tidelake.lake.layout import LakeLayout
-from tidelake.sim.cluster import SimCluster
-from tidelake.verify import (
+from tests.capture.pull_harness import make_config, wait_resolved
+from tidelake.apply.verify import (
     DIFFERENT,
     EXTRA,
-    MATCH,
-    MISMATCH,
     MISSING,
-    SKIPPED,
     ComparedShape,
     RowComparison,
+    Verdict,
     Verifier,
     normalize,
     schema_problems,
 )
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.cli import main
+from tidelake.lake.layout import LakeLayout
+from tidelake.sim.cluster import SimCluster
+from tidelake.table_filter import TableFilter
 
 DB = "demo"  # the demo changefeed's workload database
 # int handle, clustered common handle, _tidb_rowid, range partitions, one column of every type
@@ -38,9 +38,9 @@ RULES = tuple(f"{DB}.{t}" for t in TABLES)
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory):
     """A simulator, its lake after pull + merge up to one ts, and a snapshot reader of it."""
+    from tidelake.apply.merge_job import run_merge
     from tidelake.sim.tidb.session import SimTiDB
     from tidelake.sim.workload import WorkloadRunner
-    from tidelake.spark.merge_job import run_merge
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
 
@@ -50,17 +50,17 @@ def built(spark, tmp_path_factory):
     with cluster:
         tidb = SimTiDB(cluster)
         layout = LakeLayout(str(workdir / "lake"))
-        config = write_changefeed(workdir / "changefeed.toml", cluster.pd_address, workdir / "lake", RULES)
-        with PullerThread(config) as puller:
-            wait_for_watermarks(layout, 1, [], 60, puller.check)
+        config = make_config(cluster, workdir / "lake", rules=RULES, flush="300ms")
+        with PullerThread(config, progress_interval_s=3600) as puller:
+            wait_resolved(layout.root, {}, 1, puller)
             # created after the start, so each replica starts from its CREATE (no bootstrap needed)
             WorkloadRunner(tidb, "smoke", seed=3, database=DB).run_ops(40)
             final = cluster.tso.next()
-            wait_for_watermarks(layout, final, replicated_physical_ids(tidb, RULES), 60, puller.check)
+            wait_resolved(layout.root, dict.fromkeys(tidb.physical_ids(TableFilter.parse(RULES)), final), final, puller)
             report = run_merge(spark, layout, until_ts=final)
             assert not report.failed, report.failed
             late = tidb.create_table(DB, "late", [("id", "bigint"), ("v", "int")], primary_key=["id"]).finished_ts
-            wait_for_watermarks(layout, late, [], 60, puller.check)
+            wait_resolved(layout.root, {}, late, puller)
         pd = PDClient([cluster.pd_address])
         with SnapshotReader(pd) as reader:
             yield cluster, tidb, layout, reader, final
@@ -68,7 +68,7 @@ def built(spark, tmp_path_factory):
 
 
 def replica_path(layout: LakeLayout, table: str) -> str:
-    from tidelake.status import replica_entries
+    from tidelake.lake.status import replica_entries
 
     return next(e.path for e in replica_entries(layout).values() if f"{e.db}.{e.name}" == table)
 
@@ -82,11 +82,11 @@ def test_replicas_built_by_pull_and_merge_match_upstream(built, spark):
     assert report.ok, [(v.table, v.status, v.note, v.diffs[:2]) for v in report.tables]
     assert set(by_table) == set(RULES)
     # created after the merge cap: in the DDL history, no replica yet -> reported, not failed
-    assert by_table[f"{DB}.late"].status == SKIPPED and "no replica" in by_table[f"{DB}.late"].note
+    assert by_table[f"{DB}.late"].status == Verdict.SKIPPED and "no replica" in by_table[f"{DB}.late"].note
     for db, name in (r.split(".") for r in RULES[:-1]):
         verdict = by_table[f"{db}.{name}"]
         expected_rows = len(tidb.select_all(db, name, final))
-        assert (verdict.status, verdict.checkpoint) == (MATCH, final)
+        assert (verdict.status, verdict.checkpoint) == (Verdict.MATCH, final)
         assert verdict.upstream_rows == verdict.replica_rows == expected_rows
     assert sum(v.upstream_rows for v in report.tables) > 0
 
@@ -107,7 +107,7 @@ def test_tampered_replica_is_caught_key_by_key(built, spark):
         verdict = Verifier(spark, layout, reader).run([table]).tables[0]
     finally:
         spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {before}")
-    assert verdict.status == MISMATCH and verdict.checkpoint == final
+    assert verdict.status == Verdict.MISMATCH and verdict.checkpoint == final
     assert (verdict.missing, verdict.extra, verdict.different) == (1, 1, 1)
     assert verdict.upstream_rows == len(rows) and verdict.replica_rows == len(rows)
     diffs = {d.kind: d for d in verdict.diffs}
@@ -117,7 +117,7 @@ def test_tampered_replica_is_caught_key_by_key(built, spark):
     assert diffs[DIFFERENT].key == (changed,) and diffs[DIFFERENT].replica["note"] == "tampered"
     assert diffs[DIFFERENT].upstream["note"] == rows[1]["note"] != "tampered"
     # after RESTORE (a new version, same checkpoint) the replica matches again
-    assert Verifier(spark, layout, reader).run([table]).tables[0].status == MATCH
+    assert Verifier(spark, layout, reader).run([table]).tables[0].status == Verdict.MATCH
 
 
 @pytest.mark.spark

@@ -9,25 +9,21 @@ from datetime import timezone
 
 from pyspark.sql.types import TimestampType
 
+from tidelake.apply.replica_schema import HIDDEN_COLUMNS, stored_columns
 from tidelake.codec.keys import record_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.codec.spark_types import spark_value
-from tidelake.config import ChangefeedConfig, parse_config
+from tidelake.config import ChangefeedConfig
+from tidelake.config_writer import changefeed_document, config_from_document
 from tidelake.sim.tidb.session import SimTiDB
-from tidelake.spark.replica_schema import HIDDEN_COLUMNS, stored_columns
 
 COLUMNS = [("id", "bigint", "pk"), ("v", "varchar(32)"), ("n", "int")]
 
 
 def make_config(sim, lake, rules=("shop.*",), changefeed_id="cf1", shards=1) -> ChangefeedConfig:
-    doc = {
-        "changefeed": {"id": changefeed_id},
-        "upstream": {"pd": [sim.pd_address], "gc_ttl": "10m"},
-        "filter": {"rules": list(rules)},
-        "lake": {"root": str(lake)},
-        "puller": {"flush_interval": "200ms", "shards": shards},
-    }
-    return parse_config(doc, "test.toml")
+    doc = changefeed_document(changefeed_id, [sim.pd_address], lake, rules=rules, gc_ttl="10m",
+                              puller={"flush_interval": "200ms", "shards": shards})
+    return config_from_document(doc, "test.toml")
 
 
 def fill(tidb: SimTiDB, table: str, n: int, seed: int = 1) -> None:

@@ -11,19 +11,6 @@ from contextlib import ExitStack
 
 import pytest
 
-from tidelake.bootstrap import replica_write, snapshot_read
-from tidelake.bootstrap.runner import Bootstrap, BootstrapOptions
-from tidelake.bootstrap.table_starts import STATE_DONE, TableStarts
-from tidelake.cli import main
-from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.lake.ddl_log import start_snapshot_ts
-from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import read_watermarks
-from tidelake.puller.runner import Shard
-from tidelake.sim.tidb.session import SimTiDB
-from tidelake.sim.workload import WorkloadRunner
-from tidelake.spark.merge_job import run_merge
-
 from tests.bootstrap.bootstrap_harness import (
     COLUMNS,
     LiveWriter,
@@ -33,7 +20,25 @@ from tests.bootstrap.bootstrap_harness import (
     split_table,
     upstream_rows,
 )
-from tests.puller.pull_harness import RunnerThread, config_doc, sim, wait_for, write_toml  # noqa: F401 (sim is a fixture)
+from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
+    config_doc,
+    sim,
+)
+from tidelake.apply.merge_job import run_merge
+from tidelake.bootstrap import replica_write, snapshot_read
+from tidelake.bootstrap.runner import Bootstrap, BootstrapOptions
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.capture.changefeed.runner import Shard
+from tidelake.cli import main
+from tidelake.config_writer import write_config
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.ddl_log import start_snapshot_ts
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.table_starts import StartState, TableStarts
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.sim.workload import WorkloadRunner
+from tidelake.wait import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -61,24 +66,24 @@ def checkpoints_match_upstream(spark, tidb, layout, tables):
 def test_bootstrap_then_replicate_equals_upstream_at_each_checkpoint(sim, shop, spark, tmp_path):
     tidb, ids = shop
     config = make_config(sim, tmp_path / "lake")
-    layout = LakeLayout(config.lake.root)
+    layout = LakeLayout.from_config(config.lake)
     with LiveWriter(tidb, ["small", "big"], 2000) as writer:
-        wait_for(lambda: writer.commits > 5, what="writer running")
+        wait_until(lambda: writer.commits > 5, 30, "writer running")
         results = Bootstrap(config, BootstrapOptions(spark_threshold_regions=2), spark=spark).run()
         assert {r.name: r.how for r in results} == {"shop.small": "local", "shop.big": "spark"}
         ts = results[0].ts
         assert all(r.ts == ts for r in results) and start_snapshot_ts(layout) == ts
         checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
 
-        with RunnerThread(config):  # the puller's first run starts where bootstrap ended
-            wait_for(lambda: read_watermarks(layout).ddl_resolved > ts, what="puller running")
+        with PullerThread(config):  # the puller's first run starts where bootstrap ended
+            wait_until(lambda: read_watermarks(layout).ddl_resolved > ts, 30, "puller running")
             assert min(read_watermarks(layout).table_resolved[i] for i in ids.values()) >= ts
             writer_commits = writer.commits
-            wait_for(lambda: writer.commits > writer_commits + 20, what="more writes")
+            wait_until(lambda: writer.commits > writer_commits + 20, 30, "more writes")
     target = tidb.cluster.tso.next()
-    with RunnerThread(config):
-        wait_for(lambda: min(read_watermarks(layout).table_resolved[i] for i in ids.values()) > target,
-                 what="watermarks past the last write")
+    with PullerThread(config):
+        wait_until(lambda: min(read_watermarks(layout).table_resolved[i] for i in ids.values()) > target,
+                 30, "watermarks past the last write")
     run_merge(spark, layout)
     checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
     assert all(read_checkpoint(f"{layout.root}/shop/{t}") > target for t in ids)
@@ -87,7 +92,7 @@ def test_bootstrap_then_replicate_equals_upstream_at_each_checkpoint(sim, shop, 
 def test_crash_mid_bootstrap_leaves_no_checkpoint_and_a_rerun_is_correct(sim, shop, spark, tmp_path, monkeypatch):
     tidb, _ = shop
     config = make_config(sim, tmp_path / "lake")
-    layout = LakeLayout(config.lake.root)
+    layout = LakeLayout.from_config(config.lake)
     real_scan = snapshot_read.scan_range
     ranges_read = []
 
@@ -121,7 +126,7 @@ def test_sigkill_between_creating_the_replica_and_its_rows_then_a_rerun_is_corre
     from tidelake.config import load_config
 
     tidb, _ = shop
-    toml = write_toml(config_doc(sim, tmp_path / "lake"), tmp_path / "cf.toml")
+    toml = write_config(tmp_path / "cf.toml", config_doc(sim, tmp_path / "lake"))
     path = f"{tmp_path}/lake/shop/big"
     created = tmp_path / "lake" / "shop" / "big" / "_delta_log" / "00000000000000000000.json"
     with (tmp_path / "bootstrap.log").open("wb") as log:
@@ -129,7 +134,7 @@ def test_sigkill_between_creating_the_replica_and_its_rows_then_a_rerun_is_corre
                                   "--table", "shop.big", "--spark-threshold-regions", "2"],
                                  stdout=log, stderr=subprocess.STDOUT)
         tree = psutil.Process(child.pid)
-        wait_for(lambda: created.exists() or child.poll() is not None, 300, "the replica table created")
+        wait_until(lambda: created.exists() or child.poll() is not None, 300, "the replica table created")
         for proc in [*tree.children(recursive=True), tree]:
             proc.kill()
         child.wait(30)
@@ -144,28 +149,28 @@ def test_sigkill_between_creating_the_replica_and_its_rows_then_a_rerun_is_corre
 def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp_path, shards):
     tidb, ids = shop
     config = make_config(sim, tmp_path / "lake", rules=("shop.small",), shards=shards)
-    layout = LakeLayout(config.lake.root)
+    layout = LakeLayout.from_config(config.lake)
     Bootstrap(config, BootstrapOptions(), spark=spark).run()
 
-    def pullers(stack: ExitStack) -> list[RunnerThread]:
-        return [stack.enter_context(RunnerThread(config, Shard(i, shards), join_lead_s=2.0, first_run_wait_s=30))
+    def pullers(stack: ExitStack) -> list[PullerThread]:
+        return [stack.enter_context(PullerThread(config, Shard(i, shards), join_lead_s=2.0, first_run_wait_s=30))
                 for i in range(shards)]
 
     with ExitStack() as stack, LiveWriter(tidb, ["small", "big"], 2000) as writer:
         runs = pullers(stack)
-        wait_for(lambda: read_watermarks(layout).ddl_resolved > 0 and writer.commits > 10, what="feed running")
+        wait_until(lambda: read_watermarks(layout).ddl_resolved > 0 and writer.commits > 10, 30, "feed running")
         results = Bootstrap(config, BootstrapOptions(tables=("shop.big",), spark_threshold_regions=2), spark=spark).run()
         (joined,) = results
         assert joined.how == "spark"
-        assert [s.state for s in TableStarts(layout).latest("cf1")] == [STATE_DONE]
+        assert [s.state for s in TableStarts(layout).latest("cf1")] == [StartState.DONE]
         assert replica_rows(spark, f"{layout.root}/shop/big") == upstream_rows(tidb, "big", joined.ts)
         last = writer.commits
-        wait_for(lambda: writer.commits > last + 20, what="writes after the join")
+        wait_until(lambda: writer.commits > last + 20, 30, "writes after the join")
     assert all(run.error is None for run in runs)
     target = tidb.cluster.tso.next()
     with ExitStack() as stack:  # a restart keeps the added table in the feed
         pullers(stack)
-        wait_for(lambda: read_watermarks(layout).table_resolved.get(ids["big"], 0) > target, what="big resolved")
+        wait_until(lambda: read_watermarks(layout).table_resolved.get(ids["big"], 0) > target, 30, "big resolved")
         assert read_watermarks(layout).table_resolved[ids["small"]] > 0
     run_merge(spark, layout)
     checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
@@ -175,7 +180,7 @@ def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp
 def test_ts_below_the_gc_safepoint_is_refused_with_a_clear_error(sim, shop, tmp_path, capsys):
     old = sim.tso.next()
     sim.gc_safe_points.advance_gc_safe_point(sim.tso.next())
-    path = write_toml(config_doc(sim, tmp_path / "lake"), tmp_path / "cf.toml")
+    path = write_config(tmp_path / "cf.toml", config_doc(sim, tmp_path / "lake"))
     assert main(["bootstrap", "--config", str(path), "--at-ts", str(old)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"start ts {old} is below the GC safepoint" in err[0]

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.airflow_demo import Child, wait_for
+from tidelake.config_writer import changefeed_document, write_config
+from tidelake.demos.supervisor import Child, await_stage
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import STATE_ACTIVE, STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 
 pytestmark = pytest.mark.slow
 
@@ -69,10 +70,10 @@ def checkpoints(layout: LakeLayout) -> dict[str, int]:
     """Checkpoint of every live replica (dropped tables stay behind; no table may be stopped)."""
     found = {}
     entries = ReplicaCatalog(layout).entries().values()
-    stopped = [f"{e.db}.{e.name}: {e.reason}" for e in entries if e.state == STATE_STOPPED]
+    stopped = [f"{e.db}.{e.name}: {e.reason}" for e in entries if e.state == ReplicaState.STOPPED]
     assert not stopped, f"replicas stopped: {stopped}"
     for entry in entries:
-        if entry.state != STATE_ACTIVE:
+        if entry.state != ReplicaState.ACTIVE:
             continue
         ts = read_checkpoint(entry.path)
         if ts is not None:
@@ -80,10 +81,9 @@ def checkpoints(layout: LakeLayout) -> dict[str, int]:
     return found
 
 
-def changefeed_toml(pd: str, lake: Path) -> str:
-    return (f'[changefeed]\nid = "soak"\n\n[upstream]\npd = ["{pd}"]\ngc_ttl = "1h"\n\n'
-            f'[filter]\nrules = ["sim.*", "!{ADDED}"]\n\n[lake]\nroot = "{lake}"\n\n'
-            '[puller]\nflush_interval = "500ms"\n')
+def changefeed_doc(pd: str, lake: Path) -> dict:
+    return changefeed_document("soak", [pd], lake, rules=["sim.*", f"!{ADDED}"], gc_ttl="1h",
+                               puller={"flush_interval": "500ms"})
 
 
 def test_bootstrap_of_loaded_tables_under_workload_and_faults_verifies_at_every_checkpoint(tmp_path):
@@ -96,17 +96,16 @@ def test_bootstrap_of_loaded_tables_under_workload_and_faults_verifies_at_every_
                                 "--gc-life-time", "2h", "--progress-interval", "2"), logs / "sim.log")
     children = [sim]
     try:
-        wait_for("preload", lambda: f"preloaded={ROWS}/{ROWS}" in sim.log.read_text(), 120 + ROWS / 2000,
+        await_stage("preload", lambda: f"preloaded={ROWS}/{ROWS}" in sim.log.read_text(), 120 + ROWS / 2000,
                  sim.log, checks=[sim.check])
         lake = tmp_path / "lake"
         layout = LakeLayout(str(lake))
-        config = tmp_path / "changefeed.toml"
-        config.write_text(changefeed_toml(json.loads(info.read_text())["pd"][0], lake))
+        config = write_config(tmp_path / "changefeed.toml", changefeed_doc(json.loads(info.read_text())["pd"][0], lake))
         boot_args = ("bootstrap", "--config", str(config), "--spark-master", MASTER)
 
         killed = Child("bootstrap-killed", tidelake(*boot_args), logs / "bootstrap-killed.log")
         children.append(killed)
-        wait_for("bootstrap reading orders", lambda: "bootstrap sim.orders: reading" in killed.log.read_text(), 900,
+        await_stage("bootstrap reading orders", lambda: "bootstrap sim.orders: reading" in killed.log.read_text(), 900,
                  killed.log, checks=[killed.check, sim.check], interval_s=0.5)
         time.sleep(2)  # inside the Spark job that reads and writes the replica
         kill_tree(killed)

@@ -10,23 +10,17 @@ import time
 import pytest
 
 from tidelake.bootstrap.runner import JOIN_ATTEMPTS, Bootstrap, BootstrapOptions
-from tidelake.bootstrap.table_starts import (
-    MISSED_JOIN,
-    STATE_JOINED,
-    STATE_REFUSED,
-    STATE_REQUESTED,
-    TableStarts,
-)
 from tidelake.config import parse_config
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.table_starts import MISSED_JOIN, StartState, TableStarts
 
 
 def bootstrap(tmp_path) -> tuple[Bootstrap, TableStarts, io.StringIO]:
     config = parse_config({"changefeed": {"id": "cf1"}, "upstream": {"pd": ["127.0.0.1:9"]},
                            "lake": {"root": str(tmp_path / "lake")}}, "test.toml")
     out = io.StringIO()
-    return Bootstrap(config, BootstrapOptions(join_timeout_s=30), out=out), TableStarts(LakeLayout(config.lake.root)), out
+    return Bootstrap(config, BootstrapOptions(join_timeout_s=30), out=out), TableStarts(LakeLayout.from_config(config.lake)), out
 
 
 def shard_refusing(starts: TableStarts, misses: int, then_join_at: int | None) -> threading.Thread:
@@ -35,14 +29,14 @@ def shard_refusing(starts: TableStarts, misses: int, then_join_at: int | None) -
         seen = 0
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            for request in [s for s in starts.latest("cf1") if s.state == STATE_REQUESTED]:
+            for request in [s for s in starts.latest("cf1") if s.state == StartState.REQUESTED]:
                 seen += 1
                 if seen <= misses:
-                    starts.mark(request, STATE_REFUSED, reason=f"puller shard 1/2 {MISSED_JOIN} {seen}")
+                    starts.mark(request, StartState.MISSED, reason=f"puller shard 1/2 {MISSED_JOIN} {seen}")
                     if seen == misses and then_join_at is None:
                         return
                 else:
-                    starts.mark(request, STATE_JOINED, start_ts=then_join_at)
+                    starts.mark(request, StartState.JOINED, start_ts=then_join_at)
                     return
             time.sleep(0.1)
 
@@ -68,4 +62,14 @@ def test_joins_missed_every_time_end_with_a_clear_error(tmp_path):
     with pytest.raises(InputError, match=rf"shop.big: the puller refused it: .*{MISSED_JOIN} {JOIN_ATTEMPTS}"):
         runner._wait_joined(starts, [first])
     shard.join(5)
-    assert sum(s.state == STATE_REFUSED for s in starts.latest("cf1")) == JOIN_ATTEMPTS
+    assert sum(s.state == StartState.MISSED for s in starts.latest("cf1")) == JOIN_ATTEMPTS
+
+
+def test_a_refused_request_is_not_asked_again_whatever_its_reason_says(tmp_path):
+    runner, starts, out = bootstrap(tmp_path)
+    first = starts.request("cf1", "shop", "big")
+    starts.mark(first, StartState.REFUSED, reason=f"not replicated by the filter (not {MISSED_JOIN})")
+    with pytest.raises(InputError, match="shop.big: the puller refused it: not replicated by the filter"):
+        runner._wait_joined(starts, [first])
+    assert "asking again" not in out.getvalue()
+    assert [s.request_id for s in starts.latest("cf1")] == [first.request_id]

@@ -3,19 +3,19 @@ back, and the oracle taken from the simulator's own MVCC write records."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
+from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.codec.keys import table_record_span
-from tidelake.config import ChangefeedConfig, parse_config
+from tidelake.config import ChangefeedConfig
+from tidelake.config_writer import changefeed_document, config_from_document
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.puller.runner import PullerRunner, RunOptions, Shard
 from tidelake.sim.cluster import SimCluster
+from tidelake.wait import wait_until
 
 
 @pytest.fixture
@@ -27,79 +27,21 @@ def sim():
 
 
 def config_doc(sim: SimCluster, lake: Path, rules=("shop.*",), flush="200ms", **changefeed) -> dict:
-    return {
-        "changefeed": {"id": "cf1", **changefeed},
-        "upstream": {"pd": [sim.pd_address], "gc_ttl": "10m"},
-        "filter": {"rules": list(rules)},
-        "lake": {"root": str(lake)},
-        "puller": {"flush_interval": flush},
-    }
+    doc = changefeed_document("cf1", [sim.pd_address], lake, rules=rules, gc_ttl="10m",
+                              puller={"flush_interval": flush})
+    doc["changefeed"].update(changefeed)
+    return doc
 
 
 def make_config(sim: SimCluster, lake: Path, **kw) -> ChangefeedConfig:
-    return parse_config(config_doc(sim, lake, **kw), "test.toml")
-
-
-def write_toml(doc: dict, path: Path) -> Path:
-    lines = []
-    for section, values in doc.items():
-        lines.append(f"[{section}]")
-        for key, value in values.items():
-            if isinstance(value, str):
-                lines.append(f'{key} = "{value}"')
-            elif isinstance(value, list):
-                lines.append(f"{key} = [{', '.join(repr(v).replace(chr(39), chr(34)) for v in value)}]")
-            else:
-                lines.append(f"{key} = {value}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-class RunnerThread:
-    """A PullerRunner on a background thread, stopped gracefully by stop()."""
-
-    def __init__(self, config: ChangefeedConfig, shard: Shard = Shard(), **options) -> None:
-        self.runner = PullerRunner(config, shard, RunOptions(gc_advance_interval_s=0.2, **options))
-        self.summary = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self.summary = self.runner.run()
-        except BaseException as exc:  # handed to the test thread
-            self.error = exc
-
-    def __enter__(self) -> RunnerThread:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.runner.stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "runner did not stop"
-
-
-def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition", check=None):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if check is not None:
-            check()
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    return config_from_document(config_doc(sim, lake, **kw), "test.toml")
 
 
 def watermarks(lake: Path):
     return read_watermarks(LakeLayout(str(lake)))
 
 
-def wait_resolved(lake: Path, tables: dict[int, int], ddl_ts: int = 0, runner: RunnerThread | None = None):
+def wait_resolved(lake: Path, tables: dict[int, int], ddl_ts: int = 0, runner: PullerThread | None = None):
     """Until every table's watermark and the DDL watermark reach the given ts."""
     def check():
         if runner is not None and runner.error is not None:
@@ -109,7 +51,7 @@ def wait_resolved(lake: Path, tables: dict[int, int], ddl_ts: int = 0, runner: R
         w = watermarks(lake)
         return w.ddl_resolved >= ddl_ts and all(w.table_resolved.get(t, 0) >= ts for t, ts in tables.items())
 
-    return wait_for(reached, 40, f"watermarks {tables} / ddl {ddl_ts}", check)
+    return wait_until(reached, 40, f"watermarks {tables} / ddl {ddl_ts}", check=check)
 
 
 def changelog(lake: Path) -> list[tuple[int, bytes, int, str, bytes]]:
@@ -132,10 +74,10 @@ def ddl_rows(lake: Path) -> list[dict]:
     return DeltaTable(LakeLayout(str(lake)).ddl).to_pyarrow_table().to_pylist()
 
 
-def start_ts(lake: Path, runner: RunnerThread) -> int:
+def start_ts(lake: Path, runner: PullerThread) -> int:
     """The start ts the runner chose, as recorded by its schema snapshot rows (not a watermark,
     which a second flush may already have moved past it)."""
-    from tidelake.lake.layout import SOURCE_SNAPSHOT
+    from tidelake.lake.layout import DdlSource
 
     wait_resolved(lake, {}, 1, runner)
-    return next(r["commit_ts"] for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT)
+    return next(r["commit_ts"] for r in ddl_rows(lake) if r["source"] == DdlSource.SNAPSHOT)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import grpc
 
+from tidelake.capture.eventfeed.span_divider import RegionTarget
 from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2
-from tidelake.puller.span_divider import RegionTarget
 
 E = cdcpb_pb2.Event
 CLUSTER_ID = 4242
@@ -188,9 +188,3 @@ class RecordingSink:
                 assert left > 0, f"timed out; rows={len(self.rows)} table_resolved={self.table_resolved[-3:]}"
                 self.cond.wait(min(left, 0.1))
 
-
-def wait_until(predicate, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)

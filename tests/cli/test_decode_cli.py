@@ -8,8 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from codec_tables import BIN, ft, make_table
 
+from tests.codec.codec_tables import BIN, ft, make_table
 from tidelake.cli import main
 from tidelake.codec import keys
 from tidelake.codec import mysql_types as mt
@@ -17,7 +17,7 @@ from tidelake.codec.meta_keys import table_info_key
 from tidelake.codec.row import encode_row, row_handle
 from tidelake.codec.schema import TableInfo
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "codec" / "data"
 
 
 def run(capsys, *argv: str) -> tuple[int, object, str]:

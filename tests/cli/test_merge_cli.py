@@ -17,4 +17,4 @@ def test_bad_merge_arguments_are_named(tmp_path, capsys, flags, message):
 
 def test_merge_needs_exactly_one_of_lake_and_config(tmp_path, capsys):
     assert main(["merge"]) == 2
-    assert "give exactly one of --lake PATH or --config FILE" in capsys.readouterr().err
+    assert "no lake given: pass --config FILE or --lake PATH" in capsys.readouterr().err

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from tidelake.codec import mysql_types as mt
-from tidelake.codec.schema import ColumnInfo, FieldType, IndexColumn, IndexInfo, TableInfo
+from tidelake.codec.schema import (
+    ColumnInfo,
+    FieldType,
+    IndexColumn,
+    IndexInfo,
+    TableInfo,
+)
 
 BIN = {"charset": "binary", "collate": "binary"}
 UTF8 = {"charset": "utf8mb4", "collate": "utf8mb4_bin"}

@@ -1,11 +1,15 @@
-"""MyDecimal binary format: upstream vectors (facts/tidb_codec.md §12A #12, §12B D12) and round trips."""
+"""MyDecimal binary format: upstream vectors (docs/encoding.md §12A #12, §12B D12) and round trips."""
 
 import random
 from decimal import Decimal
 
 import pytest
 
-from tidelake.codec.decimal import decimal_bin_size, decode_decimal_bin, encode_decimal_bin
+from tidelake.codec.decimal import (
+    decimal_bin_size,
+    decode_decimal_bin,
+    encode_decimal_bin,
+)
 from tidelake.errors import InputError
 
 VECTORS = [

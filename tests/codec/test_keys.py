@@ -1,4 +1,4 @@
-"""Record/index keys and spans against facts/tidb_codec.md §12 and facts/kvproto.md §11."""
+"""Record/index keys and spans against docs/encoding.md §12 and docs/wire.md §11."""
 
 import pytest
 
@@ -44,7 +44,7 @@ def test_mvcc_key_vector():  # D19
     assert mvcc.hex().endswith("fa72ea1e89d7ffff")
 
 
-def test_ddl_job_table_span():  # facts/kvproto.md §11 worked values
+def test_ddl_job_table_span():  # docs/wire.md §11 worked values
     assert keys.DDL_JOB_TABLE_ID == 281474976710654
     assert keys.table_prefix(keys.DDL_JOB_TABLE_ID) == H("748000fffffffffffe")
     assert keys.table_record_span(keys.DDL_JOB_TABLE_ID) == (H("748000fffffffffffe5f72"), H("748000fffffffffffe5f73"))

@@ -1,4 +1,4 @@
-"""Meta keys against facts/meta_snapshot.md §1.3 (row 1 is an upstream literal)."""
+"""Meta keys against docs/metadata.md §1.3 (row 1 is an upstream literal)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Primitive encodings against facts/tidb_codec.md §12A/§12B vectors, plus round trips."""
+"""Primitive encodings against docs/encoding.md §12A/§12B vectors, plus round trips."""
 
 import math
 

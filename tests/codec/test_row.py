@@ -1,4 +1,4 @@
-"""Row values v1/v2, datums and handles: facts/tidb_codec.md §12 vectors and round trips."""
+"""Row values v1/v2, datums and handles: docs/encoding.md §12 vectors and round trips."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ from tidelake.codec.json_binary import JSON_NULL
 from tidelake.codec.row import decode_row, encode_row, jsonable, row_handle
 from tidelake.codec.row_v1 import encode_row_v1, parse_row_v1
 from tidelake.codec.row_v2 import FLAG_CHECKSUM, FLAG_LARGE, encode_row_v2, parse_row_v2
-from tidelake.codec.row_value import decode_value, encode_flat_datum, encode_key_datum, encode_value
+from tidelake.codec.row_value import (
+    decode_value,
+    encode_flat_datum,
+    encode_key_datum,
+    encode_value,
+)
 from tidelake.errors import InputError
 
 H = bytes.fromhex

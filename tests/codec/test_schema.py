@@ -1,4 +1,4 @@
-"""Schema JSON model. Fixtures in tests/codec/data are hand-built from facts/tidb_codec.md §10 in TiDB's
+"""Schema JSON model. Fixtures in tests/codec/data are hand-built from docs/encoding.md §10 in TiDB's
 exact key spelling and Go field order; they are not captured from a live cluster."""
 
 import json
@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.codec.mysql_types import TYPE_BIT, TYPE_ENUM, TYPE_LONG, is_binary_string, is_unsigned
+from tidelake.codec.mysql_types import (
+    TYPE_BIT,
+    TYPE_ENUM,
+    TYPE_LONG,
+    is_binary_string,
+    is_unsigned,
+)
 from tidelake.codec.schema import (
     ColumnInfo,
     DBInfo,

@@ -1,4 +1,4 @@
-"""Packed time and TIME durations: upstream vectors (facts/tidb_codec.md §12A #13/#14, §12B D13/D15) and round trips."""
+"""Packed time and TIME durations: upstream vectors (docs/encoding.md §12A #13/#14, §12B D13/D15) and round trips."""
 
 from datetime import date, datetime, timedelta, timezone
 

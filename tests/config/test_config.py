@@ -10,7 +10,7 @@ from tidelake import tso
 from tidelake.config import load_config, parse_duration, parse_size
 from tidelake.errors import InputError
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "changefeed.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "changefeed.toml"
 
 MINIMAL = """
 [changefeed]

@@ -4,7 +4,6 @@ The whole run is the slow test at the end."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import sys
@@ -15,26 +14,21 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tidelake import tso
-from tidelake.airflow_demo import (
-    Child,
-    DemoOptions,
-    DemoPaths,
-    PASSWORDS_FILE,
-    MergeProgress,
-    StageFailed,
-    airflow_env,
-    changefeed_toml,
-    free_port,
-    run,
-    wait_for,
-)
 from tidelake.config import load_config
+from tidelake.demos.on_airflow import (
+    PASSWORDS_FILE,
+    AirflowDemoOptions,
+    DemoPaths,
+    airflow_env,
+    run,
+    write_demo_changefeed,
+)
+from tidelake.demos.supervisor import Child, StageFailed, await_stage, free_port
 
 
 def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_path):
     paths = DemoPaths(tmp_path)
-    paths.config.write_text(changefeed_toml("127.0.0.1:2379", paths.lake, 450_000_000_000_000_000, "1m"))
+    write_demo_changefeed(paths.config, "127.0.0.1:2379", paths.lake, 450_000_000_000_000_000, "1m")
     config = load_config(paths.config)
     assert config.start_ts == 450_000_000_000_000_000
     assert config.upstream.pd == ("127.0.0.1:2379",)
@@ -59,7 +53,7 @@ def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_p
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["TIDELAKE_CONFIG"] == str(paths.config)
     assert '"local[*]"' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
-    assert shutil.which("spark-submit", path=env["PATH"]) is not None  # facts/stack.md §9
+    assert shutil.which("spark-submit", path=env["PATH"]) is not None  # docs/stack.md §9
 
 
 def test_reset_removes_only_the_demos_own_files(tmp_path):
@@ -83,9 +77,9 @@ def test_a_busy_port_gives_another_free_one():
 
 def test_a_stage_that_times_out_names_itself_and_its_log(tmp_path):
     with pytest.raises(StageFailed) as err:
-        wait_for("airflow startup", lambda: False, 0.2, tmp_path / "airflow.log", interval_s=0.05,
+        await_stage("airflow startup", lambda: False, 0.2, tmp_path / "airflow.log", interval_s=0.05,
                  waiting=lambda: "scheduler not healthy")
-    assert "stage 'airflow startup' failed: timed out after 0s: scheduler not healthy" in str(err.value)
+    assert "stage 'airflow startup' failed: timed out after 0s waiting for airflow startup: scheduler not healthy" in str(err.value)
     assert str(tmp_path / "airflow.log") in str(err.value)
 
 
@@ -94,7 +88,7 @@ def test_a_crashed_child_fails_the_stage_at_once_with_its_log(tmp_path):
     child.process.wait(30)
     started = time.monotonic()
     with pytest.raises(StageFailed) as err:
-        wait_for("simulator", lambda: False, 60, child.log, [child.check], interval_s=0.05)
+        await_stage("simulator", lambda: False, 60, child.log, [child.check], interval_s=0.05)
     assert time.monotonic() - started < 5
     assert "tidelake sim exited with code 3" in str(err.value)
     assert "boom" in child.log.read_text()
@@ -124,19 +118,11 @@ def test_stopping_a_child_stops_its_whole_tree(tmp_path):
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
 
 
-def test_merge_progress_counts_tables_without_a_replica_as_behind_and_stopped_ones_as_done():
-    target = tso.compose(1_800_000_000_000)
-    progress = MergeProgress({"demo.a": target, "demo.b": target - 1, "demo.c": None, "demo.d": 5},
-                             stopped={"demo.d": "unsupported DDL"})
-    assert progress.behind(target) == ["demo.b", "demo.c"]
-    assert progress.describe(target).startswith("2/4 tables past the target")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_make_demo_end_to_end(tmp_path, capsys):
     """The whole Airflow path; 10-20 minutes on a busy 2-core machine."""
-    code = run(DemoOptions(workdir=tmp_path, traffic_s=30, port=free_port(8080)))
+    code = run(AirflowDemoOptions(workdir=tmp_path, traffic_s=30, port=free_port(8080)))
     out = capsys.readouterr().out
     assert code == 0, out
     assert "all replicas match upstream" in out
@@ -152,7 +138,7 @@ def test_sigterm_during_startup_stops_every_demo_process(tmp_path):
     import signal
     import subprocess
 
-    demo = subprocess.Popen([sys.executable, "-m", "tidelake.airflow_demo", "--workdir", str(tmp_path),
+    demo = subprocess.Popen([sys.executable, "-m", "tidelake.demos.on_airflow", "--workdir", str(tmp_path),
                              "--port", str(free_port(8080))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not (tmp_path / "changefeed.toml").exists() and time.monotonic() < deadline:

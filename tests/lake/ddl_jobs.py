@@ -2,7 +2,7 @@
 
 `Upstream` keeps a schema like TiDB's meta and returns a done DDLJob per statement (binlog
 TableInfo after the job, TRUNCATE with a new table id, partitions with their own ids, RENAME
-COLUMN as action 12 — facts/kvproto.md §12). `DdlFeed` runs every job through the puller's
+COLUMN as action 12 — docs/wire.md §12). `DdlFeed` runs every job through the puller's
 SchemaTracker and `job_rows`, so the rows are exactly what the lander stores.
 """
 
@@ -11,15 +11,22 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from tidelake.capture.changefeed.ddl_puller import job_rows
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
-from tidelake.codec.schema import DBInfo, IndexColumn, IndexInfo, PartitionDefinition, PartitionInfo, TableInfo
-from tidelake.lake.ddl_log import DdlRow
-from tidelake.puller.ddl_puller import job_rows, snapshot_rows
-from tidelake.puller.schema_tracker import SchemaTracker
+from tidelake.codec.schema import (
+    DBInfo,
+    IndexColumn,
+    IndexInfo,
+    PartitionDefinition,
+    PartitionInfo,
+    TableInfo,
+)
+from tidelake.lake.ddl_log import DdlRow, snapshot_rows
 from tidelake.sim.tidb.types import build_column, column_def, parse_field_type
 from tidelake.table_filter import TableFilter
 from tidelake.upstream.schema_snapshot import SchemaSnapshot
+from tidelake.upstream.schema_tracker import SchemaTracker
 
 TS_STEP = 1 << 18  # one millisecond of TSO
 

@@ -12,7 +12,7 @@ from tidelake.lake.changelog_writer import (
     bucket_label,
     rows_to_arrow,
 )
-from tidelake.puller.events import RowChange
+from tidelake.lake.row_change import RowChange
 from tidelake.tso import compose
 
 APP = "tidelake-puller/cf"

@@ -8,13 +8,9 @@ from deltalake import DeltaTable, write_deltalake
 from tidelake.lake.changelog_writer import commit_properties
 from tidelake.lake.checkpoint import (
     MERGE_APP_ID,
-    TXN_APP_ID_CONF,
-    TXN_VERSION_CONF,
-    USER_METADATA_CONF,
     checkpoint_at_version,
     read_checkpoint,
     replica_version,
-    txn_confs,
     version_at_checkpoint,
 )
 
@@ -51,37 +47,3 @@ def test_checkpoint_survives_log_checkpoints_and_cleanup(tmp_path):
         (tmp_path / "replica" / "_delta_log" / f"{v:020d}.json").unlink()
     assert read_checkpoint(path) == 120  # read from the checkpoint parquet
     assert version_at_checkpoint(path, 55) == 11  # the first version still readable that reaches it
-
-
-class _Conf:
-    def __init__(self, values):
-        self.values = dict(values)
-
-    def get(self, key, default=None):
-        return self.values.get(key, default)
-
-    def set(self, key, value):
-        self.values[key] = value
-
-    def unset(self, key):
-        self.values.pop(key, None)
-
-
-class _Spark:
-    def __init__(self, values):
-        self.conf = _Conf(values)
-
-
-def test_txn_confs_set_inside_and_restore_after():
-    spark = _Spark({TXN_APP_ID_CONF: "previous-app"})
-    with txn_confs(spark, 42):
-        assert spark.conf.values[TXN_APP_ID_CONF] == MERGE_APP_ID
-        assert spark.conf.values[TXN_VERSION_CONF] == "42"
-        assert "42" in spark.conf.values[USER_METADATA_CONF]
-    assert spark.conf.values == {TXN_APP_ID_CONF: "previous-app"}
-    try:
-        with txn_confs(spark, 43):
-            raise RuntimeError("merge failed")
-    except RuntimeError:
-        pass
-    assert spark.conf.values == {TXN_APP_ID_CONF: "previous-app"}

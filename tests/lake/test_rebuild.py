@@ -4,10 +4,15 @@ still there (no Spark: a lake fed through the real lander, retention through its
 from __future__ import annotations
 
 import pytest
-from spark.lake_fixtures import FedLake
 
+from tests.apply.lake_fixtures import FedLake
 from tidelake import tso
-from tidelake.lake.rebuild import deleted_ids, physical_ids_ever, rebuild_refusal, start_rebuild
+from tidelake.lake.rebuild import (
+    deleted_ids,
+    physical_ids_ever,
+    rebuild_refusal,
+    start_rebuild,
+)
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.retention import delete_merged_changelog
 from tidelake.lake.schema_history import SchemaHistory

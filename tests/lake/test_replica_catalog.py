@@ -9,14 +9,14 @@ import pytest
 
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import STATE_ACTIVE, STATE_DROPPED, STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 
 
 def test_paths_are_chosen_once_and_never_shared(tmp_path):
     layout = LakeLayout(str(tmp_path))
     catalog = ReplicaCatalog(layout)
     first = catalog.assign(10, "shop", "orders", ts=100)
-    assert first.path == layout.replica_path("shop", "orders") and first.state == STATE_ACTIVE
+    assert first.path == layout.replica_path("shop", "orders") and first.state == ReplicaState.ACTIVE
     assert catalog.assign(10, "other", "name", ts=200) == first  # idempotent: the first call decides
 
     renamed = catalog.rename(10, "archive", "orders_old", ts=300)
@@ -27,7 +27,7 @@ def test_paths_are_chosen_once_and_never_shared(tmp_path):
     catalog.mark_dropped(11, ts=500)
     catalog.mark_stopped(10, "exchange partition is not supported", ts=600)
     reopened = ReplicaCatalog(layout).entries()
-    assert (reopened[11].state, reopened[10].state) == (STATE_DROPPED, STATE_STOPPED)
+    assert (reopened[11].state, reopened[10].state) == (ReplicaState.DROPPED, ReplicaState.STOPPED)
     assert reopened[10].reason == "exchange partition is not supported" and reopened[10].state_ts == 600
     assert catalog.find("SHOP", "Orders").table_key == 11
     assert catalog.mark_active(10, ts=700).reason is None

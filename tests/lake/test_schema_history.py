@@ -150,11 +150,10 @@ def test_unknown_table_is_an_input_error():
 
 def test_merge_table_selection_is_case_insensitive_and_names_a_table_once():
     from tidelake.errors import InputError
-    from tidelake.spark.merge_job import select_tables
 
     up, feed = _shop()
     history = SchemaHistory(feed.rows)
     orders = up.table("shop", "orders").id
-    assert select_tables(history, ["shop.orders", "SHOP.Orders", "shop.orders"]) == [orders]
+    assert history.select(["shop.orders", "SHOP.Orders", "shop.orders"]) == [orders]
     with pytest.raises(InputError, match="'shop.nope' is not in the DDL history"):
-        select_tables(history, ["shop.nope"])
+        history.select(["shop.nope"])

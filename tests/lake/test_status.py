@@ -10,13 +10,23 @@ import json
 
 import pytest
 
+from tests.capture.pull_harness import make_config, wait_resolved
 from tidelake import tso
+from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.cli import main
-from tidelake.demo import PullerThread, replicated_physical_ids, wait_for_watermarks, write_changefeed
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.status import (
+    SCHEMA_VERSION,
+    STATE_PENDING,
+    NowSource,
+    StatusReport,
+    TableStatus,
+    collect_status,
+    utc_text,
+)
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.sim.cluster import SimCluster
-from tidelake.status import NOW_PD, NOW_WALL_CLOCK, SCHEMA_VERSION, STATE_PENDING, collect_status, utc_text
+from tidelake.table_filter import TableFilter
 
 DB = "demo"
 TABLE_KEYS = {
@@ -41,9 +51,9 @@ def pulled(tmp_path_factory):
     with cluster:
         tidb = SimTiDB(cluster)
         layout = LakeLayout(str(workdir / "lake"))
-        config = write_changefeed(workdir / "changefeed.toml", cluster.pd_address, workdir / "lake")
-        with PullerThread(config) as puller:
-            wait_for_watermarks(layout, 1, [], 60, puller.check)
+        config = make_config(cluster, workdir / "lake", rules=(f"{DB}.*",), flush="300ms")
+        with PullerThread(config, progress_interval_s=3600) as puller:
+            wait_resolved(layout.root, {}, 1, puller)
             tidb.create_database(DB)
             tidb.create_table(DB, "orders", [("id", "bigint"), ("v", "varchar(8)")], primary_key=["id"])
             tidb.create_table(DB, "events", [("k", "int")],
@@ -53,7 +63,7 @@ def pulled(tmp_path_factory):
                     txn.insert(DB, "orders", {"id": i, "v": f"v{i}"})
                     txn.insert(DB, "events", {"k": i})
             last = cluster.tso.next()
-            wait_for_watermarks(layout, last, replicated_physical_ids(tidb), 60, puller.check)
+            wait_resolved(layout.root, dict.fromkeys(tidb.physical_ids(TableFilter.parse((f"{DB}.*",))), last), last, puller)
             yield cluster, tidb, layout, puller
 
 
@@ -65,7 +75,7 @@ def test_status_before_any_merge_shows_watermarks_and_pending_tables(pulled):
     cluster, tidb, layout, _ = pulled
     marks = read_watermarks(layout)
     report = collect_status(layout)  # no PD: wall clock
-    assert report.now_source == NOW_WALL_CLOCK and report.ddl_resolved_ts == marks.ddl_resolved
+    assert report.now_source == NowSource.WALL_CLOCK and report.ddl_resolved_ts == marks.ddl_resolved
     tables = by_name(report)
     assert set(tables) == {f"{DB}.orders", f"{DB}.events"}
     events = tables[f"{DB}.events"]
@@ -85,20 +95,20 @@ def test_status_before_any_merge_shows_watermarks_and_pending_tables(pulled):
 @pytest.mark.spark
 @pytest.mark.timeout(1200)  # first Spark use of a run starts the JVM; merges on a shared 2-core box
 def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pulled, spark, capsys):
-    from tidelake.spark.merge_job import run_merge
+    from tidelake.apply.merge_job import run_merge
 
     cluster, tidb, layout, puller = pulled
     cap = cluster.tso.next()
-    wait_for_watermarks(layout, cap, replicated_physical_ids(tidb), 60, puller.check)  # so the merge reaches cap
+    wait_resolved(layout.root, dict.fromkeys(tidb.physical_ids(TableFilter.parse((f"{DB}.*",))), cap), cap, puller)  # so the merge reaches cap
     assert not run_merge(spark, layout, until_ts=cap).failed
     job = tidb.add_column(DB, "orders", ("note", "varchar(10)"))
     with tidb.txn() as txn:
         txn.update(DB, "orders", {"id": 1}, {"note": "x"})
-    wait_for_watermarks(layout, txn.commit_ts, replicated_physical_ids(tidb), 60, puller.check)
+    wait_resolved(layout.root, dict.fromkeys(tidb.physical_ids(TableFilter.parse((f"{DB}.*",))), txn.commit_ts), txn.commit_ts, puller)
 
     pd_now = cluster.tso.next()
     report = collect_status(layout, pd_now)
-    assert report.now_source == NOW_PD and report.now_ts == pd_now
+    assert report.now_source == NowSource.PD and report.now_ts == pd_now
     orders = by_name(report)[f"{DB}.orders"]
     assert orders.state == "active" and orders.checkpoint_ts == cap
     assert orders.lag_seconds == tso.lag_seconds(cap, pd_now)
@@ -116,7 +126,7 @@ def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pull
 
     assert main(["status", "--lake", layout.root, "--pd", cluster.pd_address, "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    assert cli["now_source"] == NOW_PD and {t["table"] for t in cli["tables"]} == {f"{DB}.orders", f"{DB}.events"}
+    assert cli["now_source"] == NowSource.PD and {t["table"] for t in cli["tables"]} == {f"{DB}.orders", f"{DB}.events"}
     assert main(["status", "--lake", layout.root]) == 0
     assert "demo.orders" in capsys.readouterr().out
 
@@ -132,3 +142,14 @@ def test_status_target_errors_are_one_line(tmp_path, capsys):
     assert main(["status", "--config", str(tmp_path / "x.toml"), "--lake", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("tidelake: error:") for line in err)
+
+
+def test_behind_counts_tables_without_a_replica_and_leaves_out_stopped_and_dropped_ones():
+    target = tso.compose(1_800_000_000_000)
+    tables = [TableStatus("demo.a", 1, "active", checkpoint_ts=target), TableStatus("demo.b", 2, "active",
+              checkpoint_ts=target - 1), TableStatus("demo.c", 3, STATE_PENDING),
+              TableStatus("demo.d", 4, "stopped", reason="unsupported DDL", checkpoint_ts=5),
+              TableStatus("demo.e", 5, "dropped")]
+    report = StatusReport("lake", target, NowSource.PD, None, 0, tables)
+    assert [t.table for t in report.behind(target)] == ["demo.b", "demo.c"]
+    assert [t.table for t in report.stopped()] == ["demo.d"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tidelake.lake.watermarks import WatermarkWriter, Watermarks, read_watermarks
+from tidelake.lake.watermarks import Watermarks, WatermarkWriter, read_watermarks
 
 
 def test_empty_lake_has_no_watermarks(layout):

@@ -1,6 +1,6 @@
-"""Generated descriptors against field tables transcribed from facts/kvproto.md and facts/meta_snapshot.md.
+"""Generated descriptors against field tables transcribed from docs/wire.md and docs/metadata.md.
 
-The facts were read from pingcap/kvproto proto/*.proto at b6cdca19; a mismatch here means our
+The tables were read from pingcap/kvproto proto/*.proto at b6cdca19; a mismatch here means our
 messages would not interoperate with TiKV, PD or TiCDC.
 """
 
@@ -36,7 +36,7 @@ MODULES = {
 
 # (message full name, field, number, type); "repeated X" and "map<K, V>" as in the .proto.
 FIELDS: list[tuple[str, str, int, str]] = [
-    # facts/kvproto.md §2.2
+    # docs/wire.md §2.2
     ("cdcpb.Header", "cluster_id", 1, "uint64"),
     ("cdcpb.Header", "ticdc_version", 2, "string"),
     ("cdcpb.DuplicateRequest", "region_id", 1, "uint64"),
@@ -265,7 +265,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("pdpb.GetGCSafePointRequest", "header", 1, "pdpb.RequestHeader"),
     ("pdpb.GetGCSafePointResponse", "header", 1, "pdpb.ResponseHeader"),
     ("pdpb.GetGCSafePointResponse", "safe_point", 2, "uint64"),
-    # facts/meta_snapshot.md §2.2
+    # docs/metadata.md §2.2
     ("kvrpcpb.Context", "region_id", 1, "uint64"),
     ("kvrpcpb.Context", "region_epoch", 2, "metapb.RegionEpoch"),
     ("kvrpcpb.Context", "peer", 3, "metapb.Peer"),
@@ -401,8 +401,8 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("kvrpcpb.CheckSecondaryLocksResponse", "exec_details_v2", 5, "kvrpcpb.ExecDetailsV2"),
 ]
 
-# (enum full name, [(value name, number), ...]) from facts/kvproto.md §2, §3, §5, §6 and
-# facts/meta_snapshot.md §2.2, §2.3, §2.7.
+# (enum full name, [(value name, number), ...]) from docs/wire.md §2, §3, §5, §6 and
+# docs/metadata.md §2.2, §2.3, §2.7.
 ENUMS: list[tuple[str, list[tuple[str, int]]]] = [
     ("cdcpb.ScanPriority", [("SCAN_PRIORITY_UNKNOWN", 0), ("SCAN_PRIORITY_LOW", 1), ("SCAN_PRIORITY_HIGH", 2)]),
     (
@@ -465,14 +465,14 @@ ENUMS: list[tuple[str, list[tuple[str, int]]]] = [
     ),
 ]
 
-# (oneof owner, oneof name, members) — facts/kvproto.md §2.4, §2.7; facts/meta_snapshot.md §2.2.
+# (oneof owner, oneof name, members) — docs/wire.md §2.4, §2.7; docs/metadata.md §2.2.
 ONEOFS: list[tuple[str, str, set[str]]] = [
     ("cdcpb.Event", "event", {"entries", "admin", "error", "resolved_ts", "long_txn"}),
     ("cdcpb.ChangeDataRequest", "request", {"register", "notify_txn_status", "deregister"}),
     ("kvrpcpb.Context", "keyspace", {"keyspace_id"}),
 ]
 
-# (full method path, client streaming, server streaming) — facts/kvproto.md §1, facts/meta_snapshot.md §2.1.
+# (full method path, client streaming, server streaming) — docs/wire.md §1, docs/metadata.md §2.1.
 METHODS: list[tuple[str, bool, bool]] = [
     ("/cdcpb.ChangeData/EventFeed", True, True),
     ("/cdcpb.ChangeData/EventFeedV2", True, True),
@@ -538,7 +538,7 @@ def test_field_number_and_type(message: str, field: str, number: int, type_name:
 
 
 def test_cdcpb_is_complete() -> None:
-    """Every field of every cdcpb message is in the table: cdcpb is declared in full (facts §2)."""
+    """Every field of every cdcpb message is in the table: cdcpb is declared in full (docs/wire.md §2)."""
     listed = {(m, f) for m, f, _, _ in FIELDS if m.startswith("cdcpb.")}
 
     def walk(descriptor: Descriptor) -> set[tuple[str, str]]:

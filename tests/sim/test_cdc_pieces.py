@@ -10,16 +10,31 @@ from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import cdcpb_pb2
 from tidelake.sim.cdc_conn import Conn
 from tidelake.sim.cdc_downstream import Downstream, DownstreamState
-from tidelake.sim.cdc_features import FeatureGate, UnknownFeatures, features_from_metadata, parse_features
+from tidelake.sim.cdc_features import (
+    FeatureGate,
+    UnknownFeatures,
+    features_from_metadata,
+    parse_features,
+)
 from tidelake.sim.cdc_memory_quota import SinkMemoryQuota
-from tidelake.sim.cdc_observed_range import ObservedRange, raw_lower_bound, raw_upper_bound
+from tidelake.sim.cdc_observed_range import (
+    ObservedRange,
+    raw_lower_bound,
+    raw_upper_bound,
+)
 from tidelake.sim.cdc_recorder import RecordKind, StreamRecorder, read_records
 from tidelake.sim.cdc_resolved_ts import ResolvedRegionHeap, emit
-from tidelake.sim.cdc_rows import CDC_EVENT_MAX_BYTES, LogType, OpType, Row, pack_scan_rows, realtime_rows
+from tidelake.sim.cdc_rows import (
+    CDC_EVENT_MAX_BYTES,
+    LogType,
+    OpType,
+    Row,
+    pack_scan_rows,
+    realtime_rows,
+)
 from tidelake.sim.mvcc import ApplyBatch, ApplyEntry
 
-
-# ---- feature gates (facts/kvproto.md §7.1) ---------------------------------------------------
+# ---- feature gates (docs/wire.md §7.1) ---------------------------------------------------
 
 def test_features_header_known_and_unknown():
     assert parse_features("stream-multiplexing") == ("stream-multiplexing",)
@@ -43,7 +58,7 @@ def test_feature_gate_by_version(version, batch, validate):
     assert FeatureGate.for_connection(version, ("stream-multiplexing",)).stream_multiplexing
 
 
-# ---- observed range (facts/tidb_codec.md §2.5-2.6) -------------------------------------------
+# ---- observed range (docs/encoding.md §2.5-2.6) -------------------------------------------
 
 def test_clip_and_contains():
     region = (encode_bytes(b"b"), encode_bytes(b"m"))
@@ -71,7 +86,7 @@ def test_raw_bounds_exact_for_valid_encodings_and_safe_otherwise():
             assert lo == exact == hi
 
 
-# ---- rows (facts/kvproto.md §7.4-7.6) -------------------------------------------------------
+# ---- rows (docs/wire.md §7.4-7.6) -------------------------------------------------------
 
 def test_realtime_row_shapes():
     long_value = b"v" * 256
@@ -102,7 +117,7 @@ def test_scan_packing_splits_at_32k_and_ends_with_initialized():
     assert [len(g) for g in pack_scan_rows([])] == [1]
 
 
-# ---- resolved ts chunks (facts/kvproto.md §7.8) ----------------------------------------------
+# ---- resolved ts chunks (docs/wire.md §7.8) ----------------------------------------------
 
 def _normal_downstream(conn: Conn, region_id: int, request_id: int = 0) -> Downstream:
     d = Downstream(conn, request_id, region_id, 1, 0, ObservedRange(b"", b""))

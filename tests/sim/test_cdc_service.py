@@ -1,4 +1,4 @@
-"""The ChangeData servicer over real gRPC on loopback (facts/kvproto.md §7, §13)."""
+"""The ChangeData servicer over real gRPC on loopback (docs/wire.md §7, §13)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,17 @@ import time
 
 import grpc
 import pytest
-from cdc_harness import (MUX, MiniCluster, Stream, events, has_error, has_initialized, has_resolved,
-                         register_request, rows)
+from cdc_harness import (
+    MUX,
+    MiniCluster,
+    Stream,
+    events,
+    has_error,
+    has_initialized,
+    has_resolved,
+    register_request,
+    rows,
+)
 
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
@@ -144,7 +153,7 @@ def test_unknown_v2_feature_is_unimplemented_and_probe_closes_ok(cluster):
     bad = Stream(cluster.addresses[1], metadata=(("features", "stream-multiplexing,teleport"),))
     assert bad.next() is None
     assert bad.error.code() == grpc.StatusCode.UNIMPLEMENTED and bad.error.details() == "teleport"
-    probe = Stream(cluster.addresses[1], metadata=MUX)  # TiCDC's probe (facts/kvproto.md §9.2)
+    probe = Stream(cluster.addresses[1], metadata=MUX)  # TiCDC's probe (docs/wire.md §9.2)
     probe.close_send()
     assert probe.next() is None and probe.error is None
 
@@ -220,7 +229,7 @@ def test_server_is_busy_burst_and_congested(cluster, stream):
 
 
 def test_client_that_stops_reading_is_congested_not_buffered_without_bound():
-    """TiKV's sink memory quota (facts/kvproto.md §7.7): rows a slow client has not taken hold
+    """TiKV's sink memory quota (docs/wire.md §7.7): rows a slow client has not taken hold
     quota; once it is spent the region fails `congested` instead of the store buffering on."""
     quota = 256 * 1024
     c = MiniCluster(sink_memory_quota_bytes=quota)

@@ -7,7 +7,14 @@ import time
 import pytest
 
 from tidelake.errors import InputError
-from tidelake.sim.faults import FAULT_KINDS, PROFILES, FaultInjector, FaultProfile, _is_table_boundary, get_profile
+from tidelake.sim.faults import (
+    FAULT_KINDS,
+    PROFILES,
+    FaultInjector,
+    FaultProfile,
+    _is_table_boundary,
+    get_profile,
+)
 from tidelake.sim.workload import WorkloadRunner
 
 
@@ -66,7 +73,7 @@ def test_profile_scheduler_draws_only_its_kinds(loaded):
 
 
 def test_named_profiles_exist_and_unknown_names_are_input_errors(loaded):
-    assert {"none", "light", "chaos"} <= set(PROFILES)
+    assert {"none", "light", "tour", "chaos"} <= set(PROFILES)
     assert all(k in FAULT_KINDS for p in PROFILES.values() for k, _ in p.weights)
     with pytest.raises(InputError):
         get_profile("meltdown")

@@ -1,4 +1,4 @@
-"""Percolator semantics of the simulator's MvccStore (facts/meta_snapshot.md §2.4, §2.7, §3.2)."""
+"""Percolator semantics of the simulator's MvccStore (docs/metadata.md §2.4, §2.7, §3.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulated PD through real gRPC stubs on loopback (facts/kvproto.md §6, §8; meta_snapshot §3.2)."""
+"""The simulated PD through real gRPC stubs on loopback (docs/wire.md §6, §8; meta_snapshot §3.2)."""
 
 from __future__ import annotations
 

@@ -6,17 +6,21 @@ import json
 
 import pytest
 
+from tests.sim.tidb_fixtures import tidb  # noqa: F401 - fixture
 from tidelake.codec import meta_keys as mk
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
-from tidelake.codec.keys import DDL_JOB_TABLE_ID, decode_record_key, record_key, table_record_span
+from tidelake.codec.keys import (
+    DDL_JOB_TABLE_ID,
+    decode_record_key,
+    record_key,
+    table_record_span,
+)
 from tidelake.codec.row import decode_row
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
 from tidelake.sim.tidb import system_tables as st
 from tidelake.sim.tidb.kvtxn import snapshot_get, snapshot_scan
 from tidelake.sim.tidb.session import SimTiDB
-
-from tests.sim.tidb_fixtures import tidb  # noqa: F401 - fixture
 
 COLUMNS = [("id", "bigint", "pk"), ("v", "varchar(32)"), ("n", "int")]
 
@@ -43,7 +47,7 @@ def job_row_at(tidb: SimTiDB, job_id: int, ts: int) -> DDLJob | None:
     value = snapshot_get(tidb.cluster, record_key(DDL_JOB_TABLE_ID, job_id), ts)
     if value is None:
         return None
-    # facts/kvproto.md §12.3: TiCDC finds job_meta by name in the table's schema
+    # docs/wire.md §12.3: TiCDC finds job_meta by name in the table's schema
     row = decode_row(value, st.ddl_job_table(), job_id)
     return DDLJob.from_json(row["job_meta"])
 

@@ -6,14 +6,13 @@ from decimal import Decimal
 
 import pytest
 
+from tests.sim.tidb_fixtures import tidb  # noqa: F401 - fixture
 from tidelake.codec import meta_keys as mk
 from tidelake.codec.common_handle import encode_common_handle
 from tidelake.codec.keys import record_key
 from tidelake.codec.row_v2 import parse_row_v2
 from tidelake.errors import InputError
 from tidelake.sim.tidb.kvtxn import TxnConflictError, snapshot_get
-
-from tests.sim.tidb_fixtures import tidb  # noqa: F401 - fixture
 
 
 @pytest.fixture

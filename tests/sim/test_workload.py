@@ -7,10 +7,16 @@ import time
 
 import pytest
 
-from tidelake.errors import InputError
-from tidelake.sim.workload import PRESETS, DdlOp, TxnOp, WorkloadPlanner, WorkloadRunner, get_preset
-
 from tests.sim.tidb_fixtures import tidb  # noqa: F401 - fixture
+from tidelake.errors import InputError
+from tidelake.sim.workload import (
+    PRESETS,
+    DdlOp,
+    TxnOp,
+    WorkloadPlanner,
+    WorkloadRunner,
+    get_preset,
+)
 
 
 @pytest.mark.parametrize("name", ["smoke", "mixed", "ddl-heavy", "hot", "long-txn"])

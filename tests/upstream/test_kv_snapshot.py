@@ -1,5 +1,5 @@
 """SnapshotReader against the simulated TiKV stores: consistency at a ts, region changes mid-scan,
-region errors, and every lock outcome of facts/meta_snapshot.md §2.7."""
+region errors, and every lock outcome of docs/metadata.md §2.7."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import threading
 import time
 
 import pytest
+from upstream_writes import commit, rows
 
 from tidelake.codec.keys import record_key, table_record_span, table_split_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.upstream.errors import BelowGCSafepointError
 from tidelake.upstream.kv_snapshot import ScanProgress, SnapshotReader
 from tidelake.upstream.region_request import RegionRequestSender
-
-from upstream_writes import commit, rows
 
 TABLE = 100
 
@@ -170,7 +169,7 @@ def test_reads_below_the_gc_safepoint_are_refused(sim, reader):
         list(reader.scan_table(TABLE, old_ts))
 
 
-# --- locks (facts/meta_snapshot.md §2.7) --------------------------------------------------------
+# --- locks (docs/metadata.md §2.7) --------------------------------------------------------
 
 
 def prewrite(sim, muts: dict[bytes, bytes], ttl_ms: int, primary: bytes | None = None, **kw) -> int:

@@ -1,4 +1,4 @@
-"""Schema snapshot at a ts from TiDB meta keys written as TiDB writes them (facts/meta_snapshot.md §1)."""
+"""Schema snapshot at a ts from TiDB meta keys written as TiDB writes them (docs/metadata.md §1)."""
 
 from __future__ import annotations
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.capture.tidb_writes import db_json, table_json
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
 from tidelake.codec.schema import DBInfo, TableInfo
-from tidelake.puller.schema_tracker import SchemaTracker
 from tidelake.table_filter import TableFilter
 from tidelake.upstream.schema_snapshot import SchemaSnapshot
-
-from tidb_writes import db_json, table_json
+from tidelake.upstream.schema_tracker import SchemaTracker
 
 SHOP, OTHER, MYSQL = 2, 3, 1
 

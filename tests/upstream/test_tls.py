@@ -9,14 +9,14 @@ from pathlib import Path
 
 import grpc
 import pytest
+from pd_members import PdMembers
 
+from tidelake.config import TlsConfig
 from tidelake.errors import InputError
 from tidelake.kvproto import pdpb_pb2_grpc
-from tidelake.upstream.channels import TlsConfig
+from tidelake.upstream.channels import credentials
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
-
-from pd_members import PdMembers
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
@@ -67,4 +67,4 @@ def test_mutual_tls_to_pd(sim, certs):
 
 def test_missing_tls_file_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="TLS ca file"):
-        TlsConfig(ca=str(tmp_path / "absent.pem")).credentials()
+        credentials(TlsConfig(ca=str(tmp_path / "absent.pem")))

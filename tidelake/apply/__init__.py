@@ -1,1 +1,1 @@
-"""Spark side of tidelake: session construction and the Spark implementations of lake jobs."""
+"""Apply: everything that runs on Spark (merge, DDL apply, mount, syncpoints, maintenance, verify)."""

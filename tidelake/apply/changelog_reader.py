@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING
 
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_label
-from tidelake.lake.layout import BUCKET_SECONDS_PROPERTY, DEFAULT_BUCKET_SECONDS, LakeLayout
+from tidelake.lake.layout import (
+    BUCKET_SECONDS_PROPERTY,
+    DEFAULT_BUCKET_SECONDS,
+    LakeLayout,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,7 +1,7 @@
-"""Apply one DDL to a replica at its barrier (DESIGN.md invariant 4).
+"""Apply one DDL to a replica at its barrier (docs/design.md invariant 4).
 
 The replica is converged to the state the job left upstream rather than replaying the SQL:
-columns are matched by TiDB column id (so RENAME COLUMN — action 12, facts/kvproto.md §12.5 —
+columns are matched by TiDB column id (so RENAME COLUMN — action 12, docs/wire.md §12.5 —
 is a rename, not a drop and add), then by name (a lossy MODIFY COLUMN gives the column a new id
 upstream). Every step first looks at the replica and does only what is missing, so a rerun after
 a crash at any point converges to the same state. The LAST commit is an empty append carrying
@@ -15,29 +15,30 @@ UnsupportedDDL, which stops that table only.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidelake.codec.column_default import origin_default
-from tidelake.codec.ddl_job import ActionType
-from tidelake.codec.schema import ColumnInfo, TableInfo
-from tidelake.codec.spark_types import spark_value
-from tidelake.errors import InputError, TidelakeError
-from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
-from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
-from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaCatalog, ReplicaEntry
-from tidelake.lake.schema_history import DdlEvent, TableKey
-from tidelake.spark.replica_schema import (
+from tidelake.apply.replica_schema import (
     PARTITION_ID_COLUMN,
     create_replica,
     is_partitioned,
     key_columns,
     quote,
+    read_replica_struct,
     replica_struct,
     stored_columns,
 )
-from tidelake.spark.type_change import can_widen
+from tidelake.apply.txn_confs import writer_txn_options
+from tidelake.apply.type_change import can_widen
+from tidelake.codec.column_default import origin_default
+from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.schema import ColumnInfo, TableInfo
+from tidelake.codec.spark_types import spark_value
+from tidelake.errors import InputError, TidelakeError
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
+from tidelake.lake.schema_history import DdlEvent, TableKey
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -130,7 +131,7 @@ def record_checkpoint(
     It takes the replica's own current schema, so it fits whatever state the replica is in."""
     from pyspark.sql.types import StructField, StructType
 
-    schema = StructType([StructField(f.name, f.dataType, True) for f in replica_schema(path, storage_options).fields])
+    schema = StructType([StructField(f.name, f.dataType, True) for f in read_replica_struct(path, storage_options).fields])
     writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
     for key, value in writer_txn_options(ts).items():
         writer = writer.option(key, value)
@@ -138,11 +139,11 @@ def record_checkpoint(
 
 
 def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event: DdlEvent) -> None:
-    if event.source == SOURCE_SNAPSHOT or event.action not in _EMPTY_STARTS:
+    if event.source == DdlSource.SNAPSHOT or event.action not in _EMPTY_STARTS:
         raise NeedsBootstrap(f"{event.db}.{event.name} joined at {event.commit_ts} ({event.action_name}) with "
                              f"its existing rows: bootstrap its replica (tidelake bootstrap)")
     entry = catalog.assign(table, event.db, event.name, event.commit_ts)
-    if entry.state == STATE_DROPPED and event.action == ActionType.RECOVER_TABLE:
+    if entry.state == ReplicaState.DROPPED and event.action == ActionType.RECOVER_TABLE:
         # RECOVER/FLASHBACK TABLE restores the rows the table had at its drop, which the replica kept.
         _converge_schema(_Replica(spark, entry.path, catalog.layout.storage_options), event)
         catalog.mark_active(table, event.commit_ts)
@@ -184,14 +185,6 @@ def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
 
 
 # --- schema convergence ------------------------------------------------------------------
-
-
-def replica_schema(path: str, storage_options: dict[str, str] | None = None) -> StructType:
-    """The replica's current Spark schema, read from its Delta log without a Spark job."""
-    from deltalake import DeltaTable
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson(json.loads(DeltaTable(path, storage_options=storage_options).schema().to_json()))
 
 
 def _match_columns(before: TableInfo, after: TableInfo) -> list[tuple[ColumnInfo | None, ColumnInfo | None]]:
@@ -244,7 +237,7 @@ class _Replica:
     storage_options: dict[str, str] | None
 
     def schema(self) -> StructType:
-        return replica_schema(self.path, self.storage_options)
+        return read_replica_struct(self.path, self.storage_options)
 
     def alter(self, clause: str) -> None:
         self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
@@ -268,7 +261,7 @@ def _rename_column(replica: _Replica, old: str, new: str) -> None:
 
 def _add_column(replica: _Replica, after: TableInfo, col: ColumnInfo, tp: DataType) -> None:
     """ADD COLUMN at the upstream position, then existing rows get the column's origin default
-    (what TiDB returns for rows written before the column existed; facts/tidb_codec.md §5)."""
+    (what TiDB returns for rows written before the column existed; docs/encoding.md §5)."""
     from pyspark.sql import functions as F
 
     if not _has(replica.schema(), col.name):

@@ -3,7 +3,7 @@
 - OPTIMIZE (bin-packing) merges the small files every MERGE commit leaves; it is a
   dataChange=false commit, so it does not conflict with a concurrent merge's appends.
 - VACUUM removes files no version within the retention still references. It bounds time travel:
-  a syncpoint older than the retention can no longer be read (facts/stack.md §11).
+  a syncpoint older than the retention can no longer be read (docs/stack.md §11).
 - Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
   the replica that id belongs to (tidelake.lake.retention). Ids of tables without a replica, or
   whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.retention import delete_merged_changelog
 from tidelake.lake.schema_history import SchemaHistory
 
@@ -40,7 +40,7 @@ def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: R
     a TRUNCATE or DROP PARTITION retired before the checkpoint has all its events below it too)."""
     out: dict[int, int] = {}
     for key, entry in catalog.entries().items():
-        if entry.state == STATE_STOPPED or key not in history.tables():
+        if entry.state == ReplicaState.STOPPED or key not in history.tables():
             continue
         checkpoint = read_checkpoint(entry.path, layout.storage_options)
         if checkpoint is None:

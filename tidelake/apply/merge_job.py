@@ -18,7 +18,7 @@ prefixed by the partition id for partitioned tables, so each raw key maps to one
 a PK change (delete old key + put new key in one txn) and a partition move (delete in one
 physical id + put in another) are two rows, deleted and inserted. A common handle holds collation
 keys, so one raw key can change its PK string ('ab' -> 'AB' under a _ci collation): such tables
-match the replica on the PK as it was before the window (tidelake.spark.mount.match_columns).
+match the replica on the PK as it was before the window (tidelake.apply.mount.match_columns).
 
 Up to `threads` tables merge at once, each in its own `spark.newSession()` (the txn confs are per
 session, the SparkContext is shared): a window is mostly Delta's driver-side planning between
@@ -38,30 +38,34 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from tidelake.apply.changelog_reader import read_changes
+from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl
+from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
+from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
+from tidelake.apply.txn_confs import txn_confs
 from tidelake.errors import InputError
-from tidelake.lake.changelog_reader import read_changes
 from tidelake.lake.changelog_writer import bucket_seconds_of
-from tidelake.lake.checkpoint import checkpoint_metadata, read_checkpoint, replica_version, txn_confs
-from tidelake.lake.layout import OP_PUT, LakeLayout
-from tidelake.lake.merge_log import (
-    STATUS_BLOCKED,
-    STATUS_ERROR,
-    STATUS_IDLE,
-    STATUS_MERGED,
-    STATUS_STOPPED,
-    MergeLogEntry,
-    append_entries,
+from tidelake.lake.checkpoint import (
+    checkpoint_metadata,
+    read_checkpoint,
+    replica_version,
 )
-from tidelake.lake.merge_plan import DEFAULT_CHUNK_ROWS, FileStat, changelog_file_stats, plan_table
-from tidelake.lake.replica_catalog import STATE_DROPPED, STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.control import read_control
+from tidelake.lake.layout import OP_PUT, LakeLayout
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.lake.merge_plan import (
+    DEFAULT_CHUNK_ROWS,
+    FileStat,
+    changelog_file_stats,
+    plan_table,
+)
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
-from tidelake.lake.watermarks import Watermarks, read_watermarks
-from tidelake.spark.ddl_apply import UnsupportedDDL, apply_ddl, replica_schema
-from tidelake.spark.mount import MOUNT_OP_COLUMN, match_columns, mount
-from tidelake.spark.replica_schema import key_columns, quote
+from tidelake.lake.watermarks import Watermarks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,19 +77,25 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class MergeProgress:
-    """One step of a table, reported as it happens (kind: window | ddl | done)."""
+    """One step of a table, reported as it happens."""
 
     table: str
-    kind: str
+    kind: StepKind
     checkpoint: int | None
     detail: str
+
+
+class StepKind(StrEnum):
+    WINDOW = "window"  # a merged window (lo, hi]
+    DDL = "ddl"  # a DDL applied at its barrier
+    DONE = "done"  # the table's part of the run ended (merged, stopped or failed)
 
 
 @dataclass
 class TableResult:
     table_key: int
     table: str
-    status: str = STATUS_IDLE
+    status: str = MergeStatus.IDLE
     checkpoint_before: int | None = None
     checkpoint_after: int | None = None
     windows: int = 0
@@ -105,7 +115,7 @@ class MergeReport:
 
     @property
     def failed(self) -> list[TableResult]:
-        return [t for t in self.tables if t.status in (STATUS_ERROR, STATUS_STOPPED)]
+        return [t for t in self.tables if t.status in (MergeStatus.ERROR, MergeStatus.STOPPED)]
 
 
 ProgressFn = Callable[[MergeProgress], None]
@@ -144,20 +154,6 @@ def table_name(history: SchemaHistory, key: TableKey) -> str:
     return f"{db}.{name}"
 
 
-def select_tables(history: SchemaHistory, names: Sequence[str] | None) -> list[TableKey]:
-    """Tables named 'db.table' (case-insensitive, as TiDB), or every table of the history."""
-    if not names:
-        return history.tables()
-    keys = []
-    for name in names:
-        db, dot, table = name.partition(".")
-        key = history.find(db, table) if dot else None
-        if key is None:
-            raise InputError(f"table {name!r} is not in the DDL history (give it as db.table)")
-        keys.append(key)
-    return list(dict.fromkeys(keys))  # one name twice, or in two spellings, is still one table
-
-
 def run_merge(
     spark: SparkSession,
     layout: LakeLayout,
@@ -175,9 +171,9 @@ def run_merge(
     when the changelog no longer holds all its changes)."""
     if threads < 1:
         raise InputError(f"merge threads must be at least 1, got {threads}")
-    watermarks = read_watermarks(layout)  # FIRST (invariant 2)
-    history = SchemaHistory.load(layout)
-    keys = select_tables(history, tables or ([rebuild] if rebuild is not None else None))
+    control = read_control(layout)
+    watermarks, history = control.watermarks, control.history
+    keys = history.select(tables or ([rebuild] if rebuild is not None else None))
     if rebuild is not None:
         keys = _start_rebuild(layout, history, rebuild, keys)
     report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), watermarks)
@@ -191,7 +187,7 @@ def run_merge(
                                   max_chunk_rows, progress)
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
-            result = TableResult(int(key), table_name(history, key), STATUS_ERROR,
+            result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
                                  reason=f"{type(exc).__name__}: {exc}")
         return result, _log_entry(report.run_id, result, started)
 
@@ -219,7 +215,7 @@ def _thread_session(spark: SparkSession) -> SparkSession:
 def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
     from tidelake.lake.rebuild import rebuild_refusal, start_rebuild
 
-    (key,) = select_tables(history, [name])
+    (key,) = history.select([name])
     refusal = rebuild_refusal(layout, history, key)
     if refusal is not None:
         raise InputError(f"cannot rebuild {name}: {refusal}")
@@ -249,18 +245,18 @@ def _merge_table(
     result = TableResult(int(key), table_name(history, key))
     started = time.monotonic()
 
-    def report(kind: str, checkpoint: int | None, detail: str) -> None:
+    def report(kind: StepKind, checkpoint: int | None, detail: str) -> None:
         if progress is not None:
             progress(MergeProgress(result.table, kind, checkpoint, detail))
 
     try:
         entry = catalog.get(key)
-        if entry is not None and entry.state == STATE_STOPPED:
-            result.status, result.reason = STATUS_STOPPED, entry.reason
+        if entry is not None and entry.state == ReplicaState.STOPPED:
+            result.status, result.reason = MergeStatus.STOPPED, entry.reason
             return result
         checkpoint = read_checkpoint(entry.path, layout.storage_options) if entry is not None else None
         result.checkpoint_before = result.checkpoint_after = checkpoint
-        if entry is not None and entry.state == STATE_DROPPED:
+        if entry is not None and entry.state == ReplicaState.DROPPED:
             return result
         while True:
             stats = _stats(layout, history, key, checkpoint, watermarks)
@@ -271,11 +267,11 @@ def _merge_table(
                                   f"{result.table} {event.action_name}")
                 checkpoint = result.checkpoint_after = event.commit_ts
                 result.ddls_applied += 1
-                report("ddl", checkpoint, f"{event.action_name} (job {event.job_id})")
+                report(StepKind.DDL, checkpoint, f"{event.action_name} (job {event.job_id})")
                 continue
             if plan.idle:
                 if plan.reason is not None and result.windows == result.ddls_applied == 0:
-                    result.status, result.reason = STATUS_BLOCKED, plan.reason
+                    result.status, result.reason = MergeStatus.BLOCKED, plan.reason
                 break
             info = history.table_info_at(key, checkpoint)
             path = catalog.get(key).path
@@ -288,23 +284,23 @@ def _merge_table(
                 result.windows += 1
                 result.rows_in += rows_in
                 result.rows_out += rows_out
-                report("window", hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
+                report(StepKind.WINDOW, hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
         if result.windows or result.ddls_applied:
-            result.status = STATUS_MERGED
-        report("done", checkpoint, result.status)
+            result.status = MergeStatus.MERGED
+        report(StepKind.DONE, checkpoint, result.status)
     except UnsupportedDDL as exc:
-        result.status, result.reason = STATUS_STOPPED, exc.reason
+        result.status, result.reason = MergeStatus.STOPPED, exc.reason
         entry = catalog.get(key)
         if entry is not None:
             catalog.mark_stopped(key, exc.reason, result.checkpoint_after or 0)  # the DDL's barrier
-        report("done", result.checkpoint_after, f"stopped: {exc.reason}")
+        report(StepKind.DONE, result.checkpoint_after, f"stopped: {exc.reason}")
     except Exception as exc:  # one table's failure must not stop the others; it is logged and retried next run
         log.exception("merge of %s failed", result.table)
-        result.status, result.reason = STATUS_ERROR, f"{type(exc).__name__}: {exc}"
+        result.status, result.reason = MergeStatus.ERROR, f"{type(exc).__name__}: {exc}"
         entry = catalog.get(key)
         if entry is not None:
             result.checkpoint_after = read_checkpoint(entry.path, layout.storage_options)
-        report("done", result.checkpoint_after, f"error: {result.reason}")
+        report(StepKind.DONE, result.checkpoint_after, f"error: {result.reason}")
     finally:
         result.duration_s = time.monotonic() - started
     return result
@@ -323,7 +319,7 @@ def _stats(
 def collapse_last_change(changes: DataFrame) -> DataFrame:
     """The last change of each raw key: highest commit ts, a put over a delete at the same ts,
     then the latest landing (flush_seq) among duplicates; its `old_value` is the one of the
-    key's FIRST change, i.e. the row the replica holds for the key (tidelake.spark.mount)."""
+    key's FIRST change, i.e. the row the replica holds for the key (tidelake.apply.mount)."""
     from pyspark.sql import functions as F
 
     order = F.struct(F.col("commit_ts"), (F.col("op") == OP_PUT).alias("is_put"), F.col("flush_seq"))
@@ -349,7 +345,7 @@ def merge_window(
     from delta.tables import DeltaTable
     from deltalake import DeltaTable as DeltaLog
 
-    target = replica_schema(path, layout.storage_options)
+    target = read_replica_struct(path, layout.storage_options)
     replica = DeltaTable.forPath(spark, path)
     version = replica_version(path, layout.storage_options)
     if _no_files(stats, lo, hi):

@@ -1,13 +1,13 @@
 """Mounting: raw changelog rows (key, value bytes) -> replica columns, in Spark, one Arrow batch
 per call (mapInArrow), with decoders cached per Python worker.
 
-The puller never decodes (DESIGN.md §1); this is where TiCDC's mounter runs for us
-(facts/tidb_codec.md §11): the key gives the physical id and the handle, a put's value is
+The puller never decodes (docs/design.md §1); this is where TiCDC's mounter runs for us
+(docs/encoding.md §11): the key gives the physical id and the handle, a put's value is
 decoded with the schema of its window (barriers guarantee there is exactly one), the handle
 fills the PK / `_tidb_rowid` columns. A delete carries no value, only the key (and maybe an old
 value): the merge only needs its key columns, which come from the handle, or from the old value
 when present, because a common handle keeps collation sort keys, not the original strings
-(facts/tidb_codec.md §5).
+(docs/encoding.md §5).
 
 That also means one raw key of a common-handle table can hold different PK strings over time
 ('ab' -> 'AB' under a _ci collation, 'ab' -> 'ab ' under PAD SPACE _bin): the replica row to
@@ -28,6 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from tidelake.apply.replica_schema import (
+    COMMIT_TS_COLUMN,
+    PARTITION_ID_COLUMN,
+    ROWID_COLUMN,
+)
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.common_handle import decode_common_handle
 from tidelake.codec.keys import decode_record_key
@@ -36,7 +41,6 @@ from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError
 from tidelake.lake.layout import OP_DELETE, OP_PUT
-from tidelake.spark.replica_schema import COMMIT_TS_COLUMN, PARTITION_ID_COLUMN, ROWID_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

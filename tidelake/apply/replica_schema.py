@@ -1,4 +1,4 @@
-"""The Delta schema of a replica, derived from the upstream TableInfo (DESIGN.md §3).
+"""The Delta schema of a replica, derived from the upstream TableInfo (docs/design.md §3).
 
 Columns: the table's stored columns in upstream order, named as upstream, typed by the one
 mapping table (tidelake.codec.spark_types), all nullable (TiDB enforces NOT NULL; a Delta
@@ -13,19 +13,21 @@ Virtual generated columns are not stored in TiKV rows and are left out.
 
 A replica is created with column mapping by name (RENAME/DROP COLUMN are metadata-only), type
 widening, change data feed and deletion vectors, and its first commit records the starting
-checkpoint (facts/stack.md §11–12: a DataFrame write takes both the table properties and the
+checkpoint (docs/stack.md §11–12: a DataFrame write takes both the table properties and the
 txn options; CREATE TABLE ignores the txn confs).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
 
+from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
-from tidelake.lake.checkpoint import read_checkpoint, writer_txn_options
+from tidelake.lake.checkpoint import read_checkpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,6 +127,14 @@ def replica_struct(info: TableInfo) -> StructType:
             for name, tp, comment in replica_columns(info)
         ]
     )
+
+
+def read_replica_struct(path: str, storage_options: dict[str, str] | None = None) -> StructType:
+    """The replica's current Spark schema, read from its Delta log without a Spark job."""
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(DeltaTable(path, storage_options=storage_options).schema().to_json()))
 
 
 def create_replica(

@@ -1,4 +1,4 @@
-"""One place that knows how to build a Delta-enabled SparkSession (facts/stack.md §10).
+"""One place that knows how to build a Delta-enabled SparkSession (docs/stack.md §10).
 
 Local runs (CLI, tests, the embedded demo) get `local[*]` with the Delta jars resolved from
 Maven Central through `spark.jars.packages`; under spark-submit the master and packages come
@@ -33,7 +33,7 @@ DELTA_CONFS: dict[str, str] = {
 
 
 def delta_package() -> str:
-    """Maven coordinate of the Delta jar matching the installed pyspark (facts/stack.md §0.2)."""
+    """Maven coordinate of the Delta jar matching the installed pyspark (docs/stack.md §0.2)."""
     import pyspark
 
     major_minor = ".".join(pyspark.__version__.split(".")[:2])

@@ -16,11 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
+from tidelake.lake.checkpoint import (
+    checkpoint_at_version,
+    read_checkpoint,
+    version_at_checkpoint,
+)
+from tidelake.lake.control import read_control
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import STATE_STOPPED, ReplicaCatalog
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.syncpoints import (
     ReplicaAt,
@@ -30,7 +36,7 @@ from tidelake.lake.syncpoints import (
     read_syncpoints,
     record_syncpoint,
 )
-from tidelake.lake.watermarks import Watermarks, read_watermarks
+from tidelake.lake.watermarks import Watermarks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,12 +45,26 @@ MergeFn = Callable[..., Any]  # run_merge(spark, layout, tables=[...], until_ts=
 _NO_LIMIT = 1 << 63
 
 
+class SyncpointOutcome(StrEnum):
+    """How one attempt ended; only INCOMPLETE is a failure (the merge to S did not land)."""
+
+    RECORDED = "recorded"
+    ALREADY_RECORDED = "already recorded"  # another run recorded the same S first
+    NOT_REACHABLE = "not reachable"  # no boundary after the last syncpoint is reachable yet
+    WAITING = "waiting"  # replicas are past the last boundary; every table must reach the next
+    INCOMPLETE = "incomplete"  # a replica has no Delta version at S
+
+
 @dataclass(frozen=True)
 class SyncpointResult:
     ts: int | None  # the syncpoint aimed at (None when no boundary is reachable yet)
-    recorded: bool
+    outcome: SyncpointOutcome
     reason: str | None = None
     syncpoint: Syncpoint | None = None
+
+    @property
+    def recorded(self) -> bool:
+        return self.outcome is SyncpointOutcome.RECORDED
 
 
 def table_reach(history: SchemaHistory, table: TableKey, checkpoint: int | None, watermarks: Watermarks) -> int:
@@ -71,15 +91,15 @@ def run_syncpoint(
 ) -> SyncpointResult:
     """Merge all tables to the next reachable boundary S and record the cut; idempotent per S."""
     if merge is None:
-        from tidelake.spark.merge_job import run_merge as merge
-    watermarks = read_watermarks(layout)  # first (invariant 2)
-    history = SchemaHistory.load(layout)
+        from tidelake.apply.merge_job import run_merge as merge
+    control = read_control(layout)
+    watermarks, history = control.watermarks, control.history
     catalog = ReplicaCatalog(layout)
     entries = catalog.entries()
     recorded = read_syncpoints(layout)
     last = recorded[-1].ts if recorded else 0
 
-    stopped = {t: entries[t] for t in history.tables() if t in entries and entries[t].state == STATE_STOPPED}
+    stopped = {t: entries[t] for t in history.tables() if t in entries and entries[t].state == ReplicaState.STOPPED}
     tables = [t for t in history.tables() if t not in stopped]
     checkpoints = {t: read_checkpoint(entries[t].path, layout.storage_options) if t in entries else None
                    for t in tables}
@@ -89,10 +109,10 @@ def run_syncpoint(
     if ahead > ts:
         ts = boundary_at_or_above(ahead, interval_s)
     if ts <= last:
-        return SyncpointResult(None, False, f"no boundary after the last syncpoint {last} is reachable yet "
+        return SyncpointResult(None, SyncpointOutcome.NOT_REACHABLE, f"no boundary after the last syncpoint {last} is reachable yet "
                                             f"(tables reach {reach})")
     if ts > reach:
-        return SyncpointResult(ts, False, f"replicas are already at {ahead}; waiting for every table to reach {ts} "
+        return SyncpointResult(ts, SyncpointOutcome.WAITING, f"replicas are already at {ahead}; waiting for every table to reach {ts} "
                                           f"(now {reach})")
 
     included = [t for t in tables if _alive_at(history, t, ts)]
@@ -104,7 +124,7 @@ def run_syncpoint(
     replicas, excluded, problems = [], {}, []
     for t in included:
         entry = entries.get(t)
-        if entry is not None and entry.state == STATE_STOPPED:  # stopped during this merge
+        if entry is not None and entry.state == ReplicaState.STOPPED:  # stopped during this merge
             excluded[".".join(history.current_name(t))] = entry.reason or "stopped"
             continue
         db, name = history.name_at(t, ts)
@@ -116,6 +136,8 @@ def run_syncpoint(
     excluded.update({f"{e.db}.{e.name}": e.reason or "stopped" for e in stopped.values()
                      if _alive_at(history, e.table_key, ts)})
     if problems:
-        return SyncpointResult(ts, False, "; ".join(problems))
+        return SyncpointResult(ts, SyncpointOutcome.INCOMPLETE, "; ".join(problems))
     syncpoint = Syncpoint(ts, replicas, excluded)
-    return SyncpointResult(ts, record_syncpoint(layout, syncpoint), None, syncpoint)
+    if not record_syncpoint(layout, syncpoint):
+        return SyncpointResult(ts, SyncpointOutcome.ALREADY_RECORDED, f"{ts} was already recorded", syncpoint)
+    return SyncpointResult(ts, SyncpointOutcome.RECORDED, None, syncpoint)

@@ -1,10 +1,10 @@
-"""`tidelake verify`: does each replica at its checkpoint c equal upstream at c (DESIGN.md invariant 6)?
+"""`tidelake verify`: does each replica at its checkpoint c equal upstream at c (docs/design.md invariant 6)?
 
 The two sides are read independently of everything the replication pipeline wrote:
 - upstream: a snapshot read at c (KvScan through SnapshotReader, so it works against a real TiKV,
-  resolving locks; facts/meta_snapshot.md §2.6-2.7) of the table's physical ids, decoded with the
+  resolving locks; docs/metadata.md §2.6-2.7) of the table's physical ids, decoded with the
   schema at c read from TiDB's own meta keys (load_schema), not from our `ddl` table. A read at c
-  holds exactly the commits with commit_ts <= c (facts/meta_snapshot.md §4.2), which is what
+  holds exactly the commits with commit_ts <= c (docs/metadata.md §4.2), which is what
   "replica at checkpoint c" promises. Only the table's identity (its TiDB id at c) comes from our
   schema history.
 - replica: the Delta table at the version whose txn action records c, read with Spark (delta-rs
@@ -26,21 +26,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from tidelake.codec.keys import decode_record_key
-from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row
-from tidelake.codec.schema import TableInfo
-from tidelake.codec.spark_types import spark_type, spark_value
-from tidelake.errors import InputError
-from tidelake.lake.checkpoint import MERGE_APP_ID
-from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import STATE_DROPPED, ReplicaEntry
-from tidelake.lake.schema_history import SchemaHistory
-from tidelake.spark.replica_schema import (
+from tidelake.apply.replica_schema import (
     HIDDEN_COLUMNS,
     PARTITION_ID_COLUMN,
     ROWID_COLUMN,
@@ -49,7 +41,16 @@ from tidelake.spark.replica_schema import (
     key_columns,
     stored_columns,
 )
-from tidelake.status import replica_entries
+from tidelake.codec.keys import decode_record_key
+from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row
+from tidelake.codec.schema import TableInfo
+from tidelake.codec.spark_types import spark_type, spark_value
+from tidelake.errors import InputError
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState
+from tidelake.lake.schema_history import SchemaHistory
+from tidelake.lake.status import replica_entries
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
 
@@ -58,10 +59,14 @@ if TYPE_CHECKING:
 
     from tidelake.upstream.kv_snapshot import SnapshotReader
 
-MATCH = "match"
-MISMATCH = "mismatch"
-SKIPPED = "skipped"  # nothing to compare yet (no replica, dropped): reported, not failed
-ERROR = "error"  # could not be compared (GC'd versions, upstream unreachable): fails the run
+class Verdict(StrEnum):
+    """What verify concluded for one table."""
+
+    MATCH = "match"
+    MISMATCH = "mismatch"
+    SKIPPED = "skipped"  # nothing to compare yet (no replica, dropped): reported, not failed
+    ERROR = "error"  # could not be compared (GC'd versions, upstream unreachable): fails the run
+
 
 MISSING = "missing"  # upstream row absent from the replica
 EXTRA = "extra"  # replica row absent upstream
@@ -107,7 +112,7 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         """Every table matched or had nothing to compare yet."""
-        return all(t.status in (MATCH, SKIPPED) for t in self.tables)
+        return all(t.status in (Verdict.MATCH, Verdict.SKIPPED) for t in self.tables)
 
 
 # --- value normalisation ------------------------------------------------------------------
@@ -306,39 +311,39 @@ class Verifier:
     def run(self, tables: Iterable[str] = ()) -> VerifyReport:
         history = SchemaHistory.load(self.layout)
         entries = replica_entries(self.layout)
-        wanted = select_tables(entries, history, list(tables))
+        wanted = tables_to_verify(entries, history, list(tables))
         verdicts = []
         for key in wanted:
             entry = entries.get(key)
             if entry is None:
                 db, name = history.current_name(key)
-                verdicts.append(TableVerdict(f"{db}.{name}", "", SKIPPED, note="no replica yet (not merged)"))
+                verdicts.append(TableVerdict(f"{db}.{name}", "", Verdict.SKIPPED, note="no replica yet (not merged)"))
             else:
                 verdicts.append(self.verify_entry(entry, history))
         return VerifyReport(verdicts)
 
     def verify_entry(self, entry: ReplicaEntry, history: SchemaHistory) -> TableVerdict:
         name = f"{entry.db}.{entry.name}"
-        if entry.state == STATE_DROPPED:
-            return TableVerdict(name, entry.path, SKIPPED, note="dropped upstream")
+        if entry.state == ReplicaState.DROPPED:
+            return TableVerdict(name, entry.path, Verdict.SKIPPED, note="dropped upstream")
         snapshot = replica_snapshot(entry.path, self.layout.storage_options)
         if snapshot is None or snapshot[1] is None:
-            return TableVerdict(name, entry.path, SKIPPED, note="no replica yet (not merged)")
+            return TableVerdict(name, entry.path, Verdict.SKIPPED, note="no replica yet (not merged)")
         version, checkpoint = snapshot
-        verdict = TableVerdict(name, entry.path, MATCH, checkpoint, version)
+        verdict = TableVerdict(name, entry.path, Verdict.MATCH, checkpoint, version)
         ours = history.table_info_at(entry.table_key, checkpoint)
         if ours is None:
-            verdict.status, verdict.note = ERROR, f"the DDL history has no schema for the table at {checkpoint}"
+            verdict.status, verdict.note = Verdict.ERROR, f"the DDL history has no schema for the table at {checkpoint}"
             return verdict
         try:
             info = self._upstream_info(ours.id, checkpoint)
             if info is None:
-                verdict.status = MISMATCH
+                verdict.status = Verdict.MISMATCH
                 verdict.note = f"upstream has no table with id {ours.id} at ts {checkpoint}"
                 return verdict
             self._compare(verdict, info)
         except UpstreamError as exc:
-            verdict.status, verdict.note = ERROR, str(exc)
+            verdict.status, verdict.note = Verdict.ERROR, str(exc)
         return verdict
 
     def _upstream_info(self, table_id: int, ts: int) -> TableInfo | None:
@@ -364,7 +369,7 @@ class Verifier:
         verdict.different = comparison.counts[DIFFERENT]
         verdict.diffs = self._diff_values(comparison, info, verdict.checkpoint)
         if verdict.missing or verdict.extra or verdict.different or verdict.schema_problems:
-            verdict.status = MISMATCH
+            verdict.status = Verdict.MISMATCH
 
     def _diff_values(self, comparison: RowComparison, info: TableInfo, ts: int) -> list[RowDiff]:
         """Both values of the first differing keys: upstream re-read by point gets at `ts`."""
@@ -391,7 +396,7 @@ def _pick(row: Row | None, columns: Iterable[str]) -> Row | None:
     return None if row is None else {c: row.get(c) for c in columns}
 
 
-def select_tables(entries: dict[int, ReplicaEntry], history: SchemaHistory, names: list[str]) -> list[int]:
+def tables_to_verify(entries: dict[int, ReplicaEntry], history: SchemaHistory, names: list[str]) -> list[int]:
     """Table keys to verify: all replicated tables (catalog + live history), or the named ones."""
     keys = list(dict.fromkeys([*entries, *history.live_tables()]))
     if not names:

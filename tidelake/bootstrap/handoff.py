@@ -1,4 +1,4 @@
-"""Where the changefeed picks up after a snapshot at T (facts/meta_snapshot.md §4).
+"""Where the changefeed picks up after a snapshot at T (docs/metadata.md §4).
 
 A snapshot read at T holds the commits <= T and an EventFeed subscribed with checkpoint T
 delivers the commits > T, so a replica with checkpoint T plus the changelog from T is complete
@@ -17,14 +17,18 @@ Three cases, decided per table from the lake:
 from __future__ import annotations
 
 from tidelake.codec.schema import TableInfo
-from tidelake.lake.ddl_log import DdlLog, has_snapshot_row, start_snapshot_ts
+from tidelake.lake.ddl_log import (
+    DdlLog,
+    has_snapshot_row,
+    snapshot_rows,
+    start_snapshot_ts,
+)
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.puller.ddl_puller import snapshot_rows
-from tidelake.puller.schema_tracker import SchemaTracker
 from tidelake.table_filter import TableFilter
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.schema_snapshot import SchemaSnapshot
+from tidelake.upstream.schema_tracker import SchemaTracker
 
 BOOTSTRAP_APP_PREFIX = "tidelake-bootstrap/"
 

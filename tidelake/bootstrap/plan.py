@@ -2,7 +2,7 @@
 
 The ranges are the raw record ranges of the regions PD reports at planning time. They only
 shape the work (one Spark task per range); each range is read by SnapshotReader.scan, which
-follows splits, merges and leader moves that happen after planning (facts/meta_snapshot.md §2.6).
+follows splits, merges and leader moves that happen after planning (docs/metadata.md §2.6).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class KeyRange:
 
 
 @dataclass(frozen=True)
-class TablePlan:
+class TableRead:
     db: DBInfo
     info: TableInfo
     physical_ids: tuple[int, ...]
@@ -40,7 +40,7 @@ class TablePlan:
         return f"{self.db.name}.{self.info.name}"
 
 
-def select_tables(snapshot: SchemaSnapshot, names: list[str] | None) -> list[tuple[DBInfo, TableInfo]]:
+def tables_to_bootstrap(snapshot: SchemaSnapshot, names: list[str] | None) -> list[tuple[DBInfo, TableInfo]]:
     """Tables with rows that the filter kept, narrowed to `names` ('db.table', case-insensitive
     like TiDB identifiers); a name that matches nothing is an InputError."""
     tables = snapshot.tables_with_rows()
@@ -85,7 +85,7 @@ def region_ranges(pd: PDClient, physical_id: int) -> list[KeyRange]:
 
 
 def _raw(encoded: bytes, physical_id: int) -> bytes:
-    """Region bounds are EncodeBytes of raw keys (facts/meta_snapshot.md §2.4)."""
+    """Region bounds are EncodeBytes of raw keys (docs/metadata.md §2.4)."""
     try:
         raw, used = decode_bytes(encoded)
     except InputError as exc:

@@ -1,9 +1,9 @@
 """Snapshot rows -> replica rows as Arrow batches, in the replica's own schema.
 
-The columns are tidelake.spark.replica_schema's (upstream columns by name and mapped type, then
+The columns are tidelake.apply.replica_schema's (upstream columns by name and mapped type, then
 the hidden `_tidb_commit_ts`, `_tidb_rowid`, `_tidb_partition_id`). A snapshot read at T does not
 return each row's commit ts, so bootstrapped rows carry T: an upper bound of their last change
-and below every change the feed delivers afterwards (facts/meta_snapshot.md §4.2), which is
+and below every change the feed delivers afterwards (docs/metadata.md §4.2), which is
 what merge compares it with.
 """
 
@@ -13,12 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from tidelake.codec.keys import decode_record_key
-from tidelake.codec.row import decode_row
-from tidelake.codec.schema import TableInfo
-from tidelake.codec.spark_types import spark_value
-from tidelake.errors import InputError
-from tidelake.spark.replica_schema import (
+from tidelake.apply.replica_schema import (
     COMMIT_TS_COLUMN,
     PARTITION_ID_COLUMN,
     ROWID_COLUMN,
@@ -26,6 +21,11 @@ from tidelake.spark.replica_schema import (
     replica_columns,
     stored_columns,
 )
+from tidelake.codec.keys import decode_record_key
+from tidelake.codec.row import decode_row
+from tidelake.codec.schema import TableInfo
+from tidelake.codec.spark_types import spark_value
+from tidelake.errors import InputError
 
 _ARROW = {
     "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),

@@ -1,6 +1,6 @@
 """`tidelake bootstrap`: replicas of the selected tables at one TSO, handed off to the changefeed.
 
-Order of operations (facts/meta_snapshot.md §4.4): choose T, hold a service GC safepoint at T-1
+Order of operations (docs/metadata.md §4.4): choose T, hold a service GC safepoint at T-1
 for the whole run (refusing a T the upstream may already have collected), read the schema at T,
 settle where the changefeed covers each table from (handoff.py), read every table at its ts
 region range by region range, and write each replica with its rows and checkpoint in one commit
@@ -16,19 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from tidelake.bootstrap import handoff
-from tidelake.bootstrap.plan import TablePlan, region_ranges, select_tables
+from tidelake.bootstrap.plan import TableRead, region_ranges, tables_to_bootstrap
 from tidelake.bootstrap.progress import TableProgress
 from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.bootstrap.replica_write import write_replica
 from tidelake.bootstrap.snapshot_read import read_table
-from tidelake.bootstrap.table_starts import (
-    MISSED_JOIN,
-    STATE_DONE,
-    STATE_JOINED,
-    STATE_REFUSED,
-    TableStart,
-    TableStarts,
-)
 from tidelake.codec.schema import TableInfo
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, TidelakeError
@@ -37,6 +29,7 @@ from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
+from tidelake.lake.table_starts import StartState, TableStart, TableStarts
 from tidelake.table_names import table_key
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
@@ -85,7 +78,7 @@ class Bootstrap:
         self.options = options
         self._spark = spark
         self._out = out if out is not None else sys.stderr
-        self.layout = LakeLayout(config.lake.root)
+        self.layout = LakeLayout.from_config(config.lake)
 
     def say(self, text: str) -> None:
         print(f"bootstrap {self.config.changefeed_id}: {text}", file=self._out, flush=True)
@@ -111,17 +104,17 @@ class Bootstrap:
         keeper.ensure_not_below_gc(ts)
         keeper.start()
         snapshot = load_schema(reader, ts)
-        wanted = select_tables(self._selectable(snapshot), list(self.options.tables))
+        wanted = tables_to_bootstrap(self._selectable(snapshot), list(self.options.tables))
         if start is None:
             handoff.claim_start(self.layout, self.config.changefeed_id, snapshot, self.config.filter.table_filter())
             self.say(f"changefeed starts at ts {ts}: the puller's first run feeds every table from there")
             start = ts
         results: list[TableResult] = []
-        plans: list[TablePlan] = []
+        plans: list[TableRead] = []
         joining: list[tuple[str, str]] = []
         starts = TableStarts(self.layout)
         joined = {table_key(s.db, s.table): s for s in starts.latest(self.config.changefeed_id)
-                  if s.state in (STATE_JOINED, STATE_DONE)}
+                  if s.state in (StartState.JOINED, StartState.DONE)}
         for db, info in wanted:
             path = self._replica_path(db.name, info)
             checkpoint = read_checkpoint(path, self.layout.storage_options)
@@ -131,13 +124,13 @@ class Bootstrap:
                 continue
             pids = snapshot.physical_ids(info)
             join = joined.get(table_key(db.name, info.name))
-            if join is not None and join.state == STATE_JOINED:
+            if join is not None and join.state == StartState.JOINED:
                 joining.append((db.name, info.name))  # joined in a run that crashed: read at its J
             elif handoff.fed_by_changefeed(self.layout, start, info, pids):
                 if join is not None and ts < join.start_ts:
                     raise InputError(f"--at-ts {ts} is before {db.name}.{info.name} joined the changefeed "
                                      f"at {join.start_ts}")
-                plans.append(TablePlan(db, info, tuple(pids), ts))
+                plans.append(TableRead(db, info, tuple(pids), ts))
             else:
                 joining.append((db.name, info.name))
         plans += self._join(pd, reader, keeper, joining)
@@ -172,13 +165,12 @@ class Bootstrap:
     # --- tables joining a running changefeed (table_starts.py) ----------------------------
 
     def _join(self, pd: PDClient, reader: SnapshotReader, keeper: GCSafepointKeeper,
-              names: list[tuple[str, str]]) -> list[TablePlan]:
+              names: list[tuple[str, str]]) -> list[TableRead]:
         if not names:
             return []
         starts = TableStarts(self.layout)
         cf = self.config.changefeed_id
-        open_requests = {table_key(s.db, s.table): s for s in starts.latest(cf) if s.state != STATE_DONE
-                         and s.state != STATE_REFUSED}
+        open_requests = {table_key(s.db, s.table): s for s in starts.latest(cf) if s.state not in (StartState.DONE, StartState.REFUSED, StartState.MISSED)}
         requests = []
         for db, table in names:
             request = open_requests.get(table_key(db, table)) or starts.request(cf, db, table)
@@ -189,9 +181,9 @@ class Bootstrap:
         plans = []
         for start in joined:
             snapshot = load_schema(reader, start.start_ts)
-            (db, info), = select_tables(snapshot, [f"{start.db}.{start.table}"])
+            (db, info), = tables_to_bootstrap(snapshot, [f"{start.db}.{start.table}"])
             self.say(f"{db.name}.{info.name}: the puller feeds it from ts {start.start_ts}; reading it there")
-            plans.append(TablePlan(db, info, tuple(snapshot.physical_ids(info)), start.start_ts))
+            plans.append(TableRead(db, info, tuple(snapshot.physical_ids(info)), start.start_ts))
         return plans
 
     def _wait_joined(self, starts: TableStarts, requests: list[TableStart]) -> list[TableStart]:
@@ -200,7 +192,7 @@ class Bootstrap:
         asked = {table_key(r.db, r.table): 1 for r in requests}
         while True:
             latest = {s.request_id: s for s in starts.latest(self.config.changefeed_id) if s.request_id in ids}
-            for missed in [s for s in latest.values() if s.state == STATE_REFUSED and MISSED_JOIN in (s.reason or "")]:
+            for missed in [s for s in latest.values() if s.state == StartState.MISSED]:
                 key = table_key(missed.db, missed.table)
                 if asked[key] >= JOIN_ATTEMPTS:
                     continue
@@ -209,10 +201,10 @@ class Bootstrap:
                 self.say(f"{missed.db}.{missed.table}: {missed.reason}; asking again (request {again.request_id})")
                 ids = (ids - {missed.request_id}) | {again.request_id}
                 del latest[missed.request_id]
-            refused = [s for s in latest.values() if s.state == STATE_REFUSED]
+            refused = [s for s in latest.values() if s.state in (StartState.REFUSED, StartState.MISSED)]
             if refused:
                 raise InputError("; ".join(f"{s.db}.{s.table}: the puller refused it: {s.reason}" for s in refused))
-            done = [s for s in latest.values() if s.state in (STATE_JOINED, STATE_DONE)]
+            done = [s for s in latest.values() if s.state in (StartState.JOINED, StartState.DONE)]
             if len(done) == len(ids):
                 return done
             if time.monotonic() > deadline:
@@ -223,20 +215,23 @@ class Bootstrap:
                 )
             time.sleep(0.5)
 
-    def _mark_done(self, starts: TableStarts, plan: TablePlan) -> None:
+    def _mark_done(self, starts: TableStarts, plan: TableRead) -> None:
         for s in starts.latest(self.config.changefeed_id):
-            if s.state == STATE_JOINED and s.same_table(plan.db.name, plan.info.name):
-                starts.mark(s, STATE_DONE)
+            if s.state == StartState.JOINED and s.same_table(plan.db.name, plan.info.name):
+                starts.mark(s, StartState.DONE)
 
     # --- reading and writing one table ----------------------------------------------------
 
-    def _bootstrap_table(self, pd: PDClient, reader: SnapshotReader, plan: TablePlan) -> TableResult:
+    def _bootstrap_table(self, pd: PDClient, reader: SnapshotReader, plan: TableRead) -> TableResult:
         ranges = [r for pid in plan.physical_ids for r in region_ranges(pd, pid)]
         progress = TableProgress(plan.name, len(ranges), self.options.progress_interval_s, self._out)
         path = self._replica_path(plan.db.name, plan.info, plan.ts)
         spark = self._session()
         if len(ranges) >= self.options.spark_threshold_regions:
-            from tidelake.bootstrap.spark_snapshot import AccumulatorWatcher, table_frame
+            from tidelake.bootstrap.spark_snapshot import (
+                AccumulatorWatcher,
+                table_frame,
+            )
 
             read = table_frame(spark, list(self.config.upstream.pd), self.config.upstream.tls, plan.info, ranges,
                                plan.ts)
@@ -262,12 +257,12 @@ class Bootstrap:
         entry = catalog.get(table_key)
         return entry.path if entry is not None else self.layout.replica_path(db, info.name)
 
-    def _write(self, spark: SparkSession, path: str, plan: TablePlan, rows: DataFrame) -> None:
+    def _write(self, spark: SparkSession, path: str, plan: TableRead, rows: DataFrame) -> None:
         write_replica(spark, path, plan.info, rows, plan.ts, self.layout.storage_options)
 
     def _session(self) -> SparkSession:
         if self._spark is None:
-            from tidelake.spark.session import get_session
+            from tidelake.apply.session import get_session
 
             self._spark = get_session("tidelake-bootstrap", master=self.options.spark_master)
         return self._spark

@@ -2,7 +2,7 @@
 
 The driver lists the table's region ranges from PD (plan.region_ranges); each task opens its
 own PDClient and SnapshotReader, scans its raw key range at T (following splits and moves, and
-resolving locks, facts/meta_snapshot.md §2.6–2.7) and yields decoded replica rows as Arrow
+resolving locks, docs/metadata.md §2.6–2.7) and yields decoded replica rows as Arrow
 batches (mapInArrow), so rows never pass through the driver. Progress comes back through
 accumulators, which Spark updates as tasks finish.
 """
@@ -21,7 +21,7 @@ from tidelake.bootstrap.plan import KeyRange
 from tidelake.bootstrap.progress import TableProgress
 from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
-from tidelake.upstream.channels import TlsConfig
+from tidelake.config import TlsConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

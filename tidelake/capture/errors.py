@@ -10,7 +10,7 @@ class PullerError(TidelakeError):
 
 
 class ProtocolViolationError(PullerError):
-    """TiKV sent something the CDC protocol forbids (facts/kvproto.md §13); TiCDC panics here."""
+    """TiKV sent something the CDC protocol forbids (docs/wire.md §13); TiCDC panics here."""
 
 
 class PrewriteNotMatchError(PullerError):

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from tidelake import __version__
 from tidelake.errors import TidelakeError
 
-COMMANDS = ("decode", "pull", "verify", "status", "merge", "sim", "bootstrap", "snapshot", "demo")
+COMMANDS = ("decode", "sim", "pull", "bootstrap", "merge", "syncpoint", "maintenance", "status", "verify", "snapshot",
+            "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

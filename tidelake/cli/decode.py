@@ -130,7 +130,11 @@ def _decode_key(args: argparse.Namespace) -> int:
 
 
 def _handle_json(handle: int | bytes, table: Any) -> Any:
-    from tidelake.codec.common_handle import decode_common_handle, pk_columns, split_common_handle
+    from tidelake.codec.common_handle import (
+        decode_common_handle,
+        pk_columns,
+        split_common_handle,
+    )
     from tidelake.codec.row import jsonable
 
     if isinstance(handle, int):

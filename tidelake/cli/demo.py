@@ -1,13 +1,19 @@
 """`tidelake demo [--workdir DIR] [--duration S] [--seed N] [--keep]`: the whole path end to end.
 
 Simulated cluster -> puller -> lake -> Spark merge -> verify, in one process on loopback
-(tidelake.demo). Exit 0 when every replica verifies, 1 otherwise.
+(tidelake.demos.one_process). Exit 0 when every replica verifies, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tidelake.demos.one_process import DemoResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,10 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from tidelake.cli.report_console import report_console
-    from tidelake.demo import DemoOptions, run_demo, summary_table
+    from tidelake.demos.one_process import OneProcessOptions, run_demo
 
     console = report_console()
-    result = run_demo(DemoOptions(args.workdir, args.duration, args.seed, args.keep), console)
+    result = run_demo(OneProcessOptions(args.workdir, args.duration, args.seed, args.keep), console)
     console.print(summary_table(result))
     faults = ", ".join(f"{n} {kind}" for kind, n in result.faults.items())
     console.print(f"DDL kinds run: {', '.join(result.ddl_kinds)}")
@@ -40,3 +46,22 @@ def _demo(args: argparse.Namespace) -> int:
     console.print("[green]demo passed: every replica equals upstream at its checkpoint[/]" if result.ok
                   else "[red]demo failed: verify found differences (see above)[/]")
     return 0 if result.ok else 1
+
+
+def summary_table(result: DemoResult) -> Table:
+    """Per table: rows, checkpoint, lag, verified ✓/✗."""
+    from rich.table import Table
+
+    from tidelake.apply.verify import Verdict
+    from tidelake.lake.status import utc_text
+
+    lag = {t.table: t.lag_seconds for t in result.status.tables}
+    table = Table(title=f"tidelake demo — {result.merge_cycles} merge cycles, final ts {result.final_ts}")
+    for header in ("table", "rows", "checkpoint (UTC)", "lag", "verified"):
+        table.add_column(header, justify="right" if header in ("rows", "lag") else "left")
+    for v in result.verify.tables:
+        mark = {Verdict.MATCH: "[green]✓[/]", Verdict.SKIPPED: f"[dim]– {v.note}[/]"}.get(v.status, f"[red]✗ {v.note or v.status}[/]")
+        seconds = lag.get(v.table)
+        table.add_row(v.table, str(v.replica_rows) if v.status != Verdict.SKIPPED else "-", utc_text(v.checkpoint) or "-",
+                      "-" if seconds is None else f"{seconds:.1f}s", mark)
+    return table

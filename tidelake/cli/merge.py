@@ -12,18 +12,18 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
+    from tidelake.apply.merge_job import MergeProgress, MergeReport
     from tidelake.lake.layout import LakeLayout
-    from tidelake.spark.merge_job import MergeProgress, MergeReport
 
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", action="append", metavar="DB.TABLE", help="merge only this table (repeatable)")
     parser.add_argument("--until-ts", type=int, metavar="TS", help="cap: advance no replica beyond this TSO")
-    parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
-    parser.add_argument("--config", metavar="FILE", help="changefeed TOML: the lake root is taken from it")
+    add_target_arguments(parser)
     parser.add_argument(
         "--rebuild", metavar="DB.TABLE",
         help="replay this table into a new empty replica from its CREATE (refused unless the changelog "
@@ -47,26 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def layout_from_args(args: argparse.Namespace) -> LakeLayout:
-    from tidelake.lake.layout import LakeLayout
-
-    if bool(args.config) == bool(args.lake):
-        raise InputError("give exactly one of --lake PATH or --config FILE")
     if args.until_ts is not None and args.until_ts <= 0:
         raise InputError(f"--until-ts must be a positive TSO, got {args.until_ts}")
     if args.max_chunk_rows is not None and args.max_chunk_rows <= 0:
         raise InputError(f"--max-chunk-rows must be positive, got {args.max_chunk_rows}")
     if args.threads is not None and args.threads <= 0:
         raise InputError(f"--threads must be positive, got {args.threads}")
-    if args.lake:
-        return LakeLayout(args.lake)
-    from tidelake.config import load_config
-
-    return LakeLayout(load_config(args.config).lake.root)
+    return resolve_target(args).layout
 
 
 def merge_kwargs(args: argparse.Namespace) -> dict:
+    from tidelake.apply.merge_job import DEFAULT_THREADS
     from tidelake.lake.merge_plan import DEFAULT_CHUNK_ROWS
-    from tidelake.spark.merge_job import DEFAULT_THREADS
 
     return {
         "tables": args.table or None,
@@ -108,9 +100,9 @@ def render_report(report: MergeReport):
 
 
 def _merge(args: argparse.Namespace) -> int:
+    from tidelake.apply.merge_job import run_merge
+    from tidelake.apply.session import get_session
     from tidelake.cli.report_console import report_console
-    from tidelake.spark.merge_job import run_merge
-    from tidelake.spark.session import get_session
 
     layout = layout_from_args(args)
     console = report_console()

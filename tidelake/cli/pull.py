@@ -30,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _pull(args: argparse.Namespace) -> int:
+    from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
-    from tidelake.puller.runner import PullerRunner, RunOptions, Shard
 
     for name in ("max_run_seconds", "progress_interval"):
         value = getattr(args, name)
@@ -41,7 +41,7 @@ def _pull(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("tidelake.puller.runner").setLevel(logging.INFO)
+    logging.getLogger("tidelake.capture.changefeed.runner").setLevel(logging.INFO)
     config = load_config(args.config)
     if args.shard is not None:
         shard = Shard.parse(args.shard)

@@ -11,30 +11,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from tidelake.errors import InputError
+from tidelake.cli.target import add_target_arguments, resolve_target
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("snapshot-at", help="replica Delta versions of a cross-table syncpoint")
     parser.add_argument("ts", type=int, metavar="TS", help="syncpoint TSO")
-    parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
-    parser.add_argument("--config", metavar="FILE", help="changefeed TOML: the lake root is taken from it")
+    add_target_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(handler=_snapshot_at)
 
 
 def _snapshot_at(args: argparse.Namespace) -> int:
-    from tidelake.lake.layout import LakeLayout
     from tidelake.lake.syncpoints import read_syncpoints, replicas_at
 
-    if bool(args.config) == bool(args.lake):
-        raise InputError("give exactly one of --lake PATH or --config FILE")
-    if args.lake:
-        layout = LakeLayout(args.lake)
-    else:
-        from tidelake.config import load_config
-
-        layout = LakeLayout(load_config(args.config).lake.root)
+    layout = resolve_target(args).layout
     replicas_at(layout, args.ts)  # raises with the nearest syncpoints when TS is not one
     syncpoint = next(s for s in read_syncpoints(layout) if s.ts == args.ts)
     if args.json:

@@ -1,64 +1,20 @@
 """`tidelake status [--json] [--config FILE | --lake PATH [--pd ADDR]]`: watermarks, lag, pending DDL.
 
-The JSON form is the stable schema documented in tidelake.status. Also home of the target
-options (`--config` or `--lake`/`--pd`) that `tidelake verify` shares.
+The JSON form is the stable schema documented in tidelake.lake.status.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidelake.errors import InputError
+from tidelake.cli.target import add_target_arguments, resolve_target
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.status import StatusReport
-    from tidelake.upstream.channels import TlsConfig
-
-
-@dataclass(frozen=True)
-class Target:
-    """Which lake (and upstream) a command looks at."""
-
-    layout: LakeLayout
-    pd: list[str]
-    tls: TlsConfig | None = None
-
-
-def add_target_arguments(parser: argparse.ArgumentParser, pd_required: bool) -> None:
-    parser.add_argument("--config", metavar="FILE", help="changefeed TOML: takes the lake root, PD and TLS from it")
-    parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
-    parser.add_argument(
-        "--pd",
-        action="append",
-        default=[],
-        metavar="ADDR",
-        help="PD address host:port (repeatable)" + ("" if pd_required else "; without it lag uses the wall clock"),
-    )
-
-
-def resolve_target(args: argparse.Namespace, pd_required: bool) -> Target:
-    """--config wins as a whole; mixing it with --lake/--pd is an error, not a silent override."""
-    from tidelake.lake.layout import LakeLayout
-
-    pd = [a.strip() for arg in args.pd for a in arg.split(",") if a.strip()]
-    if args.config:
-        if args.lake or pd:
-            raise InputError("give either --config or --lake/--pd, not both")
-        from tidelake.config import load_config
-
-        config = load_config(args.config)
-        return Target(LakeLayout(config.lake.root), list(config.upstream.pd), config.upstream.tls)
-    if not args.lake:
-        raise InputError("no lake given: pass --config FILE or --lake PATH" + (" --pd ADDR" if pd_required else ""))
-    if pd_required and not pd:
-        raise InputError("no PD address given: pass --pd ADDR (or --config FILE)")
-    return Target(LakeLayout(args.lake), pd)
+    from tidelake.lake.status import StatusReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,14 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-table watermarks, checkpoint, lag, pending DDL and last merge",
         description="Show where each replica stands: resolved/barrier/checkpoint ts, lag, pending DDL, last merge.",
     )
-    add_target_arguments(parser, pd_required=False)
+    add_target_arguments(parser, pd=True)
     parser.add_argument("--json", action="store_true", help="print the stable JSON document instead of a table")
     parser.set_defaults(handler=_status)
 
 
 def _status(args: argparse.Namespace) -> int:
     from tidelake.cli.report_console import report_console
-    from tidelake.status import collect_status
+    from tidelake.lake.status import collect_status
 
     target = resolve_target(args, pd_required=False)
     now_ts = None
@@ -95,7 +51,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _ts_cell(ts: int | None) -> str:
-    from tidelake.status import utc_text
+    from tidelake.lake.status import utc_text
 
     return "-" if ts is None else f"{utc_text(ts)}\n[dim]{ts}[/]"
 
@@ -110,7 +66,7 @@ def _lag_cell(lag: float | None) -> str:
 def print_status(report: StatusReport, console: Console) -> None:
     from rich.table import Table
 
-    from tidelake.status import utc_text
+    from tidelake.lake.status import utc_text
 
     clock = "PD TSO" if report.now_source == "pd" else "wall clock"
     table = Table(title=f"tidelake status — {report.lake}", caption=f"now {utc_text(report.now_ts)} ({clock}); "

@@ -1,7 +1,7 @@
 """`tidelake verify [--config FILE | --pd ADDR --lake PATH] [--table DB.TABLE ...]`.
 
 Compares every replica at its checkpoint with a snapshot read of the upstream at that ts
-(tidelake.verify). Exit 0 when all compared tables match (tables not merged yet are listed, not
+(tidelake.apply.verify). Exit 0 when all compared tables match (tables not merged yet are listed, not
 failed), 1 on any mismatch or table that could not be compared, 2 on bad input.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tidelake.cli.status import add_target_arguments, resolve_target
+from tidelake.cli.target import add_target_arguments, resolve_target
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compare replicas at their checkpoint with a snapshot read of the upstream",
         description="Check that each replica at checkpoint c equals upstream TiDB read at c (exit 1 if not).",
     )
-    add_target_arguments(parser, pd_required=True)
+    add_target_arguments(parser, pd=True, pd_required=True)
     parser.add_argument("--table", action="append", default=[], metavar="DB.TABLE", help="only this table (repeatable)")
     parser.add_argument("--max-diffs", type=int, default=10, metavar="N", help="differing keys to show per table")
     parser.set_defaults(handler=_verify)
@@ -28,12 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _verify(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from tidelake.apply.session import get_session
+    from tidelake.apply.verify import Verifier
     from tidelake.cli.report_console import report_console
     from tidelake.errors import InputError
-    from tidelake.spark.session import get_session
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
-    from tidelake.verify import Verifier
 
     if args.max_diffs < 0:
         raise InputError(f"--max-diffs must be >= 0, got {args.max_diffs}")
@@ -61,15 +61,15 @@ def print_report(report, console) -> None:
     from rich.table import Table
 
     from tidelake import tso
-    from tidelake.verify import MATCH, MISMATCH, SKIPPED
+    from tidelake.apply.verify import Verdict
 
-    marks = {MATCH: "[green]✓ match[/]", MISMATCH: "[red]✗ mismatch[/]", SKIPPED: "[dim]– skipped[/]"}
+    marks = {Verdict.MATCH: "[green]✓ match[/]", Verdict.MISMATCH: "[red]✗ mismatch[/]", Verdict.SKIPPED: "[dim]– skipped[/]"}
     table = Table(title="tidelake verify")
     for header in ("table", "checkpoint (UTC)", "version", "upstream", "replica", "missing", "extra", "different", "result"):
         table.add_column(header, justify="right" if header in ("version", "upstream", "replica", "missing", "extra", "different") else "left")
     for v in report.tables:
         when = f"{tso.to_datetime(v.checkpoint):%Y-%m-%d %H:%M:%S} ({v.checkpoint})" if v.checkpoint else "-"
-        compared = v.status in (MATCH, MISMATCH)
+        compared = v.status in (Verdict.MATCH, Verdict.MISMATCH)
         counts = [str(n) if compared else "-" for n in (v.upstream_rows, v.replica_rows, v.missing, v.extra, v.different)]
         result = marks.get(v.status, "[red]✗ error[/]") + (f" ({v.note})" if v.note else "")
         table.add_row(v.table, when, "-" if v.delta_version is None else str(v.delta_version), *counts, result)

@@ -1,4 +1,4 @@
-"""Flagged datums of TiDB's `util/codec` (facts/tidb_codec.md §1.5).
+"""Flagged datums of TiDB's `util/codec` (docs/encoding.md §1.5).
 
 Index keys, common handles and row format v1 are sequences of `flag byte + payload`. This module
 reads and writes those payloads without knowing the column type; `row_value` maps them to and
@@ -10,7 +10,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from tidelake.codec.decimal import decimal_bin_size, decode_decimal_bin, encode_decimal_bin
+from tidelake.codec.decimal import (
+    decimal_bin_size,
+    decode_decimal_bin,
+    encode_decimal_bin,
+)
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.codec.number import (
     decode_float,
@@ -26,7 +30,7 @@ from tidelake.codec.number import (
 )
 from tidelake.errors import InputError
 
-# facts/tidb_codec.md §1.5
+# docs/encoding.md §1.5
 NIL_FLAG = 0
 BYTES_FLAG = 1
 COMPACT_BYTES_FLAG = 2
@@ -41,7 +45,7 @@ JSON_FLAG = 10
 VECTOR_FLOAT32_FLAG = 20
 MAX_FLAG = 250
 
-# Binary JSON type codes whose size PeekBytesAsJSON knows (facts/tidb_codec.md §8).
+# Binary JSON type codes whose size PeekBytesAsJSON knows (docs/encoding.md §8).
 _JSON_OBJECT, _JSON_ARRAY, _JSON_LITERAL = 0x01, 0x03, 0x04
 _JSON_FIXED8 = frozenset({0x09, 0x0A, 0x0B, 0x0E, 0x0F, 0x10})  # int64 uint64 float64 date datetime timestamp
 _JSON_STRING, _JSON_OPAQUE, _JSON_DURATION = 0x0C, 0x0D, 0x11

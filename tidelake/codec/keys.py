@@ -1,7 +1,7 @@
 """TiDB table keys: record and index keys, table spans, and the raw <-> region-space mapping.
 
 Raw keys are what TiDB writes and what CDC events carry; PD regions and CDC request spans use
-`EncodeBytes(raw)` ("region space", facts/tidb_codec.md §2.5). Keeping both here, with names
+`EncodeBytes(raw)` ("region space", docs/encoding.md §2.5). Keeping both here, with names
 that say which space they are in, is what stops the puller comparing keys across spaces.
 """
 
@@ -12,7 +12,7 @@ from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.codec.number import decode_int, encode_int
 from tidelake.errors import InputError
 
-# facts/tidb_codec.md §2.1–2.2
+# docs/encoding.md §2.1–2.2
 TABLE_PREFIX = b"t"
 RECORD_SEP = b"_r"
 INDEX_SEP = b"_i"
@@ -22,11 +22,11 @@ INT_HANDLE_KEY_LEN = 19  # RecordRowKeyLen
 INDEX_PREFIX_LEN = 19  # 't' + EncodeInt(tid) + '_i' + EncodeInt(index id)
 
 MAX_INT48 = (1 << 48) - 1
-# facts/kvproto.md §12.1, facts/tidb_codec.md §2.4: mysql.tidb_ddl_job / tidb_ddl_history
+# docs/wire.md §12.1, docs/encoding.md §2.4: mysql.tidb_ddl_job / tidb_ddl_history
 DDL_JOB_TABLE_ID = MAX_INT48 - 1
 DDL_HISTORY_TABLE_ID = MAX_INT48 - 3
 
-# facts/tidb_codec.md §2.1: kv.NewCommonHandle pads shorter handles so they never look like ints.
+# docs/encoding.md §2.1: kv.NewCommonHandle pads shorter handles so they never look like ints.
 COMMON_HANDLE_MIN_LEN = 9
 
 
@@ -109,7 +109,7 @@ def decode_index_key(key: bytes) -> tuple[int, int, bytes]:
     return decode_int(key, 1)[0], decode_int(key, 11)[0], key[INDEX_PREFIX_LEN:]
 
 
-# facts/tidb_codec.md §2.2–2.3: index value layouts and option flags
+# docs/encoding.md §2.2–2.3: index value layouts and option flags
 MAX_OLD_INDEX_VALUE_LEN = 9
 PARTITION_ID_FLAG = 0x7E
 COMMON_HANDLE_FLAG = 0x7F

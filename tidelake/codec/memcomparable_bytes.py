@@ -1,4 +1,4 @@
-"""Memcomparable byte strings (`EncodeBytes`/`DecodeBytes`, facts/tidb_codec.md §1.4).
+"""Memcomparable byte strings (`EncodeBytes`/`DecodeBytes`, docs/encoding.md §1.4).
 
 The group encoding is prefix-free and sorts like the raw bytes. TiKV orders keys by it and PD
 region boundaries are in this form (§2.5), so the puller converts every raw key with it before

@@ -1,4 +1,4 @@
-"""MySQL DATE/DATETIME/TIMESTAMP packed form and TIME durations (facts/tidb_codec.md §7).
+"""MySQL DATE/DATETIME/TIMESTAMP packed form and TIME durations (docs/encoding.md §7).
 
 Value convention (shared with the row codec):
 - DATE -> `datetime.date`; DATETIME -> naive `datetime.datetime`;
@@ -12,7 +12,12 @@ Value convention (shared with the row codec):
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
-from tidelake.codec.mysql_types import TYPE_DATE, TYPE_DATETIME, TYPE_NEWDATE, TYPE_TIMESTAMP
+from tidelake.codec.mysql_types import (
+    TYPE_DATE,
+    TYPE_DATETIME,
+    TYPE_NEWDATE,
+    TYPE_TIMESTAMP,
+)
 from tidelake.errors import InputError
 
 MAX_FSP = 6
@@ -61,7 +66,7 @@ def _check_fsp(fsp: int) -> None:
 
 
 def unpack_time(packed: int, tp: int, fsp: int) -> date | datetime | MySQLTime:
-    """Decode TiDB's packed uint64 time (facts §7 `FromPackedUint`) as the column type says."""
+    """Decode TiDB's packed uint64 time (docs/encoding.md §7 `FromPackedUint`) as the column type says."""
     _check_type(tp)
     _check_fsp(fsp)
     if not 0 <= packed < 1 << 64:
@@ -100,7 +105,7 @@ def _round_to_fsp(value: datetime, fsp: int) -> datetime:
 
 
 def pack_time(value: date | datetime | MySQLTime, tp: int, fsp: int) -> int:
-    """Encode a value for a DATE/DATETIME/TIMESTAMP column as TiDB's packed uint64 (facts §7 `ToPackedUint`).
+    """Encode a value for a DATE/DATETIME/TIMESTAMP column as TiDB's packed uint64 (docs/encoding.md §7 `ToPackedUint`).
 
     TIMESTAMP needs an aware datetime (converted to UTC); DATE/DATETIME need naive values, and a
     DATE accepts a datetime only at midnight. Fractional seconds are rounded half-up to `fsp`.
@@ -135,7 +140,7 @@ def pack_time(value: date | datetime | MySQLTime, tp: int, fsp: int) -> int:
 
 
 def duration_from_nanos(n: int) -> timedelta:
-    """TIME value from the int64 nanoseconds TiDB stores (facts §3.3, §7)."""
+    """TIME value from the int64 nanoseconds TiDB stores (docs/encoding.md §3.3, §7)."""
     micros, rest = divmod(n, _NANOS_PER_MICRO)
     if rest:
         raise InputError(f"TIME value {n} ns has sub-microsecond digits, which MySQL TIME (fsp<=6) cannot hold")

@@ -1,4 +1,4 @@
-"""Integer and float encodings of TiDB's `util/codec` (facts/tidb_codec.md §1.1–1.3).
+"""Integer and float encodings of TiDB's `util/codec` (docs/encoding.md §1.1–1.3).
 
 Memcomparable forms sort bytewise like the numbers they hold, which is what TiKV keys rely on;
 varints are the compact, non-comparable forms of row format v1 and compact-bytes lengths.

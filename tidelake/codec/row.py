@@ -1,6 +1,6 @@
 """Whole rows: decode a TiKV row value (v1 or v2) with its key's handle, and encode one as TiDB does.
 
-Decoding follows TiCDC's mounter (facts/tidb_codec.md §11): value columns first, then the
+Decoding follows TiCDC's mounter (docs/encoding.md §11): value columns first, then the
 handle columns from the key, then origin defaults for columns the row predates (§5).
 Encoding follows TiDB's `AddRecord`/`CanSkip` (§3.4) so the simulator writes byte-identical rows.
 """
@@ -27,7 +27,12 @@ from tidelake.codec.mytime import MySQLTime, iso
 from tidelake.codec.number import cmp_uint_to_int, int_to_cmp_uint
 from tidelake.codec.row_v1 import parse_row_v1
 from tidelake.codec.row_v2 import encode_row_v2, is_row_v2, parse_row_v2
-from tidelake.codec.row_value import decode_value, encode_value, value_from_datum, zero_value
+from tidelake.codec.row_value import (
+    decode_value,
+    encode_value,
+    value_from_datum,
+    zero_value,
+)
 from tidelake.codec.schema import STATE_PUBLIC, ColumnInfo, FieldType, TableInfo
 from tidelake.errors import InputError
 
@@ -94,12 +99,12 @@ def _handle_values(table: TableInfo, handle: int | bytes | None) -> dict[str, An
     pk = table.handle_column()
     if pk is None:
         return {EXTRA_HANDLE_NAME: handle}
-    # facts §5: DecodeHandleToDatumMap gives uint64(h) for UNSIGNED columns
+    # docs/encoding.md §5: DecodeHandleToDatumMap gives uint64(h) for UNSIGNED columns
     return {pk.name: handle & _U64 if mt.is_unsigned(pk.field_type.flag) else handle}
 
 
 def _missing_value(column: ColumnInfo) -> Any:
-    """facts §5: origin_default, else NULL if nullable, else the type's zero value."""
+    """docs/encoding.md §5: origin_default, else NULL if nullable, else the type's zero value."""
     default = origin_default(column)
     if default is not None:
         return default
@@ -145,7 +150,7 @@ def _is_pk_column(table: TableInfo, column: ColumnInfo) -> bool:
 
 
 def _skipped_by_tidb(table: TableInfo, column: ColumnInfo, value: Any, new_collation: bool) -> bool:
-    """TiDB's `CanSkip` (facts §3.4): columns it leaves out of the row value entirely."""
+    """TiDB's `CanSkip` (docs/encoding.md §3.4): columns it leaves out of the row value entirely."""
     pk = table.handle_column()
     if pk is not None and column.id == pk.id:
         return True

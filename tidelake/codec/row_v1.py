@@ -1,4 +1,4 @@
-"""Row format v1 (facts/tidb_codec.md §4): alternating column-id and value datums.
+"""Row format v1 (docs/encoding.md §4): alternating column-id and value datums.
 
 Clusters upgraded from TiDB < 4.0 may still write it, so one table can hold both formats.
 """
@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tidelake.codec.datum import NIL_FLAG, VARINT_FLAG, Datum, decode_datum, encode_datum
+from tidelake.codec.datum import (
+    NIL_FLAG,
+    VARINT_FLAG,
+    Datum,
+    decode_datum,
+    encode_datum,
+)
 from tidelake.errors import InputError
 
 

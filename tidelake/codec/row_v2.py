@@ -1,4 +1,4 @@
-"""Row format v2 layout (facts/tidb_codec.md §3.1): header, column-id lists, end offsets, data.
+"""Row format v2 layout (docs/encoding.md §3.1): header, column-id lists, end offsets, data.
 
 Only the layout lives here; `row_value` turns each column's bytes into a value.
 """
@@ -23,7 +23,7 @@ _SMALL_MAX_DATA = 0xFFFF
 class RowV2:
     """Parsed layout: where each not-null column's bytes are, and which columns are NULL.
 
-    A column id in neither is "missing" and takes its default (facts §3.1, §5).
+    A column id in neither is "missing" and takes its default (docs/encoding.md §3.1, §5).
     """
 
     value: bytes

@@ -1,4 +1,4 @@
-"""One column value <-> bytes, per MySQL type: row v2 data area (facts/tidb_codec.md §3.3) and
+"""One column value <-> bytes, per MySQL type: row v2 data area (docs/encoding.md §3.3) and
 flagged datums of keys and row v1 (§1.5, §4).
 
 The Python value model (shared with codec.mytime/decimal/json_binary): ints -> int, FLOAT/DOUBLE
@@ -35,8 +35,14 @@ from tidelake.codec.datum import (
     encode_decimal_payload,
 )
 from tidelake.codec.json_binary import JSON_NULL, decode_json_binary, encode_json_binary
+from tidelake.codec.mytime import (
+    MySQLTime,
+    duration_from_nanos,
+    duration_to_nanos,
+    pack_time,
+    unpack_time,
+)
 from tidelake.codec.number import decode_float, encode_float
-from tidelake.codec.mytime import MySQLTime, duration_from_nanos, duration_to_nanos, pack_time, unpack_time
 from tidelake.codec.schema import FieldType
 from tidelake.errors import InputError
 
@@ -45,7 +51,7 @@ _INT_WIDTHS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _UINT_WIDTHS = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _F32 = struct.Struct("<f")
 _PACKED_TIME_TYPES = frozenset({mt.TYPE_DATE, mt.TYPE_NEWDATE, mt.TYPE_DATETIME, mt.TYPE_TIMESTAMP})
-# facts/tidb_codec.md §3.4 NeedRestoredData: utf8mb4_0900_bin keys hold the string unchanged.
+# docs/encoding.md §3.4 NeedRestoredData: utf8mb4_0900_bin keys hold the string unchanged.
 _NO_PAD_BIN_COLLATION = "utf8mb4_0900_bin"
 
 
@@ -53,7 +59,7 @@ def _type_name(ft: FieldType) -> str:
     return mt.TYPE_NAMES.get(ft.tp, f"type code {ft.tp}")
 
 
-# --- compact integers (facts/tidb_codec.md §3.3, rowcodec encodeInt/encodeUint) -------------
+# --- compact integers (docs/encoding.md §3.3, rowcodec encodeInt/encodeUint) -------------
 
 
 def encode_compact_int(v: int) -> bytes:
@@ -215,7 +221,7 @@ def _vector_value(raw: bytes) -> list[float]:
     return list(struct.unpack(f"<{count}f", raw[4:]))
 
 
-# --- row format v2 data area (facts/tidb_codec.md §3.3) ------------------------------------
+# --- row format v2 data area (docs/encoding.md §3.3) ------------------------------------
 
 
 def decode_value(data: bytes, ft: FieldType) -> Any:
@@ -284,7 +290,7 @@ def encode_value(value: Any, ft: FieldType) -> bytes:
     raise InputError(f"unsupported column type code {tp}")
 
 
-# --- flagged datums: keys, common handles, row v1 (facts/tidb_codec.md §1.5, §4) ----------
+# --- flagged datums: keys, common handles, row v1 (docs/encoding.md §1.5, §4) ----------
 
 
 def _expect(datum: Datum, ft: FieldType, *flags: int) -> None:
@@ -336,7 +342,7 @@ def value_from_datum(datum: Datum, ft: FieldType) -> Any:
 
 
 def collation_key(value: bytes, ft: FieldType, new_collation: bool) -> bytes:
-    """The bytes an index key or common handle holds for a string (facts §1.5 `ImmutableKey`).
+    """The bytes an index key or common handle holds for a string (docs/encoding.md §1.5 `ImmutableKey`).
 
     Only binary and `_bin` collations are supported: `_ci` weight strings are not implemented.
     """
@@ -410,7 +416,7 @@ def encode_flat_datum(value: Any, ft: FieldType) -> bytes:
 
 
 def zero_value(ft: FieldType) -> Any:
-    """The value of a missing NOT NULL column with no default (`GetZeroValue`, facts §5)."""
+    """The value of a missing NOT NULL column with no default (`GetZeroValue`, docs/encoding.md §5)."""
     tp = ft.tp
     if tp in mt.INTEGER_TYPES or tp in (mt.TYPE_YEAR, mt.TYPE_BIT):
         return 0

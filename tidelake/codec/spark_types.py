@@ -1,4 +1,4 @@
-"""The MySQL -> Spark type mapping of replica tables (DESIGN.md §3), kept as ONE table.
+"""The MySQL -> Spark type mapping of replica tables (docs/design.md §3), kept as ONE table.
 
 `TYPE_MAPPING` is the single source: `spark_type` picks the first row whose condition holds,
 `type_mapping_markdown` renders the same rows for the README, and `spark_value` converts the
@@ -218,7 +218,7 @@ def spark_value(value: Any, field_type: FieldType) -> Any:
 
 
 def _fit_decimal(value: Decimal, precision: int, scale: int) -> Decimal:
-    """Scale to the column's decimals half-up, as TiDB's own chunk decoder does (facts/tidb_codec.md §13)."""
+    """Scale to the column's decimals half-up, as TiDB's own chunk decoder does (docs/encoding.md §13)."""
     scaled = value.quantize(Decimal(1).scaleb(-scale), context=_EXACT)
     if scaled.adjusted() >= precision - scale:
         raise InputError(f"decimal {value} does not fit DECIMAL({precision},{scale})")

@@ -24,22 +24,23 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tidelake import tso
-from tidelake.errors import InputError, TidelakeError
+from tidelake.config_writer import changefeed_document, write_config
+from tidelake.demos.airflow_api import AirflowApi
+from tidelake.demos.supervisor import Child, StageFailed, await_stage, free_port
+from tidelake.errors import InputError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHANGEFEED_ID = "demo"
 DATABASE = "demo"
 # The workload's tables of every handle kind (int PK, clustered common handle, _tidb_rowid), a
@@ -48,22 +49,13 @@ DATABASE = "demo"
 # keeps the Spark work of a first demo within minutes on a laptop.
 TABLES = ("orders", "accounts", "events", "metrics", "type_zoo")
 DEMO_DAGS = ("tidelake_puller", "tidelake_merge")
-PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # facts/stack.md §6
+PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md §6
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
 
 
-class StageFailed(TidelakeError):
-    """A demo stage did not finish: names the stage and the log to read."""
-
-    def __init__(self, stage: str, message: str, log: Path | None = None) -> None:
-        where = f" (log: {log})" if log is not None else ""
-        super().__init__(f"stage '{stage}' failed: {message}{where}")
-        self.stage = stage
-
-
 @dataclass(frozen=True)
-class DemoOptions:
+class AirflowDemoOptions:
     workdir: Path = REPO / ".tidelake" / "airflow-demo"
     traffic_s: float = 30.0
     keep_running: bool = False
@@ -118,21 +110,7 @@ class DemoPaths:
 # --- what the demo writes ---------------------------------------------------------------------
 
 
-def changefeed_toml(pd: str, lake: Path, start_ts: int, syncpoint_interval: str) -> str:
-    """The demo changefeed: the workload's database, from `start_ts`, one Spark job per merge run
-    (a 2-core laptop runs one JVM well, not four)."""
-    return (
-        "# Written by `make demo` (tidelake.demos.on_airflow).\n"
-        f'[changefeed]\nid = "{CHANGEFEED_ID}"\nstart_ts = {start_ts}\n\n'
-        f'[upstream]\npd = ["{pd}"]\ngc_ttl = "1h"\n\n'
-        f"[filter]\nrules = {json.dumps([f'{DATABASE}.{t}' for t in TABLES])}\n\n"
-        f'[lake]\nroot = "{lake}"\n\n'
-        '[puller]\nflush_interval = "1s"\n\n'
-        f'[merge]\nsyncpoint_interval = "{syncpoint_interval}"\nparallel_jobs = 1\n'
-    )
-
-
-def sim_command(options: DemoOptions, info_file: Path) -> list[str]:
+def sim_command(options: AirflowDemoOptions, info_file: Path) -> list[str]:
     return [
         sys.executable, "-m", "tidelake", "sim", "--workload", options.workload, "--rate", str(options.rate),
         "--faults", options.faults, "--seed", str(options.seed), "--database", DATABASE,
@@ -148,7 +126,7 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
     connections would silently change the demo)."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("AIRFLOW")}
-    bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (facts/stack.md §9)
+    bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (docs/stack.md §9)
     env.update({
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
         "AIRFLOW_HOME": str(paths.airflow_home),
@@ -171,190 +149,7 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
     return env
 
 
-def free_port(preferred: int) -> int:
-    """`preferred` if nothing listens there, else any free port (another Airflow may own 8080)."""
-    for port in (preferred, 0):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return sock.getsockname()[1]
-    raise InputError("no free TCP port for the Airflow UI")
-
-
-# --- child processes --------------------------------------------------------------------------
-
-
-class Child:
-    """A child process in its own session, output to a log file; stopped with its whole tree."""
-
-    def __init__(self, name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self.name = name
-        self.log = log
-        self._out = log.open("ab")
-        self.process = subprocess.Popen(command, stdout=self._out, stderr=subprocess.STDOUT, env=env,
-                                        cwd=REPO, start_new_session=True)
-
-    def check(self, stage: str) -> None:
-        code = self.process.poll()
-        if code is not None:
-            raise StageFailed(stage, f"{self.name} exited with code {code}", self.log)
-
-    def tree(self) -> list[Any]:
-        """This process and every descendant now (psutil is an Airflow dependency)."""
-        import psutil
-
-        try:
-            root = psutil.Process(self.process.pid)
-            return [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-
-    def stop(self, grace_s: float = 60.0) -> None:
-        stop_tree(self.tree(), grace_s)
-        self.process.wait(timeout=10)
-        self._out.close()
-
-
-def stop_tree(processes: list[Any], grace_s: float) -> None:
-    """SIGTERM the root (it shuts its children down in order), then SIGTERM what is left of the
-    tree as it was, then SIGKILL: nothing from the tree outlives this call."""
-    import psutil
-
-    def signal_all(procs: list[Any], sig: int) -> None:
-        for proc in procs:
-            try:
-                proc.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-
-    if not processes:
-        return
-    signal_all(processes[:1], signal.SIGTERM)
-    psutil.wait_procs(processes[:1], timeout=grace_s)
-    left = [p for p in processes if p.is_running()]
-    signal_all(left, signal.SIGTERM)
-    _, left = psutil.wait_procs(left, timeout=10)
-    signal_all(left, signal.SIGKILL)
-    psutil.wait_procs(left, timeout=10)
-
-
-def wait_for(stage: str, ready: Callable[[], Any], timeout_s: float, log: Path | None,
-             checks: Iterable[Callable[[str], None]] = (), interval_s: float = 2.0,
-             waiting: Callable[[], str] | None = None) -> Any:
-    """Poll `ready` until it returns something truthy; the children's checks run every round so a
-    crashed process fails the stage at once, not at its deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        for check in checks:
-            check(stage)
-        result = ready()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            detail = f": {waiting()}" if waiting is not None else ""
-            raise StageFailed(stage, f"timed out after {timeout_s:.0f}s{detail}", log)
-        time.sleep(interval_s)
-
-
-# --- Airflow's REST API -----------------------------------------------------------------------
-
-
-class AirflowApi:
-    """The few REST calls the demo makes (facts/stack.md §6: JWT from /auth/token)."""
-
-    def __init__(self, base_url: str, passwords_file: Path) -> None:
-        self.base_url = base_url
-        self.passwords_file = passwords_file
-        self._token: str | None = None
-
-    def healthy(self) -> bool:
-        try:
-            health = self._call("GET", "/api/v2/monitor/health", auth=False)
-        except (OSError, urllib.error.URLError, ValueError):
-            return False
-        return all(health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler"))
-
-    def password(self) -> str:
-        return json.loads(self.passwords_file.read_text())["admin"]
-
-    def dag(self, dag_id: str) -> dict | None:
-        try:
-            return self._call("GET", f"/api/v2/dags/{dag_id}")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
-
-    def set_paused(self, dag_id: str, paused: bool) -> None:
-        self._call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
-
-    def run_states(self, dag_id: str) -> dict[str, int]:
-        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
-        counts: dict[str, int] = {}
-        for run in runs:
-            counts[run["state"]] = counts.get(run["state"], 0) + 1
-        return counts
-
-    def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> Any:
-        headers = {"Content-Type": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self._login()}"
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"null")
-
-    def _login(self) -> str:
-        if self._token is None:
-            body = json.dumps({"username": "admin", "password": self.password()}).encode()
-            request = urllib.request.Request(self.base_url + "/auth/token", data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=30) as response:
-                self._token = json.loads(response.read())["access_token"]
-        return self._token
-
-
 # --- the lake's side --------------------------------------------------------------------------
-
-
-@dataclass
-class MergeProgress:
-    """Where the replicas stand against the target: the tables still behind it."""
-
-    tables: dict[str, int | None] = field(default_factory=dict)  # db.table -> checkpoint (None: no replica)
-    stopped: dict[str, str] = field(default_factory=dict)
-
-    def behind(self, target: int) -> list[str]:
-        return sorted(t for t, c in self.tables.items() if t not in self.stopped and (c is None or c < target))
-
-    def describe(self, target: int) -> str:
-        behind = self.behind(target)
-        now = tso.compose(int(time.time() * 1000))
-        lags = [tso.lag_seconds(self.tables[t], now) for t in behind if self.tables[t] is not None]
-        worst = f", worst lag {max(lags):.0f}s" if lags else ""
-        return f"{len(self.tables) - len(behind)}/{len(self.tables)} tables past the target{worst}"
-
-
-def merge_progress(lake: Path) -> MergeProgress:
-    """Checkpoint of every live replicated table, read from the lake (no Spark)."""
-    from tidelake.lake.checkpoint import read_checkpoint
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.replica_catalog import STATE_STOPPED, ReplicaCatalog
-    from tidelake.lake.schema_history import SchemaHistory
-
-    layout = LakeLayout(str(lake))
-    history = SchemaHistory.load(layout)
-    entries = ReplicaCatalog(layout).entries()
-    progress = MergeProgress()
-    for key in history.live_tables():
-        name = ".".join(history.current_name(key))
-        entry = entries.get(key)
-        progress.tables[name] = None if entry is None else read_checkpoint(entry.path)
-        if entry is not None and entry.state == STATE_STOPPED:
-            progress.stopped[name] = entry.reason or "stopped"
-    return progress
 
 
 def puller_started(lake: Path) -> bool:
@@ -380,7 +175,7 @@ class Say:
         print(f"[demo {time.monotonic() - self.started:6.0f}s] {text}", flush=True)
 
 
-def run(options: DemoOptions, say: Say | None = None) -> int:
+def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
     """The whole demo; 0 when every replica verified, 1 otherwise. Always shuts everything down."""
     say = say or Say()
     if options.traffic_s <= 0:
@@ -397,29 +192,29 @@ def run(options: DemoOptions, say: Say | None = None) -> int:
         start_ts = tso.compose(int(time.time() * 1000))  # before the first CREATE (module doc, stage 2)
         say(f"starting the simulated cluster ({options.workload} workload at {options.rate:g} txn/s, "
             f"{options.faults} faults); log: {paths.logs / 'sim.log'}")
-        sim = Child("tidelake sim", sim_command(options, paths.cluster_info), paths.logs / "sim.log")
+        sim = Child("tidelake sim", sim_command(options, paths.cluster_info), paths.logs / "sim.log", cwd=REPO)
         children.append(sim)
-        wait_for("simulator", paths.cluster_info.exists, 120, sim.log, [sim.check])
+        await_stage("simulator", paths.cluster_info.exists, 120, sim.log, [sim.check])
         pd = json.loads(paths.cluster_info.read_text())["pd"][0]
-        paths.config.write_text(changefeed_toml(pd, paths.lake, start_ts, options.syncpoint_interval))
+        write_demo_changefeed(paths.config, pd, paths.lake, start_ts, options.syncpoint_interval)
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
         say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
             f"log: {paths.logs / 'airflow.log'}")
         airflow = Child("airflow standalone", [sys.executable, "-m", "airflow", "standalone"],
-                        paths.logs / "airflow.log", airflow_env(paths, port, options.merge_schedule))
+                        paths.logs / "airflow.log", airflow_env(paths, port, options.merge_schedule), cwd=REPO)
         children.append(airflow)
         checks = [sim.check, airflow.check]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
-        wait_for("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
+        await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
                  airflow.log, checks, 3)
         say("Airflow is up; waiting for the DAGs to be parsed")
         for dag_id in DEMO_DAGS:
-            wait_for(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
+            await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
             api.set_paused(dag_id, False)
         say(f"DAGs unpaused: tidelake_puller (continuous), tidelake_merge (every {options.merge_schedule}); "
             f"UI http://localhost:{port}")
-        wait_for("puller start", lambda: puller_started(paths.lake), options.startup_timeout_s,
+        await_stage("puller start", lambda: puller_started(paths.lake), options.startup_timeout_s,
                  paths.airflow_home / "logs", checks, 3)
         target = tso.compose(int((time.time() + options.traffic_s) * 1000))
         say(f"puller is landing changes; target: every table merged past TSO {target} "
@@ -441,25 +236,45 @@ def run(options: DemoOptions, say: Say | None = None) -> int:
         _shutdown(children, port, paths, say)
 
 
-def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: DemoOptions,
+def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: AirflowDemoOptions,
                  checks: list[Callable[[str], None]], say: Say) -> None:
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.status import collect_status
+
+    layout = LakeLayout(str(paths.lake))
     last_line = [0.0]
-    progress = [MergeProgress()]
+    report = [collect_status(layout)]
+
+    def describe() -> str:
+        behind, tables = report[0].behind(target), report[0].tables
+        lags = [t.lag_seconds for t in behind if t.lag_seconds is not None]
+        worst = f", worst lag {max(lags):.0f}s" if lags else ""
+        return f"{len(tables) - len(behind)}/{len(tables)} tables past the target{worst}"
 
     def done() -> bool:
-        progress[0] = merge_progress(paths.lake)
+        report[0] = collect_status(layout)
         if time.monotonic() - last_line[0] >= 20:
             last_line[0] = time.monotonic()
             runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items())) or "none yet"
-            say(f"merge: {progress[0].describe(target)}; tidelake_merge runs: {runs}")
-        return bool(progress[0].tables) and not progress[0].behind(target)
+            say(f"merge: {describe()}; tidelake_merge runs: {runs}")
+        return bool(report[0].tables) and not report[0].behind(target)
 
-    wait_for("merge past the target", done, options.traffic_s + options.merge_timeout_s,
-             paths.airflow_home / "logs", checks, 5,
-             waiting=lambda: f"tables behind: {', '.join(progress[0].behind(target)) or 'no tables replicated yet'}")
-    for table, reason in progress[0].stopped.items():
-        say(f"{table}: replication stopped: {reason}")
+    await_stage("merge past the target", done, options.traffic_s + options.merge_timeout_s,
+                paths.airflow_home / "logs", checks, 5,
+                waiting=lambda: "tables behind: " + (", ".join(t.table for t in report[0].behind(target))
+                                                    or "no tables replicated yet"))
+    for table in report[0].stopped():
+        say(f"{table.table}: replication stopped: {table.reason or 'stopped'}")
     say(f"every table is merged past {target}")
+
+
+def write_demo_changefeed(path: Path, pd: str, lake: Path, start_ts: int, syncpoint_interval: str) -> Path:
+    """The demo changefeed: the workload's database from `start_ts`, one Spark job per merge run
+    (a 2-core laptop runs one JVM well, not four)."""
+    doc = changefeed_document(CHANGEFEED_ID, [pd], lake, rules=[f"{DATABASE}.{t}" for t in TABLES],
+                              start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s"},
+                              merge={"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1})
+    return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
 
 
 def tool_env() -> dict[str, str]:
@@ -527,14 +342,14 @@ def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tidelake.demos.on_airflow", description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=DemoOptions.workdir, help="lake, Airflow home and logs")
-    parser.add_argument("--traffic", type=float, default=DemoOptions.traffic_s, metavar="S",
+    parser.add_argument("--workdir", type=Path, default=AirflowDemoOptions.workdir, help="lake, Airflow home and logs")
+    parser.add_argument("--traffic", type=float, default=AirflowDemoOptions.traffic_s, metavar="S",
                         help="seconds of traffic before the target TSO (default 30)")
-    parser.add_argument("--port", type=int, default=DemoOptions.port, help="Airflow UI port (default 8080, or a free one)")
+    parser.add_argument("--port", type=int, default=AirflowDemoOptions.port, help="Airflow UI port (default 8080, or a free one)")
     parser.add_argument("--keep-running", action="store_true", help="after verify, keep running until Ctrl-C (make up)")
     args = parser.parse_args(argv)
     try:
-        return run(DemoOptions(workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port,
+        return run(AirflowDemoOptions(workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port,
                                keep_running=args.keep_running))
     except InputError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)

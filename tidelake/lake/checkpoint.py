@@ -1,13 +1,14 @@
 """A replica's checkpoint lives in the replica itself: the Delta `txn` action of app MERGE_APP_ID.
 
 Delta records a SetTransaction (app id, version) in the same commit as the rows it guards, so
-checkpoint(t) advances atomically with the data (DESIGN.md invariant 3), and Delta skips a write
+checkpoint(t) advances atomically with the data (docs/design.md invariant 3), and Delta skips a write
 whose version is <= the recorded one, so a retried merge or DDL step is a no-op
-(facts/stack.md §11 "Idempotent writes"). The version IS the checkpoint TSO.
+(docs/stack.md §11 "Idempotent writes"). The version IS the checkpoint TSO.
 
 Only DML (MERGE/UPDATE/DELETE/INSERT) and DataFrame writes record it: CREATE TABLE and ALTER
 TABLE ignore the txn confs (checked against delta-spark 4.4), which is why DDL application ends
-with a DML or an empty append carrying the txn (tidelake.spark.ddl_apply).
+with a DML or an empty append carrying the txn (tidelake.apply.ddl_apply); the writers' side of
+the txn is tidelake.apply.txn_confs.
 
 Reading needs no Spark: delta-rs replays the log (JSON commits and checkpoint parquet) and
 answers `transaction_version` even for tables whose reader features it cannot scan (column
@@ -17,21 +18,11 @@ mapping, deletion vectors, type widening).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
 MERGE_APP_ID = "tidelake-merge"
-# Session confs honoured by MERGE/UPDATE/DELETE/INSERT (facts/stack.md §11); both must be set.
-TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
 
 
@@ -86,30 +77,3 @@ def checkpoint_at_version(path: str, version: int, storage_options: dict[str, st
 def checkpoint_metadata(version: int) -> str:
     """commitInfo.userMetadata of a commit that records checkpoint `version` (visible in DESCRIBE HISTORY)."""
     return json.dumps({CHECKPOINT_METADATA_KEY: version})
-
-
-def writer_txn_options(version: int, app_id: str = MERGE_APP_ID) -> dict[str, str]:
-    """DataFrameWriter options recording checkpoint `version` in the write's commit."""
-    return {"txnAppId": app_id, "txnVersion": str(version), "userMetadata": checkpoint_metadata(version)}
-
-
-@contextmanager
-def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> Iterator[None]:
-    """Run one Spark DML (MERGE/UPDATE/DELETE/INSERT) so its commit records checkpoint `version`.
-
-    The confs are per SparkSession, not per thread: concurrent table merges must each use their
-    own `spark.newSession()` (shared SparkContext, separate SQL conf). Previous values are restored.
-    """
-    keys = (TXN_APP_ID_CONF, TXN_VERSION_CONF, USER_METADATA_CONF)
-    saved = {k: spark.conf.get(k, None) for k in keys}
-    spark.conf.set(TXN_APP_ID_CONF, app_id)
-    spark.conf.set(TXN_VERSION_CONF, str(version))
-    spark.conf.set(USER_METADATA_CONF, checkpoint_metadata(version))
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)

@@ -1,4 +1,4 @@
-"""The `ddl` table: DDL history the merge cuts barriers from (DESIGN.md §3).
+"""The `ddl` table: DDL history the merge cuts barriers from (docs/design.md §3).
 
 Rows are inserted with a MERGE that only inserts absent keys, so a DDL job delivered twice (at-
 least-once pulling, a crash-replayed flush) is stored once. The key is the job plus the table
@@ -8,16 +8,29 @@ starting schema snapshot have job_id 0 and the snapshot ts as commit_ts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
-from tidelake.lake.layout import DDL_KEY, DDL_SCHEMA, SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout, open_or_create
+from tidelake.lake.layout import (
+    DDL_KEY,
+    DDL_SCHEMA,
+    DdlSource,
+    LakeLayout,
+    open_or_create,
+)
+
+if TYPE_CHECKING:
+    from tidelake.upstream.schema_tracker import SchemaTracker
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +49,10 @@ class DdlRow:
     query: str | None
     table_info: str | None  # TableInfo JSON after the job
     db_info: str | None  # DBInfo JSON after the job
-    source: str  # SOURCE_JOB | SOURCE_SNAPSHOT
+    source: str  # DdlSource.JOB | DdlSource.SNAPSHOT
 
     def __post_init__(self) -> None:
-        if self.source not in (SOURCE_JOB, SOURCE_SNAPSHOT):
+        if self.source not in (DdlSource.JOB, DdlSource.SNAPSHOT):
             raise InputError(f"ddl row of job {self.job_id} has source {self.source!r}")
 
 
@@ -83,7 +96,7 @@ def start_snapshot_ts(layout: LakeLayout) -> int | None:
     if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
         return None
     table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
-    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", SOURCE_SNAPSHOT)])["commit_ts"]
+    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", DdlSource.SNAPSHOT)])["commit_ts"]
     return pc.min(ts).as_py() if len(ts) else None
 
 
@@ -94,6 +107,32 @@ def has_snapshot_row(layout: LakeLayout, table_id: int, ts: int) -> bool:
         return False
     table = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
         columns=["table_id"],
-        filters=[("source", "=", SOURCE_SNAPSHOT), ("commit_ts", "=", ts), ("table_id", "=", table_id)],
+        filters=[("source", "=", DdlSource.SNAPSHOT), ("commit_ts", "=", ts), ("table_id", "=", table_id)],
     )
     return len(table) > 0
+
+
+def info_json(obj: TableInfo | DBInfo | None) -> str | None:
+    """TableInfo/DBInfo as the compact JSON the `ddl` table stores."""
+    return None if obj is None else json.dumps(obj.to_json(), separators=(",", ":"), ensure_ascii=False)
+
+
+def snapshot_rows(tracker: SchemaTracker, schema_version: int) -> list[DdlRow]:
+    """The schema at the start ts as `ddl` rows (source snapshot, job id 0, commit ts = start ts):
+    every selected database, then every replicated table, as if created there."""
+    ts = tracker.ts
+    rows = [
+        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_SCHEMA),
+               action_name=ActionType.CREATE_SCHEMA.label, schema_id=db.id, schema_name=db.name, table_id=0,
+               table_name=None, query=None, table_info=None, db_info=info_json(db), source=DdlSource.SNAPSHOT)
+        for db in sorted(tracker.selected_dbs(), key=lambda d: d.id)
+    ]
+    tables = {t.logical_id: t for t in tracker.replicated().values()}
+    rows += [
+        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_TABLE),
+               action_name=ActionType.CREATE_TABLE.label, schema_id=t.db_id, schema_name=t.db,
+               table_id=t.logical_id, table_name=t.table, query=None, table_info=info_json(t.info),
+               db_info=None, source=DdlSource.SNAPSHOT)
+        for _, t in sorted(tables.items())
+    ]
+    return rows

@@ -39,8 +39,8 @@ from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, OP_DELETE, OP_PUT, LakeLayout
+from tidelake.lake.row_change import RowChange
 from tidelake.lake.watermarks import WatermarkWriter
-from tidelake.puller.events import RowChange
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Where tidelake's own Delta tables live and what their columns are (DESIGN.md §3, a contract).
+"""Where tidelake's own Delta tables live and what their columns are (docs/design.md §3, a contract).
 
 The schemas are defined once, as pyarrow, because the puller writes them with delta-rs; the
 Spark DDL is derived from them so the merge side can never drift from what was landed.
@@ -7,11 +7,13 @@ Spark DDL is derived from them so the merge side can never drift from what was l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
+from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 
 TIDELAKE_DIR = "_tidelake"
@@ -45,8 +47,12 @@ CHANGELOG_SCHEMA = pa.schema(
 )
 CHANGELOG_PARTITIONS = ("table_id", "commit_bucket")
 
-SOURCE_SNAPSHOT = "snapshot"
-SOURCE_JOB = "job"
+class DdlSource(StrEnum):
+    """Where a `ddl` row comes from: a DDL job, or the schema snapshot a feed or a join starts at."""
+
+    SNAPSHOT = "snapshot"
+    JOB = "job"
+
 
 DDL_SCHEMA = pa.schema(
     [
@@ -68,8 +74,12 @@ DDL_SCHEMA = pa.schema(
 # One row per (job, table it touched); snapshot rows have job_id 0 and commit_ts = snapshot ts.
 DDL_KEY = ("source", "job_id", "commit_ts", "schema_id", "table_id")
 
-KIND_TABLE = "table"
-KIND_DDL = "ddl"
+class WatermarkKind(StrEnum):
+    """What a `watermarks` row is the resolved ts of: one physical table, or the DDL stream."""
+
+    TABLE = "table"
+    DDL = "ddl"
+
 
 WATERMARKS_SCHEMA = pa.schema(
     [
@@ -108,6 +118,11 @@ class LakeLayout:
 
     root: str
     storage_options: dict[str, str] | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_config(cls, lake: LakeConfig) -> LakeLayout:
+        """The lake a changefeed's [lake] section names, with its storage options."""
+        return cls(lake.root, dict(lake.storage_options) or None)
 
     def __post_init__(self) -> None:
         if not self.root:

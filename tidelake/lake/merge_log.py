@@ -1,7 +1,7 @@
 """The merge log: one row per table per merge run, for `tidelake status` and the Airflow page.
 
 A Delta table (`_tidelake/merge_log`) that every run APPENDS to with delta-rs: blind appends
-never conflict (facts/stack.md §12), so mapped merge tasks of one Airflow run can log at the
+never conflict (docs/stack.md §12), so mapped merge tasks of one Airflow run can log at the
 same time, and reading "the last merge of each table" needs no Spark. The replica's own Delta
 commit stays the truth for the checkpoint; this is the history around it (durations, sizes,
 why a table is waiting, stopped or failing).
@@ -12,20 +12,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from enum import StrEnum
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from tidelake.lake.layout import LakeLayout, open_or_create
 
-STATUS_MERGED = "merged"  # advanced (data, DDL or an empty window)
-STATUS_IDLE = "idle"  # nothing new within the bounds
-STATUS_BLOCKED = "blocked"  # cannot advance yet (e.g. a partition without a resolved ts)
-STATUS_STOPPED = "stopped"  # an unsupported DDL stopped the table (needs an operator)
-STATUS_ERROR = "error"  # this run failed for the table; the next run retries
-STATUSES = (STATUS_MERGED, STATUS_IDLE, STATUS_BLOCKED, STATUS_STOPPED, STATUS_ERROR)
+
+class MergeStatus(StrEnum):
+    """How one table's part of a merge run ended."""
+
+    MERGED = "merged"  # advanced (data, DDL or an empty window)
+    IDLE = "idle"  # nothing new within the bounds
+    BLOCKED = "blocked"  # cannot advance yet (e.g. a partition without a resolved ts)
+    STOPPED = "stopped"  # an unsupported DDL stopped the table (needs an operator)
+    ERROR = "error"  # this run failed for the table; the next run retries
+
 
 MERGE_LOG_SCHEMA = pa.schema(
     [

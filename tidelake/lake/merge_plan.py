@@ -2,7 +2,7 @@
 
 A replica at checkpoint c may advance to
     upper = min(resolvedTs over the table's physical ids, ddl resolved ts, next DDL ts - 1, cap)
-(DESIGN.md §2). The minimum over physical ids matters for partitioned tables: one lagging
+(docs/design.md §2). The minimum over physical ids matters for partitioned tables: one lagging
 partition holds the whole replica back, because a replica is only correct "as of" a single ts.
 The DDL puller's resolved ts bounds every table, since a DDL not landed yet could still cut the
 window. When c already sits at a barrier (c == next DDL ts - 1) the step is that DDL instead.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tidelake.lake.layout import SOURCE_SNAPSHOT
+from tidelake.lake.layout import DdlSource
 from tidelake.lake.watermarks import Watermarks
 
 DEFAULT_CHUNK_ROWS = 2_000_000
@@ -188,7 +188,7 @@ def plan_table(
         first = history.next_ddl_after(table, 0)
         if first is None:
             return TableMergePlan(table, None, None, (), BOUND_BARRIER, reason="the table has no DDL history")
-        if getattr(first, "source", None) == SOURCE_SNAPSHOT:
+        if getattr(first, "source", None) == DdlSource.SNAPSHOT:
             reason = f"no replica yet: bootstrap it from the snapshot at {first.commit_ts}"
             return TableMergePlan(table, None, None, (), BOUND_BARRIER, reason=reason)
         return TableMergePlan(table, None, None, (), BOUND_BARRIER, first)

@@ -21,8 +21,8 @@ import time
 from deltalake import DeltaTable
 
 from tidelake.codec.ddl_job import ActionType
-from tidelake.lake.layout import SOURCE_JOB, LakeLayout
-from tidelake.lake.replica_catalog import STATE_ACTIVE, ReplicaCatalog, ReplicaEntry
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 
 _CREATES = frozenset({ActionType.CREATE_TABLE, ActionType.CREATE_TABLES})
@@ -56,7 +56,7 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
     db, name = history.current_name(table)
     events = history.ddl_events(table)
     first = events[0] if events else None
-    if first is None or first.source != SOURCE_JOB or first.action not in _CREATES:
+    if first is None or first.source != DdlSource.JOB or first.action not in _CREATES:
         how = "no DDL history" if first is None else f"{first.action_name} ({first.source}) at {first.commit_ts}"
         return (f"{db}.{name} did not enter the changefeed by CREATE TABLE ({how}): its earlier rows are not "
                 f"in the changelog; rebuild it with the bootstrap (tidelake bootstrap / tidelake_bootstrap)")
@@ -86,6 +86,6 @@ def start_rebuild(layout: LakeLayout, history: SchemaHistory, table: TableKey) -
     entry = catalog.get(table)
     base = layout.replica_path(db, name) if entry is None else entry.path.split("__rebuilt_")[0]
     path = f"{base}__rebuilt_{time.time_ns() // 1_000_000}"
-    rebuilt = ReplicaEntry(int(table), db, name, path, STATE_ACTIVE, None, 0)
+    rebuilt = ReplicaEntry(int(table), db, name, path, ReplicaState.ACTIVE, None, 0)
     catalog.upsert([rebuilt])
     return rebuilt

@@ -5,7 +5,7 @@ Path policy: a replica's path is chosen ONCE, when the table is created (or firs
 names. Why: a Delta table is a folder of immutable files plus a log of relative paths; on object
 stores (S3, GCS, ADLS) a folder "rename" is a copy and delete of every object, neither atomic nor
 cheap, and readers holding the old path would see a half-moved table. TRUNCATE keeps the path too
-(DESIGN.md §3). If the default path already belongs to another table of the catalog (a table
+(docs/design.md §3). If the default path already belongs to another table of the catalog (a table
 dropped or renamed away, then a new one created under the old name), the new replica gets
 `<lake>/<db>/<table>__<table key>`, so two tables never share a folder.
 
@@ -19,20 +19,29 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
+from enum import StrEnum
 
 import pyarrow as pa
 from deltalake.exceptions import CommitFailedError
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout, open_or_create
 
 _ASSIGN_LOCK = threading.Lock()
 
-STATE_ACTIVE = "active"
-STATE_DROPPED = "dropped"
-STATE_STOPPED = "stopped"
-STATES = (STATE_ACTIVE, STATE_DROPPED, STATE_STOPPED)
+class ReplicaState(StrEnum):
+    """A replica's lifecycle in the catalog."""
+
+    ACTIVE = "active"
+    DROPPED = "dropped"
+    STOPPED = "stopped"
+
 
 CATALOG_SCHEMA = pa.schema(
     [
@@ -56,12 +65,12 @@ class ReplicaEntry:
     db: str
     name: str
     path: str
-    state: str = STATE_ACTIVE
+    state: str = ReplicaState.ACTIVE
     reason: str | None = None  # why a table is stopped (e.g. an unsupported DDL)
     state_ts: int = 0
 
     def __post_init__(self) -> None:
-        if self.state not in STATES:
+        if self.state not in tuple(ReplicaState):
             raise InputError(f"replica of table {self.table_key}: unknown state {self.state!r}")
 
 
@@ -88,7 +97,7 @@ class ReplicaCatalog:
         """The entry now named `db`.`name` (case-insensitive as TiDB), preferring an active one."""
         wanted = (db.lower(), name.lower())
         matches = [e for e in self.entries().values() if (e.db.lower(), e.name.lower()) == wanted]
-        matches.sort(key=lambda e: (e.state == STATE_ACTIVE, e.state_ts))
+        matches.sort(key=lambda e: (e.state == ReplicaState.ACTIVE, e.state_ts))
         return matches[-1] if matches else None
 
     def assign(self, table_key: int, db: str, name: str, ts: int) -> ReplicaEntry:
@@ -102,7 +111,7 @@ class ReplicaCatalog:
             path = self.layout.replica_path(db, name)
             if any(e.path == path for e in self.entries().values()):
                 path = f"{path}__{int(table_key)}"
-            entry = ReplicaEntry(int(table_key), db, name, path, STATE_ACTIVE, None, ts)
+            entry = ReplicaEntry(int(table_key), db, name, path, ReplicaState.ACTIVE, None, ts)
             self.upsert([entry])
             return entry
 
@@ -110,13 +119,13 @@ class ReplicaCatalog:
         return self._change(table_key, ts, db=db, name=name)
 
     def mark_dropped(self, table_key: int, ts: int) -> ReplicaEntry:
-        return self._change(table_key, ts, state=STATE_DROPPED, reason=None)
+        return self._change(table_key, ts, state=ReplicaState.DROPPED, reason=None)
 
     def mark_stopped(self, table_key: int, reason: str, ts: int) -> ReplicaEntry:
-        return self._change(table_key, ts, state=STATE_STOPPED, reason=reason)
+        return self._change(table_key, ts, state=ReplicaState.STOPPED, reason=reason)
 
     def mark_active(self, table_key: int, ts: int) -> ReplicaEntry:
-        return self._change(table_key, ts, state=STATE_ACTIVE, reason=None)
+        return self._change(table_key, ts, state=ReplicaState.ACTIVE, reason=None)
 
     def _change(self, table_key: int, ts: int, **changes: object) -> ReplicaEntry:
         entry = self.get(table_key)

@@ -1,9 +1,9 @@
 """Per-table schema history built from the `ddl` table: which TableInfo is valid when, and where
-the barriers are (DESIGN.md §2 barrierTs, §3 ddl).
+the barriers are (docs/design.md §2 barrierTs, §3 ddl).
 
 A replicated table's identity (`TableKey`) is the TiDB table id it had when it first appeared
 (its CREATE, or the start snapshot). It survives RENAME TABLE (same id, new name) and TRUNCATE
-TABLE, which gives the table a NEW id upstream (facts/kvproto.md §12.5 action 11: the job's
+TABLE, which gives the table a NEW id upstream (docs/wire.md §12.5 action 11: the job's
 `table_id` is the old id, its TableInfo the new one): the puller writes one row per id, and
 the row whose id is already known is the old one. Partitions are separate physical ids inside
 one TableInfo (ADD/DROP/TRUNCATE PARTITION change them), so physical ids come from the info.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NewType
 
@@ -28,7 +28,7 @@ from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.ddl_log import DdlRow
-from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout
+from tidelake.lake.layout import DdlSource, LakeLayout
 
 TableKey = NewType("TableKey", int)
 
@@ -127,7 +127,7 @@ class SchemaHistory:
         groups: dict[tuple[int, int, str], list[DdlRow]] = defaultdict(list)
         for row in rows:
             groups[(row.commit_ts, row.job_id, row.source)].append(row)
-        for (_, _, source), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2] != SOURCE_SNAPSHOT, kv[0][1])):
+        for (_, _, source), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2] != DdlSource.SNAPSHOT, kv[0][1])):
             self._apply_job(sorted(group, key=lambda r: r.table_id), source)
 
     @classmethod
@@ -195,6 +195,19 @@ class SchemaHistory:
         matches = [k for k, t in self._tables.items() if tuple(s.lower() for s in self.current_name(k)) == wanted]
         live = [k for k in matches if self._tables[k].live]
         return (live or matches or [None])[-1]
+
+    def select(self, names: Sequence[str] | None) -> list[TableKey]:
+        """Tables named 'db.table' (case-insensitive, as TiDB), or every table of the history."""
+        if not names:
+            return self.tables()
+        keys = []
+        for name in names:
+            db, dot, table = name.partition(".")
+            key = self.find(db, table) if dot else None
+            if key is None:
+                raise InputError(f"table {name!r} is not in the DDL history (give it as db.table)")
+            keys.append(key)
+        return list(dict.fromkeys(keys))  # one name twice, or in two spellings, is still one table
 
     def db_events(self) -> list[DdlRow]:
         """Database-level jobs (create/drop/alter database) in commit order, for status and audit."""
@@ -265,7 +278,7 @@ class SchemaHistory:
             self._by_logical[row.table_id] = key
             self._append(timeline, self._event(row, None, key, info))
             return
-        if source == SOURCE_SNAPSHOT:
+        if source == DdlSource.SNAPSHOT:
             return  # a later start snapshot restates what the jobs already said
         if action in _DROPS or action == ActionType.DROP_SCHEMA:
             self._drop(timeline, row)

@@ -1,4 +1,4 @@
-"""`tidelake status`: where each replica stands (DESIGN.md §2) and how far it lags.
+"""`tidelake status`: where each replica stands (docs/design.md §2) and how far it lags.
 
 Everything is read from the lake without Spark (delta-rs reads the Delta logs): watermarks,
 the DDL history, the replica catalog, each replica's checkpoint and the merge log. PD, when
@@ -47,29 +47,35 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import Any
 
 from deltalake import DeltaTable
 
 from tidelake import tso
 from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.control import read_control
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import STATUS_ERROR, STATUS_STOPPED, MergeLogEntry, last_entries
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, last_entries
 from tidelake.lake.merge_plan import window_upper
 from tidelake.lake.replica_catalog import (
-    STATE_DROPPED,
-    STATE_STOPPED,
     ReplicaCatalog,
     ReplicaEntry,
+    ReplicaState,
     catalog_path,
 )
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.lake.watermarks import Watermarks, read_watermarks
+from tidelake.lake.watermarks import Watermarks
 
 SCHEMA_VERSION = 1
 STATE_PENDING = "pending"
-NOW_PD = "pd"
-NOW_WALL_CLOCK = "wall_clock"
+
+
+class NowSource(StrEnum):
+    """Where status took "now" from, for lag."""
+
+    PD = "pd"
+    WALL_CLOCK = "wall_clock"
 
 
 def utc_text(ts: int | None) -> str | None:
@@ -156,6 +162,14 @@ class StatusReport:
     tables: list[TableStatus]
     generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
+    def behind(self, ts: int) -> list[TableStatus]:
+        """Live tables whose replica has not reached `ts` (no replica yet counts; stopped ones do not)."""
+        return [t for t in self.tables if t.state not in (ReplicaState.DROPPED, ReplicaState.STOPPED)
+                and (t.checkpoint_ts is None or t.checkpoint_ts < ts)]
+
+    def stopped(self) -> list[TableStatus]:
+        return [t for t in self.tables if t.state == ReplicaState.STOPPED]
+
     def to_json(self) -> dict[str, Any]:
         """The stable machine-readable form documented in the module docstring."""
         return {
@@ -181,18 +195,18 @@ def replica_entries(layout: LakeLayout) -> dict[int, ReplicaEntry]:
 
 def collect_status(layout: LakeLayout, now_ts: int | None = None) -> StatusReport:
     """Status of every replicated table; `now_ts` is PD's TSO when the caller has one."""
-    source = NOW_PD if now_ts is not None else NOW_WALL_CLOCK
+    source = NowSource.PD if now_ts is not None else NowSource.WALL_CLOCK
     if now_ts is None:
         now_ts = tso.compose(int(time.time() * 1000))
-    watermarks = read_watermarks(layout)  # first: the DDL history read after it is at least as new
-    history = SchemaHistory.load(layout)
+    control = read_control(layout)
+    watermarks, history = control.watermarks, control.history
     entries = replica_entries(layout)
     merges = last_entries(layout)
     keys = list(dict.fromkeys([*entries, *history.live_tables()]))
     tables = [
         _table_status(key, entries.get(key), history, watermarks, merges.get(key), now_ts, layout) for key in keys
     ]
-    tables.sort(key=lambda t: (t.state == STATE_DROPPED, t.table))
+    tables.sort(key=lambda t: (t.state == ReplicaState.DROPPED, t.table))
     return StatusReport(
         lake=layout.root,
         now_ts=now_ts,
@@ -213,11 +227,11 @@ def _table_status(key: int, entry: ReplicaEntry | None, history: SchemaHistory, 
         status = TableStatus(f"{entry.db}.{entry.name}", key, entry.state, entry.path, entry.reason)
         checkpoint = read_checkpoint(entry.path, layout.storage_options)
     status.last_merge = merge
-    if merge is not None and merge.status in (STATUS_ERROR, STATUS_STOPPED):
+    if merge is not None and merge.status in (MergeStatus.ERROR, MergeStatus.STOPPED):
         status.last_error = merge.reason
-    elif status.state == STATE_STOPPED:
+    elif status.state == ReplicaState.STOPPED:
         status.last_error = entry.reason if entry is not None else None
-    if status.state == STATE_DROPPED:
+    if status.state == ReplicaState.DROPPED:
         return status
     # Before the first merge, report where the first merge would start: the table's first ts.
     at = checkpoint if checkpoint is not None else history.ddl_events(key)[0].commit_ts

@@ -1,12 +1,12 @@
-"""Syncpoints: cross-table consistent cuts, `ts -> {table: Delta version}` (DESIGN.md §1).
+"""Syncpoints: cross-table consistent cuts, `ts -> {table: Delta version}` (docs/design.md §1).
 
 Delta has no multi-table commit, so consistency across replicas is a read-side contract, as
-TiCDC's syncpoint table and the Iceberg sink's checkpoint table (facts/anchors.md §1.10) do it:
+TiCDC's syncpoint table and the Iceberg sink's checkpoint table (docs/peers.md §1.10) do it:
 at syncpoint S every listed replica has a Delta version whose checkpoint is exactly S, and
 reading each table at its version gives upstream as of one TSO. Syncpoint timestamps are
 aligned to the interval (the first TSO of each interval_s wall-clock period), so runs that
 retry or catch up land on the same S, and a merge capped at `merge_cap` never passes an
-unrecorded syncpoint (tidelake.spark.syncpoint_job).
+unrecorded syncpoint (tidelake.apply.syncpoint_job).
 
 The log is a small Delta table written with delta-rs; a syncpoint row carries an app
 transaction (SYNCPOINT_APP_ID, version S), so recording the same S twice is a no-op.

@@ -8,10 +8,10 @@ applied and none after. So the handshake is:
 1. bootstrap appends `requested` (db, table);
 2. the puller, between two DDL jobs, adds the table to its filter, takes J = its DDL resolved
    ts, lands the table's schema at J as a `ddl` snapshot row, resolves the table's physical ids
-   at J and subscribes them from J (the feed then delivers commits > J, facts/meta_snapshot.md
+   at J and subscribes them from J (the feed then delivers commits > J, docs/metadata.md
    §4.2), and once that has landed (a restart must know the table) appends `joined` with J;
    with several puller shards, shard 0 lands the schema and the table's owner its data, at a J
-   shard 0 `scheduled` ahead of time (tidelake.puller.table_joins): shard 0 appends
+   shard 0 `scheduled` ahead of time (tidelake.capture.changefeed.table_joins): shard 0 appends
    `schema_landed`, then the owner `joined`;
 3. bootstrap reads the table at J and writes the replica with checkpoint J, then appends `done`.
 
@@ -24,22 +24,32 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import StrEnum
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from tidelake.codec.ddl_job import ActionType
 from tidelake.lake.ddl_log import DdlRow
-from tidelake.lake.layout import SOURCE_SNAPSHOT, LakeLayout, open_or_create
+from tidelake.lake.layout import DdlSource, LakeLayout, open_or_create
 from tidelake.table_names import table_key
 
-STATE_REQUESTED = "requested"
-STATE_SCHEDULED = "scheduled"
-STATE_SCHEMA_LANDED = "schema_landed"
-STATE_JOINED = "joined"
-STATE_DONE = "done"
-STATE_REFUSED = "refused"
-# The reason a shard that was stopped past a scheduled join ts gives; bootstrap asks again.
+
+class StartState(StrEnum):
+    """Where a request to start a table stands."""
+
+    REQUESTED = "requested"
+    SCHEDULED = "scheduled"
+    SCHEMA_LANDED = "schema_landed"
+    JOINED = "joined"
+    DONE = "done"
+    REFUSED = "refused"
+    # A shard passed the join ts before it saw the request (it was stopped meanwhile): nothing
+    # was landed for the table, and bootstrap asks again with a new request.
+    MISSED = "missed"
+
+
+# The reason a MISSED request carries.
 MISSED_JOIN = "passed the join ts before it saw the request"
 
 TABLE_STARTS_SCHEMA = pa.schema(
@@ -85,7 +95,7 @@ class TableStarts:
         write_deltalake(table, pa.Table.from_pylist([row], schema=TABLE_STARTS_SCHEMA), mode="append")
 
     def request(self, changefeed: str, db: str, table: str) -> TableStart:
-        start = TableStart(changefeed, uuid.uuid4().hex, db, table, STATE_REQUESTED, 0)
+        start = TableStart(changefeed, uuid.uuid4().hex, db, table, StartState.REQUESTED, 0)
         self._append(start)
         return start
 
@@ -112,11 +122,11 @@ class TableStarts:
         return sorted(last.values(), key=lambda s: first_seen[s.request_id])
 
     def pending(self, changefeed: str) -> list[TableStart]:
-        return [s for s in self.latest(changefeed) if s.state == STATE_REQUESTED]
+        return [s for s in self.latest(changefeed) if s.state == StartState.REQUESTED]
 
 
-_RANKS = {STATE_REQUESTED: 0, STATE_SCHEDULED: 1, STATE_SCHEMA_LANDED: 2, STATE_JOINED: 3, STATE_REFUSED: 3,
-          STATE_DONE: 4}
+_RANKS = {StartState.REQUESTED: 0, StartState.SCHEDULED: 1, StartState.SCHEMA_LANDED: 2, StartState.JOINED: 3,
+          StartState.REFUSED: 3, StartState.MISSED: 3, StartState.DONE: 4}
 
 
 def _rank(state: str) -> int:
@@ -134,6 +144,6 @@ def joined_table_rows(tables, ts: int) -> list[DdlRow]:
                action_name=ActionType.CREATE_TABLE.label, schema_id=t.db_id, schema_name=t.db,
                table_id=t.logical_id, table_name=t.table, query=None,
                table_info=json.dumps(t.info.to_json(), separators=(",", ":"), ensure_ascii=False),
-               db_info=None, source=SOURCE_SNAPSHOT)
+               db_info=None, source=DdlSource.SNAPSHOT)
         for _, t in sorted(unique.items())
     ]

@@ -1,4 +1,4 @@
-"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts (DESIGN.md §2).
+"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts (docs/design.md §2).
 
 Why a separate `watermarks` Delta table, written after the events: Delta has no multi-table
 commit, and a watermark must name a changelog state that already holds every event it covers.
@@ -21,7 +21,7 @@ values only ever grow: a restarted puller re-reporting older resolved ts cannot 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -31,11 +31,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
 from tidelake.lake.layout import (
-    KIND_DDL,
-    KIND_TABLE,
     WATERMARKS_PARTITIONS,
     WATERMARKS_SCHEMA,
     LakeLayout,
+    WatermarkKind,
     open_or_create,
 )
 
@@ -51,6 +50,14 @@ class Watermarks:
     changelog_version: int
     ddl_version: int = NO_VERSION
 
+    def lagging(self, ts: int, physical_ids: Iterable[int]) -> list[int]:
+        """The physical tables among `physical_ids` whose watermark is below `ts`."""
+        return [p for p in physical_ids if self.table_resolved.get(p, 0) < ts]
+
+    def reached(self, ts: int, physical_ids: Iterable[int]) -> bool:
+        """Whether the DDL watermark and every listed table's watermark are at `ts` or above."""
+        return self.ddl_resolved >= ts and not self.lagging(ts, physical_ids)
+
 
 def _fold(table: pa.Table) -> Watermarks:
     """Combine rows of one or more pullers: a table's watermark is the lowest any puller claims
@@ -62,7 +69,7 @@ def _fold(table: pa.Table) -> Watermarks:
         changelog_version = max(changelog_version, row["changelog_version"])
         ddl_version = max(ddl_version, row["ddl_version"])
         ts = row["resolved_ts"]
-        if row["kind"] == KIND_DDL:
+        if row["kind"] == WatermarkKind.DDL:
             ddl_resolved = ts if ddl_resolved is None else min(ddl_resolved, ts)
         else:
             tid = row["table_id"]
@@ -139,7 +146,7 @@ class WatermarkWriter(AppTxnTable):
         data = pa.Table.from_arrays(
             [
                 pa.repeat(pa.scalar(self.puller), n),
-                pa.array([KIND_TABLE] * len(ids) + [KIND_DDL]),
+                pa.array([WatermarkKind.TABLE] * len(ids) + [WatermarkKind.DDL]),
                 pa.array(ids + [0], pa.int64()),
                 pa.array([table_resolved[t] for t in ids] + [ddl_resolved], pa.int64()),
                 pa.repeat(pa.scalar(changelog_version, pa.int64()), n),

@@ -1,5 +1,5 @@
-"""Logic behind tidelake's Airflow DAGs and plugin, kept here so it is testable without Airflow.
+"""Logic behind tidelake's Airflow DAGs and plugin, kept free of Airflow so it is testable alone.
 
 The DAG files, the plugin and the Spark entry points only wire these functions to Airflow;
-modules that import Airflow itself are named for it (`operators`, `auth`).
+the modules that import Airflow itself live in `airflow/`.
 """

@@ -32,14 +32,14 @@ def merge_alias_name(changefeed_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class ReplicaState:
+class ReplicaVersion:
     """Where a replica stands after a merge: its checkpoint and the Delta version holding it."""
 
     checkpoint_ts: int
     delta_version: int
 
 
-def asset_event_extra(state: ReplicaState) -> dict[str, object]:
+def asset_event_extra(state: ReplicaVersion) -> dict[str, object]:
     return {
         "checkpoint_ts": state.checkpoint_ts,
         "checkpoint_time": tso.to_datetime(state.checkpoint_ts).isoformat(),
@@ -48,8 +48,8 @@ def asset_event_extra(state: ReplicaState) -> dict[str, object]:
 
 
 def changed_replicas(
-    before: Mapping[str, ReplicaState | None], after: Mapping[str, ReplicaState]
-) -> dict[str, ReplicaState]:
+    before: Mapping[str, ReplicaVersion | None], after: Mapping[str, ReplicaVersion]
+) -> dict[str, ReplicaVersion]:
     """Replicas that got a new Delta commit during the run (a moved checkpoint or an applied
     DDL): one event each, so consumers are triggered only by new data."""
     return {table: state for table, state in sorted(after.items()) if before.get(table) != state}

@@ -21,14 +21,14 @@ from tidelake.lake.checkpoint import read_checkpoint, replica_version
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
-from tidelake.orchestration.assets import ReplicaState
+from tidelake.orchestration.assets import ReplicaVersion
 from tidelake.orchestration.params import MergeRequest
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class TablePlan:
+class PlanLine:
     """One table's line in the run's plan."""
 
     table: str
@@ -63,14 +63,14 @@ def replica_paths(layout: LakeLayout, tables: Mapping[str, TableKey]) -> dict[st
 
 def plan_tables(
     config: ChangefeedConfig, request: MergeRequest, cap_ts: int | None
-) -> list[TablePlan]:
+) -> list[PlanLine]:
     """Per requested table: where it is, how far this run can take it, and what holds it back."""
+    from tidelake.lake.control import read_control
     from tidelake.lake.merge_plan import plan_table
-    from tidelake.lake.watermarks import read_watermarks
 
-    layout = LakeLayout(config.lake.root)
-    watermarks = read_watermarks(layout)  # first, then the ddl table (DESIGN.md invariant 2)
-    history = SchemaHistory.load(layout)
+    layout = LakeLayout.from_config(config.lake)
+    control = read_control(layout)
+    watermarks, history = control.watermarks, control.history
     known = live_tables(history)
     names = list(request.tables or sorted(known))
     paths = replica_paths(layout, {name: known[name] for name in names})
@@ -79,12 +79,12 @@ def plan_tables(
         path = paths[name]
         checkpoint = None if path is None else read_checkpoint(path)
         if checkpoint is None:
-            plans.append(TablePlan(name, checkpoint, None, has_work=True))
+            plans.append(PlanLine(name, checkpoint, None, has_work=True))
             continue
         plan = plan_table(known[name], checkpoint, watermarks, history, cap_ts)
         event = plan.barrier_event or history.next_ddl_after(known[name], checkpoint)
         pending = None if event is None else f"{event.action_name} at {event.commit_ts}"
-        plans.append(TablePlan(name, checkpoint, plan.upper, not plan.idle, pending, plan.reason))
+        plans.append(PlanLine(name, checkpoint, plan.upper, not plan.idle, pending, plan.reason))
     return plans
 
 
@@ -115,33 +115,33 @@ def check_rebuild(config: ChangefeedConfig, table: str) -> None:
     from tidelake.errors import InputError
     from tidelake.lake.rebuild import rebuild_refusal
 
-    layout = LakeLayout(config.lake.root)
+    layout = LakeLayout.from_config(config.lake)
     history = SchemaHistory.load(layout)
     refusal = rebuild_refusal(layout, history, live_tables(history)[table])
     if refusal is not None:
         raise InputError(f"param 'rebuild': {refusal}")
 
 
-def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str, ReplicaState | None]:
+def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str, ReplicaVersion | None]:
     """Checkpoint and Delta version of each replica now (None: no replica or no checkpoint yet)."""
-    layout = LakeLayout(config.lake.root)
+    layout = LakeLayout.from_config(config.lake)
     known = live_tables(SchemaHistory.load(layout))
     paths = replica_paths(layout, {t: known[t] for t in tables if t in known})
-    states: dict[str, ReplicaState | None] = {}
+    states: dict[str, ReplicaVersion | None] = {}
     for table in tables:
         path = paths.get(table)
         checkpoint = None if path is None else read_checkpoint(path)
         version = None if path is None else replica_version(path)
-        states[table] = None if checkpoint is None or version is None else ReplicaState(checkpoint, version)
+        states[table] = None if checkpoint is None or version is None else ReplicaVersion(checkpoint, version)
     return states
 
 
-def states_to_xcom(states: Mapping[str, ReplicaState | None]) -> dict[str, Any]:
+def states_to_xcom(states: Mapping[str, ReplicaVersion | None]) -> dict[str, Any]:
     return {t: None if s is None else [s.checkpoint_ts, s.delta_version] for t, s in states.items()}
 
 
-def states_from_xcom(raw: Mapping[str, Any]) -> dict[str, ReplicaState | None]:
-    return {t: None if s is None else ReplicaState(int(s[0]), int(s[1])) for t, s in raw.items()}
+def states_from_xcom(raw: Mapping[str, Any]) -> dict[str, ReplicaVersion | None]:
+    return {t: None if s is None else ReplicaVersion(int(s[0]), int(s[1])) for t, s in raw.items()}
 
 
 def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
     from tidelake.orchestration.params import parse_merge_request
 
     config = load_config(config_path)
-    layout = LakeLayout(config.lake.root)
+    layout = LakeLayout.from_config(config.lake)
     request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
     cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
     log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
@@ -200,7 +200,7 @@ def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None
 def syncpoint_not_due(layout: LakeLayout, interval_s: int | None) -> str | None:
     """Why no new syncpoint can be reached yet, read without Spark (None: one may be): the next
     boundary after the last cut must be below the DDL watermark, a bound on every table's reach
-    (tidelake.spark.syncpoint_job), so runs between boundaries start no Spark job for nothing."""
+    (tidelake.apply.syncpoint_job), so runs between boundaries start no Spark job for nothing."""
     if interval_s is None:
         return None
     from tidelake.lake.syncpoints import next_boundary, read_syncpoints
@@ -242,7 +242,7 @@ def job_name(changefeed_id: str, tables: Sequence[str], shown: int = 3) -> str:
     return f"tidelake merge {changefeed_id}: {', '.join(tables[:shown])}{more}"
 
 
-def changed_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaState]:
+def changed_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaVersion]:
     """Replicas of the run's tables that got a new commit: the asset events to emit."""
     from tidelake.config import load_config
     from tidelake.orchestration.assets import changed_replicas
@@ -261,7 +261,7 @@ def table_choices(config: ChangefeedConfig) -> list[str]:
     from tidelake.errors import InputError
 
     try:
-        return sorted(live_tables(SchemaHistory.load(LakeLayout(config.lake.root))))
+        return sorted(live_tables(SchemaHistory.load(LakeLayout.from_config(config.lake))))
     except (OSError, DeltaError, InputError) as exc:
         log.warning("%s: cannot list the lake's tables for the trigger form: %s", config.lake.root, exc)
         return []

@@ -1,7 +1,7 @@
 """How tidelake's Spark entry points are submitted from Airflow: SparkSubmitOperator kwargs.
 
 One place decides the master (the `spark_default` connection; local[*] when none is defined,
-see operators.py), the Delta jars and confs (the same as tidelake.spark.session uses for local
+see operators.py), the Delta jars and confs (the same as tidelake.apply.session uses for local
 sessions, so a job behaves alike under `tidelake merge` and under Airflow), the Python that
 executors run, and the tidelake package shipped to executors as a zip built at task time: the
 executors then run exactly the code of the driver that planned the work, even on a cluster
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import tidelake
+from tidelake.apply.session import DELTA_CONFS, IVY_SETTINGS, delta_package
 from tidelake.errors import InputError
-from tidelake.spark.session import DELTA_CONFS, IVY_SETTINGS, delta_package
 
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}

@@ -5,7 +5,7 @@ resolved ts - is enqueued under `Conn.lock` into one FIFO, so the order the clie
 order in which the server decided to send (what makes "resolved ts after the commits it
 covers" and "nothing after an Error" hold). The response generator batches consecutive Events
 into one ChangeDataEvent (<= 64 Events, ~6 MiB) and gives every ResolvedTs its own
-ChangeDataEvent (facts/kvproto.md §7.9). Row events hold the store's sink memory quota while
+ChangeDataEvent (docs/wire.md §7.9). Row events hold the store's sink memory quota while
 queued (`try_send_events`); errors and resolved ts are forced and hold none.
 """
 
@@ -16,7 +16,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import grpc
 
@@ -24,8 +24,8 @@ from tidelake.kvproto import cdcpb_pb2
 from tidelake.sim.cdc_features import FeatureGate
 from tidelake.sim.cdc_memory_quota import SinkMemoryQuota
 
-if TYPE_CHECKING:
-    from tidelake.sim.cdc_downstream import Downstream
+# What a connection registers per (request_id, region_id): cdc_downstream.Downstream.
+Sub = TypeVar("Sub")
 
 CDC_EVENT_MAX_COUNT = 64
 CDC_RESP_MAX_BYTES = 6 * 1024 * 1024
@@ -47,7 +47,7 @@ class StreamAbort:
     details: str
 
 
-class Conn:
+class Conn(Generic[Sub]):
     def __init__(self, peer: str, method: str, explicit_features: tuple[str, ...],
                  quota: SinkMemoryQuota | None = None) -> None:
         self.id = next(_conn_ids)
@@ -56,7 +56,7 @@ class Conn:
         self.explicit_features = explicit_features
         self.gate: FeatureGate | None = None  # set by the first request (§7.1)
         self.lock = threading.Lock()
-        self.downstreams: dict[tuple[int, int], Downstream] = {}  # (request_id, region_id)
+        self.downstreams: dict[tuple[int, int], Sub] = {}  # (request_id, region_id)
         self.closed = False
         self._quota = quota if quota is not None else SinkMemoryQuota()
         self._out: queue.SimpleQueue = queue.SimpleQueue()  # (item, quota bytes it holds)

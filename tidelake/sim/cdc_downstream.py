@@ -1,6 +1,6 @@
 """One subscription ("downstream" in TiKV): (conn, request_id, region_id) and its lifecycle.
 
-States follow TiKV's delegate (facts/kvproto.md §7.4): INITIALIZING from the moment it is
+States follow TiKV's delegate (docs/wire.md §7.4): INITIALIZING from the moment it is
 attached to the apply observer (realtime rows flow, interleaved with the incremental scan),
 NORMAL once the scan and its INITIALIZED row are queued (only then may resolved ts be sent),
 STOPPED after an Error or deregistration (nothing more is sent, §13.6).
@@ -31,7 +31,7 @@ class DownstreamState(Enum):
 
 
 class Downstream:
-    def __init__(self, conn: Conn, request_id: int, region_id: int, region_version: int,
+    def __init__(self, conn: Conn[Downstream], request_id: int, region_id: int, region_version: int,
                  checkpoint_ts: int, observed: ObservedRange) -> None:
         self.conn = conn
         self.request_id = request_id

@@ -1,7 +1,7 @@
 """The key range one CDC subscription observes, kept in region (memcomparable) space.
 
 TiKV treats the request's start/end keys as encoded keys, clips them to the region and filters
-rows by re-encoding each row's raw key (facts/kvproto.md §7.2, facts/tidb_codec.md §2.5-2.6).
+rows by re-encoding each row's raw key (docs/wire.md §7.2, docs/encoding.md §2.5-2.6).
 Comparing in encoded space keeps that exact even for bounds that are not a valid encoding
 (TiCDC's `HackSpan` end `FF FF FF FF FF`); the MVCC store is keyed by raw key, so scans use
 the raw bounds below, which are exact for valid encodings and a superset otherwise.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
 
-_GROUP = 9  # 8 data bytes + marker, facts/tidb_codec.md §1.4
+_GROUP = 9  # 8 data bytes + marker, docs/encoding.md §1.4
 
 
 @dataclass(frozen=True)

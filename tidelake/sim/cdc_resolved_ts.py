@@ -1,6 +1,6 @@
 """Resolved-ts advancing and its batched emission (TiKV `on_min_ts` / `Advance::emit_resolved_ts`).
 
-Every tick (facts/kvproto.md §7.8): min_ts = a fresh TSO; for each NORMAL downstream of a region
+Every tick (docs/wire.md §7.8): min_ts = a fresh TSO; for each NORMAL downstream of a region
 this store still leads, advanced_to = max(advanced_to, min(oldest lock start ts in its range,
 min_ts)). Downstreams are grouped per (conn, request_id) on multiplexed streams, per conn
 (request_id 0) on other batch-capable streams; each group is a min-heap popped in chunks of

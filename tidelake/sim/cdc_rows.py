@@ -1,6 +1,6 @@
 """MVCC apply entries -> cdcpb Event rows, and the packing of scan rows into Events.
 
-Row shapes follow TiKV's delegate/initializer (facts/kvproto.md §7.4-§7.6): realtime PREWRITE
+Row shapes follow TiKV's delegate/initializer (docs/wire.md §7.4-§7.6): realtime PREWRITE
 carries value and old value; realtime COMMIT carries no old value and a value only when TiKV
 would have stored it inline in the write record (a "short value", <= 255 bytes) - TiCDC copies
 value and old value from the matching PREWRITE anyway (§9.4); ROLLBACK has commit_ts 0 and op
@@ -19,14 +19,14 @@ LogType = cdcpb_pb2.Event.LogType
 OpType = cdcpb_pb2.Event.Row.OpType
 
 SHORT_VALUE_MAX_LEN = 255  # TiKV txn_types: values up to this size live in the write record
-CDC_EVENT_MAX_BYTES = 32 * 1024  # facts/kvproto.md §7.4: a new Event starts at 32 KiB of rows
+CDC_EVENT_MAX_BYTES = 32 * 1024  # docs/wire.md §7.4: a new Event starts at 32 KiB of rows
 MAX_SCAN_BATCH_SIZE = 1024  # TiKV's incremental scan converts rows in batches of this many
 
 _OPS = {"put": OpType.PUT, "delete": OpType.DELETE}
 
 
 def realtime_rows(batch: ApplyBatch) -> list[Row]:
-    """Rows TiKV emits for one applied raft batch (facts/kvproto.md §7.5)."""
+    """Rows TiKV emits for one applied raft batch (docs/wire.md §7.5)."""
     rows = []
     for e in batch.entries:
         if e.op == "rollback":

@@ -1,4 +1,4 @@
-"""TiKV's ChangeData (CDC) gRPC service for one simulated store (facts/kvproto.md §7, §13).
+"""TiKV's ChangeData (CDC) gRPC service for one simulated store (docs/wire.md §7, §13).
 
 Wire behaviour mirrors TiKV's components/cdc: EventFeed and EventFeedV2 share one handler; V2
 reads the `features` metadata; the first request's `ticdc_version` sets the feature gates;
@@ -35,7 +35,7 @@ from tidelake.sim.cdc_rows import realtime_rows
 from tidelake.sim.mvcc import ApplyBatch
 
 if TYPE_CHECKING:
-    from tidelake.sim.cluster import SimCluster
+    from tidelake.sim.cluster_view import ClusterView
     from tidelake.sim.regions import RegionChange, SimRegion
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ STORE_STOPPED = "store stopped"
 
 
 class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
-    def __init__(self, store_id: int, cluster: SimCluster, *, min_ts_interval_s: float = 1.0,
+    def __init__(self, store_id: int, cluster: ClusterView, *, min_ts_interval_s: float = 1.0,
                  record_path: str | Path | None = None,
                  incremental_scan_concurrency_limit: int = DEFAULT_SCAN_CONCURRENCY_LIMIT,
                  scan_threads: int = 2, sink_memory_quota_bytes: int = SINK_MEMORY_QUOTA_BYTES) -> None:
@@ -55,7 +55,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         self._scan_limit = incremental_scan_concurrency_limit
         self._quota = SinkMemoryQuota(sink_memory_quota_bytes)
         self._lock = threading.Lock()  # guards the registry fields below
-        self._conns: dict[int, Conn] = {}
+        self._conns: dict[int, Conn[Downstream]] = {}
         self._downstreams: tuple[Downstream, ...] = ()  # copy-on-write: read lock-free by the observer
         self._pending_scans = 0
         self._closed = False
@@ -100,7 +100,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._drop_conn(conn)
             conn.abort(grpc.StatusCode.UNAVAILABLE, "connection reset by fault injection")
 
-    # ---- gRPC handlers (facts/kvproto.md §7.1) ---------------------------------------------
+    # ---- gRPC handlers (docs/wire.md §7.1) ---------------------------------------------
 
     def EventFeed(self, request_iterator, context):  # noqa: N802 - gRPC method name
         yield from self._serve(request_iterator, context, "EventFeed")
@@ -115,7 +115,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 explicit = features_from_metadata(context.invocation_metadata())
             except UnknownFeatures as unknown:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, str(unknown))
-        conn = Conn(context.peer(), method, explicit, self._quota)
+        conn: Conn[Downstream] = Conn(context.peer(), method, explicit, self._quota)
         with self._lock:
             closed = self._closed
             if not closed:
@@ -144,11 +144,11 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 self._conns.pop(conn.id, None)
             conn.discard_pending()
 
-    def _record_close(self, conn: Conn, status: str) -> None:
+    def _record_close(self, conn: Conn[Downstream], status: str) -> None:
         if self._recorder is not None:
             self._recorder.close_stream(conn.id, status)
 
-    def _receive(self, conn: Conn, requests) -> None:
+    def _receive(self, conn: Conn[Downstream], requests) -> None:
         """Request loop; when the client half-closes, its subscriptions go and the stream ends OK."""
         try:
             for request in requests:
@@ -173,9 +173,9 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._drop_conn(conn)
             conn.finish()
 
-    # ---- register / deregister (facts/kvproto.md §7.2, §7.3) --------------------------------
+    # ---- register / deregister (docs/wire.md §7.2, §7.3) --------------------------------
 
-    def _register(self, conn: Conn, req: cdcpb_pb2.ChangeDataRequest) -> None:
+    def _register(self, conn: Conn[Downstream], req: cdcpb_pb2.ChangeDataRequest) -> None:
         region_id, request_id = req.region_id, req.request_id
 
         def reject(error: cdcpb_pb2.Error) -> None:
@@ -228,7 +228,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             return cdc_errors.epoch_not_match([region.to_pb()])
         return None
 
-    def _deregister(self, conn: Conn, req: cdcpb_pb2.ChangeDataRequest) -> None:
+    def _deregister(self, conn: Conn[Downstream], req: cdcpb_pb2.ChangeDataRequest) -> None:
         """region_id 0 removes every region of the request_id; each gets region_not_found."""
         with conn.lock:
             if req.region_id:
@@ -240,7 +240,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             d.stop(cdc_errors.region_not_found(d.region_id))
         self._forget(removed)
 
-    def _drop_conn(self, conn: Conn) -> None:
+    def _drop_conn(self, conn: Conn[Downstream]) -> None:
         """Deregister all of a conn's subscriptions silently (client went away, §7.1)."""
         with conn.lock:
             removed = list(conn.downstreams.values())
@@ -264,7 +264,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
     def _of_region(self, region_id: int) -> list[Downstream]:
         return [d for d in self._downstreams if d.region_id == region_id]
 
-    # ---- incremental scan (facts/kvproto.md §7.4) -------------------------------------------
+    # ---- incremental scan (docs/wire.md §7.4) -------------------------------------------
 
     def _initialize(self, d: Downstream) -> None:
         try:
@@ -289,7 +289,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             with self._lock:
                 self._pending_scans -= 1
 
-    # ---- realtime rows (facts/kvproto.md §7.5) -----------------------------------------------
+    # ---- realtime rows (docs/wire.md §7.5) -----------------------------------------------
 
     def _on_apply(self, batch: ApplyBatch) -> None:
         downstreams = self._downstreams
@@ -303,11 +303,11 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         congested = {d.region_id for d in downstreams
                      if not d.on_realtime(encoded, faults.commit_before_prewrite, faults.duplicate_delivery)}
         for region_id in congested:
-            # facts/kvproto.md §7.7: a batch the sink quota refuses fails the region's delegate,
+            # docs/wire.md §7.7: a batch the sink quota refuses fails the region's delegate,
             # i.e. every subscription of that region on this store.
             self._stop(self._of_region(region_id), cdc_errors.congested(region_id))
 
-    # ---- region changes (facts/kvproto.md §7.7) ---------------------------------------------
+    # ---- region changes (docs/wire.md §7.7) ---------------------------------------------
 
     def _on_region_change(self, change: RegionChange) -> None:
         if change.kind == "split":
@@ -330,7 +330,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 elif region.leader_store_id != self._store_id:
                     self._stop(self._of_region(region.id), cdc_errors.not_leader(region.id, region.leader_peer()))
 
-    # ---- resolved ts (facts/kvproto.md §7.8) ------------------------------------------------
+    # ---- resolved ts (docs/wire.md §7.8) ------------------------------------------------
 
     def _on_min_ts(self) -> None:
         try:

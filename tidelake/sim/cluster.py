@@ -248,7 +248,7 @@ class SimCluster:
         return splits
 
     def run_gc_once(self) -> int:
-        """TiDB's GC leader round (facts/meta_snapshot.md §3.2): safepoint = min service safepoint."""
+        """TiDB's GC leader round (docs/metadata.md §3.2): safepoint = min service safepoint."""
         now = self.tso.next()
         life_ts = compose(max(0, physical_ms(now) - int(self.gc_life_time_s * 1000)))
         current_min, _ = self.gc_safe_points.update_service(GC_WORKER, MAX_INT64, life_ts)

@@ -3,7 +3,7 @@
 Each fault is something a production TiKV/PD cluster does to a CDC client: region splits and
 merges (epoch_not_match, region_not_found), leader transfers (not_leader), aborted EventFeed
 streams, server_is_busy bursts, a slow store, a store restart, a COMMIT delivered before its
-PREWRITE during the incremental scan (facts/kvproto.md §13.3) and duplicated rows. A seeded
+PREWRITE during the incremental scan (docs/wire.md §13.3) and duplicated rows. A seeded
 scheduler thread draws faults from a profile; every temporary fault is undone on time, and all
 of them on stop(), so a run always ends on a healthy cluster.
 """
@@ -53,6 +53,9 @@ PROFILES: dict[str, FaultProfile] = {
         FaultProfile("none", "no faults", 0.0, ()),
         FaultProfile("light", "region churn every ~5 s: splits, merges, leader transfers", 5.0,
                      (("split", 3), ("merge", 2), ("transfer_leader", 3))),
+        FaultProfile("tour", "a little of each kind every ~3 s: splits, leader transfers, short busy bursts, "
+                     "now and then a stream reset (the one-process demo)", 3.0,
+                     (("split", 3), ("transfer_leader", 3), ("server_busy", 2), ("reset_streams", 1)), busy_ms=300),
         FaultProfile("regions", "heavy region churn every ~1 s: splits, merges, leader transfers", 1.0,
                      (("split", 4), ("merge", 3), ("transfer_leader", 3))),
         FaultProfile("cdc", "CDC stream faults every ~2 s: resets, busy, commit-before-prewrite, duplicates", 2.0,
@@ -228,6 +231,6 @@ class FaultInjector:
 
 
 def _is_table_boundary(encoded: bytes) -> bool:
-    """True when a region key is exactly `EncodeBytes('t' + EncodeInt(id))` (facts/tidb_codec.md §2.5)."""
+    """True when a region key is exactly `EncodeBytes('t' + EncodeInt(id))` (docs/encoding.md §2.5)."""
     raw = raw_bound(encoded)
     return len(raw) == TABLE_PREFIX_LEN and raw[:1] == b"t"

@@ -1,7 +1,7 @@
 """One simulated TiKV store's transactional read servicer (`tikvpb.Tikv`).
 
 It answers only for regions this store leads and returns the region errors TiKV returns otherwise
-(facts/meta_snapshot.md §2.2, §2.5), so clients exercise their real retry paths. Keys in requests are
+(docs/metadata.md §2.2, §2.5), so clients exercise their real retry paths. Keys in requests are
 raw; region boundaries in errors are encoded (§2.4). Reads and lock resolution go to the shared
 MvccStore with TiKV's SI semantics.
 """
@@ -28,7 +28,7 @@ from tidelake.sim.mvcc import (
 from tidelake.sim.regions import SimRegion
 
 if TYPE_CHECKING:
-    from tidelake.sim.cluster import SimCluster
+    from tidelake.sim.cluster_view import ClusterView
 
 _LOCK_TYPE = {"put": kvrpcpb_pb2.Put, "delete": kvrpcpb_pb2.Del, "lock": kvrpcpb_pb2.Lock}
 
@@ -61,7 +61,7 @@ def key_error(err: MvccError) -> kvrpcpb_pb2.KeyError:
 
 
 class KvService(tikvpb_pb2_grpc.TikvServicer):
-    def __init__(self, store_id: int, cluster: SimCluster) -> None:
+    def __init__(self, store_id: int, cluster: ClusterView) -> None:
         self._store_id = store_id
         self._cluster = cluster
 

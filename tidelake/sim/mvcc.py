@@ -2,9 +2,9 @@
 
 It copies TiKV's transaction layer closely enough that a client written against it works against a
 real cluster: locks and write records, write conflicts, protected rollbacks, SI reads with
-resolved/committed locks (facts/meta_snapshot.md §2.4), CheckTxnStatus/ResolveLock (§2.7), GC that
+resolved/committed locks (docs/metadata.md §2.4), CheckTxnStatus/ResolveLock (§2.7), GC that
 keeps the newest version at or below the safe point (§3.2), and an apply stream with old values that
-the CDC servicer observes like TiKV's raft apply (facts/kvproto.md §7.4–7.6).
+the CDC servicer observes like TiKV's raft apply (docs/wire.md §7.4–7.6).
 
 Keys are raw: memcomparable encoding preserves order, so raw order equals the encoded order TiKV uses.
 """
@@ -149,7 +149,7 @@ class MvccStore:
         self._mu = threading.RLock()
         # TiKV's concurrency-manager max_ts: the highest ts any reader or the CDC resolved-ts
         # advancer has observed. A 1PC commit must land above it, or a snapshot read at T (or a
-        # resolved ts already sent) would miss a commit <= T (facts/meta_snapshot.md §2.4).
+        # resolved ts already sent) would miss a commit <= T (docs/metadata.md §2.4).
         self._max_ts = 0
         self._keys = SortedList()  # every key with a write record or a lock
         self._writes: dict[bytes, list[Write]] = {}  # ascending commit_ts
@@ -229,7 +229,7 @@ class MvccStore:
             entries = []
             for op, key, value in mutations:
                 value = value if op == "put" else b""
-                old = self._visible_value(key, commit_ts - 1)  # facts/kvproto.md §7.6: 1PC old value
+                old = self._visible_value(key, commit_ts - 1)  # docs/wire.md §7.6: 1PC old value
                 self._insert_write(key, Write(start_ts, commit_ts, op, value))
                 if op != "lock":
                     entries.append(ApplyEntry(key, start_ts, commit_ts, op, value, old))
@@ -290,7 +290,7 @@ class MvccStore:
 
     def check_txn_status(self, primary: bytes, lock_ts: int, caller_start_ts: int, current_ts: int,
                          rollback_if_not_exist: bool, *, verify_is_primary: bool = True) -> TxnStatus:
-        """TiKV `check_txn_status` (facts/meta_snapshot.md §2.7 step 3)."""
+        """TiKV `check_txn_status` (docs/metadata.md §2.7 step 3)."""
         with self._mu:
             lock = self._locks.get(primary)
             if lock is not None and lock.start_ts == lock_ts:
@@ -395,7 +395,7 @@ class MvccStore:
         return out
 
     def snapshot_delta(self, start: bytes, end: bytes, after_ts: int) -> list[ApplyEntry]:
-        """Incremental-scan rows for [start, end), taken atomically (facts/kvproto.md §7.4).
+        """Incremental-scan rows for [start, end), taken atomically (docs/wire.md §7.4).
 
         Per key: its Put/Delete lock as a prewrite row (commit_ts 0), then its Put/Delete writes with
         commit_ts > after_ts newest first; each with the value before that version as old value.
@@ -461,7 +461,7 @@ class MvccStore:
         return None, 0
 
     def _visible_value(self, key: bytes, ts: int) -> bytes:
-        """Committed value at ts, b"" when absent (the old value format of facts/kvproto.md §7.6)."""
+        """Committed value at ts, b"" when absent (the old value format of docs/wire.md §7.6)."""
         ws = self._writes.get(key)
         if not ws:
             return b""
@@ -553,7 +553,7 @@ class MvccStore:
 
 
 def _lock_blocks_read(lock: Lock, key: bytes, ts: int, resolved: frozenset[int]) -> bool:
-    """TiKV `check_ts_conflict_si` (facts/meta_snapshot.md §2.4)."""
+    """TiKV `check_ts_conflict_si` (docs/metadata.md §2.4)."""
     if lock.start_ts > ts or lock.op == "lock" or lock.min_commit_ts > ts or lock.start_ts in resolved:
         return False
     return not (ts == MAX_TS and key == lock.primary)

@@ -1,4 +1,4 @@
-"""The simulated PD's gRPC servicer (`pdpb.PD`), answering as tikv/pd does (facts/kvproto.md §6, §8).
+"""The simulated PD's gRPC servicer (`pdpb.PD`), answering as tikv/pd does (docs/wire.md §6, §8).
 
 A single PD member that is always the leader. It reads cluster state (TSO, regions, stores, GC
 safepoints) from the SimCluster, so what clients learn here always matches what the stores serve.
@@ -15,14 +15,14 @@ from tidelake.sim.regions import SimRegion
 from tidelake.tso import logical, physical_ms
 
 if TYPE_CHECKING:
-    from tidelake.sim.cluster import SimCluster
+    from tidelake.sim.cluster_view import ClusterView
 
 PD_MEMBER_ID = 1
 PD_MEMBER_NAME = "pd-sim-1"
 
 
 class PdService(pdpb_pb2_grpc.PDServicer):
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: ClusterView) -> None:
         self._cluster = cluster
 
     # ---- helpers ---------------------------------------------------------------------------
@@ -159,7 +159,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
                                                safe_point=self._cluster.gc_safe_points.gc_safe_point)
 
     def UpdateServiceGCSafePoint(self, request, context):
-        """Classic PD semantics (facts/meta_snapshot.md §3.2): a refused value is not an error."""
+        """Classic PD semantics (docs/metadata.md §3.2): a refused value is not an error."""
         self._validate(request.header, context)
         service_id = request.service_id.decode("utf-8", errors="replace")
         current_min, ttl = self._cluster.gc_safe_points.update_service(service_id, request.TTL, request.safe_point)

@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from tidelake.errors import InputError
 from tidelake.codec.schema import FieldType
+from tidelake.errors import InputError
 from tidelake.sim.tidb.kvtxn import TxnConflictError
 from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value

@@ -14,7 +14,7 @@ from typing import Callable
 
 from tidelake.upstream.errors import UpstreamError
 
-# (base seconds, cap seconds), client-go config/retry/backoff.go (facts/meta_snapshot.md §2.5).
+# (base seconds, cap seconds), client-go config/retry/backoff.go (docs/metadata.md §2.5).
 KINDS: dict[str, tuple[float, float]] = {
     "region_miss": (0.002, 0.5),
     "region_scheduling": (0.002, 0.5),

@@ -5,11 +5,11 @@ Every upstream client dials through here so TLS and message limits are set in on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
+from tidelake.config import TlsConfig
 from tidelake.errors import InputError
 
 # TiCDC's grpcMaxCallRecvMsgSize (a region's incremental scan can be large).
@@ -23,20 +23,13 @@ _KEEPALIVE_OPTIONS = [
 ]
 
 
-@dataclass(frozen=True)
-class TlsConfig:
-    """PEM file paths; cert and key together enable mutual TLS (TiDB `cert-allowed-cn`)."""
-
-    ca: str
-    cert: str | None = None
-    key: str | None = None
-
-    def credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(
-            root_certificates=_read(self.ca, "ca"),
-            private_key=_read(self.key, "key") if self.key else None,
-            certificate_chain=_read(self.cert, "cert") if self.cert else None,
-        )
+def credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
+    """The channel credentials for `tls`; a PEM file that cannot be read is an InputError naming it."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(tls.ca, "ca"),
+        private_key=_read(tls.key, "key") if tls.key else None,
+        certificate_chain=_read(tls.cert, "cert") if tls.cert else None,
+    )
 
 
 def _read(path: str, what: str) -> bytes:
@@ -64,4 +57,4 @@ def make_channel(address: str, tls: TlsConfig | None) -> grpc.Channel:
     ]
     if tls is None:
         return grpc.insecure_channel(target, options=options)
-    return grpc.secure_channel(target, tls.credentials(), options=options)
+    return grpc.secure_channel(target, credentials(tls), options=options)

@@ -1,4 +1,4 @@
-"""Keep the upstream from garbage-collecting versions a changefeed still needs (facts/meta_snapshot.md §3).
+"""Keep the upstream from garbage-collecting versions a changefeed still needs (docs/metadata.md §3).
 
 Like the TiCDC owner, we hold a PD service GC safepoint at `checkpoint - 1` (a snapshot read at
 the checkpoint must stay complete) with a TTL, and refresh it from a background thread well
@@ -95,7 +95,7 @@ class GCSafepointKeeper:
     def release(self) -> None:
         """Remove the safepoint (changefeed deleted, or a one-off snapshot finished)."""
         self.stop()
-        # facts/meta_snapshot.md §3.2: TTL=0 with safe_point=MaxUint64 removes the entry.
+        # docs/metadata.md §3.2: TTL=0 with safe_point=MaxUint64 removes the entry.
         self._pd.update_service_gc_safepoint(self.service_id, 0, _MAX_UINT64)
         with self._lock:
             self._checkpoint = None

@@ -1,7 +1,7 @@
 """Consistent snapshot reads from TiKV at one TSO: KvScan region by region, KvGet, KvBatchGet.
 
 This is client-go's snapshot (`txnsnapshot/scan.go`, `snapshot.go`) over plain unary kvrpcpb
-calls (facts/meta_snapshot.md §2): RAW keys, region bounds decoded from PD's encoded keys,
+calls (docs/metadata.md §2): RAW keys, region bounds decoded from PD's encoded keys,
 every region error handled by re-locating or backing off, and every lock met resolved so rows
 of transactions committed at or below the read ts are included and nothing else is.
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from tidelake.codec.keys import table_record_span
+from tidelake.config import TlsConfig
 from tidelake.kvproto import kvrpcpb_pb2
 from tidelake.upstream.backoffer import Backoffer
-from tidelake.upstream.channels import TlsConfig
 from tidelake.upstream.errors import BelowGCSafepointError, UpstreamError
 from tidelake.upstream.lock_resolver import LockResolver, ReadLocks
 from tidelake.upstream.pd_client import PDClient
@@ -61,7 +61,7 @@ class SnapshotReader:
     def _backoffer(self) -> Backoffer:
         return Backoffer(self._budget_s)
 
-    # --- GC visibility (facts/meta_snapshot.md §3.4, client-go CheckVisibility) -------------
+    # --- GC visibility (docs/metadata.md §3.4, client-go CheckVisibility) -------------
 
     def _check_visibility(self, ts: int) -> None:
         now = time.monotonic()
@@ -130,7 +130,7 @@ class SnapshotReader:
         """Every (raw key, value) in [start, end) visible at `ts`, in key order; empty end = +inf.
 
         Follows splits, merges and leader moves mid-scan: keys already yielded stay valid
-        because every request reads at the same ts (facts/meta_snapshot.md §2.6)."""
+        because every request reads at the same ts (docs/metadata.md §2.6)."""
         if end and start >= end:
             return
         next_key = start

@@ -1,4 +1,4 @@
-"""Resolve the locks a snapshot read meets, as client-go does for reads (facts/meta_snapshot.md §2.7).
+"""Resolve the locks a snapshot read meets, as client-go does for reads (docs/metadata.md §2.7).
 
 A lock with start_ts <= T may belong to a transaction that commits at or below T, so a
 consistent snapshot can never skip one. We ask the primary's region what became of the
@@ -134,7 +134,7 @@ class LockResolver:
                 verify_is_primary=True,
             )
 
-        # Sent to the PRIMARY key's region (facts/meta_snapshot.md §2.7 step 2).
+        # Sent to the PRIMARY key's region (docs/metadata.md §2.7 step 2).
         resp, _ = self._sender.send(lock.primary_lock, "KvCheckTxnStatus", build, bo)
         return resp
 
@@ -162,7 +162,7 @@ def _expired(lock: kvrpcpb_pb2.LockInfo, current_ts: int) -> bool:
 
 
 def _ms_before_expired(lock: kvrpcpb_pb2.LockInfo, ttl_ms: int, current_ts: int) -> int:
-    # facts/meta_snapshot.md §2.3: the TTL counts from the physical part of lock_version.
+    # docs/metadata.md §2.3: the TTL counts from the physical part of lock_version.
     return max(0, tso.physical_ms(lock.lock_version) + ttl_ms - tso.physical_ms(current_ts))
 
 

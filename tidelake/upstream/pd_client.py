@@ -1,6 +1,6 @@
 """PD client: member discovery, leader failover, TSO, regions, stores and GC safepoints.
 
-It follows the Go PD client (facts/kvproto.md §6, §8): GetMembers on the seed URLs gives the
+It follows the Go PD client (docs/wire.md §6, §8): GetMembers on the seed URLs gives the
 cluster id (which every later request carries and which must agree across seeds) and the leader,
 whose client URL is dialled; any transport error or "not leader" re-runs discovery and retries.
 """
@@ -13,10 +13,16 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 import grpc
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
+from tidelake.config import TlsConfig
 from tidelake.kvproto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
-from tidelake.upstream.channels import TlsConfig, make_channel, strip_scheme
+from tidelake.upstream.channels import make_channel, strip_scheme
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
 
@@ -88,7 +94,7 @@ class PDClient:
         for url in list(self._urls):
             stub = pdpb_pb2_grpc.PDStub(self._channel(url))
             try:
-                # GetMembers is not checked against the cluster id (facts/kvproto.md §8).
+                # GetMembers is not checked against the cluster id (docs/wire.md §8).
                 resp = stub.GetMembers(pdpb_pb2.GetMembersRequest(header=self._header()), timeout=self._timeout_s)
             except grpc.RpcError as exc:
                 errors.append(f"{url}: {_rpc_text(exc)}")
@@ -204,7 +210,7 @@ class PDClient:
     def scan_regions(self, start_enc: bytes, end_enc: bytes, limit: int = 1024) -> list[RegionInfo]:
         """Regions overlapping [start_enc, end_enc) in key order (empty end = +inf), up to limit."""
         resp = self._call("ScanRegions", pdpb_pb2.ScanRegionsRequest(start_key=start_enc, end_key=end_enc, limit=limit))
-        if resp.regions:  # the Go client prefers the extended form (facts/kvproto.md §8)
+        if resp.regions:  # the Go client prefers the extended form (docs/wire.md §8)
             return [RegionInfo(r.region, _peer_or_none(r.leader)) for r in resp.regions]
         leaders = list(resp.leaders)
         return [

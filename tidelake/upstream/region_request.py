@@ -1,6 +1,6 @@
 """Send one kvrpcpb request to the region holding a key, handling every region error.
 
-This is client-go's `RegionRequestSender` + `onRegionError` (facts/meta_snapshot.md §2.5): the
+This is client-go's `RegionRequestSender` + `onRegionError` (docs/metadata.md §2.5): the
 caller builds the request for whatever region the key is in now, and gets back a response free
 of region errors together with the region it was answered by (for its bounds).
 """
@@ -13,9 +13,10 @@ from typing import Callable, TypeVar
 
 import grpc
 
+from tidelake.config import TlsConfig
 from tidelake.kvproto import errorpb_pb2, kvrpcpb_pb2, metapb_pb2, tikvpb_pb2_grpc
 from tidelake.upstream.backoffer import Backoffer
-from tidelake.upstream.channels import TlsConfig, make_channel
+from tidelake.upstream.channels import make_channel
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.region_cache import CachedRegion, RegionCache, RegionMiss
@@ -26,7 +27,7 @@ Resp = TypeVar("Resp")
 BuildRequest = Callable[[CachedRegion, kvrpcpb_pb2.Context], object]
 
 _FATAL_CODES = {
-    grpc.StatusCode.INVALID_ARGUMENT,  # e.g. cluster id mismatch (facts/meta_snapshot.md §2.2)
+    grpc.StatusCode.INVALID_ARGUMENT,  # e.g. cluster id mismatch (docs/metadata.md §2.2)
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.PERMISSION_DENIED,
@@ -109,7 +110,7 @@ class RegionRequestSender:
 
     def _on_region_error(self, region: CachedRegion, peer: metapb_pb2.Peer, err: errorpb_pb2.Error,
                          bo: Backoffer, hops: int) -> int:
-        """facts/meta_snapshot.md §2.5, client-go onRegionError; returns the leader-hop count."""
+        """docs/metadata.md §2.5, client-go onRegionError; returns the leader-hop count."""
         what = f"region {region.id} on store {peer.store_id}: {_describe(err)}"
         if err.HasField("not_leader"):
             leader = err.not_leader.leader

@@ -1,6 +1,6 @@
 """The TiDB schema at one TSO, read from TiDB's meta keys the way TiCDC builds its snapshot.
 
-facts/meta_snapshot.md §1.4–1.5: scan the `DBs` hash, then each wanted `DB:<id>` hash, keep the
+docs/metadata.md §1.4–1.5: scan the `DBs` hash, then each wanted `DB:<id>` hash, keep the
 `Table*` fields, all at the same ts as the data snapshot, so schema and rows agree. DDL jobs
 after that ts then arrive through the DDL puller (§4.3).
 """
@@ -17,7 +17,7 @@ from tidelake.errors import InputError
 from tidelake.table_filter import TableFilter, is_system_schema
 from tidelake.upstream.errors import UpstreamError
 
-# facts/meta_snapshot.md §5.1: ids above this are reserved system objects, never user data.
+# docs/metadata.md §5.1: ids above this are reserved system objects, never user data.
 MAX_USER_GLOBAL_ID = 0xFFFFFFFFFFFF - 1000
 
 _STATE_NAMES = {
@@ -139,6 +139,6 @@ def _schema_version(reader: SnapshotSource, ts: int) -> int:
     if value is None:
         return 0
     try:
-        return int(value)  # decimal ASCII (facts/meta_snapshot.md §1.1)
+        return int(value)  # decimal ASCII (docs/metadata.md §1.1)
     except ValueError:
         raise UpstreamError(f"schema snapshot: SchemaVersionKey holds {value!r}, not a decimal integer") from None

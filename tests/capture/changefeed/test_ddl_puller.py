@@ -1,4 +1,4 @@
-"""DdlPuller: done jobs from tidb_ddl_job rows, once each, in finished-ts order (facts/kvproto.md §12)."""
+"""DdlPuller: done jobs from tidb_ddl_job rows, once each, in finished-ts order (docs/wire.md §12)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import json
 
 import pytest
 
+from tests.capture.pull_harness import sim  # noqa: F401 (fixture)
+from tests.capture.tidb_writes import db_json, job_row, table_json
+from tidelake.capture.changefeed.ddl_puller import DdlPuller, Fence, JobRowDecoder
+from tidelake.capture.errors import PullerError
 from tidelake.codec import meta_keys
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, record_key
 from tidelake.codec.schema import DBInfo, TableInfo
-from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
-from tidelake.puller.ddl_puller import DdlPuller, Fence, JobRowDecoder, snapshot_rows
-from tidelake.puller.errors import PullerError
-from tidelake.puller.events import RowChange
-from tidelake.puller.schema_tracker import SchemaTracker
+from tidelake.lake.ddl_log import snapshot_rows
+from tidelake.lake.layout import DdlSource
+from tidelake.lake.row_change import RowChange
 from tidelake.table_filter import TableFilter
 from tidelake.upstream.schema_snapshot import SchemaSnapshot
-
-from pull_harness import sim  # noqa: F401 (fixture)
-from tidb_writes import db_json, job_row, table_json
+from tidelake.upstream.schema_tracker import SchemaTracker
 
 SHOP = 2
 START = 1000
@@ -61,7 +61,7 @@ def test_only_done_puts_once_each_in_finished_order(puller):
     assert released[0].job.finished_ts == 1200 and released[0].job.start_ts == 1199  # TiCDC's overrides
     rows = released[0].rows
     assert [(r.job_id, r.commit_ts, r.table_id, r.table_name, r.schema_name, r.source) for r in rows] == [
-        (7, 1200, 111, "t111", "shop", SOURCE_JOB)]
+        (7, 1200, 111, "t111", "shop", DdlSource.JOB)]
     assert json.loads(rows[0].table_info)["id"] == 111 and rows[0].query == "CREATE TABLE t111"
     puller.on_rows([row(a, 1200)])  # a late duplicate below the resolved ts
     assert puller.on_resolved(1500) == [] and puller.resolved_ts == 1500
@@ -83,7 +83,7 @@ def test_bad_job_rows_stop_the_feed(puller, value, message):
 
 
 def test_job_meta_column_found_by_name_in_the_stored_table_info(sim):
-    from tidb_writes import TiDBWrites
+    from tests.capture.tidb_writes import TiDBWrites
 
     tidb = TiDBWrites(sim)
     tidb.dbs[1] = db_json(1, "mysql")
@@ -109,8 +109,8 @@ def test_job_meta_column_found_by_name_in_the_stored_table_info(sim):
 def test_snapshot_rows_hold_selected_dbs_and_replicated_tables_once():
     rows = snapshot_rows(tracker(), 3)
     assert [(r.source, r.job_id, r.commit_ts, r.action, r.schema_name, r.table_id) for r in rows] == [
-        (SOURCE_SNAPSHOT, 0, START, int(ActionType.CREATE_SCHEMA), "shop", 0),
-        (SOURCE_SNAPSHOT, 0, START, int(ActionType.CREATE_TABLE), "shop", 110),
+        (DdlSource.SNAPSHOT, 0, START, int(ActionType.CREATE_SCHEMA), "shop", 0),
+        (DdlSource.SNAPSHOT, 0, START, int(ActionType.CREATE_TABLE), "shop", 110),
     ]
     assert json.loads(rows[1].table_info)["name"]["O"] == "orders"
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 import random
 
-from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
-
-from pull_harness import (  # noqa: F401 (sim is a fixture)
-    RunnerThread,
+from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
     ddl_rows,
     make_config,
@@ -24,7 +21,9 @@ from pull_harness import (  # noqa: F401 (sim is a fixture)
     wait_resolved,
     watermarks,
 )
-from tidb_writes import TiDBWrites
+from tests.capture.tidb_writes import TiDBWrites
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.lake.layout import DdlSource
 
 SHOP, OTHER = 2, 3
 ORDERS, ITEMS, ORDERS_AFTER_TRUNCATE, SCRATCH, EVENTS = 110, 111, 112, 150, 130
@@ -59,7 +58,7 @@ def test_pull_captures_exactly_the_commits_after_start_across_ddl(sim, tmp_path)
     tidb.create_table(OTHER, SCRATCH, "scratch")
     random_rows(tidb, rng, ORDERS, 5)  # before the start: must not land
 
-    with RunnerThread(make_config(sim, lake)) as run:
+    with PullerThread(make_config(sim, lake)) as run:
         start = start_ts(lake, run)
         resolved = watermarks(lake).table_resolved
         assert set(resolved) == {ORDERS, 131, 132} and min(resolved.values()) >= start
@@ -89,13 +88,13 @@ def test_pull_captures_exactly_the_commits_after_start_across_ddl(sim, tmp_path)
     assert w.table_resolved[ORDERS_AFTER_TRUNCATE] >= last and w.ddl_resolved >= dropped
 
     ddl = ddl_rows(lake)
-    jobs = sorted((r["job_id"], r["commit_ts"], r["table_id"]) for r in ddl if r["source"] == SOURCE_JOB)
+    jobs = sorted((r["job_id"], r["commit_ts"], r["table_id"]) for r in ddl if r["source"] == DdlSource.JOB)
     by_commit = {ts: job_id for job_id, ts in tidb.finished.items()}
     assert jobs == sorted([(by_commit[created], created, ITEMS), (by_commit[truncated], truncated, ORDERS),
                            (by_commit[dropped], dropped, ITEMS)])
     truncate_row = next(r for r in ddl if r["commit_ts"] == truncated)
     assert json.loads(truncate_row["table_info"])["id"] == ORDERS_AFTER_TRUNCATE
-    snapshot = {(r["schema_name"], r["table_name"], r["commit_ts"]) for r in ddl if r["source"] == SOURCE_SNAPSHOT}
+    snapshot = {(r["schema_name"], r["table_name"], r["commit_ts"]) for r in ddl if r["source"] == DdlSource.SNAPSHOT}
     assert snapshot == {("shop", None, start), ("shop", "orders", start), ("shop", "events", start)}
 
 
@@ -127,7 +126,7 @@ def test_pull_with_the_tidb_front_ddl_and_dml(sim, tmp_path):
         return tidb.table_info(db, table).physical_ids()
 
     dml("orders")
-    with RunnerThread(make_config(sim, lake)) as run:
+    with PullerThread(make_config(sim, lake)) as run:
         start = start_ts(lake, run)
         since = {pid: start for pid in physical("shop", "orders") + physical("shop", "events")}
         dml("orders"), dml("events"), dml("events", base=100), dml("scratch", "other")
@@ -151,6 +150,6 @@ def test_pull_with_the_tidb_front_ddl_and_dml(sim, tmp_path):
     assert run.error is None
     expected = set().union(*(oracle(sim, pid, after) for pid, after in since.items()))
     assert set(changelog(lake)) == expected and expected
-    jobs = {(r["job_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_JOB}
+    jobs = {(r["job_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == DdlSource.JOB}
     assert {ts for _, ts in jobs} >= {joined, added, truncated, emptied, dropped}
     assert len({job_id for job_id, _ in jobs}) == len(jobs)

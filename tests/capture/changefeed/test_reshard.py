@@ -2,9 +2,19 @@
 
 from datetime import datetime, timedelta, timezone
 
+from tidelake.capture.changefeed.reshard import (
+    Retirement,
+    adopt,
+    layout_of,
+    missing_shards,
+)
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import PullerMarks, Watermarks, WatermarkWriter, read_by_puller
-from tidelake.puller.reshard import Retirement, adopt, layout_of, missing_shards
+from tidelake.lake.watermarks import (
+    PullerMarks,
+    Watermarks,
+    WatermarkWriter,
+    read_by_puller,
+)
 
 P = "tidelake-puller/"
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
@@ -73,7 +83,7 @@ def test_retirement_waits_for_every_shard_of_the_new_layout_and_says_which_is_mi
     write(layout, P + "cf1-shard0of2", 1, 50, {110: 40})
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     retirement = Retirement(layout, "cf1", 2, "tidelake-cf1", lambda service: None, grace_s=60, now=lambda: later)
-    with caplog.at_level("WARNING", logger="tidelake.puller.reshard"):
+    with caplog.at_level("WARNING", logger="tidelake.capture.changefeed.reshard"):
         retirement.poll()
         retirement.poll()
     assert len(read_by_puller(layout)) == 2  # shard 1 of 2 has not landed its own rows yet

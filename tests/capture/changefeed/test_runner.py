@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from tidelake.cli import main
-from tidelake.config import parse_config
-from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT, LakeLayout
-from tidelake.puller.runner import PullerRunner, RunOptions, Shard
-from tidelake.upstream.errors import BelowGCSafepointError
-
-from pull_harness import (  # noqa: F401 (sim is a fixture)
-    RunnerThread,
+from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
     config_doc,
     ddl_rows,
@@ -27,15 +20,21 @@ from pull_harness import (  # noqa: F401 (sim is a fixture)
     oracle,
     sim,
     start_ts,
-    wait_for,
     wait_resolved,
     watermarks,
-    write_toml,
 )
-from tidb_writes import TiDBWrites
+from tests.capture.tidb_writes import TiDBWrites
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
+from tidelake.cli import main
+from tidelake.config import parse_config
+from tidelake.config_writer import write_config
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.upstream.errors import BelowGCSafepointError
+from tidelake.wait import wait_until
 
 SHOP = 2
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = str(Path(__file__).resolve().parents[3])
 
 
 def shop(sim, *table_ids: int) -> TiDBWrites:
@@ -57,7 +56,7 @@ def test_start_ts_below_the_gc_safepoint_is_refused_clearly(sim, tmp_path, capsy
     config = make_config(sim, tmp_path / "lake", start_ts=old)
     with pytest.raises(BelowGCSafepointError, match=f"start ts {old} is below the GC safepoint"):
         PullerRunner(config).run()
-    path = write_toml(config_doc(sim, tmp_path / "lake", start_ts=old), tmp_path / "cf.toml")
+    path = write_config(tmp_path / "cf.toml", config_doc(sim, tmp_path / "lake", start_ts=old))
     assert main(["pull", "--config", str(path), "--max-run-seconds", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"start ts {old} is below the GC safepoint" in err[0]
@@ -72,12 +71,12 @@ def test_configured_start_ts_and_resume_after_a_stop(sim, tmp_path):
     some_rows(tidb, rng, 110)  # after the configured start ts, before the puller runs: must land
     progress = []
     config = make_config(sim, lake, start_ts=start)
-    with RunnerThread(config, progress_interval_s=0.2) as run:
+    with PullerThread(config, progress_interval_s=0.2) as run:
         run.runner._progress = progress.append
         created = tidb.create_table(SHOP, 111, "t111")
         last = max(some_rows(tidb, rng, 110), some_rows(tidb, rng, 111))
         wait_resolved(lake, {110: last, 111: last}, created, run)
-        wait_for(lambda: progress and progress[-1].tables == 2, 10, "a progress report")
+        wait_until(lambda: progress and progress[-1].tables == 2, 10, "a progress report")
     assert run.summary.start_ts == start and run.summary.jobs == 1
     assert progress[-1].rows >= 6 and set(progress[-1].table_lag_s) == {110, 111}
 
@@ -89,7 +88,7 @@ def test_configured_start_ts_and_resume_after_a_stop(sim, tmp_path):
     dropped = tidb.drop_table(111)
     last = max(some_rows(tidb, rng, 113), some_rows(tidb, rng, 112))
     resumed_from = watermarks(lake).ddl_resolved
-    with RunnerThread(config) as run:
+    with PullerThread(config, gc_advance_interval_s=0.2) as run:
         wait_resolved(lake, {112: last, 113: last}, dropped, run)
     assert run.summary.start_ts == resumed_from
     assert run.error is None
@@ -97,8 +96,8 @@ def test_configured_start_ts_and_resume_after_a_stop(sim, tmp_path):
     expected = set().union(*(oracle(sim, t, start) for t in (110, 111, 112, 113)))
     assert set(changelog(lake)) == expected
     ddl = ddl_rows(lake)
-    assert {r["commit_ts"] for r in ddl if r["source"] == SOURCE_SNAPSHOT} == {start}
-    jobs = [(r["job_id"], r["commit_ts"]) for r in ddl if r["source"] == SOURCE_JOB]
+    assert {r["commit_ts"] for r in ddl if r["source"] == DdlSource.SNAPSHOT} == {start}
+    jobs = [(r["job_id"], r["commit_ts"]) for r in ddl if r["source"] == DdlSource.JOB]
     finished = {ts: job_id for job_id, ts in tidb.finished.items()}
     assert sorted(jobs) == sorted((finished[ts], ts) for ts in (created, created2, truncated, dropped))
     # GC is held just below what a restart would read from, no further back
@@ -121,7 +120,7 @@ def test_a_table_that_joined_is_complete_after_a_restart_even_if_its_feed_never_
         sim.transfer_leader(sim.split_table(table_id).id if table_id != 110 else sim.regions.locate(b"").id, store)
     sim.faults.make_busy(2, 120_000)
     config = make_config(sim, lake)
-    with RunnerThread(config) as run:
+    with PullerThread(config) as run:
         start = wait_resolved(lake, {}, 1, run) and watermarks(lake).ddl_resolved
         created = tidb.create_table(SHOP, 113, "t113")
         early = some_rows(tidb, rng, 113)
@@ -130,7 +129,7 @@ def test_a_table_that_joined_is_complete_after_a_restart_even_if_its_feed_never_
         assert watermarks(lake).table_resolved[113] == created  # joined there; its feed never reported
     sim.faults.clear()
     assert watermarks(lake).ddl_resolved > early
-    with RunnerThread(config) as run:
+    with PullerThread(config) as run:
         wait_resolved(lake, {113: early}, 0, run)
     assert set(changelog(lake)) == oracle(sim, 110, start) | oracle(sim, 113, start)
 
@@ -164,9 +163,9 @@ class Writer(threading.Thread):
 def test_sigkill_at_any_point_then_restart_loses_nothing(sim, tmp_path):
     lake = tmp_path / "lake"
     tidb = shop(sim, 110)
-    path = write_toml(config_doc(sim, lake, flush="200ms"), tmp_path / "cf.toml")
+    path = write_config(tmp_path / "cf.toml", config_doc(sim, lake, flush="200ms"))
     first = pull_process(path)
-    start = wait_for(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
+    start = wait_until(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
     writer = Writer(tidb, 3)
     writer.start()
     rng = random.Random(5)
@@ -215,10 +214,10 @@ def test_crash_between_the_commits_of_a_flush_then_restart(sim, tmp_path, step, 
     rng = random.Random(8)
     lake = tmp_path / "lake"
     tidb = shop(sim, 110)
-    path = write_toml(config_doc(sim, lake, flush="300ms"), tmp_path / "cf.toml")
+    path = write_config(tmp_path / "cf.toml", config_doc(sim, lake, flush="300ms"))
     crashing = subprocess.Popen([sys.executable, "-c", CRASH_AFTER, step, str(nth), "pull", "--config", str(path)],
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start = wait_for(lambda: watermarks(lake).ddl_resolved or crashing.poll() is not None, 30, "the first flush")
+    start = wait_until(lambda: watermarks(lake).ddl_resolved or crashing.poll() is not None, 30, "the first flush")
     assert crashing.poll() is None, crashing.communicate()[1]
     some_rows(tidb, rng, 110)
     created = tidb.create_table(SHOP, 111, "t111")
@@ -231,16 +230,16 @@ def test_crash_between_the_commits_of_a_flush_then_restart(sim, tmp_path, step, 
     assert proc.wait(60) == 0, proc.communicate()[1]
     landed = changelog(lake)
     assert set(landed) == oracle(sim, 110, start) | oracle(sim, 111, start)
-    jobs = [(r["job_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_JOB]
+    jobs = [(r["job_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == DdlSource.JOB]
     assert jobs == [(tidb.next_job_id, created)]
 
 
 def test_sigterm_flushes_what_was_pulled_and_exits_zero(sim, tmp_path):
     lake = tmp_path / "lake"
     tidb = shop(sim, 110)
-    path = write_toml(config_doc(sim, lake, flush="1h"), tmp_path / "cf.toml")
+    path = write_config(tmp_path / "cf.toml", config_doc(sim, lake, flush="1h"))
     proc = pull_process(path, "--progress-interval", "0.5")
-    start = wait_for(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
+    start = wait_until(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
     last = some_rows(tidb, random.Random(2), 110, 5)
     time.sleep(2.0)  # several resolved-ts ticks; nothing is flushed before the shutdown (1h interval)
     assert watermarks(lake).table_resolved[110] == start
@@ -259,7 +258,7 @@ def test_shards_split_tables_by_logical_id_and_share_one_start(sim, tmp_path):
     doc = config_doc(sim, lake)
     doc["puller"]["shards"] = 2
     config = parse_config(doc, "test.toml")
-    with RunnerThread(config, Shard(1, 2), first_run_wait_s=30) as second, RunnerThread(config, Shard(0, 2)) as first:
+    with PullerThread(config, Shard(1, 2), first_run_wait_s=30) as second, PullerThread(config, Shard(0, 2)) as first:
         start = wait_resolved(lake, {110: 1, 111: 1}, 1, first) and watermarks(lake).ddl_resolved
         created = tidb.create_table(SHOP, 113, "t113")
         last = max(some_rows(tidb, rng, t) for t in (110, 111, 113))
@@ -268,7 +267,7 @@ def test_shards_split_tables_by_logical_id_and_share_one_start(sim, tmp_path):
     assert set(first.summary.table_resolved) == {110}  # 110 % 2 == 0
     assert set(second.summary.table_resolved) == {111, 113}
     assert set(changelog(lake)) == oracle(sim, 110, start) | oracle(sim, 111, start) | oracle(sim, 113, start)
-    jobs = [r for r in ddl_rows(lake) if r["source"] == SOURCE_JOB]
+    jobs = [r for r in ddl_rows(lake) if r["source"] == DdlSource.JOB]
     assert [(r["job_id"], r["commit_ts"]) for r in jobs] == [(tidb.next_job_id, created)]  # landed by shard 0 only
 
 
@@ -281,8 +280,8 @@ def test_a_requested_table_is_marked_joined_only_once_its_join_is_durable(sim, t
     """Bootstrap reads the table at J as soon as it sees `joined`. Were the puller to die before
     landing the join (the table's schema row at J, its watermark J), the restart would feed the
     table while the DDL history never learns of it: its replica could never be merged."""
-    from tidelake.bootstrap.table_starts import STATE_JOINED, TableStarts
     from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.table_starts import StartState, TableStarts
     from tidelake.lake.watermarks import WatermarkWriter
 
     lake = tmp_path / "lake"
@@ -299,16 +298,16 @@ def test_a_requested_table_is_marked_joined_only_once_its_join_is_durable(sim, t
     def state():
         return {s.request_id: s for s in starts.latest("cf1")}[request.request_id]
 
-    with RunnerThread(config, table_starts_poll_s=0.1) as run:
+    with PullerThread(config, table_starts_poll_s=0.1) as run:
         wait_resolved(lake, {110: 1}, 1, run)
         monkeypatch.setattr(WatermarkWriter, "write", lake_unavailable)
         request = starts.request("cf1", "other", "t120")
         time.sleep(2.0)  # many polls of the join loop, every flush failing
-        assert state().state != STATE_JOINED
+        assert state().state != StartState.JOINED
         monkeypatch.setattr(WatermarkWriter, "write", real_write)
-        joined = wait_for(lambda: state().state == STATE_JOINED and state(), 30, "the join", None)
+        joined = wait_until(lambda: state().state == StartState.JOINED and state(), 30, "the join", None)
         assert run.error is None
-    snapshot = [r for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT and r["table_id"] == 120]
+    snapshot = [r for r in ddl_rows(lake) if r["source"] == DdlSource.SNAPSHOT and r["table_id"] == 120]
     assert [r["commit_ts"] for r in snapshot] == [joined.start_ts]
     assert watermarks(lake).table_resolved[120] >= joined.start_ts
 
@@ -319,8 +318,8 @@ def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_sam
     only DDL after J in the table's history."""
     from deltalake import DeltaTable
 
-    from tidelake.bootstrap.table_starts import STATE_JOINED, STATE_SCHEDULED, TableStarts, table_starts_path
     from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.table_starts import StartState, TableStarts, table_starts_path
 
     rng = random.Random(5)
     lake = tmp_path / "lake"
@@ -333,8 +332,8 @@ def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_sam
     config = parse_config(doc, "test.toml")
     starts = TableStarts(LakeLayout(str(lake)))
     options = {"table_starts_poll_s": 0.2, "join_lead_s": 3.0}
-    with RunnerThread(config, Shard(0, 2), **options) as first, \
-            RunnerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+    with PullerThread(config, Shard(0, 2), **options) as first, \
+            PullerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
         wait_resolved(lake, {110: 1, 111: 1}, 1, first)
         for table_id in (120, 121):
             some_rows(tidb, rng, table_id)
@@ -344,11 +343,11 @@ def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_sam
             states = {s.request_id: s for s in starts.latest("cf1")}
             return [states[r.request_id] for r in requests]
 
-        scheduled = wait_for(lambda: all(s.state == STATE_SCHEDULED for s in latest()) and latest(), 30, "schedule")
+        scheduled = wait_until(lambda: all(s.state == StartState.SCHEDULED for s in latest()) and latest(), 30, "schedule")
         truncated = tidb.truncate_table(121, 131)  # 131 % 2: still shard 1's
         join_ts = {s.table: s.start_ts for s in scheduled}
         assert truncated < join_ts["t121"], "the TRUNCATE must land before the join ts for this test"
-        wait_for(lambda: all(s.state == STATE_JOINED for s in latest()), 30, "both joined",
+        wait_until(lambda: all(s.state == StartState.JOINED for s in latest()), 30, "both joined",
                  lambda: first.error or second.error)
         assert {s.table: s.start_ts for s in latest()} == join_ts
         last = max(some_rows(tidb, rng, table_id) for table_id in (120, 131))
@@ -359,9 +358,9 @@ def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_sam
     assert {120} <= set(first.summary.table_resolved) and not {121, 131, 141} & set(first.summary.table_resolved)
     assert {131, 141} <= set(second.summary.table_resolved) and 120 not in second.summary.table_resolved
     rows = ddl_rows(lake)
-    snapshot = sorted((r["table_id"], r["commit_ts"]) for r in rows if r["source"] == SOURCE_SNAPSHOT and r["schema_id"] == 3)
+    snapshot = sorted((r["table_id"], r["commit_ts"]) for r in rows if r["source"] == DdlSource.SNAPSHOT and r["schema_id"] == 3)
     assert snapshot == sorted([(120, join_ts["t120"]), (131, join_ts["t121"])])
-    jobs = [(r["table_id"], r["commit_ts"]) for r in rows if r["source"] == SOURCE_JOB and r["schema_id"] == 3]
+    jobs = [(r["table_id"], r["commit_ts"]) for r in rows if r["source"] == DdlSource.JOB and r["schema_id"] == 3]
     assert jobs == [(131, recreated)]  # TRUNCATE of 131 (which becomes 141); the earlier one is before J
     landed = {row for row in changelog(lake) if row[0] in (120, 121, 131, 141)}
     expected = oracle(sim, 120, join_ts["t120"]) | oracle(sim, 131, join_ts["t121"]) | oracle(sim, 141, recreated)
@@ -373,8 +372,8 @@ def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_sam
 
 
 def sharded_join_setup(sim, tmp_path):
-    from tidelake.bootstrap.table_starts import TableStarts
     from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.table_starts import TableStarts
 
     lake = tmp_path / "lake"
     tidb = shop(sim, 110, 111)
@@ -391,23 +390,23 @@ def request_state(starts, request):
 
 def test_with_shards_an_owner_stopped_across_the_join_ts_joins_exactly_there_when_restarted(sim, tmp_path):
     """The owner's restart replays DDL from its durable ts, below J, so its fence still holds."""
-    from tidelake.bootstrap.table_starts import STATE_JOINED, STATE_SCHEMA_LANDED
+    from tidelake.lake.table_starts import StartState
 
     rng = random.Random(6)
     lake, tidb, config, starts = sharded_join_setup(sim, tmp_path)
     options = {"table_starts_poll_s": 0.2, "join_lead_s": 1.0}
-    with RunnerThread(config, Shard(0, 2), **options) as first:
-        with RunnerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+    with PullerThread(config, Shard(0, 2), **options) as first:
+        with PullerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
             wait_resolved(lake, {110: 1, 111: 1}, 1, first)
         assert second.error is None
         request = starts.request("cf1", "other", "t121")
-        landed = wait_for(lambda: request_state(starts, request).state == STATE_SCHEMA_LANDED
+        landed = wait_until(lambda: request_state(starts, request).state == StartState.SCHEMA_LANDED
                           and request_state(starts, request), 30, "schema landed by shard 0")
         before = some_rows(tidb, rng, 121)  # rows on both sides of J while the owner is down
-        wait_for(lambda: first.runner._ddl.resolved_ts > landed.start_ts + (2 << 18), 30, "shard 0 past J")
+        wait_until(lambda: first.runner._ddl.resolved_ts > landed.start_ts + (2 << 18), 30, "shard 0 past J")
         assert before > 0
-        with RunnerThread(config, Shard(1, 2), **options) as again:
-            joined = wait_for(lambda: request_state(starts, request).state == STATE_JOINED
+        with PullerThread(config, Shard(1, 2), **options) as again:
+            joined = wait_until(lambda: request_state(starts, request).state == StartState.JOINED
                               and request_state(starts, request), 30, "joined after the restart")
             last = some_rows(tidb, rng, 121)
             wait_resolved(lake, {121: last}, 0, again)
@@ -421,7 +420,7 @@ def test_with_shards_a_shard_stopped_after_its_part_landed_but_before_its_mark_c
         sim, tmp_path, monkeypatch, crashing, mark):
     """The mark is appended only after the part it claims is durable; a shard stopped between
     the two finds its part in the lake (the schema row at J, its own watermarks) and marks it."""
-    from tidelake.bootstrap.table_starts import STATE_JOINED, TableStarts
+    from tidelake.lake.table_starts import StartState, TableStarts
 
     rng = random.Random(7)
     lake, tidb, config, starts = sharded_join_setup(sim, tmp_path)
@@ -438,42 +437,42 @@ def test_with_shards_a_shard_stopped_after_its_part_landed_but_before_its_mark_c
         return start
 
     monkeypatch.setattr(TableStarts, "mark", mark_then_die)
-    with RunnerThread(config, Shard(0, 2), **options) as first, \
-            RunnerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+    with PullerThread(config, Shard(0, 2), **options) as first, \
+            PullerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
         runners.update({0: first, 1: second})
         wait_resolved(lake, {110: 1, 111: 1}, 1, first)
         some_rows(tidb, rng, 121)
         request = starts.request("cf1", "other", "t121")
-        wait_for(lost.is_set, 30, f"shard {crashing}'s part landed")
+        wait_until(lost.is_set, 30, f"shard {crashing}'s part landed")
         runners[crashing].thread.join(60)
         assert request_state(starts, request).state != mark
         some_rows(tidb, rng, 121)  # while the shard is down
-        with RunnerThread(config, Shard(crashing, 2), **options) as again:
-            joined = wait_for(lambda: request_state(starts, request).state == STATE_JOINED
+        with PullerThread(config, Shard(crashing, 2), **options) as again:
+            joined = wait_until(lambda: request_state(starts, request).state == StartState.JOINED
                               and request_state(starts, request), 30, "joined after the restart")
             last = some_rows(tidb, rng, 121)
             wait_resolved(lake, {121: last}, 0, again if crashing else second)
     assert first.error is None and second.error is None and again.error is None
     assert {row for row in changelog(lake) if row[0] == 121} == oracle(sim, 121, joined.start_ts)
-    snapshot = [r["commit_ts"] for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT and r["table_id"] == 121]
+    snapshot = [r["commit_ts"] for r in ddl_rows(lake) if r["source"] == DdlSource.SNAPSHOT and r["table_id"] == 121]
     assert snapshot == [joined.start_ts]
 
 
 def test_with_shards_a_shard_that_saw_the_schedule_after_passing_it_refuses(sim, tmp_path):
-    from tidelake.bootstrap.table_starts import MISSED_JOIN, STATE_REFUSED, STATE_SCHEDULED
+    from tidelake.lake.table_starts import MISSED_JOIN, StartState
 
     lake, _, config, starts = sharded_join_setup(sim, tmp_path)
-    with RunnerThread(config, Shard(0, 2), table_starts_poll_s=0.2, join_lead_s=0.5) as first, \
-            RunnerThread(config, Shard(1, 2), first_run_wait_s=30, table_starts_poll_s=3600) as second:
+    with PullerThread(config, Shard(0, 2), table_starts_poll_s=0.2, join_lead_s=0.5) as first, \
+            PullerThread(config, Shard(1, 2), first_run_wait_s=30, table_starts_poll_s=3600) as second:
         wait_resolved(lake, {110: 1, 111: 1}, 1, first)
-        wait_for(lambda: second.runner._ddl is not None and second.runner._ddl.resolved_ts > 0, 30, "shard 1 up")
+        wait_until(lambda: second.runner._ddl is not None and second.runner._ddl.resolved_ts > 0, 30, "shard 1 up")
         request = starts.request("cf1", "other", "t121")
-        scheduled = wait_for(lambda: request_state(starts, request).state == STATE_SCHEDULED
+        scheduled = wait_until(lambda: request_state(starts, request).state == StartState.SCHEDULED
                              and request_state(starts, request), 30, "scheduled")
-        wait_for(lambda: second.runner._ddl.resolved_ts > scheduled.start_ts, 30, "shard 1 past J")
+        wait_until(lambda: second.runner._ddl.resolved_ts > scheduled.start_ts, 30, "shard 1 past J")
         second.runner._table_joins.poll()  # its own poll comes only every hour
         refused = request_state(starts, request)
-    assert refused.state == STATE_REFUSED and MISSED_JOIN in refused.reason and "shard 1/2" in refused.reason
+    assert refused.state == StartState.MISSED and MISSED_JOIN in refused.reason and "shard 1/2" in refused.reason
     assert first.error is None and second.error is None
 
 
@@ -489,28 +488,28 @@ def test_changing_the_shard_count_adopts_the_previous_watermarks_and_retires_the
     layout = LakeLayout(str(lake))
     tidb = shop(sim, 110, 111)
     doc = config_doc(sim, lake)
-    with RunnerThread(parse_config(doc, "test.toml")) as one:
+    with PullerThread(parse_config(doc, "test.toml")) as one:
         begin = start_ts(lake, one)
         last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
         wait_resolved(lake, {110: last, 111: last}, 1, one)
     assert one.error is None and begin < last
     frozen = read_by_puller(layout)
     assert list(frozen) == ["tidelake-puller/cf1"]
-    snapshot = sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT)
+    snapshot = sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == DdlSource.SNAPSHOT)
     some_rows(tidb, rng, 110)  # committed while no puller runs
     assert "tidelake-cf1" in {s.service_id for s in sim.gc_safe_points.services()}
     doc["puller"]["shards"] = 2
     config = parse_config(doc, "test.toml")
-    with RunnerThread(config, Shard(0, 2), retire_grace_s=0.5) as first, RunnerThread(config, Shard(1, 2)) as second:
+    with PullerThread(config, Shard(0, 2), retire_grace_s=0.5) as first, PullerThread(config, Shard(1, 2)) as second:
         last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
         wait_resolved(lake, {110: last, 111: last}, 1, first)
-        wait_for(lambda: set(read_by_puller(layout)) == {"tidelake-puller/cf1-shard0of2",
+        wait_until(lambda: set(read_by_puller(layout)) == {"tidelake-puller/cf1-shard0of2",
                                                          "tidelake-puller/cf1-shard1of2"}, 30,
                  "the old partition retired", lambda: first.error or second.error)
     assert first.error is None and second.error is None
     old = frozen["tidelake-puller/cf1"].marks
     assert first.summary.start_ts == second.summary.start_ts == old.ddl_resolved > begin
-    assert sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == SOURCE_SNAPSHOT) == snapshot
+    assert sorted((r["table_id"], r["commit_ts"]) for r in ddl_rows(lake) if r["source"] == DdlSource.SNAPSHOT) == snapshot
     assert "tidelake-cf1" not in {s.service_id for s in sim.gc_safe_points.services()}
     for table_id in (110, 111):
         landed = {row for row in changelog(lake) if row[0] == table_id}
@@ -526,13 +525,13 @@ def test_after_a_shard_count_change_a_table_no_old_shard_claimed_is_pulled_from_
     tidb = shop(sim, 110, 111)  # 111 % 2: shard 1's
     doc = config_doc(sim, lake)
     doc["puller"]["shards"] = 2
-    with RunnerThread(parse_config(doc, "test.toml"), Shard(0, 2)) as lone:
+    with PullerThread(parse_config(doc, "test.toml"), Shard(0, 2)) as lone:
         begin = start_ts(lake, lone)
         last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
         wait_resolved(lake, {110: last}, last, lone)
     assert lone.error is None and 111 not in watermarks(lake).table_resolved
     doc["puller"]["shards"] = 1
-    with RunnerThread(parse_config(doc, "test.toml"), retire_grace_s=0.5) as one:
+    with PullerThread(parse_config(doc, "test.toml"), retire_grace_s=0.5) as one:
         last = max(some_rows(tidb, rng, table_id) for table_id in (110, 111))
         wait_resolved(lake, {110: last, 111: last}, last, one)
     assert one.error is None

@@ -3,10 +3,10 @@
 import threading
 
 from tidelake import tso
-from tidelake.bootstrap.table_starts import STATE_SCHEDULED, STATE_SCHEMA_LANDED, TableStarts
+from tidelake.capture.changefeed.ddl_puller import DdlPuller, Fence
+from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.lake.layout import LakeLayout
-from tidelake.puller.ddl_puller import DdlPuller, Fence
-from tidelake.puller.table_joins import TableJoins
+from tidelake.lake.table_starts import StartState, TableStarts
 
 
 def joins_for(layout: LakeLayout, index: int) -> TableJoins:
@@ -20,7 +20,7 @@ def test_a_restarted_shard_fences_a_scheduled_join_ahead_of_its_ddl_start_when_a
     layout = LakeLayout(str(tmp_path / "lake"))
     starts = TableStarts(layout)
     join_ts, ddl_start = tso.compose(2000, 0), tso.compose(1500, 0)
-    for state in (STATE_SCHEDULED, STATE_SCHEMA_LANDED):
+    for state in (StartState.SCHEDULED, StartState.SCHEMA_LANDED):
         request = starts.request("cf1", "other", f"t_{state}")
         starts.mark(request, state, start_ts=join_ts)
     joins = joins_for(layout, 1)

@@ -3,12 +3,23 @@ import threading
 import grpc
 import pytest
 
+from tests.capture.puller_fakes import (
+    CLUSTER_ID,
+    E,
+    FakePD,
+    PDRegion,
+    RecordingSink,
+    ScriptedStore,
+)
+from tidelake.capture.errors import (
+    IncompatibleClusterError,
+    PrewriteNotMatchError,
+    PullerError,
+)
+from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import record_key, table_record_span_encoded, to_region_key
 from tidelake.kvproto import cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2
-from tidelake.puller.errors import IncompatibleClusterError, PrewriteNotMatchError, PullerError
-from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
-
-from puller_fakes import CLUSTER_ID, E, FakePD, PDRegion, RecordingSink, ScriptedStore, wait_until
+from tidelake.wait import wait_until
 
 T1, T2 = 70, 71
 OPTIONS = FeedOptions(workers=3, backoff_base_s=0.01, backoff_cap_s=0.05, probe_timeout_s=5)
@@ -89,7 +100,7 @@ def test_request_fields_and_multiplexed_routing(cluster):
     assert (req2.region_id, req2.start_key, req2.end_key, req2.checkpoint_ts) == (2, span2[0], span2[1], 200)
     assert req1.header.cluster_id == CLUSTER_ID and req1.header.ticdc_version == "8.5.0"
     assert req1.extra_op == kvrpcpb_pb2.ReadOldValue and req1.region_epoch.version == 1
-    assert req1.WhichOneof("request") is None  # unset oneof = Register (facts §9.1)
+    assert req1.WhichOneof("request") is None  # unset oneof = Register (docs/wire.md §9.1)
     assert stores[1].probes == 1
 
     conn1.entries(req1, row(E.PREWRITE, T1, 1, 150, value=b"a"))
@@ -204,7 +215,7 @@ def test_epoch_not_match_rescans_and_each_piece_resumes_from_its_own_resolved_ts
     merged = script.wait_count(5)[4][2]
     # the merged region starts from the lower of the two pieces it covers
     assert (merged.region_id, merged.start_key, merged.end_key, merged.checkpoint_ts) == (4, span[0], k2, 300)
-    wait_until(lambda: client.region_count(sub) == 2)
+    wait_until(lambda: client.region_count(sub) == 2, 10, "two regions")
     assert len(script.seen) == 5
 
 
@@ -291,7 +302,7 @@ def test_unsubscribe_deregisters_on_the_multiplexed_stream(cluster):
 def test_stream_given_up_after_a_handler_failure_is_cancelled(multiplexing):
     """A stream the client stops reading must be cancelled, or TiKV keeps its subscriptions and
     buffers for nobody until its sink quota congests the region for the live subscription too."""
-    from tidelake.puller.store_stream import StoreStream
+    from tidelake.capture.eventfeed.store_stream import StoreStream
 
     class FailingHandler:
         def __init__(self):
@@ -318,7 +329,7 @@ def test_stream_given_up_after_a_handler_failure_is_cancelled(multiplexing):
         stream.register("token", request)
         call = stream._calls[None if multiplexing else 7]
         assert handler.broken.wait(5)
-        wait_until(call.call.done)
+        wait_until(call.call.done, 10, "the call to end")
     finally:
         channel.close()
         store.stop()

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import record_key, table_record_span_encoded, to_region_key
-from tidelake.puller.eventfeed_client import EventFeedClient, FeedOptions
 from tidelake.sim.cluster import SimCluster
 from tidelake.upstream.pd_client import PDClient
 
@@ -193,7 +193,7 @@ def _check_exact(rows, committed, lower_ts, upper_ts=None):
 
 
 def test_store_down_and_restore_from_a_reported_resolved_ts_loses_nothing(sim):
-    """Flink CDC lost rows restoring from a checkpoint (facts/anchors.md §2): a second feed started
+    """Flink CDC lost rows restoring from a checkpoint (docs/peers.md §2): a second feed started
     from the first one's last table resolved ts must deliver every later commit, and the first
     feed must have delivered every commit up to it."""
     sim.regions.split_table(TABLE)

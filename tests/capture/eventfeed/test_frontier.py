@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from tidelake.puller.frontier import SpanFrontier
+from tidelake.capture.eventfeed.frontier import SpanFrontier
 
 
 def k(i: int) -> bytes:

@@ -1,9 +1,9 @@
 import pytest
 
+from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
+from tidelake.capture.eventfeed.region_state import RegionFeedState
 from tidelake.codec.keys import record_key, table_record_span_encoded
 from tidelake.kvproto import cdcpb_pb2
-from tidelake.puller.errors import PrewriteNotMatchError, ProtocolViolationError
-from tidelake.puller.region_state import RegionFeedState
 
 E = cdcpb_pb2.Event
 Row = E.Row

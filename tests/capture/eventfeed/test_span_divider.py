@@ -1,7 +1,6 @@
 import random
 
-from tidelake.kvproto import metapb_pb2
-from tidelake.puller.span_divider import (
+from tidelake.capture.eventfeed.span_divider import (
     LockedRange,
     RangeLock,
     RegionTarget,
@@ -9,6 +8,7 @@ from tidelake.puller.span_divider import (
     intersect,
     regions_covering,
 )
+from tidelake.kvproto import metapb_pb2
 
 
 def k(i: int) -> bytes:

@@ -1,6 +1,6 @@
 """DDL puller: finished DDL jobs from the `mysql.tidb_ddl_job` record span, as TiCDC reads them.
 
-facts/kvproto.md §12: the job table (id MaxInt48-1) is subscribed like any table; each Put row
+docs/wire.md §12: the job table (id MaxInt48-1) is subscribed like any table; each Put row
 carries the job JSON in column `job_meta` (row format v2). Only jobs in state done count, each
 once (a job row can be delivered again after a region error), with FinishedTS := the row's commit
 ts; a job at or below the DDL resolved ts already landed, or with schema version 0, is skipped.
@@ -12,28 +12,27 @@ incremental scan) arrive in no global order, and the schema must move forward jo
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
+from tidelake.capture.errors import PullerError
 from tidelake.codec import meta_keys
-from tidelake.codec.ddl_job import ActionType, DDLJob
+from tidelake.codec.ddl_job import DDLJob
 from tidelake.codec.keys import DDL_JOB_TABLE_ID
 from tidelake.codec.row import decode_row
 from tidelake.codec.row_v2 import parse_row_v2
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.ddl_log import DdlRow, info_json
-from tidelake.lake.layout import SOURCE_JOB, SOURCE_SNAPSHOT
-from tidelake.capture.errors import PullerError
+from tidelake.lake.layout import DdlSource
 from tidelake.lake.row_change import RowChange
-from tidelake.upstream.schema_tracker import JobEffect, SchemaTracker
 from tidelake.upstream.schema_snapshot import SnapshotSource
+from tidelake.upstream.schema_tracker import JobEffect, SchemaTracker
 
 log = logging.getLogger(__name__)
 
 JOB_META_COLUMN = "job_meta"
-JOB_META_COLUMN_ID = 5  # facts/kvproto.md §12.3: sequential ids of the CREATE TABLE statement
+JOB_META_COLUMN_ID = 5  # docs/wire.md §12.3: sequential ids of the CREATE TABLE statement
 MYSQL_SCHEMA = "mysql"
 
 
@@ -112,7 +111,7 @@ class DdlPuller:
         return self._tracker
 
     def on_rows(self, rows: list[RowChange]) -> None:
-        """Buffer the done jobs among `rows` (facts/kvproto.md §12.3)."""
+        """Buffer the done jobs among `rows` (docs/wire.md §12.3)."""
         for row in rows:
             if row.op != "put":
                 continue  # TiDB deletes the row once the job is synced
@@ -164,7 +163,7 @@ def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
     with the new table in table_info, as TiDB's job has it), or one per table of a multi-table job."""
     common = dict(
         job_id=job.id, commit_ts=finished_ts, schema_version=job.schema_version, action=int(job.type),
-        action_name=job.action_label, query=job.query or None, db_info=info_json(job.db_info), source=SOURCE_JOB,
+        action_name=job.action_label, query=job.query or None, db_info=info_json(job.db_info), source=DdlSource.JOB,
     )
     if job.multiple_table_infos:
         after = {t.logical_id: t for t in effect.touched}

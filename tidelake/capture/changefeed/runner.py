@@ -27,24 +27,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tidelake import tso
+from tidelake.capture.changefeed.ddl_puller import (
+    DdlPuller,
+    Fence,
+    JobRowDecoder,
+    PulledJob,
+)
+from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
+from tidelake.capture.changefeed.table_joins import TableJoins
+from tidelake.capture.errors import PullerError
+from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError
 from tidelake.lake.ddl_log import snapshot_rows, start_snapshot_ts
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import read_by_puller
-from tidelake.capture.changefeed.ddl_puller import DdlPuller, Fence, JobRowDecoder, PulledJob
-from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.lake.row_change import RowChange
-from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
-from tidelake.upstream.schema_tracker import SchemaTracker, TrackedTable
-from tidelake.capture.errors import PullerError
-from tidelake.capture.changefeed.table_joins import TableJoins
+from tidelake.lake.watermarks import read_by_puller
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.schema_snapshot import load_schema
+from tidelake.upstream.schema_tracker import SchemaTracker, TrackedTable
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +163,7 @@ class PullerRunner:
         pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-pull-{self.feed_id}")
         reader = SnapshotReader(pd, cfg.upstream.tls)
         keeper = GCSafepointKeeper(pd, cfg.gc_service_id + self.shard.suffix(), cfg.upstream.gc_ttl_s)
-        layout = LakeLayout(cfg.lake.root)
+        layout = LakeLayout.from_config(cfg.lake)
         feed: EventFeedClient | None = None
         lander = self._lander = Lander(
             layout, self.feed_id, cfg.puller.memory_quota_bytes, cfg.puller.flush_interval_s,
@@ -319,7 +324,7 @@ class PullerRunner:
                 feed.unsubscribe(subscriptions.pop(pid))
 
     def _advance_gc(self, keeper: GCSafepointKeeper, lander: Lander) -> None:
-        """Hold GC at the lowest durable ts a restart would read from (facts/meta_snapshot.md §3.3)."""
+        """Hold GC at the lowest durable ts a restart would read from (docs/metadata.md §3.3)."""
         tables, ddl = lander.durable_watermarks()
         with self._mu:
             fed = [pid for pid in self._table_resolved if pid in tables]
@@ -376,7 +381,7 @@ class PullerRunner:
         for pid in self._owned(pulled.effect.joined):
             if self._leaving.pop(pid, None) is not None:
                 continue  # left and came back before its feed was closed: it never stopped
-            # No row of a table is at or below the ts it joins at (facts/meta_snapshot.md §4.2).
+            # No row of a table is at or below the ts it joins at (docs/metadata.md §4.2).
             self._lander.resolve(pid, finished)
             start = max(finished, self._table_resolved.get(pid, 0))
             self._table_resolved[pid] = start
@@ -413,5 +418,5 @@ class _Sink:
 
 
 def _span(table_id: int) -> tuple[bytes, bytes]:
-    return table_record_span_encoded(table_id)  # facts/kvproto.md §11
+    return table_record_span_encoded(table_id)  # docs/wire.md §11
 

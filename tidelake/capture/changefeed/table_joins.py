@@ -3,7 +3,7 @@
 
 A table joins at one ts J between two DDL jobs: every job <= J is in the schema it starts with
 (its `ddl` snapshot row at J), every job after J is landed as its DDL, and its data is fed from
-J, i.e. commits > J (facts/meta_snapshot.md §4.2).
+J, i.e. commits > J (docs/metadata.md §4.2).
 
 One shard: J is the DDL puller's resolved ts when the request is seen, taken under the
 runner's lock so no job slips in between.
@@ -28,22 +28,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelake import tso
+from tidelake.capture.changefeed.ddl_puller import DdlPuller
+from tidelake.lake.ddl_log import has_snapshot_row
+from tidelake.lake.lander import Lander
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.table_starts import (
     MISSED_JOIN,
-    STATE_DONE,
-    STATE_JOINED,
-    STATE_REFUSED,
-    STATE_REQUESTED,
-    STATE_SCHEDULED,
-    STATE_SCHEMA_LANDED,
+    StartState,
     TableStart,
     TableStarts,
     joined_table_rows,
 )
-from tidelake.lake.ddl_log import has_snapshot_row
-from tidelake.lake.lander import Lander
-from tidelake.lake.layout import LakeLayout
-from tidelake.capture.changefeed.ddl_puller import DdlPuller
 from tidelake.upstream.schema_tracker import SchemaTracker, TrackedTable
 
 log = logging.getLogger(__name__)
@@ -87,13 +82,14 @@ class TableJoins:
         again by poll())."""
         names = []
         for start in self.starts.latest(self._cf):
-            if start.state in (STATE_JOINED, STATE_DONE):
+            if start.state in (StartState.JOINED, StartState.DONE):
                 names.append((start.db, start.table))
-            elif start.state in (STATE_SCHEDULED, STATE_SCHEMA_LANDED) and start.start_ts <= ddl_start:
+            elif start.state in (StartState.SCHEDULED, StartState.SCHEMA_LANDED) and start.start_ts <= ddl_start:
                 self._handled.add(start.request_id)
                 join = self._landed_before(start, tracker, durable_tables)
                 if join is None:
-                    self._refuse(start, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {start.start_ts}")
+                    self._refuse(start, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {start.start_ts}",
+                                 StartState.MISSED)
                     continue
                 names.append((start.db, start.table))
                 self._joins.append(join)
@@ -148,9 +144,9 @@ class TableJoins:
     def _poll_sharded(self) -> None:
         latest = self.starts.latest(self._cf)
         if self._lands_schema:
-            latest = [self._schedule(s) if s.state == STATE_REQUESTED else s for s in latest]
+            latest = [self._schedule(s) if s.state == StartState.REQUESTED else s for s in latest]
         for request in latest:
-            if request.state not in (STATE_SCHEDULED, STATE_SCHEMA_LANDED) or request.request_id in self._handled:
+            if request.state not in (StartState.SCHEDULED, StartState.SCHEMA_LANDED) or request.request_id in self._handled:
                 continue
             self._handled.add(request.request_id)
             with self._lock:
@@ -159,14 +155,15 @@ class TableJoins:
                     self._ddl.add_fence(request.start_ts)
                     self._fenced.setdefault(request.start_ts, []).append(request)
             if not ahead:
-                self._refuse(request, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {request.start_ts}")
+                self._refuse(request, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {request.start_ts}",
+                             StartState.MISSED)
 
     def _schedule(self, request: TableStart) -> TableStart:
         """Shard 0 gives a request its join ts, ahead of every shard's DDL resolved ts."""
         at = tso.compose(tso.physical_ms(self._now_ts()) + self._lead_ms, 0)
         log.info("table %s.%s joins changefeed %s at ts %d (bootstrap request %s)", request.db, request.table,
                  self._cf, at, request.request_id)
-        return self.starts.mark(request, STATE_SCHEDULED, start_ts=at)
+        return self.starts.mark(request, StartState.SCHEDULED, start_ts=at)
 
     def _add(self, request: TableStart, ts: int) -> None:
         """Add the table to this shard's feed at `ts` (runner lock held)."""
@@ -199,24 +196,25 @@ class TableJoins:
 
     def _confirm_sharded(self, join: _Join, state: TableStart | None) -> bool:
         """Append this shard's marks; False while the owner waits for shard 0's schema."""
-        if state is None or state.state in (STATE_JOINED, STATE_DONE, STATE_REFUSED):
+        if state is None or state.state in (StartState.JOINED, StartState.DONE, StartState.REFUSED,
+                                                StartState.MISSED):
             return True
-        if self._lands_schema and state.state == STATE_SCHEDULED:
-            state = self.starts.mark(state, STATE_SCHEMA_LANDED)
+        if self._lands_schema and state.state == StartState.SCHEDULED:
+            state = self.starts.mark(state, StartState.SCHEMA_LANDED)
         if not join.owner:
             return True
-        if state.state != STATE_SCHEMA_LANDED:
+        if state.state != StartState.SCHEMA_LANDED:
             return False
         self._mark_joined(state, join.ts)
         return True
 
     def _mark_joined(self, request: TableStart, ts: int) -> None:
-        self.starts.mark(request, STATE_JOINED, start_ts=ts)
+        self.starts.mark(request, StartState.JOINED, start_ts=ts)
         log.info("table %s.%s joined changefeed %s at ts %d (bootstrap request %s)", request.db, request.table,
                  self._cf, ts, request.request_id)
 
-    def _refuse(self, request: TableStart, reason: str) -> None:
-        self.starts.mark(request, STATE_REFUSED, reason=reason)
+    def _refuse(self, request: TableStart, reason: str, state: StartState = StartState.REFUSED) -> None:
+        self.starts.mark(request, state, reason=reason)
         log.warning("bootstrap request %s for %s.%s refused: %s", request.request_id, request.db, request.table,
                     reason)
 

@@ -1,6 +1,6 @@
 """EventFeed client: subscribes table spans from a checkpoint and keeps them subscribed.
 
-Behaves as TiCDC's shared kv client (facts/kvproto.md §9): a subscription's span is divided
+Behaves as TiCDC's shared kv client (docs/wire.md §9): a subscription's span is divided
 into regions through PD (§9.7), each region gets a request on its leader store's stream with the
 checkpoint recorded for exactly its piece, and region errors are handled by class (§9.6):
 not_leader goes to the named leader, epoch_not_match / region_not_found re-divide the piece,
@@ -20,17 +20,15 @@ from typing import Protocol
 
 import grpc
 
-from tidelake.errors import TidelakeError
-from tidelake.kvproto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
+from tidelake.capture.errors import IncompatibleClusterError, PullerError
 from tidelake.capture.eventfeed.backoff import backoff_s
 from tidelake.capture.eventfeed.delayed_tasks import DelayedTasks
-from tidelake.capture.errors import IncompatibleClusterError, PullerError
-from tidelake.lake.row_change import RowChange
 from tidelake.capture.eventfeed.frontier import SpanFrontier
 from tidelake.capture.eventfeed.region_state import RegionFeedState
 from tidelake.capture.eventfeed.region_workers import RegionWorkers
 from tidelake.capture.eventfeed.span_divider import (
     LockedRange,
+    LockOutcome,
     RangeLock,
     RegionLike,
     RegionTarget,
@@ -39,7 +37,11 @@ from tidelake.capture.eventfeed.span_divider import (
 )
 from tidelake.capture.eventfeed.store_stream import StoreStream, StreamUnavailable
 from tidelake.capture.eventfeed.store_version import TICDC_VERSION, check_store_version
-from tidelake.upstream.channels import TlsConfig, make_channel
+from tidelake.config import TlsConfig
+from tidelake.errors import TidelakeError
+from tidelake.kvproto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
+from tidelake.lake.row_change import RowChange
+from tidelake.upstream.channels import make_channel
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +143,7 @@ class EventFeedClient:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> EventFeedClient:
-        """Check every TiKV store's version (facts/kvproto.md §9.9), then start the threads."""
+        """Check every TiKV store's version (docs/wire.md §9.9), then start the threads."""
         for store in self._pd.get_all_stores():
             check_store_version(store)
         self._workers.start()
@@ -235,7 +237,7 @@ class EventFeedClient:
     # ---- scheduling (scheduler thread) -----------------------------------------------------
 
     def _divide(self, sub: _Subscription, span: Span, attempt: int) -> None:
-        """Find the regions of `span` in PD and request each piece (facts/kvproto.md §9.7)."""
+        """Find the regions of `span` in PD and request each piece (docs/wire.md §9.7)."""
         if sub.stopped or self._done.is_set():
             return
         try:
@@ -266,11 +268,11 @@ class EventFeedClient:
             return
         region = target.region
         result = sub.range_lock.lock(span[0], span[1], region.id, region.region_epoch.version)
-        if result.kind == "stale":
+        if result.kind is LockOutcome.STALE:
             for retry in result.retry:
                 self._retry_divide(sub, retry, attempt + 1)
             return
-        if result.kind == "wait":  # an older region still holds part of it; its error is on the way
+        if result.kind is LockOutcome.WAIT:  # an older region still holds part of it; its error is on the way
             self._retry_region(sub, target, span, attempt + 1)
             return
         locked = result.locked
@@ -307,7 +309,7 @@ class EventFeedClient:
 
     def _region_request(self, sub: _Subscription, region: metapb_pb2.Region, span: Span,
                         checkpoint_ts: int) -> cdcpb_pb2.ChangeDataRequest:
-        # facts/kvproto.md §9.1; the `request` oneof stays unset, which TiKV treats as Register
+        # docs/wire.md §9.1; the `request` oneof stays unset, which TiKV treats as Register
         return cdcpb_pb2.ChangeDataRequest(
             header=self._header,
             region_id=region.id,
@@ -398,7 +400,7 @@ class EventFeedClient:
         return True
 
     def _on_error(self, feed: _RegionFeed, error: cdcpb_pb2.Error) -> None:
-        """facts/kvproto.md §9.6: unlock the range first, then act by error class."""
+        """docs/wire.md §9.6: unlock the range first, then act by error class."""
         if self._done.is_set() or not self._stop_feed(feed):
             return
         sub, target, span = feed.subscription, feed.target, feed.state.span

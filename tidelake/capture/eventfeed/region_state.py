@@ -1,8 +1,8 @@
 """Per (subscription, region) state machine: prewrite/commit matching and resolved ts.
 
-Implements TiCDC's `handleEventEntry` + matcher (facts/kvproto.md §9.4) and resolved-ts rules
+Implements TiCDC's `handleEventEntry` + matcher (docs/wire.md §9.4) and resolved-ts rules
 (§9.5). This is where Flink CDC lost rows (a COMMIT arriving before its PREWRITE during the
-incremental scan, facts/anchors.md §2): before INITIALIZED such commits are cached and matched
+incremental scan, docs/peers.md §2): before INITIALIZED such commits are cached and matched
 when the scan ends; after INITIALIZED an unmatched COMMIT is fatal instead of silently dropped.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
+from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.codec.keys import TABLE_PREFIX_LEN, table_id_of
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
 from tidelake.kvproto import cdcpb_pb2
-from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.lake.row_change import RowChange
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class RegionFeedState:
         for row in rows:
             kind = row.type
             if kind != _INITIALIZED and not self._key_in_span(row.key):
-                continue  # facts/kvproto.md §9.4: rows outside the region's sub-span are dropped
+                continue  # docs/wire.md §9.4: rows outside the region's sub-span are dropped
             if kind == _PREWRITE:
                 self._put_prewrite(row)
             elif kind == _COMMIT:
@@ -100,7 +100,7 @@ class RegionFeedState:
 
     def handle_resolved(self, ts: int) -> bool:
         """Advance the region's resolved ts; False when ignored (not initialized, stopped, or lower)."""
-        # facts/kvproto.md §9.5
+        # docs/wire.md §9.5
         if not self.initialized or self.stopped or ts < self.last_resolved_ts:
             return False
         self.last_resolved_ts = ts
@@ -151,7 +151,7 @@ class RegionFeedState:
         if row.commit_ts <= self.last_resolved_ts:
             raise ProtocolViolationError(
                 f"region {self.region_id}: {kind} of key {row.key.hex()} has commit_ts {row.commit_ts} "
-                f"<= resolved ts {self.last_resolved_ts} already reported (facts/kvproto.md §13.2)"
+                f"<= resolved ts {self.last_resolved_ts} already reported (docs/wire.md §13.2)"
             )
 
     def _row_change(self, row: Row) -> RowChange:
@@ -177,7 +177,7 @@ class RegionFeedState:
         )
 
     def _key_in_span(self, raw_key: bytes) -> bool:
-        # facts/kvproto.md §9.8: row keys are raw, spans are encoded; compare in encoded space,
+        # docs/wire.md §9.8: row keys are raw, spans are encoded; compare in encoded space,
         # or in raw space against the decoded bounds (the same order: the encoding preserves it).
         if self._raw_span is not None:
             start, end = self._raw_span

@@ -1,7 +1,7 @@
 """Span division into region requests and the range lock that remembers per-piece resolved ts.
 
 TiCDC `divideSpanAndScheduleRegionRequests` + `CutRegionsLeftCoverSpan` + `regionlock`
-(facts/kvproto.md §9.7). The lock is what makes re-division after a split or merge safe: each
+(docs/wire.md §9.7). The lock is what makes re-division after a split or merge safe: each
 region request's checkpoint_ts is the resolved ts recorded for exactly the sub-range it covers,
 so a piece resumes from its own progress and never from a neighbour's higher ts.
 """
@@ -9,6 +9,7 @@ so a piece resumes from its own progress and never from a neighbour's higher ts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from threading import Lock
 from typing import Protocol
 
@@ -82,7 +83,7 @@ def regions_covering(
 
     A piece is the region ∩ the whole subscribed span, not ∩ `span`: after a merge, the merged
     region must be requested (and locked) once for all it covers, or TiKV would see the same
-    (request_id, region) twice (facts/kvproto.md §9.7). The remainder is not None when PD has a
+    (request_id, region) twice (docs/wire.md §9.7). The remainder is not None when PD has a
     hole (a region mid-split or not yet reported): the caller backs off and divides it again.
     """
     pieces: list[tuple[RegionTarget, Span]] = []
@@ -112,12 +113,15 @@ class LockedRange:
     checkpoint_ts: int
 
 
+class LockOutcome(StrEnum):
+    LOCKED = "locked"
+    STALE = "stale"  # a newer region holds part of it: `retry` lists the free parts to divide again
+    WAIT = "wait"  # older regions hold part of it; retry after they unlock
+
+
 @dataclass(frozen=True, slots=True)
 class LockResult:
-    """`locked` on success; otherwise `stale` (a newer region holds part of it: `retry` lists
-    the free parts to divide again) or `wait` (older regions hold part; retry after they unlock)."""
-
-    kind: str  # 'locked' | 'stale' | 'wait'
+    kind: LockOutcome
     locked: LockedRange | None = None
     retry: tuple[Span, ...] = ()
 
@@ -139,18 +143,18 @@ class RangeLock:
         with self._mutex:
             clipped = intersect((start, end), (self._start, self._end))
             if clipped is None:
-                return LockResult("stale")
+                return LockResult(LockOutcome.STALE)
             start, end = clipped
             pieces = self._overlapping(start, end)
             held = [v for _, _, v in pieces if isinstance(v, LockedRange)]
             if any(h.version >= version for h in held):
                 free = tuple((s, e) for s, e, v in pieces if not isinstance(v, LockedRange))
-                return LockResult("stale", retry=_coalesce(free))
+                return LockResult(LockOutcome.STALE, retry=_coalesce(free))
             if held:
-                return LockResult("wait")
+                return LockResult(LockOutcome.WAIT)
             locked = LockedRange(start, end, region_id, version, min(v for _, _, v in pieces))
             self._assign(start, end, locked)
-            return LockResult("locked", locked)
+            return LockResult(LockOutcome.LOCKED, locked)
 
     def unlock(self, locked: LockedRange, resolved_ts: int) -> None:
         """Free the range, recording how far it got (at least its own checkpoint)."""

@@ -1,6 +1,6 @@
 """One store's EventFeed connection: multiplexing probe, request sending, event routing.
 
-Follows TiCDC's shared stream (facts/kvproto.md §9.2–9.3): probe `EventFeedV2` with the
+Follows TiCDC's shared stream (docs/wire.md §9.2–9.3): probe `EventFeedV2` with the
 `features: stream-multiplexing` header; if the store answers UNIMPLEMENTED, fall back to one
 plain `EventFeed` stream per subscription. Incoming events are routed to the region subscription
 they belong to by (request_id, region_id); events for unknown subscriptions are dropped, and
@@ -22,7 +22,7 @@ from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-# facts/kvproto.md §7.1 / §9.2
+# docs/wire.md §7.1 / §9.2
 MULTIPLEXING_METADATA = (("features", "stream-multiplexing"),)
 PROBE_TIMEOUT_S = 10.0
 
@@ -181,7 +181,7 @@ class StoreStream:
         self._handler.on_broken(tokens, f"store {self.store_id}: {reason}")
 
     def _route(self, call: _Call, response: cdcpb_pb2.ChangeDataEvent) -> None:
-        # facts/kvproto.md §9.3: on plain streams the stream itself names the subscription.
+        # docs/wire.md §9.3: on plain streams the stream itself names the subscription.
         fixed_subscription = call.subscription_id
         if response.HasField("resolved_ts"):
             resolved = response.resolved_ts

@@ -1,4 +1,4 @@
-"""TiKV store version gate, as TiCDC's `CheckStoreVersion` (facts/kvproto.md §9.9).
+"""TiKV store version gate, as TiCDC's `CheckStoreVersion` (docs/wire.md §9.9).
 
 A store outside the range TiCDC accepts may speak a CDC protocol we were not written against;
 refusing to start with a clear message beats replicating subtly wrong data.
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 
-from tidelake.kvproto import metapb_pb2
 from tidelake.capture.errors import IncompatibleClusterError
+from tidelake.kvproto import metapb_pb2
 
-# facts/kvproto.md §9.9: [7.1.0-alpha, 10.0.0)
+# docs/wire.md §9.9: [7.1.0-alpha, 10.0.0)
 MIN_TIKV_VERSION = "7.1.0-alpha"
 MAX_TIKV_VERSION_EXCLUSIVE = "10.0.0"
 # What we send as Header.ticdc_version: inside TiKV's supported range and >= 5.3.0 so TiKV
-# validates our cluster id and batches resolved ts (facts/kvproto.md §7.1).
+# validates our cluster id and batches resolved ts (docs/wire.md §7.1).
 TICDC_VERSION = "8.5.0"
 
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")

@@ -2,7 +2,7 @@
 
 Why in-process rather than BashOperator running `tidelake pull`:
 - SIGTERM reaches the puller. The task supervisor forwards SIGTERM to the task process, whose
-  handler calls `on_kill()` (facts/stack.md §8); here that is `PullerRunner.stop()`, so the
+  handler calls `on_kill()` (docs/stack.md §8); here that is `PullerRunner.stop()`, so the
   runner flushes what it buffered and returns, and the task ends cleanly.
 - No orphans. BashOperator starts its command in a new session; when the supervisor escalates
   to SIGKILL (5 s after SIGTERM) or the worker dies, that command survives and can overlap the
@@ -59,8 +59,8 @@ class PullerOperator(BaseOperator):
         self._runner = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from tidelake.config import load_config
         from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
+        from tidelake.config import load_config
 
         config = load_config(self.config_path)
         self._runner = PullerRunner(

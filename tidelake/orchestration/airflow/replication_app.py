@@ -1,6 +1,6 @@
 """The FastAPI app behind the Airflow "Replication" page and its JSON endpoint.
 
-Plugin apps are mounted on the api-server without Airflow's authentication (facts/stack.md §7),
+Plugin apps are mounted on the api-server without Airflow's authentication (docs/stack.md §7),
 so every route here depends on Airflow's own `requires_access_view`: it resolves the user from
 the `Authorization: Bearer` JWT or the UI's `_token` cookie exactly as /api/v2 does (401 without
 a credential, 403 for an invalid one or a user the auth manager refuses), then asks the
@@ -32,11 +32,11 @@ def lake_status(feed: Changefeed) -> dict[str, Any]:
     each table's recent lag (`lag_history`, seconds after each of its last merges) and the latest
     syncpoints (newest first: ts, number of tables in the cut, tables left out and why)."""
     from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.status import collect_status
     from tidelake.lake.syncpoints import read_syncpoints
     from tidelake.orchestration.lag_history import lag_history
-    from tidelake.lake.status import collect_status
 
-    layout = LakeLayout(feed.config.lake.root)
+    layout = LakeLayout.from_config(feed.config.lake)
     report = collect_status(layout).to_json()
     history = lag_history(layout)
     for table in report["tables"]:

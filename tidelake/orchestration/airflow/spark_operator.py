@@ -1,7 +1,7 @@
 """TidelakeSparkSubmitOperator: SparkSubmitOperator plus the two things it lacks for tidelake.
 
 1. A missing Spark connection silently becomes `--master yarn` in the provider
-   (facts/stack.md §9). Here a missing connection means local[*], declared for this task process
+   (docs/stack.md §9). Here a missing connection means local[*], declared for this task process
    as an environment connection (Airflow's documented AIRFLOW_CONN_* form), with a warning.
 2. The tidelake package is zipped at task time and passed as --py-files, so executors run the
    driver's exact code (spark_submit.build_package_zip).
@@ -17,7 +17,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from tidelake.orchestration.spark_submit import LOCAL_MASTER_CONNECTION, build_package_zip
+from tidelake.orchestration.spark_submit import (
+    LOCAL_MASTER_CONNECTION,
+    build_package_zip,
+)
 
 log = logging.getLogger(__name__)
 

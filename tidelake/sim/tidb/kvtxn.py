@@ -2,7 +2,7 @@
 
 Prewrite every mutation grouped by region (primary batch first), then commit the primary at a
 fresh TSO and the secondaries after it. Reads at start_ts resolve locks as a reader must
-(facts/meta_snapshot.md §2.7), so a crashed or long writer never corrupts a read, only delays it.
+(docs/metadata.md §2.7), so a crashed or long writer never corrupts a read, only delays it.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class KvTxn:
 
 
 def snapshot_get(cluster: Any, key: bytes, ts: int) -> bytes | None:
-    """A point read at `ts` that waits out or resolves locks (facts/meta_snapshot.md §2.7)."""
+    """A point read at `ts` that waits out or resolves locks (docs/metadata.md §2.7)."""
     resolved: set[int] = set()
     committed: set[int] = set()
     deadline = time.monotonic() + LOCK_WAIT_LIMIT_S

@@ -20,6 +20,7 @@ from tidelake.sim.tidb.ddl import DDLExecutor
 from tidelake.sim.tidb.dml import Txn
 from tidelake.sim.tidb.kvtxn import KvTxn, snapshot_scan
 from tidelake.sim.tidb.rowid import RowIdAllocator
+from tidelake.table_filter import TableFilter
 
 
 class SimTiDB(DDLExecutor):
@@ -84,6 +85,11 @@ class SimTiDB(DDLExecutor):
         """User tables (not the `mysql` schema) as (db, table, TableInfo)."""
         with self.schema_lock:
             return self.catalog.user_tables()
+
+    def physical_ids(self, table_filter: TableFilter) -> list[int]:
+        """Physical ids (partitions included) of the live tables a changefeed with this filter replicates."""
+        return [pid for db, name, info in self.tables() if table_filter.should_replicate_table(db, name)
+                for pid in info.physical_ids()]
 
     @property
     def schema_version(self) -> int:

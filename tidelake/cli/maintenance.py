@@ -1,0 +1,49 @@
+"""`tidelake maintenance (--config FILE | --lake PATH) [--vacuum-retention-hours H] [--skip STEP]`.
+
+Compacts (OPTIMIZE) and vacuums the replicas and drops changelog partitions every replica has
+merged past (tidelake.apply.maintenance.run_maintenance). The maintenance DAG runs this through
+spark_jobs/maintenance.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.errors import InputError
+
+STEPS = ("optimize", "vacuum", "changelog")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("maintenance", help="OPTIMIZE/VACUUM replicas and drop merged changelog partitions")
+    add_target_arguments(parser)
+    parser.add_argument("--vacuum-retention-hours", type=float, default=None, metavar="H",
+                        help="keep files referenced by versions of the last H hours (default 168)")
+    parser.add_argument("--skip", action="append", choices=STEPS, default=[], help="skip a step (repeatable)")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*] or $TIDELAKE_SPARK_MASTER)")
+    parser.set_defaults(handler=_maintenance)
+
+
+def _maintenance(args: argparse.Namespace) -> int:
+    from tidelake.apply.maintenance import (
+        DEFAULT_VACUUM_RETENTION_HOURS,
+        run_maintenance,
+    )
+    from tidelake.apply.session import get_session
+
+    hours = DEFAULT_VACUUM_RETENTION_HOURS if args.vacuum_retention_hours is None else args.vacuum_retention_hours
+    if hours < 0:
+        raise InputError(f"--vacuum-retention-hours must be >= 0, got {hours}")
+    layout = resolve_target(args).layout
+    report = run_maintenance(
+        get_session("tidelake-maintenance", master=args.master), layout,
+        vacuum_retention_hours=hours, optimize="optimize" not in args.skip,
+        vacuum="vacuum" not in args.skip, changelog_retention="changelog" not in args.skip,
+    )
+    print(f"changelog rows deleted: {report.changelog_rows_deleted}")
+    for path, removed in report.optimized.items():
+        print(f"optimized {path}: {removed} files compacted")
+    for path in report.vacuumed:
+        print(f"vacuumed {path}")
+    return 0

@@ -1,0 +1,59 @@
+"""Which lake (and upstream) a command looks at: `--config FILE`, or `--lake PATH` [`--pd ADDR`].
+
+Every command that reads a lake takes these the same way: the changefeed config names the lake
+root, its storage options, PD and TLS as a whole, and mixing it with --lake/--pd is an error, not
+a silent override.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from tidelake.config import ChangefeedConfig, TlsConfig
+    from tidelake.lake.layout import LakeLayout
+
+
+@dataclass(frozen=True)
+class Target:
+    layout: LakeLayout
+    pd: list[str]
+    tls: TlsConfig | None = None
+    config: ChangefeedConfig | None = None  # when given by --config
+
+
+def add_target_arguments(parser: argparse.ArgumentParser, pd: bool = False, pd_required: bool = False) -> None:
+    """--config and --lake, plus --pd when the command talks to the upstream."""
+    parser.add_argument("--config", metavar="FILE", help="changefeed TOML: the lake" + (", PD and TLS" if pd else "")
+                        + " are taken from it")
+    parser.add_argument("--lake", metavar="PATH", help="lake root (folder or object-store URI)")
+    if pd:
+        parser.add_argument(
+            "--pd", action="append", default=[], metavar="ADDR",
+            help="PD address host:port (repeatable)" + ("" if pd_required else "; without it lag uses the wall clock"),
+        )
+
+
+def resolve_target(args: argparse.Namespace, pd_required: bool = False) -> Target:
+    """The target the arguments name; a missing or doubled choice is one clear InputError."""
+    from tidelake.lake.layout import LakeLayout
+
+    pd = [a.strip() for arg in getattr(args, "pd", []) for a in arg.split(",") if a.strip()]
+    has_pd = hasattr(args, "pd")
+    alternative = "--lake/--pd" if has_pd else "--lake"
+    if args.config:
+        if args.lake or pd:
+            raise InputError(f"give either --config or {alternative}, not both")
+        from tidelake.config import load_config
+
+        config = load_config(args.config)
+        return Target(LakeLayout.from_config(config.lake), list(config.upstream.pd), config.upstream.tls, config)
+    if not args.lake:
+        raise InputError("no lake given: pass --config FILE or --lake PATH" + (" --pd ADDR" if pd_required else ""))
+    if pd_required and not pd:
+        raise InputError("no PD address given: pass --pd ADDR (or --config FILE)")
+    return Target(LakeLayout(args.lake), pd)

@@ -1,0 +1,63 @@
+"""The few calls of Airflow's REST API the demo makes (docs/stack.md §6: a JWT from /auth/token)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+
+class AirflowApi:
+
+    def __init__(self, base_url: str, passwords_file: Path) -> None:
+        self.base_url = base_url
+        self.passwords_file = passwords_file
+        self._token: str | None = None
+
+    def healthy(self) -> bool:
+        try:
+            health = self._call("GET", "/api/v2/monitor/health", auth=False)
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return all(health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler"))
+
+    def password(self) -> str:
+        return json.loads(self.passwords_file.read_text())["admin"]
+
+    def dag(self, dag_id: str) -> dict | None:
+        try:
+            return self._call("GET", f"/api/v2/dags/{dag_id}")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        self._call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
+
+    def run_states(self, dag_id: str) -> dict[str, int]:
+        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+        counts: dict[str, int] = {}
+        for run in runs:
+            counts[run["state"]] = counts.get(run["state"], 0) + 1
+        return counts
+
+    def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self._login()}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"null")
+
+    def _login(self) -> str:
+        if self._token is None:
+            body = json.dumps({"username": "admin", "password": self.password()}).encode()
+            request = urllib.request.Request(self.base_url + "/auth/token", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                self._token = json.loads(response.read())["access_token"]
+        return self._token
