@@ -63,3 +63,14 @@ def test_nothing_cites_notes_outside_the_repository():
             continue
         found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in FORBIDDEN.finditer(text)]
     assert not found, "\n".join(found)
+
+
+def test_repository_paths_named_in_the_docs_exist():
+    """README and docs/ name files of this tree; a move must take those mentions with it."""
+    named = re.compile(r"(?<![\w/.-])((?:tidelake|tests|bench|spark_jobs|dags|plugins)/[\w/]+\.py)")
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for match in named.finditer(page.read_text(encoding="utf-8")):
+            if not (ROOT / match.group(1)).is_file():
+                missing.append(f"{page.relative_to(ROOT)}: {match.group(1)}")
+    assert not missing, "\n".join(missing)
