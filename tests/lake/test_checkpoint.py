@@ -9,6 +9,7 @@ from tidelake.lake.changelog_writer import commit_properties
 from tidelake.lake.checkpoint import (
     MERGE_APP_ID,
     checkpoint_at_version,
+    checkpoint_version,
     read_checkpoint,
     replica_version,
     version_at_checkpoint,
@@ -47,3 +48,18 @@ def test_checkpoint_survives_log_checkpoints_and_cleanup(tmp_path):
         (tmp_path / "replica" / "_delta_log" / f"{v:020d}.json").unlink()
     assert read_checkpoint(path) == 120  # read from the checkpoint parquet
     assert version_at_checkpoint(path, 55) == 11  # the first version still readable that reaches it
+
+
+def test_checkpoint_version_is_the_first_version_recording_the_checkpoint(tmp_path):
+    """A later commit without a txn (a compaction, a window's first commit) keeps the checkpoint
+    but holds other data: readers of "upstream at the checkpoint" must get the recording one."""
+    path = str(tmp_path / "replica")
+    assert checkpoint_version(path) is None
+    _commit(path, None)
+    assert checkpoint_version(path) is None
+    _commit(path, 100)
+    _commit(path, 200)
+    _commit(path, None)
+    _commit(path, None)
+    assert read_checkpoint(path) == 200
+    assert checkpoint_version(path) == (200, 2)

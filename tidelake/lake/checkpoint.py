@@ -45,6 +45,18 @@ def replica_version(path: str, storage_options: dict[str, str] | None = None) ->
     return None if table is None else table.version()
 
 
+def checkpoint_version(path: str, storage_options: dict[str, str] | None = None) -> tuple[int, int] | None:
+    """(checkpoint, the first Delta version that records it): the replica as "upstream at the
+    checkpoint". Later versions may hold the same checkpoint with other data (a compaction, or the
+    first commit of the next window before the one that records its end), so readers that compare
+    with or publish the checkpoint read this version, not the latest. None before any checkpoint."""
+    checkpoint = read_checkpoint(path, storage_options)
+    if checkpoint is None:
+        return None
+    version = version_at_checkpoint(path, checkpoint, storage_options)
+    return None if version is None else (checkpoint, version)
+
+
 def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | None = None) -> int | None:
     """The first Delta version whose checkpoint is >= `ts` (time travel to "upstream at ts").
 

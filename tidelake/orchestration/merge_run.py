@@ -17,7 +17,7 @@ from typing import Any
 
 from tidelake import tso
 from tidelake.config import ChangefeedConfig
-from tidelake.lake.checkpoint import read_checkpoint, replica_version
+from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
@@ -130,9 +130,8 @@ def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str,
     states: dict[str, ReplicaVersion | None] = {}
     for table in tables:
         path = paths.get(table)
-        checkpoint = None if path is None else read_checkpoint(path)
-        version = None if path is None else replica_version(path)
-        states[table] = None if checkpoint is None or version is None else ReplicaVersion(checkpoint, version)
+        at = None if path is None else checkpoint_version(path, layout.storage_options)
+        states[table] = None if at is None else ReplicaVersion(*at)
     return states
 
 
