@@ -22,7 +22,7 @@ PROTO_DIR = REPO / "protos"
 DEFAULT_OUT = REPO / "tidelake" / "kvproto"
 PACKAGE = "tidelake.kvproto"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2_grpc.py", "_pb2.pyi")
-INIT_TEXT = '''"""kvproto-compatible protobuf and gRPC modules (packages cdcpb, pdpb, metapb, errorpb, kvrpcpb, tikvpb).
+INIT_TEXT = '''"""kvproto-compatible protobuf and gRPC modules (packages cdcpb, pdpb, metapb, errorpb, kvrpcpb, tikvpb, etcdserverpb, mvccpb).
 
 Generated from protos/*.proto by `make protos` (tools/gen_protos.py). Do not edit: edit the
 .proto files and regenerate; tests/protos fails when this folder is stale.

@@ -50,11 +50,11 @@ def test_generation_is_reproducible(fresh: dict[str, bytes], tmp_path: Path) -> 
 
 def test_every_module_that_protos_declare_is_generated(fresh: dict[str, bytes]) -> None:
     stems = sorted(p.stem for p in (REPO / "protos").glob("*.proto"))
-    assert {"cdcpb", "pdpb", "metapb", "errorpb", "kvrpcpb", "tikvpb"} <= set(stems)
+    assert {"cdcpb", "pdpb", "metapb", "errorpb", "kvrpcpb", "tikvpb", "etcdserverpb", "mvccpb"} <= set(stems)
     for stem in stems:
         assert f"{stem}_pb2.py" in fresh and f"{stem}_pb2.pyi" in fresh
     services = {name.removesuffix("_pb2_grpc.py") for name in fresh if name.endswith("_pb2_grpc.py")}
-    assert services == {"cdcpb", "pdpb", "tikvpb"}
+    assert services == {"cdcpb", "pdpb", "tikvpb", "etcdserverpb"}
 
 
 def test_imports_are_package_imports(fresh: dict[str, bytes]) -> None:

@@ -17,8 +17,11 @@ from tidelake.kvproto import (
     cdcpb_pb2,
     cdcpb_pb2_grpc,
     errorpb_pb2,
+    etcdserverpb_pb2,
+    etcdserverpb_pb2_grpc,
     kvrpcpb_pb2,
     metapb_pb2,
+    mvccpb_pb2,
     pdpb_pb2,
     pdpb_pb2_grpc,
     tikvpb_pb2,
@@ -32,7 +35,15 @@ MODULES = {
     "errorpb": errorpb_pb2,
     "kvrpcpb": kvrpcpb_pb2,
     "tikvpb": tikvpb_pb2,
+    "etcdserverpb": etcdserverpb_pb2,
+    "mvccpb": mvccpb_pb2,
 }
+
+# kvproto tikvpb.proto BatchCommandsRequest.Request / Response oneof `cmd`: name -> number.
+_BATCH_NUMBERS = {"Get": 1, "Scan": 2, "Prewrite": 3, "Commit": 4, "Cleanup": 6, "BatchGet": 7, "BatchRollback": 8,
+                  "ScanLock": 9, "ResolveLock": 10, "PessimisticLock": 23, "PessimisticRollback": 24,
+                  "CheckTxnStatus": 25, "TxnHeartBeat": 26, "CheckSecondaryLocks": 33, "Empty": 255}
+_BATCH_CMDS = set(_BATCH_NUMBERS)
 
 # (message full name, field, number, type); "repeated X" and "map<K, V>" as in the .proto.
 FIELDS: list[tuple[str, str, int, str]] = [
@@ -399,6 +410,57 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("kvrpcpb.CheckSecondaryLocksResponse", "locks", 3, "repeated kvrpcpb.LockInfo"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "commit_ts", 4, "uint64"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "exec_details_v2", 5, "kvrpcpb.ExecDetailsV2"),
+    # docs/wire.md §11: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
+    ("kvrpcpb.Mutation", "op", 1, "kvrpcpb.Op"),
+    ("kvrpcpb.Mutation", "key", 2, "bytes"),
+    ("kvrpcpb.Mutation", "value", 3, "bytes"),
+    ("kvrpcpb.PrewriteRequest", "mutations", 2, "repeated kvrpcpb.Mutation"),
+    ("kvrpcpb.PrewriteRequest", "primary_lock", 3, "bytes"),
+    ("kvrpcpb.PrewriteRequest", "start_version", 4, "uint64"),
+    ("kvrpcpb.PrewriteRequest", "lock_ttl", 5, "uint64"),
+    ("kvrpcpb.PrewriteRequest", "pessimistic_actions", 7, "repeated kvrpcpb.PrewriteRequest.PessimisticAction"),
+    ("kvrpcpb.PrewriteRequest", "for_update_ts", 9, "uint64"),
+    ("kvrpcpb.PrewriteRequest", "min_commit_ts", 10, "uint64"),
+    ("kvrpcpb.PrewriteRequest", "use_async_commit", 11, "bool"),
+    ("kvrpcpb.PrewriteRequest", "secondaries", 12, "repeated bytes"),
+    ("kvrpcpb.PrewriteRequest", "try_one_pc", 13, "bool"),
+    ("kvrpcpb.PrewriteRequest", "max_commit_ts", 14, "uint64"),
+    ("kvrpcpb.PrewriteResponse", "errors", 2, "repeated kvrpcpb.KeyError"),
+    ("kvrpcpb.PrewriteResponse", "min_commit_ts", 3, "uint64"),
+    ("kvrpcpb.PrewriteResponse", "one_pc_commit_ts", 4, "uint64"),
+    ("kvrpcpb.CommitRequest", "commit_version", 4, "uint64"),
+    ("kvrpcpb.CommitRequest", "commit_role", 6, "kvrpcpb.CommitRole"),
+    ("kvrpcpb.CommitResponse", "commit_version", 3, "uint64"),
+    ("kvrpcpb.CleanupRequest", "current_ts", 4, "uint64"),
+    ("kvrpcpb.CleanupResponse", "commit_version", 3, "uint64"),
+    ("kvrpcpb.PessimisticLockRequest", "for_update_ts", 6, "uint64"),
+    ("kvrpcpb.PessimisticLockRequest", "wait_timeout", 8, "int64"),
+    ("kvrpcpb.PessimisticLockRequest", "wake_up_mode", 14, "kvrpcpb.PessimisticLockWakeUpMode"),
+    ("kvrpcpb.PessimisticLockResponse", "values", 5, "repeated bytes"),
+    ("kvrpcpb.PessimisticLockResponse", "not_founds", 6, "repeated bool"),
+    ("kvrpcpb.PessimisticLockResponse", "results", 8, "repeated kvrpcpb.PessimisticLockKeyResult"),
+    ("kvrpcpb.PessimisticRollbackRequest", "keys", 4, "repeated bytes"),
+    ("kvrpcpb.TxnHeartBeatRequest", "advise_lock_ttl", 4, "uint64"),
+    ("kvrpcpb.TxnHeartBeatResponse", "lock_ttl", 3, "uint64"),
+    ("tikvpb.BatchCommandsRequest", "requests", 1, "repeated tikvpb.BatchCommandsRequest.Request"),
+    ("tikvpb.BatchCommandsRequest", "request_ids", 2, "repeated uint64"),
+    ("tikvpb.BatchCommandsResponse", "responses", 1, "repeated tikvpb.BatchCommandsResponse.Response"),
+    ("tikvpb.BatchCommandsResponse", "request_ids", 2, "repeated uint64"),
+    ("tikvpb.BatchCommandsResponse", "transport_layer_load", 3, "uint64"),
+    ("tikvpb.BatchCommandsEmptyRequest", "delay_time", 2, "uint64"),
+    # docs/wire.md §12 (etcd api/etcdserverpb/rpc.proto, api/mvccpb/kv.proto)
+    ("etcdserverpb.RangeRequest", "key", 1, "bytes"),
+    ("etcdserverpb.RangeRequest", "range_end", 2, "bytes"),
+    ("etcdserverpb.RangeRequest", "limit", 3, "int64"),
+    ("etcdserverpb.RangeRequest", "count_only", 9, "bool"),
+    ("etcdserverpb.RangeResponse", "header", 1, "etcdserverpb.ResponseHeader"),
+    ("etcdserverpb.RangeResponse", "kvs", 2, "repeated mvccpb.KeyValue"),
+    ("etcdserverpb.RangeResponse", "more", 3, "bool"),
+    ("etcdserverpb.RangeResponse", "count", 4, "int64"),
+    ("etcdserverpb.ResponseHeader", "revision", 3, "int64"),
+    ("mvccpb.KeyValue", "key", 1, "bytes"),
+    ("mvccpb.KeyValue", "mod_revision", 3, "int64"),
+    ("mvccpb.KeyValue", "value", 5, "bytes"),
 ]
 
 # (enum full name, [(value name, number), ...]) from docs/wire.md §2, §3, §5, §6 and
@@ -470,6 +532,9 @@ ONEOFS: list[tuple[str, str, set[str]]] = [
     ("cdcpb.Event", "event", {"entries", "admin", "error", "resolved_ts", "long_txn"}),
     ("cdcpb.ChangeDataRequest", "request", {"register", "notify_txn_status", "deregister"}),
     ("kvrpcpb.Context", "keyspace", {"keyspace_id"}),
+    # docs/wire.md §11: the oneof members this subset declares (kvproto numbers in FIELDS below)
+    ("tikvpb.BatchCommandsRequest.Request", "cmd", _BATCH_CMDS),
+    ("tikvpb.BatchCommandsResponse.Response", "cmd", _BATCH_CMDS),
 ]
 
 # (full method path, client streaming, server streaming) — docs/wire.md §1, docs/metadata.md §2.1.
@@ -496,6 +561,16 @@ METHODS: list[tuple[str, bool, bool]] = [
     ("/tikvpb.Tikv/KvCheckSecondaryLocks", False, False),
     ("/tikvpb.Tikv/KvResolveLock", False, False),
     ("/tikvpb.Tikv/KvScanLock", False, False),
+    # docs/wire.md §11, §12
+    ("/tikvpb.Tikv/KvPrewrite", False, False),
+    ("/tikvpb.Tikv/KvPessimisticLock", False, False),
+    ("/tikvpb.Tikv/KVPessimisticRollback", False, False),
+    ("/tikvpb.Tikv/KvTxnHeartBeat", False, False),
+    ("/tikvpb.Tikv/KvCommit", False, False),
+    ("/tikvpb.Tikv/KvCleanup", False, False),
+    ("/tikvpb.Tikv/KvBatchRollback", False, False),
+    ("/tikvpb.Tikv/BatchCommands", True, True),
+    ("/etcdserverpb.KV/Range", False, False),
 ]
 
 _SCALARS = {
@@ -569,6 +644,12 @@ def test_oneof_members(message: str, oneof: str, members: set[str]) -> None:
     assert {f.name for f in _message(message).oneofs_by_name[oneof].fields} == members
 
 
+@pytest.mark.parametrize("message", ["tikvpb.BatchCommandsRequest.Request", "tikvpb.BatchCommandsResponse.Response"])
+def test_batch_commands_members_keep_kvproto_numbers(message: str) -> None:
+    fields = _message(message).oneofs_by_name["cmd"].fields
+    assert {f.name: f.number for f in fields} == _BATCH_NUMBERS
+
+
 def test_deprecated_resolved_ts_keeps_its_option() -> None:
     options = _message("cdcpb.Event").fields_by_name["resolved_ts"].GetOptions()
     assert options.deprecated
@@ -594,8 +675,8 @@ def test_method_path_and_streaming(path: str, client_streaming: bool, server_str
 
 @pytest.mark.parametrize(
     "make_stub",
-    [cdcpb_pb2_grpc.ChangeDataStub, pdpb_pb2_grpc.PDStub, tikvpb_pb2_grpc.TikvStub],
-    ids=["ChangeData", "PD", "Tikv"],
+    [cdcpb_pb2_grpc.ChangeDataStub, pdpb_pb2_grpc.PDStub, tikvpb_pb2_grpc.TikvStub, etcdserverpb_pb2_grpc.KVStub],
+    ids=["ChangeData", "PD", "Tikv", "KV"],
 )
 def test_stubs_call_the_kvproto_paths(make_stub: Callable[[object], object]) -> None:
     channel = mock.Mock()
@@ -605,7 +686,7 @@ def test_stubs_call_the_kvproto_paths(make_stub: Callable[[object], object]) -> 
         for kind in ("unary_unary", "stream_stream", "unary_stream", "stream_unary")
         for call in getattr(channel, kind).call_args_list
     }
-    prefix = "/" + {"ChangeDataStub": "cdcpb.", "PDStub": "pdpb.", "TikvStub": "tikvpb."}[make_stub.__name__]
+    prefix = "/" + {"ChangeDataStub": "cdcpb.", "PDStub": "pdpb.", "TikvStub": "tikvpb.", "KVStub": "etcdserverpb."}[make_stub.__name__]
     expected = {
         (path, {(True, True): "stream_stream", (False, False): "unary_unary"}[(cs, ss)])
         for path, cs, ss in METHODS

@@ -64,6 +64,29 @@ class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MinCommitTSPushed: _ClassVar[Action]
     TTLExpirePessimisticRollback: _ClassVar[Action]
     LockNotExistDoNothing: _ClassVar[Action]
+
+class CommitRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    Unknown: _ClassVar[CommitRole]
+    Primary: _ClassVar[CommitRole]
+    Secondary: _ClassVar[CommitRole]
+
+class AssertionLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    Off: _ClassVar[AssertionLevel]
+    Fast: _ClassVar[AssertionLevel]
+    Strict: _ClassVar[AssertionLevel]
+
+class PessimisticLockWakeUpMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WakeUpModeNormal: _ClassVar[PessimisticLockWakeUpMode]
+    WakeUpModeForceLock: _ClassVar[PessimisticLockWakeUpMode]
+
+class PessimisticLockKeyResultType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LockResultNormal: _ClassVar[PessimisticLockKeyResultType]
+    LockResultLockedWithConflict: _ClassVar[PessimisticLockKeyResultType]
+    LockResultFailed: _ClassVar[PessimisticLockKeyResultType]
 Noop: ExtraOp
 ReadOldValue: ExtraOp
 Normal: CommandPri
@@ -96,6 +119,17 @@ LockNotExistRollback: Action
 MinCommitTSPushed: Action
 TTLExpirePessimisticRollback: Action
 LockNotExistDoNothing: Action
+Unknown: CommitRole
+Primary: CommitRole
+Secondary: CommitRole
+Off: AssertionLevel
+Fast: AssertionLevel
+Strict: AssertionLevel
+WakeUpModeNormal: PessimisticLockWakeUpMode
+WakeUpModeForceLock: PessimisticLockWakeUpMode
+LockResultNormal: PessimisticLockKeyResultType
+LockResultLockedWithConflict: PessimisticLockKeyResultType
+LockResultFailed: PessimisticLockKeyResultType
 
 class Context(_message.Message):
     __slots__ = ("region_id", "region_epoch", "peer", "term", "priority", "isolation_level", "not_fill_cache", "sync_log", "record_time_stat", "record_scan_stat", "replica_read", "resolved_locks", "max_execution_duration_ms", "applied_index", "task_id", "stale_read", "resource_group_tag", "disk_full_opt", "is_retry_request", "api_version", "committed_locks", "request_source", "txn_source", "busy_threshold_ms", "request_origin", "keyspace_name", "keyspace_id", "buckets_version", "source_stmt", "cluster_id", "trace_id", "trace_control_flags")
@@ -594,3 +628,272 @@ class ScanLockResponse(_message.Message):
 class ExecDetailsV2(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class Mutation(_message.Message):
+    __slots__ = ("op", "key", "value")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    op: Op
+    key: bytes
+    value: bytes
+    def __init__(self, op: _Optional[_Union[Op, str]] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class PrewriteRequest(_message.Message):
+    __slots__ = ("context", "mutations", "primary_lock", "start_version", "lock_ttl", "skip_constraint_check", "pessimistic_actions", "txn_size", "for_update_ts", "min_commit_ts", "use_async_commit", "secondaries", "try_one_pc", "max_commit_ts", "assertion_level", "for_update_ts_constraints", "txn_file_chunks")
+    class PessimisticAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        SKIP_PESSIMISTIC_CHECK: _ClassVar[PrewriteRequest.PessimisticAction]
+        DO_PESSIMISTIC_CHECK: _ClassVar[PrewriteRequest.PessimisticAction]
+        DO_CONSTRAINT_CHECK: _ClassVar[PrewriteRequest.PessimisticAction]
+    SKIP_PESSIMISTIC_CHECK: PrewriteRequest.PessimisticAction
+    DO_PESSIMISTIC_CHECK: PrewriteRequest.PessimisticAction
+    DO_CONSTRAINT_CHECK: PrewriteRequest.PessimisticAction
+    class ForUpdateTSConstraint(_message.Message):
+        __slots__ = ("index", "expected_for_update_ts")
+        INDEX_FIELD_NUMBER: _ClassVar[int]
+        EXPECTED_FOR_UPDATE_TS_FIELD_NUMBER: _ClassVar[int]
+        index: int
+        expected_for_update_ts: int
+        def __init__(self, index: _Optional[int] = ..., expected_for_update_ts: _Optional[int] = ...) -> None: ...
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_LOCK_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOCK_TTL_FIELD_NUMBER: _ClassVar[int]
+    SKIP_CONSTRAINT_CHECK_FIELD_NUMBER: _ClassVar[int]
+    PESSIMISTIC_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    TXN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FOR_UPDATE_TS_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    USE_ASYNC_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    SECONDARIES_FIELD_NUMBER: _ClassVar[int]
+    TRY_ONE_PC_FIELD_NUMBER: _ClassVar[int]
+    MAX_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    ASSERTION_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    FOR_UPDATE_TS_CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    TXN_FILE_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    mutations: _containers.RepeatedCompositeFieldContainer[Mutation]
+    primary_lock: bytes
+    start_version: int
+    lock_ttl: int
+    skip_constraint_check: bool
+    pessimistic_actions: _containers.RepeatedScalarFieldContainer[PrewriteRequest.PessimisticAction]
+    txn_size: int
+    for_update_ts: int
+    min_commit_ts: int
+    use_async_commit: bool
+    secondaries: _containers.RepeatedScalarFieldContainer[bytes]
+    try_one_pc: bool
+    max_commit_ts: int
+    assertion_level: AssertionLevel
+    for_update_ts_constraints: _containers.RepeatedCompositeFieldContainer[PrewriteRequest.ForUpdateTSConstraint]
+    txn_file_chunks: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., mutations: _Optional[_Iterable[_Union[Mutation, _Mapping]]] = ..., primary_lock: _Optional[bytes] = ..., start_version: _Optional[int] = ..., lock_ttl: _Optional[int] = ..., skip_constraint_check: _Optional[bool] = ..., pessimistic_actions: _Optional[_Iterable[_Union[PrewriteRequest.PessimisticAction, str]]] = ..., txn_size: _Optional[int] = ..., for_update_ts: _Optional[int] = ..., min_commit_ts: _Optional[int] = ..., use_async_commit: _Optional[bool] = ..., secondaries: _Optional[_Iterable[bytes]] = ..., try_one_pc: _Optional[bool] = ..., max_commit_ts: _Optional[int] = ..., assertion_level: _Optional[_Union[AssertionLevel, str]] = ..., for_update_ts_constraints: _Optional[_Iterable[_Union[PrewriteRequest.ForUpdateTSConstraint, _Mapping]]] = ..., txn_file_chunks: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PrewriteResponse(_message.Message):
+    __slots__ = ("region_error", "errors", "min_commit_ts", "one_pc_commit_ts", "exec_details_v2")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    ONE_PC_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DETAILS_V2_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    errors: _containers.RepeatedCompositeFieldContainer[KeyError]
+    min_commit_ts: int
+    one_pc_commit_ts: int
+    exec_details_v2: ExecDetailsV2
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., errors: _Optional[_Iterable[_Union[KeyError, _Mapping]]] = ..., min_commit_ts: _Optional[int] = ..., one_pc_commit_ts: _Optional[int] = ..., exec_details_v2: _Optional[_Union[ExecDetailsV2, _Mapping]] = ...) -> None: ...
+
+class CommitRequest(_message.Message):
+    __slots__ = ("context", "start_version", "keys", "commit_version", "commit_role", "primary_key", "use_async_commit", "is_txn_file")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_ROLE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
+    USE_ASYNC_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    IS_TXN_FILE_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    start_version: int
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    commit_version: int
+    commit_role: CommitRole
+    primary_key: bytes
+    use_async_commit: bool
+    is_txn_file: bool
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., start_version: _Optional[int] = ..., keys: _Optional[_Iterable[bytes]] = ..., commit_version: _Optional[int] = ..., commit_role: _Optional[_Union[CommitRole, str]] = ..., primary_key: _Optional[bytes] = ..., use_async_commit: _Optional[bool] = ..., is_txn_file: _Optional[bool] = ...) -> None: ...
+
+class CommitResponse(_message.Message):
+    __slots__ = ("region_error", "error", "commit_version", "exec_details_v2")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DETAILS_V2_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    error: KeyError
+    commit_version: int
+    exec_details_v2: ExecDetailsV2
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., error: _Optional[_Union[KeyError, _Mapping]] = ..., commit_version: _Optional[int] = ..., exec_details_v2: _Optional[_Union[ExecDetailsV2, _Mapping]] = ...) -> None: ...
+
+class CleanupRequest(_message.Message):
+    __slots__ = ("context", "key", "start_version", "current_ts")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_TS_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    key: bytes
+    start_version: int
+    current_ts: int
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., key: _Optional[bytes] = ..., start_version: _Optional[int] = ..., current_ts: _Optional[int] = ...) -> None: ...
+
+class CleanupResponse(_message.Message):
+    __slots__ = ("region_error", "error", "commit_version")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    error: KeyError
+    commit_version: int
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., error: _Optional[_Union[KeyError, _Mapping]] = ..., commit_version: _Optional[int] = ...) -> None: ...
+
+class BatchRollbackRequest(_message.Message):
+    __slots__ = ("context", "start_version", "keys", "is_txn_file")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    IS_TXN_FILE_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    start_version: int
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    is_txn_file: bool
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., start_version: _Optional[int] = ..., keys: _Optional[_Iterable[bytes]] = ..., is_txn_file: _Optional[bool] = ...) -> None: ...
+
+class BatchRollbackResponse(_message.Message):
+    __slots__ = ("region_error", "error", "exec_details_v2")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DETAILS_V2_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    error: KeyError
+    exec_details_v2: ExecDetailsV2
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., error: _Optional[_Union[KeyError, _Mapping]] = ..., exec_details_v2: _Optional[_Union[ExecDetailsV2, _Mapping]] = ...) -> None: ...
+
+class PessimisticLockRequest(_message.Message):
+    __slots__ = ("context", "mutations", "primary_lock", "start_version", "lock_ttl", "for_update_ts", "is_first_lock", "wait_timeout", "force", "return_values", "min_commit_ts", "check_existence", "lock_only_if_exists", "wake_up_mode")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_LOCK_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOCK_TTL_FIELD_NUMBER: _ClassVar[int]
+    FOR_UPDATE_TS_FIELD_NUMBER: _ClassVar[int]
+    IS_FIRST_LOCK_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    RETURN_VALUES_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    CHECK_EXISTENCE_FIELD_NUMBER: _ClassVar[int]
+    LOCK_ONLY_IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    WAKE_UP_MODE_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    mutations: _containers.RepeatedCompositeFieldContainer[Mutation]
+    primary_lock: bytes
+    start_version: int
+    lock_ttl: int
+    for_update_ts: int
+    is_first_lock: bool
+    wait_timeout: int
+    force: bool
+    return_values: bool
+    min_commit_ts: int
+    check_existence: bool
+    lock_only_if_exists: bool
+    wake_up_mode: PessimisticLockWakeUpMode
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., mutations: _Optional[_Iterable[_Union[Mutation, _Mapping]]] = ..., primary_lock: _Optional[bytes] = ..., start_version: _Optional[int] = ..., lock_ttl: _Optional[int] = ..., for_update_ts: _Optional[int] = ..., is_first_lock: _Optional[bool] = ..., wait_timeout: _Optional[int] = ..., force: _Optional[bool] = ..., return_values: _Optional[bool] = ..., min_commit_ts: _Optional[int] = ..., check_existence: _Optional[bool] = ..., lock_only_if_exists: _Optional[bool] = ..., wake_up_mode: _Optional[_Union[PessimisticLockWakeUpMode, str]] = ...) -> None: ...
+
+class PessimisticLockKeyResult(_message.Message):
+    __slots__ = ("type", "value", "existence", "locked_with_conflict_ts", "skip_resolving_lock")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EXISTENCE_FIELD_NUMBER: _ClassVar[int]
+    LOCKED_WITH_CONFLICT_TS_FIELD_NUMBER: _ClassVar[int]
+    SKIP_RESOLVING_LOCK_FIELD_NUMBER: _ClassVar[int]
+    type: PessimisticLockKeyResultType
+    value: bytes
+    existence: bool
+    locked_with_conflict_ts: int
+    skip_resolving_lock: bool
+    def __init__(self, type: _Optional[_Union[PessimisticLockKeyResultType, str]] = ..., value: _Optional[bytes] = ..., existence: _Optional[bool] = ..., locked_with_conflict_ts: _Optional[int] = ..., skip_resolving_lock: _Optional[bool] = ...) -> None: ...
+
+class PessimisticLockResponse(_message.Message):
+    __slots__ = ("region_error", "errors", "commit_ts", "value", "values", "not_founds", "exec_details_v2", "results")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUNDS_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DETAILS_V2_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    errors: _containers.RepeatedCompositeFieldContainer[KeyError]
+    commit_ts: int
+    value: bytes
+    values: _containers.RepeatedScalarFieldContainer[bytes]
+    not_founds: _containers.RepeatedScalarFieldContainer[bool]
+    exec_details_v2: ExecDetailsV2
+    results: _containers.RepeatedCompositeFieldContainer[PessimisticLockKeyResult]
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., errors: _Optional[_Iterable[_Union[KeyError, _Mapping]]] = ..., commit_ts: _Optional[int] = ..., value: _Optional[bytes] = ..., values: _Optional[_Iterable[bytes]] = ..., not_founds: _Optional[_Iterable[bool]] = ..., exec_details_v2: _Optional[_Union[ExecDetailsV2, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PessimisticLockKeyResult, _Mapping]]] = ...) -> None: ...
+
+class PessimisticRollbackRequest(_message.Message):
+    __slots__ = ("context", "start_version", "for_update_ts", "keys")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FOR_UPDATE_TS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    start_version: int
+    for_update_ts: int
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., start_version: _Optional[int] = ..., for_update_ts: _Optional[int] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class PessimisticRollbackResponse(_message.Message):
+    __slots__ = ("region_error", "errors", "exec_details_v2")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DETAILS_V2_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    errors: _containers.RepeatedCompositeFieldContainer[KeyError]
+    exec_details_v2: ExecDetailsV2
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., errors: _Optional[_Iterable[_Union[KeyError, _Mapping]]] = ..., exec_details_v2: _Optional[_Union[ExecDetailsV2, _Mapping]] = ...) -> None: ...
+
+class TxnHeartBeatRequest(_message.Message):
+    __slots__ = ("context", "primary_lock", "start_version", "advise_lock_ttl", "min_commit_ts", "is_txn_file")
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_LOCK_FIELD_NUMBER: _ClassVar[int]
+    START_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADVISE_LOCK_TTL_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
+    IS_TXN_FILE_FIELD_NUMBER: _ClassVar[int]
+    context: Context
+    primary_lock: bytes
+    start_version: int
+    advise_lock_ttl: int
+    min_commit_ts: int
+    is_txn_file: bool
+    def __init__(self, context: _Optional[_Union[Context, _Mapping]] = ..., primary_lock: _Optional[bytes] = ..., start_version: _Optional[int] = ..., advise_lock_ttl: _Optional[int] = ..., min_commit_ts: _Optional[int] = ..., is_txn_file: _Optional[bool] = ...) -> None: ...
+
+class TxnHeartBeatResponse(_message.Message):
+    __slots__ = ("region_error", "error", "lock_ttl", "exec_details_v2")
+    REGION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOCK_TTL_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DETAILS_V2_FIELD_NUMBER: _ClassVar[int]
+    region_error: _errorpb_pb2.Error
+    error: KeyError
+    lock_ttl: int
+    exec_details_v2: ExecDetailsV2
+    def __init__(self, region_error: _Optional[_Union[_errorpb_pb2.Error, _Mapping]] = ..., error: _Optional[_Union[KeyError, _Mapping]] = ..., lock_ttl: _Optional[int] = ..., exec_details_v2: _Optional[_Union[ExecDetailsV2, _Mapping]] = ...) -> None: ...

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from tidelake.kvproto import kvrpcpb_pb2 as kvrpcpb__pb2
+from tidelake.kvproto import tikvpb_pb2 as tikvpb__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -44,6 +45,26 @@ class TikvStub:
                 request_serializer=kvrpcpb__pb2.ScanRequest.SerializeToString,
                 response_deserializer=kvrpcpb__pb2.ScanResponse.FromString,
                 _registered_method=True)
+        self.KvPrewrite = channel.unary_unary(
+                '/tikvpb.Tikv/KvPrewrite',
+                request_serializer=kvrpcpb__pb2.PrewriteRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.PrewriteResponse.FromString,
+                _registered_method=True)
+        self.KvPessimisticLock = channel.unary_unary(
+                '/tikvpb.Tikv/KvPessimisticLock',
+                request_serializer=kvrpcpb__pb2.PessimisticLockRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.PessimisticLockResponse.FromString,
+                _registered_method=True)
+        self.KVPessimisticRollback = channel.unary_unary(
+                '/tikvpb.Tikv/KVPessimisticRollback',
+                request_serializer=kvrpcpb__pb2.PessimisticRollbackRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.PessimisticRollbackResponse.FromString,
+                _registered_method=True)
+        self.KvTxnHeartBeat = channel.unary_unary(
+                '/tikvpb.Tikv/KvTxnHeartBeat',
+                request_serializer=kvrpcpb__pb2.TxnHeartBeatRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.TxnHeartBeatResponse.FromString,
+                _registered_method=True)
         self.KvCheckTxnStatus = channel.unary_unary(
                 '/tikvpb.Tikv/KvCheckTxnStatus',
                 request_serializer=kvrpcpb__pb2.CheckTxnStatusRequest.SerializeToString,
@@ -54,10 +75,25 @@ class TikvStub:
                 request_serializer=kvrpcpb__pb2.CheckSecondaryLocksRequest.SerializeToString,
                 response_deserializer=kvrpcpb__pb2.CheckSecondaryLocksResponse.FromString,
                 _registered_method=True)
+        self.KvCommit = channel.unary_unary(
+                '/tikvpb.Tikv/KvCommit',
+                request_serializer=kvrpcpb__pb2.CommitRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.CommitResponse.FromString,
+                _registered_method=True)
+        self.KvCleanup = channel.unary_unary(
+                '/tikvpb.Tikv/KvCleanup',
+                request_serializer=kvrpcpb__pb2.CleanupRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.CleanupResponse.FromString,
+                _registered_method=True)
         self.KvBatchGet = channel.unary_unary(
                 '/tikvpb.Tikv/KvBatchGet',
                 request_serializer=kvrpcpb__pb2.BatchGetRequest.SerializeToString,
                 response_deserializer=kvrpcpb__pb2.BatchGetResponse.FromString,
+                _registered_method=True)
+        self.KvBatchRollback = channel.unary_unary(
+                '/tikvpb.Tikv/KvBatchRollback',
+                request_serializer=kvrpcpb__pb2.BatchRollbackRequest.SerializeToString,
+                response_deserializer=kvrpcpb__pb2.BatchRollbackResponse.FromString,
                 _registered_method=True)
         self.KvScanLock = channel.unary_unary(
                 '/tikvpb.Tikv/KvScanLock',
@@ -68,6 +104,11 @@ class TikvStub:
                 '/tikvpb.Tikv/KvResolveLock',
                 request_serializer=kvrpcpb__pb2.ResolveLockRequest.SerializeToString,
                 response_deserializer=kvrpcpb__pb2.ResolveLockResponse.FromString,
+                _registered_method=True)
+        self.BatchCommands = channel.stream_stream(
+                '/tikvpb.Tikv/BatchCommands',
+                request_serializer=tikvpb__pb2.BatchCommandsRequest.SerializeToString,
+                response_deserializer=tikvpb__pb2.BatchCommandsResponse.FromString,
                 _registered_method=True)
 
 
@@ -86,6 +127,30 @@ class TikvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KvPrewrite(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KvPessimisticLock(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KVPessimisticRollback(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KvTxnHeartBeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def KvCheckTxnStatus(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -98,7 +163,25 @@ class TikvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KvCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KvCleanup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def KvBatchGet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KvBatchRollback(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -111,6 +194,12 @@ class TikvServicer:
         raise NotImplementedError('Method not implemented!')
 
     def KvResolveLock(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchCommands(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -129,6 +218,26 @@ def add_TikvServicer_to_server(servicer, server):
                     request_deserializer=kvrpcpb__pb2.ScanRequest.FromString,
                     response_serializer=kvrpcpb__pb2.ScanResponse.SerializeToString,
             ),
+            'KvPrewrite': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvPrewrite,
+                    request_deserializer=kvrpcpb__pb2.PrewriteRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.PrewriteResponse.SerializeToString,
+            ),
+            'KvPessimisticLock': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvPessimisticLock,
+                    request_deserializer=kvrpcpb__pb2.PessimisticLockRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.PessimisticLockResponse.SerializeToString,
+            ),
+            'KVPessimisticRollback': grpc.unary_unary_rpc_method_handler(
+                    servicer.KVPessimisticRollback,
+                    request_deserializer=kvrpcpb__pb2.PessimisticRollbackRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.PessimisticRollbackResponse.SerializeToString,
+            ),
+            'KvTxnHeartBeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvTxnHeartBeat,
+                    request_deserializer=kvrpcpb__pb2.TxnHeartBeatRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.TxnHeartBeatResponse.SerializeToString,
+            ),
             'KvCheckTxnStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.KvCheckTxnStatus,
                     request_deserializer=kvrpcpb__pb2.CheckTxnStatusRequest.FromString,
@@ -139,10 +248,25 @@ def add_TikvServicer_to_server(servicer, server):
                     request_deserializer=kvrpcpb__pb2.CheckSecondaryLocksRequest.FromString,
                     response_serializer=kvrpcpb__pb2.CheckSecondaryLocksResponse.SerializeToString,
             ),
+            'KvCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvCommit,
+                    request_deserializer=kvrpcpb__pb2.CommitRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.CommitResponse.SerializeToString,
+            ),
+            'KvCleanup': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvCleanup,
+                    request_deserializer=kvrpcpb__pb2.CleanupRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.CleanupResponse.SerializeToString,
+            ),
             'KvBatchGet': grpc.unary_unary_rpc_method_handler(
                     servicer.KvBatchGet,
                     request_deserializer=kvrpcpb__pb2.BatchGetRequest.FromString,
                     response_serializer=kvrpcpb__pb2.BatchGetResponse.SerializeToString,
+            ),
+            'KvBatchRollback': grpc.unary_unary_rpc_method_handler(
+                    servicer.KvBatchRollback,
+                    request_deserializer=kvrpcpb__pb2.BatchRollbackRequest.FromString,
+                    response_serializer=kvrpcpb__pb2.BatchRollbackResponse.SerializeToString,
             ),
             'KvScanLock': grpc.unary_unary_rpc_method_handler(
                     servicer.KvScanLock,
@@ -153,6 +277,11 @@ def add_TikvServicer_to_server(servicer, server):
                     servicer.KvResolveLock,
                     request_deserializer=kvrpcpb__pb2.ResolveLockRequest.FromString,
                     response_serializer=kvrpcpb__pb2.ResolveLockResponse.SerializeToString,
+            ),
+            'BatchCommands': grpc.stream_stream_rpc_method_handler(
+                    servicer.BatchCommands,
+                    request_deserializer=tikvpb__pb2.BatchCommandsRequest.FromString,
+                    response_serializer=tikvpb__pb2.BatchCommandsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +349,114 @@ class Tikv:
             _registered_method=True)
 
     @staticmethod
+    def KvPrewrite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KvPrewrite',
+            kvrpcpb__pb2.PrewriteRequest.SerializeToString,
+            kvrpcpb__pb2.PrewriteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KvPessimisticLock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KvPessimisticLock',
+            kvrpcpb__pb2.PessimisticLockRequest.SerializeToString,
+            kvrpcpb__pb2.PessimisticLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KVPessimisticRollback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KVPessimisticRollback',
+            kvrpcpb__pb2.PessimisticRollbackRequest.SerializeToString,
+            kvrpcpb__pb2.PessimisticRollbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KvTxnHeartBeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KvTxnHeartBeat',
+            kvrpcpb__pb2.TxnHeartBeatRequest.SerializeToString,
+            kvrpcpb__pb2.TxnHeartBeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def KvCheckTxnStatus(request,
             target,
             options=(),
@@ -274,6 +511,60 @@ class Tikv:
             _registered_method=True)
 
     @staticmethod
+    def KvCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KvCommit',
+            kvrpcpb__pb2.CommitRequest.SerializeToString,
+            kvrpcpb__pb2.CommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KvCleanup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KvCleanup',
+            kvrpcpb__pb2.CleanupRequest.SerializeToString,
+            kvrpcpb__pb2.CleanupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def KvBatchGet(request,
             target,
             options=(),
@@ -290,6 +581,33 @@ class Tikv:
             '/tikvpb.Tikv/KvBatchGet',
             kvrpcpb__pb2.BatchGetRequest.SerializeToString,
             kvrpcpb__pb2.BatchGetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KvBatchRollback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tikvpb.Tikv/KvBatchRollback',
+            kvrpcpb__pb2.BatchRollbackRequest.SerializeToString,
+            kvrpcpb__pb2.BatchRollbackResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -344,6 +662,33 @@ class Tikv:
             '/tikvpb.Tikv/KvResolveLock',
             kvrpcpb__pb2.ResolveLockRequest.SerializeToString,
             kvrpcpb__pb2.ResolveLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchCommands(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tikvpb.Tikv/BatchCommands',
+            tikvpb__pb2.BatchCommandsRequest.SerializeToString,
+            tikvpb__pb2.BatchCommandsResponse.FromString,
             options,
             channel_credentials,
             insecure,
