@@ -410,7 +410,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("kvrpcpb.CheckSecondaryLocksResponse", "locks", 3, "repeated kvrpcpb.LockInfo"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "commit_ts", 4, "uint64"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "exec_details_v2", 5, "kvrpcpb.ExecDetailsV2"),
-    # docs/wire.md §11: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
+    # docs/wire.md §14.1: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
     ("kvrpcpb.Mutation", "op", 1, "kvrpcpb.Op"),
     ("kvrpcpb.Mutation", "key", 2, "bytes"),
     ("kvrpcpb.Mutation", "value", 3, "bytes"),
@@ -448,7 +448,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("tikvpb.BatchCommandsResponse", "request_ids", 2, "repeated uint64"),
     ("tikvpb.BatchCommandsResponse", "transport_layer_load", 3, "uint64"),
     ("tikvpb.BatchCommandsEmptyRequest", "delay_time", 2, "uint64"),
-    # docs/wire.md §12 (etcd api/etcdserverpb/rpc.proto, api/mvccpb/kv.proto)
+    # docs/wire.md §15 (etcd api/etcdserverpb/rpc.proto, api/mvccpb/kv.proto)
     ("etcdserverpb.RangeRequest", "key", 1, "bytes"),
     ("etcdserverpb.RangeRequest", "range_end", 2, "bytes"),
     ("etcdserverpb.RangeRequest", "limit", 3, "int64"),
@@ -532,7 +532,7 @@ ONEOFS: list[tuple[str, str, set[str]]] = [
     ("cdcpb.Event", "event", {"entries", "admin", "error", "resolved_ts", "long_txn"}),
     ("cdcpb.ChangeDataRequest", "request", {"register", "notify_txn_status", "deregister"}),
     ("kvrpcpb.Context", "keyspace", {"keyspace_id"}),
-    # docs/wire.md §11: the oneof members this subset declares (kvproto numbers in FIELDS below)
+    # docs/wire.md §14.1: the oneof members this subset declares (kvproto numbers in FIELDS below)
     ("tikvpb.BatchCommandsRequest.Request", "cmd", _BATCH_CMDS),
     ("tikvpb.BatchCommandsResponse.Response", "cmd", _BATCH_CMDS),
 ]
@@ -561,7 +561,7 @@ METHODS: list[tuple[str, bool, bool]] = [
     ("/tikvpb.Tikv/KvCheckSecondaryLocks", False, False),
     ("/tikvpb.Tikv/KvResolveLock", False, False),
     ("/tikvpb.Tikv/KvScanLock", False, False),
-    # docs/wire.md §11, §12
+    # docs/wire.md §14, §15
     ("/tikvpb.Tikv/KvPrewrite", False, False),
     ("/tikvpb.Tikv/KvPessimisticLock", False, False),
     ("/tikvpb.Tikv/KVPessimisticRollback", False, False),

@@ -69,6 +69,16 @@ def test_clip_and_contains():
     assert ObservedRange.clip(encode_bytes(b"x"), b"", *region).is_empty()
 
 
+def test_requested_range_falls_back_to_the_region_when_a_key_does_not_decode():
+    region = (encode_bytes(b"b"), encode_bytes(b"m"))
+    whole = ObservedRange(*region)
+    assert ObservedRange.requested(encode_bytes(b"c"), encode_bytes(b"d"), *region) == ObservedRange(
+        encode_bytes(b"c"), encode_bytes(b"d"))
+    assert ObservedRange.requested(b"c", b"d", *region) == whole  # raw keys (Java's CDCClient)
+    assert ObservedRange.requested(encode_bytes(b"c"), b"\xff" * 5, *region) == whole  # TiCDC's HackSpan end
+    assert ObservedRange.requested(b"", encode_bytes(b"d"), *region) == whole  # empty does not decode either
+
+
 def test_raw_bounds_exact_for_valid_encodings_and_safe_otherwise():
     rng = random.Random(7)
     keys = sorted({bytes(rng.randrange(256) for _ in range(rng.randrange(0, 20))) for _ in range(400)})

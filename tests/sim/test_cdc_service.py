@@ -104,6 +104,16 @@ def test_rows_filtered_to_request_range(cluster, stream):
     assert sorted({r.key for r in rows(msgs + stream.drain(0.2))}) == [b"b", b"c9"]
 
 
+def test_raw_request_keys_observe_the_whole_region(cluster, stream):
+    """Java's CDCClient sends raw keys; TiKV cannot decode them and observes the whole region (§7.2)."""
+    region = cluster.region_of(b"m")
+    stream.send(register_request(region, cluster.tso.next(), start=b"b", end=b"d"))
+    stream.collect_until(has_initialized)
+    cluster.write({b"a": b"x", b"b": b"x", b"c9": b"x", b"d": b"x"})
+    msgs = stream.collect_until(lambda m: len(rows([m])) > 0)
+    assert sorted({r.key for r in rows(msgs + stream.drain(0.2))}) == [b"a", b"b", b"c9", b"d"]
+
+
 def test_multiplexing_two_request_ids_on_one_stream(cluster, stream):
     region = cluster.region_of(b"a")
     stream.send(register_request(region, cluster.tso.next(), request_id=1))

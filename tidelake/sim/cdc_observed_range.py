@@ -1,7 +1,9 @@
 """The key range one CDC subscription observes, kept in region (memcomparable) space.
 
 TiKV treats the request's start/end keys as encoded keys, clips them to the region and filters
-rows by re-encoding each row's raw key (docs/wire.md §7.2, docs/encoding.md §2.5-2.6).
+rows by re-encoding each row's raw key (docs/wire.md §7.2, docs/encoding.md §2.5-2.6). When either
+key does not decode (a raw key, an empty key, TiCDC's short `HackSpan` end), TiKV observes the
+whole region instead (`requested` below; docs/wire.md §7.2).
 Comparing in encoded space keeps that exact even for bounds that are not a valid encoding
 (TiCDC's `HackSpan` end `FF FF FF FF FF`); the MVCC store is keyed by raw key, so scans use
 the raw bounds below, which are exact for valid encodings and a superset otherwise.
@@ -36,6 +38,15 @@ class ObservedRange:
             end = min(req_end, region_end)
         return cls(start, end)
 
+    @classmethod
+    def requested(cls, req_start: bytes, req_end: bytes, region_start: bytes, region_end: bytes) -> ObservedRange:
+        """What a register observes: tikv components/cdc/src/service.rs `handle_register` builds
+        `ObservedRange::new(start_key, end_key)`, which decodes both keys (`Key::into_raw`), and on a
+        decode error falls back to `ObservedRange::default()`, i.e. the whole region."""
+        if _decodes(req_start) and _decodes(req_end):
+            return cls.clip(req_start, req_end, region_start, region_end)
+        return cls(region_start, region_end)
+
     def is_empty(self) -> bool:
         return bool(self.end) and self.start >= self.end
 
@@ -48,6 +59,15 @@ class ObservedRange:
     def raw_bounds(self) -> tuple[bytes, bytes | None]:
         """Raw [lo, hi) covering every raw key inside the range (hi None = +inf)."""
         return raw_lower_bound(self.start), raw_upper_bound(self.end)
+
+
+def _decodes(encoded: bytes) -> bool:
+    """TiKV `Key::into_raw` succeeds: a leading run of valid groups; trailing bytes are not checked."""
+    try:
+        decode_bytes(encoded)
+    except InputError:
+        return False
+    return True
 
 
 def _exact_raw(encoded: bytes) -> bytes | None:

@@ -195,7 +195,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             return reject(cdc_errors.region_not_found(region_id))
         # raftstore's answer to the capture command: leadership first, then the epoch (version only).
         epoch_error = self._capture_error(region, req.region_epoch.version)
-        observed = ObservedRange.clip(req.start_key, req.end_key, region.start_key, region.end_key)
+        observed = ObservedRange.requested(req.start_key, req.end_key, region.start_key, region.end_key)
         downstream = Downstream(conn, request_id, region_id, region.version, req.checkpoint_ts, observed)
         with conn.lock:
             if conn.closed:

@@ -19,15 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.errors import InputError
-from tidelake.kvproto import metapb_pb2, pdpb_pb2_grpc, tikvpb_pb2_grpc
+from tidelake.kvproto import etcdserverpb_pb2_grpc, metapb_pb2, pdpb_pb2_grpc, tikvpb_pb2_grpc
+from tidelake.sim.etcd_kv import EtcdKvService
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GC_WORKER, GcSafePoints
 from tidelake.sim.kv_service import KvService
 from tidelake.sim.mvcc import MAX_TS, Lock, MvccStore
-from tidelake.sim.pd_service import PdService
+from tidelake.sim.forwarding import ForwardingInterceptor
+from tidelake.sim.pd_service import PD_MEMBER_ID, PdService
 from tidelake.sim.regions import RegionMap, SimRegion
 from tidelake.sim.tso_oracle import TsoOracle
 from tidelake.tso import compose, physical_ms
@@ -48,6 +51,8 @@ class _Store:
     port: int
     up: bool = False
     server: grpc.Server | None = None
+    kv: KvService | None = None
+    health: health.HealthServicer | None = None
     cdc: Any = None
     start_timestamp: int = 0
     last_heartbeat: int = 0
@@ -94,6 +99,8 @@ class SimCluster:
         self._stopping.clear()
         self._pd_server = self._new_server("pd")
         pdpb_pb2_grpc.add_PDServicer_to_server(PdService(self), self._pd_server)
+        etcdserverpb_pb2_grpc.add_KVServicer_to_server(EtcdKvService(self, PD_MEMBER_ID), self._pd_server)
+        _serve_health(self._pd_server)
         self._pd_port = self._bind(self._pd_server, self._pd_port, "PD")
         self._pd_server.start()
         for store_id in self._stores:
@@ -136,15 +143,18 @@ class SimCluster:
             store = self._require_store(store_id)
             if store.up:
                 return
-            server = self._new_server(f"store-{store_id}")
-            tikvpb_pb2_grpc.add_TikvServicer_to_server(KvService(store_id, self), server)
+            server = self._new_server(f"store-{store_id}", ForwardingInterceptor(
+                lambda: self.store_addresses[store_id], self.kv_service_at))
+            kv = KvService(store_id, self)
+            tikvpb_pb2_grpc.add_TikvServicer_to_server(kv, server)
+            store_health = _serve_health(server)
             cdc_class = _change_data_service_class()
             cdc = cdc_class(store_id, self, **self._cdc_options) if cdc_class is not None else None
             if cdc is not None:
                 cdc.add_to_server(server)
             store.port = self._bind(server, store.port, f"store {store_id}")
             server.start()
-            store.server, store.cdc, store.up = server, cdc, True
+            store.server, store.kv, store.health, store.cdc, store.up = server, kv, store_health, cdc, True
             store.start_timestamp = store.last_heartbeat = int(time.time())
 
     def _shutdown_store(self, store_id: int) -> None:
@@ -154,11 +164,13 @@ class SimCluster:
                 return
             store.up = False
             store.last_heartbeat = int(time.time())
-            cdc, server = store.cdc, store.server
-            store.cdc = store.server = None
+            cdc, server, kv, store_health = store.cdc, store.server, store.kv, store.health
+            store.cdc = store.server = store.kv = store.health = None
+        store_health.enter_graceful_shutdown()  # NOT_SERVING while in-flight calls finish
         if cdc is not None:
             cdc.close()
         server.stop(None).wait()
+        kv.close()
 
     def _fail_over(self, store_id: int) -> None:
         """Raft election after a leader store died: a live peer becomes leader."""
@@ -179,6 +191,14 @@ class SimCluster:
     @property
     def store_addresses(self) -> dict[int, str]:
         return {sid: f"{self.host}:{s.port}" for sid, s in self._stores.items()}
+
+    def kv_service_at(self, address: str) -> KvService | None:
+        """The KvService of the running store listening on `address` (the target of a forwarded call)."""
+        with self._mu:
+            for store in self._stores.values():
+                if store.up and f"{self.host}:{store.port}" == address:
+                    return store.kv
+        return None
 
     def store_is_up(self, store_id: int) -> bool:
         return self._require_store(store_id).up
@@ -275,9 +295,9 @@ class SimCluster:
 
     # ---- internals --------------------------------------------------------------------------
 
-    def _new_server(self, name: str) -> grpc.Server:
+    def _new_server(self, name: str, *interceptors: grpc.ServerInterceptor) -> grpc.Server:
         return grpc.server(ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=f"sim-{name}"),
-                           options=SERVER_OPTIONS)
+                           interceptors=interceptors, options=SERVER_OPTIONS)
 
     def _bind(self, server: grpc.Server, port: int, what: str) -> int:
         try:
@@ -293,6 +313,15 @@ class SimCluster:
         if store is None:
             raise InputError(f"unknown store {store_id}; stores are {sorted(self._stores)}")
         return store
+
+
+def _serve_health(server: grpc.Server) -> health.HealthServicer:
+    """grpc.health.v1 with the whole server SERVING, as TiKV (src/server/server.rs registers grpcio's
+    health service) and PD's embedded etcd (server/etcdserver/api/v3rpc/grpc.go) answer it."""
+    servicer = health.HealthServicer()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    return servicer
 
 
 def _change_data_service_class():

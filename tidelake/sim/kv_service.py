@@ -9,12 +9,14 @@ MvccStore with TiKV's SI semantics.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import grpc
 
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import errorpb_pb2, kvrpcpb_pb2, tikvpb_pb2_grpc
+from tidelake.sim.batch_commands import serve_batch_commands
 from tidelake.sim.mvcc import (
     CommitTsExpiredError,
     KeyLockedError,
@@ -64,6 +66,14 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
     def __init__(self, store_id: int, cluster: ClusterView) -> None:
         self._store_id = store_id
         self._cluster = cluster
+        # runs batched commands; TiKV's read and scheduler pools, sized for a 2-core sim
+        self._batch_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"sim-batch-{store_id}")
+
+    def close(self) -> None:
+        self._batch_pool.shutdown(wait=False, cancel_futures=True)
+
+    def BatchCommands(self, request_iterator, context):
+        return serve_batch_commands(self, self._cluster.cluster_id, request_iterator, context, self._batch_pool)
 
     # ---- request checks --------------------------------------------------------------------
 
