@@ -410,7 +410,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("kvrpcpb.CheckSecondaryLocksResponse", "locks", 3, "repeated kvrpcpb.LockInfo"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "commit_ts", 4, "uint64"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "exec_details_v2", 5, "kvrpcpb.ExecDetailsV2"),
-    # docs/wire.md §14.1: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
+    # docs/wire.md §14.4: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
     ("kvrpcpb.Mutation", "op", 1, "kvrpcpb.Op"),
     ("kvrpcpb.Mutation", "key", 2, "bytes"),
     ("kvrpcpb.Mutation", "value", 3, "bytes"),

@@ -282,8 +282,11 @@ class SimCluster:
 
     def _resolve_for_gc(self, lock: Lock) -> None:
         """client-go `BatchResolveLocks`: caller ts 0 and current ts MaxUint64, so any lock below the
-        safepoint is either committed or rolled back now."""
+        safepoint is either committed or rolled back now (docs/wire.md §14.4 for async commit)."""
         status = self.mvcc.check_txn_status(lock.primary, lock.start_ts, 0, MAX_TS, True, verify_is_primary=False)
+        if status.lock is not None and status.lock.use_async_commit:  # decided by all its keys (§14.4)
+            self.mvcc.resolve_async_commit(status.lock)
+            return
         self.mvcc.resolve_lock(lock.start_ts, status.commit_ts, keys=[lock.key])
 
     def _loop(self, interval: float, fn) -> None:

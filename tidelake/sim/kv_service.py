@@ -2,8 +2,9 @@
 
 It answers only for regions this store leads and returns the region errors TiKV returns otherwise
 (docs/metadata.md §2.2, §2.5), so clients exercise their real retry paths. Keys in requests are
-raw; region boundaries in errors are encoded (§2.4). Reads and lock resolution go to the shared
-MvccStore with TiKV's SI semantics.
+raw; region boundaries in errors are encoded (§2.4). Reads, lock resolution and TiDB's
+transactional writes (docs/wire.md §14.4) go to the shared MvccStore with TiKV's semantics; every
+command is also reachable through BatchCommands (§14.1).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import errorpb_pb2, kvrpcpb_pb2, tikvpb_pb2_grpc
 from tidelake.sim.batch_commands import serve_batch_commands
 from tidelake.sim.mvcc import (
+    MAX_TS,
     CommitTsExpiredError,
     KeyLockedError,
     Lock,
     MvccError,
     PrimaryMismatchError,
+    TxnCommittedError,
     TxnLockNotFoundError,
     TxnNotFoundError,
     WriteConflictError,
@@ -32,13 +35,17 @@ from tidelake.sim.regions import SimRegion
 if TYPE_CHECKING:
     from tidelake.sim.cluster_view import ClusterView
 
-_LOCK_TYPE = {"put": kvrpcpb_pb2.Put, "delete": kvrpcpb_pb2.Del, "lock": kvrpcpb_pb2.Lock}
+_LOCK_TYPE = {"put": kvrpcpb_pb2.Put, "delete": kvrpcpb_pb2.Del, "lock": kvrpcpb_pb2.Lock,
+              "pessimistic": kvrpcpb_pb2.PessimisticLock}
+_MUTATION_OP = {kvrpcpb_pb2.Put: "put", kvrpcpb_pb2.Insert: "put", kvrpcpb_pb2.Del: "delete",
+                kvrpcpb_pb2.Lock: "lock"}
 
 
 def lock_info(lock: Lock) -> kvrpcpb_pb2.LockInfo:
     return kvrpcpb_pb2.LockInfo(primary_lock=lock.primary, lock_version=lock.start_ts, key=lock.key,
                                 lock_ttl=lock.ttl_ms, txn_size=lock.txn_size, lock_type=_LOCK_TYPE[lock.op],
-                                min_commit_ts=lock.min_commit_ts)
+                                min_commit_ts=lock.min_commit_ts, lock_for_update_ts=lock.for_update_ts,
+                                use_async_commit=lock.use_async_commit, secondaries=list(lock.secondaries))
 
 
 def key_error(err: MvccError) -> kvrpcpb_pb2.KeyError:
@@ -197,7 +204,9 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
         try:
             status = self._cluster.mvcc.check_txn_status(
                 request.primary_key, request.lock_ts, request.caller_start_ts, request.current_ts,
-                request.rollback_if_not_exist, verify_is_primary=request.verify_is_primary)
+                request.rollback_if_not_exist, verify_is_primary=request.verify_is_primary,
+                force_sync_commit=request.force_sync_commit,
+                resolving_pessimistic_lock=request.resolving_pessimistic_lock)
         except MvccError as err:
             return kvrpcpb_pb2.CheckTxnStatusResponse(error=key_error(err))
         resp = kvrpcpb_pb2.CheckTxnStatusResponse(lock_ttl=status.lock_ttl, commit_version=status.commit_ts,
@@ -232,3 +241,139 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
         hi = region_hi if not request.end_key else (min(request.end_key, region_hi) if region_hi else request.end_key)
         locks = self._cluster.mvcc.scan_locks(lo, hi, request.max_version, request.limit)
         return kvrpcpb_pb2.ScanLockResponse(locks=[lock_info(lk) for lk in locks])
+
+    def KvCheckSecondaryLocks(self, request, context):
+        keys = list(request.keys)
+        _, region_error = self._route(request.context, context, keys)
+        if region_error is not None:
+            return kvrpcpb_pb2.CheckSecondaryLocksResponse(region_error=region_error)
+        try:
+            status = self._cluster.mvcc.check_secondary_locks(keys, request.start_version)
+        except MvccError as err:
+            return kvrpcpb_pb2.CheckSecondaryLocksResponse(error=key_error(err))
+        return kvrpcpb_pb2.CheckSecondaryLocksResponse(locks=[lock_info(lk) for lk in status.locks],
+                                                       commit_ts=status.commit_ts)
+
+    # ---- transactional writes (docs/wire.md §14.4) ------------------------------------------
+
+    def KvPrewrite(self, request, context):
+        mutations = list(request.mutations)
+        keys = [m.key for m in mutations]
+        _, region_error = self._route(request.context, context, keys)
+        if region_error is not None:
+            return kvrpcpb_pb2.PrewriteResponse(region_error=region_error)
+        checks = list(request.pessimistic_actions)
+        pessimistic = frozenset(m.key for i, m in enumerate(mutations)
+                                if i < len(checks) and checks[i] == kvrpcpb_pb2.PrewriteRequest.DO_PESSIMISTIC_CHECK)
+        writes, must_not_exist = [], []
+        for m in mutations:
+            if m.op == kvrpcpb_pb2.CheckNotExists:
+                must_not_exist.append(m.key)
+            elif m.op in _MUTATION_OP:
+                writes.append((_MUTATION_OP[m.op], m.key, m.value))
+                if m.op == kvrpcpb_pb2.Insert:
+                    must_not_exist.append(m.key)
+            else:
+                return kvrpcpb_pb2.PrewriteResponse(errors=[kvrpcpb_pb2.KeyError(
+                    abort=f"invalid mutation op {kvrpcpb_pb2.Op.Name(m.op)} in prewrite")])
+        mvcc = self._cluster.mvcc
+        if not request.skip_constraint_check:
+            for key in must_not_exist:  # Insert / CheckNotExists: TiKV's AlreadyExist
+                if mvcc.get(key, MAX_TS - 1, [request.start_version]) is not None:
+                    return kvrpcpb_pb2.PrewriteResponse(errors=[kvrpcpb_pb2.KeyError(
+                        already_exist=kvrpcpb_pb2.AlreadyExist(key=key))])
+        try:
+            result = mvcc.prewrite(
+                writes, request.primary_lock, request.start_version, request.lock_ttl,
+                min_commit_ts=request.min_commit_ts or None, txn_size=request.txn_size or None,
+                for_update_ts=request.for_update_ts, pessimistic_keys=pessimistic,
+                use_async_commit=request.use_async_commit, secondaries=tuple(request.secondaries),
+                try_one_pc=request.try_one_pc, max_commit_ts=request.max_commit_ts)
+        except MvccError as err:
+            return kvrpcpb_pb2.PrewriteResponse(errors=[key_error(err)])
+        return kvrpcpb_pb2.PrewriteResponse(min_commit_ts=result.min_commit_ts,
+                                            one_pc_commit_ts=result.one_pc_commit_ts)
+
+    def KvCommit(self, request, context):
+        keys = list(request.keys)
+        _, region_error = self._route(request.context, context, keys)
+        if region_error is not None:
+            return kvrpcpb_pb2.CommitResponse(region_error=region_error)
+        try:
+            self._cluster.mvcc.commit(keys, request.start_version, request.commit_version)
+        except MvccError as err:
+            return kvrpcpb_pb2.CommitResponse(error=key_error(err))
+        except ValueError as err:  # commit ts not above start ts: TiKV's InvalidTxnTso
+            return kvrpcpb_pb2.CommitResponse(error=kvrpcpb_pb2.KeyError(abort=str(err)))
+        return kvrpcpb_pb2.CommitResponse()
+
+    def KvBatchRollback(self, request, context):
+        keys = list(request.keys)
+        _, region_error = self._route(request.context, context, keys)
+        if region_error is not None:
+            return kvrpcpb_pb2.BatchRollbackResponse(region_error=region_error)
+        try:
+            self._cluster.mvcc.rollback(keys, request.start_version)
+        except MvccError as err:
+            return kvrpcpb_pb2.BatchRollbackResponse(error=key_error(err))
+        return kvrpcpb_pb2.BatchRollbackResponse()
+
+    def KvCleanup(self, request, context):
+        _, region_error = self._route(request.context, context, [request.key])
+        if region_error is not None:
+            return kvrpcpb_pb2.CleanupResponse(region_error=region_error)
+        try:
+            self._cluster.mvcc.cleanup(request.key, request.start_version, request.current_ts)
+        except TxnCommittedError as err:  # kv.rs future_cleanup: committed is an answer, not an error
+            return kvrpcpb_pb2.CleanupResponse(commit_version=err.commit_ts)
+        except MvccError as err:
+            return kvrpcpb_pb2.CleanupResponse(error=key_error(err))
+        return kvrpcpb_pb2.CleanupResponse()
+
+    def KvTxnHeartBeat(self, request, context):
+        _, region_error = self._route(request.context, context, [request.primary_lock])
+        if region_error is not None:
+            return kvrpcpb_pb2.TxnHeartBeatResponse(region_error=region_error)
+        try:
+            ttl = self._cluster.mvcc.txn_heart_beat(request.primary_lock, request.start_version,
+                                                    request.advise_lock_ttl)
+        except MvccError as err:
+            return kvrpcpb_pb2.TxnHeartBeatResponse(error=key_error(err))
+        return kvrpcpb_pb2.TxnHeartBeatResponse(lock_ttl=ttl)
+
+    def KvPessimisticLock(self, request, context):
+        keys = [m.key for m in request.mutations]
+        _, region_error = self._route(request.context, context, keys)
+        if region_error is not None:
+            return kvrpcpb_pb2.PessimisticLockResponse(region_error=region_error)
+        force_lock = request.wake_up_mode == kvrpcpb_pb2.WakeUpModeForceLock
+        try:
+            results = self._cluster.mvcc.pessimistic_lock(
+                keys, request.primary_lock, request.start_version, request.for_update_ts, request.lock_ttl,
+                lock_only_if_exists=request.lock_only_if_exists, allow_lock_with_conflict=force_lock,
+                min_commit_ts=request.min_commit_ts)
+        except MvccError as err:
+            if force_lock:
+                return kvrpcpb_pb2.PessimisticLockResponse(errors=[key_error(err)], results=[
+                    kvrpcpb_pb2.PessimisticLockKeyResult(type=kvrpcpb_pb2.LockResultFailed) for _ in keys])
+            return kvrpcpb_pb2.PessimisticLockResponse(errors=[key_error(err)])
+        if force_lock:  # WakeUpModeForceLock: everything travels in `results`
+            return kvrpcpb_pb2.PessimisticLockResponse(results=[kvrpcpb_pb2.PessimisticLockKeyResult(
+                type=kvrpcpb_pb2.LockResultLockedWithConflict if r.locked_with_conflict_ts
+                else kvrpcpb_pb2.LockResultNormal,
+                value=r.value, existence=r.exists, locked_with_conflict_ts=r.locked_with_conflict_ts)
+                for r in results])
+        resp = kvrpcpb_pb2.PessimisticLockResponse()
+        if request.return_values:
+            resp.values.extend(r.value for r in results)
+        if request.return_values or request.check_existence:
+            resp.not_founds.extend(not r.exists for r in results)
+        return resp
+
+    def KVPessimisticRollback(self, request, context):
+        keys = list(request.keys)
+        _, region_error = self._route(request.context, context, keys)
+        if region_error is not None:
+            return kvrpcpb_pb2.PessimisticRollbackResponse(region_error=region_error)
+        self._cluster.mvcc.pessimistic_rollback(keys, request.start_version, request.for_update_ts)
+        return kvrpcpb_pb2.PessimisticRollbackResponse()

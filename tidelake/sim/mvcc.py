@@ -2,7 +2,8 @@
 
 It copies TiKV's transaction layer closely enough that a client written against it works against a
 real cluster: locks and write records, write conflicts, protected rollbacks, SI reads with
-resolved/committed locks (docs/metadata.md §2.4), CheckTxnStatus/ResolveLock (§2.7), GC that
+resolved/committed locks (docs/metadata.md §2.4), CheckTxnStatus/ResolveLock (§2.7), TiDB's
+transaction protocol (pessimistic locks, async commit, 1PC; docs/wire.md §14.4), GC that
 keeps the newest version at or below the safe point (§3.2), and an apply stream with old values that
 the CDC servicer observes like TiKV's raft apply (docs/wire.md §7.4–7.6).
 
@@ -24,6 +25,8 @@ from tidelake.tso import physical_ms
 MAX_TS = (1 << 64) - 1
 
 MutationOp = Literal["put", "delete", "lock"]
+# "pessimistic": a pessimistic lock not yet prewritten; it blocks writers only and never reaches CDC.
+LockOp = Literal["put", "delete", "lock", "pessimistic"]
 WriteOp = Literal["put", "delete", "rollback", "lock"]
 
 _commit_ts_of = attrgetter("commit_ts")
@@ -34,12 +37,19 @@ class Lock:
     key: bytes
     primary: bytes
     start_ts: int
-    op: MutationOp
+    op: LockOp
     value: bytes
     ttl_ms: int
     min_commit_ts: int
     txn_size: int
     old_value: bytes
+    for_update_ts: int = 0  # > 0: the lock belongs to a pessimistic transaction
+    use_async_commit: bool = False
+    secondaries: tuple[bytes, ...] = ()  # async commit: every other key, on the primary's lock only
+
+    def is_data_lock(self) -> bool:
+        """A Put/Delete lock: what CDC reports as a prewrite and what holds a region's resolved ts."""
+        return self.op in ("put", "delete")
 
 
 @dataclass(slots=True)
@@ -74,8 +84,34 @@ class TxnStatus:
 
     lock_ttl: int
     commit_ts: int
-    action: Literal["NoAction", "TTLExpireRollback", "LockNotExistRollback", "MinCommitTSPushed"]
+    action: Literal["NoAction", "TTLExpireRollback", "LockNotExistRollback", "MinCommitTSPushed",
+                    "TTLExpirePessimisticRollback", "LockNotExistDoNothing"]
     lock: Lock | None
+
+
+@dataclass(frozen=True, slots=True)
+class PrewriteResult:
+    """KvPrewrite's answer: async commit's min_commit_ts (0 = fall back to 2PC) and 1PC's commit ts (0 = not 1PC)."""
+
+    min_commit_ts: int = 0
+    one_pc_commit_ts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PessimisticLockResult:
+    """Per key of KvPessimisticLock: the latest value, whether the key exists, and the conflict it was locked over."""
+
+    value: bytes
+    exists: bool
+    locked_with_conflict_ts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SecondaryLocksStatus:
+    """KvCheckSecondaryLocks: committed at commit_ts > 0; else all still locked (locks) or rolled back (none)."""
+
+    locks: list[Lock]
+    commit_ts: int
 
 
 class MvccError(Exception):
@@ -90,7 +126,7 @@ class KeyLockedError(MvccError):
 
 class WriteConflictError(MvccError):
     def __init__(self, start_ts: int, conflict_start_ts: int, conflict_commit_ts: int, key: bytes,
-                 primary: bytes, reason: Literal["Optimistic", "SelfRolledBack"]) -> None:
+                 primary: bytes, reason: Literal["Optimistic", "SelfRolledBack", "PessimisticRetry"]) -> None:
         super().__init__(f"write conflict on {key.hex()}: txn {start_ts} vs commit {conflict_commit_ts} ({reason})")
         self.start_ts = start_ts
         self.conflict_start_ts = conflict_start_ts
@@ -133,6 +169,22 @@ class TxnNotFoundError(MvccError):
         super().__init__(f"txn {start_ts} not found on primary {primary.hex()}")
         self.start_ts = start_ts
         self.primary = primary
+
+
+class PessimisticLockNotFoundError(MvccError):
+    """Prewrite of a key a pessimistic txn should have locked but holds no lock on (TiKV `PessimisticLockNotFound`)."""
+
+    def __init__(self, key: bytes, start_ts: int) -> None:
+        super().__init__(f"PessimisticLockNotFound: txn {start_ts} holds no pessimistic lock on {key.hex()}")
+        self.key = key
+
+
+class PessimisticLockRolledBackError(MvccError):
+    """Pessimistic lock of a key this txn already rolled back (TiKV `PessimisticLockRolledBack`)."""
+
+    def __init__(self, key: bytes, start_ts: int) -> None:
+        super().__init__(f"PessimisticLockRolledBack: txn {start_ts} was rolled back on {key.hex()}")
+        self.key = key
 
 
 class PrimaryMismatchError(MvccError):
@@ -180,10 +232,21 @@ class MvccStore:
     # ---- writes ----------------------------------------------------------------------------
 
     def prewrite(self, mutations: list[tuple[MutationOp, bytes, bytes]], primary: bytes, start_ts: int,
-                 ttl_ms: int, *, min_commit_ts: int | None = None, txn_size: int | None = None) -> None:
-        """Lock every key or none (TiKV discards the whole batch on any key error)."""
+                 ttl_ms: int, *, min_commit_ts: int | None = None, txn_size: int | None = None,
+                 for_update_ts: int = 0, pessimistic_keys: frozenset[bytes] = frozenset(),
+                 use_async_commit: bool = False, secondaries: tuple[bytes, ...] = (), try_one_pc: bool = False,
+                 max_commit_ts: int = 0) -> PrewriteResult:
+        """Lock every key or none (TiKV discards the whole batch on any key error).
+
+        A pessimistic txn (for_update_ts > 0) must already hold a pessimistic lock on each of
+        `pessimistic_keys` (which the prewrite turns into a data lock); its other keys skip conflict
+        checks. Async commit and 1PC take min_commit_ts = max(start_ts, for_update_ts, max_ts) + 1, as
+        TiKV's prewrite does, and fall back to a plain 2PC prewrite above `max_commit_ts`
+        (tikv src/storage/txn/commands/prewrite.rs, actions/prewrite.rs).
+        """
         with self._mu:
             planned: list[Lock] = []
+            replaced: list[Lock] = []  # our pessimistic locks that the prewrite turns into data locks
             seen: set[bytes] = set()
             for op, key, value in mutations:
                 if op not in ("put", "delete", "lock"):
@@ -191,14 +254,176 @@ class MvccStore:
                 if key in seen:
                     raise ValueError(f"key {key.hex()} appears twice in one prewrite")
                 seen.add(key)
-                if self._check_prewrite(key, primary, start_ts):
-                    planned.append(Lock(key, primary, start_ts, op, value if op == "put" else b"", ttl_ms,
-                                        min_commit_ts if min_commit_ts is not None else start_ts + 1,
-                                        txn_size if txn_size is not None else len(mutations),
-                                        self._visible_value(key, start_ts)))
+                own = self._locks.get(key)
+                if own is not None and own.start_ts == start_ts:
+                    if own.op != "pessimistic":
+                        continue  # a retried prewrite
+                    replaced.append(own)
+                elif for_update_ts and key in pessimistic_keys:
+                    if own is not None:
+                        raise KeyLockedError(replace(own))
+                    raise PessimisticLockNotFoundError(key, start_ts)
+                elif for_update_ts:
+                    if own is not None:
+                        raise KeyLockedError(replace(own))
+                elif not self._check_prewrite(key, primary, start_ts):
+                    continue
+                planned.append(Lock(key, primary, start_ts, op, value if op == "put" else b"", ttl_ms,
+                                    min_commit_ts if min_commit_ts is not None else start_ts + 1,
+                                    txn_size if txn_size is not None else len(mutations),
+                                    self._visible_value(key, max(start_ts, for_update_ts)), for_update_ts))
+            result = PrewriteResult()
+            if use_async_commit or try_one_pc:
+                final = max(start_ts, for_update_ts, self._max_ts) + 1
+                final = max(final, min_commit_ts or 0)
+                if max_commit_ts and final > max_commit_ts:
+                    use_async_commit = try_one_pc = False  # CommitTsTooLarge: fall back to 2PC
+                else:
+                    result = PrewriteResult(min_commit_ts=final if use_async_commit and not try_one_pc else 0,
+                                            one_pc_commit_ts=final if try_one_pc else 0)
+                    for lock in planned:
+                        lock.min_commit_ts = final
+            if try_one_pc:
+                self._remove_locks(replaced)
+                self._commit_directly(planned, start_ts, result.one_pc_commit_ts)
+                return result
+            if use_async_commit:
+                for lock in planned:
+                    lock.use_async_commit = True
+                    if lock.key == primary:
+                        lock.secondaries = tuple(secondaries)
+            self._remove_locks(replaced)
             self._add_locks(planned)
             self._notify("prewrite", [ApplyEntry(lk.key, start_ts, 0, lk.op, lk.value, lk.old_value)
-                                      for lk in planned if lk.op != "lock"])
+                                      for lk in planned if lk.is_data_lock()])
+            return result
+
+    def _commit_directly(self, locks: list[Lock], start_ts: int, commit_ts: int) -> None:
+        """1PC: the planned locks become write records at commit_ts with no lock in between."""
+        entries = []
+        for lock in locks:
+            old = self._visible_value(lock.key, commit_ts - 1)  # docs/wire.md §7.6: 1PC old value
+            self._insert_write(lock.key, Write(start_ts, commit_ts, lock.op, lock.value))
+            if lock.is_data_lock():
+                entries.append(ApplyEntry(lock.key, start_ts, commit_ts, lock.op, lock.value, old))
+        self._notify("one_pc", entries)
+
+    def pessimistic_lock(self, keys: list[bytes], primary: bytes, start_ts: int, for_update_ts: int, ttl_ms: int,
+                         *, lock_only_if_exists: bool = False, allow_lock_with_conflict: bool = False,
+                         min_commit_ts: int = 0) -> list[PessimisticLockResult]:
+        """TiKV `acquire_pessimistic_lock`, all keys or none; never waits (a held lock is KeyIsLocked at once).
+
+        A key committed after for_update_ts is a write conflict, or, with allow_lock_with_conflict
+        (WakeUpModeForceLock), locked anyway at that commit ts. Reads the latest version, so it raises
+        max_ts to for_update_ts (tikv src/storage/txn/actions/acquire_pessimistic_lock.rs).
+        """
+        with self._mu:
+            self._raise_max_ts(for_update_ts)
+            results: list[PessimisticLockResult] = []
+            planned: list[Lock] = []
+            bumped: list[tuple[Lock, int]] = []
+            for key in keys:
+                lock = self._locks.get(key)
+                if lock is not None and lock.start_ts != start_ts:
+                    raise KeyLockedError(replace(lock))
+                record = self._commit_record(key, start_ts)
+                if record is not None and _is_rollback_of(record, start_ts):
+                    raise PessimisticLockRolledBackError(key, start_ts)
+                ws = self._writes.get(key, ())
+                newest_commit = ws[-1].commit_ts if ws else 0
+                conflict_ts = 0
+                if lock is None and newest_commit > for_update_ts:
+                    if not allow_lock_with_conflict:
+                        newest = ws[-1]
+                        raise WriteConflictError(start_ts, newest.start_ts, newest.commit_ts, key, primary,
+                                                 "PessimisticRetry")
+                    conflict_ts = newest_commit
+                value = self._visible_value(key, MAX_TS)
+                exists = self._read(key, MAX_TS - 1, frozenset([start_ts]), frozenset())[0] is not None
+                results.append(PessimisticLockResult(value, exists, conflict_ts))
+                if lock is not None:
+                    if lock.op == "pessimistic":
+                        bumped.append((lock, max(lock.for_update_ts, for_update_ts)))
+                    continue
+                if lock_only_if_exists and not exists:
+                    continue
+                planned.append(Lock(key, primary, start_ts, "pessimistic", b"", ttl_ms, min_commit_ts, 0, b"",
+                                    max(for_update_ts, conflict_ts)))
+            for lock, ts in bumped:
+                lock.for_update_ts = ts
+            self._add_locks(planned)
+            return results
+
+    def pessimistic_rollback(self, keys: list[bytes], start_ts: int, for_update_ts: int) -> None:
+        """Drop this txn's pessimistic locks taken at or below for_update_ts; no write record, nothing for CDC."""
+        with self._mu:
+            self._remove_locks([lk for k in keys if (lk := self._locks.get(k)) is not None and lk.start_ts == start_ts
+                                and lk.op == "pessimistic" and lk.for_update_ts <= for_update_ts])
+
+    def txn_heart_beat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
+        """TiKV `TxnHeartBeat`: extend the primary lock's TTL (never shorten it); returns the TTL now set."""
+        with self._mu:
+            lock = self._locks.get(primary)
+            if lock is None or lock.start_ts != start_ts:
+                raise TxnNotFoundError(start_ts, primary)
+            lock.ttl_ms = max(lock.ttl_ms, advise_ttl_ms)
+            return lock.ttl_ms
+
+    def cleanup(self, key: bytes, start_ts: int, current_ts: int) -> None:
+        """TiKV `Cleanup`: roll back the txn on `key` unless its lock is still alive (current_ts 0 = any TTL).
+
+        Raises KeyLockedError for a live lock and TxnCommittedError when the key is already committed.
+        """
+        with self._mu:
+            lock = self._locks.get(key)
+            if (lock is not None and lock.start_ts == start_ts and current_ts
+                    and physical_ms(lock.start_ts) + lock.ttl_ms >= physical_ms(current_ts)):
+                raise KeyLockedError(replace(lock))
+            self.rollback([key], start_ts)
+
+    def check_secondary_locks(self, keys: list[bytes], start_ts: int) -> SecondaryLocksStatus:
+        """TiKV `CheckSecondaryLocks` for an async-commit txn: a missing lock gets a rollback record so
+        the txn can never commit there later, and a pessimistic lock is rolled back
+        (tikv src/storage/txn/commands/check_secondary_locks.rs)."""
+        with self._mu:
+            locks: list[Lock] = []
+            rolled_back = False
+            entries: list[ApplyEntry] = []
+            for key in keys:
+                lock = self._locks.get(key)
+                if lock is not None and lock.start_ts == start_ts and lock.op != "pessimistic":
+                    locks.append(replace(lock))
+                    continue
+                record = self._commit_record(key, start_ts) if lock is None or lock.start_ts != start_ts else None
+                if record is not None and not _is_rollback_of(record, start_ts):
+                    self._notify("rollback", entries)
+                    return SecondaryLocksStatus([], record.commit_ts)
+                rolled_back = True
+                if record is None:
+                    entry = self._rollback_key(key, start_ts)
+                    if entry is not None:
+                        entries.append(entry)
+            self._notify("rollback", entries)
+            return SecondaryLocksStatus([] if rolled_back else locks, 0)
+
+    def resolve_async_commit(self, primary_lock: Lock) -> int:
+        """Decide an async-commit txn from all its locks, as client-go's `resolveAsyncCommitLock` does:
+        committed if any key committed, rolled back if any key lost its lock, else committed at the
+        largest min_commit_ts. Returns the commit ts (0 = rolled back) after resolving every key."""
+        with self._mu:
+            keys = [primary_lock.primary, *primary_lock.secondaries]
+            status = self.check_secondary_locks(keys, primary_lock.start_ts)
+            commit_ts = status.commit_ts
+            if not commit_ts and status.locks:
+                commit_ts = max(lk.min_commit_ts for lk in status.locks)
+            held = [k for k in keys if self._has_lock(k, primary_lock.start_ts)]
+            if held:
+                self.resolve_lock(primary_lock.start_ts, commit_ts, keys=held)
+            return commit_ts
+
+    def _has_lock(self, key: bytes, start_ts: int) -> bool:
+        lock = self._locks.get(key)
+        return lock is not None and lock.start_ts == start_ts
 
     def observe_ts(self, ts: int) -> None:
         """Raise max_ts to `ts` (what a read at `ts` or a resolved-ts tick at `ts` does in TiKV)."""
@@ -241,8 +466,12 @@ class MvccStore:
             raise ValueError(f"commit ts {commit_ts} must exceed start ts {start_ts}")
         with self._mu:
             locks = []
+            stale: list[Lock] = []  # tikv actions/commit.rs: a leftover pessimistic lock is removed, not committed
             for key in keys:
                 lock = self._locks.get(key)
+                if lock is not None and lock.start_ts == start_ts and lock.op == "pessimistic":
+                    stale.append(lock)
+                    continue
                 if lock is not None and lock.start_ts == start_ts:
                     if commit_ts < lock.min_commit_ts:
                         raise CommitTsExpiredError(key, start_ts, commit_ts, lock.min_commit_ts)
@@ -257,7 +486,7 @@ class MvccStore:
                 self._insert_write(lock.key, Write(start_ts, commit_ts, lock.op, lock.value))
                 if lock.op != "lock":
                     entries.append(ApplyEntry(lock.key, start_ts, commit_ts, lock.op, lock.value, lock.old_value))
-            self._remove_locks(locks)
+            self._remove_locks(locks + stale)
             self._notify("commit", entries)
 
     def rollback(self, keys: list[bytes], start_ts: int) -> None:
@@ -289,14 +518,25 @@ class MvccStore:
                 self.rollback(keys, start_ts)
 
     def check_txn_status(self, primary: bytes, lock_ts: int, caller_start_ts: int, current_ts: int,
-                         rollback_if_not_exist: bool, *, verify_is_primary: bool = True) -> TxnStatus:
-        """TiKV `check_txn_status` (docs/metadata.md §2.7 step 3)."""
+                         rollback_if_not_exist: bool, *, verify_is_primary: bool = True,
+                         force_sync_commit: bool = False, resolving_pessimistic_lock: bool = False) -> TxnStatus:
+        """TiKV `check_txn_status` (docs/metadata.md §2.7 step 3; docs/wire.md §14.4).
+
+        An async-commit primary is reported as it is, never rolled back or pushed: its fate is decided
+        from all its keys (CheckSecondaryLocks). An expired pessimistic lock is only dropped when the
+        caller resolves pessimistic locks.
+        """
         with self._mu:
             lock = self._locks.get(primary)
             if lock is not None and lock.start_ts == lock_ts:
                 if verify_is_primary and lock.primary != primary:
                     raise PrimaryMismatchError(replace(lock))
+                if lock.use_async_commit and not force_sync_commit:
+                    return TxnStatus(lock.ttl_ms, 0, "NoAction", replace(lock))
                 if physical_ms(lock.start_ts) + lock.ttl_ms < physical_ms(current_ts):
+                    if resolving_pessimistic_lock and lock.op == "pessimistic":
+                        self._remove_lock(lock)
+                        return TxnStatus(0, 0, "TTLExpirePessimisticRollback", None)
                     self._notify("rollback", [self._rollback_key(primary, lock_ts)])
                     return TxnStatus(0, 0, "TTLExpireRollback", None)
                 if lock.min_commit_ts and caller_start_ts != MAX_TS and caller_start_ts >= lock.min_commit_ts:
@@ -307,6 +547,8 @@ class MvccStore:
             if record is not None:
                 committed = not _is_rollback_of(record, lock_ts)
                 return TxnStatus(0, record.commit_ts if committed else 0, "NoAction", None)
+            if rollback_if_not_exist and resolving_pessimistic_lock:
+                return TxnStatus(0, 0, "LockNotExistDoNothing", None)
             if rollback_if_not_exist:
                 self._notify("rollback", [self._rollback_key(primary, lock_ts)])
                 return TxnStatus(0, 0, "LockNotExistRollback", None)
@@ -404,7 +646,7 @@ class MvccStore:
         with self._mu:
             for key in self._keys.irange(start or None, end or None, (True, False)):
                 lock = self._locks.get(key)
-                if lock is not None and lock.op != "lock":
+                if lock is not None and lock.is_data_lock():
                     rows.append(ApplyEntry(key, lock.start_ts, 0, lock.op, lock.value, lock.old_value))
                 ws = self._writes.get(key, ())
                 for i in range(len(ws) - 1, -1, -1):
@@ -419,7 +661,7 @@ class MvccStore:
         """Oldest Put/Delete lock start ts in [start, end): the bound a region's resolved ts must respect."""
         with self._mu:
             tss = [self._locks[k].start_ts for k in self._lock_keys.irange(start or None, end or None, (True, False))
-                   if self._locks[k].op != "lock"]
+                   if self._locks[k].is_data_lock()]
         return min(tss) if tss else None
 
     def approximate_stats(self, start: bytes, end: bytes) -> tuple[int, int]:
@@ -554,7 +796,7 @@ class MvccStore:
 
 def _lock_blocks_read(lock: Lock, key: bytes, ts: int, resolved: frozenset[int]) -> bool:
     """TiKV `check_ts_conflict_si` (docs/metadata.md §2.4)."""
-    if lock.start_ts > ts or lock.op == "lock" or lock.min_commit_ts > ts or lock.start_ts in resolved:
+    if lock.start_ts > ts or not lock.is_data_lock() or lock.min_commit_ts > ts or lock.start_ts in resolved:
         return False
     return not (ts == MAX_TS and key == lock.primary)
 
