@@ -1,0 +1,118 @@
+"""tikv/client-go, TiDB's own TiKV client, against the simulator while our puller captures.
+
+The Go program (main.go beside this file) is built into a temporary folder at test time with the
+Go toolchain and its module proxy; nothing fetched is kept in the repository. With client-go's
+defaults every RPC travels over BatchCommands, and it polls PD's etcd for the GC safepoint
+(docs/wire.md §14, §15). It writes transactions of every kind TiDB uses (optimistic and
+pessimistic, each as 2PC, async commit and 1PC). The oracles are the simulator's own MVCC records,
+never typed expectations: every commit lands exactly once, and the landed changes, replayed, equal
+a snapshot read at the durable watermark; a client-go snapshot read equals the simulator's scan.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.capture.pull_harness import changelog, make_config, oracle, sim, start_ts, wait_resolved, watermarks  # noqa: F401
+from tests.capture.tidb_writes import TiDBWrites
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.codec.keys import table_record_span
+from tidelake.sim.kv_service import KvService
+from tidelake.sim.mvcc import MvccStore
+
+HERE = Path(__file__).resolve().parent
+SHOP, ORDERS = 2, 110
+KINDS = 6 * 3  # txn kinds x rounds, as main.go writes them
+
+
+@pytest.fixture(scope="module")
+def clientgo(tmp_path_factory) -> Path:
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("the Go toolchain is not installed")
+    build = tmp_path_factory.mktemp("clientgo")
+    for name in ("main.go", "go.mod"):
+        shutil.copy(HERE / name, build / name)
+    for args in ([go, "mod", "tidy"], [go, "build", "-o", "clientgo", "."]):
+        done = subprocess.run(args, cwd=build, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "GOFLAGS": "-mod=mod"})
+        assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stderr[-3000:]}"
+    return build / "clientgo"
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """What the client really asked for: prewrite modes, pessimistic locks, batched streams."""
+    seen: collections.Counter = collections.Counter()
+    prewrite, lock, batch = MvccStore.prewrite, MvccStore.pessimistic_lock, KvService.BatchCommands
+
+    def spy_prewrite(self, *args, **kw):
+        result = prewrite(self, *args, **kw)
+        seen["one_pc"] += bool(result.one_pc_commit_ts)
+        seen["async_commit"] += bool(result.min_commit_ts)
+        seen["pessimistic_prewrite"] += bool(kw.get("for_update_ts"))
+        return result
+
+    def spy_lock(self, *args, **kw):
+        seen["pessimistic_lock"] += 1
+        return lock(self, *args, **kw)
+
+    def spy_batch(self, request_iterator, context):
+        seen["batch_streams"] += 1
+        return batch(self, request_iterator, context)
+
+    monkeypatch.setattr(MvccStore, "prewrite", spy_prewrite)
+    monkeypatch.setattr(MvccStore, "pessimistic_lock", spy_lock)
+    monkeypatch.setattr(KvService, "BatchCommands", spy_batch)
+    return seen
+
+
+def run(clientgo: Path, *args: str) -> list[str]:
+    done = subprocess.run([str(clientgo), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"clientgo {' '.join(args)} failed:\n{done.stderr[-3000:]}"
+    return [line for line in done.stdout.splitlines() if not line.startswith("[")]  # client-go logs on stdout
+
+
+def test_client_go_transactions_land_exactly_once_and_match_a_snapshot(clientgo, calls, sim, tmp_path):
+    lake = tmp_path / "lake"
+    tidb = TiDBWrites(sim)
+    tidb.create_db(SHOP, "shop")
+    tidb.create_table(SHOP, ORDERS, "orders")
+    with PullerThread(make_config(sim, lake)) as runner:
+        start = start_ts(lake, runner)
+        committed = run(clientgo, "write", sim.pd_address, str(ORDERS))
+        assert len([line for line in committed if line.startswith("committed ")]) == KINDS
+        wait_resolved(lake, {ORDERS: sim.tso.next()}, 0, runner)
+    assert runner.error is None
+    assert calls["one_pc"] and calls["async_commit"] and calls["pessimistic_prewrite"] and calls["pessimistic_lock"]
+    assert calls["batch_streams"]
+
+    mark = watermarks(lake).table_resolved[ORDERS]
+    landed = [r for r in changelog(lake) if r[0] == ORDERS]
+    assert max(collections.Counter(landed).values()) == 1  # exactly once
+    assert {r for r in landed if r[2] <= mark} == {r for r in oracle(sim, ORDERS, start) if r[2] <= mark}
+    replayed: dict[bytes, tuple[int, str, bytes]] = {}
+    for _, key, commit_ts, op, value in sorted((r for r in landed if r[2] <= mark), key=lambda r: r[2]):
+        replayed[key] = (commit_ts, op, value)
+    lo, hi = table_record_span(ORDERS)
+    snapshot = dict(sim.mvcc.scan(lo, hi, mark, None))
+    assert {k: v for k, (_, op, v) in replayed.items() if op == "put"} == snapshot
+    assert len(snapshot) == KINDS // 3 * 2  # each kind's three keys, the middle one deleted in the last round
+
+
+def test_client_go_snapshot_read_through_batch_commands(clientgo, calls, sim):
+    tidb = TiDBWrites(sim)
+    tidb.create_db(SHOP, "shop")
+    tidb.create_table(SHOP, ORDERS, "orders")
+    run(clientgo, "write", sim.pd_address, str(ORDERS))
+    ts_line, *rows = run(clientgo, "read", sim.pd_address, str(ORDERS))
+    lo, hi = table_record_span(ORDERS)
+    expected = sim.mvcc.scan(lo, hi, int(ts_line), None)
+    assert [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in (r.split(" ") for r in rows)] == expected
+    assert expected and calls["batch_streams"]
