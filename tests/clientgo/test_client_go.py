@@ -22,13 +22,23 @@ import pytest
 from tests.capture.pull_harness import changelog, make_config, oracle, sim, start_ts, wait_resolved, watermarks  # noqa: F401
 from tests.capture.tidb_writes import TiDBWrites
 from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.codec.keys import table_record_span
+from tidelake.codec.keys import record_key, table_record_span
+from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.sim.kv_service import KvService
 from tidelake.sim.mvcc import MvccStore
 
 HERE = Path(__file__).resolve().parent
 SHOP, ORDERS = 2, 110
 KINDS = 6 * 3  # txn kinds x rounds, as main.go writes them
+# main.go writes kind i at handles 10i+1..10i+3: splits at 12 and 42 put the primary and a secondary of
+# "optimistic async commit" and "pessimistic async commit" in different regions (on different stores)
+SPLIT_HANDLES = (12, 42)
+
+
+def split_orders(sim) -> None:
+    for handle in SPLIT_HANDLES:
+        key = encode_bytes(record_key(ORDERS, handle))
+        sim.split_region(sim.regions.locate(key).id, key)
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +62,12 @@ def calls(monkeypatch):
     seen: collections.Counter = collections.Counter()
     prewrite, lock, batch = MvccStore.prewrite, MvccStore.pessimistic_lock, KvService.BatchCommands
 
-    def spy_prewrite(self, *args, **kw):
-        result = prewrite(self, *args, **kw)
+    def spy_prewrite(self, mutations, *args, **kw):
+        result = prewrite(self, mutations, *args, **kw)
         seen["one_pc"] += bool(result.one_pc_commit_ts)
         seen["async_commit"] += bool(result.min_commit_ts)
+        here = {key for _, key, _ in mutations}
+        seen["async_secondary_in_another_region"] += bool(result.min_commit_ts and set(kw.get("secondaries", ())) - here)
         seen["pessimistic_prewrite"] += bool(kw.get("for_update_ts"))
         return result
 
@@ -84,6 +96,7 @@ def test_client_go_transactions_land_exactly_once_and_match_a_snapshot(clientgo,
     tidb = TiDBWrites(sim)
     tidb.create_db(SHOP, "shop")
     tidb.create_table(SHOP, ORDERS, "orders")
+    split_orders(sim)
     with PullerThread(make_config(sim, lake)) as runner:
         start = start_ts(lake, runner)
         committed = run(clientgo, "write", sim.pd_address, str(ORDERS))
@@ -91,7 +104,7 @@ def test_client_go_transactions_land_exactly_once_and_match_a_snapshot(clientgo,
         wait_resolved(lake, {ORDERS: sim.tso.next()}, 0, runner)
     assert runner.error is None
     assert calls["one_pc"] and calls["async_commit"] and calls["pessimistic_prewrite"] and calls["pessimistic_lock"]
-    assert calls["batch_streams"]
+    assert calls["batch_streams"] and calls["async_secondary_in_another_region"]
 
     mark = watermarks(lake).table_resolved[ORDERS]
     landed = [r for r in changelog(lake) if r[0] == ORDERS]
@@ -110,6 +123,7 @@ def test_client_go_snapshot_read_through_batch_commands(clientgo, calls, sim):
     tidb = TiDBWrites(sim)
     tidb.create_db(SHOP, "shop")
     tidb.create_table(SHOP, ORDERS, "orders")
+    split_orders(sim)
     run(clientgo, "write", sim.pd_address, str(ORDERS))
     ts_line, *rows = run(clientgo, "read", sim.pd_address, str(ORDERS))
     lo, hi = table_record_span(ORDERS)
