@@ -158,3 +158,36 @@ def test_pessimistic_rollback_heartbeat_cleanup_and_batch_rollback(sim_cluster, 
     assert done.commit_version == commit_ts
     assert kv.KvBatchRollback(kvrpcpb_pb2.BatchRollbackRequest(
         context=ctx(table_region), start_version=other, keys=[row(12)])).error.abort
+
+
+def test_keys_that_held_only_a_pessimistic_lock_are_listed_once(sim_cluster, channels, table_region):
+    """A pessimistic lock on a new key, then a 1PC / 2PC write or a pessimistic rollback then a write."""
+    kv = channels(table_region.leader_store_id)
+
+    def lock(handle: int, start: int) -> None:
+        kv.KvPessimisticLock(kvrpcpb_pb2.PessimisticLockRequest(
+            context=ctx(table_region), mutations=[Mutation(op=kvrpcpb_pb2.PessimisticLock, key=row(handle))],
+            primary_lock=row(handle), start_version=start, for_update_ts=start, lock_ttl=3000))
+
+    def prewrite(handle: int, start: int, **extra) -> kvrpcpb_pb2.PrewriteResponse:
+        return kv.KvPrewrite(kvrpcpb_pb2.PrewriteRequest(
+            context=ctx(table_region), mutations=[put(handle, b"v")], primary_lock=row(handle), start_version=start,
+            lock_ttl=3000, **extra))
+
+    start = sim_cluster.tso.next()
+    lock(20, start)
+    prewrite(20, start, for_update_ts=start, pessimistic_actions=[PESSIMISTIC], try_one_pc=True)
+    start = sim_cluster.tso.next()
+    lock(21, start)
+    prewrite(21, start, for_update_ts=start, pessimistic_actions=[PESSIMISTIC])
+    kv.KvCommit(kvrpcpb_pb2.CommitRequest(context=ctx(table_region), start_version=start, keys=[row(21)],
+                                          commit_version=sim_cluster.tso.next()))
+    start = sim_cluster.tso.next()
+    lock(22, start)
+    kv.KVPessimisticRollback(kvrpcpb_pb2.PessimisticRollbackRequest(
+        context=ctx(table_region), start_version=start, for_update_ts=start, keys=[row(22)]))
+    other = sim_cluster.tso.next()
+    prewrite(22, other, try_one_pc=True)
+    scan = kv.KvScan(kvrpcpb_pb2.ScanRequest(context=ctx(table_region), start_key=row(0), limit=10,
+                                             version=sim_cluster.tso.next()))
+    assert [p.key for p in scan.pairs] == [row(20), row(21), row(22)]

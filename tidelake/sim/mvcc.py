@@ -284,15 +284,15 @@ class MvccStore:
                     for lock in planned:
                         lock.min_commit_ts = final
             if try_one_pc:
-                self._remove_locks(replaced)
                 self._commit_directly(planned, start_ts, result.one_pc_commit_ts)
+                self._drop_locks(replaced)
                 return result
             if use_async_commit:
                 for lock in planned:
                     lock.use_async_commit = True
                     if lock.key == primary:
                         lock.secondaries = tuple(secondaries)
-            self._remove_locks(replaced)
+            self._drop_locks(replaced)
             self._add_locks(planned)
             self._notify("prewrite", [ApplyEntry(lk.key, start_ts, 0, lk.op, lk.value, lk.old_value)
                                       for lk in planned if lk.is_data_lock()])
@@ -357,8 +357,8 @@ class MvccStore:
     def pessimistic_rollback(self, keys: list[bytes], start_ts: int, for_update_ts: int) -> None:
         """Drop this txn's pessimistic locks taken at or below for_update_ts; no write record, nothing for CDC."""
         with self._mu:
-            self._remove_locks([lk for k in keys if (lk := self._locks.get(k)) is not None and lk.start_ts == start_ts
-                                and lk.op == "pessimistic" and lk.for_update_ts <= for_update_ts])
+            self._drop_locks([lk for k in keys if (lk := self._locks.get(k)) is not None and lk.start_ts == start_ts
+                              and lk.op == "pessimistic" and lk.for_update_ts <= for_update_ts])
 
     def txn_heart_beat(self, primary: bytes, start_ts: int, advise_ttl_ms: int) -> int:
         """TiKV `TxnHeartBeat`: extend the primary lock's TTL (never shorten it); returns the TTL now set."""
@@ -486,7 +486,8 @@ class MvccStore:
                 self._insert_write(lock.key, Write(start_ts, commit_ts, lock.op, lock.value))
                 if lock.op != "lock":
                     entries.append(ApplyEntry(lock.key, start_ts, commit_ts, lock.op, lock.value, lock.old_value))
-            self._remove_locks(locks + stale)
+            self._remove_locks(locks)
+            self._drop_locks(stale)
             self._notify("commit", entries)
 
     def rollback(self, keys: list[bytes], start_ts: int) -> None:
@@ -535,7 +536,7 @@ class MvccStore:
                     return TxnStatus(lock.ttl_ms, 0, "NoAction", replace(lock))
                 if physical_ms(lock.start_ts) + lock.ttl_ms < physical_ms(current_ts):
                     if resolving_pessimistic_lock and lock.op == "pessimistic":
-                        self._remove_lock(lock)
+                        self._drop_locks([lock])
                         return TxnStatus(0, 0, "TTLExpirePessimisticRollback", None)
                     self._notify("rollback", [self._rollback_key(primary, lock_ts)])
                     return TxnStatus(0, 0, "TTLExpireRollback", None)
@@ -761,6 +762,12 @@ class MvccStore:
         else:
             for lock in locks:
                 self._lock_keys.remove(lock.key)
+
+    def _drop_locks(self, locks: list[Lock]) -> None:
+        """Remove locks that leave no write record behind (pessimistic ones), forgetting keys left empty."""
+        self._remove_locks(locks)
+        for lock in locks:
+            self._forget_if_empty(lock.key)
 
     def _insert_write(self, key: bytes, write: Write) -> None:
         """Callers insert before removing the key's lock, so a key is listed in _keys exactly once."""
