@@ -1,6 +1,6 @@
 """tikv/client-go, TiDB's own TiKV client, against the simulator while our puller captures.
 
-The Go program (main.go beside this file) is built into a temporary folder at test time with the
+The Go program (clientgo/main.go beside this file) is built into a temporary folder at test time with the
 Go toolchain and its module proxy; nothing fetched is kept in the repository. With client-go's
 defaults every RPC travels over BatchCommands, and it polls PD's etcd for the GC safepoint
 (docs/wire.md §14, §15). It writes transactions of every kind TiDB uses (optimistic and
@@ -27,7 +27,7 @@ from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.sim.kv_service import KvService
 from tidelake.sim.mvcc import MvccStore
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent / "clientgo"
 SHOP, ORDERS = 2, 110
 KINDS = 6 * 3  # txn kinds x rounds, as main.go writes them
 # main.go writes kind i at handles 10i+1..10i+3: splits at 12 and 42 put the primary and a secondary of

@@ -1,6 +1,6 @@
 // Command clientgo drives the simulator with tikv/client-go, TiDB's own TiKV client, at its
 // default settings (batched RPCs, PD's etcd safepoint checker), so the sim is tested by a client
-// nobody here wrote (docs/wire.md §14, §15). Built by tests/clientgo/test_client_go.py.
+// nobody here wrote (docs/wire.md §14, §15). Built by tests/clients/test_client_go.py.
 //
 //	clientgo write PD TABLE_ID  writes transactions of every kind TiDB uses into the table's rows
 //	clientgo read PD TABLE_ID   prints a snapshot of the table's rows: "ts", then "hexkey hexvalue"
