@@ -273,3 +273,19 @@ def test_scan_of_partitions_and_whole_record_span(sim, reader):
     start, end = table_record_span(202)
     assert dict(reader.scan(start, end, ts)) == rows(202, range(2))
     assert list(reader.scan(end, start, ts)) == []
+
+
+def test_expired_async_commit_lock_is_decided_by_its_secondaries(sim, reader):
+    """All keys locked: committed at the largest min_commit_ts; one key never prewritten: rolled back."""
+    commit(sim, rows(TABLE, range(10)))
+    a, b, c = record_key(TABLE, 2), record_key(TABLE, 8), record_key(TABLE, 9)
+    split_into(sim, TABLE, [5])
+    start = prewrite(sim, {a: b"A"}, ttl_ms=1, use_async_commit=True, secondaries=(b,))
+    sim.mvcc.prewrite([("put", b, b"B")], a, start, 1, use_async_commit=True)
+    lost = prewrite(sim, {c: b"C"}, ttl_ms=1, use_async_commit=True, secondaries=(record_key(TABLE, 3),))
+    time.sleep(0.01)
+    got = scan_table(reader, sim.tso.next())
+    assert (got[a], got[b], got[c]) == (b"A", b"B", b"v9")
+    assert sim.mvcc.get(a, sim.tso.next()) == b"A"  # the primary was committed where it was met
+    late = sim.mvcc.check_secondary_locks([record_key(TABLE, 3)], lost)
+    assert (late.locks, late.commit_ts) == ([], 0)  # the lost txn can never commit

@@ -4,6 +4,9 @@ A lock with start_ts <= T may belong to a transaction that commits at or below T
 consistent snapshot can never skip one. We ask the primary's region what became of the
 transaction (CheckTxnStatus), then let TiKV read through the lock (committed_locks) or past it
 (resolved_locks). While the lock is alive we report how long to wait, and the caller retries.
+An async-commit transaction is never rolled back by CheckTxnStatus: once its primary's TTL has
+passed, its fate is read from all its keys with CheckSecondaryLocks, as client-go's
+`resolveAsyncCommitLock` does (docs/wire.md §14.4).
 """
 
 from __future__ import annotations
@@ -117,9 +120,34 @@ class LockResolver:
             return _Final(ROLLED_BACK)
         if resp.action == kvrpcpb_pb2.MinCommitTSPushed:
             return _Pushed()  # safe to read past, for this read ts only
-        if lock.use_async_commit:
-            log.warning("async-commit lock of txn %d on %s is alive; waiting", lock.lock_version, lock.key.hex())
+        if resp.lock_info.use_async_commit and current_ts != _MAX_UINT64 and _expired(resp.lock_info, current_ts):
+            commit_ts = self._async_commit_outcome(resp.lock_info, bo)
+            self._remember(lock.lock_version, commit_ts)
+            self._clean_up(lock, commit_ts, bo)
+            return _Final(commit_ts)
         return _Alive(_ms_before_expired(lock, resp.lock_ttl, current_ts))
+
+    def _async_commit_outcome(self, primary: kvrpcpb_pb2.LockInfo, bo: Backoffer) -> int:
+        """Commit ts of an async-commit txn from all its keys (client-go `checkAllSecondaries`):
+        committed if any key is, rolled back if any key holds no lock (CheckSecondaryLocks then
+        writes a rollback record there, so it can never commit), else committed at the largest
+        min_commit_ts of its locks."""
+        commit_ts = 0
+        for key in [primary.primary_lock, *primary.secondaries]:
+            def build(_region, ctx, key=key):
+                return kvrpcpb_pb2.CheckSecondaryLocksRequest(context=ctx, keys=[key],
+                                                              start_version=primary.lock_version)
+
+            resp, _ = self._sender.send(key, "KvCheckSecondaryLocks", build, bo)
+            if resp.HasField("error"):
+                raise UpstreamError(f"CheckSecondaryLocks of txn {primary.lock_version} on {key.hex()}: "
+                                    f"{_key_error(resp.error)}")
+            if resp.commit_ts:
+                return resp.commit_ts
+            if not resp.locks:
+                return ROLLED_BACK
+            commit_ts = max(commit_ts, *(lk.min_commit_ts for lk in resp.locks))
+        return commit_ts
 
     def _check_txn_status(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, current_ts: int,
                           rollback_if_not_exist: bool, bo: Backoffer) -> kvrpcpb_pb2.CheckTxnStatusResponse:
