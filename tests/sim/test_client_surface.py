@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 import grpc
 import pytest
@@ -117,3 +118,16 @@ def test_etcd_range_serves_the_gc_safepoint_client_go_reads(sim_cluster):
         assert after.header.revision > before.header.revision
         prefix = etcd.Range(etcdserverpb_pb2.RangeRequest(key=b"/tidb/", range_end=b"/tidb0", count_only=True))
         assert (prefix.count, list(prefix.kvs)) == (1, [])
+
+
+def test_stopping_a_store_ends_an_open_batch_stream(sim_cluster, channels, table_region):
+    leader = table_region.leader_store_id
+    stream = BatchStream(channels(leader))
+    stream.send({1: Request(Empty=tikvpb_pb2.BatchCommandsEmptyRequest(test_id=1))})
+    deadline = time.monotonic() + 5
+    while 1 not in stream.answers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    sim_cluster.stop_store(leader)
+    stream.close()
+    assert time.monotonic() - t0 < 5 and stream.error is not None

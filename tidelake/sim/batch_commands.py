@@ -87,7 +87,12 @@ def serve_batch_commands(servicer: object, cluster_id: int, request_iterator: It
 
     threading.Thread(target=read, name="sim-batch-commands-reader", daemon=True).start()
     while True:
-        item = answers.get()
+        try:
+            item = answers.get(timeout=1)
+        except queue.Empty:
+            if not context.is_active():  # cancelled, or the server stopped: nobody reads the answers
+                return
+            continue
         if item is _DONE:
             return
         if isinstance(item, _ClusterIdMismatch):
