@@ -451,14 +451,8 @@ class MvccStore:
             for _op, key, _value in mutations:
                 if not self._check_prewrite(key, primary, start_ts):
                     raise KeyLockedError(self._locks[key])
-            entries = []
-            for op, key, value in mutations:
-                value = value if op == "put" else b""
-                old = self._visible_value(key, commit_ts - 1)  # docs/wire.md §7.6: 1PC old value
-                self._insert_write(key, Write(start_ts, commit_ts, op, value))
-                if op != "lock":
-                    entries.append(ApplyEntry(key, start_ts, commit_ts, op, value, old))
-            self._notify("one_pc", entries)
+            self._commit_directly([Lock(key, primary, start_ts, op, value if op == "put" else b"", 0, 0, 0, b"")
+                                   for op, key, value in mutations], start_ts, commit_ts)
             return commit_ts
 
     def commit(self, keys: list[bytes], start_ts: int, commit_ts: int) -> None:
