@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 import pytest
@@ -152,3 +153,18 @@ def test_write_conflict_is_reported_and_rolled_back(shop):
         second.commit()
     assert shop.select_all("shop", "orders")[0]["note"] == "first"
     assert shop.cluster.mvcc.min_lock_ts(b"", b"") is None
+
+
+def test_front_reads_decide_expired_async_commit_locks_by_their_secondaries(tidb):
+    """An outside client's async-commit txn that stopped after prewrite (docs/wire.md §14.4)."""
+    mvcc, tso = tidb.cluster.mvcc, tidb.cluster.tso
+    a, b, c = record_key(500, 1), record_key(500, 2), record_key(500, 3)
+    start = tso.next()
+    mvcc.prewrite([("put", a, b"A"), ("put", b, b"B")], a, start, 1, use_async_commit=True, secondaries=(b,))
+    lost = tso.next()
+    mvcc.prewrite([("put", c, b"C")], c, lost, 1, use_async_commit=True, secondaries=(record_key(500, 4),))
+    time.sleep(0.01)
+    ts = tso.next()
+    assert (snapshot_get(tidb.cluster, a, ts), snapshot_get(tidb.cluster, b, ts)) == (b"A", b"B")
+    assert snapshot_get(tidb.cluster, c, ts) is None
+    assert mvcc.scan_locks(b"", b"", 2**64 - 1) == []

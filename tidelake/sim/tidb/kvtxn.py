@@ -2,7 +2,8 @@
 
 Prewrite every mutation grouped by region (primary batch first), then commit the primary at a
 fresh TSO and the secondaries after it. Reads at start_ts resolve locks as a reader must
-(docs/metadata.md §2.7), so a crashed or long writer never corrupts a read, only delays it.
+(docs/metadata.md §2.7), so a crashed or long writer never corrupts a read, only delays it; an
+expired async-commit lock (an outside client's) is decided from all its keys (docs/wire.md §14.4).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tidelake.sim.mvcc import (
     KeyLockedError,
     Lock,
     TxnNotFoundError,
+    TxnStatus,
     WriteConflictError,
 )
 from tidelake.tso import physical_ms
@@ -222,12 +224,18 @@ def resolve_or_wait(cluster: Any, lock: Lock, caller_ts: int) -> None:
 def _check_status(cluster: Any, lock: Lock, caller_ts: int) -> Any:
     current = cluster.tso.next()
     try:
-        return cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, False)
+        status = cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, False)
     except TxnNotFoundError:
         expired = physical_ms(lock.start_ts) + lock.ttl_ms < physical_ms(current)
         if not expired:
             return None
         return cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, True)
+    primary = status.lock
+    if primary is None or not primary.use_async_commit:
+        return status
+    if physical_ms(primary.start_ts) + primary.ttl_ms >= physical_ms(current):
+        return status  # alive: wait for it like any lock
+    return TxnStatus(0, cluster.mvcc.resolve_async_commit(primary), "NoAction", None)
 
 
 def _wait_for(lock: Lock) -> None:
