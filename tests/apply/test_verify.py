@@ -143,10 +143,10 @@ def test_verify_cli_exit_codes(built, spark, capsys):
 
 
 @pytest.mark.spark
-def test_a_lake_without_tables_verifies_nothing(built, spark, tmp_path):
+def test_a_lake_without_tables_fails_verify(built, spark, tmp_path):
     reader = built[3]
     report = Verifier(spark, LakeLayout(str(tmp_path / "lake")), reader).run()
-    assert report.tables == [] and report.ok
+    assert report.tables == [] and not report.ok  # nothing compared is a failure, not a pass
 
 
 def test_normalize_makes_float32_and_utc_instants_comparable():

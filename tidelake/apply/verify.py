@@ -107,9 +107,15 @@ class VerifyReport:
     tables: list[TableVerdict]
 
     @property
+    def compared(self) -> list[TableVerdict]:
+        """The tables whose rows were really compared (matching or not)."""
+        return [t for t in self.tables if t.status in (Verdict.MATCH, Verdict.MISMATCH)]
+
+    @property
     def ok(self) -> bool:
-        """Every table matched or had nothing to compare yet."""
-        return all(t.status in (Verdict.MATCH, Verdict.SKIPPED) for t in self.tables)
+        """At least one table compared, and every table matched or had nothing to compare yet:
+        a gate that compared nothing proves nothing, so it fails."""
+        return bool(self.compared) and all(t.status in (Verdict.MATCH, Verdict.SKIPPED) for t in self.tables)
 
 
 # --- value normalisation ------------------------------------------------------------------

@@ -26,6 +26,7 @@ from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.ddl_log import start_snapshot_ts
+from tidelake.lake.lake_check import check_lake_root
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
@@ -85,6 +86,7 @@ class Bootstrap:
 
     def run(self) -> list[TableResult]:
         cfg = self.config
+        check_lake_root(self.layout)  # before Spark and PD: a wrong root is one line, not a stack
         # Every replica is written through Spark, so start its JVM now: launching it later means
         # forking (with a preexec_fn) a process whose gRPC threads are busy, and that child has
         # died before exec ("Java gateway process exited before sending its port number").

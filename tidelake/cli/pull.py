@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 
@@ -32,17 +33,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _pull(args: argparse.Namespace) -> int:
     from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
+    from tidelake.lake.lake_check import check_lake_root
+    from tidelake.lake.layout import LakeLayout
 
     for name in ("max_run_seconds", "progress_interval"):
         value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise InputError(f"--{name.replace('_', '-')} must be above zero, got {value}")
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InputError(f"--{name.replace('_', '-')} must be a finite number above zero, got {value}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("tidelake.capture.changefeed.runner").setLevel(logging.INFO)
     config = load_config(args.config)
+    check_lake_root(LakeLayout.from_config(config.lake))
     if args.shard is not None:
         shard = Shard.parse(args.shard)
     elif config.puller.shards == 1:

@@ -39,7 +39,16 @@ def add_target_arguments(parser: argparse.ArgumentParser, pd: bool = False, pd_r
 
 
 def resolve_target(args: argparse.Namespace, pd_required: bool = False) -> Target:
-    """The target the arguments name; a missing or doubled choice is one clear InputError."""
+    """The target the arguments name; a missing or doubled choice, or a lake that is not a
+    tidelake lake, is one clear InputError (before any command starts Spark or dials PD)."""
+    target = _named_target(args, pd_required)
+    from tidelake.lake.lake_check import require_lake
+
+    require_lake(target.layout)
+    return target
+
+
+def _named_target(args: argparse.Namespace, pd_required: bool) -> Target:
     from tidelake.lake.layout import LakeLayout
 
     pd = [a.strip() for arg in getattr(args, "pd", []) for a in arg.split(",") if a.strip()]

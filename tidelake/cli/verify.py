@@ -2,7 +2,8 @@
 
 Compares every replica at its checkpoint with a snapshot read of the upstream at that ts
 (tidelake.apply.verify). Exit 0 when all compared tables match (tables not merged yet are listed, not
-failed), 1 on any mismatch or table that could not be compared, 2 on bad input.
+failed), 1 on any mismatch, table that could not be compared, or when no table was compared at all;
+2 on bad input (a lake that is not a tidelake lake is refused before Spark starts or PD is dialled).
 """
 
 from __future__ import annotations
@@ -81,6 +82,14 @@ def print_report(report, console) -> None:
             console.print(f"[bold]{v.table}[/]: first differing keys")
             for d in v.diffs:
                 console.print(f"  {d.kind} key={d.key!r}\n    upstream: {d.upstream!r}\n    replica:  {d.replica!r}")
-    ok = report.ok
-    console.print("[green]all replicas match upstream[/]" if ok else "[red]verify failed[/]", highlight=False)
+    compared = report.compared
+    rows = sum(v.upstream_rows for v in compared)
+    summary = f"{len(compared)} of {len(report.tables)} tables compared, {rows:,} upstream rows"
+    if report.ok:
+        console.print(f"[green]all replicas match upstream[/] ({summary})", highlight=False)
+    elif not compared:
+        console.print(f"[red]verify failed: nothing to compare[/] ({summary}; no table has a merged replica)",
+                      highlight=False)
+    else:
+        console.print(f"[red]verify failed[/] ({summary})", highlight=False)
     sys.stdout.flush()
