@@ -27,11 +27,35 @@ _SIZE_UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_TSO_LIMIT = 1 << 64  # TSOs are uint64 on the wire
+_TSO_LIMIT = tso.LIMIT
 _CHANGEFEED_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 # What a puller shard appends to the id (tidelake.capture.changefeed.reshard): an id ending so would read as
 # another changefeed's shard.
 SHARD_SUFFIX = re.compile(r"-shard(\d+)of(\d+)$")
+# PD keeps a service safepoint for its TTL; TiCDC and PD refuse less than this (the keeper
+# refreshes every TTL/3, so anything shorter lapses between refreshes).
+GC_TTL_MIN_S = 3.0
+# What PD accepts as a safepoint TTL: seconds as int64 (pdpb.UpdateServiceGCSafePointRequest.TTL).
+GC_TTL_MAX_S = float((1 << 63) - 1)
+PD_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")
+_PD_ADDRESS = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})/?$")
+
+
+def check_pd_address(address: str) -> str:
+    """`address` if it is `host:port` (optionally with a URL scheme PD advertises) and the port is
+    1-65535; otherwise ValueError saying what is wrong, so a typo never dials some other port."""
+    bare = address.strip()
+    for scheme in PD_SCHEMES:
+        if bare.startswith(scheme):
+            bare = bare[len(scheme):]
+            break
+    found = _PD_ADDRESS.match(bare)
+    if found is None:
+        raise ValueError(f"PD address {address!r} is not host:port (like 127.0.0.1:2379)")
+    port = int(found.group("port"))
+    if not 1 <= port <= 65535:
+        raise ValueError(f"PD address {address!r} has port {port}, outside 1-65535")
+    return address.strip()
 
 
 @dataclass(frozen=True)
@@ -119,6 +143,9 @@ def load_config(path: str | Path) -> ChangefeedConfig:
         raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); "
+                         "TOML files are UTF-8") from None
     return parse_config(doc, str(path), base_dir=path.parent)
 
 
@@ -139,6 +166,11 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     pd = upstream.string_list("pd", required=True)
     if not pd:
         raise upstream.bad("pd", "at least one PD address like '127.0.0.1:2379'", pd)
+    for address in pd:
+        try:
+            check_pd_address(address)
+        except ValueError as exc:
+            raise InputError(f"{source}: [upstream].pd: {exc}") from None
     tls_section = upstream.section("tls")
     tls = None
     if tls_section.present:
@@ -153,6 +185,9 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         tls_section.done()
         tls = TlsConfig(ca=ca, cert=cert, key=key)
     gc_ttl_s = upstream.duration("gc_ttl", 86400.0)
+    if not GC_TTL_MIN_S <= gc_ttl_s <= GC_TTL_MAX_S:
+        raise upstream.bad("gc_ttl", f"a duration from {GC_TTL_MIN_S:.0f}s (PD's minimum safepoint TTL) like '24h'",
+                           upstream.raw("gc_ttl"))
     upstream.done()
 
     filter_section = root.section("filter")
@@ -351,8 +386,8 @@ class _Section:
                 raise self.bad(key, f"{expected} between 1970 and {tso.to_datetime(_TSO_LIMIT - 1):%Y}",
                                value.isoformat())
             return ts
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.bad(key, expected, value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _TSO_LIMIT:
+            raise self.bad(key, expected + " below 2^64", value)
         return value
 
     def done(self) -> None:

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 PHYSICAL_SHIFT_BITS = 18
 LOGICAL_MASK = (1 << PHYSICAL_SHIFT_BITS) - 1
+LIMIT = 1 << 64  # TSOs are uint64 on the wire (pdpb.Timestamp composes into one u64)
 
 
 def compose(physical_ms: int, logical: int = 0) -> int:

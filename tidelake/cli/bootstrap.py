@@ -7,6 +7,7 @@ the puller continues exactly after it. Safe to rerun after a crash.
 from __future__ import annotations
 
 import argparse
+import math
 
 from tidelake.errors import InputError
 
@@ -40,12 +41,14 @@ def options_from_args(args: argparse.Namespace):
     """Validated BootstrapOptions from the parsed arguments."""
     from tidelake.bootstrap.runner import BootstrapOptions
 
-    if args.at_ts is not None and args.at_ts <= 0:
-        raise InputError(f"--at-ts must be a positive TSO, got {args.at_ts}")
+    from tidelake import tso
+
+    if args.at_ts is not None and not 0 < args.at_ts < tso.LIMIT:
+        raise InputError(f"--at-ts must be a positive TSO below 2^64, got {args.at_ts}")
+    if not (math.isfinite(args.join_timeout) and args.join_timeout > 0):
+        raise InputError(f"--join-timeout must be a finite number above zero, got {args.join_timeout}")
     if args.spark_threshold_regions < 1:
         raise InputError(f"--spark-threshold-regions must be at least 1, got {args.spark_threshold_regions}")
-    if args.join_timeout <= 0:
-        raise InputError(f"--join-timeout must be above zero, got {args.join_timeout}")
     return BootstrapOptions(
         at_ts=args.at_ts, tables=tuple(args.table), spark_threshold_regions=args.spark_threshold_regions,
         spark_master=args.spark_master, join_timeout_s=args.join_timeout,

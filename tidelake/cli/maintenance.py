@@ -8,6 +8,7 @@ spark_jobs/maintenance.py.
 from __future__ import annotations
 
 import argparse
+import math
 
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
@@ -33,8 +34,8 @@ def _maintenance(args: argparse.Namespace) -> int:
     from tidelake.apply.session import get_session
 
     hours = DEFAULT_VACUUM_RETENTION_HOURS if args.vacuum_retention_hours is None else args.vacuum_retention_hours
-    if hours < 0:
-        raise InputError(f"--vacuum-retention-hours must be >= 0, got {hours}")
+    if not (math.isfinite(hours) and hours >= 0):
+        raise InputError(f"--vacuum-retention-hours must be a finite number >= 0, got {hours}")
     layout = resolve_target(args).layout
     report = run_maintenance(
         get_session("tidelake-maintenance", master=args.master), layout,

@@ -47,8 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def layout_from_args(args: argparse.Namespace) -> LakeLayout:
-    if args.until_ts is not None and args.until_ts <= 0:
-        raise InputError(f"--until-ts must be a positive TSO, got {args.until_ts}")
+    from tidelake import tso
+
+    if args.until_ts is not None and not 0 < args.until_ts < tso.LIMIT:
+        raise InputError(f"--until-ts must be a positive TSO below 2^64, got {args.until_ts}")
     if args.max_chunk_rows is not None and args.max_chunk_rows <= 0:
         raise InputError(f"--max-chunk-rows must be positive, got {args.max_chunk_rows}")
     if args.threads is not None and args.threads <= 0:

@@ -7,6 +7,8 @@ so puller benchmarks measure the puller, not the simulator.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import signal
 import threading
 import time
@@ -77,22 +79,44 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--pd-port must be 0..65535, got {args.pd_port}")
     if args.workload != "none":
         get_preset(args.workload)
-    if args.rate is not None and args.rate <= 0:
-        raise InputError(f"--rate must be > 0, got {args.rate}")
+    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
+        raise InputError(f"--rate must be a finite number > 0, got {args.rate}")
     if args.preload < 0:
         raise InputError(f"--preload must be >= 0 rows, got {args.preload}")
     if args.preload and args.workload == "none":
         raise InputError("--preload needs a workload preset (it loads the workload's orders table); "
                          "got --workload none")
     get_profile(args.faults)
-    if args.duration is not None and args.duration <= 0:
-        raise InputError(f"--duration must be > 0, got {args.duration}")
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
+        raise InputError(f"--duration must be a finite number > 0, got {args.duration}")
     try:
         args.gc_life_time_s = parse_duration(args.gc_life_time)
     except ValueError:
         raise InputError(f"--gc-life-time: expected a duration like '10m' or '2h', got {args.gc_life_time!r}") from None
-    if args.progress_interval <= 0:
-        raise InputError(f"--progress-interval must be > 0, got {args.progress_interval}")
+    if not (math.isfinite(args.progress_interval) and args.progress_interval > 0):
+        raise InputError(f"--progress-interval must be a finite number > 0, got {args.progress_interval}")
+    if args.record:
+        _check_writable("--record", Path(args.record), folder=True)
+    if args.info_file:
+        _check_writable("--info-file", Path(args.info_file), folder=False)
+
+
+def _check_writable(flag: str, path: Path, folder: bool) -> None:
+    """Refuse, before any server starts, an output path that cannot be written: a traceback from
+    deep in the recorder or the info writer names neither the flag nor the path."""
+    if folder and path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path}: is a file, not a folder")
+    if not folder and path.is_dir():
+        raise InputError(f"{flag} {path}: is a folder, not a file")
+    parent = path.parent
+    while folder and not parent.exists():  # a folder is created with its parents
+        parent = parent.parent
+    if not parent.exists():
+        raise InputError(f"{flag} {path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise InputError(f"{flag} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{flag} {path}: {parent} is not writable")
 
 
 @contextmanager
@@ -190,6 +214,10 @@ def _replay(args: argparse.Namespace) -> int:
     for path in args.recording:
         if not Path(path).is_file():
             raise InputError(f"recording {path!r} does not exist")
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port must be 0..65535, got {args.port}")
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
+        raise InputError(f"--duration must be a finite number > 0, got {args.duration}")
     server, port, service = serve_replay(args.recording, port=args.port)
     try:
         print(f"replay: 127.0.0.1:{port} serving {service.region_count} recorded regions", flush=True)

@@ -65,4 +65,11 @@ def _named_target(args: argparse.Namespace, pd_required: bool) -> Target:
         raise InputError("no lake given: pass --config FILE or --lake PATH" + (" --pd ADDR" if pd_required else ""))
     if pd_required and not pd:
         raise InputError("no PD address given: pass --pd ADDR (or --config FILE)")
+    from tidelake.config import check_pd_address
+
+    for address in pd:
+        try:
+            check_pd_address(address)
+        except ValueError as exc:
+            raise InputError(f"--pd: {exc}") from None
     return Target(LakeLayout(args.lake), pd)

@@ -105,6 +105,9 @@ def merge_param_schemas(
 def parse_merge_request(params: Mapping[str, Any], known_tables: Sequence[str]) -> MergeRequest:
     """Validate trigger params against the lake's tables; any problem is one InputError naming
     the param."""
+    unknown = sorted(set(params) - set(merge_param_schemas([])))
+    if unknown:
+        raise InputError(f"param {unknown[0]!r}: unknown (valid: {', '.join(merge_param_schemas([]))})")
     known = set(known_tables)
     tables = _tables(params.get("tables"), known)
     until_ts = _tso(params.get("until_ts"), "until_ts")
@@ -197,6 +200,8 @@ def _tso(value: Any, param: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InputError(f"param '{param}': expected a TSO (a positive integer), got {value!r}")
+    if value >= tso.LIMIT:
+        raise InputError(f"param '{param}': {value} is beyond what a TSO can hold (below 2^64)")
     if value < _EARLIEST_PLAUSIBLE_TSO:
         raise InputError(
             f"param '{param}': {value} is not a TSO (its time would be "
@@ -218,7 +223,15 @@ def _until_time(value: Any) -> int | None:
         raise InputError(
             f"param 'until_time': {value!r} is not an ISO date-time like 2026-05-01T12:00:00Z"
         ) from None
-    return tso.from_datetime(when) - 1
+    latest = tso.to_datetime(tso.LIMIT - 1)
+    try:
+        ts = tso.from_datetime(when) - 1
+    except (OverflowError, ValueError):
+        ts = -1
+    if not _EARLIEST_PLAUSIBLE_TSO <= ts < tso.LIMIT:
+        raise InputError(f"param 'until_time': {value!r} is outside what a TSO can name "
+                         f"({tso.to_datetime(_EARLIEST_PLAUSIBLE_TSO):%Y-%m-%d} to {latest:%Y-%m-%d} UTC)")
+    return ts
 
 
 def _unknown_tables(names: Sequence[str], known: set[str]) -> str:

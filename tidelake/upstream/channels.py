@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from tidelake.config import TlsConfig
+from tidelake.config import PD_SCHEMES, TlsConfig
 from tidelake.errors import InputError
 
 # TiCDC's grpcMaxCallRecvMsgSize (a region's incremental scan can be large).
@@ -41,7 +41,7 @@ def _read(path: str, what: str) -> bytes:
 
 def strip_scheme(address: str) -> str:
     """PD advertises client URLs as 'http://host:port'; gRPC targets are 'host:port'."""
-    for scheme in ("http://", "https://", "grpc://", "grpcs://"):
+    for scheme in PD_SCHEMES:
         if address.startswith(scheme):
             return address[len(scheme) :].rstrip("/")
     return address.rstrip("/")

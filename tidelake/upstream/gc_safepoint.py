@@ -12,6 +12,7 @@ import logging
 import threading
 
 from tidelake.upstream.errors import BelowGCSafepointError, UpstreamError
+from tidelake.config import GC_TTL_MIN_S
 from tidelake.upstream.pd_client import PDClient
 
 log = logging.getLogger(__name__)
@@ -24,8 +25,8 @@ class GCSafepointKeeper:
     """One service safepoint per changefeed: `tidelake-<changefeed id>` by convention."""
 
     def __init__(self, pd: PDClient, service_id: str, ttl_s: float = 86400.0) -> None:
-        if ttl_s < 3:
-            raise ValueError("GC safepoint TTL must be at least 3 seconds")
+        if ttl_s < GC_TTL_MIN_S:
+            raise ValueError(f"GC safepoint TTL must be at least {GC_TTL_MIN_S:.0f} seconds")
         self._pd = pd
         self.service_id = service_id
         self.ttl_s = int(ttl_s)
