@@ -11,3 +11,9 @@ class InputError(TidelakeError):
     """Bad input (bytes, files, arguments, config): exit code 2, like argparse usage errors."""
 
     exit_code = 2
+
+
+class StopRequested(TidelakeError):
+    """A stop (SIGTERM, SIGINT) ended a wait or a retry: the caller winds down, it did not fail."""
+
+    exit_code = 0

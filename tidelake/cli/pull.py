@@ -64,7 +64,8 @@ def _pull(args: argparse.Namespace) -> int:
     summary = runner.run()
     print(
         f"pull {runner.feed_id}: stopped; {summary.rows} rows and {summary.jobs} DDL jobs this run, "
-        f"{len(summary.table_resolved)} table watermarks, DDL resolved ts {summary.ddl_resolved}",
+        f"{len(summary.table_resolved)} table watermarks, DDL resolved ts {summary.ddl_resolved}"
+        + (f"; left: {summary.left}" if summary.left else ""),
         file=sys.stderr,
     )
     return 0

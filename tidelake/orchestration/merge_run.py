@@ -152,6 +152,7 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
 
     config = load_config(config_path)
     layout = LakeLayout.from_config(config.lake)
+    require_lake(layout)
     request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
     cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
     log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")

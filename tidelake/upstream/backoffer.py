@@ -8,10 +8,12 @@ succeed ends with an error naming what kept failing, instead of retrying forever
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tidelake.errors import StopRequested
 from tidelake.upstream.errors import UpstreamError
 
 # (base seconds, cap seconds), client-go config/retry/backoff.go (docs/metadata.md §2.5).
@@ -33,6 +35,7 @@ class Backoffer:
     slept_s: float = 0.0
     attempts: dict[str, int] = field(default_factory=dict)
     last_reason: str = ""
+    cancel: threading.Event | None = None  # set: the next backoff raises instead of sleeping
 
     def backoff(self, kind: str, reason: str, hint_s: float | None = None) -> None:
         """Sleep before retrying; raise UpstreamError once the budget is spent."""
@@ -51,4 +54,8 @@ class Backoffer:
                 f"gave up after {self.slept_s:.1f}s of retries (budget {self.budget_s:g}s); last error: {reason}"
             )
         self.slept_s += delay
+        if self.cancel is not None:
+            if self.cancel.wait(delay):
+                raise StopRequested(f"stopped while retrying; last error: {reason}")
+            return
         self.sleep(delay)

@@ -59,7 +59,10 @@ class SnapshotReader:
         self._gc_checked: tuple[float, int] | None = None
 
     def _backoffer(self) -> Backoffer:
-        return Backoffer(self._budget_s)
+        return Backoffer(self._budget_s, cancel=self._pd.cancel)  # a stopping caller does not wait out the budget
+
+    def _lock_backoffer(self) -> Backoffer:
+        return Backoffer(self._lock_budget_s, cancel=self._pd.cancel)
 
     # --- GC visibility (docs/metadata.md §3.4, client-go CheckVisibility) -------------
 
@@ -79,7 +82,7 @@ class SnapshotReader:
     def get(self, key: bytes, ts: int) -> bytes | None:
         """The value of raw `key` at `ts`, or None when absent or deleted."""
         self._check_visibility(ts)
-        return self._get(key, ts, ReadLocks(), self._backoffer(), Backoffer(self._lock_budget_s))
+        return self._get(key, ts, ReadLocks(), self._backoffer(), self._lock_backoffer())
 
     def _get(self, key: bytes, ts: int, read_locks: ReadLocks, bo: Backoffer, lock_bo: Backoffer) -> bytes | None:
         def build(_region: CachedRegion, ctx: kvrpcpb_pb2.Context) -> kvrpcpb_pb2.GetRequest:
@@ -99,7 +102,7 @@ class SnapshotReader:
         pending = sorted(set(keys))
         found: dict[bytes, bytes] = {}
         read_locks = ReadLocks()
-        bo, lock_bo = self._backoffer(), Backoffer(self._lock_budget_s)
+        bo, lock_bo = self._backoffer(), self._lock_backoffer()
         while pending:
             in_region: list[bytes] = []
 
@@ -136,7 +139,7 @@ class SnapshotReader:
         next_key = start
         regions_done = rows = nbytes = 0
         read_locks = ReadLocks()
-        lock_bo = Backoffer(self._lock_budget_s)
+        lock_bo = self._lock_backoffer()
         while True:
             self._check_visibility(ts)
             resp, region = self._scan_batch(next_key, end, ts, read_locks, lock_bo)

@@ -17,12 +17,14 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     stop_after_delay,
+    stop_when_event_set,
     wait_exponential_jitter,
 )
 
 from tidelake.config import TlsConfig
 from tidelake.kvproto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 from tidelake.upstream.channels import make_channel, strip_scheme
+from tidelake.errors import StopRequested
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
 
@@ -61,7 +63,11 @@ class PDClient:
         caller_id: str = "tidelake",
         timeout_s: float = 10.0,
         retry_timeout_s: float = 60.0,
+        cancel: threading.Event | None = None,
     ) -> None:
+        """`cancel`, once set, ends retrying: a request gets one attempt (up to `timeout_s`) and
+        then fails with StopRequested, so a stopping puller never waits out the retry
+        budget, yet its last GC safepoint update still goes out when PD answers."""
         if not endpoints:
             raise UpstreamError("no PD endpoints given")
         self._urls = list(dict.fromkeys(strip_scheme(e) for e in endpoints))
@@ -69,6 +75,7 @@ class PDClient:
         self._caller_id = caller_id
         self._timeout_s = timeout_s
         self._retry_timeout_s = retry_timeout_s
+        self.cancel = cancel if cancel is not None else threading.Event()
         self._lock = threading.RLock()
         self._channels: dict[str, grpc.Channel] = {}
         self._leader_url: str | None = None
@@ -155,14 +162,17 @@ class PDClient:
 
     def _with_retries(self, what: str, fn: Callable[[], T]) -> T:
         retrying = Retrying(
-            stop=stop_after_delay(self._retry_timeout_s),
+            stop=stop_after_delay(self._retry_timeout_s) | stop_when_event_set(self.cancel),
             wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.05),
             retry=retry_if_exception_type((_Transient, TsoStreamBroken)),
+            sleep=self.cancel.wait,
             reraise=True,
         )
         try:
             return retrying(fn)
         except (_Transient, TsoStreamBroken) as exc:
+            if self.cancel.is_set():
+                raise StopRequested(f"PD {what} given up on stop: {exc}") from None
             raise UpstreamError(f"PD {what} failed for {self._retry_timeout_s:g}s: {exc}") from None
 
     def _call(self, method: str, request, accept: Callable[[pdpb_pb2.ResponseHeader], bool] = lambda h: False):

@@ -39,12 +39,14 @@ from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
-from tidelake.errors import InputError
+from tidelake.errors import InputError, StopRequested
 from tidelake.lake.ddl_log import snapshot_rows, start_snapshot_ts
+from tidelake.lake.changelog_writer import LakeConflictError
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.watermarks import read_by_puller
+from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
@@ -113,6 +115,7 @@ class RunSummary:
     jobs: int
     table_resolved: dict[int, int]
     ddl_resolved: int
+    left: str | None = None  # a stop that could not land or release everything says what here
 
 
 class PullerRunner:
@@ -158,9 +161,16 @@ class PullerRunner:
     # --- run -----------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
+        """Pull until stopped. A stop in any state (PD or stores unreachable, lake writes failing)
+        ends retries at once (one last attempt each), flushes what it can, and returns with
+        `left` saying what did not land; only errors that are not a stop are raised."""
         cfg = self.config
         started = time.monotonic()
-        pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-pull-{self.feed_id}")
+        try:
+            pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-pull-{self.feed_id}",
+                          cancel=self._stop)
+        except StopRequested as exc:
+            return RunSummary(0, 0, 0, {}, 0, left=f"stopped before PD answered ({exc}); the lake is unchanged")
         reader = SnapshotReader(pd, cfg.upstream.tls)
         keeper = GCSafepointKeeper(pd, cfg.gc_service_id + self.shard.suffix(), cfg.upstream.gc_ttl_s)
         layout = LakeLayout.from_config(cfg.lake)
@@ -173,6 +183,7 @@ class PullerRunner:
             cfg.changefeed_id, (self.shard.index, self.shard.count), cfg.puller.shard_of, layout, lander, self._mu,
             self._feed_from, pd.get_ts, self.options.join_lead_s,
         )
+        ddl_start, left = 0, None
         try:
             ddl_start, table_starts = self._prepare(pd, reader, keeper, layout, lander, started)
             keeper.start()
@@ -186,21 +197,47 @@ class PullerRunner:
                 subscriptions[pid] = feed.subscribe(pid, _span(pid), ts)
             log.info("pulling %d tables of changefeed %s from ts %d", len(table_starts), self.feed_id, ddl_start)
             self._loop(pd, feed, keeper, lander, subscriptions, started)
+        except StopRequested as exc:
+            left = f"stopped while the upstream did not answer ({exc})"
         finally:
             if feed is not None:
                 feed.close()
             try:
-                lander.close()
-                joins.confirm()  # landed by the close: bootstrap may go on
-                self._advance_gc(keeper, lander)
+                left = self._wind_down(lander, joins, keeper, left)
             finally:
                 keeper.stop()
                 reader.close()
                 pd.close()
-        if feed is not None and feed.error is not None:
+        if feed is not None and feed.error is not None and not isinstance(feed.error, StopRequested):
             raise feed.error
         tables, ddl = lander.durable_watermarks()
-        return RunSummary(ddl_start, self._rows, self._jobs, tables, ddl)
+        return RunSummary(ddl_start, self._rows, self._jobs, tables, ddl, left)
+
+    def _wind_down(self, lander: Lander, joins: TableJoins, keeper: GCSafepointKeeper, left: str | None) -> str | None:
+        """Land what is buffered and move the GC safepoint; on a stop, a failure of either is
+        reported in the returned `left` (full trace in the log) instead of raised."""
+        notes = [left] if left else []
+        try:
+            lander.close()
+        except LakeConflictError:
+            raise
+        except Exception as exc:
+            if not self._stop.is_set():
+                raise
+            log.exception("final flush of %s failed", self.feed_id)
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            notes.append(f"the final flush failed ({first}): {lander.buffered_bytes():,} buffered bytes not landed, "
+                         "re-pulled from the durable watermarks by the next run")
+            return "; ".join(notes)
+        joins.confirm()  # landed by the close: bootstrap may go on
+        try:
+            self._advance_gc(keeper, lander)
+        except (StopRequested, UpstreamError) as exc:
+            if not self._stop.is_set():
+                raise
+            log.warning("GC safepoint of %s not advanced on stop: %s", self.feed_id, exc)
+            notes.append("the GC safepoint was not advanced (PD did not answer); it still holds at the last one")
+        return "; ".join(notes) or None
 
     def _prepare(self, pd: PDClient, reader: SnapshotReader, keeper: GCSafepointKeeper, layout: LakeLayout,
                  lander: Lander, started: float) -> tuple[int, dict[int, int]]:
@@ -267,7 +304,9 @@ class PullerRunner:
                     raise InputError(f"{self.config.source}: [changefeed].start_ts {self.config.start_ts} "
                                      f"is later than the upstream's current TSO {now}")
                 return self.config.start_ts or now
-            if time.monotonic() - started > self.options.first_run_wait_s or self._stop.is_set():
+            if self._stop.is_set():
+                raise StopRequested(f"stopped while waiting for shard 0 to land the starting snapshot in {layout.ddl}")
+            if time.monotonic() - started > self.options.first_run_wait_s:
                 raise PullerError(
                     f"shard {self.shard.index}/{self.shard.count} waited {self.options.first_run_wait_s:.0f}s "
                     f"for shard 0 to land the starting schema snapshot in {layout.ddl}: start shard 0 first"
