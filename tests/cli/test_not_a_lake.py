@@ -95,3 +95,12 @@ def test_a_lake_with_its_control_tables_is_accepted(tmp_path):
     layout = LakeLayout(str(tmp_path / "lake"))
     open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
     require_lake(layout)
+
+
+def test_the_airflow_merge_plan_refuses_what_is_not_a_lake(tmp_path):
+    from tidelake.errors import InputError
+    from tidelake.orchestration.merge_run import plan_run
+
+    config = write_config(tmp_path / "cf.toml", changefeed_document("cf", [UNREACHABLE_PD], tmp_path / "nope"))
+    with pytest.raises(InputError, match="does not exist"):
+        plan_run(str(config), {}, {})

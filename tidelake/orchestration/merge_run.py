@@ -18,6 +18,7 @@ from typing import Any
 from tidelake import tso
 from tidelake.config import ChangefeedConfig
 from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
+from tidelake.lake.lake_check import require_lake
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
