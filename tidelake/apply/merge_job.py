@@ -55,6 +55,7 @@ from tidelake.lake.checkpoint import (
     replica_version,
 )
 from tidelake.lake.control import read_control
+from tidelake.lake.damage import explain_failure
 from tidelake.lake.layout import OP_PUT, LakeLayout
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
 from tidelake.lake.merge_plan import (
@@ -188,7 +189,7 @@ def run_merge(
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
-                                 reason=f"{type(exc).__name__}: {exc}")
+                                 reason=explain_failure(layout, exc))
         return result, _log_entry(report.run_id, result, started)
 
     if parallel < 2:
@@ -296,7 +297,7 @@ def _merge_table(
         report(StepKind.DONE, result.checkpoint_after, f"stopped: {exc.reason}")
     except Exception as exc:  # one table's failure must not stop the others; it is logged and retried next run
         log.exception("merge of %s failed", result.table)
-        result.status, result.reason = MergeStatus.ERROR, f"{type(exc).__name__}: {exc}"
+        result.status, result.reason = MergeStatus.ERROR, explain_failure(layout, exc)  # the trace is in the log
         entry = catalog.get(key)
         if entry is not None:
             result.checkpoint_after = read_checkpoint(entry.path, layout.storage_options)

@@ -41,6 +41,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tidelake: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        damage = _lake_damage(args)
+        if damage is None:
+            raise
+        print(f"tidelake: error: {damage.line()} (full trace: {_save_trace(exc)})", file=sys.stderr)
+        return 1
+
+
+def _lake_damage(args: argparse.Namespace):
+    """The damaged file of the lake a command failed on, if that is why (tidelake.lake.damage)."""
+    from tidelake.lake.damage import find_damage
+    from tidelake.lake.layout import LakeLayout
+
+    try:
+        if getattr(args, "lake", None):
+            return find_damage(LakeLayout(args.lake))
+        if getattr(args, "config", None):
+            from tidelake.config import load_config
+
+            return find_damage(LakeLayout.from_config(load_config(args.config).lake))
+    except Exception:  # noqa: BLE001 - no diagnosis: the original error is raised as it was
+        return None
+    return None
+
+
+def _save_trace(exc: BaseException) -> str:
+    """Write the full traceback to a file and return its path: the terminal gets one line."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="tidelake-trace-", suffix=".txt", delete=False) as fh:
+        traceback.print_exception(exc, file=fh)
+        return fh.name
 
 
 if __name__ == "__main__":
