@@ -100,6 +100,16 @@ def start_snapshot_ts(layout: LakeLayout) -> int | None:
     return pc.min(ts).as_py() if len(ts) else None
 
 
+def schema_version_at(layout: LakeLayout, ts: int) -> int | None:
+    """The highest schema version the `ddl` table recorded at or below `ts` (None: no row): what
+    the upstream's schema version at `ts` can never be below on the same cluster."""
+    if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
+        return None
+    versions = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
+        columns=["schema_version"], filters=[("commit_ts", "<=", ts)])["schema_version"]
+    return pc.max(versions).as_py() if len(versions) else None
+
+
 def has_snapshot_row(layout: LakeLayout, table_id: int, ts: int) -> bool:
     """Whether the table's schema at `ts` was landed as a `ddl` snapshot row (a feed's start, or
     a table that joined the feed at ts)."""

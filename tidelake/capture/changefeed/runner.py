@@ -40,11 +40,12 @@ from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
-from tidelake.lake.ddl_log import snapshot_rows, start_snapshot_ts
+from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.changelog_writer import LakeConflictError
 from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
+from tidelake.lake.upstream_identity import check_same_upstream
 from tidelake.lake.watermarks import read_by_puller
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
@@ -254,6 +255,10 @@ class PullerRunner:
         start = self._first_run_ts(pd, layout, started) if first_run else durable_ddl
         keeper.ensure_not_below_gc(start)
         snapshot = load_schema(reader, start)
+        # Before anything lands: a wiped, restored or other cluster must not be re-recorded as new.
+        check_same_upstream(layout, self.config.changefeed_id, ",".join(self.config.upstream.pd), pd.cluster_id,
+                            pd.get_ts(), max([durable_ddl, *durable_tables.values()]), snapshot.schema_version,
+                            schema_version_at(layout, start))
         tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts))
         added = self._table_joins.restart(tracker, durable_tables, start)
         if added:

@@ -1,0 +1,59 @@
+"""A restarted puller refuses an upstream that is not the one its lake was fed from: another
+cluster, or the same cluster id wiped and re-created (empty stores), before it lands anything."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.capture.changefeed.test_runner import shop, some_rows
+from tests.capture.pull_harness import changelog, ddl_rows, make_config, sim, wait_resolved  # noqa: F401
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.upstream_identity import UpstreamChangedError, check_same_upstream, recorded_cluster_id
+from tidelake.sim.cluster import SimCluster
+
+
+def _fed_once(sim, lake) -> int:
+    tidb = shop(sim, 110)
+    with PullerThread(make_config(sim, lake)) as run:
+        last = some_rows(tidb, random.Random(4), 110, 3)
+        wait_resolved(lake, {110: last}, last, run)
+    assert recorded_cluster_id(LakeLayout(str(lake)), "cf1") == sim.cluster_id
+    return last
+
+
+def _refused(other, lake) -> str:
+    before = (len(changelog(lake)), len(ddl_rows(lake)))
+    run = PullerThread(make_config(other, lake)).start()
+    run.thread.join(60)
+    assert isinstance(run.error, UpstreamChangedError), run.error
+    assert (len(changelog(lake)), len(ddl_rows(lake))) == before  # nothing landed changes
+    return str(run.error)
+
+
+def test_a_wiped_cluster_with_the_same_id_is_refused(sim, tmp_path):
+    lake = tmp_path / "lake"
+    _fed_once(sim, lake)
+    with SimCluster(n_stores=1, cluster_id=sim.cluster_id) as wiped:
+        message = _refused(wiped, lake)
+    assert "schema version" in message and "wiped or restored" in message and "new lake" in message
+
+
+def test_another_cluster_is_refused(sim, tmp_path):
+    lake = tmp_path / "lake"
+    _fed_once(sim, lake)
+    with SimCluster(n_stores=1, cluster_id=sim.cluster_id + 1) as other:
+        message = _refused(other, lake)
+    assert f"is cluster {sim.cluster_id + 1}, but changefeed cf1 was fed from cluster {sim.cluster_id}" in message
+
+
+def test_a_tso_below_what_the_lake_holds_is_refused(tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    check_same_upstream(layout, "cf1", "pd:2379", 7, 1000, 0, 1, None)  # first sight: recorded
+    assert recorded_cluster_id(layout, "cf1") == 7
+    with pytest.raises(UpstreamChangedError, match="went back in time"):
+        check_same_upstream(layout, "cf1", "pd:2379", 7, 900, 950, 5, 5)
+    check_same_upstream(layout, "cf1", "pd:2379", 7, 1000, 950, 5, 5)  # the same cluster goes on
+    assert recorded_cluster_id(layout, "cf1") == 7

@@ -1,0 +1,87 @@
+"""`_tidelake/upstream`: which TiDB cluster a changefeed's lake was fed from, and the check that a
+restarted puller still talks to it.
+
+A cluster restored from a backup, wiped and re-created on the same PD address, or another cluster
+named by mistake would otherwise be pulled as if it were the same one: its tables re-recorded as
+new CREATEs over the history already landed. Three signs tell it apart, each checked before any
+row is landed (docs/design.md invariant 1 then still holds for everything landed so far):
+- PD's cluster id differs from the one recorded at the changefeed's first run;
+- PD's TSO is below a watermark already durable (the TSO never goes back on one cluster);
+- the schema version at the resume ts is below the one the lake recorded there (a schema
+  version only grows; an empty, re-created cluster starts again near zero).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+
+from tidelake.errors import TidelakeError
+from tidelake.lake.layout import LakeLayout, open_or_create
+
+UPSTREAM_SCHEMA = pa.schema(
+    [
+        pa.field("changefeed", pa.string(), nullable=False),
+        pa.field("cluster_id", pa.int64(), nullable=False),  # PD's cluster id (uint64, stored bit-cast)
+        pa.field("first_ts", pa.int64(), nullable=False),  # the TSO the record was made at
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
+
+
+class UpstreamChangedError(TidelakeError):
+    """The upstream is not the cluster the lake was fed from, or it went back in time."""
+
+    exit_code = 2
+
+
+def upstream_path(layout: LakeLayout) -> str:
+    return f"{layout.tidelake_root}/upstream"
+
+
+def _signed(cluster_id: int) -> int:
+    return cluster_id - (1 << 64) if cluster_id >= 1 << 63 else cluster_id
+
+
+def recorded_cluster_id(layout: LakeLayout, changefeed: str) -> int | None:
+    """The cluster id the changefeed's first run recorded; None before any record."""
+    path = upstream_path(layout)
+    if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
+        return None
+    rows = DeltaTable(path, storage_options=layout.storage_options).to_pyarrow_table(
+        columns=["cluster_id", "first_ts"], filters=[("changefeed", "=", changefeed)])
+    if not len(rows):
+        return None
+    first = rows.take(pc.sort_indices(rows, [("first_ts", "ascending")]))["cluster_id"][0].as_py()
+    return first & ((1 << 64) - 1)
+
+
+def record_cluster_id(layout: LakeLayout, changefeed: str, cluster_id: int, ts: int) -> None:
+    """Remember the upstream (appended once per changefeed; the earliest row is the one read)."""
+    table = open_or_create(layout, upstream_path(layout), UPSTREAM_SCHEMA)
+    row = {"changefeed": changefeed, "cluster_id": _signed(cluster_id), "first_ts": ts,
+           "recorded_at": datetime.now(timezone.utc)}
+    write_deltalake(table, pa.Table.from_pylist([row], schema=UPSTREAM_SCHEMA), mode="append")
+
+
+def check_same_upstream(layout: LakeLayout, changefeed: str, pd_addresses: str, cluster_id: int, now_ts: int,
+                        durable_ts: int, schema_version: int, lake_schema_version: int | None) -> None:
+    """Raise UpstreamChangedError naming what moved; record the cluster id on its first sight."""
+    recorded = recorded_cluster_id(layout, changefeed)
+    way_out = (f"point the changefeed at the cluster the lake at {layout.root} was fed from, or start a new "
+               "changefeed in a new lake (the replicas landed so far are left as they are)")
+    if recorded is not None and recorded != cluster_id:
+        raise UpstreamChangedError(f"PD {pd_addresses} is cluster {cluster_id}, but changefeed {changefeed} was "
+                                   f"fed from cluster {recorded}: {way_out}")
+    if now_ts < durable_ts:
+        raise UpstreamChangedError(f"PD {pd_addresses} says now is ts {now_ts}, below ts {durable_ts} the lake "
+                                   f"already holds: the cluster went back in time (restored or re-created); {way_out}")
+    if lake_schema_version is not None and schema_version < lake_schema_version:
+        raise UpstreamChangedError(
+            f"the upstream's schema version at ts {durable_ts} is {schema_version}, but the lake recorded "
+            f"{lake_schema_version} there: cluster {cluster_id} was wiped or restored from an older backup; {way_out}")
+    if recorded is None:
+        record_cluster_id(layout, changefeed, cluster_id, now_ts)
