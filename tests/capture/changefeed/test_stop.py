@@ -13,6 +13,7 @@ import time
 from tests.capture.changefeed.test_runner import REPO, shop, some_rows
 from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
+    config_doc,
     make_config,
     sim,
     watermarks,
@@ -89,3 +90,23 @@ def test_a_stop_while_lake_writes_fail_says_what_was_not_landed(sim, tmp_path, m
     left = run.summary.left
     assert "the final flush failed (No space left on device)" in left and "re-pulled" in left, left
     assert len(changelog(lake)) == before
+
+
+def test_a_stop_while_the_buffer_is_full_and_lake_writes_fail_is_bounded(sim, tmp_path, monkeypatch):
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    doc = config_doc(sim, lake)
+    doc["puller"]["memory_quota"] = "1KiB"  # the region workers block on the quota at once
+    run = PullerThread(config_from_document(doc, "t")).start()
+    wait_until(lambda: watermarks(lake).ddl_resolved, 30, "the first flush", check=run.check)
+
+    def lake_gone(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(ChangelogWriter, "append", lake_gone)
+    for seed in range(5):
+        some_rows(tidb, random.Random(seed), 110, 20)
+    time.sleep(1.0)
+    assert _stopped_in_time(run) < STOP_WITHIN_S
+    assert run.error is None, run.error
+    assert "the final flush failed" in run.summary.left

@@ -42,7 +42,7 @@ from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
 from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.changelog_writer import LakeConflictError
-from tidelake.lake.lander import Lander
+from tidelake.lake.lander import Lander, LanderClosedError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.upstream_identity import check_same_upstream
@@ -209,7 +209,10 @@ class PullerRunner:
                 keeper.stop()
                 reader.close()
                 pd.close()
-        if feed is not None and feed.error is not None and not isinstance(feed.error, StopRequested):
+        # On a stop, region workers may fail because the stop ended their wait (PD retries, a full
+        # buffer closed under them): what they held is above the durable watermarks, re-pulled next run.
+        stop_casualty = self._stop.is_set() and isinstance(feed.error if feed else None, (StopRequested, LanderClosedError))
+        if feed is not None and feed.error is not None and not stop_casualty:
             raise feed.error
         tables, ddl = lander.durable_watermarks()
         return RunSummary(ddl_start, self._rows, self._jobs, tables, ddl, left)
