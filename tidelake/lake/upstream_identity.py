@@ -67,21 +67,36 @@ def record_cluster_id(layout: LakeLayout, changefeed: str, cluster_id: int, ts: 
     write_deltalake(table, pa.Table.from_pylist([row], schema=UPSTREAM_SCHEMA), mode="append")
 
 
-def check_same_upstream(layout: LakeLayout, changefeed: str, pd_addresses: str, cluster_id: int, now_ts: int,
-                        durable_ts: int, schema_version: int, lake_schema_version: int | None) -> None:
-    """Raise UpstreamChangedError naming what moved; record the cluster id on its first sight."""
+def _way_out(layout: LakeLayout) -> str:
+    return (f"point the changefeed at the cluster the lake at {layout.root} was fed from, or start a new "
+            "changefeed in a new lake (the replicas landed so far are left as they are)")
+
+
+def check_cluster(layout: LakeLayout, changefeed: str, pd_addresses: str, cluster_id: int, now_ts: int,
+                  durable_ts: int) -> None:
+    """Before the puller touches the upstream (not even a GC safepoint): the same cluster id as
+    recorded, and a TSO not below what the lake already holds."""
     recorded = recorded_cluster_id(layout, changefeed)
-    way_out = (f"point the changefeed at the cluster the lake at {layout.root} was fed from, or start a new "
-               "changefeed in a new lake (the replicas landed so far are left as they are)")
     if recorded is not None and recorded != cluster_id:
         raise UpstreamChangedError(f"PD {pd_addresses} is cluster {cluster_id}, but changefeed {changefeed} was "
-                                   f"fed from cluster {recorded}: {way_out}")
+                                   f"fed from cluster {recorded}: {_way_out(layout)}")
     if now_ts < durable_ts:
         raise UpstreamChangedError(f"PD {pd_addresses} says now is ts {now_ts}, below ts {durable_ts} the lake "
-                                   f"already holds: the cluster went back in time (restored or re-created); {way_out}")
+                                   f"already holds: the cluster went back in time (restored or re-created); "
+                                   f"{_way_out(layout)}")
+
+
+def check_schema_version(layout: LakeLayout, cluster_id: int, ts: int, schema_version: int,
+                         lake_schema_version: int | None) -> None:
+    """The upstream's schema version at the resume ts is not below the one the lake recorded there."""
     if lake_schema_version is not None and schema_version < lake_schema_version:
         raise UpstreamChangedError(
-            f"the upstream's schema version at ts {durable_ts} is {schema_version}, but the lake recorded "
-            f"{lake_schema_version} there: cluster {cluster_id} was wiped or restored from an older backup; {way_out}")
-    if recorded is None:
-        record_cluster_id(layout, changefeed, cluster_id, now_ts)
+            f"the upstream's schema version at ts {ts} is {schema_version}, but the lake recorded "
+            f"{lake_schema_version} there: cluster {cluster_id} was wiped or restored from an older backup; "
+            f"{_way_out(layout)}")
+
+
+def remember_cluster(layout: LakeLayout, changefeed: str, cluster_id: int, ts: int) -> None:
+    """Record the cluster id on its first sight (a lake from before this record adopts it)."""
+    if recorded_cluster_id(layout, changefeed) is None:
+        record_cluster_id(layout, changefeed, cluster_id, ts)

@@ -11,7 +11,13 @@ from tests.capture.changefeed.test_runner import shop, some_rows
 from tests.capture.pull_harness import changelog, ddl_rows, make_config, sim, wait_resolved  # noqa: F401
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.upstream_identity import UpstreamChangedError, check_same_upstream, recorded_cluster_id
+from tidelake.lake.upstream_identity import (
+    UpstreamChangedError,
+    check_cluster,
+    check_schema_version,
+    recorded_cluster_id,
+    remember_cluster,
+)
 from tidelake.sim.cluster import SimCluster
 
 
@@ -49,11 +55,23 @@ def test_another_cluster_is_refused(sim, tmp_path):
     assert f"is cluster {sim.cluster_id + 1}, but changefeed cf1 was fed from cluster {sim.cluster_id}" in message
 
 
-def test_a_tso_below_what_the_lake_holds_is_refused(tmp_path):
+def test_a_tso_or_schema_version_gone_back_is_refused(tmp_path):
     layout = LakeLayout(str(tmp_path / "lake"))
-    check_same_upstream(layout, "cf1", "pd:2379", 7, 1000, 0, 1, None)  # first sight: recorded
+    check_cluster(layout, "cf1", "pd:2379", 7, 1000, 0)  # nothing recorded yet: any cluster
+    remember_cluster(layout, "cf1", 7, 1000)
+    remember_cluster(layout, "cf1", 8, 2000)  # the first record stays
     assert recorded_cluster_id(layout, "cf1") == 7
+    remember_cluster(layout, "cf2", 2**64 - 5, 1)  # PD cluster ids are uint64
+    assert recorded_cluster_id(layout, "cf2") == 2**64 - 5
     with pytest.raises(UpstreamChangedError, match="went back in time"):
-        check_same_upstream(layout, "cf1", "pd:2379", 7, 900, 950, 5, 5)
-    check_same_upstream(layout, "cf1", "pd:2379", 7, 1000, 950, 5, 5)  # the same cluster goes on
+        check_cluster(layout, "cf1", "pd:2379", 7, 900, 950)
+    with pytest.raises(UpstreamChangedError, match="is cluster 8, but changefeed cf1 was fed from cluster 7"):
+        check_cluster(layout, "cf1", "pd:2379", 8, 1000, 950)
+    with pytest.raises(UpstreamChangedError, match="schema version at ts 950 is 4, but the lake recorded 5"):
+        check_schema_version(layout, 7, 950, 4, 5)
+    check_cluster(layout, "cf1", "pd:2379", 7, 1000, 950)  # the same cluster goes on
+    check_schema_version(layout, 7, 950, 5, 5)
+    check_schema_version(layout, 7, 950, 1, None)  # nothing recorded at or below the ts
     assert recorded_cluster_id(layout, "cf1") == 7
+    remember_cluster(layout, "cf2", 2**64 - 5, 1)  # PD cluster ids are uint64
+    assert recorded_cluster_id(layout, "cf2") == 2**64 - 5

@@ -45,7 +45,7 @@ from tidelake.lake.changelog_writer import LakeConflictError
 from tidelake.lake.lander import Lander, LanderClosedError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
-from tidelake.lake.upstream_identity import check_same_upstream
+from tidelake.lake.upstream_identity import check_cluster, check_schema_version, remember_cluster
 from tidelake.lake.watermarks import read_by_puller
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
@@ -256,12 +256,14 @@ class PullerRunner:
                      self.config.changefeed_id, ", ".join(adopted.previous), self.feed_id, durable_ddl)
         first_run = durable_ddl == 0
         start = self._first_run_ts(pd, layout, started) if first_run else durable_ddl
+        # Before anything lands: a wiped, restored or other cluster must not be re-recorded as new.
+        now = pd.get_ts()
+        check_cluster(layout, self.config.changefeed_id, ",".join(self.config.upstream.pd), pd.cluster_id, now,
+                      max([durable_ddl, *durable_tables.values()]))
         keeper.ensure_not_below_gc(start)
         snapshot = load_schema(reader, start)
-        # Before anything lands: a wiped, restored or other cluster must not be re-recorded as new.
-        check_same_upstream(layout, self.config.changefeed_id, ",".join(self.config.upstream.pd), pd.cluster_id,
-                            pd.get_ts(), max([durable_ddl, *durable_tables.values()]), snapshot.schema_version,
-                            schema_version_at(layout, start))
+        check_schema_version(layout, pd.cluster_id, start, snapshot.schema_version, schema_version_at(layout, start))
+        remember_cluster(layout, self.config.changefeed_id, pd.cluster_id, now)
         tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts))
         added = self._table_joins.restart(tracker, durable_tables, start)
         if added:
