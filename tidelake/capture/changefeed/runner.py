@@ -40,8 +40,8 @@ from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
-from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.changelog_writer import LakeConflictError
+from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.lander import Lander, LanderClosedError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
@@ -199,7 +199,7 @@ class PullerRunner:
             log.info("pulling %d tables of changefeed %s from ts %d", len(table_starts), self.feed_id, ddl_start)
             self._loop(pd, feed, keeper, lander, subscriptions, started)
         except StopRequested as exc:
-            left = f"stopped while the upstream did not answer ({exc})"
+            left = f"stopped while waiting ({exc})"
         finally:
             if feed is not None:
                 feed.close()
