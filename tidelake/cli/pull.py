@@ -12,6 +12,7 @@ import logging
 import math
 import signal
 import sys
+import threading
 
 from tidelake.errors import InputError
 
@@ -31,6 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _pull(args: argparse.Namespace) -> int:
+    # A stop that arrives while the heavy imports below run is kept and handed to the runner; the
+    # caller's handlers come back afterwards (tests call main() in-process).
+    early_stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: early_stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run_puller(args, early_stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
     from tidelake.lake.lake_check import check_lake_root
@@ -61,6 +74,8 @@ def _pull(args: argparse.Namespace) -> int:
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: runner.stop())
+    if early_stop.is_set():
+        runner.stop()
     summary = runner.run()
     print(
         f"pull {runner.feed_id}: stopped; {summary.rows} rows and {summary.jobs} DDL jobs this run, "

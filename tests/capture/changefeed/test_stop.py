@@ -52,7 +52,7 @@ def test_sigterm_while_pd_is_unreachable_exits_zero_and_says_so(tmp_path):
                           changefeed_document("cf1", [f"127.0.0.1:{_free_port()}"], tmp_path / "lake"))
     proc = subprocess.Popen([sys.executable, "-m", "tidelake", "pull", "--config", str(config)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(6.0)  # imports and config done, retrying PD (a SIGTERM before the handler kills it)
+    time.sleep(3.0)  # retrying PD, or still importing: either way the stop is honoured
     asked = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
