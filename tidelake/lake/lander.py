@@ -33,11 +33,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
+from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, OP_DELETE, OP_PUT, LakeLayout
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.watermarks import WatermarkWriter
@@ -48,15 +47,6 @@ APP_ID_PREFIX = "tidelake-puller/"
 # TiCDC's changefeed id rule (pkg/config: ^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$), shard suffixes too.
 _CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")
 
-ROWS_LANDED = Counter("tidelake_lander_rows_total", "Row changes landed", ["changefeed"])
-BYTES_LANDED = Counter(
-    "tidelake_lander_bytes_total", "Key+value+old value bytes landed", ["changefeed"]
-)
-FLUSHES = Counter("tidelake_lander_flushes_total", "Flushes that landed", ["changefeed"])
-FLUSH_FAILURES = Counter("tidelake_lander_flush_failures_total", "Failed flushes", ["changefeed"])
-FLUSH_SECONDS = Histogram("tidelake_lander_flush_seconds", "Flush latency", ["changefeed"])
-BUFFERED_BYTES = Gauge("tidelake_lander_buffered_bytes", "Bytes buffered or in flight", ["changefeed"])
-
 
 class LanderClosedError(TidelakeError):
     """Rows were offered after close(): the puller is shutting down."""
@@ -64,6 +54,15 @@ class LanderClosedError(TidelakeError):
 
 def row_bytes(rows: Iterable[RowChange]) -> int:
     return sum(len(r.key) + len(r.value) + len(r.old_value) for r in rows)
+
+
+def _per_table(rows: Iterable[RowChange]) -> dict[int, tuple[int, int]]:
+    """table id -> (rows, bytes as row_bytes counts them)."""
+    totals: dict[int, tuple[int, int]] = {}
+    for r in rows:
+        count, nbytes = totals.get(r.table_id, (0, 0))
+        totals[r.table_id] = (count + 1, nbytes + len(r.key) + len(r.value) + len(r.old_value))
+    return totals
 
 
 @dataclass
@@ -94,6 +93,7 @@ class Lander:
         flush_interval_s: float = 5.0,
         flush_bytes: int = 64 << 20,
         bucket_seconds: int = DEFAULT_BUCKET_SECONDS,
+        metrics: LanderMetrics | None = None,
     ) -> None:
         if not _CHANGEFEED_ID.match(changefeed_id):
             raise InputError(f"changefeed id {changefeed_id!r} must match {_CHANGEFEED_ID.pattern}")
@@ -129,6 +129,7 @@ class Lander:
         self._flush_depth = 0
         self._flush_again = False
         self._labels = {"changefeed": changefeed_id}
+        self._metrics = metrics or default_lander_metrics()
         self._flusher = threading.Thread(
             target=self._flush_loop, name=f"lander-{changefeed_id}", daemon=True
         )
@@ -151,7 +152,7 @@ class Lander:
             self._check_open()
             self._rows.extend(rows)
             self._buffered += nbytes
-            BUFFERED_BYTES.labels(**self._labels).set(self._used())
+            self._metrics.buffered_bytes.labels(**self._labels).set(self._used())
             if self._buffered >= self._flush_bytes:
                 self._flush_wanted = True
                 self._cond.notify_all()
@@ -243,24 +244,27 @@ class Lander:
         try:
             self._commit(batch)
         except LakeConflictError as exc:
-            FLUSH_FAILURES.labels(**self._labels).inc()
+            self._metrics.flush_failures.labels(**self._labels).inc()
             with self._cond:
                 self._fatal = exc
                 self._cond.notify_all()
             raise
         except Exception:
-            FLUSH_FAILURES.labels(**self._labels).inc()
+            self._metrics.flush_failures.labels(**self._labels).inc()
             raise
         with self._cond:
             self._in_flight = None
             if batch.watermarks_changed:
                 self._durable = _Durable(batch.table_resolved, batch.ddl_resolved)
-            BUFFERED_BYTES.labels(**self._labels).set(self._used())
+            self._metrics.buffered_bytes.labels(**self._labels).set(self._used())
             self._cond.notify_all()
-        FLUSHES.labels(**self._labels).inc()
-        ROWS_LANDED.labels(**self._labels).inc(len(batch.rows))
-        BYTES_LANDED.labels(**self._labels).inc(batch.nbytes)
-        FLUSH_SECONDS.labels(**self._labels).observe(time.monotonic() - started)
+        self._metrics.flushes.labels(**self._labels).inc()
+        self._metrics.rows.labels(**self._labels).inc(len(batch.rows))
+        self._metrics.bytes.labels(**self._labels).inc(batch.nbytes)
+        for table_id, (count, nbytes) in _per_table(batch.rows).items():
+            self._metrics.table_rows.labels(table_id=str(table_id), **self._labels).inc(count)
+            self._metrics.table_bytes.labels(table_id=str(table_id), **self._labels).inc(nbytes)
+        self._metrics.flush_seconds.labels(**self._labels).observe(time.monotonic() - started)
 
     def _commit(self, batch: _Batch) -> None:
         """The three commits of one flush, in the order the invariants need."""
