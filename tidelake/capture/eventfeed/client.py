@@ -11,6 +11,7 @@ resolved ts is the minimum over its pieces (span frontier) and is reported only 
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import threading
@@ -139,6 +140,11 @@ class EventFeedClient:
         self._tasks = DelayedTasks("eventfeed-scheduler", self._fail)
         self._workers = RegionWorkers(options.workers, self._fail)
         self._started = False
+        # What metrics read (tidelake.capture.changefeed.puller_metrics): region errors by kind and
+        # streams opened again to a store that had one, counted since start.
+        self._region_errors: collections.Counter[str] = collections.Counter()
+        self._reconnects: collections.Counter[int] = collections.Counter()
+        self._stores_seen: set[int] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -233,6 +239,25 @@ class EventFeedClient:
         sub = self._subscriptions[subscription_id]
         with sub.mutex:
             return len(sub.feeds)
+
+    def region_states(self) -> dict[int, dict[str, int]]:
+        """Per table: region requests in flight that wait for their initial scan
+        ('initializing') and those past it ('replicating', TiKV's Initialized event, §9.4)."""
+        with self._mutex:
+            subs = list(self._subscriptions.values())
+        states: dict[int, dict[str, int]] = {}
+        for sub in subs:
+            with sub.mutex:
+                ready = sum(1 for feed in sub.feeds if feed.state.initialized)
+                counts = states.setdefault(sub.table_id, {"initializing": 0, "replicating": 0})
+                counts["replicating"] += ready
+                counts["initializing"] += len(sub.feeds) - ready
+        return states
+
+    def error_counts(self) -> tuple[dict[str, int], dict[int, int]]:
+        """(region errors by kind, including 'stream_broken'; stream reconnects by store id)."""
+        with self._mutex:
+            return dict(self._region_errors), dict(self._reconnects)
 
     # ---- scheduling (scheduler thread) -----------------------------------------------------
 
@@ -344,6 +369,9 @@ class EventFeedClient:
             else:
                 self._streams[store_id] = stream
                 stale_stream = None
+                if store_id in self._stores_seen:
+                    self._reconnects[store_id] += 1
+                self._stores_seen.add(store_id)
         if stale_stream is not None:
             stale_stream.close()
         return stream
@@ -407,6 +435,8 @@ class EventFeedClient:
         region_id = target.region.id
         attempt = 0 if feed.state.initialized else feed.attempt + 1
         kind = next((f.name for f, _ in error.ListFields()), "empty error")
+        with self._mutex:
+            self._region_errors[kind] += 1
         log.info("region %d of table %d on store %d: %s at resolved ts %d",
                  region_id, sub.table_id, feed.stream.store_id, kind, feed.state.last_resolved_ts)
         if error.HasField("not_leader"):
@@ -443,6 +473,8 @@ class EventFeedClient:
     def _on_broken(self, feed: _RegionFeed, reason: str) -> None:
         if self._done.is_set() or not self._stop_feed(feed):
             return
+        with self._mutex:
+            self._region_errors["stream_broken"] += 1
         log.info("region %d of table %d: %s; dividing its span again",
                  feed.target.region.id, feed.subscription.table_id, reason)
         self._retry_divide(feed.subscription, feed.state.span, feed.attempt + 1)
