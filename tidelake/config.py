@@ -101,6 +101,8 @@ class PullerConfig:
     flush_interval_s: float = 5.0
     flush_bytes: int = 64 * 1024**2
     shards: int = 1
+    # TCP port of the Prometheus /metrics endpoint (shard I of N serves on port + I); None: no endpoint.
+    metrics_port: int | None = None
 
     def shard_of(self, logical_table_id: int) -> int:
         """Shard that pulls a table; all partitions of a table go with its logical id."""
@@ -216,6 +218,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         flush_interval_s=puller.duration("flush_interval", PullerConfig.flush_interval_s),
         flush_bytes=puller.size("flush_size", PullerConfig.flush_bytes),
         shards=puller.positive_int("shards", PullerConfig.shards),
+        metrics_port=puller.port("metrics_port"),
     )
     puller.done()
 
@@ -337,6 +340,14 @@ class _Section:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise self.bad(key, "a positive integer", value)
+        return value
+
+    def port(self, key: str) -> int | None:
+        value = self._get(key, False)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+            raise self.bad(key, "a TCP port number 1-65535", value)
         return value
 
     def size(self, key: str, default: int) -> int:

@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--shard", help="I/N: run shard I of the N in [puller].shards (default 0/1)")
     parser.add_argument("--max-run-seconds", type=float, help="flush and exit 0 after this many seconds")
     parser.add_argument("--progress-interval", type=float, default=10.0, help="seconds between progress lines")
+    parser.add_argument("--metrics-port", type=int,
+                        help="serve Prometheus metrics on this TCP port (default: [puller].metrics_port plus the "
+                             "shard index; no endpoint if neither is set)")
     parser.add_argument("--verbose", action="store_true", help="log region and DDL events (INFO)")
     parser.set_defaults(handler=_pull)
 
@@ -53,6 +56,8 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise InputError(f"--{name.replace('_', '-')} must be a finite number above zero, got {value}")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise InputError(f"--metrics-port must be a TCP port 0-65535, got {args.metrics_port}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -69,7 +74,8 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     runner = PullerRunner(
         config,
         shard,
-        RunOptions(max_run_s=args.max_run_seconds, progress_interval_s=args.progress_interval),
+        RunOptions(max_run_s=args.max_run_seconds, progress_interval_s=args.progress_interval,
+                   metrics_port=_metrics_port(args.metrics_port, config.puller.metrics_port, shard.index)),
         progress=lambda p: print(_progress_line(runner.feed_id, p), file=sys.stderr, flush=True),
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -84,6 +90,14 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _metrics_port(flag: int | None, configured: int | None, shard_index: int) -> int | None:
+    """The flag as given; else the config's port plus the shard index, so the shards of one
+    changefeed on one host do not collide."""
+    if flag is not None:
+        return flag
+    return None if configured is None else configured + shard_index
 
 
 def _progress_line(feed_id: str, p) -> str:

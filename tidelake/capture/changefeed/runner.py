@@ -33,6 +33,7 @@ from tidelake.capture.changefeed.ddl_puller import (
     JobRowDecoder,
     PulledJob,
 )
+from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
 from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.errors import PullerError
@@ -95,6 +96,8 @@ class RunOptions:
     # After a shard-count change: how long old shards' watermarks must stay unrewritten before
     # they are retired (None: 6 flush intervals, at least a minute; tidelake.capture.changefeed.reshard).
     retire_grace_s: float | None = None
+    metrics_port: int | None = None  # serve /metrics here while running (0: a free port); None: no endpoint
+    metrics_addr: str = "0.0.0.0"
     feed: FeedOptions = field(default_factory=FeedOptions)
 
 
@@ -149,6 +152,11 @@ class PullerRunner:
         self._lander: Lander | None = None
         self._ddl: DdlPuller | None = None
         self._retirement: Retirement | None = None
+        self._feed: EventFeedClient | None = None
+        self._keeper: GCSafepointKeeper | None = None
+        self._gc_safepoint: int | None = None
+        self.metrics = PullerMetrics(self.metrics_state)
+        self.metrics_endpoint: MetricsEndpoint | None = None
 
     @property
     def feed_id(self) -> str:
@@ -167,18 +175,32 @@ class PullerRunner:
         `left` saying what did not land; only errors that are not a stop are raised."""
         cfg = self.config
         started = time.monotonic()
+        if self.options.metrics_port is not None:
+            try:
+                self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, self.options.metrics_port,
+                                                        self.options.metrics_addr)
+            except OSError as exc:
+                raise InputError(f"metrics endpoint on {self.options.metrics_addr}:{self.options.metrics_port}: "
+                                 f"{exc.strerror or exc}") from None
+        try:
+            return self._run(cfg, started)
+        finally:
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.close()
+
+    def _run(self, cfg: ChangefeedConfig, started: float) -> RunSummary:
         try:
             pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-pull-{self.feed_id}",
                           cancel=self._stop)
         except StopRequested as exc:
             return RunSummary(0, 0, 0, {}, 0, left=f"stopped before PD answered ({exc}); the lake is unchanged")
         reader = SnapshotReader(pd, cfg.upstream.tls)
-        keeper = GCSafepointKeeper(pd, cfg.gc_service_id + self.shard.suffix(), cfg.upstream.gc_ttl_s)
+        keeper = self._keeper = GCSafepointKeeper(pd, cfg.gc_service_id + self.shard.suffix(), cfg.upstream.gc_ttl_s)
         layout = LakeLayout.from_config(cfg.lake)
         feed: EventFeedClient | None = None
         lander = self._lander = Lander(
             layout, self.feed_id, cfg.puller.memory_quota_bytes, cfg.puller.flush_interval_s,
-            cfg.puller.flush_bytes, cfg.lake.commit_bucket_s,
+            cfg.puller.flush_bytes, cfg.lake.commit_bucket_s, self.metrics.lander,
         )
         joins = self._table_joins = TableJoins(
             cfg.changefeed_id, (self.shard.index, self.shard.count), cfg.puller.shard_of, layout, lander, self._mu,
@@ -192,7 +214,7 @@ class PullerRunner:
                 grace = self.options.retire_grace_s or max(60.0, 6 * cfg.puller.flush_interval_s)
                 self._retirement = Retirement(layout, cfg.changefeed_id, self.shard.count, cfg.gc_service_id,
                                               lambda service: pd.update_service_gc_safepoint(service, 0, 0), grace)
-            feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls).start()
+            feed = self._feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls).start()
             subscriptions = {DDL_JOB_TABLE_ID: feed.subscribe(DDL_JOB_TABLE_ID, _span(DDL_JOB_TABLE_ID), ddl_start)}
             for pid, ts in sorted(table_starts.items()):
                 subscriptions[pid] = feed.subscribe(pid, _span(pid), ts)
@@ -336,6 +358,7 @@ class PullerRunner:
             now = time.monotonic()
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
+                self._gc_safepoint = pd.get_gc_safepoint()
                 next_gc = now + self.options.gc_advance_interval_s
             if self._retirement is not None and now >= next_retire:
                 self._retirement.poll()
@@ -387,6 +410,22 @@ class PullerRunner:
             lags = {pid: tso.lag_seconds(ts, now_ts) for pid, ts in self._table_resolved.items()}
             ddl_lag = tso.lag_seconds(self._reported_ddl, now_ts)
         return Progress(elapsed, len(lags), rows, rate, ddl_lag, lags, lander.buffered_bytes())
+
+    def metrics_state(self) -> PullerState | None:
+        """What the metrics endpoint reads at a scrape (any thread); None before the lander exists."""
+        lander, feed, keeper = self._lander, self._feed, self._keeper
+        if lander is None:
+            return None
+        with self._mu:
+            resolved, ddl, rows = dict(self._table_resolved), self._reported_ddl, self._rows
+        errors, reconnects = feed.error_counts() if feed is not None else ({}, {})
+        return PullerState(
+            self.feed_id, resolved, ddl, rows, self.config.puller.memory_quota_bytes,
+            regions=feed.region_states() if feed is not None else {},
+            region_errors=errors, stream_reconnects=reconnects,
+            checkpoint_ts=keeper.checkpoint if keeper is not None else None,
+            gc_safepoint_ts=self._gc_safepoint, gc_ttl_s=self.config.upstream.gc_ttl_s,
+        )
 
     # --- feed callbacks (region worker threads) ------------------------------------------
 
