@@ -108,6 +108,10 @@ class PullerConfig:
         """Shard that pulls a table; all partitions of a table go with its logical id."""
         return logical_table_id % self.shards
 
+    def metrics_port_of(self, shard_index: int) -> int | None:
+        """Shard I's metrics port: metrics_port + I, so the shards on one host do not collide."""
+        return None if self.metrics_port is None else self.metrics_port + shard_index
+
 
 @dataclass(frozen=True)
 class MergeConfig:

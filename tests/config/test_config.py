@@ -51,7 +51,13 @@ def test_minimal_config_defaults(tmp_path):
     assert config.filter.rules == ("*.*",)
     assert config.filter.case_sensitive is False
     assert config.puller.shards == 1 and config.puller.shard_of(12345) == 0
+    assert config.puller.metrics_port is None and config.puller.metrics_port_of(0) is None
     assert config.lake.commit_bucket_s == 3600
+
+
+def test_metrics_port_is_per_shard(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL + "[puller]\nshards = 3\nmetrics_port = 9464\n"))
+    assert [config.puller.metrics_port_of(i) for i in range(3)] == [9464, 9465, 9466]
 
 
 def test_tls_paths_resolve_against_the_config_folder(tmp_path):
@@ -91,6 +97,7 @@ def test_sizes_and_durations():
         ("puller", "flush_size", "0", r"\[puller\]\.flush_size: expected a size above zero"),
         ("puller", "flush_interval", "'soon'", r"\[puller\]\.flush_interval: expected a duration like '5s', got 'soon'"),
         ("puller", "shards", "0", r"\[puller\]\.shards: expected a positive integer, got 0"),
+        ("puller", "metrics_port", "70000", r"\[puller\]\.metrics_port: expected a TCP port number 1-65535, got 70000"),
         ("puller", "shard", "2", r"\[puller\]\.shard: unknown key \(valid here: "),
         ("lake", "commit_bucket", "'90ms'", r"\[lake\]\.commit_bucket: expected a whole number of seconds"),
         ("filter", "rules", "['db-1.t']", r"\[filter\]\.rules: table filter rule 'db-1\.t'.*unexpected special character"),

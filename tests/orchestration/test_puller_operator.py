@@ -9,8 +9,8 @@ import threading
 from datetime import timedelta
 
 import pytest
-from airflow_test_env import write_changefeed
 
+from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import InputError
 from tidelake.orchestration.airflow.puller_operator import (
     SHUTDOWN_GRACE,
@@ -45,7 +45,8 @@ def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     import tidelake.capture.changefeed.runner as runner_module
 
     monkeypatch.setattr(runner_module, "PullerRunner", FakeRunner)
-    config = write_changefeed(tmp_path, shards=2)
+    doc = changefeed_document("tests", ["127.0.0.1:1"], "lake", puller={"shards": 2, "metrics_port": 9464})
+    config = write_config(tmp_path / "tests.toml", doc)
     operator = PullerOperator(task_id="pull", config_path=str(config), shard="1/2", max_run_seconds=600)
     previous = signal.signal(signal.SIGTERM, lambda *_: operator.on_kill())  # what the Task SDK installs
     try:
@@ -57,6 +58,7 @@ def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     assert runner.flushed
     assert (runner.shard.index, runner.shard.count) == (1, 2)
     assert runner.options.max_run_s == 600.0
+    assert runner.options.metrics_port == 9465  # [puller].metrics_port + the shard index
     assert result == {"rows": 5, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
     assert operator.execution_timeout == timedelta(seconds=600) + SHUTDOWN_GRACE
 

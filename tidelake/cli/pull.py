@@ -75,7 +75,8 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         config,
         shard,
         RunOptions(max_run_s=args.max_run_seconds, progress_interval_s=args.progress_interval,
-                   metrics_port=_metrics_port(args.metrics_port, config.puller.metrics_port, shard.index)),
+                   metrics_port=config.puller.metrics_port_of(shard.index) if args.metrics_port is None
+                   else args.metrics_port),
         progress=lambda p: print(_progress_line(runner.feed_id, p), file=sys.stderr, flush=True),
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -90,14 +91,6 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _metrics_port(flag: int | None, configured: int | None, shard_index: int) -> int | None:
-    """The flag as given; else the config's port plus the shard index, so the shards of one
-    changefeed on one host do not collide."""
-    if flag is not None:
-        return flag
-    return None if configured is None else configured + shard_index
 
 
 def _progress_line(feed_id: str, p) -> str:

@@ -63,10 +63,11 @@ class PullerOperator(BaseOperator):
         from tidelake.config import load_config
 
         config = load_config(self.config_path)
+        shard = Shard.parse(self.shard)
         self._runner = PullerRunner(
             config,
-            Shard.parse(self.shard),
-            RunOptions(max_run_s=float(self.max_run_seconds)),
+            shard,
+            RunOptions(max_run_s=float(self.max_run_seconds), metrics_port=config.puller.metrics_port_of(shard.index)),
             progress=lambda p: log.info(
                 "%d tables, %d rows (%.0f/s), DDL lag %.1fs, max table lag %.1fs, buffer %.1f MiB",
                 p.tables, p.rows, p.rows_per_s, p.ddl_lag_s, max(p.table_lag_s.values(), default=0.0),
