@@ -8,15 +8,19 @@ replica only where an invariant is at stake.
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 from lake_fixtures import FedLake, replica_rows
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.capture.pull_harness import sim  # noqa: F401 (fixture of the end-to-end test)
+from tidelake import tso
 from tidelake.apply.merge_job import merge_window, run_merge
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.merge_log import MergeStatus, last_entries
+from tidelake.lake.merge_metrics import merge_metrics_path
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import read_watermarks
@@ -76,6 +80,11 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_pa
     assert read_checkpoint(path()) == upper
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", upper)
     assert last_entries(lake.layout)[result.table_key].checkpoint_after == upper
+    prom = {(s.name, s.labels.get("table")): s.value  # the run rewrote the merge metrics file
+            for f in text_string_to_metric_families(Path(merge_metrics_path(lake.layout)).read_text())
+            for s in f.samples}
+    assert prom[("tidelake_merge_rows_applied", result.table)] == result.rows_out
+    assert prom[("tidelake_merge_checkpoint_time_seconds", result.table)] == tso.physical_ms(upper) / 1000
 
     versions = DeltaTable(path()).version()
     report = run_merge(spark, lake.layout)  # nothing new: no commit at all

@@ -58,6 +58,7 @@ from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.layout import OP_PUT, LakeLayout
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.lake.merge_metrics import write_merge_metrics
 from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
     FileStat,
@@ -200,6 +201,7 @@ def run_merge(
     report.tables = [result for result, _ in outcomes]
     if write_log:
         append_entries(layout, [entry for _, entry in outcomes])
+        write_merge_metrics(layout)  # README "Metrics"
     return report
 
 
