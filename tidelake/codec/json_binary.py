@@ -49,6 +49,7 @@ _KEY_ENTRY_SIZE = 6  # key offset u32 + key length u16
 _VALUE_ENTRY_SIZE = 5  # type u8 + offset-or-inlined u32
 _MAX_KEY_LEN = 0xFFFF
 _MAX_DEPTH = 100  # TiDB maxJSONDepth
+_NUMBER_FORMATS = {TYPE_INT64: "<q", TYPE_UINT64: "<Q", TYPE_FLOAT64: "<d"}
 _TEMPORAL_SIZES = {TYPE_DATE: 8, TYPE_DATETIME: 8, TYPE_TIMESTAMP: 8, TYPE_DURATION: 12}
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
 
@@ -128,14 +129,33 @@ class _StoredString:
         self.data = data
 
 
-def _slice(buf: bytes, start: int, length: int, what: str) -> bytes:
+def _slice(buf: memoryview, start: int, length: int, what: str) -> bytes:
     if start < 0 or start + length > len(buf):
         raise InputError(f"binary JSON {what} at {start}..{start + length} runs past the value end ({len(buf)})")
-    return buf[start : start + length]
+    return bytes(buf[start : start + length])
 
 
-def _decode(type_code: int, buf: bytes, raw_strings: bool, depth: int) -> Any:
-    """Decode the value of `type_code` that starts at buf[0]."""
+class _Budget:
+    """Bytes the decoded values may still occupy. TiDB writes every value at its own offset, so a
+    document's values fit in its bytes; entries aimed at one shared child would otherwise expand
+    a few hundred bytes into 2^depth values."""
+
+    __slots__ = ("left", "total")
+
+    def __init__(self, total: int) -> None:
+        self.left = self.total = total
+
+    def spend(self, n: int, what: str) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise InputError(
+                f"binary JSON {what} overlaps other values: the elements decode to more than the "
+                f"document's {self.total} bytes (entries reuse offsets)"
+            )
+
+
+def _decode(type_code: int, buf: memoryview, raw_strings: bool, depth: int, budget: _Budget) -> Any:
+    """Decode the value of `type_code` that starts at buf[0] (a view: children are not copied)."""
     if depth > _MAX_DEPTH + 1:
         raise InputError(f"binary JSON nests deeper than {_MAX_DEPTH} levels")
     if type_code == TYPE_LITERAL:
@@ -143,27 +163,28 @@ def _decode(type_code: int, buf: bytes, raw_strings: bool, depth: int) -> Any:
         if literal not in (LITERAL_NULL, LITERAL_TRUE, LITERAL_FALSE):
             raise InputError(f"binary JSON literal byte {literal:#04x} is not null/true/false")
         return None if literal == LITERAL_NULL else literal == LITERAL_TRUE
-    if type_code == TYPE_INT64:
-        return struct.unpack("<q", _slice(buf, 0, 8, "int64"))[0]
-    if type_code == TYPE_UINT64:
-        return struct.unpack("<Q", _slice(buf, 0, 8, "uint64"))[0]
-    if type_code == TYPE_FLOAT64:
-        return struct.unpack("<d", _slice(buf, 0, 8, "float64"))[0]
+    if type_code in (TYPE_INT64, TYPE_UINT64, TYPE_FLOAT64):
+        budget.spend(8, "number")
+        return struct.unpack(_NUMBER_FORMATS[type_code], _slice(buf, 0, 8, "number"))[0]
     if type_code == TYPE_STRING:
         length, pos = decode_uvarint(buf, 0)
         data = _slice(buf, pos, length, "string")
+        budget.spend(pos + length, "string")
         return _StoredString(data) if raw_strings else data.decode("utf-8", "replace")
     if type_code == TYPE_OPAQUE:
         length, pos = decode_uvarint(buf, 1)
-        return JSONOpaque(_slice(buf, 0, 1, "opaque type")[0], _slice(buf, pos, length, "opaque"))
+        data = _slice(buf, pos, length, "opaque")
+        budget.spend(pos + length, "opaque")
+        return JSONOpaque(_slice(buf, 0, 1, "opaque type")[0], data)
     if type_code in _TEMPORAL_SIZES:
+        budget.spend(_TEMPORAL_SIZES[type_code], "time value")
         return JSONTemporal(type_code, _slice(buf, 0, _TEMPORAL_SIZES[type_code], "time value"))
     if type_code in (TYPE_OBJECT, TYPE_ARRAY):
-        return _decode_container(type_code, buf, raw_strings, depth)
+        return _decode_container(type_code, buf, raw_strings, depth, budget)
     raise InputError(f"unknown binary JSON type code {type_code:#04x}")
 
 
-def _decode_container(type_code: int, buf: bytes, raw_strings: bool, depth: int) -> dict | list:
+def _decode_container(type_code: int, buf: memoryview, raw_strings: bool, depth: int, budget: _Budget) -> dict | list:
     count, size = struct.unpack("<II", _slice(buf, 0, _HEADER_SIZE, "container header"))
     if size > len(buf):
         raise InputError(f"binary JSON container claims {size} bytes but only {len(buf)} remain")
@@ -171,24 +192,26 @@ def _decode_container(type_code: int, buf: bytes, raw_strings: bool, depth: int)
     is_object = type_code == TYPE_OBJECT
     value_entries = _HEADER_SIZE + (count * _KEY_ENTRY_SIZE if is_object else 0)
     _slice(doc, 0, value_entries + count * _VALUE_ENTRY_SIZE, f"{count} entries")
+    budget.spend(value_entries + count * _VALUE_ENTRY_SIZE, "container")
     values = []
     for i in range(count):
         entry = value_entries + i * _VALUE_ENTRY_SIZE
         elem_type = doc[entry]
         if elem_type == TYPE_LITERAL:
-            values.append(_decode(TYPE_LITERAL, doc[entry + 1 : entry + 2], raw_strings, depth + 1))
+            values.append(_decode(TYPE_LITERAL, doc[entry + 1 : entry + 2], raw_strings, depth + 1, budget))
             continue
         (offset,) = struct.unpack_from("<I", doc, entry + 1)
         if offset >= size:
             raise InputError(f"binary JSON element {i} offset {offset} is outside its container ({size} bytes)")
-        values.append(_decode(elem_type, doc[offset:], raw_strings, depth + 1))
+        values.append(_decode(elem_type, doc[offset:], raw_strings, depth + 1, budget))
     if not is_object:
         return values
     obj: dict = {}
     for i in range(count):
         key_off, key_len = struct.unpack_from("<IH", doc, _HEADER_SIZE + i * _KEY_ENTRY_SIZE)
-        key = _slice(doc, key_off, key_len, f"key {i}").decode("utf-8", "replace")
-        obj[key] = values[i]
+        key = _slice(doc, key_off, key_len, f"key {i}")
+        budget.spend(key_len, f"key {i}")
+        obj[key.decode("utf-8", "replace")] = values[i]
     return obj
 
 
@@ -202,16 +225,16 @@ def _check_document(data: bytes) -> None:
 def decode_json_binary(data: bytes) -> Any:
     """Decode a stored JSON document (type byte + value) into the Python value model above."""
     _check_document(data)
-    data = bytes(data)
-    value = _decode(data[0], data[1:], raw_strings=False, depth=0)
+    view = memoryview(bytes(data))
+    value = _decode(view[0], view[1:], raw_strings=False, depth=0, budget=_Budget(len(view)))
     return JSON_NULL if value is None else value
 
 
 def json_text(data: bytes) -> str:
     """TiDB's text of a stored JSON document, byte for byte what `SELECT json_col` prints."""
     _check_document(data)
-    data = bytes(data)
-    return _render(_decode(data[0], data[1:], raw_strings=True, depth=0))
+    view = memoryview(bytes(data))
+    return _render(_decode(view[0], view[1:], raw_strings=True, depth=0, budget=_Budget(len(view))))
 
 
 def json_text_from_value(value: Any) -> str:
