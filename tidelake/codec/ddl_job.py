@@ -190,6 +190,16 @@ def _binlog_get(binlog: dict, key: str) -> Any:
     return next((v for k, v in binlog.items() if k.lower() == lowered), None)
 
 
+def _binlog_schema(cls: type[DBInfo] | type[TableInfo], value: Any, where: str) -> Any:
+    """A schema object inside the job's binlog; its errors say where in the job it sits."""
+    if not isinstance(value, dict):
+        raise InputError(f"DDL job: binlog {where!r} must be an object, got {type(value).__name__}")
+    try:
+        return cls.from_json(value)
+    except InputError as exc:
+        raise InputError(f"DDL job: binlog {where!r}: {exc}") from None
+
+
 @dataclass
 class DDLJob:
     """A DDL job and, once done, the schema it produced (`binlog`)."""
@@ -228,7 +238,7 @@ class DDLJob:
             raise InputError("DDL job: binlog 'MultipleTableInfos' must be an array")
         schema_version = _binlog_get(binlog, "SchemaVersion") or 0
         finished_ts = _binlog_get(binlog, "FinishedTS") or 0
-        if not isinstance(schema_version, int) or not isinstance(finished_ts, int):
+        if any(not isinstance(v, int) or isinstance(v, bool) for v in (schema_version, finished_ts)):
             raise InputError("DDL job: binlog 'SchemaVersion'/'FinishedTS' must be integers")
         involving = obj.get("involving_schema_info")
         if involving is not None and not isinstance(involving, list):
@@ -246,10 +256,10 @@ class DDLJob:
             start_ts=_field(obj, "start_ts", int, 0),
             real_start_ts=_field(obj, "real_start_ts", int, 0),
             schema_version=schema_version,
-            db_info=DBInfo.from_json(db_info) if db_info is not None else None,
-            table_info=TableInfo.from_json(table_info) if table_info is not None else None,
+            db_info=_binlog_schema(DBInfo, db_info, "DBInfo") if db_info is not None else None,
+            table_info=_binlog_schema(TableInfo, table_info, "TableInfo") if table_info is not None else None,
             finished_ts=finished_ts,
-            multiple_table_infos=[TableInfo.from_json(t) for t in multiple],
+            multiple_table_infos=[_binlog_schema(TableInfo, t, f"MultipleTableInfos[{i}]") for i, t in enumerate(multiple)],
             raw_args=obj.get("raw_args"),
             involving_schema_info=involving,
             version=_field(obj, "version", int, 1),

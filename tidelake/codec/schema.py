@@ -270,7 +270,6 @@ class IndexInfo:
         obj = load_json_object(obj, what)
         name = _cistr(obj, "idx_name", what)
         what = f"{what} {name!r}"
-        table = obj.get("tbl_name")
         return cls(
             id=_require(obj, "id", int, what),
             name=name,
@@ -278,7 +277,7 @@ class IndexInfo:
             unique=_typed(obj, "is_unique", bool, what, False),
             primary=_typed(obj, "is_primary", bool, what, False),
             state=_typed(obj, "state", int, what, STATE_NONE),
-            table_name=table.get("O", "") if isinstance(table, dict) else "",
+            table_name=_cistr(obj, "tbl_name", what) if obj.get("tbl_name") is not None else "",
             comment=_typed(obj, "comment", str, what, ""),
             index_type=_typed(obj, "index_type", int, what, 0),
             invisible=_typed(obj, "is_invisible", bool, what, False),
