@@ -7,6 +7,7 @@ the puller. Unknown keys are errors for the same reason. New features add new se
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -147,11 +148,11 @@ def load_config(path: str | Path) -> ChangefeedConfig:
             doc = tomllib.load(fh)
     except OSError as exc:
         raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); "
                          "TOML files are UTF-8") from None
+    except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
     return parse_config(doc, str(path), base_dir=path.parent)
 
 
@@ -254,7 +255,10 @@ def parse_size(text: str) -> int:
     found = _SIZE.match(text)
     if found is None or found.group(2).lower() not in _SIZE_UNITS:
         raise ValueError(text)
-    return int(float(found.group(1)) * _SIZE_UNITS[found.group(2).lower()])
+    size = float(found.group(1)) * _SIZE_UNITS[found.group(2).lower()]
+    if not math.isfinite(size):  # hundreds of digits overflow the float to inf
+        raise ValueError(text)
+    return int(size)
 
 
 def parse_duration(text: str) -> float:
@@ -267,7 +271,7 @@ def parse_duration(text: str) -> float:
             raise ValueError(text)
         total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
         pos = part.end()
-    if pos == 0 or pos != len(compact):
+    if pos == 0 or pos != len(compact) or not math.isfinite(total):  # inf: hundreds of digits
         raise ValueError(text)
     return total
 
@@ -318,6 +322,8 @@ class _Section:
         value = self._get(key, required)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise self.bad(key, "a non-empty string", value)
+        if value is not None and "\x00" in value:  # no path, address or option can hold one
+            raise self.bad(key, "a string without NUL characters", value)
         return value
 
     def string_list(self, key: str, required: bool = False) -> list[str]:
@@ -413,5 +419,10 @@ class _Section:
             raise InputError(f"{self.source}: {where}{unknown[0]}: unknown key (valid here: {valid})")
 
 
+_SHOW_MAX = 80
+
+
 def _show(value: Any) -> str:
-    return repr(value) if not isinstance(value, dict) else "a table"
+    """The offending value, cut short so one line stays readable."""
+    text = repr(value) if not isinstance(value, dict) else "a table"
+    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
