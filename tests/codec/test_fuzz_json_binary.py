@@ -11,7 +11,12 @@ from fuzz_support import decodes_or_rejects
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tidelake.codec.json_binary import decode_json_binary, encode_json_binary, json_text, json_text_from_value
+from tidelake.codec.json_binary import (
+    decode_json_binary,
+    encode_json_binary,
+    json_text,
+    json_text_from_value,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1) | st.text(max_size=10)

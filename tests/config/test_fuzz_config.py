@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fuzz_support import decodes_or_rejects
@@ -28,7 +28,7 @@ LIKELY = ["1h", "0s", "500ms", "1.5h30m", "64MiB", "1e3", "-1s", "0", "5 GB", "*
           "127.0.0.1:2379", "a\x00b", "9" * 400, "9" * 400 + "s"]
 
 scalars = (st.text(max_size=12) | st.sampled_from(LIKELY) | st.integers(-(1 << 70), 1 << 70) | st.floats()
-           | st.booleans() | st.dates() | st.times() | st.datetimes(timezones=st.none() | st.just(timezone.utc)))
+           | st.booleans() | st.dates() | st.times() | st.datetimes(timezones=st.none() | st.just(UTC)))
 toml_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
 edits = st.lists(st.tuples(st.sampled_from([(s, k) for s, ks in KEYS.items() for k in ks]), toml_values), max_size=4)
@@ -67,7 +67,7 @@ def test_load_config_on_arbitrary_files(data):
         decodes_or_rejects(load_config, path, where=f"^{path}: ")
 
 
-@given(st.dates() | st.times() | st.datetimes(timezones=st.none() | st.just(timezone.utc)))
+@given(st.dates() | st.times() | st.datetimes(timezones=st.none() | st.just(UTC)))
 def test_start_ts_dates_and_times(value):
     """Only a datetime between 1970 and what a u64 TSO holds is a start_ts; dates and times are not."""
     doc = edited([(("changefeed", "start_ts"), value)])
