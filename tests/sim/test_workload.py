@@ -10,16 +10,19 @@ import pytest
 from tests.sim.tidb_fixtures import tidb  # noqa: F401 - fixture
 from tidelake.errors import InputError
 from tidelake.sim.workload import (
+    BANK_INITIAL_BALANCE,
+    BANK_TABLES,
     PRESETS,
     DdlOp,
     TxnOp,
     WorkloadPlanner,
     WorkloadRunner,
+    bank_total,
     get_preset,
 )
 
 
-@pytest.mark.parametrize("name", ["smoke", "mixed", "ddl-heavy", "hot", "long-txn"])
+@pytest.mark.parametrize("name", ["smoke", "mixed", "ddl-heavy", "hot", "long-txn", "bank"])
 def test_same_seed_same_statements(name):
     first = WorkloadPlanner(PRESETS[name], seed=11).take(200)
     again = WorkloadPlanner(PRESETS[name], seed=11).take(200)
@@ -109,3 +112,42 @@ def test_bulk_preset_writes_a_100k_row_transaction(tidb):
             break
     assert runner.counters.errors == 0
     assert len(tidb.select_all("sim", "orders")) >= 100_000
+
+
+def test_bank_total_is_constant_at_every_snapshot_while_transfers_run(tidb):
+    """The sim's own snapshot read of all bank tables at several ts, taken while the runner
+    thread commits transfers, always sums to the funded total (issue #15 item 1)."""
+    preset = dataclasses.replace(PRESETS["bank"], rate=400.0)
+    runner = WorkloadRunner(tidb, preset, seed=4)
+    runner.run_ops(1 + len(BANK_TABLES) + 1)  # database, tables, the funding txn
+    runner.start()
+    snapshots = []
+    try:
+        for _ in range(6):
+            time.sleep(0.15)
+            ts = tidb.cluster.tso.next()
+            snapshots.append({t: sorted(r["balance"] for r in tidb.select_all("sim", t, ts)) for t in BANK_TABLES})
+    finally:
+        runner.stop()
+    counters = runner.counters.snapshot()
+    assert counters["errors"] == 0 and counters["txns"] > 30, counters
+    assert [sum(map(sum, snap.values())) for snap in snapshots] == [bank_total(preset)] * 6
+    assert all(len(balances) == preset.bank_accounts for snap in snapshots for balances in snap.values())
+    assert snapshots[-1] != snapshots[0]
+    assert any(b != BANK_INITIAL_BALANCE for balances in snapshots[-1].values() for b in balances)
+    assert tidb.cluster.mvcc.min_lock_ts(b"", b"") is None
+    infos = {t: tidb.table_info("sim", t) for t in BANK_TABLES}
+    assert len(infos["bank_range"].physical_ids()) == 2 and infos["bank_clustered"].is_common_handle
+    assert not infos["bank_nopk"].pk_is_handle and not infos["bank_nopk"].is_common_handle
+
+
+def test_bank_has_no_orders_to_preload():
+    with pytest.raises(InputError, match="orders"):
+        WorkloadPlanner(PRESETS["bank"], preload_rows=10)
+
+
+def test_bank_transfers_cross_tables():
+    ops = WorkloadPlanner(PRESETS["bank"], seed=9).take(200)
+    transfers = [op for op in ops if isinstance(op, TxnOp) and op.rows[0].kind == "add"]
+    assert all(sum(r.changes["balance"] for r in op.rows) == 0 for op in transfers)
+    assert sum(op.rows[0].table != op.rows[1].table for op in transfers) > len(transfers) / 2

@@ -47,6 +47,7 @@ class WorkloadPreset:
     long_txn_every: int = 0
     long_txn_hold_s: float = 0.0
     long_txn_rows: int = 10
+    bank_accounts: int = 0  # > 0: the bank workload, this many accounts in each bank table
 
 
 PRESETS: dict[str, WorkloadPreset] = {
@@ -95,8 +96,23 @@ PRESETS: dict[str, WorkloadPreset] = {
             long_txn_every=50,
             long_txn_hold_s=20.0,
         ),
+        WorkloadPreset(
+            "bank",
+            "transfers between accounts in three tables (range-partitioned, clustered common handle, no "
+            "primary key), most across tables in one txn; the total of all balances never changes",
+            50.0,
+            ((1, 2),),
+            bank_accounts=20,
+        ),
     )
 }
+BANK_INITIAL_BALANCE = 1000
+BANK_TABLES = ("bank_range", "bank_clustered", "bank_nopk")
+
+
+def bank_total(preset: WorkloadPreset) -> int:
+    """What the balances of all bank tables sum to at every ts after the funding txn."""
+    return preset.bank_accounts * len(BANK_TABLES) * BANK_INITIAL_BALANCE
 
 
 def get_preset(name: str) -> WorkloadPreset:
@@ -110,7 +126,8 @@ def get_preset(name: str) -> WorkloadPreset:
 
 @dataclass(frozen=True)
 class RowOp:
-    """One DML statement on one row: insert/upsert carry `row`; update `key`+`changes`; delete `key`."""
+    """One DML statement on one row: insert/upsert carry `row`; update `key`+`changes` (add: the
+    changes are amounts added to the current values); delete `key`."""
 
     kind: str
     db: str
@@ -200,6 +217,8 @@ class WorkloadPlanner:
     def __init__(self, preset: WorkloadPreset, seed: int = 0, database: str = "sim", preload_rows: int = 0) -> None:
         if preload_rows < 0:
             raise InputError(f"preload rows must be >= 0, got {preload_rows}")
+        if preload_rows and preset.bank_accounts:
+            raise InputError(f"preload rows go into `orders`, which the {preset.name} workload does not have")
         self.preset = preset
         self.database = database
         self.preload_rows = preload_rows
@@ -210,15 +229,21 @@ class WorkloadPlanner:
         self._serial = 0
         self._scratch_dbs: list[str] = []
         self._types: dict[str, FieldType] = {}
-        self._pending: list[Op] = list(self._setup())
-        self._tables[(database, "orders")].preloaded = preload_rows > 0
+        self._pending: list[Op] = self._bank_setup() if preset.bank_accounts else self._setup()
+        if not preset.bank_accounts:
+            self._tables[(database, "orders")].preloaded = preload_rows > 0
 
     def __iter__(self) -> Iterator[Op]:
         return self
 
     def __next__(self) -> Op:
         if not self._pending:
-            self._pending.extend(self._plan_preload() if self._preload_left else self._plan_more())
+            if self._preload_left:
+                self._pending.extend(self._plan_preload())
+            elif self.preset.bank_accounts:
+                self._pending.append(self._plan_transfer())
+            else:
+                self._pending.extend(self._plan_more())
         return self._pending.pop(0)
 
     def take(self, n: int) -> list[Op]:
@@ -245,6 +270,41 @@ class WorkloadPlanner:
             self._tables[(db, table.name)] = table
             ops.append(DdlOp("create_table", self._create_args(table)))
         return ops
+
+    def _bank_setup(self) -> list[Op]:
+        """The bank tables, then one txn funding every account with the same balance."""
+        db, n = self.database, self.preset.bank_accounts
+        layouts = [
+            _Table(db, "bank_range", [("balance", "bigint")], "int", ["id"], partition="range",
+                   range_bounds=[("p0", n // 2 + 1), ("p1", n + 1)]),
+            _Table(db, "bank_clustered", [("balance", "bigint")], "common", ["region", "acct"]),
+            _Table(db, "bank_nopk", [("owner", "varchar(16)"), ("balance", "bigint")], "rowid", []),
+        ]
+        ops: list[Op] = [DdlOp("create_database", {"name": db})]
+        funding = []
+        for table in layouts:
+            self._tables[(db, table.name)] = table
+            ops.append(DdlOp("create_table", self._create_args(table)))
+            for i in range(n):
+                key = self._new_key(table)
+                table.add_key(key)
+                values = {"owner": f"owner-{i}"} if table.handle == "rowid" else {}
+                funding.append(RowOp("insert", db, table.name, row={**self._key_dict(table, key, for_insert=True),
+                                                                    **values, "balance": BANK_INITIAL_BALANCE}))
+        ops.append(TxnOp(tuple(funding)))
+        return ops
+
+    def _plan_transfer(self) -> TxnOp:
+        """Move an amount between two accounts, each `balance = balance -/+ amount` read in the txn."""
+        rng = self._rng
+        accounts = [(table, key) for table in self._tables.values() for key in table.keys]
+        (source, source_key), (target, target_key) = rng.sample(accounts, 2)
+        amount = rng.randint(1, 100)
+        self._txns += 1
+        return TxnOp((
+            RowOp("add", source.db, source.name, key=self._key_dict(source, source_key), changes={"balance": -amount}),
+            RowOp("add", target.db, target.name, key=self._key_dict(target, target_key), changes={"balance": amount}),
+        ))
 
     def _create_args(self, table: _Table) -> dict:
         key_cols = {"int": [("id", "bigint", "pk")], "common": [("region", "varchar(8)", "pk"), ("acct", "bigint", "pk")],
@@ -643,6 +703,8 @@ def _apply(txn: Any, row: RowOp) -> None:
         txn.upsert(row.db, row.table, row.row)
     elif row.kind == "update":
         txn.update(row.db, row.table, row.key, row.changes)
+    elif row.kind == "add":
+        txn.add(row.db, row.table, row.key, row.changes)
     else:
         txn.delete(row.db, row.table, row.key)
 

@@ -86,6 +86,16 @@ class Txn:
         self._write(db_id, info, new_physical, new_record, values)
         return True
 
+    def add(self, db: str, table: str, key: dict, amounts: dict) -> bool:
+        """UPDATE ... SET c = c + amount WHERE <key>: the current values are read in this
+        transaction, so a concurrent writer of the row makes the commit conflict (a bank transfer)."""
+        db_id, info = self._table(db, table)
+        found = self._find(db_id, info, key)
+        if found is None:
+            return False
+        current = decode_row(found[3], info, found[1])
+        return self.update(db, table, key, {c: current[c] + amount for c, amount in amounts.items()})
+
     def delete(self, db: str, table: str, key: dict) -> bool:
         """DELETE ... WHERE <primary key or _tidb_rowid> = key; False when no such row."""
         db_id, info = self._table(db, table)
