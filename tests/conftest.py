@@ -13,9 +13,9 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 from tidelake.tso import compose
 
-# Property tests (tests/*/test_fuzz_*.py): a modest default keeps `make test` fast; the long fuzz
-# run is `pytest --hypothesis-profile=fuzz -k fuzz tests/codec tests/config`. No example
-# database: failures found worth keeping become explicit @example regressions.
+# Property tests (tests/*/test_fuzz_*.py): a modest default keeps `make test` fast; the long
+# fuzz run is `pytest --hypothesis-profile=fuzz -k fuzz tests/codec tests/config
+# tests/capture/eventfeed`. No example database: inputs worth keeping become @example regressions.
 settings.register_profile("tidelake", max_examples=60, deadline=None, database=None)
 settings.register_profile("fuzz", max_examples=5000, deadline=None, database=None)
 settings.load_profile("tidelake")
