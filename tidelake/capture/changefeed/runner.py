@@ -38,6 +38,7 @@ from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
+from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
@@ -214,7 +215,8 @@ class PullerRunner:
                 grace = self.options.retire_grace_s or max(60.0, 6 * cfg.puller.flush_interval_s)
                 self._retirement = Retirement(layout, cfg.changefeed_id, self.shard.count, cfg.gc_service_id,
                                               lambda service: pd.update_service_gc_safepoint(service, 0, 0), grace)
-            feed = self._feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls).start()
+            feed = self._feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls,
+                                                lock_resolver=RegionLockResolver(pd, cfg.upstream.tls)).start()
             subscriptions = {DDL_JOB_TABLE_ID: feed.subscribe(DDL_JOB_TABLE_ID, _span(DDL_JOB_TABLE_ID), ddl_start)}
             for pid, ts in sorted(table_starts.items()):
                 subscriptions[pid] = feed.subscribe(pid, _span(pid), ts)

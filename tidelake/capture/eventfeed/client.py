@@ -15,12 +15,14 @@ import collections
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
 
+from tidelake import tso
 from tidelake.capture.errors import IncompatibleClusterError, PullerError
 from tidelake.capture.eventfeed.backoff import backoff_s
 from tidelake.capture.eventfeed.delayed_tasks import DelayedTasks
@@ -36,6 +38,7 @@ from tidelake.capture.eventfeed.span_divider import (
     Span,
     regions_covering,
 )
+from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.capture.eventfeed.store_stream import StoreStream, StreamUnavailable
 from tidelake.capture.eventfeed.store_version import TICDC_VERSION, check_store_version
 from tidelake.config import TlsConfig
@@ -110,12 +113,20 @@ class FeedOptions:
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 5.0
     probe_timeout_s: float = 10.0
+    # Stale-lock resolution (docs/wire.md §9.10): a region whose resolved ts lags PD's ts by more
+    # than resolve_lock_lag_s gets its expired locks resolved, at most resolve_lock_regions regions
+    # a tick and each region at most once per resolve_lock_min_interval_s (TiCDC: 20 s, 2 s, 10 s).
+    resolve_lock_lag_s: float = 20.0
+    resolve_lock_tick_s: float = 2.0
+    resolve_lock_min_interval_s: float = 10.0
+    resolve_lock_regions: int = 16
 
 
 class EventFeedClient:
     """Subscriptions over all stores of one cluster. Use as a context manager, or start()/close().
 
     `wait()` re-raises the error that stopped the feed (a PullerError or a sink's TidelakeError).
+    Given a `lock_resolver`, the client owns it (closes it) and resolves stale locks with it.
     """
 
     def __init__(
@@ -125,6 +136,7 @@ class EventFeedClient:
         options: FeedOptions = FeedOptions(),
         tls: TlsConfig | None = None,
         channel_factory: Callable[[str], grpc.Channel] | None = None,
+        lock_resolver: RegionLockResolver | None = None,
     ) -> None:
         self._pd = pd
         self._sink = sink
@@ -139,6 +151,10 @@ class EventFeedClient:
         self._done = threading.Event()
         self._tasks = DelayedTasks("eventfeed-scheduler", self._fail)
         self._workers = RegionWorkers(options.workers, self._fail)
+        self._lock_resolver = lock_resolver
+        self._lock_tasks = DelayedTasks("eventfeed-lock-resolver", self._fail)
+        self._lock_runs: dict[int, float] = {}  # region id -> monotonic time of its last resolve pass
+        self._locks_resolved = 0
         self._started = False
         # What metrics read (tidelake.capture.changefeed.puller_metrics): region errors by kind and
         # streams opened again to a store that had one, counted since start.
@@ -154,6 +170,9 @@ class EventFeedClient:
             check_store_version(store)
         self._workers.start()
         self._tasks.start()
+        if self._lock_resolver is not None and self._options.resolve_lock_lag_s > 0:
+            self._lock_tasks.start()
+            self._lock_tasks.submit(self._resolve_stale_locks, self._options.resolve_lock_tick_s)
         self._started = True
         return self
 
@@ -166,6 +185,9 @@ class EventFeedClient:
     def close(self) -> None:
         self._done.set()
         self._tasks.stop()
+        self._lock_tasks.stop()
+        if self._lock_resolver is not None:
+            self._lock_resolver.close()
         with self._mutex:
             streams = list(self._streams.values())
             self._streams.clear()
@@ -258,6 +280,60 @@ class EventFeedClient:
         """(region errors by kind, including 'stream_broken'; stream reconnects by store id)."""
         with self._mutex:
             return dict(self._region_errors), dict(self._reconnects)
+
+    def locks_resolved(self) -> int:
+        """Locks found by stale-lock passes since start (docs/wire.md §9.10)."""
+        return self._locks_resolved
+
+    # ---- stale locks (lock resolver thread) ------------------------------------------------
+
+    def _resolve_stale_locks(self) -> None:
+        """One tick: resolve the locks of the regions lagging most (TiCDC shared_client
+        `resolveLock` / tiflow pkg/txnutil/lock_resolver.go `Resolve`, docs/wire.md §9.10)."""
+        if self._done.is_set() or self._lock_resolver is None:
+            return
+        try:
+            self._resolve_lagging_regions(self._lock_resolver)
+        except Exception as exc:  # PD unreachable: TiCDC logs and tries again on the next tick
+            log.warning("stale-lock check failed: %s", exc)
+        self._lock_tasks.submit(self._resolve_stale_locks, self._options.resolve_lock_tick_s)
+
+    def _resolve_lagging_regions(self, resolver: RegionLockResolver) -> None:
+        opts = self._options
+        now_ts = resolver.current_ts()
+        max_version = tso.compose(max(0, tso.physical_ms(now_ts) - int(opts.resolve_lock_lag_s * 1000)))
+        lagging: list[tuple[int, int, int, Span]] = []
+        with self._mutex:
+            subs = list(self._subscriptions.values())
+        for sub in subs:
+            with sub.mutex:
+                for feed in sub.feeds:
+                    state = feed.state
+                    if state.initialized and not state.stopped and state.last_resolved_ts <= max_version:
+                        lagging.append((state.last_resolved_ts, sub.table_id, feed.target.region.id, state.span))
+        lagging.sort()
+        now = time.monotonic()
+        if len(self._lock_runs) > 1024:
+            self._lock_runs = {r: t for r, t in self._lock_runs.items() if now - t < opts.resolve_lock_min_interval_s}
+        passes = 0
+        for resolved_ts, table_id, region_id, span in lagging:
+            if passes >= opts.resolve_lock_regions or self._done.is_set():
+                break
+            last = self._lock_runs.get(region_id)
+            if last is not None and now - last < opts.resolve_lock_min_interval_s:
+                continue
+            self._lock_runs[region_id] = now
+            passes += 1
+            try:
+                found, alive = resolver.resolve(span, max_version)
+            except Exception as exc:  # TiCDC: "event feed resolve lock fail", retried later
+                log.warning("table %d region %d: resolving locks below %d failed: %s",
+                            table_id, region_id, max_version, exc)
+                continue
+            self._locks_resolved += found - alive
+            if found:
+                log.info("table %d region %d lagging at resolved ts %d: %d locks below %d, %d still alive",
+                         table_id, region_id, resolved_ts, found, max_version, alive)
 
     # ---- scheduling (scheduler thread) -----------------------------------------------------
 
