@@ -3,7 +3,7 @@
 A transaction prewrites a primary and a secondary in another region, then its client dies. Its
 locks pin the table's resolved ts for good; a feed that resolves locks on lagging regions moves
 past them, having rolled the transaction back (primary never committed) or committed its
-secondary (primary committed), and delivers exactly the sim's MVCC write records.
+secondary (primary committed, or an async-commit txn decided by its secondaries), and delivers exactly the sim's MVCC write records.
 """
 
 import threading
@@ -86,14 +86,16 @@ def oracle(sim, after_ts, upto):
             for e in sim.mvcc.snapshot_delta(lo, hi, after_ts) if after_ts < e.commit_ts <= upto}
 
 
-@pytest.mark.parametrize("primary_committed", [False, True], ids=["rolled_back", "primary_committed"])
-def test_dead_client_lock_pins_the_table_until_resolved(sim, primary_committed):
+@pytest.mark.parametrize("fate", ["rolled_back", "primary_committed", "async_commit"])
+def test_dead_client_lock_pins_the_table_until_resolved(sim, fate):
+    """async_commit: every key prewritten, so CheckSecondaryLocks finds all locked and commits it."""
     start_ts = sim.tso.next()
     commit(sim, 1, 70, 120)
     primary, secondary = record_key(TABLE, 10), record_key(TABLE, 60)  # regions [.., 50) and [50, 100)
     dead_ts = sim.tso.next()
-    sim.mvcc.prewrite([("put", primary, b"p"), ("put", secondary, b"s")], primary, dead_ts, TTL_MS)
-    if primary_committed:
+    sim.mvcc.prewrite([("put", primary, b"p"), ("put", secondary, b"s")], primary, dead_ts, TTL_MS,
+                      use_async_commit=fate == "async_commit", secondaries=(secondary,))
+    if fate == "primary_committed":
         sim.mvcc.commit([primary], dead_ts, sim.tso.next())
     commit(sim, 2, 80, 130)
     span = table_record_span_encoded(TABLE)
@@ -107,7 +109,7 @@ def test_dead_client_lock_pins_the_table_until_resolved(sim, primary_committed):
                       > tso.physical_ms(dead_ts) + 3 * TTL_MS, client)
             time.sleep(0.3)
             assert sink.table_ts <= dead_ts  # TiKV: resolved ts = min(lock start ts, TSO)
-        assert len(locks_of(sim, dead_ts)) == (1 if primary_committed else 2)
+        assert len(locks_of(sim, dead_ts)) == (1 if fate == "primary_committed" else 2)
 
         sink = Sink()
         with EventFeedClient(pd, sink, FAST, lock_resolver=RegionLockResolver(pd)) as client:
@@ -118,12 +120,13 @@ def test_dead_client_lock_pins_the_table_until_resolved(sim, primary_committed):
             mark = sink.table_ts
 
     assert locks_of(sim, dead_ts) == []
+    committed = fate != "rolled_back"
     now = sim.tso.next()
-    assert sim.mvcc.get(secondary, now) == (b"s" if primary_committed else None)
-    assert sim.mvcc.get(primary, now) == (b"p" if primary_committed else None)
+    assert sim.mvcc.get(secondary, now) == (b"s" if committed else None)
+    assert sim.mvcc.get(primary, now) == (b"p" if committed else None)
     got = delivered(sink, mark)
     assert got == oracle(sim, start_ts, mark)
-    assert any(key == secondary for key, *_ in got) == primary_committed
+    assert any(key == secondary for key, *_ in got) == committed
 
 
 def test_a_live_lock_is_left_alone(sim):
