@@ -141,3 +141,40 @@ def test_a_live_lock_is_left_alone(sim):
             resolver.close()
     assert (found, alive) == (1, 1)
     assert len(locks_of(sim, live_ts)) == 1
+
+
+class SpyResolver:
+    def __init__(self, real):
+        self.real = real
+        self.spans = []
+
+    def current_ts(self):
+        return self.real.current_ts()
+
+    def resolve(self, span, max_version, cancel=None):
+        self.spans.append(span)
+        return 0, 0
+
+    def close(self):
+        self.real.close()
+
+
+def test_a_tick_is_bounded_and_a_region_waits_its_interval(sim):
+    keys = [record_key(TABLE, h) for h in (10, 60, 120)]  # one live lock in each of the three regions
+    held_ts = sim.tso.next()
+    sim.mvcc.prewrite([("put", k, b"x") for k in keys], keys[0], held_ts, 60_000)
+    options = FeedOptions(workers=2, resolve_lock_lag_s=0.2, resolve_lock_tick_s=3600, resolve_lock_regions=2,
+                          resolve_lock_min_interval_s=3600)
+    with PDClient([sim.pd_address]) as pd:
+        spy = SpyResolver(RegionLockResolver(pd))
+        sink = Sink()
+        with EventFeedClient(pd, sink, options, lock_resolver=spy) as client:
+            sub_id = client.subscribe(TABLE, table_record_span_encoded(TABLE), held_ts - 1)
+            sink.wait(lambda: sink.table_ts >= held_ts - 1 and client.region_count(sub_id) == 3
+                      and tso.physical_ms(sim.tso.next()) > tso.physical_ms(held_ts) + 400, client)
+            client._resolve_lagging_regions(spy)  # one tick, run here (the timer's is an hour away)
+            assert len(spy.spans) == 2  # resolve_lock_regions a tick
+            client._resolve_lagging_regions(spy)
+            assert len(spy.spans) == 3 and len(set(spy.spans)) == 3  # the third region; the others wait
+            client._resolve_lagging_regions(spy)
+            assert len(spy.spans) == 3

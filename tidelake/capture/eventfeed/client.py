@@ -325,7 +325,7 @@ class EventFeedClient:
             self._lock_runs[region_id] = now
             passes += 1
             try:
-                found, alive = resolver.resolve(span, max_version)
+                found, alive = resolver.resolve(span, max_version, self._done)
             except Exception as exc:  # TiCDC: "event feed resolve lock fail", retried later
                 log.warning("table %d region %d: resolving locks below %d failed: %s",
                             table_id, region_id, max_version, exc)

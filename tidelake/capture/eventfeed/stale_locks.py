@@ -10,6 +10,8 @@ expired ones with CheckTxnStatus, CheckSecondaryLocks (async commit) and Resolve
 
 from __future__ import annotations
 
+import threading
+
 from tidelake.codec.memcomparable_bytes import decode_bytes
 from tidelake.config import TlsConfig
 from tidelake.errors import InputError
@@ -34,14 +36,15 @@ class RegionLockResolver:
     def current_ts(self) -> int:
         return self._sender.pd.get_ts()
 
-    def resolve(self, span: tuple[bytes, bytes], max_version: int) -> tuple[int, int]:
+    def resolve(self, span: tuple[bytes, bytes], max_version: int,
+                cancel: threading.Event | None = None) -> tuple[int, int]:
         """Resolve the locks with start ts <= max_version in `span` (region space, encoded keys);
-        returns (locks found, locks still alive and left alone)."""
+        returns (locks found, locks still alive and left alone). A set `cancel` ends the backoffs."""
         start, end = _raw_bounds(span)
         found = alive = 0
         key = start
         while True:
-            bo = Backoffer(_BACKOFF_BUDGET_S)
+            bo = Backoffer(_BACKOFF_BUDGET_S, cancel=cancel)
 
             def build(_region, ctx, key=key):
                 return kvrpcpb_pb2.ScanLockRequest(context=ctx, max_version=max_version, start_key=key,
