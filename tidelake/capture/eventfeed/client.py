@@ -282,7 +282,7 @@ class EventFeedClient:
             return dict(self._region_errors), dict(self._reconnects)
 
     def locks_resolved(self) -> int:
-        """Locks found by stale-lock passes since start (docs/wire.md §9.10)."""
+        """Locks that stale-lock passes decided (rolled back or committed) since start (docs/wire.md §9.10)."""
         return self._locks_resolved
 
     # ---- stale locks (lock resolver thread) ------------------------------------------------
