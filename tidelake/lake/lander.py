@@ -14,6 +14,14 @@ lander instance in its commitInfo; otherwise a second puller writes under our ap
 lander stops for good (LakeConflictError): skipping there would let a later watermark cover
 rows that never landed. The restarted puller re-pulls from the durable watermarks.
 
+Watermark rows of retired physical ids (replaced by TRUNCATE, partition DDL or DROP TABLE) are
+dropped by the lander itself, at most every `prune_interval_s`: once every replica that could
+still merge with such an id is past the DDL that retired it (tidelake.lake.watermark_retirement),
+the id leaves the reported watermarks and later resolves of it are ignored, so the next flush's
+rewrite of this puller's own partition simply omits it. No other writer touches that partition,
+and the rewrite is the flush's usual app-transaction commit, so the removal can neither race
+another puller's watermark write nor be undone by a retry.
+
 Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
 streams), and is released as flushes land.
 
@@ -39,6 +47,7 @@ from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, OP_DELETE, OP_PUT, LakeLayout
 from tidelake.lake.row_change import RowChange
+from tidelake.lake.watermark_retirement import retired_watermark_ids
 from tidelake.lake.watermarks import WatermarkWriter
 
 log = logging.getLogger(__name__)
@@ -94,6 +103,7 @@ class Lander:
         flush_bytes: int = 64 << 20,
         bucket_seconds: int = DEFAULT_BUCKET_SECONDS,
         metrics: LanderMetrics | None = None,
+        prune_interval_s: float = 60.0,
     ) -> None:
         if not _CHANGEFEED_ID.match(changefeed_id):
             raise InputError(f"changefeed id {changefeed_id!r} must match {_CHANGEFEED_ID.pattern}")
@@ -107,6 +117,10 @@ class Lander:
         self._changelog = ChangelogWriter(layout, self.app_id, bucket_seconds)
         self._ddl_log = DdlLog(layout, self.app_id)
         self._watermarks = WatermarkWriter(layout, self.app_id)
+        self._layout = layout
+        self._prune_interval = prune_interval_s
+        self._next_prune = time.monotonic() + prune_interval_s
+        self._retired: set[int] = set()  # physical ids whose watermark rows were dropped
 
         durable = self._watermarks.load()
         self._durable = _Durable(dict(durable.table_resolved), durable.ddl_resolved)
@@ -166,7 +180,7 @@ class Lander:
     def resolve(self, table_id: int, ts: int) -> None:
         """No change of physical table `table_id` <= ts is still to be added."""
         with self._cond:
-            if ts > self._reported.table_resolved.get(table_id, 0):
+            if table_id not in self._retired and ts > self._reported.table_resolved.get(table_id, 0):
                 self._reported.table_resolved[table_id] = ts
 
     def resolve_ddl(self, ts: int) -> None:
@@ -216,6 +230,7 @@ class Lander:
     def _flush_once(self) -> None:
         if self._in_flight is not None:
             self._land(self._in_flight)  # a failed flush is retried first, with its sequence
+        self._prune_retired()
         batch = self._take()
         if batch is not None:
             self._land(batch)
@@ -284,6 +299,27 @@ class Lander:
             )
             if not written:
                 self._accept_skip(batch, "watermarks", self._watermarks.writer_of(batch.seq))
+
+    def _prune_retired(self) -> None:
+        """Forget the watermarks of retired physical ids no merge can need (see module doc)."""
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self._prune_interval
+        with self._cond:
+            candidates = set(self._reported.table_resolved)
+        try:
+            retired = retired_watermark_ids(self._layout, candidates)
+        except Exception:  # pruning is housekeeping: a failed look must never stop landing
+            log.exception("looking for retired watermarks of %s failed; retrying later", self.app_id)
+            return
+        if not retired:
+            return
+        with self._cond:
+            self._retired |= retired
+            for pid in retired:
+                self._reported.table_resolved.pop(pid, None)
+        log.info("%s drops the watermarks of retired physical ids %s", self.app_id, sorted(retired))
 
     def _accept_skip(self, batch: _Batch, table: str, writer: str | None) -> None:
         """A commit of this flush's sequence exists: fine if it is our own lost ack."""
