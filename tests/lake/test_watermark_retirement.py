@@ -6,6 +6,7 @@ checkpoints as Delta txn actions, and the lander's own watermark rewrites.
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ import pytest
 from ddl_jobs import DdlFeed, Upstream
 from deltalake import write_deltalake
 
+from tidelake.codec.ddl_job import ActionType
 from tidelake.lake.changelog_writer import commit_properties
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.lander import Lander
@@ -76,9 +78,6 @@ def test_truncated_id_goes_once_the_replica_checkpoint_is_past_the_truncate(layo
 
     lander.flush()
 
-    assert read_watermarks(layout).table_resolved == {new: up.ts}
-    lander.resolve(old, up.ts + 5)  # a late resolve of the retired id does not bring it back
-    lander.flush()
     assert read_watermarks(layout).table_resolved == {new: up.ts}
     assert lander.durable_watermarks() == ({new: up.ts}, up.ts)
 
@@ -165,3 +164,31 @@ def test_pruning_does_not_lose_a_concurrent_watermark_write(layout, open_lander)
     by_puller = read_by_puller(layout)
     assert by_puller["tidelake-puller/cf-0"].marks.table_resolved == {new: up.ts + rounds}
     assert by_puller["tidelake-puller/cf-1"].marks.table_resolved == {old: truncated_at - 1, 555: up.ts + rounds}
+
+
+def test_recovered_table_gets_its_ids_back(layout, open_lander):
+    up = Upstream()
+    up.create_schema("shop")
+    up.create_table("shop", "orders", [("id", "bigint", "pk")])
+    feed = DdlFeed(up)
+    info = copy.deepcopy(up.table("shop", "orders"))
+    db_id = up.db_id("shop")
+    dropped = feed.run(up.drop_table("shop", "orders"))
+    lander = open_lander()
+    _land(lander, feed, {info.id: dropped.finished_ts - 1}, up.ts)
+    ReplicaCatalog(layout).assign(info.id, "shop", "orders", up.ts)
+    ReplicaCatalog(layout).mark_dropped(info.id, dropped.finished_ts)
+    lander.flush()
+    assert read_watermarks(layout).table_resolved == {}
+
+    # RECOVER TABLE lands in the same flush as the join's first resolve of the old id.
+    landed = len(feed.rows)
+    up.tables[info.id] = (db_id, info)
+    recovered = feed.run(up._job(ActionType.RECOVER_TABLE, db_id, info.id, "RECOVER TABLE orders", info))
+    lander.add_ddl(feed.rows[landed:])
+    lander.resolve(info.id, recovered.finished_ts)
+    lander.resolve_ddl(up.ts)
+    lander.flush()
+    lander.flush()  # the next look sees the table live again
+
+    assert read_watermarks(layout).table_resolved == {info.id: recovered.finished_ts}

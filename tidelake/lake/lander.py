@@ -17,8 +17,9 @@ rows that never landed. The restarted puller re-pulls from the durable watermark
 Watermark rows of retired physical ids (replaced by TRUNCATE, partition DDL or DROP TABLE) are
 dropped by the lander itself, at most every `prune_interval_s`: once every replica that could
 still merge with such an id is past the DDL that retired it (tidelake.lake.watermark_retirement),
-the id leaves the reported watermarks and later resolves of it are ignored, so the next flush's
-rewrite of this puller's own partition simply omits it. No other writer touches that partition,
+the id leaves the reported watermarks, so the next flush's rewrite of this puller's own partition
+simply omits it. A later resolve of it is not ignored (FLASHBACK or RECOVER TABLE can bring an id
+back); a stray one only re-adds a row the next look drops again. No other writer touches that partition,
 and the rewrite is the flush's usual app-transaction commit, so the removal can neither race
 another puller's watermark write nor be undone by a retry.
 
@@ -120,7 +121,6 @@ class Lander:
         self._layout = layout
         self._prune_interval = prune_interval_s
         self._next_prune = time.monotonic() + prune_interval_s
-        self._retired: set[int] = set()  # physical ids whose watermark rows were dropped
 
         durable = self._watermarks.load()
         self._durable = _Durable(dict(durable.table_resolved), durable.ddl_resolved)
@@ -180,7 +180,7 @@ class Lander:
     def resolve(self, table_id: int, ts: int) -> None:
         """No change of physical table `table_id` <= ts is still to be added."""
         with self._cond:
-            if table_id not in self._retired and ts > self._reported.table_resolved.get(table_id, 0):
+            if ts > self._reported.table_resolved.get(table_id, 0):
                 self._reported.table_resolved[table_id] = ts
 
     def resolve_ddl(self, ts: int) -> None:
@@ -306,8 +306,13 @@ class Lander:
         if now < self._next_prune:
             return
         self._next_prune = now + self._prune_interval
+        # Only ids landed and not resolved since: the DDL history read below then holds every DDL
+        # the puller saw before their last resolve, e.g. the RECOVER TABLE a join came with.
         with self._cond:
-            candidates = set(self._reported.table_resolved)
+            candidates = {
+                pid: ts for pid, ts in self._durable.table_resolved.items()
+                if self._reported.table_resolved.get(pid) == ts
+            }
         try:
             retired = retired_watermark_ids(self._layout, candidates)
         except Exception:  # pruning is housekeeping: a failed look must never stop landing
@@ -316,9 +321,9 @@ class Lander:
         if not retired:
             return
         with self._cond:
-            self._retired |= retired
             for pid in retired:
-                self._reported.table_resolved.pop(pid, None)
+                if self._reported.table_resolved.get(pid) == candidates[pid]:
+                    self._reported.table_resolved.pop(pid)
         log.info("%s drops the watermarks of retired physical ids %s", self.app_id, sorted(retired))
 
     def _accept_skip(self, batch: _Batch, table: str, writer: str | None) -> None:

@@ -64,12 +64,16 @@ def retired_ids(
     candidates: Iterable[int],
 ) -> set[int]:
     """The ids among `candidates` that every table which ever held them is done with."""
-    out = set()
-    for physical_id in candidates:
-        tables = [t for t in history.tables() if physical_id in history.all_physical_ids(t)]
-        if tables and all(_done_with(history, replicas, checkpoint_of, t, physical_id) for t in tables):
-            out.add(physical_id)
-    return out
+    wanted = set(candidates)
+    holders: dict[int, list[TableKey]] = {}
+    for table in history.tables():
+        for physical_id in wanted.intersection(history.all_physical_ids(table)):
+            holders.setdefault(physical_id, []).append(table)
+    return {
+        physical_id
+        for physical_id, tables in holders.items()
+        if all(_done_with(history, replicas, checkpoint_of, t, physical_id) for t in tables)
+    }
 
 
 def retired_watermark_ids(layout: LakeLayout, candidates: Iterable[int]) -> set[int]:
@@ -79,4 +83,11 @@ def retired_watermark_ids(layout: LakeLayout, candidates: Iterable[int]) -> set[
         return set()
     history = SchemaHistory.load(layout)
     replicas = ReplicaCatalog(layout).entries()
-    return retired_ids(history, replicas, lambda path: read_checkpoint(path, layout.storage_options), wanted)
+    checkpoints: dict[str, int | None] = {}  # one log replay per replica, not per partition
+
+    def checkpoint_of(path: str) -> int | None:
+        if path not in checkpoints:
+            checkpoints[path] = read_checkpoint(path, layout.storage_options)
+        return checkpoints[path]
+
+    return retired_ids(history, replicas, checkpoint_of, wanted)
