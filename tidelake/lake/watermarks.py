@@ -17,6 +17,8 @@ Each puller owns one partition (`puller` = its app id) and rewrites it whole on 
 (replaceWhere overwrite), so the table stays small, pullers never overwrite each other, and the
 rewrite carries the same app transaction as the flush, which makes a retry a no-op. Written
 values only ever grow: a restarted puller re-reporting older resolved ts cannot move them back.
+The one exception is a retired physical id no merge can need any more: its row leaves with that
+rewrite (tidelake.lake.watermark_retirement).
 """
 
 from __future__ import annotations
