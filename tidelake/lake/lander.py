@@ -18,10 +18,10 @@ Watermark rows of retired physical ids (replaced by TRUNCATE, partition DDL or D
 dropped by the lander itself, at most every `prune_interval_s`: once every replica that could
 still merge with such an id is past the DDL that retired it (tidelake.lake.watermark_retirement),
 the id leaves the reported watermarks, so the next flush's rewrite of this puller's own partition
-simply omits it. A later resolve of it is not ignored (FLASHBACK or RECOVER TABLE can bring an id
-back); a stray one only re-adds a row the next look drops again. No other writer touches that partition,
-and the rewrite is the flush's usual app-transaction commit, so the removal can neither race
-another puller's watermark write nor be undone by a retry.
+simply omits it. A later resolve of it is not ignored (FLASHBACK or RECOVER TABLE can bring an
+id back); a stray one only re-adds a row the next look drops again. No other writer touches that
+partition, and the rewrite is the flush's usual app-transaction commit, so the removal can
+neither race another puller's watermark write nor be undone by a retry.
 
 Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
 streams), and is released as flushes land.
