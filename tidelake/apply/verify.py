@@ -29,6 +29,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
 from tidelake.apply.replica_schema import (
     HIDDEN_COLUMNS,
     PARTITION_ID_COLUMN,
@@ -43,7 +46,7 @@ from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row
 from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_type, spark_value
 from tidelake.errors import InputError
-from tidelake.lake.checkpoint import checkpoint_version
+from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
@@ -250,6 +253,17 @@ class RowComparison:
 # --- reading both sides -------------------------------------------------------------------
 
 
+def replica_snapshot(path: str, storage_options: dict[str, str] | None = None) -> tuple[int, int | None] | None:
+    """(Delta version, checkpoint recorded in that same version) of the newest replica snapshot:
+    what readers of the replica see, so a commit made after the checkpoint (a tampering write) is
+    compared too."""
+    try:
+        table = DeltaTable(path, storage_options=storage_options)
+    except TableNotFoundError:
+        return None
+    return table.version(), table.transaction_version(MERGE_APP_ID)
+
+
 def read_replica(spark: SparkSession, path: str, version: int, columns: Iterable[str]) -> Iterator[Row]:
     """Rows of the replica at `version` (Spark time travel), only `columns`, via Arrow batches."""
     from pyspark.sql import functions as F
@@ -320,10 +334,10 @@ class Verifier:
         name = f"{entry.db}.{entry.name}"
         if entry.state == ReplicaState.DROPPED:
             return TableVerdict(name, entry.path, Verdict.SKIPPED, note="dropped upstream")
-        at = checkpoint_version(entry.path, self.layout.storage_options)
-        if at is None:
+        snapshot = replica_snapshot(entry.path, self.layout.storage_options)
+        if snapshot is None or snapshot[1] is None:
             return TableVerdict(name, entry.path, Verdict.SKIPPED, note="no replica yet (not merged)")
-        checkpoint, version = at
+        version, checkpoint = snapshot
         verdict = TableVerdict(name, entry.path, Verdict.MATCH, checkpoint, version)
         ours = history.table_info_at(entry.table_key, checkpoint)
         if ours is None:

@@ -46,10 +46,9 @@ def replica_version(path: str, storage_options: dict[str, str] | None = None) ->
 
 
 def checkpoint_version(path: str, storage_options: dict[str, str] | None = None) -> tuple[int, int] | None:
-    """(checkpoint, the first Delta version that records it): the replica as "upstream at the
-    checkpoint". Later versions may hold the same checkpoint with other data (a compaction, or the
-    first commit of the next window before the one that records its end), so readers that compare
-    with or publish the checkpoint read this version, not the latest. None before any checkpoint."""
+    """(checkpoint, the first Delta version that records it): the version to publish as "upstream
+    at the checkpoint" (asset events, time travel). A later version may keep the checkpoint with
+    other files (a compaction). None before any checkpoint."""
     checkpoint = read_checkpoint(path, storage_options)
     if checkpoint is None:
         return None
