@@ -9,19 +9,25 @@ not the merge, the slow part). Two rounds:
   round 2  --rows changes: --update-ratio updates of round-1 keys, the rest inserts, then
            `run_merge` again: the measured window(s).
 With --tables N > 1 every table gets the same writes, and a round 3 like round 2 is merged with
---threads tables at once (run_merge's threads) where round 2 merges them one after another.
+--threads tables at once (run_merge's threads) where round 2 merges them one after another; then
+a "small" round gives every table --small-rows changes and merges them all in one run with
+--threads: tables_per_min.
 Ceiling, same Spark session: the rows rounds 2 (and 3) left in the first replica (decoded, replica columns,
 cached and counted first) appended to a new Delta table with `mode("append")`: the cost of writing
 those rows without reading the changelog, decoding, collapsing or MERGE.
+Fixed cost: --samples warm 1-change windows of the first table, once a new key (insert) and once
+an existing key (update), each a run_merge of that table alone; against --samples plain Delta
+appends of one row in the same session (append_1row_s). Medians.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--tables 1] [--threads 2] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -59,6 +65,20 @@ class _Upstream:
         _, self.info = tidb.resolve_table(DATABASE, name)
         self.ids: list[int] = []
 
+    def write_one(self, update: bool) -> int:
+        """One change in its own txn: a new key, or the first key again."""
+        if not update:
+            self.ids.append(len(self.ids) + 1)
+        handle = 1 if update else len(self.ids)
+        row = {"id": handle, "customer": self.rng.randrange(100_000), "amount": Decimal(1),
+               "status": "paid", "note": f"order {handle}"}
+        key = record_key(self.info.id, handle)
+        tso, mvcc = self.cluster.tso, self.cluster.mvcc
+        start_ts = tso.next()
+        mvcc.prewrite([("put", key, encode_row(self.info, row))], key, start_ts, 10_000)
+        mvcc.commit([key], start_ts, tso.next())
+        return tso.next()
+
     def write(self, rows: int, txn_rows: int, update_ratio: float) -> int:
         tso, mvcc = self.cluster.tso, self.cluster.mvcc
         for first in range(0, rows, txn_rows):
@@ -92,12 +112,12 @@ def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_erro
         time.sleep(0.2)
 
 
-def _merge(spark, layout: LakeLayout, tables: list[str], threads: int) -> dict:
-    """One run over every bench table; rows summed over them, the checkpoint of the first."""
+def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: list[str] | None = None) -> dict:
+    """One run over every bench table (or `only`); rows summed over them, the checkpoint of the first."""
     from tidelake.apply.merge_job import run_merge
 
     with Timer() as timer:
-        report = run_merge(spark, layout, write_log=False, threads=threads)
+        report = run_merge(spark, layout, tables=only, write_log=False, threads=threads)
     results = [next(t for t in report.tables if t.table == f"{DATABASE}.{name}") for name in tables]
     if report.failed or not all(r.rows_in for r in results):
         raise RuntimeError(f"merge did not merge every bench table: {report.tables}")
@@ -107,7 +127,7 @@ def _merge(spark, layout: LakeLayout, tables: list[str], threads: int) -> dict:
 
 
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
-        tables: int = 1, threads: int = 2) -> dict:
+        tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5) -> dict:
     from tidelake.apply.session import get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -145,12 +165,45 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                         rounds.append({"round": n, **_merge(spark, layout, names, merge_threads)})
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
                     ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
+                    if tables > 1:
+                        lasts = [(u.info.id, u.write(small_rows, txn_rows, update_ratio)) for u in upstreams]
+                        for table_id, last in lasts:
+                            _wait_durable(layout, table_id, last, errors)
+                        rounds.append({"round": "small", "changes": small_rows * tables,
+                                       **_merge(spark, layout, names, threads)})
+                    fixed = _fixed_cost(spark, layout, upstreams[0], samples, errors, replica, f"{tmp}/append-1")
                 finally:
                     runner.stop()
                     thread.join(60)
     finally:
         spark.stop()
-    return _report(rows, tables, rounds, ceiling)
+    return _report(rows, tables, rounds, ceiling, fixed)
+
+
+def _fixed_cost(spark, layout: LakeLayout, upstream: _Upstream, samples: int, errors: list, replica: str,
+                path: str) -> dict:
+    """Median warm seconds of a 1-change window (insert, update) against a 1-row Delta append."""
+    name = f"{DATABASE}.{upstream.name}"
+    times: dict[str, list[float]] = {"insert": [], "update": [], "append": []}
+    one_row = spark.read.format("delta").load(replica).limit(1).cache()
+    one_row.count()
+    for _ in range(samples):
+        for kind in ("insert", "update"):
+            last = upstream.write_one(update=kind == "update")
+            _wait_durable(layout, upstream.info.id, last, errors)
+            merged = _merge(spark, layout, [upstream.name], 1, only=[name])
+            if merged["rows_in"] != 1:
+                raise RuntimeError(f"a 1-change window merged {merged['rows_in']} changes")
+            times[kind].append(merged["seconds"])
+        with Timer() as timer:
+            one_row.write.format("delta").mode("append").save(path)
+        times["append"].append(timer.wall_s)
+    one_row.unpersist()
+    return {"samples": samples, "insert_s": times["insert"], "update_s": times["update"],
+            "append_s": times["append"], "fixed_cost_s": statistics.median(times["insert"] + times["update"]),
+            "fixed_cost_insert_s": statistics.median(times["insert"]),
+            "fixed_cost_update_s": statistics.median(times["update"]),
+            "append_1row_s": statistics.median(times["append"])}
 
 
 def _run_catching(runner: PullerRunner, errors: list) -> None:
@@ -170,7 +223,7 @@ def _append_ceiling(spark, replica: str, after_ts: int, path: str) -> dict:
     return {"rows": count, "seconds": timer.wall_s, "rows_per_s": count / timer.wall_s}
 
 
-def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict) -> dict:
+def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: dict) -> dict:
     """Changes = changelog rows of the round (one per written key and txn); keys = the MERGE's
     source rows after collapsing to the last change per key; written = replica rows touched."""
     measured = rounds[1]
@@ -182,8 +235,8 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict) -> dict:
         ["run", "threads", "windows", "changes", "keys after collapse", "replica rows written", "s", "changes/s",
          "rows written/s"],
         [[f"round {r['round']}" + (" (creates replicas, warm-up)" if r["round"] == 1 else ""), r["threads"],
-          r["windows"], changes, r["rows_in"], r["rows_out"], r["seconds"], changes / r["seconds"],
-          r["rows_out"] / r["seconds"]]
+          r["windows"], r.get("changes", changes), r["rows_in"], r["rows_out"], r["seconds"],
+          r.get("changes", changes) / r["seconds"], r["rows_out"] / r["seconds"]]
          for r in rounds]
         + [["ceiling: plain Delta append of the first table's rows merged after round 1", "-", "-", "-", "-",
             ceiling["rows"],
@@ -191,10 +244,21 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict) -> dict:
     ratio = out_rate / ceiling["rows_per_s"]
     print(f"\nmerge (round 2) rows written/s / plain append rows/s = {ratio:.3f}")
     results = {"changes_per_round": rows, "tables": tables, "rounds": rounds, "append_ceiling": ceiling,
-               "merge_changes_per_s": change_rate, "merge_rows_out_per_s": out_rate, "ratio_vs_append": ratio}
+               "merge_changes_per_s": change_rate, "merge_rows_out_per_s": out_rate, "ratio_vs_append": ratio,
+               "merge_rows_per_s": out_rate, "append_rows_per_s": ceiling["rows_per_s"], "fixed_cost": fixed,
+               "fixed_cost_s": fixed["fixed_cost_s"], "append_1row_s": fixed["append_1row_s"]}
+    print(f"\n## Fixed cost: {fixed['samples']} warm 1-change windows of each kind (medians)\n")
+    print(markdown_table(["1-change window (insert)", "1-change window (update)", "both", "plain append of 1 row",
+                          "fixed / append"],
+                         [[fixed["fixed_cost_insert_s"], fixed["fixed_cost_update_s"], fixed["fixed_cost_s"],
+                           fixed["append_1row_s"], fixed["fixed_cost_s"] / fixed["append_1row_s"]]]))
     if len(rounds) > 2:
         results["threads_speedup"] = measured["seconds"] / rounds[2]["seconds"]
         print(f"round 2 s / round 3 s ({rounds[2]['threads']} threads vs 1) = {results['threads_speedup']:.2f}")
+        small = rounds[3]
+        results["tables_per_min"] = tables * 60 / small["seconds"]
+        print(f"small round: {tables} tables x {small['changes'] // tables} changes in one run "
+              f"({small['threads']} threads): {results['tables_per_min']:.1f} tables/min")
     return results
 
 
@@ -208,13 +272,16 @@ def main(argv: list[str] | None = None) -> dict:
                         help="extra Spark conf for the session (repeatable), to measure a setting's effect")
     parser.add_argument("--tables", type=int, default=1, help="tables, each given the same writes")
     parser.add_argument("--threads", type=int, default=2, help="run_merge threads of rounds 1 and 3")
+    parser.add_argument("--small-rows", type=int, default=100, help="changes per table of the small round")
+    parser.add_argument("--samples", type=int, default=5, help="1-change windows (of each kind) and 1-row appends")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
-    if args.tables < 1 or args.threads < 1:
-        parser.error("--tables and --threads must be at least 1")
+    if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
+        parser.error("--tables, --threads, --samples and --small-rows must be at least 1")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
     env = print_environment()
-    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs, args.tables, args.threads)
+    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs, args.tables, args.threads,
+                  args.small_rows, args.samples)
     write_json(args.json, "merge", env, results)
     return results
 

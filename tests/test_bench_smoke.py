@@ -75,8 +75,13 @@ def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
 @pytest.mark.spark
 def test_bench_merge_merges_every_round_of_every_table(tmp_path):
     results = run_bench("bench_merge.py", tmp_path, "--rows", "300", "--txn-rows", "100", "--tables", "2",
-                        timeout_s=900)
-    first, second, third = results["rounds"]
+                        "--small-rows", "20", "--samples", "1", timeout_s=900)
+    first, second, third, small = results["rounds"]
+    assert small["changes"] == 40 and 0 < small["rows_in"] <= 40 and results["tables_per_min"] > 0
+    fixed = results["fixed_cost"]
+    assert [len(fixed[k]) for k in ("insert_s", "update_s", "append_s")] == [1, 1, 1]
+    assert results["fixed_cost_s"] > 0 and results["append_1row_s"] > 0
+    assert results["merge_rows_per_s"] > 0 and results["append_rows_per_s"] > 0
     assert first["rows_in"] == first["rows_out"] == 600  # inserts only, 300 into each table
     for later in (second, third):
         assert 0 < later["rows_out"] == later["rows_in"] <= 600  # changes collapse to one per key
