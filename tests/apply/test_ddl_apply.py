@@ -18,6 +18,7 @@ from tidelake.apply.ddl_apply import (
     NeedsBootstrap,
     UnsupportedDDL,
     apply_ddl,
+    leaves_replica_unchanged,
     record_checkpoint,
 )
 from tidelake.apply.replica_schema import (
@@ -217,3 +218,43 @@ def test_tables_that_join_with_rows_need_a_bootstrap(tmp_path):
     with pytest.raises(NeedsBootstrap, match="bootstrap"):
         apply_ddl(None, layout, t, SchemaHistory(feed.rows).ddl_events(t)[0])
     assert ReplicaCatalog(layout).get(t) is None  # nothing claims a replica
+
+
+def test_only_ddls_that_leave_the_replica_unchanged_are_passed_by_a_window():
+    """Judged from the job's action and its before/after TableInfo, as the puller landed them."""
+    from tidelake.codec import mysql_types as mt
+    from tidelake.lake.merge_plan import plan_table
+    from tidelake.lake.watermarks import Watermarks
+
+    up = Upstream()
+    up.create_schema("s")
+    feed = DdlFeed(up)
+    feed.run(up.create_table("s", "t", [("id", "bigint", "pk"), ("v", "int")]))
+    passing = [feed.run(up.add_index("s", "t")), feed.run(up.set_comment("s", "t", "c1"))]
+    cutting = [feed.run(up.add_column("s", "t", ("w", "int"))), feed.run(up.rename_column("s", "t", "w", "x")),
+               feed.run(up.modify_column("s", "t", "x", "bigint")), feed.run(up.drop_column("s", "t", "x")),
+               feed.run(up.rename_table("s", "t", "s", "t2"))]
+    passing.append(feed.run(up.set_comment("s", "t2", "c2")))
+    cutting.append(feed.run(up.truncate_table("s", "t2")))
+    history = SchemaHistory(feed.rows)
+    table = history.find("s", "t2")
+    events = {e.job_id: e for e in history.ddl_events(table)}
+    assert [leaves_replica_unchanged(events[j.id]) for j in passing] == [True] * len(passing)
+    assert [leaves_replica_unchanged(events[j.id]) for j in cutting] == [False] * len(cutting)
+
+    # TiDB marks indexed columns with key flags (addIndexColumnFlag): still no change to the replica
+    event = events[passing[0].id]
+    flagged = event.table_info_after.column_by_name("v")
+    flagged.field_type.flag |= mt.MULTIPLE_KEY_FLAG
+    assert leaves_replica_unchanged(event)
+    flagged.field_type.flag &= ~mt.MULTIPLE_KEY_FLAG
+
+    # the plan runs from the CREATE across ADD INDEX and COMMENT and stops at ADD COLUMN's barrier
+    create = history.ddl_events(table)[0]
+    resolved = cutting[-1].finished_ts + 10
+    info_ids = history.physical_ids_at(table, create.commit_ts)
+    marks = Watermarks({pid: resolved for pid in info_ids}, resolved, 1)
+    plan = plan_table(table, create.commit_ts, marks, history, passes=leaves_replica_unchanged)
+    assert plan.chunks == ((create.commit_ts, cutting[0].finished_ts - 1),)
+    plan = plan_table(table, create.commit_ts, marks, history)
+    assert plan.upper == passing[0].finished_ts - 1  # without `passes` ADD INDEX is a barrier

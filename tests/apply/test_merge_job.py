@@ -144,15 +144,20 @@ def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(spark, tmp_pat
     with lake.txn() as t:  # a row moves partition: delete in one physical id, put in the other
         t.delete("app", "events", {"id": 1, "kind": "a"}, rowid=rid[1])
         t.put("app", "events", {"id": 2, "kind": "moved"}, rowid=rid[1])
+    lake.ddl(lake.up.add_index("app", "events"))  # no barrier: the replica does not change
+    with lake.txn() as t:
+        t.put("app", "events", {"id": 3, "kind": "c"}, rowid=rid[3])
+    lake.ddl(lake.up.set_comment("app", "events", "one window across both"))
     lake.ddl(lake.up.add_column("app", "events", ("score", "int", {"default": "7"})))
     with lake.txn() as t:
         t.put("app", "events", {"id": 4, "kind": "b", "score": 1}, rowid=rid[4])
-        t.delete("app", "events", {"id": 3, "kind": "a"}, rowid=rid[3])
+        t.delete("app", "events", {"id": 3, "kind": "c"}, rowid=rid[3])
     upper = lake.resolve()
     assert read_watermarks(lake.layout).ddl_resolved == upper
 
     report = run_merge(spark, lake.layout, tables=["app.events"])
     (result,) = report.tables
+    # CREATE and ADD COLUMN are barriers; ADD INDEX and the comment ride inside the first window
     assert result.status == MergeStatus.MERGED and result.ddls_applied == 2 and result.windows == 2
     path = ReplicaCatalog(lake.layout).get(result.table_key).path
     assert read_checkpoint(path) == upper

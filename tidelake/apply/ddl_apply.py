@@ -25,11 +25,13 @@ from tidelake.apply.replica_schema import (
     key_columns,
     quote,
     read_replica_struct,
+    replica_columns,
     replica_struct,
     stored_columns,
 )
 from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.apply.type_change import can_widen
+from tidelake.codec import mysql_types as mt
 from tidelake.codec.column_default import origin_default
 from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import ColumnInfo, TableInfo
@@ -88,6 +90,39 @@ _RENAMES = frozenset({ActionType.RENAME_TABLE, ActionType.RENAME_TABLES})
 _PARTITION_ACTIONS = frozenset({
     ActionType.ADD_TABLE_PARTITION, ActionType.DROP_TABLE_PARTITION, ActionType.TRUNCATE_TABLE_PARTITION,
 })
+
+
+# Index flags TiDB sets on a column when an index over it is added or dropped (addIndexColumnFlag):
+# they change no stored byte of a row.
+_INDEX_FLAGS = mt.UNIQUE_KEY_FLAG | mt.MULTIPLE_KEY_FLAG
+
+
+def leaves_replica_unchanged(event: DdlEvent) -> bool:
+    """Whether `event` changes neither the replica (columns, types, key, physical ids, name) nor
+    how the table's rows decode, so a merge window may run across it instead of stopping at its
+    barrier: ADD/DROP INDEX, comments, defaults, table options and the like. Consecutive such
+    DDLs are thereby applied together, by the window that passes them."""
+    before, after = event.table_info_before, event.table_info_after
+    if before is None or after is None or event.action not in _SCHEMA_DIFF_ACTIONS:
+        return False
+    if (event.db_before, event.name_before) != (event.db, event.name):
+        return False
+    if before.physical_ids() != after.physical_ids() or key_columns(before) != key_columns(after):
+        return False
+    return _decoding_view(before) == _decoding_view(after)
+
+
+def _decoding_view(info: TableInfo) -> tuple:
+    """What the replica's columns and the row decoder read from a TableInfo (comments and
+    current defaults are not: rows carry their values, missing columns take the origin default)."""
+    columns = tuple(
+        (c.id, c.name, c.field_type.tp, c.field_type.flag & ~_INDEX_FLAGS, c.field_type.flen, c.field_type.decimal,
+         c.field_type.charset, c.field_type.collate, tuple(c.field_type.elems or ()), c.origin_default,
+         c.origin_default_bit, c.version, c.generated_stored)
+        for c in stored_columns(info)
+    )
+    replica = tuple((name, tp) for name, tp, _ in replica_columns(info))
+    return columns, replica, info.pk_is_handle, info.is_common_handle
 
 
 def apply_ddl(

@@ -43,7 +43,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from tidelake.apply.changelog_reader import read_changes
-from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl
+from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
 from tidelake.apply.txn_confs import txn_confs
@@ -263,7 +263,8 @@ def _merge_table(
             return result
         while True:
             stats = _stats(layout, history, key, checkpoint, watermarks)
-            plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows)
+            plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
+                              passes=leaves_replica_unchanged)
             if plan.at_barrier:
                 event = plan.barrier_event
                 retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog),

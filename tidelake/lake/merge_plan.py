@@ -11,12 +11,16 @@ Large windows are cut into chunks of about `max_rows` changes each, at commit-ts
 estimated from the changelog's file statistics (no Spark action): every chunk commits its own
 checkpoint, so a crash loses at most one chunk of work. All changes of one commit ts stay in
 one chunk because chunks are (lo, hi] ranges of ts.
+
+A DDL that leaves the replica unchanged (the caller's `passes` says which, from the job's action
+and its before/after TableInfo: tidelake.apply.ddl_apply.leaves_replica_unchanged) is no barrier:
+the window runs across it, and so across a run of them at once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -177,6 +181,7 @@ def plan_table(
     until_ts: int | None = None,
     stats: Sequence[FileStat] = (),
     max_rows: int = DEFAULT_CHUNK_ROWS,
+    passes: Callable[[Any], bool] | None = None,
 ) -> TableMergePlan:
     """The next step for `table` from `checkpoint` (see the module docstring).
 
@@ -194,6 +199,8 @@ def plan_table(
         return TableMergePlan(table, None, None, (), BOUND_BARRIER, first)
     physical_ids = tuple(history.physical_ids_at(table, checkpoint))
     event = history.next_ddl_after(table, checkpoint)
+    while event is not None and passes is not None and passes(event):
+        event = history.next_ddl_after(table, event.commit_ts)
     next_ts = event.commit_ts if event is not None else None
     if next_ts is not None and checkpoint == next_ts - 1:
         return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_BARRIER, event)

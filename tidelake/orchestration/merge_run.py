@@ -66,6 +66,7 @@ def plan_tables(
     config: ChangefeedConfig, request: MergeRequest, cap_ts: int | None
 ) -> list[PlanLine]:
     """Per requested table: where it is, how far this run can take it, and what holds it back."""
+    from tidelake.apply.ddl_apply import leaves_replica_unchanged
     from tidelake.lake.control import read_control
     from tidelake.lake.merge_plan import plan_table
 
@@ -82,7 +83,7 @@ def plan_tables(
         if checkpoint is None:
             plans.append(PlanLine(name, checkpoint, None, has_work=True))
             continue
-        plan = plan_table(known[name], checkpoint, watermarks, history, cap_ts)
+        plan = plan_table(known[name], checkpoint, watermarks, history, cap_ts, passes=leaves_replica_unchanged)
         event = plan.barrier_event or history.next_ddl_after(known[name], checkpoint)
         pending = None if event is None else f"{event.action_name} at {event.commit_ts}"
         plans.append(PlanLine(name, checkpoint, plan.upper, not plan.idle, pending, plan.reason))
