@@ -105,6 +105,64 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_pa
     lake.close()
 
 
+def test_new_keys_append_and_a_crash_between_merge_and_append_is_redone(spark, tmp_path, monkeypatch):
+    """Keys without an old value at their first change go in by append, in the commit recording
+    the checkpoint; the MERGE of the others commits first. A crash between the two leaves the
+    checkpoint at lo; the rerun over a longer window converges to the upstream."""
+    from tidelake.apply import merge_job
+
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
+    row = lambda i, note="n": {"id": i, "note": f"{note}{i}"}  # noqa: E731
+    with lake.txn() as t:
+        for i in range(1, 7):
+            t.put("shop", "orders", row(i))
+    first = lake.resolve()
+    report = run_merge(spark, lake.layout)
+    path = ReplicaCatalog(lake.layout).get(report.tables[0].table_key).path
+    append_commit = DeltaTable(path).history(1)[0]
+    assert append_commit["operation"] == "WRITE"  # an insert-only window is one plain append
+    assert DeltaTable(path).version() == 1 and read_checkpoint(path) == first
+
+    steps = [  # (op, row) per txn: updates, deletes, inserts, and keys that come and go in one window
+        [("put", row(1, "u")), ("delete", row(2)), ("put", row(7))],
+        [("put", row(8)), ("delete", row(3))],
+        [("delete", row(8)), ("put", row(3, "back")), ("put", row(9))],
+        [("put", row(9, "u")), ("put", row(8, "again")), ("delete", row(4))],
+        [("put", row(4, "re"))],
+    ]
+    for ops in steps:
+        with lake.txn() as t:
+            for op, values in ops:
+                getattr(t, op)("shop", "orders", values)
+    lake.resolve()
+    appended: list[int] = []
+    real_append = merge_job._append
+
+    def crash_once(rows, path_, hi):
+        if not appended:
+            appended.append(rows.count())
+            raise Crash("injected between the MERGE and the append")
+        real_append(rows, path_, hi)
+
+    monkeypatch.setattr(merge_job, "_append", crash_once)
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.ERROR and "injected" in result.reason
+    assert read_checkpoint(path) == first and appended == [3]  # 7, 8 (re-inserted) and 9 are new keys
+    assert DeltaTable(path).history(1)[0]["operation"] == "MERGE"  # updates and deletes did commit
+
+    with lake.txn() as t:  # the rerun's window is longer than the crashed one
+        t.put("shop", "orders", row(7, "u"))
+        t.delete("shop", "orders", row(1))
+        t.put("shop", "orders", row(10))
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and result.checkpoint_after == upper == read_checkpoint(path)
+    assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", upper)
+    lake.close()
+
+
 def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path):
     """A clustered VARCHAR PK keeps the collation key in the handle (utf8mb4_bin trims trailing
     spaces; _ci collations fold case), so 'ab' -> 'ab  ' is one put on the same raw key while the
@@ -176,16 +234,16 @@ def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
     lake.ddl(lake.up.create_schema("s"))
     lake.ddl(lake.up.create_table("s", "a", [("id", "bigint", "pk")]))
     lake.ddl(lake.up.create_table("s", "b", [("id", "bigint", "pk")]))
-    lake.ddl(lake.up.set_comment("s", "a", "x"))
+    lake.ddl(lake.up.add_column("s", "a", ("x", "int")))
     lake.resolve()
     real = merge_job.apply_ddl
 
-    def refuse_comments(spark_, layout, table, event, catalog):
-        if event.query and "COMMENT" in event.query.upper():
+    def refuse_add_column(spark_, layout, table, event, catalog):
+        if event.query and "ADD COLUMN" in event.query.upper():
             raise UnsupportedDDL(f"refused {event.query}")
         return real(spark_, layout, table, event, catalog)
 
-    monkeypatch.setattr(merge_job, "apply_ddl", refuse_comments)
+    monkeypatch.setattr(merge_job, "apply_ddl", refuse_add_column)
     report = run_merge(spark, lake.layout, write_log=False)
     status = {r.table: r.status for r in report.tables}
     assert status == {"s.a": MergeStatus.STOPPED, "s.b": MergeStatus.MERGED}

@@ -2,14 +2,16 @@
 
 Per table, until the plan has nothing left:
   checkpoint (the replica's Delta txn) -> plan -> for each chunk (lo, hi]: read the changelog
-  window with partition pruning, keep the last change per row key, decode (mount), MERGE into
-  the replica with txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl.
+  window with partition pruning, keep the last change per row key, decode (mount); MERGE the
+  keys the replica held at lo, then append the new keys with txn (MERGE_APP_ID, hi) in that
+  commit -> at a barrier, apply_ddl.
 
-Why this is exactly-once: the checkpoint moves only inside the commit that writes the rows up
-to it (invariant 3), and Delta skips a MERGE whose txn version is not above the recorded one,
+Why this is exactly-once: the checkpoint moves only inside the commit that appends the rows up
+to it (invariant 3), and Delta skips an append whose txn version is not above the recorded one,
 so a rerun after a crash at any point either finds the chunk committed (and plans from there)
-or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the changelog's file
-stats and the changelog itself (invariant 2).
+or redoes it whole; the MERGE before that commit only sets keys to their state at the window's
+end, which a redo does again (merge_window). Watermarks are read once, FIRST, before the ddl
+table, the changelog's file stats and the changelog itself (invariant 2).
 
 Last change per key: within a window a raw key's changes are ordered by commit ts; duplicates
 of one (key, commit ts) are the same change landed twice (invariant 5) and collapse; flush_seq
@@ -45,15 +47,16 @@ from typing import TYPE_CHECKING, TypeVar
 from tidelake.apply.changelog_reader import read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
-from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
-from tidelake.apply.txn_confs import txn_confs
+from tidelake.apply.replica_schema import (
+    COMMIT_TS_COLUMN,
+    key_columns,
+    quote,
+    read_replica_struct,
+)
+from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
-from tidelake.lake.checkpoint import (
-    checkpoint_metadata,
-    read_checkpoint,
-    replica_version,
-)
+from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.layout import OP_PUT, LakeLayout
@@ -70,7 +73,8 @@ from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from tidelake.codec.schema import TableInfo
 
@@ -333,6 +337,23 @@ def collapse_last_change(changes: DataFrame) -> DataFrame:
     return changes.groupBy("key").agg(last, first_old).select("last.*", "old_value")
 
 
+# What a window does with a collapsed key (see merge_window).
+APPEND, MERGE, SKIP = "append", "merge", "skip"
+_KIND_COLUMN = "_tidelake_window_kind"
+
+
+def window_kind(collapsed: DataFrame) -> Column:
+    """APPEND: the key's first change in the window has no old value, so the key held no row at
+    lo (TiKV's old value is the key's latest committed value before the change, empty when there
+    was none: docs/wire.md §7.6) and the replica, equal to upstream at lo, cannot hold it either;
+    its last change is a put. SKIP: no row at lo and deleted at the end. MERGE: everything else."""
+    from pyspark.sql import functions as F
+
+    absent_at_lo = F.coalesce(F.length(collapsed["old_value"]), F.lit(0)) == 0
+    return (F.when(~absent_at_lo, F.lit(MERGE)).when(collapsed["op"] == OP_PUT, F.lit(APPEND))
+            .otherwise(F.lit(SKIP)))
+
+
 def merge_window(
     spark: SparkSession,
     layout: LakeLayout,
@@ -343,59 +364,79 @@ def merge_window(
     hi: int,
     stats: Sequence[FileStat] | None = None,
 ) -> tuple[int, int]:
-    """MERGE the changes of (lo, hi] into the replica at `path`, recording checkpoint hi in the
-    same commit. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
-    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read."""
+    """Apply the changes of (lo, hi] to the replica at `path`; its last commit records checkpoint
+    hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
+    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
+
+    Keys the replica cannot hold at lo (window_kind APPEND) go in by a plain append, the commit
+    that records hi; only the others need a MERGE, committed first without a checkpoint. A crash
+    between the two leaves the checkpoint at lo and the replica with the window's updates and
+    deletes: the rerun's window (lo, hi'] sets every such key again to its state at hi' >= hi
+    (updates and deletes of a key's state are idempotent, and a matched row already newer than the
+    source is left alone), and appends the new keys once, in the commit that records hi'."""
+    from deltalake import DeltaTable as DeltaLog
+    from pyspark.sql import functions as F
+
+    done = read_checkpoint(path, layout.storage_options)
+    if done is not None and done >= hi:
+        return 0, 0
+    target = read_replica_struct(path, layout.storage_options)
+    columns = [quote(f.name) for f in target.fields]
+    if _no_files(stats, lo, hi):
+        # Nothing landed in the window: still a commit, so the checkpoint moves (the next
+        # barrier becomes reachable); an empty append adds no file.
+        _append(spark.createDataFrame([], target), path, hi)
+        return 0, 0
+    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
+    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
+    collapsed = collapse_last_change(changes)
+    collapsed = collapsed.withColumn(_KIND_COLUMN, window_kind(collapsed)).persist()
+    try:
+        counts = {row[0]: row[1] for row in collapsed.groupBy(_KIND_COLUMN).count().collect()}
+        merged = 0
+        if counts.get(MERGE):
+            source = mount(collapsed.where(F.col(_KIND_COLUMN) == MERGE), info, target)
+            merged = _merge_existing(spark, path, source, info, target, layout.storage_options)
+        inserts = mount(collapsed.where(F.col(_KIND_COLUMN) == APPEND), info, target).select(*columns)
+        _append(inserts, path, hi)
+    finally:
+        collapsed.unpersist()
+    return sum(counts.values()), merged + counts.get(APPEND, 0)
+
+
+def _merge_existing(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType,
+                    storage_options: dict[str, str] | None) -> int:
+    """MERGE the keys the replica held at lo; returns the replica rows it wrote. A matched row
+    whose commit ts is above the source's was written by a later window and is left alone."""
     from delta.tables import DeltaTable
     from deltalake import DeltaTable as DeltaLog
 
-    target = read_replica_struct(path, layout.storage_options)
-    replica = DeltaTable.forPath(spark, path)
-    version = replica_version(path, layout.storage_options)
-    if _no_files(stats, lo, hi):
-        # Nothing landed in the window: still a commit, so the checkpoint moves (the next
-        # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
-        with txn_confs(spark, hi):
-            nothing = spark.createDataFrame([], target).alias("s")
-            replica.alias("t").merge(nothing, "false").whenNotMatchedInsertAll().execute()
-        return _metrics(path, version, hi, layout.storage_options)
-    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
-    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
-    source = mount(collapse_last_change(changes), info, target)
     keys = key_columns(info)
     match = match_columns(info)  # a common handle's row is found by its PK before the window
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
     assignments = {quote(f.name): f"s.{quote(f.name)}" for f in target.fields}
-    op = quote(MOUNT_OP_COLUMN)
-    with txn_confs(spark, hi):
-        (
-            replica.alias("t")
-            .merge(source.alias("s"), condition)
-            .whenMatchedDelete(condition=f"s.{op} = 'delete'")
-            .whenMatchedUpdate(set=assignments)
-            .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
-            .execute()
-        )
-    return _metrics(path, version, hi, layout.storage_options)
+    op, ts = quote(MOUNT_OP_COLUMN), quote(COMMIT_TS_COLUMN)
+    not_newer = f"t.{ts} <= s.{ts}"
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(source.alias("s"), condition)
+        .whenMatchedDelete(condition=f"s.{op} = 'delete' AND {not_newer}")
+        .whenMatchedUpdate(condition=f"s.{op} = 'put' AND {not_newer}", set=assignments)
+        .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
+        .execute()
+    )
+    commit = DeltaLog(path, storage_options=storage_options).history(1)[0]
+    m = commit.get("operationMetrics") or {}
+    return sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+
+
+def _append(rows: DataFrame, path: str, hi: int) -> None:
+    """Append `rows` in the commit that records checkpoint hi (skipped by Delta if recorded)."""
+    writer = rows.write.format("delta").mode("append")
+    for key, value in writer_txn_options(hi).items():
+        writer = writer.option(key, value)
+    writer.save(path)
 
 
 def _no_files(stats: Sequence[FileStat] | None, lo: int, hi: int) -> bool:
     return stats is not None and not any(s.max_ts > lo and s.min_ts <= hi for s in stats)
-
-
-def _metrics(path: str, version_before: int | None, hi: int, storage_options: dict[str, str] | None) -> tuple[int, int]:
-    """Rows of the commit this call made, found by the checkpoint its commitInfo records; (0, 0)
-    when Delta skipped it (txn already recorded). Read from the log with delta-rs: Spark's
-    history() is a job per window."""
-    from deltalake import DeltaTable as DeltaLog
-
-    replica_log = DeltaLog(path, storage_options=storage_options)
-    newer = replica_log.version() - (version_before if version_before is not None else -1)
-    ours = checkpoint_metadata(hi)
-    commit = next((c for c in replica_log.history(max(newer, 1)) if c.get("userMetadata") == ours
-                   and (version_before is None or c["version"] > version_before)), None)
-    if commit is None:
-        return 0, 0
-    m = commit.get("operationMetrics") or {}
-    written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
-    return int(m.get("numSourceRows", 0)), written
