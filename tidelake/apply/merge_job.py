@@ -53,7 +53,7 @@ from tidelake.apply.replica_schema import (
     quote,
     read_replica_struct,
 )
-from tidelake.apply.txn_confs import writer_txn_options
+from tidelake.apply.txn_confs import txn_confs, writer_txn_options
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import read_checkpoint
@@ -369,7 +369,8 @@ def merge_window(
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
 
     Keys the replica cannot hold at lo (window_kind APPEND) go in by a plain append, the commit
-    that records hi; only the others need a MERGE, committed first without a checkpoint. A crash
+    that records hi; only the others need a MERGE, committed first without a checkpoint (or, in
+    a window with nothing to append, recording hi itself through the session's txn confs). A crash
     between the two leaves the checkpoint at lo and the replica with the window's updates and
     deletes: the rerun's window (lo, hi'] sets every such key again to its state at hi' >= hi
     (updates and deletes of a key's state are idempotent, and a matched row already newer than the
@@ -396,6 +397,10 @@ def merge_window(
         merged = 0
         if counts.get(MERGE):
             source = mount(collapsed.where(F.col(_KIND_COLUMN) == MERGE), info, target)
+            if not counts.get(APPEND):  # nothing to append: the MERGE's own commit records hi
+                with txn_confs(spark, hi):
+                    return sum(counts.values()), _merge_existing(spark, path, source, info, target,
+                                                                 layout.storage_options)
             merged = _merge_existing(spark, path, source, info, target, layout.storage_options)
         inserts = mount(collapsed.where(F.col(_KIND_COLUMN) == APPEND), info, target).select(*columns)
         _append(inserts, path, hi)
