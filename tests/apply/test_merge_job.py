@@ -105,70 +105,64 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_pa
     lake.close()
 
 
-def test_new_keys_append_and_a_crash_between_merge_and_append_is_redone(spark, tmp_path, monkeypatch):
-    """Keys without an old value at their first change go in by append, in the commit recording
-    the checkpoint; the MERGE of the others commits first. A crash between the two leaves the
-    checkpoint at lo; the rerun over a longer window converges to the upstream."""
+def test_a_window_of_new_keys_is_one_append_and_a_mixed_window_one_merge_exactly_once(spark, tmp_path, monkeypatch):
+    """Keys whose first change in the window has no old value cannot be in the replica at lo: a
+    window of only such keys goes in by a plain append recording the checkpoint; any other window
+    is one MERGE recording it. A crash in the append leaves the replica at lo; the rerun, over a
+    longer window, converges to the upstream replay, and a retried append of a recorded
+    checkpoint is skipped by Delta."""
     from tidelake.apply import merge_job
 
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
     lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
     row = lambda i, note="n": {"id": i, "note": f"{note}{i}"}  # noqa: E731
+    path = lambda: ReplicaCatalog(lake.layout).get(SchemaHistory.load(lake.layout).find("shop", "orders")).path  # noqa: E731
     with lake.txn() as t:
         for i in range(1, 7):
             t.put("shop", "orders", row(i))
+    with lake.txn() as t:  # inserted, deleted and inserted again in one window: still new at lo
+        t.put("shop", "orders", row(7))
+    with lake.txn() as t:
+        t.delete("shop", "orders", row(7))
+        t.put("shop", "orders", row(8))
+    with lake.txn() as t:
+        t.put("shop", "orders", row(7, "again"))
+        t.delete("shop", "orders", row(8))  # new and gone: nothing to write
     first = lake.resolve()
-    report = run_merge(spark, lake.layout)
-    path = ReplicaCatalog(lake.layout).get(report.tables[0].table_key).path
-    append_commit = DeltaTable(path).history(1)[0]
-    assert append_commit["operation"] == "WRITE"  # an insert-only window is one plain append
-    assert DeltaTable(path).version() == 1 and read_checkpoint(path) == first
-
-    steps = [  # (op, row) per txn: updates, deletes, inserts, and keys that come and go in one window
-        [("put", row(1, "u")), ("delete", row(2)), ("put", row(7))],
-        [("put", row(8)), ("delete", row(3))],
-        [("delete", row(8)), ("put", row(3, "back")), ("put", row(9))],
-        [("put", row(9, "u")), ("put", row(8, "again")), ("delete", row(4))],
-        [("put", row(4, "re"))],
-    ]
-    for ops in steps:
-        with lake.txn() as t:
-            for op, values in ops:
-                getattr(t, op)("shop", "orders", values)
-    lake.resolve()
-    appended: list[int] = []
     real_append = merge_job._append
 
-    def crash_once(rows, path_, hi):
-        if not appended:
-            appended.append(rows.count())
-            raise Crash("injected between the MERGE and the append")
-        real_append(rows, path_, hi)
+    def crash(rows, path_, hi):
+        raise Crash("injected in the append")
 
-    monkeypatch.setattr(merge_job, "_append", crash_once)
+    monkeypatch.setattr(merge_job, "_append", crash)
     (result,) = run_merge(spark, lake.layout).tables
     assert result.status == MergeStatus.ERROR and "injected" in result.reason
-    assert read_checkpoint(path) == first and appended == [3]  # 7, 8 (re-inserted) and 9 are new keys
-    assert DeltaTable(path).history(1)[0]["operation"] == "MERGE"  # updates and deletes did commit
+    created = read_checkpoint(path())
+    assert created < first and replica_rows(spark, path()) == []
+    monkeypatch.setattr(merge_job, "_append", real_append)
+    with lake.txn() as t:  # the rerun's window is longer than the crashed one, still all new keys
+        t.put("shop", "orders", row(9))
+    first = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == first
+    commit = DeltaTable(path()).history(1)[0]
+    assert commit["operation"] == "WRITE" and result.rows_out == 8  # 1-7 and 9; 8 came and went
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", first)
+    version = DeltaTable(path()).version()
+    merge_job._append(spark.read.format("delta").load(path()).limit(1), path(), first)  # a retried append
+    assert DeltaTable(path()).version() == version  # skipped: its txn version is already recorded
 
-    with lake.txn() as t:  # the rerun's window is longer than the crashed one
-        t.put("shop", "orders", row(7, "u"))
-        t.delete("shop", "orders", row(1))
+    with lake.txn() as t:  # mixed: an update, a delete, a re-insert of a deleted key, a new key
+        t.put("shop", "orders", row(1, "u"))
+        t.delete("shop", "orders", row(2))
+        t.put("shop", "orders", row(8, "back"))
         t.put("shop", "orders", row(10))
     upper = lake.resolve()
     (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.MERGED and result.checkpoint_after == upper == read_checkpoint(path)
-    assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", upper)
-
-    with lake.txn() as t:  # nothing to append: one MERGE commit records the checkpoint
-        t.put("shop", "orders", row(5, "u"))
-    last = lake.resolve()
-    versions = DeltaTable(path).version()
-    (result,) = run_merge(spark, lake.layout).tables
-    assert (result.rows_in, result.rows_out, DeltaTable(path).version()) == (1, 1, versions + 1)
-    assert DeltaTable(path).history(1)[0]["operation"] == "MERGE" and read_checkpoint(path) == last
-    assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", last)
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == upper
+    assert DeltaTable(path()).version() == version + 1 and DeltaTable(path()).history(1)[0]["operation"] == "MERGE"
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", upper)
     lake.close()
 
 

@@ -2,16 +2,15 @@
 
 Per table, until the plan has nothing left:
   checkpoint (the replica's Delta txn) -> plan -> for each chunk (lo, hi]: read the changelog
-  window with partition pruning, keep the last change per row key, decode (mount); MERGE the
-  keys the replica held at lo, then append the new keys with txn (MERGE_APP_ID, hi) in that
-  commit -> at a barrier, apply_ddl.
+  window with partition pruning, keep the last change per row key, decode (mount), then append
+  (every key new) or MERGE into the replica with txn (MERGE_APP_ID, hi) in the same commit
+  -> at a barrier, apply_ddl.
 
-Why this is exactly-once: the checkpoint moves only inside the commit that appends the rows up
-to it (invariant 3), and Delta skips an append whose txn version is not above the recorded one,
-so a rerun after a crash at any point either finds the chunk committed (and plans from there)
-or redoes it whole; the MERGE before that commit only sets keys to their state at the window's
-end, which a redo does again (merge_window). Watermarks are read once, FIRST, before the ddl
-table, the changelog's file stats and the changelog itself (invariant 2).
+Why this is exactly-once: the checkpoint moves only inside the commit that writes the rows up
+to it (invariant 3), and Delta skips an append or MERGE whose txn version is not above the
+recorded one, so a rerun after a crash at any point either finds the chunk committed (and plans
+from there) or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the
+changelog's file stats and the changelog itself (invariant 2).
 
 Last change per key: within a window a raw key's changes are ordered by commit ts; duplicates
 of one (key, commit ts) are the same change landed twice (invariant 5) and collapse; flush_seq
@@ -47,12 +46,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tidelake.apply.changelog_reader import read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
-from tidelake.apply.replica_schema import (
-    COMMIT_TS_COLUMN,
-    key_columns,
-    quote,
-    read_replica_struct,
-)
+from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
 from tidelake.apply.txn_confs import txn_confs, writer_txn_options
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
@@ -364,17 +358,14 @@ def merge_window(
     hi: int,
     stats: Sequence[FileStat] | None = None,
 ) -> tuple[int, int]:
-    """Apply the changes of (lo, hi] to the replica at `path`; its last commit records checkpoint
-    hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
+    """Apply the changes of (lo, hi] to the replica at `path` in ONE commit that records
+    checkpoint hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
 
-    Keys the replica cannot hold at lo (window_kind APPEND) go in by a plain append, the commit
-    that records hi; only the others need a MERGE, committed first without a checkpoint (or, in
-    a window with nothing to append, recording hi itself through the session's txn confs). A crash
-    between the two leaves the checkpoint at lo and the replica with the window's updates and
-    deletes: the rerun's window (lo, hi'] sets every such key again to its state at hi' >= hi
-    (updates and deletes of a key's state are idempotent, and a matched row already newer than the
-    source is left alone), and appends the new keys once, in the commit that records hi'."""
+    A window whose keys are all new (window_kind APPEND or SKIP) goes in by a plain append; any
+    other window is one MERGE of all its keys, new ones included. Measured (bench/README.md):
+    splitting a mixed window into a MERGE of the old keys plus an append of the new ones costs a
+    second commit and was slower at 100 and 10,000 changes, so mixed windows stay one MERGE."""
     from deltalake import DeltaTable as DeltaLog
     from pyspark.sql import functions as F
 
@@ -382,7 +373,6 @@ def merge_window(
     if done is not None and done >= hi:
         return 0, 0
     target = read_replica_struct(path, layout.storage_options)
-    columns = [quote(f.name) for f in target.fields]
     if _no_files(stats, lo, hi):
         # Nothing landed in the window: still a commit, so the checkpoint moves (the next
         # barrier becomes reachable); an empty append adds no file.
@@ -394,25 +384,20 @@ def merge_window(
     collapsed = collapsed.withColumn(_KIND_COLUMN, window_kind(collapsed)).persist()
     try:
         counts = {row[0]: row[1] for row in collapsed.groupBy(_KIND_COLUMN).count().collect()}
-        merged = 0
         if counts.get(MERGE):
-            source = mount(collapsed.where(F.col(_KIND_COLUMN) == MERGE), info, target)
-            if not counts.get(APPEND):  # nothing to append: the MERGE's own commit records hi
-                with txn_confs(spark, hi):
-                    return sum(counts.values()), _merge_existing(spark, path, source, info, target,
-                                                                 layout.storage_options)
-            merged = _merge_existing(spark, path, source, info, target, layout.storage_options)
-        inserts = mount(collapsed.where(F.col(_KIND_COLUMN) == APPEND), info, target).select(*columns)
-        _append(inserts, path, hi)
+            source = mount(collapsed.where(F.col(_KIND_COLUMN) != SKIP), info, target)
+            with txn_confs(spark, hi):
+                return sum(counts.values()), _merge(spark, path, source, info, target, layout.storage_options)
+        inserts = mount(collapsed.where(F.col(_KIND_COLUMN) == APPEND), info, target)
+        _append(inserts.select(*[quote(f.name) for f in target.fields]), path, hi)
     finally:
         collapsed.unpersist()
-    return sum(counts.values()), merged + counts.get(APPEND, 0)
+    return sum(counts.values()), counts.get(APPEND, 0)
 
 
-def _merge_existing(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType,
-                    storage_options: dict[str, str] | None) -> int:
-    """MERGE the keys the replica held at lo; returns the replica rows it wrote. A matched row
-    whose commit ts is above the source's was written by a later window and is left alone."""
+def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType,
+           storage_options: dict[str, str] | None) -> int:
+    """MERGE `source` into the replica; returns the replica rows the commit wrote."""
     from delta.tables import DeltaTable
     from deltalake import DeltaTable as DeltaLog
 
@@ -420,13 +405,12 @@ def _merge_existing(spark: SparkSession, path: str, source: DataFrame, info: Tab
     match = match_columns(info)  # a common handle's row is found by its PK before the window
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
     assignments = {quote(f.name): f"s.{quote(f.name)}" for f in target.fields}
-    op, ts = quote(MOUNT_OP_COLUMN), quote(COMMIT_TS_COLUMN)
-    not_newer = f"t.{ts} <= s.{ts}"
+    op = quote(MOUNT_OP_COLUMN)
     (
         DeltaTable.forPath(spark, path).alias("t")
         .merge(source.alias("s"), condition)
-        .whenMatchedDelete(condition=f"s.{op} = 'delete' AND {not_newer}")
-        .whenMatchedUpdate(condition=f"s.{op} = 'put' AND {not_newer}", set=assignments)
+        .whenMatchedDelete(condition=f"s.{op} = 'delete'")
+        .whenMatchedUpdate(set=assignments)
         .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
         .execute()
     )
