@@ -60,6 +60,7 @@ from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
     FileStat,
     changelog_file_stats,
+    estimated_rows,
     plan_table,
 )
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
@@ -67,6 +68,7 @@ from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable as DeltaLog
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -333,7 +335,6 @@ def collapse_last_change(changes: DataFrame) -> DataFrame:
 
 # What a window does with a collapsed key (see merge_window).
 APPEND, MERGE, SKIP = "append", "merge", "skip"
-_KIND_COLUMN = "_tidelake_window_kind"
 
 
 def window_kind(collapsed: DataFrame) -> Column:
@@ -362,12 +363,12 @@ def merge_window(
     checkpoint hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
 
-    A window whose keys are all new (window_kind APPEND or SKIP) goes in by a plain append; any
-    other window is one MERGE of all its keys, new ones included. Measured (bench/README.md):
-    splitting a mixed window into a MERGE of the old keys plus an append of the new ones costs a
-    second commit and was slower at 100 and 10,000 changes, so mixed windows stay one MERGE."""
+    A window whose keys are all new (window_kind APPEND or SKIP; told on the driver from the
+    window's keys and old values, read with delta-rs: no Spark job) goes in by a plain append;
+    any other window is one MERGE of all its keys, new ones included. Measured (bench/README.md):
+    a Spark job to sort keys out, or a mixed window split into a MERGE plus an append (a second
+    commit), made small mixed windows slower than the one MERGE they replace."""
     from deltalake import DeltaTable as DeltaLog
-    from pyspark.sql import functions as F
 
     done = read_checkpoint(path, layout.storage_options)
     if done is not None and done >= hi:
@@ -381,23 +382,48 @@ def merge_window(
     changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
     collapsed = collapse_last_change(changes)
-    collapsed = collapsed.withColumn(_KIND_COLUMN, window_kind(collapsed)).persist()
-    try:
-        counts = {row[0]: row[1] for row in collapsed.groupBy(_KIND_COLUMN).count().collect()}
-        if counts.get(MERGE):
-            source = mount(collapsed.where(F.col(_KIND_COLUMN) != SKIP), info, target)
-            with txn_confs(spark, hi):
-                return sum(counts.values()), _merge(spark, path, source, info, target, layout.storage_options)
-        inserts = mount(collapsed.where(F.col(_KIND_COLUMN) == APPEND), info, target)
-        _append(inserts.select(*[quote(f.name) for f in target.fields]), path, hi)
-    finally:
-        collapsed.unpersist()
-    return sum(counts.values()), counts.get(APPEND, 0)
+    if stats is None or estimated_rows(stats, lo, hi) <= APPEND_CHECK_MAX_ROWS:
+        keys, new = _new_keys(changelog, physical_ids, lo, hi)
+        if keys == new:
+            inserts = mount(collapsed.where(window_kind(collapsed) == APPEND), info, target)
+            _append(inserts.select(*[quote(f.name) for f in target.fields]), path, hi)
+            written = DeltaLog(path, storage_options=layout.storage_options).history(1)[0]
+            return keys, int((written.get("operationMetrics") or {}).get("numOutputRows", 0))
+    source = mount(collapsed, info, target)
+    with txn_confs(spark, hi):
+        return _merge(spark, path, source, info, target, layout.storage_options)
+
+
+# Above this many changes (estimated from file stats) a window is not read on the driver to tell
+# whether all its keys are new: it goes through MERGE.
+APPEND_CHECK_MAX_ROWS = 1_000_000
+
+
+def _new_keys(changelog: DeltaLog, physical_ids: Sequence[int], lo: int, hi: int) -> tuple[int, int]:
+    """(keys changed in (lo, hi], keys among them whose first change has no old value), read with
+    delta-rs on the driver from the window's files only (partition and commit-ts pruning)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    window = (ds.field("table_id").isin([int(p) for p in physical_ids]) & (ds.field("commit_ts") > lo)
+              & (ds.field("commit_ts") <= hi))
+    rows = changelog.to_pyarrow_dataset().to_table(columns=["key", "commit_ts", "flush_seq", "old_value"],
+                                                   filter=window)
+    if rows.num_rows == 0:
+        return 0, 0
+    rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
+                                            ("flush_seq", "ascending")]))
+    key = rows["key"].combine_chunks()
+    first = pa.concat_arrays([pa.array([True]), pc.not_equal(key[1:], key[:-1])])
+    keys = pc.sum(first).as_py()
+    new = pc.sum(pc.and_(first, pc.equal(pc.binary_length(rows["old_value"].combine_chunks()), 0))).as_py() or 0
+    return keys, new
 
 
 def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType,
-           storage_options: dict[str, str] | None) -> int:
-    """MERGE `source` into the replica; returns the replica rows the commit wrote."""
+           storage_options: dict[str, str] | None) -> tuple[int, int]:
+    """MERGE `source` into the replica; returns (source rows, replica rows the commit wrote)."""
     from delta.tables import DeltaTable
     from deltalake import DeltaTable as DeltaLog
 
@@ -416,7 +442,8 @@ def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, t
     )
     commit = DeltaLog(path, storage_options=storage_options).history(1)[0]
     m = commit.get("operationMetrics") or {}
-    return sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+    written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+    return int(m.get("numSourceRows", 0)), written
 
 
 def _append(rows: DataFrame, path: str, hi: int) -> None:
