@@ -105,67 +105,6 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_pa
     lake.close()
 
 
-def test_a_window_of_new_keys_is_one_append_and_a_mixed_window_one_merge_exactly_once(spark, tmp_path, monkeypatch):
-    """Keys whose first change in the window has no old value cannot be in the replica at lo: a
-    window of only such keys goes in by a plain append recording the checkpoint; any other window
-    is one MERGE recording it. A crash in the append leaves the replica at lo; the rerun, over a
-    longer window, converges to the upstream replay, and a retried append of a recorded
-    checkpoint is skipped by Delta."""
-    from tidelake.apply import merge_job
-
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("shop"))
-    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
-    row = lambda i, note="n": {"id": i, "note": f"{note}{i}"}  # noqa: E731
-    path = lambda: ReplicaCatalog(lake.layout).get(SchemaHistory.load(lake.layout).find("shop", "orders")).path  # noqa: E731
-    with lake.txn() as t:
-        for i in range(1, 7):
-            t.put("shop", "orders", row(i))
-    with lake.txn() as t:  # inserted, deleted and inserted again in one window: still new at lo
-        t.put("shop", "orders", row(7))
-    with lake.txn() as t:
-        t.delete("shop", "orders", row(7))
-        t.put("shop", "orders", row(8))
-    with lake.txn() as t:
-        t.put("shop", "orders", row(7, "again"))
-        t.delete("shop", "orders", row(8))  # new and gone: nothing to write
-    first = lake.resolve()
-    real_append = merge_job._append
-
-    def crash(rows, path_, hi):
-        raise Crash("injected in the append")
-
-    monkeypatch.setattr(merge_job, "_append", crash)
-    (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.ERROR and "injected" in result.reason
-    created = read_checkpoint(path())
-    assert created < first and replica_rows(spark, path()) == []
-    monkeypatch.setattr(merge_job, "_append", real_append)
-    with lake.txn() as t:  # the rerun's window is longer than the crashed one, still all new keys
-        t.put("shop", "orders", row(9))
-    first = lake.resolve()
-    (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == first
-    commit = DeltaTable(path()).history(1)[0]
-    assert commit["operation"] == "WRITE" and result.rows_out == 8  # 1-7 and 9; 8 came and went
-    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", first)
-    version = DeltaTable(path()).version()
-    merge_job._append(spark.read.format("delta").load(path()).limit(1), path(), first)  # a retried append
-    assert DeltaTable(path()).version() == version  # skipped: its txn version is already recorded
-
-    with lake.txn() as t:  # mixed: an update, a delete, a re-insert of a deleted key, a new key
-        t.put("shop", "orders", row(1, "u"))
-        t.delete("shop", "orders", row(2))
-        t.put("shop", "orders", row(8, "back"))
-        t.put("shop", "orders", row(10))
-    upper = lake.resolve()
-    (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == upper
-    assert DeltaTable(path()).version() == version + 1 and DeltaTable(path()).history(1)[0]["operation"] == "MERGE"
-    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", upper)
-    lake.close()
-
-
 def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path):
     """A clustered VARCHAR PK keeps the collation key in the handle (utf8mb4_bin trims trailing
     spaces; _ci collations fold case), so 'ab' -> 'ab  ' is one put on the same raw key while the

@@ -2,15 +2,14 @@
 
 Per table, until the plan has nothing left:
   checkpoint (the replica's Delta txn) -> plan -> for each chunk (lo, hi]: read the changelog
-  window with partition pruning, keep the last change per row key, decode (mount), then append
-  (every key new) or MERGE into the replica with txn (MERGE_APP_ID, hi) in the same commit
-  -> at a barrier, apply_ddl.
+  window with partition pruning, keep the last change per row key, decode (mount), MERGE into
+  the replica with txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl.
 
 Why this is exactly-once: the checkpoint moves only inside the commit that writes the rows up
-to it (invariant 3), and Delta skips an append or MERGE whose txn version is not above the
-recorded one, so a rerun after a crash at any point either finds the chunk committed (and plans
-from there) or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the
-changelog's file stats and the changelog itself (invariant 2).
+to it (invariant 3), and Delta skips a MERGE whose txn version is not above the recorded one,
+so a rerun after a crash at any point either finds the chunk committed (and plans from there)
+or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the changelog's file
+stats and the changelog itself (invariant 2).
 
 Last change per key: within a window a raw key's changes are ordered by commit ts; duplicates
 of one (key, commit ts) are the same change landed twice (invariant 5) and collapse; flush_seq
@@ -47,10 +46,14 @@ from tidelake.apply.changelog_reader import read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
-from tidelake.apply.txn_confs import txn_confs, writer_txn_options
+from tidelake.apply.txn_confs import txn_confs
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
-from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.checkpoint import (
+    checkpoint_metadata,
+    read_checkpoint,
+    replica_version,
+)
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.layout import OP_PUT, LakeLayout
@@ -60,7 +63,6 @@ from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
     FileStat,
     changelog_file_stats,
-    estimated_rows,
     plan_table,
 )
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
@@ -68,9 +70,7 @@ from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
 
 if TYPE_CHECKING:
-    from deltalake import DeltaTable as DeltaLog
-    from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame, SparkSession
 
     from tidelake.codec.schema import TableInfo
 
@@ -333,22 +333,6 @@ def collapse_last_change(changes: DataFrame) -> DataFrame:
     return changes.groupBy("key").agg(last, first_old).select("last.*", "old_value")
 
 
-# What a window does with a collapsed key (see merge_window).
-APPEND, MERGE, SKIP = "append", "merge", "skip"
-
-
-def window_kind(collapsed: DataFrame) -> Column:
-    """APPEND: the key's first change in the window has no old value, so the key held no row at
-    lo (TiKV's old value is the key's latest committed value before the change, empty when there
-    was none: docs/wire.md §7.6) and the replica, equal to upstream at lo, cannot hold it either;
-    its last change is a put. SKIP: no row at lo and deleted at the end. MERGE: everything else."""
-    from pyspark.sql import functions as F
-
-    absent_at_lo = F.coalesce(F.length(collapsed["old_value"]), F.lit(0)) == 0
-    return (F.when(~absent_at_lo, F.lit(MERGE)).when(collapsed["op"] == OP_PUT, F.lit(APPEND))
-            .otherwise(F.lit(SKIP)))
-
-
 def merge_window(
     spark: SparkSession,
     layout: LakeLayout,
@@ -359,100 +343,59 @@ def merge_window(
     hi: int,
     stats: Sequence[FileStat] | None = None,
 ) -> tuple[int, int]:
-    """Apply the changes of (lo, hi] to the replica at `path` in ONE commit that records
-    checkpoint hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
-    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
-
-    A window whose keys are all new (window_kind APPEND or SKIP; told on the driver from the
-    window's keys and old values, read with delta-rs: no Spark job) goes in by a plain append;
-    any other window is one MERGE of all its keys, new ones included. Measured (bench/README.md):
-    a Spark job to sort keys out, or a mixed window split into a MERGE plus an append (a second
-    commit), made small mixed windows slower than the one MERGE they replace."""
-    from deltalake import DeltaTable as DeltaLog
-
-    done = read_checkpoint(path, layout.storage_options)
-    if done is not None and done >= hi:
-        return 0, 0
-    target = read_replica_struct(path, layout.storage_options)
-    if _no_files(stats, lo, hi):
-        # Nothing landed in the window: still a commit, so the checkpoint moves (the next
-        # barrier becomes reachable); an empty append adds no file.
-        _append(spark.createDataFrame([], target), path, hi)
-        return 0, 0
-    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
-    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
-    collapsed = collapse_last_change(changes)
-    if stats is None or estimated_rows(stats, lo, hi) <= APPEND_CHECK_MAX_ROWS:
-        keys, new = _new_keys(changelog, physical_ids, lo, hi)
-        if keys == new:
-            inserts = mount(collapsed.where(window_kind(collapsed) == APPEND), info, target)
-            _append(inserts.select(*[quote(f.name) for f in target.fields]), path, hi)
-            written = DeltaLog(path, storage_options=layout.storage_options).history(1)[0]
-            return keys, int((written.get("operationMetrics") or {}).get("numOutputRows", 0))
-    source = mount(collapsed, info, target)
-    with txn_confs(spark, hi):
-        return _merge(spark, path, source, info, target, layout.storage_options)
-
-
-# Above this many changes (estimated from file stats) a window is not read on the driver to tell
-# whether all its keys are new: it goes through MERGE.
-APPEND_CHECK_MAX_ROWS = 1_000_000
-
-
-def _new_keys(changelog: DeltaLog, physical_ids: Sequence[int], lo: int, hi: int) -> tuple[int, int]:
-    """(keys changed in (lo, hi], keys among them whose first change has no old value), read with
-    delta-rs on the driver from the window's files only (partition and commit-ts pruning)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    window = (ds.field("table_id").isin([int(p) for p in physical_ids]) & (ds.field("commit_ts") > lo)
-              & (ds.field("commit_ts") <= hi))
-    rows = changelog.to_pyarrow_dataset().to_table(columns=["key", "commit_ts", "flush_seq", "old_value"],
-                                                   filter=window)
-    if rows.num_rows == 0:
-        return 0, 0
-    rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
-                                            ("flush_seq", "ascending")]))
-    key = rows["key"].combine_chunks()
-    first = pa.concat_arrays([pa.array([True]), pc.not_equal(key[1:], key[:-1])])
-    keys = pc.sum(first).as_py()
-    new = pc.sum(pc.and_(first, pc.equal(pc.binary_length(rows["old_value"].combine_chunks()), 0))).as_py() or 0
-    return keys, new
-
-
-def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType,
-           storage_options: dict[str, str] | None) -> tuple[int, int]:
-    """MERGE `source` into the replica; returns (source rows, replica rows the commit wrote)."""
+    """MERGE the changes of (lo, hi] into the replica at `path`, recording checkpoint hi in the
+    same commit. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
+    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read."""
     from delta.tables import DeltaTable
     from deltalake import DeltaTable as DeltaLog
 
+    target = read_replica_struct(path, layout.storage_options)
+    replica = DeltaTable.forPath(spark, path)
+    version = replica_version(path, layout.storage_options)
+    if _no_files(stats, lo, hi):
+        # Nothing landed in the window: still a commit, so the checkpoint moves (the next
+        # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
+        with txn_confs(spark, hi):
+            nothing = spark.createDataFrame([], target).alias("s")
+            replica.alias("t").merge(nothing, "false").whenNotMatchedInsertAll().execute()
+        return _metrics(path, version, hi, layout.storage_options)
+    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
+    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
+    source = mount(collapse_last_change(changes), info, target)
     keys = key_columns(info)
     match = match_columns(info)  # a common handle's row is found by its PK before the window
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
     assignments = {quote(f.name): f"s.{quote(f.name)}" for f in target.fields}
     op = quote(MOUNT_OP_COLUMN)
-    (
-        DeltaTable.forPath(spark, path).alias("t")
-        .merge(source.alias("s"), condition)
-        .whenMatchedDelete(condition=f"s.{op} = 'delete'")
-        .whenMatchedUpdate(set=assignments)
-        .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
-        .execute()
-    )
-    commit = DeltaLog(path, storage_options=storage_options).history(1)[0]
-    m = commit.get("operationMetrics") or {}
-    written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
-    return int(m.get("numSourceRows", 0)), written
-
-
-def _append(rows: DataFrame, path: str, hi: int) -> None:
-    """Append `rows` in the commit that records checkpoint hi (skipped by Delta if recorded)."""
-    writer = rows.write.format("delta").mode("append")
-    for key, value in writer_txn_options(hi).items():
-        writer = writer.option(key, value)
-    writer.save(path)
+    with txn_confs(spark, hi):
+        (
+            replica.alias("t")
+            .merge(source.alias("s"), condition)
+            .whenMatchedDelete(condition=f"s.{op} = 'delete'")
+            .whenMatchedUpdate(set=assignments)
+            .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
+            .execute()
+        )
+    return _metrics(path, version, hi, layout.storage_options)
 
 
 def _no_files(stats: Sequence[FileStat] | None, lo: int, hi: int) -> bool:
     return stats is not None and not any(s.max_ts > lo and s.min_ts <= hi for s in stats)
+
+
+def _metrics(path: str, version_before: int | None, hi: int, storage_options: dict[str, str] | None) -> tuple[int, int]:
+    """Rows of the commit this call made, found by the checkpoint its commitInfo records; (0, 0)
+    when Delta skipped it (txn already recorded). Read from the log with delta-rs: Spark's
+    history() is a job per window."""
+    from deltalake import DeltaTable as DeltaLog
+
+    replica_log = DeltaLog(path, storage_options=storage_options)
+    newer = replica_log.version() - (version_before if version_before is not None else -1)
+    ours = checkpoint_metadata(hi)
+    commit = next((c for c in replica_log.history(max(newer, 1)) if c.get("userMetadata") == ours
+                   and (version_before is None or c["version"] > version_before)), None)
+    if commit is None:
+        return 0, 0
+    m = commit.get("operationMetrics") or {}
+    written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+    return int(m.get("numSourceRows", 0)), written
