@@ -65,11 +65,15 @@ def require_lake(layout: LakeLayout) -> None:
                              "or `tidelake bootstrap` on it first)")
         if not os.path.isdir(os.path.join(local, TIDELAKE_DIR)):
             raise InputError(f"lake {layout.root} has no {TIDELAKE_DIR}/ folder: not a tidelake lake")
-    control = (layout.watermarks, layout.ddl, layout.changelog)
-    try:
-        found = any(DeltaTable.is_deltatable(path, storage_options=layout.storage_options) for path in control)
-    except Exception as exc:  # delta-rs raises its own types for unreachable stores
-        raise InputError(f"lake {layout.root} cannot be read: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
-    if not found:
+    if not pulled_into(layout):
         raise InputError(f"lake {layout.root} holds no tidelake control table ({TIDELAKE_DIR}/watermarks, ddl or "
                          "changelog): not a tidelake lake, or nothing has been pulled into it yet")
+
+
+def pulled_into(layout: LakeLayout) -> bool:
+    """Whether a puller or bootstrap has created any control table in the lake yet."""
+    control = (layout.watermarks, layout.ddl, layout.changelog)
+    try:
+        return any(DeltaTable.is_deltatable(path, storage_options=layout.storage_options) for path in control)
+    except Exception as exc:  # delta-rs raises its own types for unreachable stores
+        raise InputError(f"lake {layout.root} cannot be read: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc

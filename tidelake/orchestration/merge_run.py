@@ -18,7 +18,7 @@ from typing import Any
 from tidelake import tso
 from tidelake.config import ChangefeedConfig
 from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
-from tidelake.lake.lake_check import require_lake
+from tidelake.lake.lake_check import check_lake_root, pulled_into
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
@@ -154,7 +154,12 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
 
     config = load_config(config_path)
     layout = LakeLayout.from_config(config.lake)
-    require_lake(layout)
+    check_lake_root(layout)
+    if not pulled_into(layout):
+        # The changefeed's own lake before the puller's first flush: a scheduled run that comes
+        # first has nothing to merge, which is not a failure (a lake of another kind still is).
+        log.info("nothing has been pulled into %s yet: nothing to merge", layout.root)
+        return {"merge_jobs": [], "before": {}, "syncpoint": False}
     request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
     cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
     log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
