@@ -289,3 +289,14 @@ def test_expired_async_commit_lock_is_decided_by_its_secondaries(sim, reader):
     assert sim.mvcc.get(a, sim.tso.next()) == b"A"  # the primary was committed where it was met
     late = sim.mvcc.check_secondary_locks([record_key(TABLE, 3)], lost)
     assert (late.locks, late.commit_ts) == ([], 0)  # the lost txn can never commit
+
+
+def test_a_decided_txn_is_cleaned_up_in_the_whole_region_not_only_the_key_read(sim, reader):
+    """client-go's resolveLock: one ResolveLock without keys clears every lock of the txn in the
+    region, so keys nobody read stop holding readers and the region's CDC resolved ts."""
+    commit(sim, rows(TABLE, range(10)))
+    keys = [record_key(TABLE, i) for i in (2, 5, 8)]
+    prewrite(sim, {k: b"orphan" for k in keys}, ttl_ms=150)
+    time.sleep(0.2)
+    assert reader.get(keys[1], sim.tso.next()) == b"v5"
+    assert sim.mvcc.scan_locks(b"", b"", 1 << 63) == []

@@ -20,6 +20,7 @@ from tidelake import tso
 from tidelake.kvproto import kvrpcpb_pb2
 from tidelake.upstream.backoffer import Backoffer
 from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.region_cache import RegionMiss
 from tidelake.upstream.region_request import RegionRequestSender
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class LockResolver:
         self._cleanup = cleanup
         self._lock = threading.Lock()
         self._final: OrderedDict[int, int] = OrderedDict()  # start_ts -> commit_ts (0 = rolled back)
+        self._cleaned: OrderedDict[tuple[int, int], None] = OrderedDict()  # (start_ts, region id) resolved whole
 
     def resolve(self, locks: list[kvrpcpb_pb2.LockInfo], read_ts: int, read_locks: ReadLocks,
                 bo: Backoffer) -> int:
@@ -96,6 +98,7 @@ class LockResolver:
     def _outcome(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, bo: Backoffer) -> _Final | _Pushed | _Alive:
         known = self.final_status(lock.lock_version)
         if known is not None:
+            self._clean_up(lock, known, bo)  # another key of a decided txn: its region may still hold it
             return _Final(known)
         # client-go getTxnStatusFromLock: a TTL of 0 means "expired", so use MaxUint64 as now.
         current_ts = self._sender.pd.get_ts() if lock.lock_ttl else _MAX_UINT64
@@ -167,22 +170,40 @@ class LockResolver:
         return resp
 
     def _clean_up(self, lock: kvrpcpb_pb2.LockInfo, commit_ts: int, bo: Backoffer) -> None:
-        """ResolveLock on the key we met, so the lock stops blocking readers and CDC resolved ts."""
+        """ResolveLock for a decided txn, so its locks stop blocking readers and CDC resolved ts.
+
+        As client-go's resolveLock: a classic txn's locks are resolved for the whole region at
+        once (no keys), once per txn and region; an async-commit lock by its key."""
         if not self._cleanup:
             return
+        region_wide = not lock.use_async_commit
+        if region_wide:
+            try:
+                done = (lock.lock_version, self._sender.cache.locate(lock.key).id)
+            except RegionMiss:
+                done = None  # send() backs off on it; no dedup this time
+            with self._lock:
+                if done in self._cleaned:
+                    return
 
         def build(_region, ctx):
             return kvrpcpb_pb2.ResolveLockRequest(
-                context=ctx, start_version=lock.lock_version, commit_version=commit_ts, keys=[lock.key]
+                context=ctx, start_version=lock.lock_version, commit_version=commit_ts,
+                keys=[] if region_wide else [lock.key],
             )
 
         try:
-            resp, _ = self._sender.send(lock.key, "KvResolveLock", build, bo)
+            resp, region = self._sender.send(lock.key, "KvResolveLock", build, bo)
         except UpstreamError as exc:
             log.warning("could not clean up lock of txn %d on %s: %s", lock.lock_version, lock.key.hex(), exc)
             return
         if resp.HasField("error"):
             log.warning("ResolveLock of txn %d on %s: %s", lock.lock_version, lock.key.hex(), _key_error(resp.error))
+        elif region_wide:
+            with self._lock:
+                self._cleaned[(lock.lock_version, region.id)] = None
+                while len(self._cleaned) > _STATUS_CACHE_SIZE:
+                    self._cleaned.popitem(last=False)
 
 
 def _expired(lock: kvrpcpb_pb2.LockInfo, current_ts: int) -> bool:

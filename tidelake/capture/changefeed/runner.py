@@ -360,7 +360,8 @@ class PullerRunner:
             now = time.monotonic()
             if now >= next_gc:
                 self._advance_gc(keeper, lander)
-                self._gc_safepoint = pd.get_gc_safepoint()
+                if self.metrics_endpoint is not None:  # only its scrapes read the cluster safepoint
+                    self._gc_safepoint = pd.get_gc_safepoint()
                 next_gc = now + self.options.gc_advance_interval_s
             if self._retirement is not None and now >= next_retire:
                 self._retirement.poll()

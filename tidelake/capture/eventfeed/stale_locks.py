@@ -54,17 +54,12 @@ class RegionLockResolver:
             if resp.HasField("error"):
                 raise UpstreamError(f"KvScanLock from {key.hex()} below {max_version}: {resp.error}")
             locks = list(resp.locks)
-            decided: dict[tuple[int, int], list[bytes]] = {}
             for lock in locks:
-                # caller_start_ts 0 as TiCDC's ResolveLocks(bo, 0, locks): resolve, never push
+                # caller_start_ts 0 as TiCDC's ResolveLocks(bo, 0, locks): resolve, never push; the
+                # resolver cleans up every lock of a decided txn it meets (region-wide, once)
                 self._resolver.resolve([lock], 0, ReadLocks(), bo)
-                commit_ts = self._resolver.final_status(lock.lock_version)
-                if commit_ts is None:
+                if self._resolver.final_status(lock.lock_version) is None:
                     alive += 1
-                else:
-                    decided.setdefault((lock.lock_version, commit_ts), []).append(lock.key)
-            for (start_ts, commit_ts), keys in decided.items():
-                self._resolve_keys(start_ts, commit_ts, keys, bo)
             found += len(locks)
             if len(locks) >= SCAN_LOCK_LIMIT:
                 key = locks[-1].key + b"\x00"
@@ -74,17 +69,6 @@ class RegionLockResolver:
                 key = region.end
             if end and key >= end:
                 return found, alive
-
-    def _resolve_keys(self, start_ts: int, commit_ts: int, keys: list[bytes], bo: Backoffer) -> None:
-        """ResolveLock on every lock of a decided txn met here: the snapshot resolver cleans only the
-        key it first decided on, and a cached outcome alone would leave this region pinned."""
-        def build(_region, ctx):
-            return kvrpcpb_pb2.ResolveLockRequest(context=ctx, start_version=start_ts,
-                                                  commit_version=commit_ts, keys=keys)
-
-        resp, _ = self._sender.send(keys[0], "KvResolveLock", build, bo)
-        if resp.HasField("error"):
-            raise UpstreamError(f"ResolveLock of txn {start_ts} on {len(keys)} keys: {resp.error}")
 
     def close(self) -> None:
         self._sender.close()
