@@ -145,7 +145,7 @@ def test_prewritten_txn_holds_its_lock_until_commit(shop):
 def test_write_conflict_is_reported_and_rolled_back(shop):
     with shop.txn() as t:
         t.insert("shop", "orders", {"id": 1})
-    first, second = shop.txn(), shop.txn()
+    first, second = shop.txn(mode="optimistic"), shop.txn(mode="optimistic")
     first.update("shop", "orders", {"id": 1}, {"note": "first"})
     second.update("shop", "orders", {"id": 1}, {"note": "second"})
     first.commit()

@@ -1,11 +1,12 @@
-"""Row-level DML in one optimistic transaction, written as TiDB's `AddRecord`/`UpdateRecord` write it.
+"""Row-level DML in one transaction, written as TiDB's `AddRecord`/`UpdateRecord` write it.
 
 A row is one record key `t{physical id}_r{handle}` whose value is row format v2 from codec's
 `encode_row` (docs/encoding.md §2.1, §3). The handle is the int PK (pk_is_handle), the encoded
 PK columns (common handle) or an allocated `_tidb_rowid` (docs/encoding.md §5). Partitioned
 tables write under the partition's id. Index entries are not written: replicators read only the
 record span `[t_r, t_s)`. At commit the transaction is refused if a table it wrote was dropped or
-truncated meanwhile, as TiDB's schema validator refuses it.
+truncated meanwhile, as TiDB's schema validator refuses it. The transaction runs in the front's
+tidb_txn_mode (pessimistic by default, with async commit and 1PC; tidelake.sim.tidb.kvtxn).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ def column_default(column: ColumnInfo) -> Any:
 class Txn:
     """`with tidb.txn() as t:` — inserts, upserts, updates and deletes over any tables, one commit."""
 
-    def __init__(self, tidb: Any, lock_ttl_ms: int | None = None) -> None:
+    def __init__(self, tidb: Any, lock_ttl_ms: int | None = None, mode: str | None = None) -> None:
         self._tidb = tidb
-        self._kv = KvTxn(tidb.cluster, lock_ttl_ms)
+        self._kv = KvTxn(tidb.cluster, lock_ttl_ms, mode or tidb.txn_mode)
         self._touched: dict[int, tuple[int, int]] = {}  # physical id -> (db id, table id)
 
     @property
@@ -44,10 +45,20 @@ class Txn:
     def commit_ts(self) -> int:
         return self._kv.commit_ts
 
+    @property
+    def mode(self) -> str:
+        return self._kv.mode
+
+    @property
+    def protocol(self) -> str:
+        """How it committed: "1pc", "async-commit" or "2pc" ("" before commit)."""
+        return self._kv.protocol
+
     # ---- statements --------------------------------------------------------------------------
 
     def insert(self, db: str, table: str, row: dict) -> int | bytes:
         """INSERT one row; returns its handle. A duplicate key is an InputError (TiDB error 1062)."""
+        self._kv.begin_statement()
         db_id, info = self._table(db, table)
         values = self._complete(db_id, info, row)
         physical, handle = self._locate(db_id, info, values, allocate=True)
@@ -59,6 +70,7 @@ class Txn:
 
     def upsert(self, db: str, table: str, row: dict) -> int | bytes:
         """REPLACE INTO: the row replaces whatever row has the same primary key."""
+        self._kv.begin_statement()
         db_id, info = self._table(db, table)
         values = self._complete(db_id, info, row)
         physical, handle = self._locate(db_id, info, values, allocate=True)
@@ -67,6 +79,7 @@ class Txn:
 
     def update(self, db: str, table: str, key: dict, changes: dict) -> bool:
         """UPDATE ... WHERE <primary key or _tidb_rowid> = key; False when no such row."""
+        self._kv.begin_statement()
         db_id, info = self._table(db, table)
         found = self._find(db_id, info, key)
         if found is None:
@@ -88,7 +101,9 @@ class Txn:
 
     def add(self, db: str, table: str, key: dict, amounts: dict) -> bool:
         """UPDATE ... SET c = c + amount WHERE <key>: the current values are read in this
-        transaction, so a concurrent writer of the row makes the commit conflict (a bank transfer)."""
+        transaction: optimistic, a concurrent writer of the row makes the commit conflict;
+        pessimistic, the row is locked and read at its latest version (a bank transfer)."""
+        self._kv.begin_statement()
         db_id, info = self._table(db, table)
         found = self._find(db_id, info, key)
         if found is None:
@@ -98,6 +113,7 @@ class Txn:
 
     def delete(self, db: str, table: str, key: dict) -> bool:
         """DELETE ... WHERE <primary key or _tidb_rowid> = key; False when no such row."""
+        self._kv.begin_statement()
         db_id, info = self._table(db, table)
         found = self._find(db_id, info, key)
         if found is None:
@@ -110,8 +126,8 @@ class Txn:
     # ---- commit --------------------------------------------------------------------------------
 
     def prewrite(self) -> None:
-        """Lock every written key now (a long transaction then holds them until commit)."""
-        self._kv.prewrite()
+        """Lock every written key now (a long transaction then holds them until commit, so no 1PC)."""
+        self._kv.prewrite(allow_one_pc=False)
 
     def commit(self) -> int:
         """Commit (0 when nothing was written). TxnConflictError when a written table changed identity."""

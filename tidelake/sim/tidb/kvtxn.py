@@ -1,9 +1,16 @@
-"""A Percolator client over the simulated TiKV, the way client-go runs an optimistic transaction.
+"""A Percolator client over the simulated TiKV, driving a transaction the way client-go does for TiDB.
 
-Prewrite every mutation grouped by region (primary batch first), then commit the primary at a
-fresh TSO and the secondaries after it. Reads at start_ts resolve locks as a reader must
-(docs/metadata.md §2.7), so a crashed or long writer never corrupts a read, only delays it; an
-expired async-commit lock (an outside client's) is decided from all its keys (docs/wire.md §14.4).
+Two modes, TiDB's `tidb_txn_mode` (docs/wire.md §14.5):
+- `pessimistic` (TiDB's default, with `tidb_enable_async_commit` and `tidb_enable_1pc` ON): every
+  key a statement reads or writes is locked with a pessimistic lock at the statement's
+  for_update_ts and read at its latest version; the commit prewrites them (turning the locks into
+  data locks) with async commit and/or 1PC when client-go would use them, else classic 2PC.
+- `optimistic`: buffered writes, snapshot reads at start_ts, classic 2PC (no async commit, no 1PC).
+
+The writes go through the MvccStore calls the gRPC KvPrewrite/KvCommit/KvPessimisticLock/... use
+(tidelake/sim/kv_service.py), so CDC reports them as TiKV would. Reads at start_ts resolve locks
+as a reader must (docs/metadata.md §2.7); an expired async-commit lock is decided from all its keys
+(docs/wire.md §14.4).
 """
 
 from __future__ import annotations
@@ -14,28 +21,51 @@ from collections.abc import Iterator
 from typing import Any
 
 from tidelake.codec.memcomparable_bytes import encode_bytes
-from tidelake.errors import TidelakeError
+from tidelake.errors import InputError, TidelakeError
 from tidelake.sim.mvcc import (
+    MAX_TS,
     CommitTsExpiredError,
     KeyLockedError,
     Lock,
+    MutationOp,
+    PessimisticLockNotFoundError,
+    PessimisticLockRolledBackError,
     TxnNotFoundError,
     TxnStatus,
     WriteConflictError,
 )
-from tidelake.tso import physical_ms
+from tidelake.tso import PHYSICAL_SHIFT_BITS, physical_ms
 
-# client-go tikv/2pc.go: defaultLockTTL, ttlFactor, ManagedLockTTL, txnCommitBatchSize
+# client-go tikv/2pc.go: defaultLockTTL, ttlFactor, ManagedLockTTL; kv/store_vars.go DefTxnCommitBatchSize
 DEFAULT_LOCK_TTL_MS = 3000
 TTL_FACTOR = 6000
 MANAGED_LOCK_TTL_MS = 20000
 COMMIT_BATCH_BYTES = 16 * 1024
 MAX_BATCH_KEYS = 2048
 LOCK_WAIT_LIMIT_S = 60.0
+# client-go config/client.go DefaultTiKVClient: AsyncCommit{KeysLimit, TotalKeySizeLimit, SafeWindow}
+ASYNC_COMMIT_KEYS_LIMIT = 256
+ASYNC_COMMIT_KEY_BYTES_LIMIT = 4 * 1024
+ASYNC_COMMIT_SAFE_WINDOW_MS = 2000
+
+PESSIMISTIC = "pessimistic"
+OPTIMISTIC = "optimistic"
+TXN_MODES = (PESSIMISTIC, OPTIMISTIC)
+DEFAULT_TXN_MODE = PESSIMISTIC  # TiDB's tidb_txn_mode default since v3.0.8
+
+# how a committed transaction was committed (KvTxn.protocol)
+ONE_PC, ASYNC_COMMIT, TWO_PC = "1pc", "async-commit", "2pc"
 
 
 class TxnConflictError(TidelakeError):
-    """The transaction lost an optimistic conflict and was rolled back; the caller may retry it."""
+    """The transaction lost a conflict (or waited too long for a lock) and was rolled back; the caller may retry it."""
+
+
+def check_txn_mode(mode: str, where: str) -> str:
+    """`mode` when it is a known tidb_txn_mode, else an InputError naming `where` it came from."""
+    if mode not in TXN_MODES:
+        raise InputError(f"{where}: unknown transaction mode {mode!r} (known: {', '.join(TXN_MODES)})")
+    return mode
 
 
 def lock_ttl_ms(txn_bytes: int) -> int:
@@ -46,34 +76,69 @@ def lock_ttl_ms(txn_bytes: int) -> int:
     return min(max(ttl, DEFAULT_LOCK_TTL_MS), MANAGED_LOCK_TTL_MS)
 
 
-class KvTxn:
-    """One optimistic transaction: buffered mutations, snapshot reads at start_ts, 2PC on commit."""
+def fits_one_batch(mutations: list[tuple[MutationOp, bytes, bytes]]) -> bool:
+    """client-go `appendBatchMutationsBySize`: a batch takes mutations (in key order) until their
+    key+value bytes reach txnCommitBatchSize, so one batch holds them all iff every mutation but
+    the last adds up to less than that. 1PC needs a single batch (`checkOnePCFallBack`)."""
+    sizes = [len(k) + len(v) for _, k, v in sorted(mutations, key=lambda m: m[1])]
+    return sum(sizes[:-1]) < COMMIT_BATCH_BYTES
 
-    def __init__(self, cluster: Any, lock_ttl_ms: int | None = None) -> None:
+
+def async_commit_allowed(keys: list[bytes]) -> bool:
+    """client-go `checkAsyncCommit`: at most KeysLimit keys of at most TotalKeySizeLimit bytes."""
+    return len(keys) <= ASYNC_COMMIT_KEYS_LIMIT and sum(map(len, keys)) <= ASYNC_COMMIT_KEY_BYTES_LIMIT
+
+
+class KvTxn:
+    """One transaction: buffered mutations, reads, and TiDB's commit protocol for its mode."""
+
+    def __init__(self, cluster: Any, lock_ttl_ms: int | None = None, mode: str = OPTIMISTIC) -> None:
         self._cluster = cluster
         self._mvcc = cluster.mvcc
         self._ttl_override = lock_ttl_ms
+        self.mode = check_txn_mode(mode, "transaction")
+        self.pessimistic = mode == PESSIMISTIC
+        # TiDB turns async commit and 1PC on by default; the optimistic preset is classic 2PC
+        self._async_commit = self._one_pc = self.pessimistic
+        self._began = time.monotonic()
         self.start_ts: int = cluster.tso.next()
+        self.for_update_ts: int = 0
         self.commit_ts: int = 0
+        self.protocol: str = ""  # ONE_PC / ASYNC_COMMIT / TWO_PC once committed
         self._mutations: dict[bytes, tuple[str, bytes]] = {}
+        self._locked: dict[bytes, None] = {}  # keys holding our pessimistic lock, in locking order
         self._prewritten: list[bytes] = []
+        self._async_ts = 0  # async commit: the largest min_commit_ts the prewrites returned
         self._done = False
 
-    # ---- buffer ----------------------------------------------------------------------------
+    # ---- statements ------------------------------------------------------------------------
+
+    def begin_statement(self) -> None:
+        """A pessimistic DML statement reads and locks at a fresh for_update_ts (TiDB's
+        PessimisticRRTxnContextProvider takes one from PD per statement)."""
+        if self.pessimistic:
+            self._check_open()
+            self.for_update_ts = self._cluster.tso.next()
 
     def put(self, key: bytes, value: bytes) -> None:
         self._check_open()
+        self._lock(key)
         self._mutations[key] = ("put", value)
 
     def delete(self, key: bytes) -> None:
         self._check_open()
+        self._lock(key)
         self._mutations[key] = ("delete", b"")
 
     def get(self, key: bytes) -> bytes | None:
-        """Own writes first, then the snapshot at start_ts."""
+        """Own writes first; then, pessimistic, the latest version under our lock (a DML statement's
+        "current read"); optimistic, the snapshot at start_ts."""
         if key in self._mutations:
             op, value = self._mutations[key]
             return value if op == "put" else None
+        if self.pessimistic:
+            self._check_open()
+            return self._lock(key)
         return snapshot_get(self._cluster, key, self.start_ts)
 
     @property
@@ -83,30 +148,101 @@ class KvTxn:
     def __len__(self) -> int:
         return len(self._mutations)
 
-    # ---- two-phase commit ------------------------------------------------------------------
+    # ---- pessimistic locks -----------------------------------------------------------------
 
-    def prewrite(self) -> None:
-        """Phase one: lock every key. Locks stay until commit() or rollback() (long txns hold them)."""
-        if self._prewritten or not self._mutations:
+    def _lock(self, key: bytes) -> bytes | None:
+        """KvPessimisticLock of `key` at for_update_ts; returns its latest committed value.
+
+        The first key locked is the primary (client-go's first LockKeys). A commit newer than
+        for_update_ts is TiDB's statement retry at a newer for_update_ts; a lock held by another txn
+        is waited out or resolved here, since the simulated TiKV answers at once instead of waiting.
+        """
+        if not self.pessimistic:
+            return None
+        if not self.for_update_ts:
+            self.begin_statement()
+        primary = next(iter(self._locked), key)
+        ttl = max(MANAGED_LOCK_TTL_MS + self._elapsed_ms(), self._ttl_override or 0)
+        deadline = time.monotonic() + LOCK_WAIT_LIMIT_S
+        while True:
+            try:
+                [result] = self._mvcc.pessimistic_lock([key], primary, self.start_ts, self.for_update_ts, ttl)
+            except WriteConflictError:
+                self.for_update_ts = self._cluster.tso.next()
+                continue
+            except KeyLockedError as err:
+                if time.monotonic() > deadline:
+                    self.rollback()
+                    raise TxnConflictError(f"lock wait timeout after {LOCK_WAIT_LIMIT_S:.0f}s: {err}") from err
+                resolve_or_wait(self._cluster, err.lock, self.start_ts)
+                continue
+            except PessimisticLockRolledBackError as err:  # our lock expired and another txn rolled us back
+                self.rollback()
+                raise TxnConflictError(str(err)) from err
+            self._locked[key] = None
+            return result.value if result.exists else None
+
+    # ---- commit ----------------------------------------------------------------------------
+
+    def prewrite(self, *, allow_one_pc: bool = True) -> None:
+        """Phase one: lock every key for commit, with async commit and 1PC where client-go uses them
+        (`twoPhaseCommitter.execute`). `allow_one_pc=False` keeps the locks (a long transaction
+        that holds them until commit())."""
+        if self._prewritten or self.protocol or not (self._mutations or self._locked):
             return
         self._check_open()
-        primary = next(iter(self._mutations))
-        size = sum(len(k) + len(v) for k, (_, v) in self._mutations.items())
-        ttl = self._ttl_override if self._ttl_override is not None else lock_ttl_ms(size)
-        for batch in self._batches(primary):
-            muts = [(self._mutations[k][0], k, self._mutations[k][1]) for k in batch]
-            self._prewrite_batch(muts, primary, ttl)
-            self._prewritten.extend(batch)
+        muts = self._commit_mutations()
+        primary = self._primary()
+        size = sum(len(k) + len(v) for _, k, v in muts)
+        ttl = self._ttl_override if self._ttl_override is not None else lock_ttl_ms(size) + self._elapsed_ms()
+        use_async = self._async_commit and async_commit_allowed([k for _, k, _ in muts])
+        by_region = self._by_region(muts, primary)
+        one_pc = self._one_pc and allow_one_pc and len(by_region) == 1 and fits_one_batch(muts)
+        min_commit_ts = max(self.start_ts, self.for_update_ts) + 1
+        max_commit_ts = 0
+        if use_async or one_pc:
+            # GuaranteeLinearizability (TiDB's default): above every ts handed out so far
+            min_commit_ts = max(min_commit_ts, self._cluster.tso.next() + 1)
+            # calculateMaxCommitTS: start ts + time since start + SafeWindow
+            max_commit_ts = self.start_ts + ((self._elapsed_ms() + ASYNC_COMMIT_SAFE_WINDOW_MS) << PHYSICAL_SHIFT_BITS)
+            if use_async and self.pessimistic:  # prewrite.go: the TTL outlives max_commit_ts
+                ttl = max(ttl, physical_ms(max_commit_ts) - physical_ms(self.start_ts) + 1)
+        secondaries = tuple(k for _, k, _ in muts if k != primary)
+        for batch in self._batches(by_region):
+            result = self._prewrite_batch(batch, primary, ttl, min_commit_ts, len(muts), use_async,
+                                          secondaries if any(k == primary for _, k, _ in batch) else (),
+                                          one_pc, max_commit_ts)
+            self._prewritten.extend(k for _, k, _ in batch)
+            if one_pc:
+                if result.one_pc_commit_ts:
+                    self._finish(result.one_pc_commit_ts, ONE_PC)
+                    return
+                one_pc = use_async = False  # TiKV fell back: a normal prewrite was done
+            elif use_async:
+                if result.min_commit_ts:
+                    self._async_ts = max(self._async_ts, result.min_commit_ts)
+                else:
+                    use_async = False  # min_commit_ts beyond max_commit_ts: fall back to 2PC
+        if not use_async:
+            self._async_ts = 0
 
     def commit(self) -> int:
-        """Phase two: commit the primary at a fresh TSO (the txn's commit point), then secondaries."""
+        """Commit: 1PC is done at prewrite; async commit commits every key at the largest
+        min_commit_ts; 2PC commits the primary at a fresh TSO, then the secondaries."""
         if self._done:
             return self.commit_ts
-        if not self._mutations:
+        if not (self._mutations or self._locked):
             self._done = True
             return 0
         self.prewrite()
-        primary = next(iter(self._mutations))
+        if self.protocol:
+            return self.commit_ts
+        primary = self._primary()
+        keys = self._prewritten
+        if self._async_ts:
+            self._mvcc.commit(keys, self.start_ts, self._async_ts)
+            self._finish(self._async_ts, ASYNC_COMMIT)
+            return self.commit_ts
         commit_ts = self._cluster.tso.next()
         while True:
             try:
@@ -114,22 +250,31 @@ class KvTxn:
                 break
             except CommitTsExpiredError as err:  # a reader pushed min_commit_ts: take a newer ts
                 commit_ts = max(self._cluster.tso.next(), err.min_commit_ts)
-        self.commit_ts = commit_ts
-        for batch in self._batches(primary):
-            secondaries = [k for k in batch if k != primary]
-            if secondaries:
-                self._mvcc.commit(secondaries, self.start_ts, commit_ts)
-        self._done = True
+        secondaries = [k for k in keys if k != primary]
+        for i in range(0, len(secondaries), MAX_BATCH_KEYS):
+            self._mvcc.commit(secondaries[i : i + MAX_BATCH_KEYS], self.start_ts, commit_ts)
+        self._finish(commit_ts, TWO_PC)
         return commit_ts
 
     def rollback(self) -> None:
+        """KvBatchRollback of what was prewritten; KVPessimisticRollback of keys only locked
+        (client-go `Rollback` -> `rollbackPessimisticLocks`)."""
         if self._done:
             return
         self._done = True
         if self._prewritten:
             self._mvcc.rollback(self._prewritten, self.start_ts)
+        only_locked = [k for k in self._locked if k not in set(self._prewritten)]
+        if only_locked:
+            self._mvcc.pessimistic_rollback(only_locked, self.start_ts, MAX_TS)
 
     # ---- internals -------------------------------------------------------------------------
+
+    def _finish(self, commit_ts: int, protocol: str) -> None:
+        self.commit_ts, self.protocol, self._done = commit_ts, protocol, True
+
+    def _elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._began) * 1000)
 
     def _check_open(self) -> None:
         if self._done:
@@ -137,26 +282,47 @@ class KvTxn:
         if self._prewritten:
             raise TidelakeError(f"transaction {self.start_ts} is prewritten; no more writes")
 
-    def _batches(self, primary: bytes) -> Iterator[list[bytes]]:
-        """Keys grouped by region, at most MAX_BATCH_KEYS per batch; the primary's batch first."""
-        by_region: dict[int, list[bytes]] = {}
-        for key in self._mutations:
-            region = self._cluster.regions.locate(encode_bytes(key))
-            by_region.setdefault(region.id, []).append(key)
-        primary_region = self._cluster.regions.locate(encode_bytes(primary)).id
-        order = [primary_region] + [r for r in by_region if r != primary_region]
-        for region_id in order:
-            keys = by_region[region_id]
-            for i in range(0, len(keys), MAX_BATCH_KEYS):
-                yield keys[i : i + MAX_BATCH_KEYS]
+    def _primary(self) -> bytes:
+        return next(iter(self._locked)) if self._locked else next(iter(self._mutations))
 
-    def _prewrite_batch(self, muts: list[tuple[str, bytes, bytes]], primary: bytes, ttl: int) -> None:
+    def _commit_mutations(self) -> list[tuple[MutationOp, bytes, bytes]]:
+        """Writes, then keys a pessimistic txn locked without writing them (prewritten as Op_Lock)."""
+        muts: list[tuple[MutationOp, bytes, bytes]] = [(op, k, v) for k, (op, v) in self._mutations.items()]
+        muts += [("lock", k, b"") for k in self._locked if k not in self._mutations]
+        return muts
+
+    def _by_region(self, muts: list[tuple[MutationOp, bytes, bytes]], primary: bytes
+                   ) -> dict[int, list[tuple[MutationOp, bytes, bytes]]]:
+        """Mutations grouped by region, the primary's region first."""
+        by_region: dict[int, list[tuple[MutationOp, bytes, bytes]]] = {}
+        primary_region = self._cluster.regions.locate(encode_bytes(primary)).id
+        by_region[primary_region] = []
+        for m in muts:
+            region = self._cluster.regions.locate(encode_bytes(m[1]))
+            by_region.setdefault(region.id, []).append(m)
+        return {r: ms for r, ms in by_region.items() if ms}
+
+    @staticmethod
+    def _batches(by_region: dict[int, list[tuple[MutationOp, bytes, bytes]]]
+                 ) -> Iterator[list[tuple[MutationOp, bytes, bytes]]]:
+        """At most MAX_BATCH_KEYS mutations of one region per prewrite request."""
+        for muts in by_region.values():
+            for i in range(0, len(muts), MAX_BATCH_KEYS):
+                yield muts[i : i + MAX_BATCH_KEYS]
+
+    def _prewrite_batch(self, muts: list[tuple[MutationOp, bytes, bytes]], primary: bytes, ttl: int,
+                        min_commit_ts: int, txn_size: int, use_async: bool, secondaries: tuple[bytes, ...],
+                        one_pc: bool, max_commit_ts: int) -> Any:
         deadline = time.monotonic() + LOCK_WAIT_LIMIT_S
+        locked = frozenset(k for _, k, _ in muts if k in self._locked)
         while True:
             try:
-                self._mvcc.prewrite(muts, primary, self.start_ts, ttl, txn_size=len(self._mutations))
-                return
-            except WriteConflictError as err:
+                return self._mvcc.prewrite(
+                    muts, primary, self.start_ts, ttl, min_commit_ts=min_commit_ts, txn_size=txn_size,
+                    for_update_ts=self.for_update_ts if self.pessimistic else 0, pessimistic_keys=locked,
+                    use_async_commit=use_async, secondaries=secondaries, try_one_pc=one_pc,
+                    max_commit_ts=max_commit_ts)
+            except (WriteConflictError, PessimisticLockNotFoundError) as err:
                 self.rollback()
                 raise TxnConflictError(f"write conflict: {err}") from err
             except KeyLockedError as err:
@@ -213,23 +379,32 @@ def _classify_lock(cluster: Any, lock: Lock, ts: int, resolved: set[int], commit
 
 
 def resolve_or_wait(cluster: Any, lock: Lock, caller_ts: int) -> None:
-    """A writer met a lock: clean it up if its txn is decided (or expired), else back off."""
-    status = _check_status(cluster, lock, caller_ts)
+    """A writer met a lock: clean it up if its txn is decided (or expired), else back off.
+
+    A pessimistic lock is cleaned with KVPessimisticRollback and leaves no record, as client-go's
+    `resolvePessimisticLock` does; a data lock is committed or rolled back (KvResolveLock)."""
+    pessimistic = lock.op == "pessimistic"
+    status = _check_status(cluster, lock, caller_ts, resolving_pessimistic_lock=pessimistic)
     if status is None or status.lock_ttl:
         _wait_for(lock)
+        return
+    if pessimistic:
+        cluster.mvcc.pessimistic_rollback([lock.key], lock.start_ts, lock.for_update_ts or MAX_TS)
         return
     cluster.mvcc.resolve_lock(lock.start_ts, status.commit_ts, keys=[lock.key])
 
 
-def _check_status(cluster: Any, lock: Lock, caller_ts: int) -> Any:
+def _check_status(cluster: Any, lock: Lock, caller_ts: int, resolving_pessimistic_lock: bool = False) -> Any:
     current = cluster.tso.next()
     try:
-        status = cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, False)
+        status = cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, False,
+                                               resolving_pessimistic_lock=resolving_pessimistic_lock)
     except TxnNotFoundError:
         expired = physical_ms(lock.start_ts) + lock.ttl_ms < physical_ms(current)
         if not expired:
             return None
-        return cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, True)
+        return cluster.mvcc.check_txn_status(lock.primary, lock.start_ts, caller_ts, current, True,
+                                             resolving_pessimistic_lock=resolving_pessimistic_lock)
     primary = status.lock
     if primary is None or not primary.use_async_commit:
         return status

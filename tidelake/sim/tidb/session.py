@@ -18,16 +18,21 @@ from tidelake.sim.tidb import system_tables as st
 from tidelake.sim.tidb.catalog import Catalog
 from tidelake.sim.tidb.ddl import DDLExecutor
 from tidelake.sim.tidb.dml import Txn
-from tidelake.sim.tidb.kvtxn import KvTxn, snapshot_scan
+from tidelake.sim.tidb.kvtxn import DEFAULT_TXN_MODE, KvTxn, check_txn_mode, snapshot_scan
 from tidelake.sim.tidb.rowid import RowIdAllocator
 from tidelake.table_filter import TableFilter
 
 
 class SimTiDB(DDLExecutor):
-    """DDL methods come from DDLExecutor; each returns the finished DDLJob (finished_ts = its commit ts)."""
+    """DDL methods come from DDLExecutor; each returns the finished DDLJob (finished_ts = its commit ts).
 
-    def __init__(self, cluster: Any) -> None:
+    `txn_mode` is the front's tidb_txn_mode for DML transactions (docs/wire.md §14.5); DDL, meta and
+    row-id transactions are TiDB's internal ones and commit with classic 2PC.
+    """
+
+    def __init__(self, cluster: Any, txn_mode: str = DEFAULT_TXN_MODE) -> None:
         self.cluster = cluster
+        self.txn_mode = check_txn_mode(txn_mode, "SimTiDB txn_mode")
         self.schema_lock = threading.RLock()
         catalog = Catalog.load(cluster, cluster.tso.next())
         if catalog is None:
@@ -43,9 +48,10 @@ class SimTiDB(DDLExecutor):
 
     # ---- DML ---------------------------------------------------------------------------------
 
-    def txn(self, lock_ttl_ms: int | None = None) -> Txn:
-        """`with tidb.txn() as t:` commits on success and rolls back on an exception."""
-        return Txn(self, lock_ttl_ms)
+    def txn(self, lock_ttl_ms: int | None = None, mode: str | None = None) -> Txn:
+        """`with tidb.txn() as t:` commits on success and rolls back on an exception; `mode`
+        overrides the front's txn_mode for this transaction."""
+        return Txn(self, lock_ttl_ms, mode)
 
     def resolve_table(self, db: str, table: str) -> tuple[int, TableInfo]:
         """(db id, current TableInfo) for a statement; the object is never mutated afterwards."""
