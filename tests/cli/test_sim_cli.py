@@ -26,7 +26,7 @@ def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv", [["--workload", "nope"], ["--faults", "nope"], ["--stores", "0"], ["--rate", "-1"],
                                   ["--gc-life-time", "soon"], ["--preload", "-5"],
-                                  ["--workload", "none", "--preload", "10"]])
+                                  ["--workload", "none", "--preload", "10"], ["--txn-mode", "serializable"]])
 def test_bad_arguments_exit_2_with_one_line(argv, capsys):
     assert main(["sim", "--duration", "1", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -46,8 +46,19 @@ def test_help_documents_presets_and_profiles(capsys):
         main(["sim", "--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0
-    for name in ("smoke", "mixed", "ddl-heavy", "bulk", "none", "light", "chaos"):
+    for name in ("smoke", "mixed", "ddl-heavy", "bulk", "bank-optimistic", "none", "light", "chaos", "pessimistic",
+                 "optimistic"):
         assert f"  {name} " in out
+
+
+@pytest.mark.parametrize(("argv", "mode"), [([], "pessimistic"), (["--txn-mode", "optimistic"], "optimistic"),
+                                            (["--workload", "bank-optimistic"], "optimistic"),
+                                            (["--workload", "bank-optimistic", "--txn-mode", "pessimistic"],
+                                             "pessimistic")])
+def test_txn_mode_comes_from_the_flag_else_the_preset_else_tidb_default(argv, mode, capsys):
+    argv = ["--workload", "smoke", *argv] if "--workload" not in argv else argv
+    assert main(["sim", "--stores", "1", "--duration", "0.5", "--progress-interval", "5", *argv]) == 0
+    assert f"txn mode: {mode}" in capsys.readouterr().out.splitlines()
 
 
 def test_sigterm_stops_cleanly():

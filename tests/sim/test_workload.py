@@ -22,7 +22,7 @@ from tidelake.sim.workload import (
 )
 
 
-@pytest.mark.parametrize("name", ["smoke", "mixed", "ddl-heavy", "hot", "long-txn", "bank"])
+@pytest.mark.parametrize("name", ["smoke", "mixed", "ddl-heavy", "hot", "long-txn", "bank", "bank-optimistic"])
 def test_same_seed_same_statements(name):
     first = WorkloadPlanner(PRESETS[name], seed=11).take(200)
     again = WorkloadPlanner(PRESETS[name], seed=11).take(200)
@@ -114,11 +114,14 @@ def test_bulk_preset_writes_a_100k_row_transaction(tidb):
     assert len(tidb.select_all("sim", "orders")) >= 100_000
 
 
-def test_bank_total_is_constant_at_every_snapshot_while_transfers_run(tidb):
+@pytest.mark.parametrize(("name", "mode"), [("bank", "pessimistic"), ("bank-optimistic", "optimistic")])
+def test_bank_total_is_constant_at_every_snapshot_while_transfers_run(tidb, name, mode):
     """The sim's own snapshot read of all bank tables at several ts, taken while the runner
-    thread commits transfers, always sums to the funded total (issue #15 item 1)."""
-    preset = dataclasses.replace(PRESETS["bank"], rate=400.0)
+    thread commits transfers, always sums to the funded total (issue #15 item 1), in TiDB's
+    default transaction mode and in the classic optimistic one."""
+    preset = dataclasses.replace(PRESETS[name], rate=400.0)
     runner = WorkloadRunner(tidb, preset, seed=4)
+    assert runner.txn_mode == mode
     runner.run_ops(1 + len(BANK_TABLES) + 1)  # database, tables, the funding txn
     runner.start()
     snapshots = []

@@ -26,7 +26,10 @@ def _presets_help() -> str:
 
     lines = ["workload presets:"]
     lines += [f"  {p.name:<10} {p.description} ({p.rate:g} txn/s)" for p in PRESETS.values()]
-    lines += ["  none       no workload: an idle cluster (schema bootstrap only)", "", "fault profiles:"]
+    lines += ["  none       no workload: an idle cluster (schema bootstrap only)", "", "transaction modes (--txn-mode):",
+              "  pessimistic  TiDB's default: pessimistic locks per statement, async commit and 1PC where "
+              "client-go uses them",
+              "  optimistic   classic Percolator 2PC: buffered writes, no async commit, no 1PC", "", "fault profiles:"]
     lines += [f"  {p.name:<10} {p.description}" for p in PROFILES.values()]
     return "\n".join(lines)
 
@@ -44,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=float, default=None, metavar="R", help="target txn/s (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed for workload, faults and leaders")
     parser.add_argument("--faults", default="none", metavar="PROFILE", help="fault profile (default none)")
+    parser.add_argument("--txn-mode", default=None, metavar="MODE",
+                        help="tidb_txn_mode of the workload's transactions: pessimistic or optimistic (default: the "
+                             "preset's, else pessimistic, TiDB's default)")
     parser.add_argument("--preload", type=int, default=0, metavar="ROWS",
                         help="bulk-load ROWS rows into DB.orders before the workload's traffic starts (tables "
                              "that already hold data, for bootstrap); the workload updates and deletes them and "
@@ -71,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _check_args(args: argparse.Namespace) -> None:
     from tidelake.config import parse_duration
     from tidelake.sim.faults import get_profile
+    from tidelake.sim.tidb.kvtxn import check_txn_mode
     from tidelake.sim.workload import get_preset
 
     if args.stores < 1:
@@ -87,6 +94,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError("--preload needs a workload preset (it loads the workload's orders table); "
                          "got --workload none")
     get_profile(args.faults)
+    if args.txn_mode is not None:
+        check_txn_mode(args.txn_mode, "--txn-mode")
     if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
         raise InputError(f"--duration must be a finite number > 0, got {args.duration}")
     try:
@@ -160,13 +169,14 @@ def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> Non
         print(f"pd: {cluster.pd_address}", flush=True)
         for store_id, address in sorted(cluster.store_addresses.items()):
             print(f"store {store_id}: {address}", flush=True)
-        tidb = SimTiDB(cluster)
+        tidb = SimTiDB(cluster, **({"txn_mode": args.txn_mode} if args.txn_mode else {}))
         if args.info_file:
             cluster.write_info(args.info_file)
             print(f"info file: {args.info_file}", flush=True)
         if args.workload != "none":
             workload = WorkloadRunner(tidb, args.workload, seed=args.seed, rate=args.rate, database=args.database,
-                                      preload_rows=args.preload)
+                                      preload_rows=args.preload, txn_mode=args.txn_mode)
+            print(f"txn mode: {workload.txn_mode}", flush=True)
             workload.start()
         faults = FaultInjector(cluster, args.faults, seed=args.seed)
         faults.start()
@@ -199,6 +209,7 @@ def _progress(elapsed: float, workload: Any, faults: Any, tidb: Any) -> str:
     c = workload.counters.snapshot() if workload is not None else {}
     fault_total = sum(faults.applied.values()) if faults is not None else 0
     line = (f"t={elapsed:.0f}s txns={c.get('txns', 0)} rows={c.get('rows', 0)} ddls={c.get('ddls', 0)} "
+            f"1pc={c.get('one_pc', 0)} async={c.get('async_commit', 0)} 2pc={c.get('two_pc', 0)} "
             f"conflicts={c.get('conflicts', 0)} long_txns={c.get('long_txns', 0)} errors={c.get('errors', 0)} "
             f"faults={fault_total} schema_version={tidb.schema_version}")
     if workload is not None and workload.planner.preload_rows:

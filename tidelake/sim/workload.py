@@ -20,7 +20,7 @@ from typing import Any
 
 from tidelake.codec.schema import FieldType
 from tidelake.errors import InputError
-from tidelake.sim.tidb.kvtxn import TxnConflictError
+from tidelake.sim.tidb.kvtxn import ASYNC_COMMIT, ONE_PC, TWO_PC, TxnConflictError, check_txn_mode
 from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value
 
@@ -48,6 +48,7 @@ class WorkloadPreset:
     long_txn_hold_s: float = 0.0
     long_txn_rows: int = 10
     bank_accounts: int = 0  # > 0: the bank workload, this many accounts in each bank table
+    txn_mode: str | None = None  # tidb_txn_mode of its DML; None = the front's (TiDB's default, pessimistic)
 
 
 PRESETS: dict[str, WorkloadPreset] = {
@@ -103,6 +104,15 @@ PRESETS: dict[str, WorkloadPreset] = {
             50.0,
             ((1, 2),),
             bank_accounts=20,
+        ),
+        WorkloadPreset(
+            "bank-optimistic",
+            "the bank transfers in optimistic transactions: classic 2PC, no async commit, no 1PC; conflicting "
+            "transfers fail at commit",
+            50.0,
+            ((1, 2),),
+            bank_accounts=20,
+            txn_mode="optimistic",
         ),
     )
 }
@@ -593,6 +603,9 @@ class WorkloadCounters:
     long_txns: int = 0
     errors: int = 0
     preloaded: int = 0
+    one_pc: int = 0  # committed txns by protocol (docs/wire.md §14.5)
+    async_commit: int = 0
+    two_pc: int = 0
     last_error: str = ""
 
     def snapshot(self) -> dict:
@@ -603,12 +616,14 @@ class WorkloadRunner:
     """Runs a planner's statements against a SimTiDB at `rate` txn/s in a background thread."""
 
     def __init__(self, tidb: Any, preset: WorkloadPreset | str, seed: int = 0, rate: float | None = None,
-                 database: str = "sim", preload_rows: int = 0) -> None:
+                 database: str = "sim", preload_rows: int = 0, txn_mode: str | None = None) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset
         self.rate = rate if rate is not None else self.preset.rate
         if self.rate <= 0:
             raise InputError(f"workload rate must be > 0 txn/s, got {self.rate}")
         self.tidb = tidb
+        # an explicit mode, else the preset's, else the front's tidb_txn_mode
+        self.txn_mode: str = check_txn_mode(txn_mode or self.preset.txn_mode or tidb.txn_mode, "workload txn_mode")
         self.planner = WorkloadPlanner(self.preset, seed, database, preload_rows)
         self.counters = WorkloadCounters()
         self._lock = threading.Lock()
@@ -662,23 +677,23 @@ class WorkloadRunner:
             self._record_failure(exc)
 
     def _run_txn(self, op: TxnOp) -> None:
-        with self.tidb.txn() as txn:
+        with self.tidb.txn(mode=self.txn_mode) as txn:
             for row in op.rows:
                 _apply(txn, row)
         if op.preload:
             self._count(preloaded=len(op.rows))
         else:
-            self._count(txns=1, rows=len(op.rows))
+            self._count(txns=1, rows=len(op.rows), **_protocol_count(txn))
 
     def _run_long(self, op: TxnOp) -> None:
         try:
-            with self.tidb.txn(lock_ttl_ms=int(op.hold_s * 1000) + 3000) as txn:
+            with self.tidb.txn(lock_ttl_ms=int(op.hold_s * 1000) + 3000, mode=self.txn_mode) as txn:
                 for row in op.rows:
                     _apply(txn, row)
                 txn.prewrite()
                 self._count(long_txns=1)
                 self._stop.wait(op.hold_s)
-            self._count(txns=1, rows=len(op.rows))
+            self._count(txns=1, rows=len(op.rows), **_protocol_count(txn))
         except Exception as exc:
             self._record_failure(exc)
 
@@ -694,6 +709,12 @@ class WorkloadRunner:
                 setattr(self.counters, name, getattr(self.counters, name) + delta)
             if last_error is not None:
                 self.counters.last_error = last_error
+
+
+def _protocol_count(txn: Any) -> dict[str, int]:
+    """The counter of the protocol a committed txn used (none for a txn that wrote nothing)."""
+    name = {ONE_PC: "one_pc", ASYNC_COMMIT: "async_commit", TWO_PC: "two_pc"}.get(txn.protocol)
+    return {name: 1} if name else {}
 
 
 def _apply(txn: Any, row: RowOp) -> None:
