@@ -8,7 +8,9 @@ hold resolved ts back), a pessimistic rollback nothing at all.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 
 import pytest
 from cdc_harness import Stream, has_initialized, has_resolved, register_request, rows
@@ -184,3 +186,69 @@ def test_unknown_mode_is_an_input_error(shop):
         KvTxn(shop.cluster, mode="serializable")
     with pytest.raises(InputError, match="txn_mode"):
         SimTiDB(shop.cluster, txn_mode="nope")
+
+
+def test_a_deadlock_is_refused_to_the_txn_that_would_close_the_cycle(shop):
+    with shop.txn() as t:
+        t.insert("shop", "n", {"id": 1, "bal": 0})
+        t.insert("shop", "n", {"id": 2, "bal": 0})
+    first, second = shop.txn(), shop.txn()
+    first.add("shop", "n", {"id": 1}, {"bal": 1})
+    second.add("shop", "n", {"id": 2}, {"bal": 10})
+    outcome: list[str] = []
+
+    def first_wants_2() -> None:
+        first.add("shop", "n", {"id": 2}, {"bal": 1})  # waits for second
+        first.commit()
+        outcome.append("first committed")
+
+    thread = threading.Thread(target=first_wants_2)
+    thread.start()
+    time.sleep(0.3)
+    with pytest.raises(TxnConflictError, match="deadlock"):
+        second.add("shop", "n", {"id": 1}, {"bal": 10})  # would wait for first: a cycle
+    thread.join(20)
+    assert outcome == ["first committed"]
+    assert sorted((r["id"], r["bal"]) for r in shop.select_all("shop", "n")) == [(1, 1), (2, 1)]
+    assert shop.cluster.mvcc.scan_locks(b"", b"", 2**64 - 1) == []
+
+
+def test_concurrent_pessimistic_transfers_lose_no_update(shop):
+    """Threads move money between random accounts; every committed transfer is in the final
+    balances exactly once and the total never changes (deadlocks are refused, never stalled)."""
+    accounts = 6
+    with shop.txn() as t:
+        for i in range(accounts):
+            t.insert("shop", "n", {"id": i, "bal": 100})
+    committed: list[tuple[int, int, int]] = []
+    refused = []
+
+    def transfers(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(25):
+            src, dst = rng.sample(range(accounts), 2)
+            amount = rng.randint(1, 9)
+            try:
+                with shop.txn() as t:
+                    t.add("shop", "n", {"id": src}, {"bal": -amount})
+                    t.add("shop", "n", {"id": dst}, {"bal": amount})
+            except TxnConflictError as err:
+                refused.append(str(err))
+                continue
+            committed.append((src, dst, amount))
+
+    threads = [threading.Thread(target=transfers, args=(seed,)) for seed in range(3)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert time.monotonic() - started < 30  # no deadlock waited out a lock TTL
+    expected = {i: 100 for i in range(accounts)}
+    for src, dst, amount in committed:
+        expected[src] -= amount
+        expected[dst] += amount
+    assert {r["id"]: r["bal"] for r in shop.select_all("shop", "n")} == expected
+    assert len(committed) + len(refused) == 75 and len(committed) > 50
+    assert all("deadlock" in reason for reason in refused), refused
+    assert shop.cluster.mvcc.scan_locks(b"", b"", 2**64 - 1) == []

@@ -28,6 +28,7 @@ from tidelake.sim.etcd_kv import EtcdKvService
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GC_WORKER, GcSafePoints
 from tidelake.sim.kv_service import KvService
+from tidelake.sim.lock_waits import LockWaits
 from tidelake.sim.mvcc import MAX_TS, Lock, MvccStore
 from tidelake.sim.forwarding import ForwardingInterceptor
 from tidelake.sim.pd_service import PD_MEMBER_ID, PdService
@@ -77,6 +78,7 @@ class SimCluster:
         self.regions = RegionMap(list(range(1, n_stores + 1)))
         self.faults = FaultState()
         self.gc_safe_points = GcSafePoints()
+        self.lock_waits = LockWaits()
         self.leader_failover_delay_s = leader_failover_delay_s
         self.split_check_interval_s = split_check_interval_s
         self.region_max_keys = region_max_keys

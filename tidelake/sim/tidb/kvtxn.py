@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.errors import InputError, TidelakeError
+from tidelake.sim.lock_waits import DeadlockError
 from tidelake.sim.mvcc import (
     MAX_TS,
     CommitTsExpiredError,
@@ -155,7 +156,8 @@ class KvTxn:
 
         The first key locked is the primary (client-go's first LockKeys). A commit newer than
         for_update_ts is TiDB's statement retry at a newer for_update_ts; a lock held by another txn
-        is waited out or resolved here, since the simulated TiKV answers at once instead of waiting.
+        is waited out or resolved here, since the simulated TiKV answers at once instead of waiting,
+        and a wait that would close a cycle is refused as TiKV's deadlock detector refuses it.
         """
         if not self.pessimistic:
             return None
@@ -172,15 +174,23 @@ class KvTxn:
                 continue
             except KeyLockedError as err:
                 if time.monotonic() > deadline:
-                    self.rollback()
-                    raise TxnConflictError(f"lock wait timeout after {LOCK_WAIT_LIMIT_S:.0f}s: {err}") from err
+                    self._give_up(f"lock wait timeout after {LOCK_WAIT_LIMIT_S:.0f}s: {err}", err)
+                try:
+                    self._cluster.lock_waits.wait(self.start_ts, err.lock.start_ts)
+                except DeadlockError as deadlock:
+                    self._give_up(str(deadlock), deadlock)
                 resolve_or_wait(self._cluster, err.lock, self.start_ts)
                 continue
             except PessimisticLockRolledBackError as err:  # our lock expired and another txn rolled us back
-                self.rollback()
-                raise TxnConflictError(str(err)) from err
+                self._give_up(str(err), err)
+            self._cluster.lock_waits.done(self.start_ts)
             self._locked[key] = None
             return result.value if result.exists else None
+
+    def _give_up(self, reason: str, cause: Exception) -> NoReturn:
+        self._cluster.lock_waits.done(self.start_ts)
+        self.rollback()
+        raise TxnConflictError(reason) from cause
 
     # ---- commit ----------------------------------------------------------------------------
 
