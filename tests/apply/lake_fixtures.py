@@ -43,8 +43,10 @@ class Txn:
         pid = info.physical_ids()[row["id"] % len(info.physical_ids())] if is_partitioned(info) else info.id
         return record_key(pid, handle)
 
-    def put(self, db: str, name: str, row: dict[str, Any], rowid: int | None = None) -> None:
-        info = self.lake.up.table(db, name)
+    def put(self, db: str, name: str, row: dict[str, Any], rowid: int | None = None,
+            written_with: TableInfo | None = None) -> None:
+        """`written_with`: the schema the writer used (an older one, for a txn that began before a DDL)."""
+        info = written_with or self.lake.up.table(db, name)
         key = self._key(info, row, rowid)
         self._add(key, OP_PUT, encode_row(info, row))
 
@@ -79,8 +81,9 @@ class FedLake:
         return job.finished_ts
 
     @contextmanager
-    def txn(self):
-        t = Txn(self, self.up.tick())
+    def txn(self, commit_ts: int | None = None):
+        """One upstream txn at the next ts, or at `commit_ts` (async commit/1PC can share a ts)."""
+        t = Txn(self, commit_ts if commit_ts is not None else self.up.tick())
         yield t
         for change in t.changes:
             self.state[change.key] = change.value

@@ -15,6 +15,7 @@ UnsupportedDDL, which stops that table only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -126,9 +127,14 @@ def _decoding_view(info: TableInfo) -> tuple:
 
 
 def apply_ddl(
-    spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None
+    spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None,
+    finish: Callable[[str], None] | None = None,
 ) -> None:
-    """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts."""
+    """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts.
+
+    `finish(path)` makes the last commit, the one that records checkpoint event.commit_ts; the merge
+    passes one that also writes the rows committed at exactly that ts (docs/design.md invariant 4).
+    Without it the commit is an empty append."""
     catalog = catalog or ReplicaCatalog(layout)
     if event.creates_table:
         _create(spark, catalog, table, event)
@@ -156,7 +162,10 @@ def apply_ddl(
         raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
                              f"at {event.commit_ts}: {event.query or 'no query'}")
     _sync_catalog(catalog, entry, event)
-    record_checkpoint(spark, entry.path, event.commit_ts, layout.storage_options)
+    if finish is not None:
+        finish(entry.path)
+    else:
+        record_checkpoint(spark, entry.path, event.commit_ts, layout.storage_options)
 
 
 def record_checkpoint(

@@ -43,7 +43,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from tidelake.apply.changelog_reader import read_changes
-from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged
+from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged, record_checkpoint
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
 from tidelake.apply.txn_confs import txn_confs
@@ -66,7 +66,7 @@ from tidelake.lake.merge_plan import (
     plan_table,
 )
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
-from tidelake.lake.schema_history import SchemaHistory, TableKey
+from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
 
 if TYPE_CHECKING:
@@ -267,7 +267,8 @@ def _merge_table(
                               passes=leaves_replica_unchanged)
             if plan.at_barrier:
                 event = plan.barrier_event
-                retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog),
+                finish = partial(merge_at_ddl_ts, spark, layout, event)
+                retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog, finish),
                                   f"{result.table} {event.action_name}")
                 checkpoint = result.checkpoint_after = event.commit_ts
                 result.ddls_applied += 1
@@ -308,6 +309,24 @@ def _merge_table(
     finally:
         result.duration_s = time.monotonic() - started
     return result
+
+
+def merge_at_ddl_ts(spark: SparkSession, layout: LakeLayout, event: DdlEvent, path: str) -> None:
+    """The commit that finishes a DDL at its commit ts D: the table's changes committed at exactly
+    D, recording checkpoint D (docs/design.md "DML at a DDL's commit ts").
+
+    Async commit and 1PC compute commit ts instead of taking one from PD, so a DML can share D
+    with the DDL (TiCDC cdc/entry/mounter.go mountRowKVEntry). The window before the barrier ends
+    at D - 1 and the one after starts above D, so these rows are written here. They were written
+    on the schema before the DDL but read upstream at D with the one after, which the replica has
+    by now: they are decoded with it, and changes of physical ids the DDL removed are not read."""
+    info = event.table_info_after
+    if info is None or event.drops_table:
+        record_checkpoint(spark, path, event.commit_ts, layout.storage_options)
+        return
+    ids = info.physical_ids()
+    lo, hi = event.commit_ts - 1, event.commit_ts
+    merge_window(spark, layout, path, info, ids, lo, hi, changelog_file_stats(layout, ids, lo, hi))
 
 
 def _stats(
