@@ -82,16 +82,22 @@ def test_a_two_region_txn_is_async_commit_at_its_min_commit_ts(shop):
     a, b = watch(shop, "a", "b")
     read_ts = shop.cluster.tso.next()
     shop.select_all("shop", "b", read_ts)  # a reader at read_ts: the commit must land above it
-    txn = shop.txn()
-    txn.insert("shop", "a", {"id": 1, "v": "x"})
-    txn.insert("shop", "b", {"id": 1, "v": "y"})
-    txn.prewrite()
-    locks = {lk.key: lk for lk in shop.cluster.mvcc.scan_locks(b"", b"", 2**64 - 1)}
+    mvcc = shop.cluster.mvcc
+    locks = {}
+
+    def on_prewrite(batch) -> None:  # the data locks as the prewrite left them
+        if batch.kind == "prewrite":
+            locks.update({lk.key: lk for lk in mvcc.scan_locks(b"", b"", 2**64 - 1)})
+
+    mvcc.add_observer(on_prewrite)
+    with shop.txn() as txn:
+        txn.insert("shop", "a", {"id": 1, "v": "x"})
+        txn.insert("shop", "b", {"id": 1, "v": "y"})
+    mvcc.remove_observer(on_prewrite)
     ka, kb = record_key(table_id(shop, "a"), 1), record_key(table_id(shop, "b"), 1)
     assert set(locks) == {ka, kb} and all(lk.use_async_commit and lk.op == "put" for lk in locks.values())
     assert locks[ka].secondaries == (kb,) and locks[kb].secondaries == ()  # the primary lists them
     assert locks[ka].for_update_ts > txn.start_ts  # pessimistic locks turned into data locks
-    txn.commit()
     assert txn.protocol == ASYNC_COMMIT and txn.commit_ts > read_ts
     assert txn.commit_ts == max(lk.min_commit_ts for lk in locks.values())
     for stream, key in ((a, ka), (b, kb)):
@@ -114,6 +120,18 @@ def test_pessimistic_locks_are_never_emitted_and_do_not_hold_resolved_ts(shop):
     start, end = table_record_span(table_id(shop, "a"))
     assert [e.commit_ts for e in shop.cluster.mvcc.snapshot_delta(start, end, 0)] == [t.commit_ts]
     assert seen(stream, shop.cluster.tso.next()) == []
+
+
+def test_a_txn_that_holds_its_locks_is_classic_two_phase(shop):
+    txn = shop.txn(lock_ttl_ms=60_000)
+    txn.insert("shop", "a", {"id": 1, "v": "x"})
+    txn.prewrite()
+    (lock,) = shop.cluster.mvcc.scan_locks(b"", b"", 2**64 - 1)
+    assert lock.op == "put" and not lock.use_async_commit and lock.for_update_ts > txn.start_ts
+    ts = shop.cluster.tso.next()
+    assert shop.select_all("shop", "a", ts) == []  # a reader pushes its min_commit_ts, no wait
+    txn.commit()
+    assert txn.protocol == TWO_PC and txn.commit_ts > ts
 
 
 def test_client_go_limits_choose_the_protocol(shop):

@@ -126,8 +126,8 @@ class Txn:
     # ---- commit --------------------------------------------------------------------------------
 
     def prewrite(self) -> None:
-        """Lock every written key now (a long transaction then holds them until commit, so no 1PC)."""
-        self._kv.prewrite(allow_one_pc=False)
+        """Lock every written key now; a long transaction then holds them until commit (classic 2PC)."""
+        self._kv.prewrite(hold=True)
 
     def commit(self) -> int:
         """Commit (0 when nothing was written). TxnConflictError when a written table changed identity."""

@@ -194,10 +194,11 @@ class KvTxn:
 
     # ---- commit ----------------------------------------------------------------------------
 
-    def prewrite(self, *, allow_one_pc: bool = True) -> None:
+    def prewrite(self, *, hold: bool = False) -> None:
         """Phase one: lock every key for commit, with async commit and 1PC where client-go uses them
-        (`twoPhaseCommitter.execute`). `allow_one_pc=False` keeps the locks (a long transaction
-        that holds them until commit())."""
+        (`twoPhaseCommitter.execute`). `hold=True` is a transaction that keeps its data locks until
+        commit(): classic 2PC, as in TiDB only a big 2PC transaction holds them for long (readers
+        push its min_commit_ts and read past it; an async-commit lock they would have to wait out)."""
         if self._prewritten or self.protocol or not (self._mutations or self._locked):
             return
         self._check_open()
@@ -205,9 +206,9 @@ class KvTxn:
         primary = self._primary()
         size = sum(len(k) + len(v) for _, k, v in muts)
         ttl = self._ttl_override if self._ttl_override is not None else lock_ttl_ms(size) + self._elapsed_ms()
-        use_async = self._async_commit and async_commit_allowed([k for _, k, _ in muts])
+        use_async = self._async_commit and not hold and async_commit_allowed([k for _, k, _ in muts])
         by_region = self._by_region(muts, primary)
-        one_pc = self._one_pc and allow_one_pc and len(by_region) == 1 and fits_one_batch(muts)
+        one_pc = self._one_pc and not hold and len(by_region) == 1 and fits_one_batch(muts)
         min_commit_ts = max(self.start_ts, self.for_update_ts) + 1
         max_commit_ts = 0
         if use_async or one_pc:
