@@ -99,7 +99,7 @@ class KvTxn:
         self._ttl_override = lock_ttl_ms
         self.mode = check_txn_mode(mode, "transaction")
         self.pessimistic = mode == PESSIMISTIC
-        # TiDB turns async commit and 1PC on by default; the optimistic preset is classic 2PC
+        # TiDB turns async commit and 1PC on by default; the optimistic mode is classic 2PC
         self._async_commit = self._one_pc = self.pessimistic
         self._began = time.monotonic()
         self.start_ts: int = cluster.tso.next()
