@@ -18,7 +18,7 @@ PACKAGE = ROOT / "tidelake"
 
 # (stage, module prefixes), lowest first.
 STAGES: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("tidelake.errors", "tidelake.tso", "tidelake.table_names", "tidelake.table_filter",
+    ("base", ("tidelake.errors", "tidelake.failpoints", "tidelake.tso", "tidelake.table_names", "tidelake.table_filter",
               "tidelake.config", "tidelake.config_writer", "tidelake.wait", "tidelake.kvproto")),
     ("codec", ("tidelake.codec",)),
     ("upstream", ("tidelake.upstream",)),
@@ -34,6 +34,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                        "tidelake.orchestration")),
     ("orchestration.airflow", ("tidelake.orchestration.airflow",)),
     ("demos", ("tidelake.demos",)),
+    ("nemesis", ("tidelake.nemesis",)),
     ("cli", ("tidelake.cli", "tidelake.__main__")),
 ]
 SIM = "tidelake.sim"

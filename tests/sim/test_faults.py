@@ -47,8 +47,10 @@ def test_each_fault_kind_applies(loaded):
     assert sum(loaded.store_is_up(s) for s in loaded.store_addresses) == 2
     assert injector.apply("restart_store") is None  # one store down at a time
     assert injector.apply("reset_streams")
+    assert injector.apply("pd_unavailable") and not loaded.pd_is_up
+    assert injector.apply("pd_unavailable") is None  # already down
     injector.stop()  # undoes every temporary fault now
-    assert all(loaded.store_is_up(s) for s in loaded.store_addresses)
+    assert all(loaded.store_is_up(s) for s in loaded.store_addresses) and loaded.pd_is_up
     assert not loaded.faults.commit_before_prewrite and not loaded.faults.duplicate_delivery
     assert all(loaded.faults.slow_delay_ms(s) == 0 for s in loaded.store_addresses)
     assert set(injector.applied) == set(FAULT_KINDS)

@@ -23,6 +23,10 @@ id back); a stray one only re-adds a row the next look drops again. No other wri
 partition, and the rewrite is the flush's usual app-transaction commit, so the removal can
 neither race another puller's watermark write nor be undone by a retry.
 
+Failpoints (tidelake.failpoints, named in LANDER_FAILPOINTS) sit where a crash or a failed write
+matters: after the lander opens and before and after each of the three commits of a flush. The
+nemesis runner arms them to crash a puller inside a flush or fail its lake writes.
+
 Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
 streams), and is released as flushes land.
 
@@ -43,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tidelake.errors import InputError, TidelakeError
+from tidelake.failpoints import failpoint
 from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
@@ -54,6 +59,12 @@ from tidelake.lake.watermarks import WatermarkWriter
 log = logging.getLogger(__name__)
 
 APP_ID_PREFIX = "tidelake-puller/"
+LANDER_FAILPOINTS = (
+    "lander.open",
+    "lander.before_changelog", "lander.after_changelog",
+    "lander.before_ddl", "lander.after_ddl",
+    "lander.before_watermarks", "lander.after_watermarks",
+)
 # TiCDC's changefeed id rule (pkg/config: ^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$), shard suffixes too.
 _CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")
 
@@ -148,6 +159,7 @@ class Lander:
             target=self._flush_loop, name=f"lander-{changefeed_id}", daemon=True
         )
         self._flusher.start()
+        failpoint("lander.open", self)
 
     # --- producer side -------------------------------------------------------------------
 
@@ -284,11 +296,18 @@ class Lander:
     def _commit(self, batch: _Batch) -> None:
         """The three commits of one flush, in the order the invariants need."""
         w = self._writer
-        if batch.rows and not self._changelog.append(batch.rows, batch.seq, w):
-            self._accept_skip(batch, "changelog", self._changelog.writer_of(batch.seq))
-        if batch.ddl and not self._ddl_log.insert(batch.ddl, batch.seq, w):
-            self._accept_skip(batch, "ddl", self._ddl_log.writer_of(batch.seq))
+        if batch.rows:
+            failpoint("lander.before_changelog", self)
+            if not self._changelog.append(batch.rows, batch.seq, w):
+                self._accept_skip(batch, "changelog", self._changelog.writer_of(batch.seq))
+            failpoint("lander.after_changelog", self)
+        if batch.ddl:
+            failpoint("lander.before_ddl", self)
+            if not self._ddl_log.insert(batch.ddl, batch.seq, w):
+                self._accept_skip(batch, "ddl", self._ddl_log.writer_of(batch.seq))
+            failpoint("lander.after_ddl", self)
         if batch.watermarks_changed:
+            failpoint("lander.before_watermarks", self)
             written = self._watermarks.write(
                 batch.table_resolved,
                 batch.ddl_resolved,
@@ -299,6 +318,7 @@ class Lander:
             )
             if not written:
                 self._accept_skip(batch, "watermarks", self._watermarks.writer_of(batch.seq))
+            failpoint("lander.after_watermarks", self)
 
     def _prune_retired(self) -> None:
         """Forget the watermarks of retired physical ids no merge can need (see module doc)."""

@@ -99,12 +99,7 @@ class SimCluster:
 
     def start(self) -> SimCluster:
         self._stopping.clear()
-        self._pd_server = self._new_server("pd")
-        pdpb_pb2_grpc.add_PDServicer_to_server(PdService(self), self._pd_server)
-        etcdserverpb_pb2_grpc.add_KVServicer_to_server(EtcdKvService(self, PD_MEMBER_ID), self._pd_server)
-        _serve_health(self._pd_server)
-        self._pd_port = self._bind(self._pd_server, self._pd_port, "PD")
-        self._pd_server.start()
+        self.start_pd()
         for store_id in self._stores:
             self.start_store(store_id)
         for name, interval, fn in (("split-check", self.split_check_interval_s, self.check_splits),
@@ -122,15 +117,39 @@ class SimCluster:
         self._threads.clear()
         for store_id in self._stores:
             self._shutdown_store(store_id)
-        if self._pd_server is not None:
-            self._pd_server.stop(None).wait()
-            self._pd_server = None
+        self.stop_pd()
 
     def __enter__(self) -> SimCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def start_pd(self) -> None:
+        """(Re)start PD on the port it had. Its state (TSO, regions, safepoints) lives in the
+        cluster, as a restarted PD reloads it from etcd, so clients resume where they were."""
+        with self._mu:
+            if self._pd_server is not None:
+                return
+            server = self._new_server("pd")
+            pdpb_pb2_grpc.add_PDServicer_to_server(PdService(self), server)
+            etcdserverpb_pb2_grpc.add_KVServicer_to_server(EtcdKvService(self, PD_MEMBER_ID), server)
+            _serve_health(server)
+            self._pd_port = self._bind(server, self._pd_port, "PD")
+            server.start()
+            self._pd_server = server
+
+    def stop_pd(self) -> None:
+        """Take PD down (its port refuses connections): TSO, region and safepoint calls fail until
+        start_pd(). The stores keep serving, as TiKV does while PD is unavailable."""
+        with self._mu:
+            server, self._pd_server = self._pd_server, None
+        if server is not None:
+            server.stop(None).wait()
+
+    @property
+    def pd_is_up(self) -> bool:
+        return self._pd_server is not None
 
     def stop_store(self, store_id: int) -> None:
         """Take a store down (its port refuses connections); its leaders move after the failover delay."""

@@ -2,7 +2,8 @@
 
 Each fault is something a production TiKV/PD cluster does to a CDC client: region splits and
 merges (epoch_not_match, region_not_found), leader transfers (not_leader), aborted EventFeed
-streams, server_is_busy bursts, a slow store, a store restart, a COMMIT delivered before its
+streams, server_is_busy bursts, a slow store, a store restart, PD unavailable for a while (a PD
+restart or a lost quorum: TSO and region lookups fail, the stores keep serving), a COMMIT delivered before its
 PREWRITE during the incremental scan (docs/wire.md §13.3) and duplicated rows. A seeded
 scheduler thread draws faults from a profile; every temporary fault is undone on time, and all
 of them on stop(), so a run always ends on a healthy cluster.
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 FAULT_KINDS = (
     "split", "merge", "transfer_leader", "reset_streams", "server_busy", "slow_store", "restart_store",
-    "commit_before_prewrite", "duplicate_delivery",
+    "commit_before_prewrite", "duplicate_delivery", "pd_unavailable",
 )
 
 
@@ -45,6 +46,7 @@ class FaultProfile:
     slow_ms: int = 200
     window_s: float = 3.0
     store_down_s: float = 3.0
+    pd_down_s: float = 2.0
 
 
 PROFILES: dict[str, FaultProfile] = {
@@ -61,10 +63,10 @@ PROFILES: dict[str, FaultProfile] = {
         FaultProfile("cdc", "CDC stream faults every ~2 s: resets, busy, commit-before-prewrite, duplicates", 2.0,
                      (("reset_streams", 3), ("server_busy", 2), ("commit_before_prewrite", 2),
                       ("duplicate_delivery", 2), ("slow_store", 1))),
-        FaultProfile("chaos", "every fault kind every ~1 s, store restarts included", 1.0,
+        FaultProfile("chaos", "every fault kind every ~1 s, store restarts and PD outages included", 1.0,
                      (("split", 4), ("merge", 3), ("transfer_leader", 3), ("reset_streams", 2), ("server_busy", 2),
                       ("slow_store", 1), ("restart_store", 1), ("commit_before_prewrite", 1),
-                      ("duplicate_delivery", 1))),
+                      ("duplicate_delivery", 1), ("pd_unavailable", 1))),
     )
 }
 
@@ -213,6 +215,13 @@ class FaultInjector:
         self.cluster.stop_store(store)
         self._later(self.profile.store_down_s, lambda: self.cluster.start_store(store))
         return f"stop store {store} for {self.profile.store_down_s} s"
+
+    def _pd_unavailable(self) -> str | None:
+        if not self.cluster.pd_is_up:
+            return None
+        self.cluster.stop_pd()
+        self._later(self.profile.pd_down_s, self.cluster.start_pd)
+        return f"PD unavailable for {self.profile.pd_down_s} s"
 
     def _commit_before_prewrite(self) -> str | None:
         return self._toggle("commit_before_prewrite")
