@@ -1,0 +1,92 @@
+"""Many schedules in a row (seeds S, S+1, ...): per-schedule lines, a summary, a JSON record."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidelake.errors import InputError
+from tidelake.nemesis.plan import WORKLOADS
+from tidelake.nemesis.schedule import ScheduleResult, run_schedule
+
+LEVELS = ("landing", "apply")
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    seed: int
+    schedules: int
+    workload: str = "bank"
+    level: str = "landing"
+    duration_s: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.schedules < 1:
+            raise InputError(f"--schedules must be at least 1, got {self.schedules}")
+        if self.workload not in WORKLOADS:
+            raise InputError(f"--workload {self.workload!r}: known are {', '.join(WORKLOADS)}")
+        if self.level not in LEVELS:
+            raise InputError(f"--level {self.level!r}: known are {', '.join(LEVELS)}")
+        if self.level == "apply":
+            raise InputError("--level apply is not implemented yet: only landing-level schedules run")
+        if not 0 < self.duration_s <= 600:
+            raise InputError(f"--duration must be in (0, 600] seconds, got {self.duration_s}")
+
+    def rerun_command(self, seed: int) -> str:
+        return (f"tidelake nemesis --seed {seed} --schedules 1 --workload {self.workload} --level {self.level} "
+                f"--duration {self.duration_s:g}")
+
+
+@dataclass
+class BatchSummary:
+    options: BatchOptions
+    results: list[ScheduleResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def faults(self) -> Counter[str]:
+        return sum((r.faults for r in self.results), Counter())
+
+    @property
+    def anomalies(self) -> Counter[str]:
+        return sum((Counter(r.anomalies_by_kind()) for r in self.results), Counter())
+
+    @property
+    def failed_seeds(self) -> list[int]:
+        return [r.plan.seed for r in self.results if not r.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "options": {"seed": self.options.seed, "schedules": self.options.schedules,
+                        "workload": self.options.workload, "level": self.options.level,
+                        "duration_s": self.options.duration_s},
+            "schedules_run": len(self.results),
+            "seconds": round(self.seconds, 1),
+            "load_average": list(os.getloadavg()),
+            "faults": dict(sorted(self.faults.items())),
+            "anomalies": dict(sorted(self.anomalies.items())),
+            "failed_seeds": self.failed_seeds,
+            "results": [{
+                "seed": r.plan.seed, "seconds": round(r.seconds, 2), "txns": r.txns,
+                "faults": dict(sorted(r.faults.items())), "anomalies": r.anomalies_by_kind(),
+                "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
+                "first_anomalies": [a.__dict__ for a in r.anomalies[:5]],
+                "rerun": self.options.rerun_command(r.plan.seed),
+            } for r in self.results],
+        }
+
+
+def run_batch(options: BatchOptions, on_result: Callable[[ScheduleResult], None] = lambda r: None) -> BatchSummary:
+    """Schedule i uses seed `seed + i`; each result is handed to `on_result` as it completes."""
+    summary = BatchSummary(options)
+    started = time.monotonic()
+    for i in range(options.schedules):
+        result = run_schedule(options.seed + i, options.workload, options.duration_s)
+        summary.results.append(result)
+        summary.seconds = time.monotonic() - started
+        on_result(result)
+    return summary

@@ -1,0 +1,234 @@
+"""One nemesis schedule: the simulator with a workload, the real puller, the plan's faults, then
+the landing check.
+
+Timeline: the cluster starts and the puller lands its first flush; the workload's schema and
+first rows are written (so every table joins the feed at its CREATE and all of its rows are
+changes the changelog must hold); traffic runs for the plan's duration while its faults strike
+at their offsets; then traffic and faults stop (every temporary fault undone), the puller runs
+until its watermarks pass a TSO taken after the last write, and stops. A crashed puller is
+replaced at once by a new one on the same lake, which resumes from the durable watermarks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.config_writer import changefeed_document, config_from_document
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.nemesis.landing_check import Anomaly, BankSpec, check_landing, record_span
+from tidelake.nemesis.plan import (
+    BETWEEN_FLUSHES,
+    LAKE_WRITE_ERROR,
+    PULLER_CRASH,
+    FaultEvent,
+    SchedulePlan,
+    draw_plan,
+)
+from tidelake.nemesis.puller_crash import CrashSwitch
+from tidelake.sim.cluster import SimCluster
+from tidelake.sim.faults import FaultInjector, FaultProfile
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.sim.workload import BANK_TABLES, WorkloadRunner, bank_total, get_preset
+from tidelake.table_filter import TableFilter
+from tidelake.wait import wait_until
+
+log = logging.getLogger(__name__)
+
+DATABASE = "nemesis"
+RULES = (f"{DATABASE}*.*",)  # the workload's database and the scratch ones the mixed workload makes
+# Setup statements: the database, its tables, and for the bank the txn funding every account.
+SETUP_OPS = {"bank": 1 + len(BANK_TABLES) + 1, "mixed": 8}
+# Temporary faults short enough to end inside a schedule of a few seconds.
+PROFILE = FaultProfile("nemesis", "faults applied one by one by the nemesis", 0.0, (), busy_ms=300, slow_ms=100,
+                       window_s=1.0, store_down_s=1.0, pd_down_s=1.0)
+CRASH_POINT_WAIT_S = 2.0  # a crash armed at a flush point the lander does not pass by then strikes at once
+FLUSH_INTERVAL = "200ms"
+
+
+@dataclass
+class ScheduleResult:
+    plan: SchedulePlan
+    faults: Counter[str] = field(default_factory=Counter)
+    anomalies: list[Anomaly] = field(default_factory=list)
+    watermarks_checked: int = 0
+    totals_checked: int = 0
+    txns: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    def anomalies_by_kind(self) -> dict[str, int]:
+        return dict(sorted(Counter(a.kind for a in self.anomalies).items()))
+
+
+def workload_preset(name: str):
+    """The preset at a short schedule's scale: the mixed one's DDL and long txns come every few
+    seconds instead of every few minutes, so a schedule meets them."""
+    preset = get_preset(name)
+    if name == "mixed":
+        return dataclasses.replace(preset, rate=30.0, txn_sizes=((60, 1), (30, 10), (10, 50)), ddl_every=15,
+                                   long_txn_every=40, long_txn_hold_s=1.0)
+    return preset
+
+
+def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, settle_timeout_s: float = 60.0,
+                 workdir: Path | None = None) -> ScheduleResult:
+    """Run the schedule of `seed` and check what landed; the lake is removed unless `workdir` is given."""
+    plan = draw_plan(seed, workload, duration_s)
+    root = workdir or Path(tempfile.mkdtemp(prefix=f"tidelake-nemesis-{seed}-"))
+    started = time.monotonic()
+    try:
+        result = _run(plan, root / "lake", settle_timeout_s)
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float) -> ScheduleResult:
+    result = ScheduleResult(plan)
+    cluster = SimCluster(n_stores=3, seed=plan.seed, leader_failover_delay_s=0.2, split_check_interval_s=0,
+                         gc_interval_s=0, server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
+    with cluster:
+        tidb = SimTiDB(cluster)
+        preset = workload_preset(plan.workload)
+        workload = WorkloadRunner(tidb, preset, seed=plan.seed, database=DATABASE)
+        config = config_from_document(changefeed_document(
+            "nemesis", [cluster.pd_address], lake, rules=RULES, gc_ttl="10m",
+            puller={"flush_interval": FLUSH_INTERVAL}), "nemesis")
+        layout = LakeLayout(str(lake))
+        injector = FaultInjector(cluster, PROFILE, plan.seed)
+        switch = CrashSwitch()
+        with switch.armed():
+            puller = _start_puller(config)
+            try:
+                wait_until(lambda: read_watermarks(layout).ddl_resolved, 30, "the puller's first flush",
+                           check=puller.check)
+                workload.run_ops(SETUP_OPS[plan.workload])
+                funded_ts = cluster.tso.next()
+                workload.start()
+                try:
+                    puller = _strike(plan, injector, switch, puller, config, result)
+                finally:
+                    workload.stop()
+                    injector.stop()
+                    switch.clear_errors()
+                    switch.cancel_crash()
+                result.faults.update(injector.applied)
+                result.txns = workload.counters.txns
+                puller = _settle(cluster, tidb, layout, puller, config, settle_timeout_s, result)
+            finally:
+                _stop(puller)
+        bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
+        report = check_landing(str(lake), cluster.mvcc, bank)
+    result.anomalies.extend(report.anomalies)
+    result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
+    return result
+
+
+def _start_puller(config) -> PullerThread:
+    return PullerThread(config, progress_interval_s=3600, gc_advance_interval_s=1.0).start()
+
+
+def _stop(puller: PullerThread) -> None:
+    try:
+        puller.stop()
+    except Exception:  # noqa: BLE001 - a puller that failed was already recorded as an anomaly
+        log.exception("stopping the puller failed")
+
+
+def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, puller: PullerThread, config,
+            result: ScheduleResult) -> PullerThread:
+    """Apply each event at its offset, until the traffic's duration; returns the puller running then."""
+    begin = time.monotonic()
+    for event in plan.events:
+        delay = begin + event.at_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        if event.kind == PULLER_CRASH:
+            puller = _crash(event, switch, puller, config, result)
+        elif event.kind == LAKE_WRITE_ERROR:
+            switch.fail_writes(event.point, event.duration_s)
+            result.faults[LAKE_WRITE_ERROR] += 1
+        else:
+            try:
+                injector.apply(event.kind)  # counted by the injector when it found a target
+            except Exception:  # noqa: BLE001 - a fault with no target now (a region moved) is skipped
+                log.exception("fault %s did not apply", event.kind)
+        if puller.error is not None:
+            puller = _replace_failed(puller, config, result)
+    left = begin + plan.duration_s - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+    return puller
+
+
+def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config, result: ScheduleResult) -> PullerThread:
+    if event.point == BETWEEN_FLUSHES:
+        switch.crash_now()
+    else:
+        switch.crash_at(event.point)
+        if not switch.crashed.wait(CRASH_POINT_WAIT_S):
+            switch.cancel_crash()
+            switch.crash_now()
+    result.faults[PULLER_CRASH] += 1
+    _stop(puller)
+    if puller.error is not None:
+        _record_puller_failure(puller, result)
+    return _start_puller(config)
+
+
+def _replace_failed(puller: PullerThread, config, result: ScheduleResult) -> PullerThread:
+    _record_puller_failure(puller, result)
+    _stop(puller)
+    return _start_puller(config)
+
+
+def _record_puller_failure(puller: PullerThread, result: ScheduleResult) -> None:
+    error = puller.error
+    line = (str(error).splitlines() or [type(error).__name__])[0]
+    result.anomalies.append(Anomaly("puller_failed", 0, 0, f"{type(error).__name__}: {line}"))
+
+
+def _settle(cluster: SimCluster, tidb: SimTiDB, layout: LakeLayout, puller: PullerThread, config,
+            timeout_s: float, result: ScheduleResult) -> PullerThread:
+    """Until the watermarks of every replicated table pass a TSO taken after the last write."""
+    final_ts = cluster.tso.next()
+    ids = tidb.physical_ids(TableFilter.parse(RULES))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if puller.error is not None:
+            puller = _replace_failed(puller, config, result)
+        if read_watermarks(layout).reached(final_ts, ids):
+            return puller
+        time.sleep(0.1)
+    lagging = read_watermarks(layout).lagging(final_ts, ids)
+    result.anomalies.append(Anomaly("stuck", 0, final_ts, f"watermarks below {final_ts} after {timeout_s:.0f}s: "
+                                    f"physical ids {lagging[:5]}"))
+    return puller
+
+
+def _bank_spec(cluster: SimCluster, tidb: SimTiDB, preset, funded_before: int) -> BankSpec:
+    """The bank tables' physical ids and balance column ids from the upstream's own schema, and
+    the funding txn's commit ts: the first commit in any bank table."""
+    columns: dict[int, int] = {}
+    for name in BANK_TABLES:
+        info = tidb.table_info(DATABASE, name)
+        balance = next(c.id for c in info.columns if c.name.lower() == "balance")
+        for pid in info.physical_ids():
+            columns[pid] = balance
+    funded = min(e.commit_ts for pid in columns for e in cluster.mvcc.snapshot_delta(*record_span(pid), 0)
+                 if 0 < e.commit_ts <= funded_before)
+    return BankSpec(columns, bank_total(preset), funded)
