@@ -65,7 +65,10 @@ def _nemesis(args: argparse.Namespace) -> int:
         if not result.ok:
             print(f"  rerun: {options.rerun_command(result.plan.seed)}", flush=True)
 
-    summary = run_batch(options, line)
+    try:
+        summary = run_batch(options, line)
+    finally:
+        logging.disable(logging.NOTSET)
     if args.json is not None:
         args.json.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
     faults = ", ".join(f"{k} {n}" for k, n in sorted(summary.faults.items()))

@@ -1,0 +1,60 @@
+"""`tidelake nemesis`: a few seeded landing-level schedules end to end (the long run is the
+documented command and the slow test), reproducible plans, and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tidelake.cli import main
+from tidelake.nemesis.plan import CRASH_POINTS, FAULT_KINDS, draw_plan
+
+
+def test_seeded_schedules_run_clean_and_say_so(tmp_path, capsys):
+    """Seeds 21 and 30 crash the puller inside a flush and fail lake writes; 13 runs the mixed
+    workload (DDL, long txns) with both as well."""
+    out = tmp_path / "bank.json"
+    assert main(["nemesis", "--seed", "21", "--schedules", "1", "--duration", "2", "--json", str(out)]) == 0
+    assert main(["nemesis", "--seed", "30", "--schedules", "1", "--duration", "2"]) == 0
+    assert main(["nemesis", "--seed", "13", "--schedules", "1", "--workload", "mixed", "--duration", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("seed ")] == ["seed 21", "seed 30", "seed 13"]
+    assert sum(line.startswith("summary: 1 schedules") for line in lines) == 3
+    record = json.loads(out.read_text())
+    (result,) = record["results"]
+    assert record["anomalies"] == {} and result["anomalies"] == {}
+    assert result["faults"].get("puller_crash") == 1 and result["faults"].get("lake_write_error") == 1
+    assert result["watermarks_checked"] > 0 and result["totals_checked"] > 0
+    assert result["rerun"] == "tidelake nemesis --seed 21 --schedules 1 --workload bank --level landing --duration 2"
+
+
+def test_a_seed_always_draws_the_same_plan():
+    assert draw_plan(5, "bank", 2.0) == draw_plan(5, "bank", 2.0) != draw_plan(6, "bank", 2.0)
+    plans = [draw_plan(s, "mixed", 3.0) for s in range(300)]
+    assert {e.kind for p in plans for e in p.events} == set(FAULT_KINDS)
+    assert {e.point for p in plans for e in p.events if e.kind == "puller_crash"} == set(CRASH_POINTS)
+    assert all(0 <= e.at_s <= 3.0 for p in plans for e in p.events)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--schedules", "0"], "--schedules must be at least 1"),
+    (["--workload", "tpcc"], "--workload 'tpcc'"),
+    (["--level", "replica"], "--level 'replica'"),
+    (["--duration", "-1"], "--duration must be in (0, 600]"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main(["nemesis", "--seed", "1", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.slow
+def test_fifty_schedules_of_each_workload_run_clean(tmp_path):
+    for workload, seed in (("bank", 500_000), ("mixed", 600_000)):
+        out = tmp_path / f"{workload}.json"
+        code = main(["nemesis", "--seed", str(seed), "--schedules", "50", "--workload", workload, "--duration", "2",
+                     "--json", str(out)])
+        record = json.loads(out.read_text())
+        assert code == 0, record["failed_seeds"]
+        assert record["schedules_run"] == 50 and sum(record["faults"].values()) >= 100
