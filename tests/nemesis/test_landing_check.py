@@ -15,48 +15,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from tests.capture.pull_harness import make_config, wait_resolved  # noqa: F401
-from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.nemesis.landing_check import BankSpec, check_landing, record_span
-from tidelake.sim.cluster import SimCluster
-from tidelake.sim.tidb.session import SimTiDB
-from tidelake.sim.workload import BANK_TABLES, WorkloadRunner, bank_total, get_preset
-
-DB = "shop"
-
-
-@pytest.fixture(scope="module")
-def landed(tmp_path_factory):
-    """(lake, cluster, bank spec): bank setup and 40 transfers landed by the real puller."""
-    lake = tmp_path_factory.mktemp("landing") / "lake"
-    cluster = SimCluster(n_stores=2, leader_failover_delay_s=0.2, split_check_interval_s=0, gc_interval_s=0,
-                         server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
-    with cluster:
-        tidb = SimTiDB(cluster)
-        workload = WorkloadRunner(tidb, "bank", seed=3, database=DB)
-        with PullerThread(make_config(cluster, lake)) as puller:
-            wait_resolved(lake, {}, 1, puller)
-            workload.run_ops(5)
-            funded = cluster.tso.next()
-            workload.run_ops(40)
-            last = cluster.tso.next()
-            ids = [pid for name in BANK_TABLES for pid in tidb.table_info(DB, name).physical_ids()]
-            wait_resolved(lake, {pid: last for pid in ids}, last, puller)
-        columns = {}
-        for name in BANK_TABLES:
-            info = tidb.table_info(DB, name)
-            balance = next(c.id for c in info.columns if c.name == "balance")
-            columns.update({pid: balance for pid in info.physical_ids()})
-        first = min(e.commit_ts for pid in columns for e in cluster.mvcc.snapshot_delta(*record_span(pid), 0)
-                    if 0 < e.commit_ts <= funded)
-        yield lake, cluster, BankSpec(columns, bank_total(get_preset("bank")), first)
+from tidelake.nemesis.landing_check import check_landing
 
 
 def test_what_the_puller_landed_has_no_anomaly(landed):
-    lake, cluster, bank = landed
-    report = check_landing(str(lake), cluster.mvcc, bank)
+    report = check_landing(str(landed.lake), landed.cluster.mvcc, landed.bank)
     assert report.anomalies == []
-    assert report.watermarks >= len(bank.physical_ids) and report.totals >= 2
+    assert report.watermarks >= len(landed.bank.physical_ids) and report.totals >= 2
 
 
 def _damaged(lake: Path, tmp_path: Path, change) -> Path:
@@ -85,7 +50,6 @@ def _with_row(table: pa.Table, row: dict) -> pa.Table:
     ("invent_a_key", {"phantom"}),
 ])
 def test_each_damage_is_named(landed, tmp_path, damage, expected):
-    lake, cluster, bank = landed
 
     def change(table: pa.Table) -> pa.Table:
         rows = table.to_pylist()
@@ -100,5 +64,5 @@ def test_each_damage_is_named(landed, tmp_path, damage, expected):
             return _with_row(table, other)
         return _with_row(table, dict(put, key=put["key"] + b"\x00"))
 
-    report = check_landing(str(_damaged(lake, tmp_path, change)), cluster.mvcc, bank)
+    report = check_landing(str(_damaged(landed.lake, tmp_path, change)), landed.cluster.mvcc, landed.bank)
     assert expected <= set(report.by_kind()), report.anomalies[:5]

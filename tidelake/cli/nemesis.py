@@ -1,8 +1,9 @@
-"""`tidelake nemesis --seed S --schedules N [--workload bank|mixed] [--level landing] [--json FILE]`.
+"""`tidelake nemesis --seed S --schedules N [--workload bank|mixed] [--level landing|apply] [--json FILE]`.
 
 Runs N fault schedules (seeds S..S+N-1) against the simulator and the puller, each checked by the
-independent landing checker (tidelake.nemesis). One line per schedule, then a summary; exit 1 on
-any anomaly, 0 otherwise.
+independent landing checker (tidelake.nemesis); `--level apply` (bank) also merges with local Spark,
+takes a syncpoint and checks the replicas. One line per schedule, then a summary; exit 1 on any
+anomaly, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, required=True, help="seed of the first schedule")
     parser.add_argument("--schedules", type=int, default=1, metavar="N", help="how many schedules (default 1)")
     parser.add_argument("--workload", default="bank", help="bank (default) or mixed")
-    parser.add_argument("--level", default="landing", help="landing (default); apply is not implemented yet")
+    parser.add_argument("--level", default="landing",
+                        help="landing (default), or apply: also merge (local Spark), take a syncpoint and check every "
+                        "replica checkpoint and the syncpoint against the upstream (bank workload; run it under "
+                        "`flock /tmp/tidelake-spark.lock` on a shared machine)")
     parser.add_argument("--duration", type=float, default=3.0, metavar="S",
                         help="seconds of traffic and faults per schedule (default 3)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every schedule's result and the summary here")
@@ -58,7 +62,9 @@ def _nemesis(args: argparse.Namespace) -> int:
         faults = " ".join(f"{k}={n}" for k, n in sorted(result.faults.items())) or "none"
         anomalies = " ".join(f"{k}={n}" for k, n in result.anomalies_by_kind().items()) or "none"
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
-              f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals; "
+              f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
+              + (f", {result.checkpoints_checked} checkpoints, {result.syncpoints_checked} syncpoints"
+                 if options.level == "apply" else "") + "; "
               f"anomalies: {anomalies}", flush=True)
         for anomaly in result.anomalies[:3]:
             print(f"  {anomaly.kind} (table {anomaly.table_id}, ts {anomaly.ts}): {anomaly.detail}", flush=True)

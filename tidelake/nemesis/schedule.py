@@ -19,11 +19,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.config import ChangefeedConfig
 from tidelake.config_writer import changefeed_document, config_from_document
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.nemesis.apply_check import BankTable, merge_and_check
 from tidelake.nemesis.landing_check import Anomaly, BankSpec, check_landing, record_span
 from tidelake.nemesis.plan import (
     BETWEEN_FLUSHES,
@@ -37,7 +40,7 @@ from tidelake.nemesis.puller_crash import CrashSwitch
 from tidelake.sim.cluster import SimCluster
 from tidelake.sim.faults import FaultInjector, FaultProfile
 from tidelake.sim.tidb.session import SimTiDB
-from tidelake.sim.workload import BANK_TABLES, WorkloadRunner, bank_total, get_preset
+from tidelake.sim.workload import BANK_TABLES, WorkloadPreset, WorkloadRunner, bank_total, get_preset
 from tidelake.table_filter import TableFilter
 from tidelake.wait import wait_until
 
@@ -62,6 +65,8 @@ class ScheduleResult:
     watermarks_checked: int = 0
     totals_checked: int = 0
     txns: int = 0
+    checkpoints_checked: int = 0  # apply level
+    syncpoints_checked: int = 0
     seconds: float = 0.0
 
     @property
@@ -72,7 +77,7 @@ class ScheduleResult:
         return dict(sorted(Counter(a.kind for a in self.anomalies).items()))
 
 
-def workload_preset(name: str):
+def workload_preset(name: str) -> WorkloadPreset:
     """The preset at a short schedule's scale: the mixed one's DDL and long txns come every few
     seconds instead of every few minutes, so a schedule meets them."""
     preset = get_preset(name)
@@ -83,13 +88,14 @@ def workload_preset(name: str):
 
 
 def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, settle_timeout_s: float = 60.0,
-                 workdir: Path | None = None) -> ScheduleResult:
-    """Run the schedule of `seed` and check what landed; the lake is removed unless `workdir` is given."""
+                 workdir: Path | None = None, spark: Any = None) -> ScheduleResult:
+    """Run the schedule of `seed` and check what landed; with a Spark session (bank workload),
+    merge it and check the replicas and syncpoints too. The lake is removed unless `workdir` is given."""
     plan = draw_plan(seed, workload, duration_s)
     root = workdir or Path(tempfile.mkdtemp(prefix=f"tidelake-nemesis-{seed}-"))
     started = time.monotonic()
     try:
-        result = _run(plan, root / "lake", settle_timeout_s)
+        result = _run(plan, root / "lake", settle_timeout_s, spark)
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -97,7 +103,7 @@ def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, set
     return result
 
 
-def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float) -> ScheduleResult:
+def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) -> ScheduleResult:
     result = ScheduleResult(plan)
     cluster = SimCluster(n_stores=3, seed=plan.seed, leader_failover_delay_s=0.2, split_check_interval_s=0,
                          gc_interval_s=0, server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
@@ -128,17 +134,22 @@ def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float) -> ScheduleRes
                     switch.cancel_crash()
                 result.faults.update(injector.applied)
                 result.txns = workload.counters.txns
-                puller = _settle(cluster, tidb, layout, puller, config, settle_timeout_s, result)
+                puller, final_ts = _settle(cluster, tidb, layout, puller, config, settle_timeout_s, result)
             finally:
                 _stop(puller)
         bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
         report = check_landing(str(lake), cluster.mvcc, bank)
-    result.anomalies.extend(report.anomalies)
-    result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
+        result.anomalies.extend(report.anomalies)
+        result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
+        if spark is not None and bank is not None:
+            applied = merge_and_check(spark, str(lake), cluster.mvcc, bank_tables(tidb), bank.total, bank.funded_ts,
+                                      (bank.funded_ts + final_ts) // 2, final_ts)
+            result.anomalies.extend(applied.anomalies)
+            result.checkpoints_checked, result.syncpoints_checked = applied.checkpoints, len(applied.syncpoints)
     return result
 
 
-def _start_puller(config) -> PullerThread:
+def _start_puller(config: ChangefeedConfig) -> PullerThread:
     return PullerThread(config, progress_interval_s=3600, gc_advance_interval_s=1.0).start()
 
 
@@ -149,8 +160,8 @@ def _stop(puller: PullerThread) -> None:
         log.exception("stopping the puller failed")
 
 
-def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, puller: PullerThread, config,
-            result: ScheduleResult) -> PullerThread:
+def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, puller: PullerThread,
+            config: ChangefeedConfig, result: ScheduleResult) -> PullerThread:
     """Apply each event at its offset, until the traffic's duration; returns the puller running then."""
     begin = time.monotonic()
     for event in plan.events:
@@ -175,7 +186,8 @@ def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, pu
     return puller
 
 
-def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config, result: ScheduleResult) -> PullerThread:
+def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config: ChangefeedConfig,
+           result: ScheduleResult) -> PullerThread:
     if event.point == BETWEEN_FLUSHES:
         switch.crash_now()
     else:
@@ -190,7 +202,7 @@ def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config,
     return _start_puller(config)
 
 
-def _replace_failed(puller: PullerThread, config, result: ScheduleResult) -> PullerThread:
+def _replace_failed(puller: PullerThread, config: ChangefeedConfig, result: ScheduleResult) -> PullerThread:
     _record_puller_failure(puller, result)
     _stop(puller)
     return _start_puller(config)
@@ -202,9 +214,9 @@ def _record_puller_failure(puller: PullerThread, result: ScheduleResult) -> None
     result.anomalies.append(Anomaly("puller_failed", 0, 0, f"{type(error).__name__}: {line}"))
 
 
-def _settle(cluster: SimCluster, tidb: SimTiDB, layout: LakeLayout, puller: PullerThread, config,
-            timeout_s: float, result: ScheduleResult) -> PullerThread:
-    """Until the watermarks of every replicated table pass a TSO taken after the last write."""
+def _settle(cluster: SimCluster, tidb: SimTiDB, layout: LakeLayout, puller: PullerThread, config: ChangefeedConfig,
+            timeout_s: float, result: ScheduleResult) -> tuple[PullerThread, int]:
+    """Until the watermarks of every replicated table pass a TSO taken after the last write; that TSO."""
     final_ts = cluster.tso.next()
     ids = tidb.physical_ids(TableFilter.parse(RULES))
     deadline = time.monotonic() + timeout_s
@@ -212,15 +224,15 @@ def _settle(cluster: SimCluster, tidb: SimTiDB, layout: LakeLayout, puller: Pull
         if puller.error is not None:
             puller = _replace_failed(puller, config, result)
         if read_watermarks(layout).reached(final_ts, ids):
-            return puller
+            return puller, final_ts
         time.sleep(0.1)
     lagging = read_watermarks(layout).lagging(final_ts, ids)
     result.anomalies.append(Anomaly("stuck", 0, final_ts, f"watermarks below {final_ts} after {timeout_s:.0f}s: "
                                     f"physical ids {lagging[:5]}"))
-    return puller
+    return puller, final_ts
 
 
-def _bank_spec(cluster: SimCluster, tidb: SimTiDB, preset, funded_before: int) -> BankSpec:
+def _bank_spec(cluster: SimCluster, tidb: SimTiDB, preset: WorkloadPreset, funded_before: int) -> BankSpec:
     """The bank tables' physical ids and balance column ids from the upstream's own schema, and
     the funding txn's commit ts: the first commit in any bank table."""
     columns: dict[int, int] = {}
@@ -232,3 +244,19 @@ def _bank_spec(cluster: SimCluster, tidb: SimTiDB, preset, funded_before: int) -
     funded = min(e.commit_ts for pid in columns for e in cluster.mvcc.snapshot_delta(*record_span(pid), 0)
                  if 0 < e.commit_ts <= funded_before)
     return BankSpec(columns, bank_total(preset), funded)
+
+
+def bank_tables(tidb: SimTiDB, database: str = DATABASE) -> list[BankTable]:
+    """Each bank table as the upstream defines it: physical ids, the balance column, the row identity."""
+    tables = []
+    for name in BANK_TABLES:
+        info = tidb.table_info(database, name)
+        balance = next(c.id for c in info.columns if c.name.lower() == "balance")
+        if info.is_common_handle:
+            identity = tuple(c.name for c in info.primary_index().columns)
+        elif info.pk_is_handle:
+            identity = (info.handle_column().name,)
+        else:
+            identity = ("_tidb_rowid",)
+        tables.append(BankTable(database, name, tuple(info.physical_ids()), balance, identity))
+    return tables

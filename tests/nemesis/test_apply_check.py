@@ -1,0 +1,45 @@
+"""The apply-level check: merge cycles and a syncpoint over a landed bank lake pass it, and a
+replica changed behind the merge's back is named at the version that shows it."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tidelake.nemesis.apply_check import check_replicas, merge_and_check
+from tidelake.nemesis.schedule import bank_tables
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def merged(spark, landed, tmp_path_factory):
+    lake = tmp_path_factory.mktemp("merged") / "lake"
+    shutil.copytree(landed.lake, lake)
+    tables = bank_tables(landed.tidb, "shop")
+    mid = (landed.bank.funded_ts + landed.final_ts) // 2
+    report = merge_and_check(spark, str(lake), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts,
+                             mid, landed.final_ts)
+    return lake, tables, report
+
+
+def test_merged_replicas_and_the_syncpoint_equal_the_upstream(landed, merged):
+    _, tables, report = merged
+    assert report.anomalies == []
+    assert report.checkpoints >= 2 * len(tables)
+    assert len(report.syncpoints) == 1 and report.syncpoints[0] >= landed.bank.funded_ts
+
+
+@pytest.mark.parametrize("statement, expected", [
+    ("UPDATE delta.`{path}` SET balance = balance + 1 WHERE id = 1", "replica_wrong_value"),
+    ("DELETE FROM delta.`{path}` WHERE id = 2", "replica_lost"),
+])
+def test_a_replica_changed_behind_the_merge_is_named(spark, landed, merged, tmp_path, statement, expected):
+    lake, tables, _ = merged
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    spark.sql(statement.format(path=copy / "shop" / "bank_range"))
+    report = check_replicas(spark, str(copy), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts)
+    named = {(a.kind, a.ts) for a in report.anomalies}
+    assert named == {(expected, landed.final_ts)}, report.anomalies[:3]

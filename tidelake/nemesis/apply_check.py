@@ -1,0 +1,175 @@
+"""The apply level (bank workload): merge cycles and a syncpoint over what landed, then every
+replica at every checkpoint it recorded, and every syncpoint, against the simulator's MVCC.
+
+Replicas carry column mapping, deletion vectors and type widening, which delta-rs (deltalake 1.6)
+refuses to scan, so replica rows are read with Spark's Delta reader (`versionAsOf`), Delta's
+reference implementation, never through tidelake's verify or merge code. The checkpoint a
+version records is its `txn` action of app `tidelake-merge` (docs/design.md invariant 3), read
+with deltalake; the syncpoints table is read with deltalake. Upstream rows come from the MVCC,
+their handles and balances read by handle_key and row_int.
+
+Every Delta version of a replica is checked, so a later commit that keeps the checkpoint (a
+compaction, a DDL step) must still show the upstream at it. Anomalies: `replica_lost`, `replica_phantom`, `replica_wrong_value` (a replica at a checkpoint
+or a syncpoint differs from the upstream at that ts), `syncpoint_total` (the bank tables at a
+syncpoint's versions do not sum to the total), `syncpoint_incomplete` (a bank table missing from
+a cut taken after the funding txn), `merge_failed`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltalake import DeltaTable
+
+from tidelake.nemesis.handle_key import common_handle, int_handle
+from tidelake.nemesis.landing_check import Anomaly, record_span
+from tidelake.nemesis.row_int import int_column
+
+MERGE_APP_ID = "tidelake-merge"
+SYNCPOINTS_DIR = "_tidelake/syncpoints"
+MERGE_CHUNK_ROWS = 40  # small chunks: several checkpoints per merge run to check
+SYNCPOINT_INTERVAL_S = 1
+
+
+@dataclass(frozen=True)
+class BankTable:
+    db: str
+    name: str
+    physical_ids: tuple[int, ...]
+    balance_column: int
+    identity: tuple[str, ...]  # replica columns naming a row: the PK columns, or _tidb_rowid
+
+    @property
+    def common_handle(self) -> bool:
+        return len(self.identity) > 1
+
+
+@dataclass
+class ApplyReport:
+    anomalies: list[Anomaly]
+    checkpoints: int = 0
+    syncpoints: list[int] = field(default_factory=list)  # the ts of each syncpoint checked
+
+
+def merge_and_check(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int, funded_ts: int,
+                    mid_ts: int, final_ts: int) -> ApplyReport:
+    """Merge to `mid_ts`, take a syncpoint, merge to `final_ts`; then check every replica version."""
+    failures = merge_cycles(spark, root, mid_ts, final_ts)
+    report = check_replicas(spark, root, mvcc, tables, total, funded_ts)
+    report.anomalies[:0] = failures
+    return report
+
+
+def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int) -> list[Anomaly]:
+    """The `tidelake merge` and `tidelake syncpoint` paths, in small chunks; their failures."""
+    from tidelake.apply.merge_job import run_merge
+    from tidelake.apply.syncpoint_job import SyncpointOutcome, run_syncpoint
+    from tidelake.lake.layout import LakeLayout
+
+    layout = LakeLayout(root)
+    failures = []
+
+    def merge(until_ts: int | None = None, **kwargs: Any) -> None:
+        report = run_merge(spark, layout, until_ts=until_ts, max_chunk_rows=MERGE_CHUNK_ROWS, **kwargs)
+        failures.extend(Anomaly("merge_failed", t.table_key, until_ts or 0, f"{t.table}: {t.reason}")
+                        for t in report.failed)
+
+    merge(mid_ts)
+    result = run_syncpoint(spark, layout, SYNCPOINT_INTERVAL_S, merge=lambda _s, _l, **kw: merge(**kw))
+    if result.outcome == SyncpointOutcome.INCOMPLETE:
+        failures.append(Anomaly("merge_failed", 0, result.ts or 0, f"syncpoint: {result.reason}"))
+    merge(final_ts)
+    return failures
+
+
+def check_replicas(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int,
+                   funded_ts: int) -> ApplyReport:
+    """Every version of every bank replica at the checkpoint it records, and every syncpoint."""
+    report = ApplyReport([])
+    for table in tables:
+        _check_checkpoints(spark, root, mvcc, table, report)
+    _check_syncpoints(spark, root, mvcc, tables, total, funded_ts, report)
+    return report
+
+
+def _upstream(mvcc: Any, table: BankTable, ts: int) -> dict[Any, int]:
+    rows = {}
+    for pid in table.physical_ids:
+        for key, value in mvcc.scan(*record_span(pid), ts, None):
+            handle = common_handle(key) if table.common_handle else int_handle(key)
+            rows[handle] = int_column(value, table.balance_column)
+    return rows
+
+
+def _replica(spark: Any, path: str, version: int, table: BankTable) -> tuple[dict[Any, int], list[Any]]:
+    """(identity -> balance, identities seen twice) of the replica at Delta `version`."""
+    frame = spark.read.format("delta").option("versionAsOf", version).load(path)
+    rows, twice = {}, []
+    for row in frame.select(*table.identity, "balance").collect():
+        identity = tuple(row[c] for c in table.identity) if table.common_handle else row[table.identity[0]]
+        if identity in rows:
+            twice.append(identity)
+        rows[identity] = row["balance"]
+    return rows, twice
+
+
+def _compare(what: str, table: BankTable, ts: int, got: dict[Any, int], want: dict[Any, int], twice: list[Any],
+             report: ApplyReport) -> None:
+    for identity in sorted(set(got) | set(want), key=repr):
+        if identity not in got:
+            report.anomalies.append(Anomaly("replica_lost", table.physical_ids[0], ts, f"{what}: row {identity} missing"))
+        elif identity not in want:
+            report.anomalies.append(Anomaly("replica_phantom", table.physical_ids[0], ts,
+                                            f"{what}: row {identity} absent upstream"))
+        elif got[identity] != want[identity]:
+            report.anomalies.append(Anomaly("replica_wrong_value", table.physical_ids[0], ts,
+                                            f"{what}: row {identity} balance {got[identity]}, upstream {want[identity]}"))
+    for identity in twice:
+        report.anomalies.append(Anomaly("replica_phantom", table.physical_ids[0], ts, f"{what}: row {identity} twice"))
+
+
+def _check_checkpoints(spark: Any, root: str, mvcc: Any, table: BankTable, report: ApplyReport) -> None:
+    path = os.path.join(root, table.db, table.name)
+    if not DeltaTable.is_deltatable(path):
+        report.anomalies.append(Anomaly("replica_lost", table.physical_ids[0], 0, f"no replica at {path}"))
+        return
+    delta = DeltaTable(path)
+    for version in range(delta.version() + 1):  # every version, also those that keep a checkpoint
+        delta.load_as_version(version)
+        checkpoint = delta.transaction_version(MERGE_APP_ID)
+        if checkpoint is None:
+            continue
+        got, twice = _replica(spark, path, version, table)
+        _compare(f"{table.name} v{version} at checkpoint {checkpoint}", table, checkpoint, got,
+                 _upstream(mvcc, table, checkpoint), twice, report)
+        report.checkpoints += 1
+
+
+def _check_syncpoints(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int, funded_ts: int,
+                      report: ApplyReport) -> None:
+    path = os.path.join(root, SYNCPOINTS_DIR)
+    if not DeltaTable.is_deltatable(path):
+        report.anomalies.append(Anomaly("syncpoint_incomplete", 0, 0, "no syncpoint was recorded"))
+        return
+    for row in DeltaTable(path).to_pyarrow_table(columns=["ts", "replicas"]).to_pylist():
+        ts, cut = row["ts"], {(r["db"], r["name"]): r for r in json.loads(row["replicas"])}
+        balances = 0
+        for table in tables:
+            entry = cut.get((table.db, table.name))
+            if entry is None and ts < funded_ts:
+                continue  # a cut before the funding txn may predate the table itself
+            if entry is None:
+                report.anomalies.append(Anomaly("syncpoint_incomplete", table.physical_ids[0], ts,
+                                                f"{table.name} is not in the syncpoint at {ts}"))
+                continue
+            got, twice = _replica(spark, entry["path"], entry["version"], table)
+            _compare(f"{table.name} at syncpoint {ts}", table, ts, got, _upstream(mvcc, table, ts), twice, report)
+            balances += sum(v for v in got.values() if v is not None)
+        expected = total if ts >= funded_ts else 0
+        if balances != expected:
+            report.anomalies.append(Anomaly("syncpoint_total", 0, ts, f"bank tables at syncpoint {ts} sum to "
+                                            f"{balances}, not {expected}"))
+        report.syncpoints.append(ts)
