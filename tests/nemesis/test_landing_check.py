@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from tidelake.nemesis.landing_check import check_landing
 
@@ -66,3 +67,17 @@ def test_each_damage_is_named(landed, tmp_path, damage, expected):
 
     report = check_landing(str(_damaged(landed.lake, tmp_path, change)), landed.cluster.mvcc, landed.bank)
     assert expected <= set(report.by_kind()), report.anomalies[:5]
+
+
+def test_a_watermark_that_goes_back_is_named(landed, tmp_path):
+    """A puller rewrites its partition with lower resolved ts than it had landed."""
+    copy = tmp_path / "lake"
+    shutil.copytree(landed.lake, copy)
+    path = str(copy / "_tidelake" / "watermarks")
+    table = DeltaTable(path).to_pyarrow_table()
+    lowered = table.set_column(table.schema.get_field_index("resolved_ts"), "resolved_ts",
+                               pa.array([1] * len(table), pa.int64()))
+    puller = table.column("puller")[0].as_py()
+    write_deltalake(path, lowered, mode="overwrite", predicate=f"puller = '{puller}'")
+    report = check_landing(str(copy), landed.cluster.mvcc, landed.bank)
+    assert "watermark_regressed" in report.by_kind(), report.anomalies[:3]

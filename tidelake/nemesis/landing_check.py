@@ -14,6 +14,7 @@ and 2):
 - state: the changelog's last change per key at or below W, over the MVCC snapshot at the start,
   equals the MVCC snapshot at W (`lost`, `phantom`, `wrong_value`, and `misordered` when the
   last landed change of a key is not the upstream's last one at W).
+A table's watermark never goes back from one version to the next (`watermark_regressed`).
 Landing is at-least-once (invariant 5): exact repeats of (key, commit ts) are fine, two
 different changes at one (key, commit ts) are `conflicting_duplicate`.
 For the bank workload, at every watermark version that covers all bank tables, the balances the
@@ -194,8 +195,13 @@ def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None) -> Landing
     _duplicates(changelog.at(changelog.latest), report)
     seen: set[tuple[int, int, int]] = set()
     bank_seen: set[int] = set()
-    for marks in versions:
+    highest: dict[int, int] = {}
+    for number, marks in enumerate(versions):
         for tid, (ts, version) in sorted(marks.items()):
+            if ts < highest.get(tid, 0):
+                report.anomalies.append(Anomaly("watermark_regressed", tid, ts, f"watermarks version {number}: "
+                                                f"resolved ts {ts} below the {highest[tid]} recorded before"))
+            highest[tid] = max(ts, highest.get(tid, 0))
             if (tid, ts, version) in seen:
                 continue
             seen.add((tid, ts, version))
