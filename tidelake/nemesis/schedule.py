@@ -24,6 +24,7 @@ from typing import Any
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.config import ChangefeedConfig
 from tidelake.config_writer import changefeed_document, config_from_document
+from tidelake.errors import TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.nemesis.apply_check import BankTable, merge_and_check
@@ -136,7 +137,7 @@ def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) ->
                 result.txns = workload.counters.txns
                 puller, final_ts = _settle(cluster, tidb, layout, puller, config, settle_timeout_s, result)
             finally:
-                _stop(puller)
+                _stop(puller, result)
         bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
         report = check_landing(str(lake), cluster.mvcc, bank)
         result.anomalies.extend(report.anomalies)
@@ -153,11 +154,12 @@ def _start_puller(config: ChangefeedConfig) -> PullerThread:
     return PullerThread(config, progress_interval_s=3600, gc_advance_interval_s=1.0).start()
 
 
-def _stop(puller: PullerThread) -> None:
+def _stop(puller: PullerThread, result: ScheduleResult) -> None:
+    """Stop it gracefully; one that does not stop within its timeout is the anomaly `puller_hung`."""
     try:
         puller.stop()
-    except Exception:  # noqa: BLE001 - a puller that failed was already recorded as an anomaly
-        log.exception("stopping the puller failed")
+    except TidelakeError as err:
+        result.anomalies.append(Anomaly("puller_hung", 0, 0, str(err)))
 
 
 def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, puller: PullerThread,
@@ -196,7 +198,7 @@ def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config:
             switch.cancel_crash()
             switch.crash_now()
     result.faults[PULLER_CRASH] += 1
-    _stop(puller)
+    _stop(puller, result)
     if puller.error is not None:
         _record_puller_failure(puller, result)
     return _start_puller(config)
@@ -204,7 +206,7 @@ def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config:
 
 def _replace_failed(puller: PullerThread, config: ChangefeedConfig, result: ScheduleResult) -> PullerThread:
     _record_puller_failure(puller, result)
-    _stop(puller)
+    _stop(puller, result)
     return _start_puller(config)
 
 
