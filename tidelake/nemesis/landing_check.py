@@ -103,20 +103,27 @@ class ChangelogAt:
 
     def __init__(self, root: str) -> None:
         self._root = os.path.join(root, CHANGELOG_DIR)
+        self._files: dict[str, list[Change]] = {}
+        self._versions: dict[int, dict[int, list[Change]]] = {-1: {}}  # -1: before the first landed row
+        if not DeltaTable.is_deltatable(self._root):
+            self._table = None
+            return
         self._table = DeltaTable(self._root)
         _require_columns(self._table, (TABLE_ID, *CHANGELOG_FILE_COLUMNS), self._root)
         if TABLE_ID not in self._table.metadata().partition_columns:
             raise CheckerError(f"{self._root}: {TABLE_ID} is not a partition column")
-        self._files: dict[str, list[Change]] = {}
-        self._versions: dict[int, dict[int, list[Change]]] = {}
 
     @property
     def latest(self) -> int:
+        if self._table is None:
+            return -1
         self._table.update_incremental()
         return self._table.version()
 
     def at(self, version: int) -> dict[int, list[Change]]:
         if version not in self._versions:
+            if self._table is None:
+                raise CheckerError(f"a watermark names changelog version {version}, but {self._root} is no Delta table")
             self._table.load_as_version(version)
             adds = pa.table(self._table.get_add_actions(flatten=True))
             by_table: dict[int, list[Change]] = defaultdict(list)
@@ -205,7 +212,7 @@ def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None) -> Landing
             if (tid, ts, version) in seen:
                 continue
             seen.add((tid, ts, version))
-            rows = changelog.at(version).get(tid, []) if version >= 0 else []
+            rows = changelog.at(max(version, -1)).get(tid, [])
             _check_table(tid, ts, starts[tid], rows, upstream[tid], report)
             report.watermarks += 1
         if bank is not None and all(pid in marks for pid in bank.physical_ids):
