@@ -4,9 +4,11 @@ The Go program (clientgo/main.go beside this file) is built into a temporary fol
 Go toolchain and its module proxy; nothing fetched is kept in the repository. With client-go's
 defaults every RPC travels over BatchCommands, and it polls PD's etcd for the GC safepoint
 (docs/wire.md §14, §15). It writes transactions of every kind TiDB uses (optimistic and
-pessimistic, each as 2PC, async commit and 1PC). The oracles are the simulator's own MVCC records,
-never typed expectations: every commit lands exactly once, and the landed changes, replayed, equal
-a snapshot read at the durable watermark; a client-go snapshot read equals the simulator's scan.
+pessimistic, each as 2PC, async commit and 1PC), with row values encoded as TiDB writes them for
+tidb_writes' table. The oracles are the simulator's own MVCC records, never typed expectations: every
+commit lands exactly once, and the landed changes, replayed, equal a snapshot read at the durable
+watermark; the replica merged from them matches the upstream under `tidelake verify`; a client-go
+snapshot read equals the simulator's scan.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tests.capture.tidb_writes import TiDBWrites
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.codec.keys import record_key, table_record_span
 from tidelake.codec.memcomparable_bytes import encode_bytes
+from tidelake.lake.layout import LakeLayout
 from tidelake.sim.kv_service import KvService
 from tidelake.sim.mvcc import MvccStore
 
@@ -117,6 +120,39 @@ def test_client_go_transactions_land_exactly_once_and_match_a_snapshot(clientgo,
     snapshot = dict(sim.mvcc.scan(lo, hi, mark, None))
     assert {k: v for k, (_, op, v) in replayed.items() if op == "put"} == snapshot
     assert len(snapshot) == KINDS // 3 * 2  # each kind's three keys, the middle one deleted in the last round
+
+
+@pytest.mark.spark
+def test_client_go_transactions_merge_into_a_replica_verify_matches(clientgo, sim, tmp_path, spark):
+    """Created after the puller started, so the replica replays from its CREATE (no bootstrap)."""
+    from tidelake.apply.merge_job import run_merge
+    from tidelake.apply.verify import Verdict, Verifier
+    from tidelake.upstream.kv_snapshot import SnapshotReader
+    from tidelake.upstream.pd_client import PDClient
+
+    lake = tmp_path / "lake"
+    with PullerThread(make_config(sim, lake)) as runner:
+        wait_resolved(lake, {}, 1, runner)
+        tidb = TiDBWrites(sim)
+        tidb.create_db(SHOP, "shop")
+        tidb.create_table(SHOP, ORDERS, "orders")
+        split_orders(sim)
+        run(clientgo, "write", sim.pd_address, str(ORDERS))
+        final = sim.tso.next()
+        wait_resolved(lake, {ORDERS: final}, final, runner)
+    assert runner.error is None
+    layout = LakeLayout(str(lake))
+    merged = run_merge(spark, layout, until_ts=final)
+    assert not merged.failed, merged.failed
+    pd = PDClient([sim.pd_address])
+    try:
+        with SnapshotReader(pd) as reader:
+            report = Verifier(spark, layout, reader).run()
+    finally:
+        pd.close()
+    [table] = report.tables
+    assert table.status == Verdict.MATCH, table
+    assert table.checkpoint == final and table.replica_rows == table.upstream_rows == KINDS // 3 * 2
 
 
 def test_client_go_snapshot_read_through_batch_commands(clientgo, calls, sim):

@@ -3,6 +3,7 @@
 // nobody here wrote (docs/wire.md §14, §15). Built by tests/clients/test_client_go.py.
 //
 //	clientgo write PD TABLE_ID  writes transactions of every kind TiDB uses into the table's rows
+//	                            (row values as TiDB writes them for tests/capture/tidb_writes.py's table)
 //	clientgo read PD TABLE_ID   prints a snapshot of the table's rows: "ts", then "hexkey hexvalue"
 package main
 
@@ -27,6 +28,78 @@ func recordKey(table, handle int64) []byte {
 	return binary.BigEndian.AppendUint64(key, uint64(handle)^(1<<63))
 }
 
+// The columns of tests/capture/tidb_writes.py's table (tests/codec/data/table_pk_is_handle.json) that
+// TiDB stores in the row value: id is the int handle and lives only in the key.
+const (
+	colK     = 2 // K INT NOT NULL DEFAULT 0
+	colC     = 3 // c CHAR(120) NOT NULL DEFAULT ''
+	colFlags = 4 // flags BIT(3) NULL DEFAULT b'101'
+)
+
+// compactUint is rowcodec's encodeUint: little-endian in 1, 2, 4 or 8 bytes, the fewest that hold v
+// (pingcap/tidb pkg/util/rowcodec/common.go; docs/encoding.md §3.3).
+func compactUint(v uint64) []byte {
+	switch {
+	case v <= 0xff:
+		return []byte{byte(v)}
+	case v <= 0xffff:
+		return binary.LittleEndian.AppendUint16(nil, uint16(v))
+	case v <= 0xffffffff:
+		return binary.LittleEndian.AppendUint32(nil, uint32(v))
+	}
+	return binary.LittleEndian.AppendUint64(nil, v)
+}
+
+// compactInt is rowcodec's encodeInt: the signed twin of compactUint (1 byte if v fits int8, ...).
+func compactInt(v int64) []byte {
+	switch {
+	case v == int64(int8(v)):
+		return []byte{byte(int8(v))}
+	case v == int64(int16(v)):
+		return binary.LittleEndian.AppendUint16(nil, uint16(int16(v)))
+	case v == int64(int32(v)):
+		return binary.LittleEndian.AppendUint32(nil, uint32(int32(v)))
+	}
+	return binary.LittleEndian.AppendUint64(nil, uint64(v))
+}
+
+// rowV2 is TiDB's row format v2 in its small form (every column id < 256, data under 64 KiB): 0x80, flags
+// 0, u16 LE not-null and null counts, the not-null ids then the null ids (one byte each, ascending), a u16
+// LE end offset per not-null value, then the values (pingcap/tidb pkg/util/rowcodec/row.go toBytes;
+// docs/encoding.md §3.1). values maps column id -> encoded value, nil for NULL.
+func rowV2(values map[byte][]byte) []byte {
+	var notNull, null []byte
+	for id := 0; id < 256; id++ {
+		if v, ok := values[byte(id)]; ok {
+			if v == nil {
+				null = append(null, byte(id))
+			} else {
+				notNull = append(notNull, byte(id))
+			}
+		}
+	}
+	row := []byte{0x80, 0}
+	row = binary.LittleEndian.AppendUint16(row, uint16(len(notNull)))
+	row = binary.LittleEndian.AppendUint16(row, uint16(len(null)))
+	row = append(append(row, notNull...), null...)
+	var data []byte
+	for _, id := range notNull {
+		data = append(data, values[id]...)
+		row = binary.LittleEndian.AppendUint16(row, uint16(len(data)))
+	}
+	return append(row, data...)
+}
+
+// tableRow is the value TiDB writes for (K, c, flags); flags < 0 stands for NULL. A NULL flags is kept in
+// the null list because the column has a default (tables.go CanSkip; docs/encoding.md §3.4).
+func tableRow(k int64, c string, flags int64) []byte {
+	values := map[byte][]byte{colK: compactInt(k), colC: []byte(c), colFlags: nil}
+	if flags >= 0 {
+		values[colFlags] = compactUint(uint64(flags)) // BIT: its value as an unsigned int (§3.3)
+	}
+	return rowV2(values)
+}
+
 type txnKind struct {
 	name                            string
 	pessimistic, asyncCommit, onePC bool
@@ -46,6 +119,8 @@ func write(ctx context.Context, client *txnkv.Client, table int64) {
 		{"pessimistic async commit", true, true, false},
 		{"pessimistic 1PC", true, true, true},
 	}
+	// K (an INT) scaled per round: its compact encoding is 1, 2 and 4 bytes wide across the rows
+	scale := []int64{-3, 300, 70000}
 	for round := 0; round < 3; round++ {
 		for i, kind := range kinds {
 			txn, err := client.Begin()
@@ -66,7 +141,9 @@ func write(ctx context.Context, client *txnkv.Client, table int64) {
 				if round == 2 && j == 1 {
 					err = txn.Delete(key)
 				} else {
-					err = txn.Set(key, []byte(fmt.Sprintf("%s/round%d/%d", kind.name, round, j)))
+					handle := base + int64(j) + 1
+					c := fmt.Sprintf("%s/round%d/%d", kind.name, round, j)
+					err = txn.Set(key, tableRow(handle*scale[round], c, (handle+int64(round))%9-1))
 				}
 				if err != nil {
 					fail(kind.name+": mutate", err)
