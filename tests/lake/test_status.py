@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from deltalake import DeltaTable
 
 from tests.capture.pull_harness import make_config, wait_resolved
 from tidelake import tso
@@ -32,7 +33,7 @@ DB = "demo"
 TABLE_KEYS = {
     "table", "table_key", "state", "reason", "path", "physical_ids", "resolved_ts", "resolved_utc", "barrier_ts",
     "barrier_utc", "checkpoint_ts", "checkpoint_utc", "lag_seconds", "bound", "blocked", "pending_ddl",
-    "last_merge", "last_error",
+    "last_merge", "last_error", "reader_features", "deltalake_readable",
 }
 REPORT_KEYS = {
     "schema_version", "generated_at", "now_ts", "now_utc", "now_source", "lake", "ddl_resolved_ts",
@@ -123,12 +124,16 @@ def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pull
     assert row["checkpoint_utc"] == utc_text(cap) and row["checkpoint_utc"].endswith("Z")
     assert row["pending_ddl"]["action"] == "add column" and row["pending_ddl"]["commit_utc"] == utc_text(job.finished_ts)
     assert row["last_merge"]["rows_in"] == 5
+    # no DDL needed a reader feature: status says deltalake reads it, and it does
+    assert (row["reader_features"], row["deltalake_readable"]) == ([], True)
+    assert DeltaTable(row["path"]).to_pyarrow_table().num_rows == 5
 
     assert main(["status", "--lake", layout.root, "--pd", cluster.pd_address, "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
     assert cli["now_source"] == NowSource.PD and {t["table"] for t in cli["tables"]} == {f"{DB}.orders", f"{DB}.events"}
     assert main(["status", "--lake", layout.root]) == 0
-    assert "demo.orders" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "demo.orders" in text and "deltalake ✓" in text
 
 
 def test_status_of_an_empty_lake_writes_nothing(tmp_path):

@@ -20,8 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelake.apply.replica_schema import (
+    COLUMN_MAPPING,
     PARTITION_ID_COLUMN,
+    TYPE_WIDENING,
     create_replica,
+    enable_properties,
     is_partitioned,
     key_columns,
     quote,
@@ -286,6 +289,9 @@ class _Replica:
     def alter(self, clause: str) -> None:
         self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
 
+    def enable(self, properties: dict[str, str]) -> None:
+        enable_properties(self.spark, self.path, properties, self.storage_options)
+
     def delta(self):  # noqa: ANN201 - delta.tables.DeltaTable, imported lazily with Spark
         from delta.tables import DeltaTable
 
@@ -294,12 +300,14 @@ class _Replica:
 
 def _drop_column(replica: _Replica, name: str) -> None:
     if _has(replica.schema(), name):
+        replica.enable(COLUMN_MAPPING)
         replica.alter(f"DROP COLUMN {quote(name)}")
 
 
 def _rename_column(replica: _Replica, old: str, new: str) -> None:
     current = replica.schema()
     if old != new and _has(current, old) and not (_has(current, new) and old.lower() != new.lower()):
+        replica.enable(COLUMN_MAPPING)
         replica.alter(f"RENAME COLUMN {quote(old)} TO {quote(new)}")
 
 
@@ -334,8 +342,10 @@ def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: Da
     if current == target:
         return
     if can_widen(current, target):
+        replica.enable(TYPE_WIDENING)
         replica.alter(f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
         return
+    replica.enable(COLUMN_MAPPING)  # the rewrite drops the old column and renames tmp into place
     replica.alter(f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
     _finish_rewrite(replica, name, tmp, target)
 

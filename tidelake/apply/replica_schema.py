@@ -11,10 +11,12 @@ constraint would only make ADD COLUMN ... NOT NULL on existing rows fail), then 
                        insert in another at the same commit ts) merges correctly.
 Virtual generated columns are not stored in TiKV rows and are left out.
 
-A replica is created with column mapping by name (RENAME/DROP COLUMN are metadata-only), type
-widening, change data feed and deletion vectors, and its first commit records the starting
-checkpoint (docs/stack.md §11–12: a DataFrame write takes both the table properties and the
-txn options; CREATE TABLE ignores the txn confs).
+A replica is created with change data feed only (a writer feature: every Delta reader can read it)
+and its first commit records the starting checkpoint (docs/stack.md §11–12: a DataFrame write takes
+both the table properties and the txn options; CREATE TABLE ignores the txn confs). Reader features
+come when a DDL needs them (docs/stack.md §12.1): type widening at the first widening ALTER COLUMN
+TYPE, column mapping by name at the first RENAME or DROP COLUMN, or at creation when a column name
+is one Parquet cannot hold without it. Replicas created with all of them keep them.
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ ROWID_COLUMN = "_tidb_rowid"
 PARTITION_ID_COLUMN = "_tidb_partition_id"
 HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
 
-REPLICA_PROPERTIES: dict[str, str] = {
-    "delta.columnMapping.mode": "name",
-    "delta.enableTypeWidening": "true",
-    "delta.enableChangeDataFeed": "true",
-    "delta.enableDeletionVectors": "true",
-}
+REPLICA_PROPERTIES: dict[str, str] = {"delta.enableChangeDataFeed": "true"}
+COLUMN_MAPPING: dict[str, str] = {"delta.columnMapping.mode": "name"}  # reader feature columnMapping
+TYPE_WIDENING: dict[str, str] = {"delta.enableTypeWidening": "true"}  # reader feature typeWidening
+# Delta refuses these in a column name unless column mapping is on (delta-io/delta
+# SchemaUtils.checkFieldNames / DeltaErrors.invalidColumnName); TiDB allows them.
+_PARQUET_UNSAFE_NAME = re.compile(r"[ ,;{}()\n\t=]")
 
 
 def stored_columns(info: TableInfo) -> list[ColumnInfo]:
@@ -89,6 +91,27 @@ def replica_columns(info: TableInfo) -> list[tuple[str, str, str]]:
     if is_partitioned(info):
         cols.append((PARTITION_ID_COLUMN, "BIGINT", "physical table id of the row's partition"))
     return cols
+
+
+def creation_properties(info: TableInfo) -> dict[str, str]:
+    """The table properties a new replica of `info` starts with: column mapping only if a column name needs it."""
+    names = [name for name, _, _ in replica_columns(info)]
+    needs_mapping = any(_PARQUET_UNSAFE_NAME.search(n) for n in names)
+    return {**REPLICA_PROPERTIES, **(COLUMN_MAPPING if needs_mapping else {})}
+
+
+def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
+                      storage_options: dict[str, str] | None = None) -> None:
+    """Set `wanted` table properties the replica does not have yet. Setting delta.columnMapping.mode or
+    delta.enableTypeWidening upgrades the protocol to the feature in the same commit (docs/stack.md §12.1);
+    a replica that has them already is left alone, so a rerun after a crash commits nothing."""
+    from deltalake import DeltaTable
+
+    current = DeltaTable(path, storage_options=storage_options).metadata().configuration
+    missing = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if missing:
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
 
 
 def quote(name: str) -> str:
@@ -154,7 +177,7 @@ def create_replica(
     if current is not None and current >= checkpoint_ts:
         return False
     writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
-    for key, value in {**REPLICA_PROPERTIES, **writer_txn_options(checkpoint_ts)}.items():
+    for key, value in {**creation_properties(info), **writer_txn_options(checkpoint_ts)}.items():
         writer = writer.option(key, value)
     writer.save(path)
     return True

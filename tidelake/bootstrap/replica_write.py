@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tidelake.apply.replica_schema import REPLICA_PROPERTIES, replica_struct
+from tidelake.apply.replica_schema import creation_properties, replica_struct
 from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
@@ -33,7 +33,7 @@ class ReplicaWriteError(TidelakeError):
 def write_replica(spark: SparkSession, path: str, info: TableInfo, rows: DataFrame, ts: int,
                   storage_options: dict[str, str] | None = None) -> None:
     """Make `path` hold exactly `rows` with checkpoint `ts`."""
-    properties = ", ".join(f"'{k}' = '{v}'" for k, v in REPLICA_PROPERTIES.items())
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in creation_properties(info).items())
     location = path.replace("`", "``")
     _drop_stale_attempt(spark, path, info, storage_options)
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{location}` ({replica_ddl(info)}) USING delta "

@@ -63,6 +63,13 @@ def _lag_cell(lag: float | None) -> str:
     return f"[{colour}]{lag:,.1f}s[/]"
 
 
+def _readers_cell(features: list[str] | None, deltalake_readable: bool | None) -> str:
+    if features is None:
+        return "-"
+    mark = "[green]deltalake ✓[/]" if deltalake_readable else "[red]deltalake ✗[/]"
+    return f"{', '.join(features) or 'no reader features'}\n{mark}"
+
+
 def print_status(report: StatusReport, console: Console) -> None:
     from rich.table import Table
 
@@ -71,7 +78,8 @@ def print_status(report: StatusReport, console: Console) -> None:
     clock = "PD TSO" if report.now_source == "pd" else "wall clock"
     table = Table(title=f"tidelake status — {report.lake}", caption=f"now {utc_text(report.now_ts)} ({clock}); "
                   f"DDL resolved {utc_text(report.ddl_resolved_ts) or '-'}; changelog v{report.changelog_version}")
-    for header in ("table", "state", "resolved", "barrier", "checkpoint", "lag", "pending DDL", "last merge", "note"):
+    for header in ("table", "state", "resolved", "barrier", "checkpoint", "lag", "pending DDL", "last merge", "readers",
+                   "note"):
         table.add_column(header, justify="right" if header == "lag" else "left", no_wrap=header == "table")
     for t in report.tables:
         ddl = f"{t.pending_ddl.action}\njob {t.pending_ddl.job_id}" if t.pending_ddl else "-"
@@ -81,5 +89,6 @@ def print_status(report: StatusReport, console: Console) -> None:
             merge = f"{m.status} {m.duration_s:.1f}s\n{m.rows_in:,} in / {m.rows_out:,} out"
         note = t.last_error or t.blocked or (f"bound: {t.bound}" if t.bound else "")
         table.add_row(t.table, t.state, _ts_cell(t.resolved_ts), _ts_cell(t.barrier_ts), _ts_cell(t.checkpoint_ts),
-                      _lag_cell(t.lag_seconds), ddl, merge, note)
+                      _lag_cell(t.lag_seconds), ddl, merge, _readers_cell(t.reader_features, t.deltalake_readable),
+                      note)
     console.print(table)

@@ -37,7 +37,10 @@ the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_ut
         "last_merge": null | {"run_id": str, "status": str, "finished_at": str,
                               "duration_s": float, "rows_in": int, "rows_out": int,
                               "checkpoint_after": int | null, "reason": str | null},
-        "last_error": str | null                   last merge error, or the stop reason
+        "last_error": str | null,                  last merge error, or the stop reason
+        "reader_features": [str] | null,           Delta reader features the replica requires
+                                                   (null: no replica table yet)
+        "deltalake_readable": bool | null          whether the installed deltalake reads it
       }]
     }
 """
@@ -64,6 +67,7 @@ from tidelake.lake.replica_catalog import (
     ReplicaState,
     catalog_path,
 )
+from tidelake.lake.replica_readers import reader_needs
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import Watermarks
 
@@ -118,6 +122,8 @@ class TableStatus:
     pending_ddl: PendingDdl | None = None
     last_merge: MergeLogEntry | None = None
     last_error: str | None = None
+    reader_features: list[str] | None = None
+    deltalake_readable: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         merge = self.last_merge
@@ -149,6 +155,8 @@ class TableStatus:
                 "reason": merge.reason,
             },
             "last_error": self.last_error,
+            "reader_features": self.reader_features,
+            "deltalake_readable": self.deltalake_readable,
         }
 
 
@@ -226,6 +234,9 @@ def _table_status(key: int, entry: ReplicaEntry | None, history: SchemaHistory, 
     else:
         status = TableStatus(f"{entry.db}.{entry.name}", key, entry.state, entry.path, entry.reason)
         checkpoint = read_checkpoint(entry.path, layout.storage_options)
+        if DeltaTable.is_deltatable(entry.path, storage_options=layout.storage_options):
+            needs = reader_needs(entry.path, layout.storage_options)
+            status.reader_features, status.deltalake_readable = list(needs.features), needs.deltalake_readable
     status.last_merge = merge
     if merge is not None and merge.status in (MergeStatus.ERROR, MergeStatus.STOPPED):
         status.last_error = merge.reason

@@ -1,0 +1,49 @@
+"""Which Delta reader features a replica requires, and whether the installed deltalake can read it.
+
+A Delta protocol names what a reader must understand (delta-io/delta PROTOCOL.md "Protocol
+Evolution", "Table Features"): reader version 1 needs nothing; version 2 is the legacy protocol of
+column mapping; version 3 lists its reader features by name. A replica starts at version 1 and
+gains columnMapping / typeWidening with the first DDL that needs them (tidelake.apply.replica_schema).
+
+What deltalake (delta-rs, the reader Polars and pandas users reach through `DeltaTable`) supports is
+asked from the installed package: deltalake.table.MAX_SUPPORTED_READER_VERSION and
+SUPPORTED_READER_FEATURES, the sets its `to_pyarrow_dataset` checks a table's protocol against. It
+refuses columnMapping and deletionVectors separately, so a version-2 table is unreadable too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deltalake import DeltaTable
+from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
+
+LEGACY_COLUMN_MAPPING_READER_VERSION = 2  # PROTOCOL.md "Column Mapping": reader version 2
+
+
+@dataclass(frozen=True)
+class ReaderNeeds:
+    reader_version: int
+    features: tuple[str, ...]  # reader features the replica requires, sorted
+
+    @property
+    def deltalake_unsupported(self) -> tuple[str, ...]:
+        """The required features the installed deltalake cannot read (empty: it reads the replica)."""
+        if self.reader_version > MAX_SUPPORTED_READER_VERSION:
+            return (f"readerVersion {self.reader_version}",)
+        return tuple(f for f in self.features if f not in SUPPORTED_READER_FEATURES)
+
+    @property
+    def deltalake_readable(self) -> bool:
+        return not self.deltalake_unsupported
+
+
+def reader_needs(path: str, storage_options: dict[str, str] | None = None) -> ReaderNeeds:
+    """The reader side of the replica's current protocol (read from its Delta log, no data files)."""
+    protocol = DeltaTable(path, storage_options=storage_options).protocol()
+    version = protocol.min_reader_version
+    if version == LEGACY_COLUMN_MAPPING_READER_VERSION:
+        features: list[str] = ["columnMapping"]
+    else:
+        features = list(protocol.reader_features or [])
+    return ReaderNeeds(version, tuple(sorted(features)))
