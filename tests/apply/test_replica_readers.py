@@ -14,9 +14,8 @@ from decimal import Decimal
 import pytest
 from lake_fixtures import FedLake, sorted_rows
 
+from tidelake.apply.replica_schema import COLUMN_MAPPING, creation_properties
 from tidelake.lake.status import collect_status
-
-pytestmark = pytest.mark.spark
 
 
 def _spark_rows(spark, path: str, version: int) -> list[dict]:
@@ -39,6 +38,7 @@ def _status_of(lake: FedLake):
     return next(t for t in collect_status(lake.layout).tables if t.table == "shop.orders")
 
 
+@pytest.mark.spark
 def test_replicas_read_alike_by_deltalake_polars_and_spark_until_a_ddl_needs_a_feature(spark, tmp_path):
     import polars as pl
     from deltalake import DeltaTable
@@ -80,3 +80,15 @@ def test_replicas_read_alike_by_deltalake_polars_and_spark_until_a_ddl_needs_a_f
     status = _status_of(lake)
     assert (status.reader_features, status.deltalake_readable) == (["columnMapping", "timestampNtz", "typeWidening"], False)
     assert _spark_rows(spark, path, version) == lake.expected_rows("shop", "orders", upper)
+
+
+def test_a_new_replica_gets_column_mapping_only_when_a_column_name_needs_it():
+    """Delta refuses ' ,;{}()\\n\\t=' in Parquet column names without column mapping; TiDB allows them."""
+    from lake.ddl_jobs import Upstream
+
+    up = Upstream()
+    up.create_schema("s")
+    up.create_table("s", "plain", [("id", "bigint", "pk"), ("v", "int")])
+    up.create_table("s", "spaced", [("id", "bigint", "pk"), ("unit price", "int")])
+    assert not COLUMN_MAPPING.items() & creation_properties(up.table("s", "plain")).items()
+    assert COLUMN_MAPPING.items() <= creation_properties(up.table("s", "spaced")).items()

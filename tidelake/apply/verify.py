@@ -8,7 +8,8 @@ The two sides are read independently of everything the replication pipeline wrot
   "replica at checkpoint c" promises. Only the table's identity (its TiDB id at c) comes from our
   schema history.
 - replica: the Delta table at the version whose txn action records c, read with Spark (delta-rs
-  1.x refuses tables with the typeWidening reader feature, which every replica has). The newest
+  1.x refuses the typeWidening and columnMapping reader features a replica gains with its first
+  widening or renaming DDL, and the deletion vectors of replicas made before issue #16). The newest
   version is used, and c is read from that same snapshot, so later edits of the replica (a bad
   maintenance job, a manual fix) are checked too.
 
