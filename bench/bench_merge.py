@@ -18,9 +18,12 @@ those rows without reading the changelog, decoding, collapsing or MERGE.
 Fixed cost: --samples warm 1-change windows of the first table, once a new key (insert) and once
 an existing key (update), each a run_merge of that table alone; against --samples plain Delta
 appends of one row in the same session (append_1row_s). Medians.
+--compare-deletion-vectors (needs --tables 2 or more): after round 1 the first table gets deletion vectors
+(delta.enableDeletionVectors, as replicas had before issue #16), the others keep the default (off), and
+round 2 merges the tables one at a time, so the same changes are timed with and without them in one run.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
 """
 
 from __future__ import annotations
@@ -126,8 +129,36 @@ def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: lis
             "rows_out": sum(r.rows_out for r in results), "checkpoint": results[0].checkpoint_after}
 
 
+def _enable_deletion_vectors(spark, path: str) -> None:
+    from tidelake.apply.replica_schema import enable_properties
+
+    enable_properties(spark, path, {"delta.enableDeletionVectors": "true"})
+
+
+def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str]) -> dict:
+    """Each table merged alone (the first with deletion vectors): totals plus each table's seconds and
+    the files its merge added."""
+    from deltalake import DeltaTable
+
+    alone = []
+    for name in tables:
+        path = ReplicaCatalog(layout).find(DATABASE, name).path
+        before = DeltaTable(path).version()
+        merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"])
+        history = DeltaTable(path).history(DeltaTable(path).version() - before)
+        files = sum(int(h.get("operationMetrics", {}).get("numTargetFilesAdded", 0)) for h in history)
+        dvs = sum(int(h.get("operationMetrics", {}).get("numTargetDeletionVectorsAdded", 0)) for h in history)
+        alone.append({"table": name, "deletion_vectors": name == TABLE, "seconds": merged["seconds"],
+                      "files_added": files, "deletion_vectors_added": dvs,
+                      **{k: merged[k] for k in ("windows", "rows_in", "rows_out")}})
+    return {"seconds": sum(a["seconds"] for a in alone), "driver_cpu_s": None, "threads": 1,
+            "windows": sum(a["windows"] for a in alone), "rows_in": sum(a["rows_in"] for a in alone), "rows_out": sum(a["rows_out"] for a in alone),
+            "checkpoint": None, "alone": alone}
+
+
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
-        tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5) -> dict:
+        tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
+        compare_deletion_vectors: bool = False) -> dict:
     from tidelake.apply.session import get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -162,7 +193,12 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                         for upstream in upstreams:
                             last = upstream.write(rows, txn_rows, ratio)
                             _wait_durable(layout, upstream.info.id, last, errors)
-                        rounds.append({"round": n, **_merge(spark, layout, names, merge_threads)})
+                        if n == 1 or not compare_deletion_vectors:
+                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads)})
+                        else:
+                            rounds.append({"round": n, **_merge_one_by_one(spark, layout, names)})
+                        if n == 1 and compare_deletion_vectors:
+                            _enable_deletion_vectors(spark, ReplicaCatalog(layout).find(DATABASE, TABLE).path)
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
                     ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
                     if tables > 1:
@@ -252,6 +288,16 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: di
                           "fixed / append"],
                          [[fixed["fixed_cost_insert_s"], fixed["fixed_cost_update_s"], fixed["fixed_cost_s"],
                            fixed["append_1row_s"], fixed["fixed_cost_s"] / fixed["append_1row_s"]]]))
+    if "alone" in measured:
+        on = next(a for a in measured["alone"] if a["deletion_vectors"])
+        off = [a for a in measured["alone"] if not a["deletion_vectors"]]
+        off_s = statistics.median(a["seconds"] for a in off)
+        results["deletion_vectors"] = {"on": on, "off": off, "on_s_over_off_s": on["seconds"] / off_s}
+        print("\n## Round 2, one table at a time: with and without deletion vectors\n")
+        print(markdown_table(["table", "deletion vectors", "s", "files added", "DVs added", "rows written"],
+                             [[a["table"], a["deletion_vectors"], a["seconds"], a["files_added"],
+                               a["deletion_vectors_added"], a["rows_out"]] for a in measured["alone"]]))
+        print(f"with / without deletion vectors (s) = {results['deletion_vectors']['on_s_over_off_s']:.2f}")
     if len(rounds) > 2:
         results["threads_speedup"] = measured["seconds"] / rounds[2]["seconds"]
         print(f"round 2 s / round 3 s ({rounds[2]['threads']} threads vs 1) = {results['threads_speedup']:.2f}")
@@ -274,14 +320,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=2, help="run_merge threads of rounds 1 and 3")
     parser.add_argument("--small-rows", type=int, default=100, help="changes per table of the small round")
     parser.add_argument("--samples", type=int, default=5, help="1-change windows (of each kind) and 1-row appends")
+    parser.add_argument("--compare-deletion-vectors", action="store_true",
+                        help="time round 2 per table, the first with deletion vectors (needs --tables 2+)")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
         parser.error("--tables, --threads, --samples and --small-rows must be at least 1")
+    if args.compare_deletion_vectors and args.tables < 2:
+        parser.error("--compare-deletion-vectors needs --tables 2 or more")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
     env = print_environment()
     results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs, args.tables, args.threads,
-                  args.small_rows, args.samples)
+                  args.small_rows, args.samples, args.compare_deletion_vectors)
     write_json(args.json, "merge", env, results)
     return results
 
