@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelake.apply.replica_schema import (
     COLUMN_MAPPING,
@@ -33,6 +33,7 @@ from tidelake.apply.replica_schema import (
     replica_struct,
     stored_columns,
 )
+from tidelake.apply.temp_view import source_view
 from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.apply.type_change import can_widen
 from tidelake.codec import mysql_types as mt
@@ -223,12 +224,12 @@ def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
     if not removed:
         return  # ADD PARTITION: new physical ids only
     if set(removed) == set(event.physical_ids_before):
-        replica.delta().delete()
+        replica.delete()
         return
     if not is_partitioned(event.table_info_before):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
     ids = ", ".join(str(int(pid)) for pid in removed)
-    replica.delta().delete(f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+    replica.delete(f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
 
 
 # --- schema convergence ------------------------------------------------------------------
@@ -292,10 +293,23 @@ class _Replica:
     def enable(self, properties: dict[str, str]) -> None:
         enable_properties(self.spark, self.path, properties, self.storage_options)
 
-    def delta(self):  # noqa: ANN201 - delta.tables.DeltaTable, imported lazily with Spark
-        from delta.tables import DeltaTable
+    # Delta SQL DML rather than delta.tables.DeltaTable, which Spark Connect lacks (merge_job.merge_window).
+    def delete(self, where: str | None = None) -> None:
+        self.spark.sql(f"DELETE FROM delta.{quote(self.path)}" + (f" WHERE {where}" if where else "")).collect()
 
-        return DeltaTable.forPath(self.spark, self.path)
+    def set_column(self, name: str, expression: str) -> None:
+        """Every row's `name` = the SQL `expression` over the row."""
+        self.spark.sql(f"UPDATE delta.{quote(self.path)} SET {quote(name)} = {expression}").collect()
+
+    def fill_column(self, name: str, value: Any, tp: DataType) -> None:
+        """Every row's `name` = `value`, a Python value of Spark type `tp`: a one-row MERGE, since
+        UPDATE takes no parameters and a literal of every type is not worth spelling as SQL."""
+        from pyspark.sql.types import StructField, StructType
+
+        one = self.spark.createDataFrame([(value,)], StructType([StructField("v", tp, True)]))
+        with source_view(one) as view:
+            self.spark.sql(f"MERGE INTO delta.{quote(self.path)} t USING {view} s ON true "
+                           f"WHEN MATCHED THEN UPDATE SET t.{quote(name)} = s.v").collect()
 
 
 def _drop_column(replica: _Replica, name: str) -> None:
@@ -314,8 +328,6 @@ def _rename_column(replica: _Replica, old: str, new: str) -> None:
 def _add_column(replica: _Replica, after: TableInfo, col: ColumnInfo, tp: DataType) -> None:
     """ADD COLUMN at the upstream position, then existing rows get the column's origin default
     (what TiDB returns for rows written before the column existed; docs/encoding.md §5)."""
-    from pyspark.sql import functions as F
-
     if not _has(replica.schema(), col.name):
         order = [c.name for c in stored_columns(after)]
         position = order.index(col.name)
@@ -327,7 +339,7 @@ def _add_column(replica: _Replica, after: TableInfo, col: ColumnInfo, tp: DataTy
         return
     # Every replica row predates the column (checkpoint == barrier), so all of them take the
     # default; a rerun after a crash sets the same value again.
-    replica.delta().update(set={quote(col.name): F.lit(value).cast(tp)})
+    replica.fill_column(col.name, value, tp)
 
 
 def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType) -> None:
@@ -355,11 +367,10 @@ def _finish_rewrite(replica: _Replica, name: str, tmp: str, target: DataType) ->
     old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
     DDL instead of silently becoming NULL."""
     from pyspark.errors import PySparkException
-    from pyspark.sql import functions as F
 
     if _has(replica.schema(), name):
         try:
-            replica.delta().update(set={quote(tmp): F.col(quote(name)).cast(target)})
+            replica.set_column(tmp, f"CAST({quote(name)} AS {target.simpleString()})")
         except PySparkException as exc:
             raise UnsupportedDDL(f"column {name!r} cannot be cast to {target.simpleString()}: {exc}") from exc
         replica.alter(f"DROP COLUMN {quote(name)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tidelake.apply.replica_schema import quote
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
@@ -53,17 +54,14 @@ def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: R
     return out
 
 
+# Delta SQL rather than delta.tables.DeltaTable, so maintenance also runs over Spark Connect.
 def _compact(spark: SparkSession, path: str) -> int:
-    from delta.tables import DeltaTable
-
-    metrics = DeltaTable.forPath(spark, path).optimize().executeCompaction().collect()[0]["metrics"]
+    metrics = spark.sql(f"OPTIMIZE delta.{quote(path)}").collect()[0]["metrics"]
     return int(metrics["numFilesRemoved"])
 
 
 def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
-    from delta.tables import DeltaTable
-
-    DeltaTable.forPath(spark, path).vacuum(retention_hours)
+    spark.sql(f"VACUUM delta.{quote(path)} RETAIN {float(retention_hours)!r} HOURS").collect()
 
 
 def run_maintenance(

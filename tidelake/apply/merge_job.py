@@ -20,8 +20,8 @@ physical id + put in another) are two rows, deleted and inserted. A common handl
 keys, so one raw key can change its PK string ('ab' -> 'AB' under a _ci collation): such tables
 match the replica on the PK as it was before the window (tidelake.apply.mount.match_columns).
 
-Up to `threads` tables merge at once, each in its own `spark.newSession()` (the txn confs are per
-session, the SparkContext is shared): a window is mostly Delta's driver-side planning between
+Up to `threads` tables merge at once, each in its own session of the same application
+(tidelake.apply.session.sibling_session: the txn confs are per session): a window is mostly Delta's driver-side planning between
 small jobs, so two tables overlap well even on two cores (1.45x measured, bench/README.md).
 Tables also run in parallel as separate jobs (Airflow mapped tasks), never two jobs on one table. A MERGE or DDL
 step that loses a Delta commit race (an OPTIMIZE of the replica compacting files the MERGE read
@@ -46,6 +46,8 @@ from tidelake.apply.changelog_reader import read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged, record_checkpoint
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
+from tidelake.apply.session import release_session, sibling_session
+from tidelake.apply.temp_view import source_view
 from tidelake.apply.txn_confs import txn_confs
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
@@ -128,7 +130,8 @@ DEFAULT_THREADS = 2  # tables merged at once in one Spark application
 
 def retry_on_conflict(step: Callable[[], T], what: str) -> T:
     """Run an idempotent Delta step again when it lost a concurrent-commit race."""
-    from delta.exceptions import (
+    # The base classes: both the classic (py4j) and the Spark Connect exceptions derive from them.
+    from delta.exceptions.base import (
         ConcurrentAppendException,
         ConcurrentDeleteDeleteException,
         ConcurrentDeleteReadException,
@@ -183,14 +186,18 @@ def run_merge(
 
     def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
         started = datetime.now(timezone.utc)
+        session = spark
         try:
-            session = _thread_session(spark) if parallel > 1 else spark
+            session = sibling_session(spark) if parallel > 1 else spark
             result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
                                   max_chunk_rows, progress)
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
                                  reason=explain_failure(layout, exc))
+        finally:
+            if session is not spark:
+                release_session(session)
         return result, _log_entry(report.run_id, result, started)
 
     if parallel < 2:
@@ -203,16 +210,6 @@ def run_merge(
         append_entries(layout, [entry for _, entry in outcomes])
         write_merge_metrics(layout)  # README "Metrics"
     return report
-
-
-def _thread_session(spark: SparkSession) -> SparkSession:
-    """A session of the same application for one table's thread, with the caller's runtime SQL
-    confs: newSession() starts from the SparkConf alone."""
-    session = spark.newSession()
-    for key, value in spark.conf.getAll.items():
-        if spark.conf.isModifiable(key):
-            session.conf.set(key, value)
-    return session
 
 
 def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
@@ -364,19 +361,21 @@ def merge_window(
 ) -> tuple[int, int]:
     """MERGE the changes of (lo, hi] into the replica at `path`, recording checkpoint hi in the
     same commit. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
-    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read."""
-    from delta.tables import DeltaTable
+    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
+
+    The MERGE is SQL over a session temp view, not delta.tables.DeltaTable: the same statement
+    runs in a local session and over Spark Connect, where DeltaTable needs Delta's Connect server
+    plugin, which Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
     from deltalake import DeltaTable as DeltaLog
 
     target = read_replica_struct(path, layout.storage_options)
-    replica = DeltaTable.forPath(spark, path)
     version = replica_version(path, layout.storage_options)
     if _no_files(stats, lo, hi):
         # Nothing landed in the window: still a commit, so the checkpoint moves (the next
         # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
-        with txn_confs(spark, hi):
-            nothing = spark.createDataFrame([], target).alias("s")
-            replica.alias("t").merge(nothing, "false").whenNotMatchedInsertAll().execute()
+        with txn_confs(spark, hi), source_view(spark.createDataFrame([], target)) as view:
+            spark.sql(f"MERGE INTO delta.{quote(path)} t USING {view} s ON false "
+                      "WHEN NOT MATCHED THEN INSERT *").collect()
         return _metrics(path, version, hi, layout.storage_options)
     changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
@@ -384,17 +383,17 @@ def merge_window(
     keys = key_columns(info)
     match = match_columns(info)  # a common handle's row is found by its PK before the window
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
-    assignments = {quote(f.name): f"s.{quote(f.name)}" for f in target.fields}
+    columns = ", ".join(quote(f.name) for f in target.fields)
+    values = ", ".join(f"s.{quote(f.name)}" for f in target.fields)
+    updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in target.fields)
     op = quote(MOUNT_OP_COLUMN)
-    with txn_confs(spark, hi):
-        (
-            replica.alias("t")
-            .merge(source.alias("s"), condition)
-            .whenMatchedDelete(condition=f"s.{op} = 'delete'")
-            .whenMatchedUpdate(set=assignments)
-            .whenNotMatchedInsert(condition=f"s.{op} = 'put'", values=assignments)
-            .execute()
-        )
+    with txn_confs(spark, hi), source_view(source) as view:
+        spark.sql(
+            f"MERGE INTO delta.{quote(path)} t USING {view} s ON {condition} "
+            f"WHEN MATCHED AND s.{op} = 'delete' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED AND s.{op} = 'put' THEN INSERT ({columns}) VALUES ({values})"
+        ).collect()
     return _metrics(path, version, hi, layout.storage_options)
 
 

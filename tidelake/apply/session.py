@@ -1,8 +1,17 @@
 """One place that knows how to build a Delta-enabled SparkSession (docs/stack.md §10).
 
-Local runs (CLI, tests, the embedded demo) get `local[*]` with the Delta jars resolved from
-Maven Central through `spark.jars.packages`; under spark-submit the master and packages come
-from the submit command and are left alone.
+Three ways to get one:
+- local: `local[*]` with the Delta jars resolved from Maven Central through `spark.jars.packages`
+  (CLI, tests, the embedded demo); every process pays a JVM start and Ivy resolution;
+- submitted: under spark-submit the master and packages come from the submit command;
+- remote: a thin Spark Connect client of a long-running server (`tidelake spark-server`, or
+  any Spark Connect server started with the same Delta package and DELTA_CONFS): no JVM in the
+  client, and the server keeps its JVM, jars and Delta log caches warm between runs. Each
+  client gets its own server-side session, so session confs (the Delta txn of a MERGE,
+  tidelake.apply.txn_confs) stay per client.
+
+Which Spark a command uses (README "Warm Spark"): an explicit remote (`--remote`, then
+`[spark] remote` of the changefeed config), then the standard SPARK_REMOTE variable, then local.
 """
 
 from __future__ import annotations
@@ -23,12 +32,24 @@ SCALA_VERSION = "2.13"
 IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
 
 # Confs every tidelake session needs; cluster deployments pass the same through spark-submit.
-DELTA_CONFS: dict[str, str] = {
+# The first two are static (fixed when the JVM starts); the rest are session confs.
+STATIC_DELTA_CONFS: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+SESSION_CONFS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
+}
+DELTA_CONFS: dict[str, str] = {**STATIC_DELTA_CONFS, **SESSION_CONFS}
+# What a one-machine Spark (local session or local Spark Connect server) sets besides.
+LOCAL_CONFS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    # Delta rebuilds table state from the log with 50 tasks by default: pure overhead locally.
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 
@@ -40,18 +61,29 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{major_minor}_{SCALA_VERSION}:{DELTA_JAR_VERSION}"
 
 
+def remote_url(explicit: str | None = None) -> str | None:
+    """The Spark Connect server to use: `explicit` (--remote, or [spark] remote of the config),
+    else SPARK_REMOTE, else None (local Spark)."""
+    return explicit or os.environ.get("SPARK_REMOTE", "").strip() or None
+
+
 def get_session(
     app_name: str = "tidelake",
     master: str | None = None,
     extra_confs: dict[str, str] | None = None,
     local: bool = True,
+    remote: str | None = None,
 ) -> SparkSession:
     """Return the active session or build one with Delta enabled.
 
     `local=False` is for spark-submit entry points: master and jars come from the submit command.
+    `remote` (or SPARK_REMOTE) makes a Spark Connect session of that server instead.
     """
     from pyspark.sql import SparkSession
 
+    url = remote_url(remote) if local else None
+    if url is not None:
+        return connect_session(url, extra_confs)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -62,11 +94,64 @@ def get_session(
         builder = builder.master(master or os.environ.get("TIDELAKE_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.jars.packages", delta_package())
         builder = builder.config("spark.jars.ivySettings", str(IVY_SETTINGS))
-        builder = builder.config("spark.ui.enabled", "false")
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
-        builder = builder.config("spark.sql.shuffle.partitions", "4")
-        # Delta rebuilds table state from the log with 50 tasks by default: pure overhead locally.
-        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
+        for key, value in LOCAL_CONFS.items():
+            builder = builder.config(key, value)
     for key, value in {**DELTA_CONFS, **(extra_confs or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def connect_session(url: str, extra_confs: dict[str, str] | None = None) -> SparkSession:
+    """A new server-side session of the Spark Connect server at `url` (sc://host:port), with
+    tidelake's session confs. Static confs (the Delta extension and catalog) are the server's:
+    a server started without them fails here with one line, not at the first MERGE."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    import delta.connect.exceptions  # noqa: F401 - Delta commit races raise Delta's classes, as in classic
+
+    from tidelake.errors import InputError
+
+    try:
+        session = SparkSession.builder.remote(url).create()
+        for key, value in {**SESSION_CONFS, **(extra_confs or {})}.items():
+            session.conf.set(key, value)
+        extensions = session.conf.get(_EXTENSIONS, "") or ""
+    except PySparkException as exc:
+        raise InputError(f"Spark Connect server {url}: {str(exc).splitlines()[0]}") from None
+    if STATIC_DELTA_CONFS[_EXTENSIONS] not in extensions:
+        session.stop()
+        raise InputError(f"Spark Connect server {url} runs without {_EXTENSIONS}="
+                         f"{STATIC_DELTA_CONFS[_EXTENSIONS]}: start it with `tidelake spark-server start`")
+    return session
+
+
+_EXTENSIONS = "spark.sql.extensions"
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def sibling_session(spark: SparkSession) -> SparkSession:
+    """A session sharing `spark`'s Spark application but with its own SQL conf (the txn confs of
+    tidelake.apply.txn_confs are per session), starting from `spark`'s runtime confs."""
+    if is_remote(spark):
+        session = spark.cloneSession()  # a new server-side session with the same confs
+        # pyspark 4.2's cloneSession skips __init__, which sets the flag stop() reads to release
+        # the server-side session (pyspark/sql/connect/session.py)
+        session.release_session_on_close = True
+        return session
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key):
+            session.conf.set(key, value)
+    return session
+
+
+def release_session(spark: SparkSession) -> None:
+    """End a Spark Connect session (frees its server-side state and lets this process exit);
+    a local session is left to its owner (stopping it would stop the shared SparkContext)."""
+    if is_remote(spark):
+        spark.stop()
