@@ -4,6 +4,7 @@ lake folder, and a factory of raw row changes."""
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import pytest
@@ -29,6 +30,60 @@ def spark():
     session = get_session("tidelake-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A warm Spark Connect server (tidelake spark-server) on a free loopback port for the run;
+    yields its settings (url, pid and log files)."""
+    from tidelake.apply import spark_server
+    from tidelake.demos.supervisor import free_port
+
+    settings = spark_server.ServerSettings(tmp_path_factory.mktemp("spark-server"), port=free_port(15002),
+                                           master="local[2]")
+    spark_server.start(settings)
+    yield settings
+    spark_server.stop(settings)
+
+
+# pyspark's functions (F.col, ...) build Connect or classic expressions by this variable, which
+# a Connect session sets for the whole process. A real process is one or the other; the tests
+# hold both, so the variable is set exactly while a Connect-side test runs.
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server):
+    """A Spark Connect client session of the run's server (its own server-side session)."""
+    from tidelake.apply.session import connect_session
+
+    was = os.environ.get(CONNECT_MODE)
+    session = connect_session(connect_server.url)
+    _restore_env(CONNECT_MODE, was)
+    yield session
+    os.environ[CONNECT_MODE] = "1"
+    session.stop()
+    _restore_env(CONNECT_MODE, was)
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+@pytest.fixture
+def connect_mode(connect_spark, monkeypatch):
+    """The Connect session, with pyspark's functions building Connect expressions for the test."""
+    monkeypatch.setenv(CONNECT_MODE, "1")
+    return connect_spark
+
+
+@pytest.fixture(params=["local", "connect"])
+def any_spark(request):
+    """The run's local session, then a Spark Connect one: for the tests that must hold for both."""
+    return request.getfixturevalue("spark" if request.param == "local" else "connect_mode")
 
 
 @pytest.fixture

@@ -125,6 +125,15 @@ class MergeConfig:
 
 
 @dataclass(frozen=True)
+class SparkConfig:
+    """Which Spark the merge, syncpoint and maintenance commands use (README "Warm Spark")."""
+
+    # A Spark Connect server (sc://host:port) to reach as a thin client; None: SPARK_REMOTE, else
+    # a local session (or spark-submit's, under the DAGs' SparkSubmitOperator).
+    remote: str | None = None
+
+
+@dataclass(frozen=True)
 class ChangefeedConfig:
     changefeed_id: str
     upstream: UpstreamConfig
@@ -133,6 +142,7 @@ class ChangefeedConfig:
     filter: FilterConfig = field(default_factory=FilterConfig)
     puller: PullerConfig = field(default_factory=PullerConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
     source: str = ""
 
     @property
@@ -237,6 +247,12 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         parallel_jobs=merge.positive_int("parallel_jobs", MergeConfig.parallel_jobs),
     )
     merge.done()
+
+    spark = root.section("spark")
+    remote = spark.string("remote")
+    if remote is not None and not (remote.startswith("sc://") and len(remote) > len("sc://")):
+        raise spark.bad("remote", "a Spark Connect URL like 'sc://127.0.0.1:15002'", remote)
+    spark.done()
     root.done()
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
@@ -246,6 +262,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),
         puller=puller_config,
         merge=merge_config,
+        spark=SparkConfig(remote=remote),
         source=source,
     )
 

@@ -21,7 +21,8 @@ def changefeed_document(changefeed_id: str, pd: Sequence[str], lake_root: str | 
                         rules: Sequence[str] | None = None, start_ts: int | None = None,
                         gc_ttl: str | None = None, puller: Mapping[str, Any] | None = None,
                         merge: Mapping[str, Any] | None = None,
-                        lake: Mapping[str, Any] | None = None) -> Document:
+                        lake: Mapping[str, Any] | None = None,
+                        spark: Mapping[str, Any] | None = None) -> Document:
     """The config as nested tables; sections with nothing set are left out (their defaults apply)."""
     doc: Document = {"changefeed": {"id": changefeed_id}}
     if start_ts is not None:
@@ -36,6 +37,8 @@ def changefeed_document(changefeed_id: str, pd: Sequence[str], lake_root: str | 
         doc["puller"] = dict(puller)
     if merge:
         doc["merge"] = dict(merge)
+    if spark:
+        doc["spark"] = dict(spark)
     return doc
 
 

@@ -37,7 +37,9 @@ def data_files(spark, path: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
 
 
-def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(spark, tmp_path):
+def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tmp_path):
+    """Local Spark and a Spark Connect client alike (the warm Spark of README "Warm Spark")."""
+    spark = any_spark
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
     lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)"),
@@ -133,7 +135,8 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
     lake.close()
 
 
-def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(spark, tmp_path):
+def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(any_spark, tmp_path):
+    spark = any_spark
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("app"))
     lake.ddl(lake.up.create_table("app", "events", [("id", "int"), ("kind", "varchar(8)")], partitions=["p0", "p1"]))
@@ -250,18 +253,26 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
     assert {r["id"] for r in replica} == {1, 2, 5, 6, 40}
 
 
-def test_a_table_thread_has_its_own_session_with_the_callers_runtime_confs(spark):
-    """newSession() starts from the SparkConf alone; the txn confs of one table must not leak."""
-    from tidelake.apply.merge_job import _thread_session
+def test_a_table_thread_has_its_own_session_with_the_callers_runtime_confs(any_spark):
+    """A table's thread gets a session of the same application (newSession() locally, a cloned
+    server-side session over Spark Connect) with the caller's runtime confs; the txn confs of
+    one table must not leak into another."""
+    from tidelake.apply.session import is_remote, release_session, sibling_session
     from tidelake.apply.txn_confs import TXN_VERSION_CONF
 
+    spark = any_spark
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "3")
     try:
-        session = _thread_session(spark)
-        assert session is not spark and session.sparkContext is spark.sparkContext
-        assert session.conf.get("spark.sql.shuffle.partitions") == "3"
-        session.conf.set(TXN_VERSION_CONF, "42")
-        assert spark.conf.get(TXN_VERSION_CONF, None) is None
+        session = sibling_session(spark)
+        try:
+            assert session is not spark
+            if not is_remote(spark):
+                assert session.sparkContext is spark.sparkContext
+            assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+            session.conf.set(TXN_VERSION_CONF, "42")
+            assert spark.conf.get(TXN_VERSION_CONF, None) is None
+        finally:
+            release_session(session)  # a Connect session left open keeps the test process alive
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)

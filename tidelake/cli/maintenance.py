@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
 
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--vacuum-retention-hours", type=float, default=None, metavar="H",
                         help="keep files referenced by versions of the last H hours (default 168)")
     parser.add_argument("--skip", action="append", choices=STEPS, default=[], help="skip a step (repeatable)")
-    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*] or $TIDELAKE_SPARK_MASTER)")
+    add_spark_arguments(parser)
     parser.set_defaults(handler=_maintenance)
 
 
@@ -31,17 +32,21 @@ def _maintenance(args: argparse.Namespace) -> int:
         DEFAULT_VACUUM_RETENTION_HOURS,
         run_maintenance,
     )
-    from tidelake.apply.session import get_session
+    from tidelake.apply.session import get_session, release_session
 
     hours = DEFAULT_VACUUM_RETENTION_HOURS if args.vacuum_retention_hours is None else args.vacuum_retention_hours
     if not (math.isfinite(hours) and hours >= 0):
         raise InputError(f"--vacuum-retention-hours must be a finite number >= 0, got {hours}")
-    layout = resolve_target(args).layout
-    report = run_maintenance(
-        get_session("tidelake-maintenance", master=args.master), layout,
-        vacuum_retention_hours=hours, optimize="optimize" not in args.skip,
-        vacuum="vacuum" not in args.skip, changelog_retention="changelog" not in args.skip,
-    )
+    target = resolve_target(args)
+    spark = get_session("tidelake-maintenance", master=args.master, remote=remote_choice(args, target))
+    try:
+        report = run_maintenance(
+            spark, target.layout,
+            vacuum_retention_hours=hours, optimize="optimize" not in args.skip,
+            vacuum="vacuum" not in args.skip, changelog_retention="changelog" not in args.skip,
+        )
+    finally:
+        release_session(spark)
     print(f"changelog rows deleted: {report.changelog_rows_deleted}")
     for path, removed in report.optimized.items():
         print(f"optimized {path}: {removed} files compacted")

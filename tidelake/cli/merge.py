@@ -12,12 +12,13 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
     from tidelake.apply.merge_job import MergeProgress, MergeReport
-    from tidelake.lake.layout import LakeLayout
+    from tidelake.cli.target import Target
 
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,11 +43,11 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("merge", help="advance replicas to min(resolved ts, next DDL), on local Spark")
     add_merge_arguments(parser)
-    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*] or $TIDELAKE_SPARK_MASTER)")
+    add_spark_arguments(parser)
     parser.set_defaults(handler=_merge)
 
 
-def layout_from_args(args: argparse.Namespace) -> LakeLayout:
+def target_from_args(args: argparse.Namespace) -> Target:
     from tidelake import tso
 
     if args.until_ts is not None and not 0 < args.until_ts < tso.LIMIT:
@@ -55,7 +56,7 @@ def layout_from_args(args: argparse.Namespace) -> LakeLayout:
         raise InputError(f"--max-chunk-rows must be positive, got {args.max_chunk_rows}")
     if args.threads is not None and args.threads <= 0:
         raise InputError(f"--threads must be positive, got {args.threads}")
-    return resolve_target(args).layout
+    return resolve_target(args)
 
 
 def merge_kwargs(args: argparse.Namespace) -> dict:
@@ -103,12 +104,15 @@ def render_report(report: MergeReport):
 
 def _merge(args: argparse.Namespace) -> int:
     from tidelake.apply.merge_job import run_merge
-    from tidelake.apply.session import get_session
+    from tidelake.apply.session import get_session, release_session
     from tidelake.cli.report_console import report_console
 
-    layout = layout_from_args(args)
+    target = target_from_args(args)
     console = report_console()
-    spark = get_session("tidelake-merge", master=args.master)
-    report = run_merge(spark, layout, progress=progress_printer(console), **merge_kwargs(args))
+    spark = get_session("tidelake-merge", master=args.master, remote=remote_choice(args, target))
+    try:
+        report = run_merge(spark, target.layout, progress=progress_printer(console), **merge_kwargs(args))
+    finally:
+        release_session(spark)
     console.print(render_report(report))
     return 1 if report.failed else 0

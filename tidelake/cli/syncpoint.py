@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
 
@@ -20,12 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("syncpoint", help="merge every replica to one aligned TSO and record the cut")
     add_target_arguments(parser)
     parser.add_argument("--interval", type=int, metavar="S", help="seconds between syncpoints (overrides the config)")
-    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*] or $TIDELAKE_SPARK_MASTER)")
+    add_spark_arguments(parser)
     parser.set_defaults(handler=_syncpoint)
 
 
 def _syncpoint(args: argparse.Namespace) -> int:
-    from tidelake.apply.session import get_session
+    from tidelake.apply.session import get_session, release_session
     from tidelake.apply.syncpoint_job import SyncpointOutcome, run_syncpoint
 
     target = resolve_target(args)
@@ -35,7 +36,11 @@ def _syncpoint(args: argparse.Namespace) -> int:
     if interval is None or interval < 1:
         raise InputError("no syncpoint interval: pass --interval S (seconds >= 1) or set "
                          "[merge].syncpoint_interval in the changefeed config")
-    result = run_syncpoint(get_session("tidelake-syncpoint", master=args.master), target.layout, interval)
+    spark = get_session("tidelake-syncpoint", master=args.master, remote=remote_choice(args, target))
+    try:
+        result = run_syncpoint(spark, target.layout, interval)
+    finally:
+        release_session(spark)
     if result.outcome is SyncpointOutcome.RECORDED:
         cut = result.syncpoint
         print(f"syncpoint {result.ts}: {len(cut.replicas)} replicas"

@@ -1,0 +1,30 @@
+"""Which Spark a lake command runs on: `--remote URL` / `[spark] remote` / SPARK_REMOTE (a warm
+Spark Connect server, tidelake.apply.spark_server), else `--master` (local Spark)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from tidelake.cli.target import Target
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*] or $TIDELAKE_SPARK_MASTER)")
+    parser.add_argument("--remote", metavar="sc://HOST:PORT",
+                        help="run as a client of this Spark Connect server (default: [spark] remote of the "
+                        "config, then $SPARK_REMOTE, else local Spark)")
+
+
+def remote_choice(args: argparse.Namespace, target: Target) -> str | None:
+    """The remote the arguments and the changefeed config name (None: SPARK_REMOTE or local,
+    decided by tidelake.apply.session.get_session)."""
+    remote = args.remote or (target.config.spark.remote if target.config is not None else None)
+    if remote is not None and not remote.startswith("sc://"):
+        raise InputError(f"--remote must be a Spark Connect URL like sc://127.0.0.1:15002, got {remote!r}")
+    if remote is not None and args.master:
+        raise InputError("give either --master (local Spark) or a Spark Connect remote, not both")
+    return remote
