@@ -2,7 +2,8 @@
 
 spark_jobs/maintenance.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
 partitions every replica has merged past (changelog retention). It runs when merges are light
-(TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC); Delta's optimistic concurrency lets a merge
+(TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC), as a thin Spark Connect client when a warm
+Spark is configured (tidelake.orchestration.connect_job); Delta's optimistic concurrency lets a merge
 and an OPTIMIZE of one table commit side by side (OPTIMIZE only rewrites files it alone read).
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, task
 
+from tidelake.orchestration import connect_job
 from tidelake.orchestration.airflow.schedules import (
     DEFAULT_MAINTENANCE_SCHEDULE,
     timetable,
@@ -35,13 +37,22 @@ for feed in load_changefeeds():
         doc_md=__doc__,
         default_args={"retries": 1, "retry_delay": timedelta(minutes=10)},
     ):
-        TidelakeSparkSubmitOperator(
-            task_id="maintenance",
-            **spark_submit_kwargs(
-                SPARK,
-                job="maintenance",
-                app_name=f"tidelake maintenance {feed.config.changefeed_id}",
-                lake_root=feed.config.lake.root,
-                application_args=["--config", feed.config_path],
-            ),
-        )
+        remote = connect_job.job_remote(feed.config)
+        if remote is None:
+            TidelakeSparkSubmitOperator(
+                task_id="maintenance",
+                **spark_submit_kwargs(
+                    SPARK,
+                    job="maintenance",
+                    app_name=f"tidelake maintenance {feed.config.changefeed_id}",
+                    lake_root=feed.config.lake.root,
+                    application_args=["--config", feed.config_path],
+                ),
+            )
+        else:
+
+            @task(task_id="maintenance")
+            def maintenance_remote(config_path: str, remote: str = remote) -> None:
+                connect_job.run_job("maintenance", ["--config", config_path], remote)
+
+            maintenance_remote(feed.config_path)

@@ -4,6 +4,10 @@ plan (validate params, plan tables, group them) -> merge (one spark-submit of
 spark_jobs/merge.py per table group, mapped) -> [syncpoint_due -> syncpoint] -> publish (an asset
 event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
 
+With a warm Spark ([spark] remote in the changefeed config, or SPARK_REMOTE on the workers) the
+merge and syncpoint tasks are plain Python tasks, thin Spark Connect clients of that server,
+instead of spark-submits (tidelake.orchestration.connect_job).
+
 With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
 boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
 runs spark_jobs/syncpoint.py: every replica to one aligned TSO, recorded as a cross-table cut
@@ -22,9 +26,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import DAG, Asset, AssetAlias, Metadata, Param, TriggerRule, task
+from airflow.sdk import DAG, Asset, AssetAlias, Metadata, Param, TriggerRule, get_current_context, task
 
-from tidelake.orchestration import merge_run
+from tidelake.orchestration import connect_job, merge_run
 from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
@@ -77,9 +81,20 @@ def build(feed: Changefeed) -> DAG:
                 yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
 
         planned = plan(feed.config_path)
-        merged = TidelakeSparkSubmitOperator.partial(
-            task_id="merge", map_index_template="{{ task.name }}", **submit
-        ).expand_kwargs(planned)
+        remote = connect_job.job_remote(feed.config)
+        if remote is None:
+            merged = TidelakeSparkSubmitOperator.partial(
+                task_id="merge", map_index_template="{{ task.name }}", **submit
+            ).expand_kwargs(planned)
+        else:
+
+            @task(task_id="merge", map_index_template="{{ job_name }}")
+            def merge_remote(application_args: list[str], name: str) -> None:
+                get_current_context()["job_name"] = name  # the mapped task's label, as spark-submit's name
+                with input_errors_fail_the_task():
+                    connect_job.run_job("merge", application_args, remote)
+
+            merged = merge_remote.expand_kwargs(planned)
         published = publish(feed.config_path)
         merged >> published
         if feed.config.merge.syncpoint_interval_s is not None:
@@ -89,12 +104,21 @@ def build(feed: Changefeed) -> DAG:
                 """After every merge succeeded (or none was needed), if plan said this run takes one."""
                 return bool(context["ti"].xcom_pull(task_ids="plan", key="syncpoint"))
 
-            syncpoint = TidelakeSparkSubmitOperator(
-                task_id="syncpoint",
-                **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
-                                      lake_root=feed.config.lake.root,
-                                      application_args=["--config", feed.config_path]),
-            )
+            if remote is None:
+                syncpoint = TidelakeSparkSubmitOperator(
+                    task_id="syncpoint",
+                    **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
+                                          lake_root=feed.config.lake.root,
+                                          application_args=["--config", feed.config_path]),
+                )
+            else:
+
+                @task(task_id="syncpoint")
+                def syncpoint_remote(config_path: str) -> None:
+                    with input_errors_fail_the_task():
+                        connect_job.run_job("syncpoint", ["--config", config_path], remote)
+
+                syncpoint = syncpoint_remote(feed.config_path)
             merged >> syncpoint_due() >> syncpoint >> published
     return dag
 

@@ -30,7 +30,9 @@ os.environ.update(
 (AIRFLOW_HOME / "passwords.json").write_text(json.dumps({"admin": ADMIN_PASSWORD, "watcher": VIEWER_PASSWORD}))
 
 
-def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1, merge: dict | None = None) -> Path:
+def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1, merge: dict | None = None,
+                     spark: dict | None = None) -> Path:
     """A changefeed config whose lake is `folder/lake` (PD is never contacted by these tests)."""
-    doc = changefeed_document(changefeed_id, ["127.0.0.1:1"], "lake", puller={"shards": shards}, merge=merge)
+    doc = changefeed_document(changefeed_id, ["127.0.0.1:1"], "lake", puller={"shards": shards}, merge=merge,
+                              spark=spark)
     return write_config(folder / f"{changefeed_id}.toml", doc)

@@ -12,6 +12,7 @@ from airflow_test_env import REPO, write_changefeed
 def bag(tmp_path, monkeypatch):
     from airflow.models import DagBag
 
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)  # a warm Spark turns the Spark jobs into Python tasks
     configs = [write_changefeed(tmp_path, "main", shards=3), write_changefeed(tmp_path, "crm")]
     monkeypatch.setenv("TIDELAKE_CONFIG", os.pathsep.join(map(str, configs)))
     return DagBag(dag_folder=str(REPO / "dags"))
@@ -93,3 +94,28 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
     assert syncpoint.application.endswith("spark_jobs/syncpoint.py")
     assert syncpoint.application_args == ["--config", str(config)]
     assert dag.params["groups"] == 1
+
+
+def test_a_warm_spark_makes_the_spark_jobs_thin_connect_clients(tmp_path, monkeypatch):
+    """[spark] remote: merge, syncpoint and maintenance are Python tasks calling the server;
+    without it (the bag fixture) they stay spark-submits. SPARK_REMOTE on the workers does the same."""
+    from airflow.models import DagBag
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    config = write_changefeed(tmp_path, "warm", merge={"syncpoint_interval": "1m"},
+                              spark={"remote": "sc://127.0.0.1:15002"})
+    monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    merge_dag = bag.dags["tidelake_merge"]
+    tasks = [merge_dag.get_task(t) for t in ("merge", "syncpoint")] + [bag.dags["tidelake_maintenance"].get_task("maintenance")]
+    for task in tasks:
+        assert not isinstance(task, SparkSubmitOperator) and task.task_type == "_PythonDecoratedOperator"
+    assert merge_dag.get_task("publish").upstream_task_ids == {"merge", "syncpoint"}
+
+    cold = write_changefeed(tmp_path, "cold")
+    monkeypatch.setenv("TIDELAKE_CONFIG", str(cold))
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
+    merge = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"].get_task("merge")
+    assert merge.task_type == "_PythonDecoratedOperator"
