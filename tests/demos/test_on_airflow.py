@@ -37,13 +37,18 @@ def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_pat
     assert not config.filter.table_filter().should_replicate_table("other", "orders")
     assert not config.filter.table_filter().should_replicate_table("demo", "t_12")  # workload scratch tables
     assert config.merge.syncpoint_interval_s == 60 and config.merge.parallel_jobs == 1
+    assert config.spark.remote is None  # --cold-spark: spark-submit per merge task
+    write_demo_changefeed(paths.config, "127.0.0.1:2379", paths.lake, 450_000_000_000_000_000, "1m",
+                          remote="sc://127.0.0.1:15002")
+    assert load_config(paths.config).spark.remote == "sc://127.0.0.1:15002"
 
 
 def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_path):
     paths = DemoPaths(tmp_path)
     env = airflow_env(paths, 8181, "1m", base={"PATH": "/usr/bin", "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-                                               "AIRFLOW_CONN_WAREHOUSE": "postgres://x"})
+                                               "AIRFLOW_CONN_WAREHOUSE": "postgres://x", "SPARK_REMOTE": "sc://x"})
     assert "AIRFLOW__CORE__EXECUTOR" not in env and "AIRFLOW_CONN_WAREHOUSE" not in env  # nothing inherited
+    assert "SPARK_REMOTE" not in env  # the demo's changefeed config names its Spark
     assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == str(paths.airflow_home / PASSWORDS_FILE)
     assert Path(env["AIRFLOW__CORE__DAGS_FOLDER"], "tidelake_merge.py").is_file()
     assert Path(env["AIRFLOW__CORE__PLUGINS_FOLDER"], "tidelake_replication.py").is_file()

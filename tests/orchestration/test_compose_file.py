@@ -72,3 +72,18 @@ def test_sim_service_command_is_accepted_by_the_tidelake_cli():
     command = services()["tidelake-sim"]["command"]
     args = build_parser().parse_args(command[1:])
     assert args.command == "sim" and args.pd_port == 2379
+
+
+def test_the_warm_spark_service_is_a_tidelake_spark_server_the_airflow_tasks_reach():
+    from tidelake.cli import build_parser
+    from tidelake.orchestration.spark_submit import hadoop_version
+
+    found = services()
+    command = found["spark-connect"]["command"]
+    args = build_parser().parse_args(command[1:])
+    assert (args.command, args.action, args.host, args.master) == ("spark-server", "run", "0.0.0.0",
+                                                                    "spark://spark-master:7077")
+    assert args.packages == [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]  # the s3a lake
+    assert f"{args.port}:{args.port}" in found["spark-connect"]["ports"]
+    for name in AIRFLOW_COMPONENTS:
+        assert found[name]["environment"]["SPARK_REMOTE"] == f"sc://spark-connect:{args.port}"

@@ -4,16 +4,19 @@ Stages, each with a deadline and its own log file under <workdir>/logs:
   1. `tidelake sim` as a child process: PD + 3 TiKV stores on loopback, the `mixed` workload at
      2 txn/s (DML of every handle kind, a DDL every ~100 s, lock-holding txns, hot keys) and
      light region faults (splits, merges, leader transfers).
-  2. A changefeed.toml pointing at it. Its start ts is taken BEFORE the simulator starts, so the
-     puller sees every CREATE TABLE (tables that exist before a changefeed's start need
-     `tidelake bootstrap`); syncpoints every minute.
+  2. A warm Spark: a Spark Connect server with Delta on loopback (tidelake.apply.spark_server),
+     started now so its JVM start and Ivy resolution overlap Airflow's; `--cold-spark` leaves it
+     out (each merge task is then a spark-submit, as against a cluster).
+     A changefeed.toml pointing at the simulator, with `[spark] remote` naming the server. Its
+     start ts is taken BEFORE the simulator starts, so the puller sees every CREATE TABLE (tables
+     that exist before a changefeed's start need `tidelake bootstrap`); syncpoints every minute.
   3. `airflow standalone` (SQLite, LocalExecutor, simple auth manager) with the repo's DAGs and
      plugins, examples off, spark_default = local[*], DAGs unpaused: tidelake_puller runs
-     continuously, tidelake_merge every minute (spark-submit per run).
+     continuously, tidelake_merge every minute (thin Connect clients, or spark-submit per run).
   4. Traffic for a while, then wait until every replicated table is merged past a target TSO.
   5. `tidelake verify` (replica at checkpoint == snapshot read of the simulator at it) and a summary.
-  6. Shut down: DAGs paused, Airflow and the simulator terminated, then every process that was
-     in their trees (task processes and spark-submit JVMs run in their own process groups, so
+  6. Shut down: DAGs paused, Airflow, the Spark Connect server and the simulator terminated by
+     pid, then every process that was in their trees (task processes and spark-submit JVMs run in their own process groups, so
      terminating the parents alone would orphan them). `make up` waits for Ctrl-C before this.
 """
 
@@ -33,12 +36,16 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidelake import tso
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
 from tidelake.demos.supervisor import Child, StageFailed, await_stage, free_port
 from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from tidelake.apply.spark_server import ServerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 CHANGEFEED_ID = "demo"
@@ -52,6 +59,7 @@ DEMO_DAGS = ("tidelake_puller", "tidelake_merge")
 PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md §6
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
+SPARK_CONNECT_PORT = 15002
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class AirflowDemoOptions:
     syncpoint_interval: str = "1m"
     startup_timeout_s: float = 600.0
     merge_timeout_s: float = 1200.0
+    warm_spark: bool = True
 
 
 @dataclass
@@ -125,7 +134,8 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
     """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
     connections would silently change the demo)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("AIRFLOW")}
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith("AIRFLOW") and k != "SPARK_REMOTE"}  # the demo's config names its Spark
     bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (docs/stack.md §9)
     env.update({
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
@@ -194,9 +204,13 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             f"{options.faults} faults); log: {paths.logs / 'sim.log'}")
         sim = Child("tidelake sim", sim_command(options, paths.cluster_info), paths.logs / "sim.log", cwd=REPO)
         children.append(sim)
+        spark_server = _start_spark_server(paths, say) if options.warm_spark else None
+        if spark_server is not None:
+            children.append(spark_server[0])
         await_stage("simulator", paths.cluster_info.exists, 120, sim.log, [sim.check])
         pd = json.loads(paths.cluster_info.read_text())["pd"][0]
-        write_demo_changefeed(paths.config, pd, paths.lake, start_ts, options.syncpoint_interval)
+        write_demo_changefeed(paths.config, pd, paths.lake, start_ts, options.syncpoint_interval,
+                              remote=spark_server[1].url if spark_server is not None else None)
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
         say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
@@ -204,10 +218,16 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         airflow = Child("airflow standalone", [sys.executable, "-m", "airflow", "standalone"],
                         paths.logs / "airflow.log", airflow_env(paths, port, options.merge_schedule), cwd=REPO)
         children.append(airflow)
-        checks = [sim.check, airflow.check]
+        checks = [child.check for child in children]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
         await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
                  airflow.log, checks, 3)
+        if spark_server is not None:
+            from tidelake.apply.spark_server import accepting
+
+            await_stage("spark connect server", lambda: accepting(spark_server[1]), options.startup_timeout_s,
+                        spark_server[0].log, checks, 2)
+            say(f"warm Spark: Spark Connect server {spark_server[1].url} pid {spark_server[0].process.pid}")
         say("Airflow is up; waiting for the DAGs to be parsed")
         for dag_id in DEMO_DAGS:
             await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
@@ -268,13 +288,28 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
     say(f"every table is merged past {target}")
 
 
-def write_demo_changefeed(path: Path, pd: str, lake: Path, start_ts: int, syncpoint_interval: str) -> Path:
+def write_demo_changefeed(path: Path, pd: str, lake: Path, start_ts: int, syncpoint_interval: str,
+                          remote: str | None = None) -> Path:
     """The demo changefeed: the workload's database from `start_ts`, one Spark job per merge run
-    (a 2-core laptop runs one JVM well, not four)."""
+    (a 2-core laptop runs one JVM well, not four), on the Spark Connect server `remote` if given."""
     doc = changefeed_document(CHANGEFEED_ID, [pd], lake, rules=[f"{DATABASE}.{t}" for t in TABLES],
                               start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s"},
-                              merge={"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1})
+                              merge={"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1},
+                              spark={"remote": remote} if remote else None)
     return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
+
+
+def _start_spark_server(paths: DemoPaths, say: Say) -> tuple[Child, ServerSettings]:
+    """The warm Spark as a demo child: the server JVM itself, so shutdown stops it by its pid."""
+    from tidelake.apply.spark_server import ServerSettings, server_command
+
+    settings = ServerSettings(paths.logs, port=free_port(SPARK_CONNECT_PORT))
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    env["PYSPARK_PYTHON"] = sys.executable
+    say(f"starting a warm Spark (Spark Connect server with Delta on {settings.url}); "
+        f"log: {paths.logs / 'spark-server.log'}")
+    child = Child("spark connect server", server_command(settings), paths.logs / "spark-server.log", env, cwd=REPO)
+    return child, settings
 
 
 def tool_env() -> dict[str, str]:
@@ -328,7 +363,8 @@ def _wait_for_interrupt(checks: list[Callable[[str], None]]) -> None:
 def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> None:
     """Pause the DAGs (no new task starts), stop Airflow with its task processes and Spark JVMs,
     then the simulator."""
-    say("shutting down: Airflow (scheduler, dag-processor, triggerer, api-server, tasks, Spark), then the simulator")
+    say("shutting down: Airflow (scheduler, dag-processor, triggerer, api-server, tasks, Spark), the Spark Connect "
+        "server, then the simulator")
     api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
     for dag_id in DEMO_DAGS:
         try:
@@ -347,10 +383,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of traffic before the target TSO (default 30)")
     parser.add_argument("--port", type=int, default=AirflowDemoOptions.port, help="Airflow UI port (default 8080, or a free one)")
     parser.add_argument("--keep-running", action="store_true", help="after verify, keep running until Ctrl-C (make up)")
+    parser.add_argument("--cold-spark", action="store_true",
+                        help="no Spark Connect server: every merge task is a spark-submit (a JVM per task)")
     args = parser.parse_args(argv)
     try:
         return run(AirflowDemoOptions(workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port,
-                               keep_running=args.keep_running))
+                               keep_running=args.keep_running, warm_spark=not args.cold_spark))
     except InputError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2
