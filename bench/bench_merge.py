@@ -22,8 +22,14 @@ appends of one row in the same session (append_1row_s). Medians.
 (delta.enableDeletionVectors, as replicas had before issue #16), the others keep the default (off), and
 round 2 merges the tables one at a time, so the same changes are timed with and without them in one run.
 
+--remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
+local[2], stopped after) repeats the whole measurement as a Spark Connect client after the local
+one, in the same run on a new lake: JSON `connect` holds its results, `connect_vs_local` the
+ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
+
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--remote sc://127.0.0.1:15002 | --remote start]
 """
 
 from __future__ import annotations
@@ -158,13 +164,18 @@ def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str]) -> dict:
 
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
-        compare_deletion_vectors: bool = False) -> dict:
-    from tidelake.apply.session import get_session
+        compare_deletion_vectors: bool = False, remote: str | None = None) -> dict:
+    from tidelake.apply.session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
     started = time.perf_counter()
-    spark = get_session("bench-merge", master="local[2]", extra_confs=spark_confs)
-    print(f"\nSpark session start: {time.perf_counter() - started:.1f} s; extra confs: {spark_confs or 'none'}")
+    if remote is None:
+        spark = get_session("bench-merge", master="local[2]", extra_confs=spark_confs)
+    else:
+        spark = connect_session(remote, spark_confs)
+    session_start_s = time.perf_counter() - started
+    print(f"\nSpark session start ({remote or 'local[2]'}): {session_start_s:.1f} s; "
+          f"extra confs: {spark_confs or 'none'}")
     try:
         with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
             layout = LakeLayout(f"{tmp}/lake")
@@ -213,7 +224,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                     thread.join(60)
     finally:
         spark.stop()
-    return _report(rows, tables, rounds, ceiling, fixed)
+    return {**_report(rows, tables, rounds, ceiling, fixed, remote), "session_start_s": session_start_s}
 
 
 def _fixed_cost(spark, layout: LakeLayout, upstream: _Upstream, samples: int, errors: list, replica: str,
@@ -259,14 +270,15 @@ def _append_ceiling(spark, replica: str, after_ts: int, path: str) -> dict:
     return {"rows": count, "seconds": timer.wall_s, "rows_per_s": count / timer.wall_s}
 
 
-def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: dict) -> dict:
+def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: dict, remote: str | None) -> dict:
     """Changes = changelog rows of the round (one per written key and txn); keys = the MERGE's
     source rows after collapsing to the last change per key; written = replica rows touched."""
     measured = rounds[1]
     changes = rows * tables
     change_rate = changes / measured["seconds"]
     out_rate = measured["rows_out"] / measured["seconds"]
-    print(f"\n## Merge: {rows:,} changes per round into each of {tables} table(s) (local[2] Spark)\n")
+    where = f"Spark Connect client of {remote}" if remote else "local[2] Spark"
+    print(f"\n## Merge: {rows:,} changes per round into each of {tables} table(s) ({where})\n")
     print(markdown_table(
         ["run", "threads", "windows", "changes", "keys after collapse", "replica rows written", "s", "changes/s",
          "rows written/s"],
@@ -322,18 +334,64 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--samples", type=int, default=5, help="1-change windows (of each kind) and 1-row appends")
     parser.add_argument("--compare-deletion-vectors", action="store_true",
                         help="time round 2 per table, the first with deletion vectors (needs --tables 2+)")
+    parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
+                        help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
         parser.error("--tables, --threads, --samples and --small-rows must be at least 1")
     if args.compare_deletion_vectors and args.tables < 2:
         parser.error("--compare-deletion-vectors needs --tables 2 or more")
+    if args.remote is not None and args.remote != "start" and not args.remote.startswith("sc://"):
+        parser.error("--remote takes a Spark Connect URL (sc://host:port) or 'start'")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
     env = print_environment()
-    results = run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs, args.tables, args.threads,
-                  args.small_rows, args.samples, args.compare_deletion_vectors)
+    measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
+                                 args.tables, args.threads, args.small_rows, args.samples,
+                                 args.compare_deletion_vectors, remote)
+    results = measure(None)
+    if args.remote is not None:
+        results["connect"] = _measure_connect(args.remote, measure)
+        results["connect_vs_local"] = _compare(results, results["connect"])
     write_json(args.json, "merge", env, results)
     return results
+
+
+def _measure_connect(remote: str, measure) -> dict:
+    """The same measurement as a Spark Connect client: of `remote`, or of a server started here
+    on local[2] (as the local measurement) and stopped after."""
+    if remote != "start":
+        return measure(remote)
+    from tidelake.apply import spark_server
+    from tidelake.demos.supervisor import free_port
+
+    with tempfile.TemporaryDirectory(prefix="bench-spark-server-") as folder:
+        settings = spark_server.ServerSettings(Path(folder), port=free_port(spark_server.DEFAULT_PORT),
+                                               master="local[2]")
+        with Timer() as timer:
+            spark_server.start(settings)
+        print(f"\nSpark Connect server started in {timer.wall_s:.1f} s (paid once, not per merge run)")
+        try:
+            return {**measure(settings.url), "server_start_s": timer.wall_s}
+        finally:
+            spark_server.stop(settings)
+
+
+def _compare(local: dict, connect: dict) -> dict:
+    """Connect / local for each headline figure (below 1: Connect is faster or cheaper)."""
+    keys = ("session_start_s", "fixed_cost_s", "append_1row_s")
+    ratios = {f"{k}_ratio": connect[k] / local[k] for k in keys}
+    ratios["merge_rows_per_s_ratio"] = connect["merge_rows_per_s"] / local["merge_rows_per_s"]
+    ratios["fixed_over_append"] = {"local": local["fixed_cost_s"] / local["append_1row_s"],
+                                   "connect": connect["fixed_cost_s"] / connect["append_1row_s"]}
+    ratios["merge_over_append"] = {"local": local["ratio_vs_append"], "connect": connect["ratio_vs_append"]}
+    print("\n## Spark Connect client vs local session (same run)\n")
+    print(markdown_table(["", "local[2]", "Spark Connect", "connect / local"],
+                         [[k, local[k], connect[k], ratios[f"{k}_ratio"]] for k in keys]
+                         + [["merge rows/s (round 2)", local["merge_rows_per_s"], connect["merge_rows_per_s"],
+                             ratios["merge_rows_per_s_ratio"]],
+                            ["merge / append", local["ratio_vs_append"], connect["ratio_vs_append"], "-"]]))
+    return ratios
 
 
 if __name__ == "__main__":
