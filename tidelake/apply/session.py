@@ -10,8 +10,8 @@ Three ways to get one:
   client gets its own server-side session, so session confs (the Delta txn of a MERGE,
   tidelake.apply.txn_confs) stay per client.
 
-Which Spark a command uses (README "Warm Spark"): an explicit remote (`--remote`, then
-`[spark] remote` of the changefeed config), then the standard SPARK_REMOTE variable, then local.
+Which Spark a command uses (README "Warm Spark"; tidelake.cli.spark_choice): `--remote`, then
+`[spark] remote` of the changefeed config, then the standard SPARK_REMOTE variable, then local.
 """
 
 from __future__ import annotations
@@ -61,12 +61,6 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{major_minor}_{SCALA_VERSION}:{DELTA_JAR_VERSION}"
 
 
-def remote_url(explicit: str | None = None) -> str | None:
-    """The Spark Connect server to use: `explicit` (--remote, or [spark] remote of the config),
-    else SPARK_REMOTE, else None (local Spark)."""
-    return explicit or os.environ.get("SPARK_REMOTE", "").strip() or None
-
-
 def get_session(
     app_name: str = "tidelake",
     master: str | None = None,
@@ -77,13 +71,14 @@ def get_session(
     """Return the active session or build one with Delta enabled.
 
     `local=False` is for spark-submit entry points: master and jars come from the submit command.
-    `remote` (or SPARK_REMOTE) makes a Spark Connect session of that server instead.
+    `remote` (sc://host:port) makes a Spark Connect session of that server instead; only the
+    commands that run over Connect pass one (tidelake.cli.spark_choice reads SPARK_REMOTE), so
+    the variable never turns bootstrap or verify into a Connect client by accident.
     """
     from pyspark.sql import SparkSession
 
-    url = remote_url(remote) if local else None
-    if url is not None:
-        return connect_session(url, extra_confs)
+    if remote is not None and local:
+        return connect_session(remote, extra_confs)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

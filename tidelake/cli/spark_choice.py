@@ -4,6 +4,8 @@ Spark Connect server, tidelake.apply.spark_server), else `--master` (local Spark
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tidelake.errors import InputError
@@ -19,10 +21,13 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
                         "config, then $SPARK_REMOTE, else local Spark)")
 
 
-def remote_choice(args: argparse.Namespace, target: Target) -> str | None:
-    """The remote the arguments and the changefeed config name (None: SPARK_REMOTE or local,
-    decided by tidelake.apply.session.get_session)."""
+def remote_choice(args: argparse.Namespace, target: Target, env: Mapping[str, str] | None = None) -> str | None:
+    """The Spark Connect server to run on, first match: --remote, [spark] remote of the
+    changefeed config, SPARK_REMOTE (unless --master asks for local Spark); None: local Spark."""
+    env = os.environ if env is None else env
     remote = args.remote or (target.config.spark.remote if target.config is not None else None)
+    if remote is None and not args.master:
+        remote = env.get("SPARK_REMOTE", "").strip() or None
     if remote is not None and not remote.startswith("sc://"):
         raise InputError(f"--remote must be a Spark Connect URL like sc://127.0.0.1:15002, got {remote!r}")
     if remote is not None and args.master:
