@@ -362,9 +362,8 @@ def _wait_for_interrupt(checks: list[Callable[[str], None]]) -> None:
 
 def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> None:
     """Pause the DAGs (no new task starts), stop Airflow with its task processes and Spark JVMs,
-    then the simulator."""
-    say("shutting down: Airflow (scheduler, dag-processor, triggerer, api-server, tasks, Spark), the Spark Connect "
-        "server, then the simulator")
+    then the Spark Connect server and the simulator, each by its pid (children in reverse order)."""
+    say("shutting down, in reverse start order: " + ", ".join(child.name for child in reversed(children)))
     api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
     for dag_id in DEMO_DAGS:
         try:
