@@ -32,7 +32,8 @@ def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> 
     """Run one Spark DML (MERGE/UPDATE/DELETE/INSERT) so its commit records checkpoint `version`.
 
     The confs are per SparkSession, not per thread: concurrent table merges must each use their
-    own `spark.newSession()` (shared SparkContext, separate SQL conf). Previous values are restored.
+    own session (tidelake.apply.session.sibling_session: newSession() locally, a cloned server-side
+    session over Spark Connect). Previous values are restored.
     """
     keys = (TXN_APP_ID_CONF, TXN_VERSION_CONF, USER_METADATA_CONF)
     saved = {k: spark.conf.get(k, None) for k in keys}
