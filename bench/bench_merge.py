@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> dict:
 def _measure_connect(remote: str, measure) -> dict:
     """The same measurement as a Spark Connect client: of `remote`, or of a server started here
     on local[2] (as the local measurement) and stopped after."""
+    # The local session put its --packages jars on sys.path (pyspark does, for Python files in
+    # jars) and deleted them when it stopped; a later import through such a path fails.
+    sys.path[:] = [p for p in sys.path if not p.endswith(".jar") or Path(p).exists()]
+    sys.path_importer_cache.clear()
     if remote != "start":
         return measure(remote)
     from tidelake.apply import spark_server
