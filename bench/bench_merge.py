@@ -336,6 +336,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="time round 2 per table, the first with deletion vectors (needs --tables 2+)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
+    parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
@@ -349,23 +350,24 @@ def main(argv: list[str] | None = None) -> dict:
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
                                  args.compare_deletion_vectors, remote)
+    if args.connect_only is not None:
+        results = measure(args.connect_only)
+        write_json(args.json, "merge", env, results)
+        return results
     results = measure(None)
     if args.remote is not None:
-        results["connect"] = _measure_connect(args.remote, measure)
+        results["connect"] = _measure_connect(args.remote, argv if argv is not None else sys.argv[1:])
         results["connect_vs_local"] = _compare(results, results["connect"])
     write_json(args.json, "merge", env, results)
     return results
 
 
-def _measure_connect(remote: str, measure) -> dict:
-    """The same measurement as a Spark Connect client: of `remote`, or of a server started here
-    on local[2] (as the local measurement) and stopped after."""
-    # The local session put its --packages jars on sys.path (pyspark does, for Python files in
-    # jars) and deleted them when it stopped; a later import through such a path fails.
-    sys.path[:] = [p for p in sys.path if not p.endswith(".jar") or Path(p).exists()]
-    sys.path_importer_cache.clear()
+def _measure_connect(remote: str, argv: list[str]) -> dict:
+    """The same measurement by a Spark Connect client in a child process (as a merge task is: no
+    JVM in it; a process that ran a local session keeps pyspark in classic mode), of `remote` or
+    of a server started here on local[2] (as the local measurement) and stopped after."""
     if remote != "start":
-        return measure(remote)
+        return _connect_child(remote, argv)
     from tidelake.apply import spark_server
     from tidelake.demos.supervisor import free_port
 
@@ -376,9 +378,21 @@ def _measure_connect(remote: str, measure) -> dict:
             spark_server.start(settings)
         print(f"\nSpark Connect server started in {timer.wall_s:.1f} s (paid once, not per merge run)")
         try:
-            return {**measure(settings.url), "server_start_s": timer.wall_s}
+            return {**_connect_child(settings.url, argv), "server_start_s": timer.wall_s}
         finally:
             spark_server.stop(settings)
+
+
+def _connect_child(url: str, argv: list[str]) -> dict:
+    import json
+    import subprocess
+
+    own = {"--remote", "--json"}
+    kept = [a for i, a in enumerate(argv) if a not in own and (i == 0 or argv[i - 1] not in own)]
+    with tempfile.TemporaryDirectory(prefix="bench-merge-connect-") as folder:
+        out = Path(folder) / "connect.json"
+        subprocess.run([sys.executable, __file__, *kept, "--connect-only", url, "--json", str(out)], check=True)
+        return json.loads(out.read_text())["results"]
 
 
 def _compare(local: dict, connect: dict) -> dict:
