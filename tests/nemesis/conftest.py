@@ -25,6 +25,7 @@ class Landed:
     cluster: SimCluster
     tidb: SimTiDB
     bank: BankSpec
+    mid_ts: int  # a whole second before final_ts, so a 1 s syncpoint boundary lies between them
     final_ts: int
 
 
@@ -41,7 +42,8 @@ def landed(tmp_path_factory):
             workload.run_ops(5)
             funded = cluster.tso.next()
             workload.run_ops(20)
-            time.sleep(1.2)  # a whole second: a 1 s syncpoint boundary falls after the funding
+            mid = cluster.tso.next()
+            time.sleep(1.2)  # a whole second: a 1 s syncpoint boundary falls between mid and last
             workload.run_ops(20)
             last = cluster.tso.next()
             ids = [pid for name in BANK_TABLES for pid in tidb.table_info(DB, name).physical_ids()]
@@ -53,4 +55,4 @@ def landed(tmp_path_factory):
             columns.update({pid: balance for pid in info.physical_ids()})
         first = min(e.commit_ts for pid in columns for e in cluster.mvcc.snapshot_delta(*record_span(pid), 0)
                     if 0 < e.commit_ts <= funded)
-        yield Landed(lake, cluster, tidb, BankSpec(columns, bank_total(get_preset("bank")), first), last)
+        yield Landed(lake, cluster, tidb, BankSpec(columns, bank_total(get_preset("bank")), first), mid, last)
