@@ -152,3 +152,15 @@ def test_without_a_replica_the_create_is_the_step_but_a_snapshot_table_waits_for
     assert plan.idle and "bootstrap" in plan.reason
     plan = plan_table("t", 300, marks({1: 900}), FirstEventHistory(SourcedEvent(300, "job")))
     assert plan.chunks == ((300, 900),)
+
+
+def test_a_barrier_waits_until_the_ids_the_ddl_keeps_are_resolved_to_its_ts():
+    """The DDL's commit also writes the rows at its ts, so they must have landed: a kept id resolved
+    only to ts - 1 makes the table wait; an id the DDL removes (it stops at ts - 1) does not."""
+    kept = History([400], [[1, 2], [1, 3]])  # id 2 leaves at 400, id 3 joins there, id 1 stays
+    waiting = plan_table("t", 399, marks({1: 399, 2: 399}), kept)
+    assert waiting.idle and waiting.reason is None and waiting.upper == 399
+    ready = plan_table("t", 399, marks({1: 400, 2: 399}), kept)
+    assert ready.at_barrier and ready.barrier_event.commit_ts == 400
+    replaced = History([400], [[1], [2]])  # TRUNCATE: no id kept, nothing at 400 to wait for
+    assert plan_table("t", 399, marks({1: 399}), replaced).at_barrier

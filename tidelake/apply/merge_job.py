@@ -264,7 +264,9 @@ def _merge_table(
                               passes=leaves_replica_unchanged)
             if plan.at_barrier:
                 event = plan.barrier_event
-                finish = partial(merge_at_ddl_ts, spark, layout, event)
+                # a dropped table has no rows at D to write: apply_ddl's own empty checkpoint commit
+                finish = (None if event.drops_table or event.table_info_after is None
+                          else partial(merge_at_ddl_ts, spark, layout, event, stats))
                 retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog, finish),
                                   f"{result.table} {event.action_name}")
                 checkpoint = result.checkpoint_after = event.commit_ts
@@ -308,7 +310,9 @@ def _merge_table(
     return result
 
 
-def merge_at_ddl_ts(spark: SparkSession, layout: LakeLayout, event: DdlEvent, path: str) -> None:
+def merge_at_ddl_ts(
+    spark: SparkSession, layout: LakeLayout, event: DdlEvent, stats: Sequence[FileStat] | None, path: str
+) -> None:
     """The commit that finishes a DDL at its commit ts D: the table's changes committed at exactly
     D, recording checkpoint D (docs/design.md "DML at a DDL's commit ts").
 
@@ -316,14 +320,13 @@ def merge_at_ddl_ts(spark: SparkSession, layout: LakeLayout, event: DdlEvent, pa
     with the DDL (TiCDC cdc/entry/mounter.go mountRowKVEntry). The window before the barrier ends
     at D - 1 and the one after starts above D, so these rows are written here. They were written
     on the schema before the DDL but read upstream at D with the one after, which the replica has
-    by now: they are decoded with it, and changes of physical ids the DDL removed are not read."""
+    by now: they are decoded with it, and changes of physical ids the DDL removed are not read.
+
+    `stats` are the changelog file stats the plan that reached this barrier read, over the ids
+    before the DDL: rows at D are in those ids (an id the DDL creates holds none), so a DDL with
+    no file at D commits without reading the changelog again."""
     info = event.table_info_after
-    if info is None or event.drops_table:
-        record_checkpoint(spark, path, event.commit_ts, layout.storage_options)
-        return
-    ids = info.physical_ids()
-    lo, hi = event.commit_ts - 1, event.commit_ts
-    merge_window(spark, layout, path, info, ids, lo, hi, changelog_file_stats(layout, ids, lo, hi))
+    merge_window(spark, layout, path, info, info.physical_ids(), event.commit_ts - 1, event.commit_ts, stats)
 
 
 def _stats(

@@ -203,6 +203,13 @@ def plan_table(
         event = history.next_ddl_after(table, event.commit_ts)
     next_ts = event.commit_ts if event is not None else None
     if next_ts is not None and checkpoint == next_ts - 1:
+        # The DDL's last commit also writes the rows committed at exactly its ts (async commit and
+        # 1PC can share it; docs/design.md "DML at a DDL's commit ts"): they must have landed, so
+        # every id the DDL keeps must be resolved to it. Ids it removes stop at ts - 1, ids it
+        # creates hold no row at ts.
+        kept = set(physical_ids) & set(history.physical_ids_at(table, next_ts))
+        if any(watermarks.table_resolved.get(pid, 0) < next_ts for pid in kept):
+            return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_RESOLVED)
         return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_BARRIER, event)
     upper, bound, reason = window_upper(checkpoint, physical_ids, watermarks, next_ts, until_ts)
     chunks = tuple(split_window(checkpoint, upper, stats, max_rows)) if reason is None else ()
