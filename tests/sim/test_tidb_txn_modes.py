@@ -28,6 +28,7 @@ from tidelake.sim.tidb.kvtxn import (
     TxnConflictError,
 )
 from tidelake.sim.tidb.session import SimTiDB
+from tidelake.wait import wait_until
 
 T = cdcpb_pb2.Event.LogType
 
@@ -169,15 +170,17 @@ def test_a_pessimistic_writer_waits_for_the_lock_and_reads_the_latest_value(shop
     first = shop.txn()
     assert first.add("shop", "n", {"id": 1}, {"bal": 1})
     done = threading.Event()
+    waiter = shop.txn()
 
     def second() -> None:
-        with shop.txn() as t:
+        with waiter as t:
             t.add("shop", "n", {"id": 1}, {"bal": 10})  # waits on first's pessimistic lock
         done.set()
 
     thread = threading.Thread(target=second)
     thread.start()
-    assert not done.wait(0.5)
+    wait_until(lambda: shop.cluster.lock_waits.waiting(waiter.start_ts), 10, "second waiting for first's lock")
+    assert not done.is_set()
     first.commit()
     thread.join(20)
     assert done.is_set()
@@ -222,7 +225,7 @@ def test_a_deadlock_is_refused_to_the_txn_that_would_close_the_cycle(shop):
 
     thread = threading.Thread(target=first_wants_2)
     thread.start()
-    time.sleep(0.3)
+    wait_until(lambda: shop.cluster.lock_waits.waiting(first.start_ts), 10, "first waiting for second's lock")
     with pytest.raises(TxnConflictError, match="deadlock"):
         second.add("shop", "n", {"id": 1}, {"bal": 10})  # would wait for first: a cycle
     thread.join(20)

@@ -42,6 +42,11 @@ class LockWaits:
                 raise DeadlockError(waiter, holder)
             self._waits[waiter] = holder
 
+    def waiting(self, waiter: int) -> bool:
+        """Whether `waiter` is waiting for a lock now."""
+        with self._mu:
+            return waiter in self._waits
+
     def done(self, waiter: int) -> None:
         """`waiter` got its lock, gave up, or finished."""
         with self._mu:

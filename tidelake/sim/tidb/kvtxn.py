@@ -98,9 +98,8 @@ class KvTxn:
         self._mvcc = cluster.mvcc
         self._ttl_override = lock_ttl_ms
         self.mode = check_txn_mode(mode, "transaction")
+        # TiDB turns async commit and 1PC on by default with pessimistic; the optimistic mode is classic 2PC
         self.pessimistic = mode == PESSIMISTIC
-        # TiDB turns async commit and 1PC on by default; the optimistic mode is classic 2PC
-        self._async_commit = self._one_pc = self.pessimistic
         self._began = time.monotonic()
         self.start_ts: int = cluster.tso.next()
         self.for_update_ts: int = 0
@@ -166,29 +165,30 @@ class KvTxn:
         primary = next(iter(self._locked), key)
         ttl = max(MANAGED_LOCK_TTL_MS + self._elapsed_ms(), self._ttl_override or 0)
         deadline = time.monotonic() + LOCK_WAIT_LIMIT_S
-        while True:
-            try:
-                [result] = self._mvcc.pessimistic_lock([key], primary, self.start_ts, self.for_update_ts, ttl)
-            except WriteConflictError:
-                self.for_update_ts = self._cluster.tso.next()
-                continue
-            except KeyLockedError as err:
-                if time.monotonic() > deadline:
-                    self._give_up(f"lock wait timeout after {LOCK_WAIT_LIMIT_S:.0f}s: {err}", err)
+        try:
+            while True:
                 try:
-                    self._cluster.lock_waits.wait(self.start_ts, err.lock.start_ts)
-                except DeadlockError as deadlock:
-                    self._give_up(str(deadlock), deadlock)
-                resolve_or_wait(self._cluster, err.lock, self.start_ts)
-                continue
-            except PessimisticLockRolledBackError as err:  # our lock expired and another txn rolled us back
-                self._give_up(str(err), err)
+                    [result] = self._mvcc.pessimistic_lock([key], primary, self.start_ts, self.for_update_ts, ttl)
+                except WriteConflictError:
+                    self.for_update_ts = self._cluster.tso.next()
+                    continue
+                except KeyLockedError as err:
+                    if time.monotonic() > deadline:
+                        self._give_up(f"lock wait timeout after {LOCK_WAIT_LIMIT_S:.0f}s: {err}", err)
+                    try:
+                        self._cluster.lock_waits.wait(self.start_ts, err.lock.start_ts)
+                    except DeadlockError as deadlock:
+                        self._give_up(str(deadlock), deadlock)
+                    resolve_or_wait(self._cluster, err.lock, self.start_ts)
+                    continue
+                except PessimisticLockRolledBackError as err:  # our lock expired and another txn rolled us back
+                    self._give_up(str(err), err)
+                self._locked[key] = None
+                return result.value if result.exists else None
+        finally:  # however the wait ends, its wait-for edge goes, or a later request sees a false deadlock
             self._cluster.lock_waits.done(self.start_ts)
-            self._locked[key] = None
-            return result.value if result.exists else None
 
     def _give_up(self, reason: str, cause: Exception) -> NoReturn:
-        self._cluster.lock_waits.done(self.start_ts)
         self.rollback()
         raise TxnConflictError(reason) from cause
 
@@ -206,9 +206,9 @@ class KvTxn:
         primary = self._primary()
         size = sum(len(k) + len(v) for _, k, v in muts)
         ttl = self._ttl_override if self._ttl_override is not None else lock_ttl_ms(size) + self._elapsed_ms()
-        use_async = self._async_commit and not hold and async_commit_allowed([k for _, k, _ in muts])
+        use_async = self.pessimistic and not hold and async_commit_allowed([k for _, k, _ in muts])
         by_region = self._by_region(muts, primary)
-        one_pc = self._one_pc and not hold and len(by_region) == 1 and fits_one_batch(muts)
+        one_pc = self.pessimistic and not hold and len(by_region) == 1 and fits_one_batch(muts)
         min_commit_ts = max(self.start_ts, self.for_update_ts) + 1
         max_commit_ts = 0
         if use_async or one_pc:
@@ -275,7 +275,8 @@ class KvTxn:
         self._done = True
         if self._prewritten:
             self._mvcc.rollback(self._prewritten, self.start_ts)
-        only_locked = [k for k in self._locked if k not in set(self._prewritten)]
+        prewritten = set(self._prewritten)
+        only_locked = [k for k in self._locked if k not in prewritten]
         if only_locked:
             self._mvcc.pessimistic_rollback(only_locked, self.start_ts, MAX_TS)
 
