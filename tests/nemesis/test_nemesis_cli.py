@@ -24,7 +24,10 @@ def test_seeded_schedules_run_clean_and_say_so(tmp_path, capsys):
     record = json.loads(out.read_text())
     (result,) = record["results"]
     assert record["anomalies"] == {} and result["anomalies"] == {}
-    assert result["faults"].get("puller_crash") == 1 and result["faults"].get("lake_write_error") == 1
+    faults, missed = result["faults"], result["missed"]
+    assert faults.get("puller_crash") == 1
+    # the plan's one write error either struck (a flush passed its point while it lasted) or is missed
+    assert faults.get("lake_write_error", 0) + missed.get("lake_write_error", 0) == 1
     assert result["watermarks_checked"] > 0 and result["totals_checked"] > 0
     assert result["rerun"] == "tidelake nemesis --seed 21 --schedules 1 --workload bank --level landing --duration 2"
 

@@ -60,6 +60,8 @@ def _nemesis(args: argparse.Namespace) -> int:
 
     def line(result: ScheduleResult) -> None:
         faults = " ".join(f"{k}={n}" for k, n in sorted(result.faults.items())) or "none"
+        if result.missed:
+            faults += " (armed, not struck: " + " ".join(f"{k}={n}" for k, n in sorted(result.missed.items())) + ")"
         anomalies = " ".join(f"{k}={n}" for k, n in result.anomalies_by_kind().items()) or "none"
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"

@@ -158,8 +158,8 @@ class Lander:
         self._flusher = threading.Thread(
             target=self._flush_loop, name=f"lander-{changefeed_id}", daemon=True
         )
+        failpoint("lander.open", self)  # before the flusher starts: a failed open leaves no thread behind
         self._flusher.start()
-        failpoint("lander.open", self)
 
     # --- producer side -------------------------------------------------------------------
 

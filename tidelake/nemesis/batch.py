@@ -73,7 +73,8 @@ class BatchSummary:
             "failed_seeds": self.failed_seeds,
             "results": [{
                 "seed": r.plan.seed, "seconds": round(r.seconds, 2), "txns": r.txns,
-                "faults": dict(sorted(r.faults.items())), "anomalies": r.anomalies_by_kind(),
+                "faults": dict(sorted(r.faults.items())), "missed": dict(sorted(r.missed.items())),
+                "anomalies": r.anomalies_by_kind(),
                 "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
                 "checkpoints_checked": r.checkpoints_checked, "syncpoints_checked": r.syncpoints_checked,
                 "first_anomalies": [a.__dict__ for a in r.anomalies[:5]],

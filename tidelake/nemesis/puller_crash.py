@@ -37,6 +37,8 @@ class CrashSwitch:
         self.crashed = threading.Event()
         self._error_at: str | None = None
         self._error_until = 0.0
+        self._error_struck = False
+        self.write_errors_struck = 0  # fail_writes() calls whose point was passed while they lasted
 
     def armed(self):
         """Context manager: the failpoints are armed while the schedule runs."""
@@ -64,6 +66,7 @@ class CrashSwitch:
         """The current lander's writes fail at `point` for `duration_s` seconds."""
         with self._mu:
             self._error_at, self._error_until = point, time.monotonic() + duration_s
+            self._error_struck = False
 
     def clear_errors(self) -> None:
         with self._mu:
@@ -85,4 +88,7 @@ class CrashSwitch:
                 self.crashed.set()
                 raise PullerCrashed(f"puller crashed at {name}")
             if self._error_at == name and time.monotonic() < self._error_until:
+                if not self._error_struck:
+                    self._error_struck = True
+                    self.write_errors_struck += 1
                 raise LakeWriteError(f"injected lake write error at {name}")

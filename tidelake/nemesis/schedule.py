@@ -61,7 +61,10 @@ FLUSH_INTERVAL = "200ms"
 @dataclass
 class ScheduleResult:
     plan: SchedulePlan
-    faults: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)  # faults that struck
+    # armed but not struck as planned: a lake write error whose point no flush passed while it
+    # lasted; a crash at a flush point no flush passed in time (it struck between flushes instead)
+    missed: Counter[str] = field(default_factory=Counter)
     anomalies: list[Anomaly] = field(default_factory=list)
     watermarks_checked: int = 0
     totals_checked: int = 0
@@ -128,6 +131,10 @@ def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) ->
                 workload.start()
                 try:
                     puller = _strike(plan, injector, switch, puller, config, result)
+                    armed = sum(1 for e in plan.events if e.kind == LAKE_WRITE_ERROR)
+                    result.faults[LAKE_WRITE_ERROR] += switch.write_errors_struck
+                    result.missed[LAKE_WRITE_ERROR] += armed - switch.write_errors_struck
+                    result.faults, result.missed = +result.faults, +result.missed  # no zero counts
                 finally:
                     workload.stop()
                     injector.stop()
@@ -174,7 +181,6 @@ def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, pu
             puller = _crash(event, switch, puller, config, result)
         elif event.kind == LAKE_WRITE_ERROR:
             switch.fail_writes(event.point, event.duration_s)
-            result.faults[LAKE_WRITE_ERROR] += 1
         else:
             try:
                 injector.apply(event.kind)  # counted by the injector when it found a target
@@ -194,9 +200,10 @@ def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config:
         switch.crash_now()
     else:
         switch.crash_at(event.point)
-        if not switch.crashed.wait(CRASH_POINT_WAIT_S):
+        if not switch.crashed.wait(CRASH_POINT_WAIT_S):  # no flush passed the point: crash between flushes
             switch.cancel_crash()
             switch.crash_now()
+            result.missed[event.point] += 1
     result.faults[PULLER_CRASH] += 1
     _stop(puller, result)
     if puller.error is not None:
