@@ -19,6 +19,7 @@ from tidelake.orchestration.airflow.schedules import (
     timetable,
 )
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.changefeeds import load_changefeeds
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
 
@@ -53,6 +54,7 @@ for feed in load_changefeeds():
 
             @task(task_id="maintenance")
             def maintenance_remote(config_path: str, remote: str = remote) -> None:
-                connect_job.run_job("maintenance", ["--config", config_path], remote)
+                with input_errors_fail_the_task():
+                    connect_job.run_job("maintenance", ["--config", config_path], remote)
 
             maintenance_remote(feed.config_path)

@@ -4,7 +4,7 @@ plan (validate params, plan tables, group them) -> merge (one spark-submit of
 spark_jobs/merge.py per table group, mapped) -> [syncpoint_due -> syncpoint] -> publish (an asset
 event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
 
-With a warm Spark ([spark] remote in the changefeed config, or SPARK_REMOTE on the workers) the
+With a warm Spark ([spark] remote in the changefeed config, or SPARK_REMOTE where the DAG file is parsed) the
 merge and syncpoint tasks are plain Python tasks, thin Spark Connect clients of that server,
 instead of spark-submits (tidelake.orchestration.connect_job).
 

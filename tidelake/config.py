@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -131,6 +132,14 @@ class SparkConfig:
     # A Spark Connect server (sc://host:port) to reach as a thin client; None: SPARK_REMOTE, else
     # a local session (or spark-submit's, under the DAGs' SparkSubmitOperator).
     remote: str | None = None
+
+    def remote_or_env(self, env: Mapping[str, str]) -> str | None:
+        """The configured server, else SPARK_REMOTE from `env`; the one place both are read in order
+        (the commands' --remote comes before it, tidelake.cli.spark_choice)."""
+        remote = self.remote or env.get("SPARK_REMOTE", "").strip() or None
+        if remote is not None and not remote.startswith("sc://"):
+            raise InputError(f"SPARK_REMOTE must be a Spark Connect URL like sc://127.0.0.1:15002, got {remote!r}")
+        return remote
 
 
 @dataclass(frozen=True)

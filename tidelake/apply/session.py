@@ -73,7 +73,8 @@ def get_session(
     `local=False` is for spark-submit entry points: master and jars come from the submit command.
     `remote` (sc://host:port) makes a Spark Connect session of that server instead; only the
     commands that run over Connect pass one (tidelake.cli.spark_choice reads SPARK_REMOTE), so
-    the variable never turns bootstrap or verify into a Connect client by accident.
+    the variable never turns bootstrap or verify into a Connect client by accident. Under
+    spark-submit (`local=False`) the submit command has chosen the Spark, so `remote` is not used.
     """
     from pyspark.sql import SparkSession
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from tidelake.config import SparkConfig
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
@@ -25,9 +26,8 @@ def remote_choice(args: argparse.Namespace, target: Target, env: Mapping[str, st
     """The Spark Connect server to run on, first match: --remote, [spark] remote of the
     changefeed config, SPARK_REMOTE (unless --master asks for local Spark); None: local Spark."""
     env = os.environ if env is None else env
-    remote = args.remote or (target.config.spark.remote if target.config is not None else None)
-    if remote is None and not args.master:
-        remote = env.get("SPARK_REMOTE", "").strip() or None
+    configured = target.config.spark if target.config is not None else SparkConfig()
+    remote = args.remote or configured.remote_or_env({} if args.master else env)
     if remote is not None and not remote.startswith("sc://"):
         raise InputError(f"--remote must be a Spark Connect URL like sc://127.0.0.1:15002, got {remote!r}")
     if remote is not None and args.master:
