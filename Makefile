@@ -7,13 +7,23 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: test test-all demo up protos readme install clean bench
+.PHONY: test test-all demo up protos readme install clean bench browser
 
-test: $(STAMP) protos
+test: $(STAMP) protos browser
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-all: $(STAMP) protos
+test-all: $(STAMP) protos browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Headless Chromium draws the Replication page in its test (Debian's package, as root or with
+# passwordless sudo; apt lists are refreshed only when the first try fails).
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  echo "installing Debian's chromium (the Replication page test draws the page in it)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 \
+	  || { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q chromium >/dev/null 2>&1; } \
+	  || { echo "error: headless Chromium is needed by make test: apt-get install chromium" >&2; exit 2; }; }
 
 # Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md.
 bench: $(STAMP)

@@ -2,23 +2,45 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from PIL import Image
 
 from tidelake import tso
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.orchestration.merge_history import merge_history
 from tidelake.orchestration.plugin_views import (
+    CHART_HEIGHT,
+    PALETTE,
     format_lag,
+    lag_chart,
     render_page,
     sparkline_points,
+    throughput_chart,
 )
 
 TS = tso.from_datetime(datetime(2026, 5, 1, 8, 0, 5, tzinfo=timezone.utc))
+
+
+def history(*lags, start_minute=0):
+    return [{"at": f"2026-05-01T08:{start_minute + i:02d}:00+00:00", "lag_s": lag} for i, lag in enumerate(lags)]
+
+
+RUNS = [{"run_id": "a", "finished_at": "2026-05-01T08:00:09+00:00", "tables": 2, "changes": 200, "seconds": 4.0,
+         "changes_per_s": 50.0},
+        {"run_id": "b", "finished_at": "2026-05-01T08:01:09+00:00", "tables": 1, "changes": 100, "seconds": 1.0,
+         "changes_per_s": 100.0}]
 
 
 def table(**overrides):
     base = {
         "table": "shop.orders", "table_key": 7, "state": "active", "reason": None, "path": "/l/shop/orders",
         "physical_ids": [7], "resolved_ts": TS + 10, "barrier_ts": TS + 5, "checkpoint_ts": TS, "lag_seconds": 4.5,
-        "bound": "barrier", "blocked": None, "last_error": None, "lag_history": [3.0, 9.0, 4.5],
+        "bound": "barrier", "blocked": None, "last_error": None, "lag_history": history(3.0, 9.0, 4.5),
         "pending_ddl": {"job_id": 3, "commit_ts": TS + 6, "commit_utc": "x", "action": "add column",
                         "query": "ALTER TABLE orders ADD c INT /* <script> */"},
         "last_merge": {"run_id": "r", "status": "merged", "finished_at": "2026-05-01T08:00:09Z",
@@ -29,7 +51,7 @@ def table(**overrides):
 
 def report(*tables):
     return {"changefeed": "shop", "lake": "s3a://lake/prod", "ddl_resolved_ts": TS + 20, "now_source": "wall_clock",
-            "tables": list(tables), "syncpoints": [{"ts": TS, "tables": 2, "excluded": {"shop.old": "stopped"}}]}
+            "tables": list(tables), "apply_runs": RUNS, "syncpoints": [{"ts": TS, "tables": 2, "excluded": {"shop.old": "stopped"}}]}
 
 
 def test_page_shows_watermarks_ddl_and_last_merge_escaped():
@@ -41,6 +63,8 @@ def test_page_shows_watermarks_ddl_and_last_merge_escaped():
     assert "120 changes" in page and "2.5 s" in page
     assert "<polyline" in page
     assert "shop.old: stopped" in page  # a syncpoint lists the tables left out of its cut
+    assert 'data-table="shop.orders"' in page and "Apply throughput" in page
+    assert "last run: 100 changes over 1 table in 1.0 s (100 changes/s)" in page
 
 
 def test_stopped_table_shows_its_reason_and_empty_lake_says_so():
@@ -48,8 +72,10 @@ def test_stopped_table_shows_its_reason_and_empty_lake_says_so():
                     pending_ddl=None, last_merge=None, blocked="stopped by an unsupported DDL")
     page = render_page([report(stopped)])
     assert "(stopped)" in page and "unsupported DDL: modify column type" in page
-    assert "<polyline" not in page
-    assert "No replicated tables yet." in render_page([report()])
+    assert '<li class="bad"><strong>shop.orders</strong>: unsupported DDL: modify column type</li>' in page
+    assert "<polyline" not in page and "No merge has recorded a checkpoint yet." in page
+    empty = render_page([{**report(), "apply_runs": []}])
+    assert "No replicated tables yet." in empty and "No merge run yet." in empty
 
 
 def test_sparkline_scales_into_the_box():
@@ -64,3 +90,85 @@ def test_lag_formatting():
     assert format_lag(4.25) == "4.2 s"
     assert format_lag(600) == "10.0 min"
     assert format_lag(3 * 3600) == "3.0 h"
+
+
+def test_lag_chart_keeps_the_worst_tables_on_one_time_axis():
+    tables = [table(table=f"db.t{i}", lag_history=history(1.0, float(i), start_minute=i)) for i in range(10)]
+    tables.append(table(table="db.never", lag_history=[]))
+    chart = lag_chart(tables, width=100, height=50, limit=3)
+    assert [s.label for s in chart.series] == ["db.t9", "db.t8", "db.t7"]  # highest lag after the last merge
+    assert chart.left_out == 7 and chart.max_lag_s == 9.0
+    assert (chart.start.minute, chart.end.minute) == (7, 10)  # the span the shown tables cover
+    first = [tuple(map(float, p.split(","))) for p in chart.series[0].points.split()]
+    assert first[0][0] == round(200 / 3, 1) and first[-1] == (100.0, 0.0)  # db.t9 from 08:09 to 08:10, at the top
+    assert lag_chart([table(lag_history=[])]) is None
+
+
+def test_throughput_bars_scale_to_the_fastest_run():
+    chart = throughput_chart(RUNS, width=100)
+    assert [round(b.height, 6) for b in chart.bars] == [CHART_HEIGHT / 2, CHART_HEIGHT]
+    assert [b.x for b in chart.bars] == [5.0, 55.0] and chart.max_rate == 100.0
+    assert "200 changes over 2 tables in 4.0 s" in chart.bars[0].title
+    assert throughput_chart([]) is None
+
+
+def chromium_screenshot(html: str, out_dir, width: int = 1400, height: int = 1000) -> Image.Image:
+    """The page as headless Chromium draws it (Debian's chromium; `make test` installs it)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("headless Chromium is needed for the page test: apt-get install chromium")
+    page, png = out_dir / "page.html", out_dir / "page.png"
+    page.write_text(html, encoding="utf-8")
+    subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-color-profile=srgb",
+         f"--window-size={width},{height}", f"--screenshot={png}", page.as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )
+    return Image.open(png).convert("RGB")
+
+
+def pixels_near(image: Image.Image, color: str, tolerance: int = 8) -> list[tuple[int, int]]:
+    target = tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+    width = image.width
+    return [
+        (i % width, i // width)
+        for i, rgb in enumerate(image.get_flattened_data())
+        if all(abs(a - b) <= tolerance for a, b in zip(rgb, target))
+    ]
+
+
+def test_a_real_browser_draws_the_lag_lines_and_throughput_bars(tmp_path):
+    """From a real merge log to pixels: each table's lag line and the run bars are drawn, inside
+    the charts, in the colours the legend gives them."""
+    layout = LakeLayout(str(tmp_path / "lake"))
+    t0 = datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc)
+    for minute in range(6):
+        finished = t0 + timedelta(minutes=minute, seconds=20)
+        append_entries(layout, [
+            MergeLogEntry(run_id=f"run{minute}", table_key=key, table_name=f"shop.t{key}", status=MergeStatus.MERGED,
+                          checkpoint_before=None, checkpoint_after=tso.from_datetime(finished - timedelta(seconds=key * (10 + 5 * minute))),
+                          windows=1, ddls_applied=0, rows_in=100 * key * (minute + 1), rows_out=0, duration_s=5.0,
+                          reason=None, started_at=finished - timedelta(seconds=5 * key), finished_at=finished)
+            for key in (1, 2, 3)
+        ])
+    history = merge_history(layout)
+    tables = [table(table=f"shop.t{key}", table_key=key,
+                    lag_history=[{"at": p.at.isoformat(), "lag_s": p.lag_s} for p in history.lag[key]])
+              for key in (1, 2, 3)]
+    runs = [{"run_id": r.run_id, "finished_at": r.finished_at.isoformat(), "tables": r.tables, "changes": r.changes,
+             "seconds": r.seconds, "changes_per_s": r.changes_per_s} for r in history.runs]
+    html = render_page([{**report(*tables), "apply_runs": runs}])
+    image = chromium_screenshot(html, tmp_path)
+
+    bars = pixels_near(image, "#6a4c93")
+    assert len(bars) > 500, "the throughput bars were not drawn"
+    lines = {name: pixels_near(image, color) for name, color in zip(("t1", "t2", "t3"), PALETTE)}
+    for name, points in lines.items():
+        assert len(points) > 100, f"the lag line of {name} was not drawn"
+    # The charts sit side by side in a 1400 px window: every line pixel left of the bars.
+    leftmost_bar = min(x for x, _ in bars)
+    assert all(x < leftmost_bar for points in lines.values() for x, _ in points)
+    # Lag grows over time for each table: each line's right end is drawn higher than its left.
+    for name, points in lines.items():
+        left, right = min(points), max(points)
+        assert right[1] < left[1], f"the lag line of {name} does not rise"

@@ -15,6 +15,7 @@ REPORT = {
     "ddl_resolved_ts": 463_000_000_000_000_000,
     "now_source": "wall_clock",
     "tables": [],
+    "apply_runs": [],
     "syncpoints": [],
 }
 
@@ -26,7 +27,7 @@ def client(airflow_db, changefeed, monkeypatch):
 
     import tidelake.orchestration.airflow.replication_app as replication_app
 
-    monkeypatch.setattr(replication_app, "lake_status", lambda feed: {**REPORT, "changefeed": feed.config.changefeed_id})
+    monkeypatch.setattr(replication_app, "page_report", lambda feed: {**REPORT, "changefeed": feed.config.changefeed_id})
     purge_cached_app()
     with TestClient(create_app("core")) as test_client:
         yield test_client
@@ -61,14 +62,14 @@ def test_a_logged_in_user_gets_json_and_page(client):
 
 
 def test_status_of_a_real_empty_lake(airflow_db, changefeed):
-    import tidelake.orchestration.airflow.replication_app as replication_app
     from tidelake.orchestration.changefeeds import load_changefeeds
+    from tidelake.orchestration.page_report import page_report
 
     (feed,) = load_changefeeds()
-    report = replication_app.lake_status(feed)
+    report = page_report(feed)
     assert report["changefeed"] == "tests"
     assert report["lake"] == str(changefeed.parent / "lake")
-    assert report["tables"] == [] and report["syncpoints"] == []
+    assert report["tables"] == [] and report["apply_runs"] == [] and report["syncpoints"] == []
 
 
 def test_the_ui_cookie_authenticates_the_embedded_page(client):

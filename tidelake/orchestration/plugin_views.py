@@ -8,6 +8,7 @@ autoescapes every value: table names and DDL queries come from upstream users.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
@@ -18,6 +19,11 @@ from tidelake import tso
 
 SPARK_WIDTH = 160
 SPARK_HEIGHT = 28
+CHART_WIDTH = 560
+CHART_HEIGHT = 160
+CHART_TABLES = 8
+# Distinguishable on white and for the common colour-vision deficiencies (Okabe-Ito).
+PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#f0e442")
 
 
 def sparkline_points(values: Sequence[float], width: int = SPARK_WIDTH, height: int = SPARK_HEIGHT) -> str:
@@ -31,11 +37,103 @@ def sparkline_points(values: Sequence[float], width: int = SPARK_WIDTH, height: 
     )
 
 
+@dataclass(frozen=True)
+class Series:
+    """One table's line in the lag chart."""
+
+    label: str
+    color: str
+    points: str
+    last_lag_s: float
+
+
+@dataclass(frozen=True)
+class LagChart:
+    """Lag over time of the worst tables, on one time axis (plot coordinates, 0,0 top left)."""
+
+    series: list[Series]
+    max_lag_s: float
+    start: datetime
+    end: datetime
+    left_out: int
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    title: str
+
+
+@dataclass(frozen=True)
+class ThroughputChart:
+    """Changes applied per second of each merge run, one bar per run, oldest first."""
+
+    bars: list[Bar]
+    max_rate: float
+    last: Mapping[str, Any]
+
+
+def _plot_y(value: float, top: float, height: float) -> float:
+    return height - (max(value, 0.0) / top) * height
+
+
+def lag_chart(tables: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH, height: int = CHART_HEIGHT,
+              limit: int = CHART_TABLES) -> LagChart | None:
+    """The `limit` tables with the highest lag after their last merge, each a polyline of its
+    lag history over the time span all of them cover; None when no table has a point yet."""
+    histories = [(t["table"], [(datetime.fromisoformat(p["at"]), p["lag_s"]) for p in t["lag_history"]])
+                 for t in tables if t.get("lag_history")]
+    if not histories:
+        return None
+    histories.sort(key=lambda item: -item[1][-1][1])
+    shown = histories[:limit]
+    start = min(points[0][0] for _, points in shown)
+    end = max(points[-1][0] for _, points in shown)
+    span = max((end - start).total_seconds(), 1e-9)
+    top = max(max(lag for _, lag in points) for _, points in shown) or 1.0
+    series = []
+    for i, (name, points) in enumerate(shown):
+        coords = " ".join(
+            f"{(at - start).total_seconds() / span * width:.1f},{_plot_y(lag, top, height):.1f}" for at, lag in points
+        )
+        series.append(Series(name, PALETTE[i % len(PALETTE)], coords, points[-1][1]))
+    return LagChart(series, top, start, end, len(histories) - len(shown))
+
+
+def throughput_chart(runs: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH,
+                     height: int = CHART_HEIGHT) -> ThroughputChart | None:
+    """A bar per merge run of its changes per second of wall time; None before the first run."""
+    if not runs:
+        return None
+    top = max(max(run["changes_per_s"] for run in runs), 1e-9)
+    slot = width / len(runs)
+    bars = []
+    for i, run in enumerate(runs):
+        y = _plot_y(run["changes_per_s"], top, height)
+        title = (f"{run['finished_at']}: {run['changes']} changes over {run['tables']} tables "
+                 f"in {run['seconds']:.1f} s")
+        bars.append(Bar(i * slot + slot * 0.1, y, slot * 0.8, height - y, title))
+    return ThroughputChart(bars, top, runs[-1])
+
+
 def format_ts(ts: int | None) -> str:
     """A TSO as the time it stands for (UTC, seconds); '-' when absent."""
     if not ts:
         return "-"
     return f"{tso.to_datetime(ts):%Y-%m-%d %H:%M:%S}"
+
+
+def format_clock(at: datetime) -> str:
+    """A chart axis time: UTC, to the second."""
+    return f"{at.astimezone(timezone.utc):%H:%M:%S}"
+
+
+def lag_values(history: Sequence[Mapping[str, Any]]) -> list[float]:
+    """The lags of a table's `lag_history`, for its sparkline."""
+    return [point["lag_s"] for point in history]
 
 
 def format_lag(seconds: float | None) -> str:
@@ -56,7 +154,8 @@ def _environment() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(ts=format_ts, lag=format_lag, sparkline=sparkline_points)
+    env.filters.update(ts=format_ts, lag=format_lag, sparkline=sparkline_points, lag_values=lag_values,
+                       clock=format_clock)
     return env
 
 
@@ -66,6 +165,11 @@ _ENV = _environment()
 def render_page(reports: Sequence[Mapping[str, Any]], now: datetime | None = None) -> str:
     """The whole page for the given changefeed status reports."""
     generated = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    charts = [
+        {"lag": lag_chart(report["tables"]), "throughput": throughput_chart(report["apply_runs"])}
+        for report in reports
+    ]
     return _ENV.get_template("replication.html").render(
-        reports=reports, generated=generated, spark_width=SPARK_WIDTH, spark_height=SPARK_HEIGHT
+        reports=reports, charts=charts, generated=generated, spark_width=SPARK_WIDTH, spark_height=SPARK_HEIGHT,
+        chart_width=CHART_WIDTH, chart_height=CHART_HEIGHT,
     )

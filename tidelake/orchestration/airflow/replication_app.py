@@ -20,36 +20,14 @@ from fastapi.responses import HTMLResponse
 
 from tidelake.errors import InputError
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.page_report import page_report
 from tidelake.orchestration.plugin_views import render_page
-
-SYNCPOINTS_SHOWN = 10
 
 StatusSource = Callable[[Changefeed], dict[str, Any]]
 
 
-def lake_status(feed: Changefeed) -> dict[str, Any]:
-    """`tidelake status --json` of one changefeed plus what the page adds: the changefeed id and
-    each table's recent lag (`lag_history`, seconds after each of its last merges) and the latest
-    syncpoints (newest first: ts, number of tables in the cut, tables left out and why)."""
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.status import collect_status
-    from tidelake.lake.syncpoints import read_syncpoints
-    from tidelake.orchestration.lag_history import lag_history
-
-    layout = LakeLayout.from_config(feed.config.lake)
-    report = collect_status(layout).to_json()
-    history = lag_history(layout)
-    for table in report["tables"]:
-        table["lag_history"] = history.get(table["table_key"], [])
-    syncpoints = [
-        {"ts": sp.ts, "tables": len(sp.replicas), "excluded": sp.excluded}
-        for sp in read_syncpoints(layout)[-SYNCPOINTS_SHOWN:]
-    ]
-    return {"changefeed": feed.config.changefeed_id, **report, "syncpoints": syncpoints[::-1]}
-
-
 def create_app(status_source: StatusSource | None = None) -> FastAPI:
-    """The plugin app; `status_source` (default: lake_status) serves the reports."""
+    """The plugin app; `status_source` (default: page_report) serves the reports."""
     app = FastAPI(
         title="tidelake replication",
         dependencies=[Depends(requires_access_view(AccessView.PLUGINS))],
@@ -64,7 +42,7 @@ def create_app(status_source: StatusSource | None = None) -> FastAPI:
             feeds = [f for f in feeds if f.config.changefeed_id == changefeed]
             if not feeds:
                 raise HTTPException(status_code=404, detail=f"no changefeed {changefeed!r} is configured")
-        source = status_source or lake_status
+        source = status_source or page_report
         return [source(feed) for feed in feeds]
 
     @app.get("/api/status")

@@ -1,0 +1,46 @@
+"""Chart data from a real merge log: lag after each merge per table, and throughput per run."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from tidelake import tso
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.orchestration.merge_history import LagPoint, merge_history
+
+T0 = datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc)
+
+
+def entry(key, finished, checkpoint_at, status=MergeStatus.MERGED, run="r", rows=1, seconds=1.0):
+    return MergeLogEntry(
+        run_id=run, table_key=key, table_name=f"db.t{key}", status=status,
+        checkpoint_before=None, checkpoint_after=None if checkpoint_at is None else tso.from_datetime(checkpoint_at),
+        windows=1, ddls_applied=0, rows_in=rows, rows_out=rows, duration_s=seconds, reason=None,
+        started_at=finished - timedelta(seconds=seconds), finished_at=finished,
+    )
+
+
+def test_lag_after_each_merge_oldest_first_and_limited(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    assert merge_history(layout).lag == {} and merge_history(layout).runs == []
+    five, ten = T0 + timedelta(minutes=5), T0 + timedelta(minutes=10)
+    append_entries(layout, [entry(1, five, T0 + timedelta(minutes=4, seconds=30), run="b"),
+                            entry(2, five, T0, run="b")])
+    append_entries(layout, [entry(1, T0, T0 - timedelta(seconds=20), run="a"),
+                            entry(1, ten, None, MergeStatus.ERROR, run="c")])
+    history = merge_history(layout)
+    assert history.lag == {1: [LagPoint(T0, 20.0), LagPoint(five, 30.0)], 2: [LagPoint(five, 300.0)]}
+    assert merge_history(layout, points=1).lag[1] == [LagPoint(five, 30.0)]
+
+
+def test_run_throughput_is_changes_over_the_runs_wall_time(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    # Two tables merged in parallel within one 10 s run; a later run of one table.
+    append_entries(layout, [entry(1, T0 + timedelta(seconds=10), T0, run="a", rows=300, seconds=10),
+                            entry(2, T0 + timedelta(seconds=8), T0, run="a", rows=100, seconds=4)])
+    append_entries(layout, [entry(1, T0 + timedelta(minutes=1), T0, run="b", rows=50, seconds=5)])
+    runs = merge_history(layout).runs
+    assert [(r.run_id, r.tables, r.changes, r.seconds) for r in runs] == [("a", 2, 400, 10.0), ("b", 1, 50, 5.0)]
+    assert runs[0].changes_per_s == 40.0
+    assert [r.run_id for r in merge_history(layout, runs=1).runs] == ["b"]
