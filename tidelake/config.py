@@ -143,6 +143,14 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class CatalogConfig:
+    """Where `tidelake catalog sync` registers the replicas (tidelake.apply.metastore)."""
+
+    # Folder of Spark's embedded Hive metastore (Derby); None: replicas are not registered.
+    metastore_dir: str | None = None
+
+
+@dataclass(frozen=True)
 class ChangefeedConfig:
     changefeed_id: str
     upstream: UpstreamConfig
@@ -152,6 +160,7 @@ class ChangefeedConfig:
     puller: PullerConfig = field(default_factory=PullerConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
     source: str = ""
 
     @property
@@ -262,6 +271,15 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     if remote is not None and not (remote.startswith("sc://") and len(remote) > len("sc://")):
         raise spark.bad("remote", "a Spark Connect URL like 'sc://127.0.0.1:15002'", remote)
     spark.done()
+
+    catalog = root.section("catalog")
+    metastore_dir = catalog.string("metastore_dir")
+    if metastore_dir is not None:
+        folder = (base / metastore_dir).resolve()
+        if folder.exists() and not folder.is_dir():
+            raise catalog.bad("metastore_dir", "a folder (created when missing)", metastore_dir)
+        metastore_dir = str(folder)
+    catalog.done()
     root.done()
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
@@ -272,6 +290,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         puller=puller_config,
         merge=merge_config,
         spark=SparkConfig(remote=remote),
+        catalog=CatalogConfig(metastore_dir=metastore_dir),
         source=source,
     )
 

@@ -16,7 +16,7 @@ from tidelake import __version__
 from tidelake.errors import TidelakeError
 
 COMMANDS = ("decode", "sim", "pull", "bootstrap", "merge", "syncpoint", "maintenance", "status", "verify", "snapshot",
-            "changes",
+            "changes", "catalog",
             "demo", "nemesis", "spark_server")
 
 
