@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.errors import InputError
 from tidelake.kvproto import etcdserverpb_pb2_grpc, metapb_pb2, pdpb_pb2_grpc, tikvpb_pb2_grpc
+from tidelake.sim.call_counter import CallCounter
 from tidelake.sim.etcd_kv import EtcdKvService
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GC_WORKER, GcSafePoints
@@ -79,6 +80,7 @@ class SimCluster:
         self.faults = FaultState()
         self.gc_safe_points = GcSafePoints()
         self.lock_waits = LockWaits()
+        self.pd_calls = CallCounter()  # PD RPCs received, by method (kept across PD restarts)
         self.leader_failover_delay_s = leader_failover_delay_s
         self.split_check_interval_s = split_check_interval_s
         self.region_max_keys = region_max_keys
@@ -131,7 +133,7 @@ class SimCluster:
         with self._mu:
             if self._pd_server is not None:
                 return
-            server = self._new_server("pd")
+            server = self._new_server("pd", self.pd_calls)
             pdpb_pb2_grpc.add_PDServicer_to_server(PdService(self), server)
             etcdserverpb_pb2_grpc.add_KVServicer_to_server(EtcdKvService(self, PD_MEMBER_ID), server)
             _serve_health(server)
