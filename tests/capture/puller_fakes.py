@@ -125,7 +125,7 @@ class PDRegion:
 
 
 class FakePD:
-    """cluster_id, scan_regions, get_store, get_all_stores over a mutable region list."""
+    """cluster_id, scan_regions, batch_scan_regions, get_store, get_all_stores over a mutable region list."""
 
     def __init__(self, stores: dict[int, str], regions: list[PDRegion], versions: dict[int, str] | None = None):
         self.cluster_id = CLUSTER_ID
@@ -133,6 +133,7 @@ class FakePD:
         self.regions = regions
         self.versions = versions or {}
         self.scans = 0
+        self.batch_scans = 0
         self.mutex = threading.Lock()
 
     def _target(self, r: PDRegion) -> RegionTarget:
@@ -149,6 +150,18 @@ class FakePD:
             hits = [r for r in self.regions
                     if (not r.end or r.end > start) and (not end or r.start < end)]
             return [self._target(r) for r in sorted(hits, key=lambda r: r.start)[:limit]]
+
+    def batch_scan_regions(self, ranges, limit: int = 1024):
+        """PD's BatchScanRegions: the regions of every range in key order, each once, `limit` in all."""
+        with self.mutex:
+            self.batch_scans += 1
+        out, seen = [], set()
+        for start, end in ranges:
+            for target in self.scan_regions(start, end, limit):
+                if target.region.id not in seen and len(out) < limit:
+                    seen.add(target.region.id)
+                    out.append(target)
+        return out
 
     def get_store(self, store_id: int) -> metapb_pb2.Store:
         return metapb_pb2.Store(id=store_id, address=self.stores[store_id],

@@ -10,10 +10,11 @@ import pytest
 from pd_members import PdMembers
 
 from tidelake import tso
-from tidelake.codec.keys import record_key, table_split_key
+from tidelake.codec.keys import record_key, table_record_span_encoded, table_split_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import pdpb_pb2, pdpb_pb2_grpc
 from tidelake.sim.cluster import SimCluster
+from tidelake.sim.pd_service import PdService
 from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
@@ -188,3 +189,42 @@ def test_hung_tso_stream_is_cancelled_and_reopened():
     assert dispatcher.get_ts(5) == tso.compose(5, 1)
     dispatcher.close()
     assert opened == ["hung", "ok"] and broken == [True]
+
+
+def _regions_of(sim, ranges):
+    """The simulator's own region map, read directly: what PD must answer."""
+    ids = []
+    for start, end in ranges:
+        ids += [r.id for r in sim.regions.scan(start, end) if r.id not in ids]
+    return ids
+
+
+def test_batch_scan_regions_is_one_request_for_many_ranges(sim, pd):
+    for table_id in range(100, 106):
+        sim.split_table(table_id)
+    ranges = [table_record_span_encoded(t) for t in (100, 102, 104)]
+    before = sim.pd_calls.snapshot()
+    regions = pd.batch_scan_regions(ranges)
+    after = sim.pd_calls.snapshot()
+    assert after["BatchScanRegions"] - before.get("BatchScanRegions", 0) == 1
+    assert after.get("ScanRegions", 0) == before.get("ScanRegions", 0)
+    assert [r.region.id for r in regions] == _regions_of(sim, ranges)
+    assert all(r.leader is not None for r in regions)
+    assert len(pd.batch_scan_regions(ranges, limit=2)) == 2
+
+
+def test_batch_scan_regions_falls_back_to_scan_regions_on_an_older_pd(monkeypatch):
+    def unimplemented(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found: pdpb.PD/BatchScanRegions")
+
+    monkeypatch.setattr(PdService, "BatchScanRegions", unimplemented)
+    with SimCluster(n_stores=1, split_check_interval_s=0, gc_interval_s=0, server_workers=4) as old:
+        for table_id in (100, 101, 102):
+            old.split_table(table_id)
+        ranges = [table_record_span_encoded(100), table_record_span_encoded(102)]
+        with PDClient([old.pd_address], retry_timeout_s=5) as client:
+            assert [r.region.id for r in client.batch_scan_regions(ranges)] == _regions_of(old, ranges)
+            assert [r.region.id for r in client.batch_scan_regions(ranges)] == _regions_of(old, ranges)
+        calls = old.pd_calls.snapshot()
+    assert calls["BatchScanRegions"] == 1  # asked once, then remembered
+    assert calls["ScanRegions"] == 4

@@ -53,6 +53,10 @@ class _Transient(Exception):
     """A failure worth retrying after re-discovering the PD leader."""
 
 
+class _Unimplemented(Exception):
+    """The PD does not serve this RPC (an older version): the caller takes another way."""
+
+
 class PDClient:
     """Thread-safe; one instance per process and cluster is enough."""
 
@@ -81,6 +85,7 @@ class PDClient:
         self._leader_url: str | None = None
         self._stub: pdpb_pb2_grpc.PDStub | None = None
         self.cluster_id = 0
+        self._batch_scan = True  # until PD answers BatchScanRegions with Unimplemented
         self._with_retries("GetMembers", self._discover)
         self._tso = TsoDispatcher(self._open_tso_stream, self._header, self._forget_leader)
 
@@ -175,8 +180,10 @@ class PDClient:
                 raise StopRequested(f"PD {what} given up on stop: {exc}") from None
             raise UpstreamError(f"PD {what} failed for {self._retry_timeout_s:g}s: {exc}") from None
 
-    def _call(self, method: str, request, accept: Callable[[pdpb_pb2.ResponseHeader], bool] = lambda h: False):
-        """Unary call on the leader with header filled in; header errors raise unless accepted."""
+    def _call(self, method: str, request, accept: Callable[[pdpb_pb2.ResponseHeader], bool] = lambda h: False,
+              unimplemented_ok: bool = False):
+        """Unary call on the leader with header filled in; header errors raise unless accepted.
+        With `unimplemented_ok`, an `Unimplemented` answer raises _Unimplemented instead."""
 
         def attempt():
             stub = self._leader_stub()
@@ -184,6 +191,8 @@ class PDClient:
             try:
                 response = getattr(stub, method)(request, timeout=self._timeout_s)
             except grpc.RpcError as exc:
+                if unimplemented_ok and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise _Unimplemented(method) from None
                 if exc.code() in _FATAL_CODES:
                     raise UpstreamError(f"PD {method} on {self._leader_url}: {_rpc_text(exc)}") from None
                 self._forget_leader()  # "not leader", unavailable, deadline: re-discover
@@ -227,6 +236,34 @@ class PDClient:
             RegionInfo(meta, _peer_or_none(leaders[i]) if i < len(leaders) else None)
             for i, meta in enumerate(resp.region_metas)
         ]
+
+    def batch_scan_regions(self, ranges: list[tuple[bytes, bytes]], limit: int = 1024) -> list[RegionInfo]:
+        """Regions overlapping any of `ranges` (ENCODED, sorted, non-overlapping; empty end = +inf)
+        in key order, each once, at most `limit` in all: one `BatchScanRegions` for many spans,
+        as client-go's region cache loads them (docs/wire.md §8). A PD without the RPC
+        (`Unimplemented`) is asked with one `ScanRegions` per range instead, as client-go falls back."""
+        if not ranges:
+            return []
+        if self._batch_scan:
+            request = pdpb_pb2.BatchScanRegionsRequest(
+                ranges=[pdpb_pb2.KeyRange(start_key=s, end_key=e) for s, e in ranges], limit=limit)
+            try:
+                resp = self._call("BatchScanRegions", request, unimplemented_ok=True)
+            except _Unimplemented:
+                log.info("PD %s has no BatchScanRegions; using ScanRegions", self._leader_url)
+                self._batch_scan = False
+            else:
+                return [RegionInfo(r.region, _peer_or_none(r.leader)) for r in resp.regions]
+        out: list[RegionInfo] = []
+        seen: set[int] = set()
+        for start, end in ranges:
+            for info in self.scan_regions(start, end, limit - len(out)):
+                if info.region.id not in seen:
+                    seen.add(info.region.id)
+                    out.append(info)
+            if len(out) >= limit:
+                break
+        return out
 
     # --- stores ----------------------------------------------------------------------------
 

@@ -4,9 +4,10 @@ from tidelake.capture.eventfeed.span_divider import (
     LockedRange,
     RangeLock,
     RegionTarget,
+    batch_regions_covering,
     cut_regions_left_cover_span,
+    disjoint_batch,
     intersect,
-    regions_covering,
 )
 from tidelake.kvproto import metapb_pb2
 
@@ -23,20 +24,27 @@ def region(rid, start, end, version=1, store=1):
 
 
 class FakePD:
-    """Answers ScanRegions like PD: regions overlapping [start, end), sorted, up to limit."""
+    """Answers BatchScanRegions like PD: regions overlapping any range, sorted, each once, up to limit."""
 
     def __init__(self, regions, shuffle=False):
         self.regions = regions
         self.calls = []
         self.shuffle = shuffle
 
-    def scan_regions(self, start, end, limit=1024):
-        self.calls.append((start, end, limit))
-        hits = [r for r in self.regions if intersect((start, end), (r.region.start_key, r.region.end_key))]
+    def batch_scan_regions(self, ranges, limit=1024):
+        self.calls.append((list(ranges), limit))
+        hits = [r for r in self.regions
+                if any(intersect(rng, (r.region.start_key, r.region.end_key)) for rng in ranges)]
         hits = sorted(hits, key=lambda r: r.region.start_key)[:limit]
         if self.shuffle:
             random.Random(len(self.calls)).shuffle(hits)
         return hits
+
+
+def regions_covering(pd, span, table_span, limit=1024):
+    """One request through batch_regions_covering: (pieces, rest, truncated)."""
+    [(pieces, rest)], truncated = batch_regions_covering(pd, [(span, table_span)], limit)
+    return pieces, rest, truncated
 
 
 def ids(pieces):
@@ -52,21 +60,43 @@ def test_intersect_handles_infinite_ends():
 
 def test_divides_span_over_contiguous_regions_with_intersection():
     pd = FakePD([region(1, b"", k(10)), region(2, k(10), k(20)), region(3, k(20), b"")], shuffle=True)
-    pieces, rest = regions_covering(pd, (k(5), k(25)), (k(5), k(25)))
-    assert rest is None
+    pieces, rest, _ = regions_covering(pd, (k(5), k(25)), (k(5), k(25)))
+    assert rest is None and len(pd.calls) == 1
     assert ids(pieces) == [(1, (k(5), k(10))), (2, (k(10), k(20))), (3, (k(20), k(25)))]
 
 
-def test_paging_by_limit_continues_from_last_region_end():
+def test_limit_leaves_the_rest_past_the_last_region_returned():
     pd = FakePD([region(i, k(i * 2), k(i * 2 + 2)) for i in range(10)])
-    pieces, rest = regions_covering(pd, (k(0), k(20)), (k(0), k(20)), limit=3)
-    assert rest is None and [t.region.id for t, _ in pieces] == list(range(10))
-    assert [c[0] for c in pd.calls] == [k(0), k(6), k(12), k(18)]
+    pieces, rest, truncated = regions_covering(pd, (k(0), k(20)), (k(0), k(20)), limit=3)
+    assert truncated and rest == (k(6), k(20)) and [t.region.id for t, _ in pieces] == [0, 1, 2]
+    pieces, rest, truncated = regions_covering(pd, rest, (k(0), k(20)), limit=30)
+    assert not truncated and rest is None and [t.region.id for t, _ in pieces] == list(range(3, 10))
+
+
+def test_many_spans_share_one_lookup_and_each_gets_its_own_pieces():
+    pd = FakePD([region(1, b"", k(10)), region(2, k(10), k(20)), region(3, k(20), k(40)), region(4, k(40), b"")],
+                shuffle=True)
+    spans = [(k(21), k(25)), (k(2), k(4)), (k(8), k(12)), (k(30), k(50))]
+    taken, later = disjoint_batch(spans)
+    assert later == [] and [spans[i] for i in taken] == sorted(spans)
+    results, truncated = batch_regions_covering(pd, [(spans[i], spans[i]) for i in taken], 1024)
+    assert len(pd.calls) == 1 and not truncated
+    assert [ids(p) for p, _ in results] == [
+        [(1, (k(2), k(4)))], [(1, (k(8), k(10))), (2, (k(10), k(12)))], [(3, (k(21), k(25)))],
+        [(3, (k(30), k(40))), (4, (k(40), k(50)))]]
+    assert all(rest is None for _, rest in results)
+
+
+def test_overlapping_spans_wait_for_a_later_batch():
+    spans = [(k(5), k(9)), (k(0), k(6)), (k(9), b""), (k(12), k(14)), (k(9), k(10))]
+    taken, later = disjoint_batch(spans)
+    assert [spans[i] for i in taken] == [(k(0), k(6)), (k(9), b"")]
+    assert sorted(spans[i] for i in later) == [(k(5), k(9)), (k(9), k(10)), (k(12), k(14))]
 
 
 def test_hole_returns_the_uncovered_remainder():
     pd = FakePD([region(1, k(0), k(10)), region(3, k(15), k(30))])  # [10, 15) is mid-split: no region
-    pieces, rest = regions_covering(pd, (k(2), k(20)), (k(2), k(20)))
+    pieces, rest, _ = regions_covering(pd, (k(2), k(20)), (k(2), k(20)))
     assert ids(pieces) == [(1, (k(2), k(10)))]
     assert rest == (k(10), k(20))
 
@@ -74,7 +104,7 @@ def test_hole_returns_the_uncovered_remainder():
 def test_overlapping_stale_region_cuts_the_prefix_and_is_rescanned():
     # PD briefly reports a stale region 2 [8, 20) overlapping region 1 [0, 10)
     pd = FakePD([region(1, k(0), k(10)), region(2, k(8), k(20)), region(4, k(20), k(30))])
-    pieces, rest = regions_covering(pd, (k(0), k(30)), (k(0), k(30)))
+    pieces, rest, _ = regions_covering(pd, (k(0), k(30)), (k(0), k(30)))
     assert rest is None
     # each piece is the whole region ∩ table span; the range lock arbitrates the overlap
     assert ids(pieces) == [(1, (k(0), k(10))), (2, (k(8), k(20))), (4, (k(20), k(30)))]
@@ -86,14 +116,14 @@ def test_overlapping_stale_region_cuts_the_prefix_and_is_rescanned():
 
 def test_pieces_are_clipped_to_the_table_span_not_the_retried_part():
     pd = FakePD([region(4, k(0), k(20)), region(5, k(20), b"")])
-    pieces, rest = regions_covering(pd, (k(10), k(15)), (k(2), k(25)))
+    pieces, rest, _ = regions_covering(pd, (k(10), k(15)), (k(2), k(25)))
     assert rest is None and ids(pieces) == [(4, (k(2), k(20)))]
 
 
 def test_regions_ending_at_or_before_the_span_start_are_ignored():
     pd = FakePD([region(1, k(0), k(5)), region(2, k(5), k(9))])
-    pd.scan_regions = lambda start, end, limit=1024: [region(1, k(0), k(5)), region(2, k(5), k(9))]
-    pieces, rest = regions_covering(pd, (k(5), k(9)), (k(5), k(9)))
+    pd.batch_scan_regions = lambda ranges, limit=1024: [region(1, k(0), k(5)), region(2, k(5), k(9))]
+    pieces, rest, _ = regions_covering(pd, (k(5), k(9)), (k(5), k(9)))
     assert rest is None and ids(pieces) == [(2, (k(5), k(9)))]
 
 

@@ -36,7 +36,8 @@ from tidelake.capture.eventfeed.span_divider import (
     RegionLike,
     RegionTarget,
     Span,
-    regions_covering,
+    batch_regions_covering,
+    disjoint_batch,
 )
 from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.capture.eventfeed.store_stream import StoreStream, StreamUnavailable
@@ -58,7 +59,7 @@ class PDLike(Protocol):
     @property
     def cluster_id(self) -> int: ...
 
-    def scan_regions(self, start_enc: bytes, end_enc: bytes, limit: int = 1024) -> list[RegionLike]: ...
+    def batch_scan_regions(self, ranges: list[Span], limit: int = 1024) -> list[RegionLike]: ...
 
     def get_store(self, store_id: int) -> metapb_pb2.Store: ...
 
@@ -109,7 +110,8 @@ class FeedOptions:
     workers: int = 4
     ticdc_version: str = TICDC_VERSION
     filter_loop: bool = False
-    scan_limit: int = 1024
+    scan_limit: int = 1024  # regions per PD lookup (TiCDC's ScanRegions limit)
+    divide_batch: int = 1024  # spans per PD lookup: the spans waiting for regions go in one BatchScanRegions
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 5.0
     probe_timeout_s: float = 10.0
@@ -150,6 +152,8 @@ class EventFeedClient:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._tasks = DelayedTasks("eventfeed-scheduler", self._fail)
+        self._divides: list[tuple[_Subscription, Span, int]] = []  # spans waiting for a PD lookup
+        self._divide_queued = False
         self._workers = RegionWorkers(options.workers, self._fail)
         self._lock_resolver = lock_resolver
         self._lock_tasks = DelayedTasks("eventfeed-lock-resolver", self._fail)
@@ -234,7 +238,7 @@ class EventFeedClient:
             if sub_id in self._subscriptions:
                 raise PullerError(f"subscription id {sub_id} is already in use")
             self._subscriptions[sub_id] = sub
-        self._tasks.submit(lambda: self._divide(sub, span, 0))
+        self._divide(sub, span, 0)
         return sub_id
 
     def unsubscribe(self, subscription_id: int) -> None:
@@ -338,22 +342,52 @@ class EventFeedClient:
     # ---- scheduling (scheduler thread) -----------------------------------------------------
 
     def _divide(self, sub: _Subscription, span: Span, attempt: int) -> None:
-        """Find the regions of `span` in PD and request each piece (docs/wire.md §9.7)."""
-        if sub.stopped or self._done.is_set():
+        """Queue `span` for region lookup; the spans queued meanwhile share one PD request."""
+        with self._mutex:
+            self._divides.append((sub, span, attempt))
+            if self._divide_queued:
+                return
+            self._divide_queued = True
+        self._tasks.submit(self._divide_queued_spans)
+
+    def _divide_queued_spans(self) -> None:
+        """Find the regions of the queued spans in PD and request each piece (docs/wire.md §9.7).
+
+        TiCDC divides each span with its own ScanRegions; at thousands of tables that is thousands
+        of PD requests at start and after every store failure, so the spans waiting at the same
+        time go in one BatchScanRegions (client-go's region cache batches the same way)."""
+        with self._mutex:
+            live = [d for d in self._divides if not d[0].stopped]
+            taken, later = disjoint_batch([span for _, span, _ in live])
+            batch = [live[i] for i in taken[: self._options.divide_batch]]
+            self._divides = [live[i] for i in taken[self._options.divide_batch:] + later]
+            self._divide_queued = bool(self._divides)
+        if self._divide_queued:
+            self._tasks.submit(self._divide_queued_spans)
+        if not batch or self._done.is_set():
             return
         try:
-            pieces, rest = regions_covering(self._pd, span, sub.span, self._options.scan_limit)
+            results, truncated = batch_regions_covering(
+                self._pd, [(span, sub.span) for sub, span, _ in batch], self._options.scan_limit)
         except PullerError:
             raise
         except Exception as exc:  # PD unavailable or failing over: retry like TiCDC, forever
-            log.warning("table %d: loading regions of %s failed (%s); retrying", sub.table_id, _fmt(span), exc)
-            self._retry_divide(sub, span, attempt + 1)
+            log.warning("loading regions of %d spans failed (%s); retrying", len(batch), exc)
+            for sub, span, attempt in batch:
+                self._retry_divide(sub, span, attempt + 1)
             return
-        for target, piece in pieces:
-            self._request_region(sub, target, piece, attempt)
-        if rest is not None:
-            log.info("table %d: no region covers %s yet; retrying", sub.table_id, _fmt(rest))
-            self._retry_divide(sub, rest, attempt + 1)
+        for (sub, span, attempt), (pieces, rest) in zip(batch, results):
+            if sub.stopped:
+                continue
+            for target, piece in pieces:
+                self._request_region(sub, target, piece, attempt)
+            if rest is None:
+                continue
+            if truncated:  # PD stopped at the limit: the rest comes with the next lookup
+                self._divide(sub, rest, attempt)
+            else:
+                log.info("table %d: no region covers %s yet; retrying", sub.table_id, _fmt(rest))
+                self._retry_divide(sub, rest, attempt + 1)
 
     def _retry_divide(self, sub: _Subscription, span: Span, attempt: int) -> None:
         delay = backoff_s(attempt, self._options.backoff_base_s, self._options.backoff_cap_s)

@@ -8,6 +8,7 @@ so a piece resumes from its own progress and never from a neighbour's higher ts.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from enum import StrEnum
 from threading import Lock
@@ -30,8 +31,8 @@ class RegionLike(Protocol):
     def leader(self) -> metapb_pb2.Peer | None: ...
 
 
-class RegionSource(Protocol):
-    def scan_regions(self, start_enc: bytes, end_enc: bytes, limit: int = 1024) -> list[RegionLike]: ...
+class BatchRegionSource(Protocol):
+    def batch_scan_regions(self, ranges: list[Span], limit: int = 1024) -> list[RegionLike]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,21 +76,54 @@ def cut_regions_left_cover_span(regions: list[RegionLike], span: Span) -> list[R
     return kept
 
 
-def regions_covering(
-    source: RegionSource, span: Span, table_span: Span, limit: int = 1024
-) -> tuple[list[tuple[RegionTarget, Span]], Span | None]:
-    """Regions covering `span` from its start, each with its piece of `table_span`; plus the part
-    of `span` left uncovered.
+def disjoint_batch(spans: list[Span]) -> tuple[list[int], list[int]]:
+    """Indexes of `spans` that can go in one BatchScanRegions (sorted by start, none overlapping
+    the one before, as PD requires), and the indexes left for a later batch."""
+    order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+    taken: list[int] = []
+    later: list[int] = []
+    for i in order:
+        previous_end = spans[taken[-1]][1] if taken else None
+        if previous_end is not None and (not previous_end or previous_end > spans[i][0]):
+            later.append(i)  # overlaps the span taken before it (or that one runs to +inf)
+        else:
+            taken.append(i)
+    return taken, later
 
-    A piece is the region ∩ the whole subscribed span, not ∩ `span`: after a merge, the merged
-    region must be requested (and locked) once for all it covers, or TiKV would see the same
-    (request_id, region) twice (docs/wire.md §9.7). The remainder is not None when PD has a
-    hole (a region mid-split or not yet reported): the caller backs off and divides it again.
+
+def batch_regions_covering(
+    source: BatchRegionSource, requests: list[tuple[Span, Span]], limit: int
+) -> tuple[list[tuple[list[tuple[RegionTarget, Span]], Span | None]], bool]:
+    """Regions covering each request's span from its start, for many spans with one PD request.
+
+    `requests` are (span, table span) pairs, sorted and disjoint (`disjoint_batch`). Per request
+    it returns its pieces and the part of its span left uncovered (a hole: a region mid-split or
+    not yet reported; the caller backs off and divides it again). A piece is the region ∩ the
+    whole subscribed span, not ∩ `span`: after a merge, the merged region must be requested (and
+    locked) once for all it covers, or TiKV would see the same (request_id, region) twice
+    (docs/wire.md §9.7). Also returns whether PD stopped at `limit`: then an uncovered part may
+    lie past the last region returned rather than be a hole, and is asked for again at once.
     """
+    regions = sorted(source.batch_scan_regions([span for span, _ in requests], limit),
+                     key=lambda r: r.region.start_key)
+    starts = [r.region.start_key for r in regions]
+    out = [_cover(regions, starts, span, table_span) for span, table_span in requests]
+    return out, len(regions) >= limit
+
+
+def _cover(regions: list[RegionLike], starts: list[bytes], span: Span,
+           table_span: Span) -> tuple[list[tuple[RegionTarget, Span]], Span | None]:
+    """TiCDC's division loop over regions already fetched: cut the contiguous prefix that covers
+    the span's start (`cut_regions_left_cover_span`), go on from its end."""
     pieces: list[tuple[RegionTarget, Span]] = []
     start, end = span
     while True:
-        cover = cut_regions_left_cover_span(source.scan_regions(start, end, limit), (start, end))
+        nearby = []
+        i = max(bisect_right(starts, start) - 1, 0)
+        while i < len(regions) and not (end and starts[i] >= end):
+            nearby.append(regions[i])
+            i += 1
+        cover = cut_regions_left_cover_span(nearby, (start, end))
         if not cover:
             return pieces, (start, end)
         for info in cover:
