@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from deltalake import DeltaTable
+
 from tidelake.lake.watermarks import Watermarks, WatermarkWriter, read_watermarks
 
 
@@ -33,3 +38,15 @@ def test_replayed_sequence_is_skipped(layout):
     assert writer.write({1: 100}, 0, 1, 0, seq=1)
     assert not writer.write({1: 50}, 0, 1, 0, seq=1)
     assert read_watermarks(layout).table_resolved == {1: 100}
+
+
+def test_a_long_history_is_read_from_a_recent_checkpoint(layout):
+    """A read replays at most 10 commits, however many flushes the puller made."""
+    writer = WatermarkWriter(layout, "tidelake-puller/a")
+    for seq in range(1, 36):
+        writer.write({1: 100 + seq, 2: 200 + seq}, seq, changelog_version=seq, ddl_version=0, seq=seq)
+    log = Path(layout.watermarks) / "_delta_log"
+    last_checkpoint = json.loads((log / "_last_checkpoint").read_text())["version"]
+    latest = DeltaTable(layout.watermarks).version()
+    assert latest - last_checkpoint <= 10
+    assert read_watermarks(layout).table_resolved == {1: 135, 2: 235}

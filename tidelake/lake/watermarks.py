@@ -34,6 +34,7 @@ from deltalake import DeltaTable, write_deltalake
 from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
 from tidelake.lake.layout import (
     WATERMARKS_PARTITIONS,
+    WATERMARKS_PROPERTIES,
     WATERMARKS_SCHEMA,
     LakeLayout,
     WatermarkKind,
@@ -124,7 +125,8 @@ class WatermarkWriter(AppTxnTable):
     def __init__(self, layout: LakeLayout, puller: str) -> None:
         self.puller = puller
         super().__init__(
-            open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS), puller
+            open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS,
+                           WATERMARKS_PROPERTIES), puller
         )
 
     def load(self) -> Watermarks:
