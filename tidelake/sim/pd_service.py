@@ -121,6 +121,8 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         out: list[SimRegion] = []
         seen: set[int] = set()
         for rng in ranges:
+            if request.limit > 0 and len(out) >= request.limit:
+                break  # PD stops at the limit: later ranges are not scanned
             covered_to = rng.start_key
             for region in self._cluster.regions.scan(rng.start_key, rng.end_key):
                 if request.limit > 0 and len(out) >= request.limit:

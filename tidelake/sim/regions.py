@@ -155,8 +155,8 @@ class RegionMap:
         with self._mu:
             idx = self._starts.bisect_right(start_enc) - 1
             out = []
-            for rid in self._starts.values()[idx:]:
-                region = self._regions[rid]
+            for start in self._starts.islice(idx):  # not values()[idx:], which copies the whole tail
+                region = self._regions[self._starts[start]]
                 if end_enc and region.start_key >= end_enc:
                     break
                 out.append(region)

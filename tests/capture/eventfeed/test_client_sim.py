@@ -231,3 +231,30 @@ def test_store_down_and_restore_from_a_reported_resolved_ts_loses_nothing(sim):
         second.wait_resolved(sim.tso.next(), client)
     assert second.violations == []
     _check_exact(second.rows, writer.committed, checkpoint)
+
+
+def test_a_store_stream_without_regions_is_closed_and_reopened_on_demand(sim):
+    """TiCDC closes a stream idle for 60 s (docs/wire.md §9.2); here after 0.5 s."""
+    split_inside(sim, HANDLES // 2)
+    writer = Writer(sim, seed=3)
+    sink = CheckingSink()
+    options = FeedOptions(idle_stream_s=0.5, idle_check_s=0.1)
+    with PDClient([sim.pd_address]) as pd, EventFeedClient(pd, sink, options) as client:
+        first = client.subscribe(TABLE, table_record_span_encoded(TABLE), sim.tso.next())
+        sink.wait_resolved(sim.tso.next(), client)
+        leaders = {r.leader_store_id for r in table_regions(sim)}
+        assert client.stream_count() == len(leaders)
+        client.unsubscribe(first)
+        deadline = time.monotonic() + 10
+        while client.stream_count() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.stream_count() == 0
+        start = sim.tso.next()
+        for _ in range(5):
+            writer.txn()
+        client.subscribe(TABLE, table_record_span_encoded(TABLE), start)
+        sink.wait_resolved(sim.tso.next(), client)
+        assert client.stream_count() == len(leaders)
+    assert not sink.violations
+    landed = {(r.key, r.commit_ts) for r in sink.rows}
+    assert set(writer.committed) <= landed

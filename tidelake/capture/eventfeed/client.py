@@ -122,6 +122,10 @@ class FeedOptions:
     resolve_lock_tick_s: float = 2.0
     resolve_lock_min_interval_s: float = 10.0
     resolve_lock_regions: int = 16
+    # A store stream with no region for idle_stream_s is closed (TiCDC: 60 s, docs/wire.md §9.2),
+    # checked every idle_check_s; the next region for that store opens a new one.
+    idle_stream_s: float = 60.0
+    idle_check_s: float = 10.0
 
 
 class EventFeedClient:
@@ -158,6 +162,7 @@ class EventFeedClient:
         self._lock_resolver = lock_resolver
         self._lock_tasks = DelayedTasks("eventfeed-lock-resolver", self._fail)
         self._lock_runs: dict[int, float] = {}  # region id -> monotonic time of its last resolve pass
+        self._idle_since: dict[int, float] = {}  # store id -> monotonic time its stream was first seen idle
         self._locks_resolved = 0
         self._started = False
         # What metrics read (tidelake.capture.changefeed.puller_metrics): region errors by kind and
@@ -174,6 +179,7 @@ class EventFeedClient:
             check_store_version(store)
         self._workers.start()
         self._tasks.start()
+        self._tasks.submit(self._close_idle_streams, self._options.idle_check_s)
         if self._lock_resolver is not None and self._options.resolve_lock_lag_s > 0:
             self._lock_tasks.start()
             self._lock_tasks.submit(self._resolve_stale_locks, self._options.resolve_lock_tick_s)
@@ -288,6 +294,33 @@ class EventFeedClient:
     def locks_resolved(self) -> int:
         """Locks that stale-lock passes decided (rolled back or committed) since start (docs/wire.md §9.10)."""
         return self._locks_resolved
+
+    def stream_count(self) -> int:
+        """Store streams open now."""
+        with self._mutex:
+            return len(self._streams)
+
+    # ---- idle streams (scheduler thread) ----------------------------------------------------
+
+    def _close_idle_streams(self) -> None:
+        """Close store streams that have carried no region for `idle_stream_s` (TiCDC closes a
+        stream idle for 60 s, docs/wire.md §9.2): a store whose regions all moved away, or whose
+        tables all left the feed, holds no stream, no receiving thread and no TiKV connection state."""
+        if self._done.is_set():
+            return
+        now = time.monotonic()
+        with self._mutex:
+            streams = dict(self._streams)
+        for store_id, stream in streams.items():
+            if stream.regions:
+                self._idle_since.pop(store_id, None)
+                continue
+            since = self._idle_since.setdefault(store_id, now)
+            if now - since >= self._options.idle_stream_s:
+                log.info("store %d: no region on its stream for %.0fs; closing it", store_id, now - since)
+                self._idle_since.pop(store_id, None)
+                self._drop_stream(store_id, stream)
+        self._tasks.submit(self._close_idle_streams, self._options.idle_check_s)
 
     # ---- stale locks (lock resolver thread) ------------------------------------------------
 

@@ -95,6 +95,12 @@ class StoreStream:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def regions(self) -> int:
+        """Region subscriptions routed on this stream now (0: the stream is idle)."""
+        with self._mutex:
+            return len(self._active)
+
     def _probe_multiplexing(self, timeout_s: float) -> bool:
         """EventFeedV2 with the feature header and no requests: OK => supported (§9.2)."""
         stub = cdcpb_pb2_grpc.ChangeDataStub(self.channel)
