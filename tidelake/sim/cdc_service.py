@@ -57,6 +57,10 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         self._lock = threading.Lock()  # guards the registry fields below
         self._conns: dict[int, Conn[Downstream]] = {}
         self._downstreams: tuple[Downstream, ...] = ()  # copy-on-write: read lock-free by the observer
+        # The same by region id (each value replaced whole under _lock, read lock-free): an applied
+        # batch visits only the subscriptions of the regions its keys are in, as TiKV's per-region
+        # observer does, not every subscription of the store.
+        self._by_region: dict[int, tuple[Downstream, ...]] = {}
         self._pending_scans = 0
         self._closed = False
         self._recorder = StreamRecorder(record_path) if record_path is not None else None
@@ -212,6 +216,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             if self._closed:
                 return None
             self._downstreams = self._downstreams + (downstream,)
+            self._by_region[region_id] = self._by_region.get(region_id, ()) + (downstream,)
             self._pending_scans += 1
         self._scan_pool.submit(self._initialize, downstream)
         return None
@@ -260,9 +265,15 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         gone = {id(d) for d in downstreams}
         with self._lock:
             self._downstreams = tuple(d for d in self._downstreams if id(d) not in gone)
+            for region_id in {d.region_id for d in downstreams}:
+                kept = tuple(d for d in self._by_region.get(region_id, ()) if id(d) not in gone)
+                if kept:
+                    self._by_region[region_id] = kept
+                else:
+                    self._by_region.pop(region_id, None)
 
     def _of_region(self, region_id: int) -> list[Downstream]:
-        return [d for d in self._downstreams if d.region_id == region_id]
+        return list(self._by_region.get(region_id, ()))
 
     # ---- incremental scan (docs/wire.md §7.4) -------------------------------------------
 
@@ -292,13 +303,14 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
     # ---- realtime rows (docs/wire.md §7.5) -----------------------------------------------
 
     def _on_apply(self, batch: ApplyBatch) -> None:
-        downstreams = self._downstreams
-        if not downstreams:
+        if not self._downstreams:
             return
         rows = realtime_rows(batch)
         if not rows:
             return
         encoded = encode_rows(rows)
+        regions = {self._cluster.regions.locate(enc).id for enc, _ in encoded}
+        downstreams = [d for region_id in regions for d in self._by_region.get(region_id, ())]
         faults = self._cluster.faults
         congested = {d.region_id for d in downstreams
                      if not d.on_realtime(encoded, faults.commit_before_prewrite, faults.duplicate_delivery)}
