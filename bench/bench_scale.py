@@ -69,7 +69,7 @@ from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 DATABASE = "scale"
 SPARK_LOCK = "/tmp/tidelake-spark.lock"
 CAUGHT_UP_S = 5.0
-_PROGRESS = re.compile(r"pull \S+: \d+ tables, \d+ rows .*?max lag ([\d.]+)s")
+_PROGRESS = re.compile(r"pull \S+: (\d+) tables, \d+ rows .*?(?:max lag ([\d.]+)s|no tables)")
 
 
 # ---- the upstream ------------------------------------------------------------------------------
@@ -201,6 +201,7 @@ class Shards:
             for i in range(count)]
         self.log_paths = [log_dir / f"shards{count}-{i}.log" for i in range(count)]
         self.lag: list[tuple[float, float] | None] = [None] * count  # (monotonic, worst table lag s)
+        self.tables = [0] * count  # physical tables each shard pulls (its last progress line)
         self._threads = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(count)]
         for thread in self._threads:
             thread.start()
@@ -213,8 +214,9 @@ class Shards:
             for line in self.procs[i].stderr:  # type: ignore[union-attr]
                 log.write(line)
                 found = _PROGRESS.search(line)
-                if found:
-                    self.lag[i] = (time.monotonic(), float(found.group(1)))
+                if found:  # a shard with no table has no lag
+                    self.tables[i] = int(found.group(1))
+                    self.lag[i] = (time.monotonic(), float(found.group(2) or 0.0))
 
     def alive(self) -> None:
         for i, proc in enumerate(self.procs):
@@ -317,7 +319,7 @@ def puller_run(up: Upstream, traffic: Traffic, shards: int, args: argparse.Names
         "traffic_rows_per_s": steady_rows / steady_wall,
         "cpu_ms_per_1000_rows": 1e6 * steady_cpu / steady_rows if steady_rows else None,
         "rss_peak_mib_per_shard": [b / MIB for b in group.rss_peak],
-        "threads_peak_per_shard": group.threads_peak,
+        "threads_peak_per_shard": group.threads_peak, "tables_per_shard": group.tables,
         "pd_calls": pd_calls, "traffic_txns": traffic.txns - txns_before, "traffic_rows": traffic.rows - rows_before,
         "ddls": traffic.ddls, "watermark_read_during_steady_ms": [1000 * x for x in reads_during],
         "control": control_tables(layout),

@@ -88,3 +88,18 @@ def test_bench_merge_merges_every_round_of_every_table(tmp_path):
     assert third["checkpoint"] > second["checkpoint"] > first["checkpoint"]
     assert (second["threads"], third["threads"]) == (1, 2) and results["threads_speedup"] > 0
     assert 0 < results["append_ceiling"]["rows"] <= second["rows_out"] + third["rows_out"]
+
+
+def test_bench_scale_resolves_every_table_and_reads_the_control_tables(tmp_path):
+    results = run_bench("bench_scale.py", tmp_path, "--tables", "20", "--regions", "200", "--steady", "3",
+                        "--shards", "1,2", "--light-rate", "20", "--hot-rate", "10", "--history-flushes", "12")
+    assert results["upstream"]["physical_tables"] == 23  # tables 0 and 20 would be partitioned; 0 is, x4
+    assert results["upstream"]["regions"] >= 180
+    for run in results["runs"]:
+        assert run["all_resolved_s"] is not None and run["caught_up_s"] >= run["all_resolved_s"]
+        assert run["lag_samples"] > 0 and run["lag_p95_s"] >= run["lag_p50_s"]
+        assert run["pd_calls"]["BatchScanRegions"] >= 1 and "ScanRegions" not in run["pd_calls"]
+        assert run["control"]["watermark_rows"] >= 24  # a row per physical table per shard + DDL
+        assert len(run["rss_peak_mib_per_shard"]) == run["shards"]
+    assert results["frontier"]["regions_in_tables"] > 0
+    assert [p["flushes"] for p in results["history"]["points"]][-1] == 12
