@@ -96,10 +96,16 @@ WATERMARKS_SCHEMA = pa.schema(
 WATERMARKS_PARTITIONS = ("puller",)
 # Every puller rewrites its partition on every flush: a commit a second per shard. A checkpoint
 # every 10 commits keeps a read's log replay at most 10 commits long whatever the history (the
-# Delta default, 100, made reads 5x slower just before each checkpoint), and commits older than an
-# hour (kept for time travel: the nemesis checker reads every version of a run) leave the log at
-# a checkpoint, so the log listing stays bounded too (docs/design.md §3).
-WATERMARKS_PROPERTIES = {"delta.checkpointInterval": "10", "delta.logRetentionDuration": "interval 1 hours"}
+# Delta default, 100, made reads 5x slower just before each checkpoint). A checkpoint also carries
+# a tombstone per file removed within the deleted-file retention (default a week: 600,000 per
+# shard), so that retention and the log's are an hour: commits older than that leave the log
+# (the nemesis checker reads every version of its short runs) and their tombstones the
+# checkpoints, and a read stays bounded by one hour of flushes (docs/design.md §3).
+WATERMARKS_PROPERTIES = {
+    "delta.checkpointInterval": "10",
+    "delta.logRetentionDuration": "interval 1 hours",
+    "delta.deletedFileRetentionDuration": "interval 1 hours",
+}
 
 _SPARK_TYPES = {
     pa.int32(): "INT",
