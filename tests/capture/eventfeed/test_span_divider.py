@@ -42,9 +42,9 @@ class FakePD:
 
 
 def regions_covering(pd, span, table_span, limit=1024):
-    """One request through batch_regions_covering: (pieces, rest, truncated)."""
-    [(pieces, rest)], truncated = batch_regions_covering(pd, [(span, table_span)], limit)
-    return pieces, rest, truncated
+    """One request through batch_regions_covering: (pieces, rest, rest lies past PD's limit)."""
+    [(pieces, rest, past_limit)] = batch_regions_covering(pd, [(span, table_span)], limit)
+    return pieces, rest, past_limit
 
 
 def ids(pieces):
@@ -73,18 +73,27 @@ def test_limit_leaves_the_rest_past_the_last_region_returned():
     assert not truncated and rest is None and [t.region.id for t, _ in pieces] == list(range(3, 10))
 
 
+def test_a_hole_before_the_limit_backs_off_and_spans_past_it_are_asked_again():
+    # [0, 2) is mid-split; the limit stops PD after region 2 ([4, 6)), before the second span.
+    pd = FakePD([region(1, k(2), k(4)), region(2, k(4), k(6)), region(3, k(6), k(8)), region(4, k(10), k(12))])
+    (pieces_a, rest_a, past_a), (pieces_b, rest_b, past_b) = batch_regions_covering(
+        pd, [((k(0), k(8)), (k(0), k(8))), ((k(10), k(12)), (k(10), k(12)))], limit=2)
+    assert pieces_a == [] and rest_a == (k(0), k(8)) and not past_a  # a hole: back off
+    assert pieces_b == [] and rest_b == (k(10), k(12)) and past_b  # not scanned yet: ask again
+
+
 def test_many_spans_share_one_lookup_and_each_gets_its_own_pieces():
     pd = FakePD([region(1, b"", k(10)), region(2, k(10), k(20)), region(3, k(20), k(40)), region(4, k(40), b"")],
                 shuffle=True)
     spans = [(k(21), k(25)), (k(2), k(4)), (k(8), k(12)), (k(30), k(50))]
     taken, later = disjoint_batch(spans)
     assert later == [] and [spans[i] for i in taken] == sorted(spans)
-    results, truncated = batch_regions_covering(pd, [(spans[i], spans[i]) for i in taken], 1024)
-    assert len(pd.calls) == 1 and not truncated
-    assert [ids(p) for p, _ in results] == [
+    results = batch_regions_covering(pd, [(spans[i], spans[i]) for i in taken], 1024)
+    assert len(pd.calls) == 1 and not any(past for _, _, past in results)
+    assert [ids(p) for p, _, _ in results] == [
         [(1, (k(2), k(4)))], [(1, (k(8), k(10))), (2, (k(10), k(12)))], [(3, (k(21), k(25)))],
         [(3, (k(30), k(40))), (4, (k(40), k(50)))]]
-    assert all(rest is None for _, rest in results)
+    assert all(rest is None for _, rest, _ in results)
 
 
 def test_overlapping_spans_wait_for_a_later_batch():

@@ -400,7 +400,7 @@ class EventFeedClient:
         if not batch or self._done.is_set():
             return
         try:
-            results, truncated = batch_regions_covering(
+            results = batch_regions_covering(
                 self._pd, [(span, sub.span) for sub, span, _ in batch], self._options.scan_limit)
         except PullerError:
             raise
@@ -409,14 +409,14 @@ class EventFeedClient:
             for sub, span, attempt in batch:
                 self._retry_divide(sub, span, attempt + 1)
             return
-        for (sub, span, attempt), (pieces, rest) in zip(batch, results):
+        for (sub, span, attempt), (pieces, rest, past_limit) in zip(batch, results):
             if sub.stopped:
                 continue
             for target, piece in pieces:
                 self._request_region(sub, target, piece, attempt)
             if rest is None:
                 continue
-            if truncated:  # PD stopped at the limit: the rest comes with the next lookup
+            if past_limit:  # PD stopped at its limit before this part: the next lookup brings it
                 self._divide(sub, rest, attempt)
             else:
                 log.info("table %d: no region covers %s yet; retrying", sub.table_id, _fmt(rest))

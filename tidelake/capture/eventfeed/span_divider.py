@@ -93,22 +93,27 @@ def disjoint_batch(spans: list[Span]) -> tuple[list[int], list[int]]:
 
 def batch_regions_covering(
     source: BatchRegionSource, requests: list[tuple[Span, Span]], limit: int
-) -> tuple[list[tuple[list[tuple[RegionTarget, Span]], Span | None]], bool]:
+) -> list[tuple[list[tuple[RegionTarget, Span]], Span | None, bool]]:
     """Regions covering each request's span from its start, for many spans with one PD request.
 
     `requests` are (span, table span) pairs, sorted and disjoint (`disjoint_batch`). Per request
-    it returns its pieces and the part of its span left uncovered (a hole: a region mid-split or
-    not yet reported; the caller backs off and divides it again). A piece is the region ∩ the
-    whole subscribed span, not ∩ `span`: after a merge, the merged region must be requested (and
+    it returns its pieces, the part of its span left uncovered, and whether that part lies past
+    where PD stopped at `limit` (ask again at once) rather than being a hole (a region mid-split
+    or not yet reported: back off and divide it again). A piece is the region ∩ the whole
+    subscribed span, not ∩ `span`: after a merge, the merged region must be requested (and
     locked) once for all it covers, or TiKV would see the same (request_id, region) twice
-    (docs/wire.md §9.7). Also returns whether PD stopped at `limit`: then an uncovered part may
-    lie past the last region returned rather than be a hole, and is asked for again at once.
+    (docs/wire.md §9.7).
     """
     regions = sorted(source.batch_scan_regions([span for span, _ in requests], limit),
                      key=lambda r: r.region.start_key)
     starts = [r.region.start_key for r in regions]
-    out = [_cover(regions, starts, span, table_span) for span, table_span in requests]
-    return out, len(regions) >= limit
+    # PD stopped at the limit: nothing at or past the end of the last region returned was scanned.
+    cut = regions[-1].region.end_key if len(regions) >= limit else None
+    out = []
+    for span, table_span in requests:
+        pieces, rest = _cover(regions, starts, span, table_span)
+        out.append((pieces, rest, rest is not None and bool(cut) and rest[0] >= cut))
+    return out
 
 
 def _cover(regions: list[RegionLike], starts: list[bytes], span: Span,
