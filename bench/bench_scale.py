@@ -25,9 +25,10 @@ Then, in this process:
   history        --history-flushes watermark flushes of --tables rows into a fresh table (a puller
                  of that many tables flushing once a second for that many seconds), read time of
                  the watermarks table sampled as the history grows;
-  merge          with --merge-tables K > 0: `tidelake merge` of K tables of the 1-shard lake with
-                 /tmp/tidelake-spark.lock held (Spark), its wall time and tables/min, and status
-                 latency with K replicas.
+  merge          with --merge-tables K > 0: K more tables created after a new changefeed's start
+                 (tables of a start snapshot would need a bootstrap first), 20 rows each, pulled
+                 by one shard; then `tidelake merge` of them with /tmp/tidelake-spark.lock held
+                 (Spark): its wall time and tables/min, and status latency with K replicas.
 
     .venv/bin/python bench/bench_scale.py [--tables 1000] [--regions 10000] [--shards 1,4]
         [--steady 60] [--history-flushes 1200] [--merge-tables 0] [--json PATH]
@@ -405,6 +406,37 @@ def history_growth(tables: int, flushes: int, tmp: Path, samples: int = 8) -> di
             "points": points}
 
 
+def merge_landed(up: Upstream, tables: int, tmp: Path) -> Path:
+    """A changefeed of `tables` new tables created after its start (tables of the start snapshot
+    would need a bootstrap before any merge), each with 20 rows, pulled by one shard until every
+    table's durable watermark covers its rows: what `merge_run` then merges."""
+    start = up.cluster.tso.next()
+    names = [f"m{i:04d}" for i in range(tables)]
+    for name in names:
+        up.tidb.create_table(DATABASE, name, [("id", "bigint"), ("v", "varchar(64)")], primary_key=["id"])
+        with up.tidb.txn() as txn:
+            for _ in range(20):
+                up.insert(txn, name)
+    written = up.cluster.tso.next()
+    pids = {up.tidb.resolve_table(DATABASE, name)[1].id for name in names}
+    lake = tmp / "lake-merge"
+    doc = changefeed_document("scalemerge", [up.cluster.pd_address], lake, rules=[f"{DATABASE}.m*"],
+                              start_ts=start, gc_ttl="30m", puller={"flush_interval": "1s"})
+    group = Shards(write_config(tmp / "scalemerge.toml", doc), 1, tmp)
+    began = time.monotonic()
+    try:
+        while True:
+            group.alive()
+            marks = read_watermarks(LakeLayout(str(lake)))
+            if marks.ddl_resolved >= written and all(marks.table_resolved.get(p, 0) >= written for p in pids):
+                return lake
+            if time.monotonic() - began > 300:
+                raise TimeoutError(f"the {tables} tables to merge were not landed within 300 s")
+            time.sleep(0.5)
+    finally:
+        group.stop()
+
+
 def merge_run(lake: Path, tables: list[str]) -> dict:
     """`tidelake merge` of these tables on local Spark, holding the shared Spark lock (the wait
     for it is not timed)."""
@@ -421,6 +453,9 @@ def merge_run(lake: Path, tables: list[str]) -> dict:
     layout = LakeLayout(str(lake))
     status_s, report = _timed(lambda: collect_status(layout), 3)
     merged = [t for t in report.tables if t.checkpoint_ts is not None]
+    if len(merged) != len(tables):
+        raise RuntimeError(f"merge left {len(tables) - len(merged)} of {len(tables)} tables without a checkpoint:\n"
+                           + "\n".join(proc.stderr.splitlines()[-15:]))
     return {"tables": len(tables), "wall_s": wall, "tables_per_min": 60 * len(tables) / wall,
             "replicas_with_checkpoint": len(merged), "status_ms_with_replicas": 1000 * status_s}
 
@@ -504,6 +539,7 @@ def main(argv: list[str] | None = None) -> dict:
             traffic.stop()
             results["traffic_errors"] = traffic.errors
             results["frontier"] = frontier_cost(up)
+            merge_lake = merge_landed(up, args.merge_tables, tmp) if args.merge_tables else None
         finally:
             traffic.stop()
             up.close()
@@ -512,8 +548,8 @@ def main(argv: list[str] | None = None) -> dict:
         results["load_end"] = os.getloadavg()
         print_report(results)
         write_json(args.json, "scale", env, results)  # before the merge, which may wait long for the Spark lock
-        if args.merge_tables:
-            results["merge"] = merge_run(tmp / f"lake-{args.shards.split(',')[0]}", up.names[:args.merge_tables])
+        if merge_lake is not None:
+            results["merge"] = merge_run(merge_lake, [f"m{i:04d}" for i in range(args.merge_tables)])
             results["load_end_merge"] = os.getloadavg()
             print_merge(results["merge"], results["load_end_merge"])
             write_json(args.json, "scale", env, results)
