@@ -26,7 +26,9 @@ MERGE_APP_ID = "tidelake-merge"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
 
 
-def _open(path: str, storage_options: dict[str, str] | None, version: int | None = None) -> DeltaTable | None:
+def open_replica(path: str, storage_options: dict[str, str] | None = None,
+                 version: int | None = None) -> DeltaTable | None:
+    """The replica's Delta table (its log replayed once), None when there is none at `path`."""
     try:
         return DeltaTable(path, version=version, storage_options=storage_options)
     except TableNotFoundError:
@@ -35,13 +37,13 @@ def _open(path: str, storage_options: dict[str, str] | None, version: int | None
 
 def read_checkpoint(path: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The replica's checkpoint TSO, or None when the replica does not exist or never recorded one."""
-    table = _open(path, storage_options)
+    table = open_replica(path, storage_options)
     return None if table is None else table.transaction_version(MERGE_APP_ID)
 
 
 def replica_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
     """Latest Delta version of the replica, None when it does not exist."""
-    table = _open(path, storage_options)
+    table = open_replica(path, storage_options)
     return None if table is None else table.version()
 
 
@@ -62,7 +64,7 @@ def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | 
     Checkpoints only grow with versions, so this is a binary search over snapshots; versions whose
     log was cleaned up cannot be loaded and count as "before". None if no version reaches `ts`.
     """
-    table = _open(path, storage_options)
+    table = open_replica(path, storage_options)
     if table is None or (table.transaction_version(MERGE_APP_ID) or -1) < ts:
         return None
     lo, hi = 0, table.version()  # invariant: hi reaches ts

@@ -38,9 +38,11 @@ class ReaderNeeds:
         return not self.deltalake_unsupported
 
 
-def reader_needs(path: str, storage_options: dict[str, str] | None = None) -> ReaderNeeds:
-    """The reader side of the replica's current protocol (read from its Delta log, no data files)."""
-    protocol = DeltaTable(path, storage_options=storage_options).protocol()
+def reader_needs(replica: str | DeltaTable, storage_options: dict[str, str] | None = None) -> ReaderNeeds:
+    """The reader side of the replica's current protocol (read from its Delta log, no data
+    files); pass an open DeltaTable to avoid replaying the log again."""
+    table = replica if isinstance(replica, DeltaTable) else DeltaTable(replica, storage_options=storage_options)
+    protocol = table.protocol()
     version = protocol.min_reader_version
     if version == LEGACY_COLUMN_MAPPING_READER_VERSION:
         features: list[str] = ["columnMapping"]
