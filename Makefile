@@ -16,14 +16,16 @@ test-all: $(STAMP) protos browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Headless Chromium draws the Replication page in its test (Debian's package, as root or with
-# passwordless sudo; apt lists are refreshed only when the first try fails).
+# passwordless sudo; apt lists are refreshed only when the first try fails; apt's output is shown
+# when both fail).
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
 	  echo "installing Debian's chromium (the Replication page test draws the page in it)"; \
-	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
-	  $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 \
-	  || { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q chromium >/dev/null 2>&1; } \
-	  || { echo "error: headless Chromium is needed by make test: apt-get install chromium" >&2; exit 2; }; }
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); log=$$(mktemp); \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y -q chromium >$$log 2>&1 \
+	  || { $$SUDO apt-get update -q >>$$log 2>&1 && $$SUDO apt-get install -y -q chromium >>$$log 2>&1; } \
+	  || { tail -n 20 $$log >&2; echo "error: headless Chromium is needed by make test: apt-get install chromium" >&2; exit 2; }; }
 
 # Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md.
 bench: $(STAMP)

@@ -32,6 +32,10 @@ class LagPoint:
     at: datetime
     lag_s: float
 
+    def to_json(self) -> dict[str, object]:
+        """The page report's form (`lag_history` items)."""
+        return {"at": self.at.isoformat(), "lag_s": self.lag_s}
+
 
 @dataclass(frozen=True)
 class RunThroughput:
@@ -50,6 +54,11 @@ class RunThroughput:
     @property
     def changes_per_s(self) -> float:
         return self.changes / self.seconds
+
+    def to_json(self) -> dict[str, object]:
+        """The page report's form (`apply_runs` items)."""
+        return {"run_id": self.run_id, "finished_at": self.finished_at.isoformat(), "tables": self.tables,
+                "changes": self.changes, "seconds": self.seconds, "changes_per_s": self.changes_per_s}
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,8 @@ def page_report(feed: Changefeed) -> dict[str, Any]:
     report = collect_status(layout).to_json()
     history = merge_history(layout)
     for table in report["tables"]:
-        table["lag_history"] = [
-            {"at": point.at.isoformat(), "lag_s": point.lag_s} for point in history.lag.get(table["table_key"], [])
-        ]
-    apply_runs = [
-        {"run_id": run.run_id, "finished_at": run.finished_at.isoformat(), "tables": run.tables,
-         "changes": run.changes, "seconds": run.seconds, "changes_per_s": run.changes_per_s}
-        for run in history.runs
-    ]
+        table["lag_history"] = [point.to_json() for point in history.lag.get(table["table_key"], [])]
+    apply_runs = [run.to_json() for run in history.runs]
     syncpoints = [
         {"ts": sp.ts, "tables": len(sp.replicas), "excluded": sp.excluded}
         for sp in read_syncpoints(layout)[-SYNCPOINTS_SHOWN:]
