@@ -95,7 +95,10 @@ def change_range(path: str, from_ts: int | None, to_ts: int | None = None,
     points = [c for c, _ in recorded]
     upper = current if to_ts is None else to_ts
     if from_ts is None:
-        first_version = 0
+        first_version = min(commit["version"] for commit in table.history())  # the oldest kept
+    elif from_ts < points[0]:
+        raise InputError(f"{path}: {from_ts} is older than the oldest checkpoint the Delta log still holds "
+                         f"({points[0]}); the log before it was cleaned up (delta.logRetentionDuration)")
     else:
         i = bisect.bisect_left(points, from_ts)
         if i == len(points) or points[i] != from_ts:
@@ -109,8 +112,6 @@ def change_range(path: str, from_ts: int | None, to_ts: int | None = None,
     if j < 0:
         raise InputError(f"{path}: no checkpoint at or before {upper} (the oldest kept is {points[0]})")
     to_checkpoint, last_version = recorded[j]
-    if from_ts is not None and to_checkpoint < from_ts:
-        to_checkpoint, last_version = from_ts, first_version - 1
     in_range = {version: checkpoint for checkpoint, version in recorded if first_version <= version <= last_version}
     return ChangeRange(path, from_ts, to_checkpoint, first_version, last_version, in_range)
 
