@@ -50,3 +50,17 @@ def test_a_long_history_is_read_from_a_recent_checkpoint(layout):
     latest = DeltaTable(layout.watermarks).version()
     assert latest - last_checkpoint <= 10
     assert read_watermarks(layout).table_resolved == {1: 135, 2: 235}
+
+
+def test_a_watermarks_table_of_an_earlier_version_gets_the_current_properties(tmp_path):
+    from deltalake import DeltaTable
+
+    from tidelake.lake.layout import WATERMARKS_PARTITIONS, WATERMARKS_PROPERTIES, LakeLayout
+    from tidelake.lake.watermarks import WATERMARKS_SCHEMA, WatermarkWriter
+
+    layout = LakeLayout(str(tmp_path))
+    DeltaTable.create(layout.watermarks, WATERMARKS_SCHEMA, partition_by=list(WATERMARKS_PARTITIONS))
+    assert not DeltaTable(layout.watermarks).metadata().configuration
+    WatermarkWriter(layout, "p0")
+    configuration = DeltaTable(layout.watermarks).metadata().configuration
+    assert {k: configuration.get(k) for k in WATERMARKS_PROPERTIES} == WATERMARKS_PROPERTIES

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
 from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
 from tidelake.lake.layout import (
@@ -119,15 +120,29 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _with_current_properties(table: DeltaTable) -> DeltaTable:
+    """A watermarks table created by an earlier version lacks WATERMARKS_PROPERTIES (its reads
+    then grow with the run): set them, a metadata-only commit; another shard setting them first
+    is as good."""
+    configured = table.metadata().configuration
+    missing = {k: v for k, v in WATERMARKS_PROPERTIES.items() if configured.get(k) != v}
+    if missing:
+        try:
+            table.alter.set_table_properties(missing, raise_if_not_exists=False)
+        except CommitFailedError:
+            pass
+        table.update_incremental()
+    return table
+
+
 class WatermarkWriter(AppTxnTable):
     """Rewrites one puller's partition of the watermarks table."""
 
     def __init__(self, layout: LakeLayout, puller: str) -> None:
         self.puller = puller
-        super().__init__(
-            open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS,
-                           WATERMARKS_PROPERTIES), puller
-        )
+        table = open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS,
+                               WATERMARKS_PROPERTIES)
+        super().__init__(_with_current_properties(table), puller)
 
     def load(self) -> Watermarks:
         """This puller's durable watermarks."""
