@@ -25,10 +25,9 @@ spark = get_session("fresh-reader", master="local[1]", extra_confs=json.loads(sy
 tables = sorted(f"{t.namespace[0]}.{t.name}" for db in spark.catalog.listDatabases()
                 for t in spark.catalog.listTables(db.name))
 count = lambda sql: spark.sql(sql).first()[0]
-print(json.dumps({"tables": tables,
-                  "orders_v2": count("SELECT count(*) FROM shop.orders_v2"),
-                  "orders_v2_at": count(f"SELECT count(*) FROM shop.orders_v2 VERSION AS OF {sys.argv[2]}"),
-                  "items": count("SELECT count(*) FROM archive.items")}))
+counts = {t: count(f"SELECT count(*) FROM {t}") for t in tables}
+print(json.dumps({"tables": tables, "counts": counts,
+                  "orders_v2_at": count(f"SELECT count(*) FROM shop.orders_v2 VERSION AS OF {sys.argv[2]}")}))
 """
 
 
@@ -37,10 +36,11 @@ def tidelake(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
 
-def test_catalog_follows_renames_and_drops_and_a_fresh_session_reads_by_name(spark, tmp_path):
+def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_name(spark, tmp_path):
     from deltalake import DeltaTable
 
     from tidelake.apply.merge_job import run_merge
+    from tidelake.lake.checkpoint import version_at_checkpoint
 
     lake = FedLake(str(tmp_path / "lake"))
     config = tmp_path / "cf.toml"
@@ -48,56 +48,60 @@ def test_catalog_follows_renames_and_drops_and_a_fresh_session_reads_by_name(spa
                       f'[lake]\nroot = "{lake.layout.root}"\n[catalog]\nmetastore_dir = "meta"\n')
     lake.ddl(lake.up.create_schema("shop"))
     lake.ddl(lake.up.create_schema("archive"))
-    for name in ("orders", "items", "tmp"):
+    names = ("orders", "items", "tmp", "a", "b")
+    for name in names:
         lake.ddl(lake.up.create_table("shop", name, [("id", "bigint", "pk"), ("v", "int")]))
     with lake.txn() as t:
-        for i in range(5):
-            t.put("shop", "orders", {"id": i, "v": i})
-            t.put("shop", "items", {"id": i, "v": -i})
-            t.put("shop", "tmp", {"id": i, "v": 0})
+        for i, name in enumerate(names):
+            for row in range(i + 1):  # a different row count per table tells them apart
+                t.put("shop", name, {"id": row, "v": i})
     first = lake.resolve()
     assert not run_merge(spark, lake.layout, write_log=False).failed
 
     synced = tidelake("catalog", "sync", "--config", str(config))
     assert synced.returncode == 0, synced.stderr[-2000:]
-    assert synced.stdout.count("registered   shop.") == 3, synced.stdout
+    assert synced.stdout.count("registered   shop.") == len(names), synced.stdout
 
-    lake.ddl(lake.up.rename_table("shop", "orders", "shop", "orders_v2"))
-    lake.ddl(lake.up.rename_table("shop", "items", "archive", "items"))
-    tmp_path_of_tmp = lake.layout.replica_path("shop", "tmp")
-    tmp_id = lake.up.table("shop", "tmp").id
+    lake.ddl(lake.up.rename_table("shop", "orders", "shop", "orders_v2"))  # within a database
+    lake.ddl(lake.up.rename_table("shop", "items", "archive", "items"))  # across databases
+    for old, new in (("a", "swap"), ("b", "a"), ("swap", "b")):  # a and b swap names
+        lake.ddl(lake.up.rename_table("shop", old, "shop", new))
+    old_tmp = lake.up.table("shop", "tmp").id
     lake.ddl(lake.up.drop_table("shop", "tmp"))
+    lake.ddl(lake.up.create_table("shop", "tmp", [("id", "bigint", "pk"), ("v", "int")]))  # the name reused
     with lake.txn() as t:
         t.delete("shop", "orders_v2", {"id": 0, "v": 0})
-        t.put("shop", "orders_v2", {"id": 9, "v": 9})
-        t.put("shop", "orders_v2", {"id": 10, "v": 10})
+        for row in (9, 10):
+            t.put("shop", "orders_v2", {"id": row, "v": 9})
+        t.put("shop", "tmp", {"id": 1, "v": 1})
     last = lake.up.tick()
-    lake.lander.resolve(tmp_id, last)  # TiKV still resolves a dropped table's key range
+    lake.lander.resolve(old_tmp, last)  # TiKV still resolves a dropped table's key range
     lake.resolve(last)
     assert not run_merge(spark, lake.layout, write_log=False).failed
 
     synced = tidelake("catalog", "sync", "--config", str(config))
-    assert synced.returncode == 0, synced.stderr[-2000:]
-    assert "renamed      shop.orders -> shop.orders_v2" in synced.stdout
-    assert "renamed      shop.items -> archive.items" in synced.stdout
-    assert "unregistered shop.tmp" in synced.stdout
-    assert Path(tmp_path_of_tmp).is_dir()  # unregistering keeps the replica's files
+    assert synced.returncode == 0, synced.stdout + synced.stderr[-2000:]
+    for line in ("renamed      shop.orders -> shop.orders_v2", "renamed      shop.items -> archive.items",
+                 "renamed      shop.a -> shop.b", "renamed      shop.b -> shop.a", "unregistered shop.tmp",
+                 "registered   shop.tmp"):
+        assert line in synced.stdout, synced.stdout
+    assert Path(lake.layout.replica_path("shop", "tmp")).is_dir()  # unregistering keeps the dropped replica's files
 
     confs = tidelake("catalog", "confs", "--config", str(config), "--json")
     assert confs.returncode == 0, confs.stderr
     orders_path = lake.layout.replica_path("shop", "orders")  # the folder keeps its first name
-    from tidelake.lake.checkpoint import version_at_checkpoint
-
     before_rename = version_at_checkpoint(orders_path, first)
     query = subprocess.run([sys.executable, "-c", QUERY, confs.stdout, str(before_rename)], capture_output=True,
                            text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert query.returncode == 0, query.stderr[-2000:]
     seen = json.loads(query.stdout.strip().splitlines()[-1])
-    assert seen["tables"] == ["archive.items", "shop.orders_v2"]
-    assert seen["orders_v2"] == len(lake.expected_rows("shop", "orders_v2", last)) == 6
-    assert seen["orders_v2_at"] == len(lake.expected_rows("shop", "orders_v2", first)) == 5
+    upstream = {"shop.orders_v2": ("shop", "orders_v2"), "archive.items": ("archive", "items"),
+                "shop.a": ("shop", "a"), "shop.b": ("shop", "b"), "shop.tmp": ("shop", "tmp")}
+    assert seen["tables"] == sorted(upstream)
+    assert seen["counts"] == {name: len(lake.expected_rows(db, t, last)) for name, (db, t) in upstream.items()}
+    assert seen["counts"]["shop.a"] == 5 and seen["counts"]["shop.b"] == 4  # swapped: b held 5 rows, a 4
+    assert seen["orders_v2_at"] == len(lake.expected_rows("shop", "orders_v2", first)) == 1
     assert seen["orders_v2_at"] == DeltaTable(orders_path, version=before_rename).to_pyarrow_table().num_rows
-    assert seen["items"] == len(lake.expected_rows("archive", "items", last))
 
 
 def test_catalog_commands_need_a_catalog_section(tmp_path):

@@ -11,8 +11,8 @@ session holds the metastore, or point the confs at a shared metastore (Spark's
 The replica catalog (tidelake.lake.replica_catalog) is the truth; `sync_catalog` makes the
 metastore follow it. Each replica is an external table whose LOCATION is its folder, which never
 moves (a RENAME TABLE changes only the names), so the folder identifies a registered replica:
-a table whose upstream name changed is renamed (within a database) or dropped and registered
-again (across databases; Hive renames only within one), and a dropped table is unregistered
+a table whose upstream name changed is unregistered under the old name and registered under the
+new one (Hive's own rename works only within a database), and a dropped table is unregistered
 while its folder stays. Hive lowercases names, so `Shop.Orders` is `shop.orders` there.
 """
 
@@ -89,38 +89,49 @@ def registered_tables(spark: SparkSession) -> dict[str, tuple[str, str]]:
 
 
 def sync_catalog(spark: SparkSession, layout: LakeLayout) -> CatalogSync:
-    """Register, rename and unregister replicas so the metastore matches the replica catalog."""
+    """Register and unregister replicas so the metastore matches the replica catalog.
+
+    Two passes, so that names freed in this sync can be taken in it (a dropped table's name
+    reused, two tables swapping names): first every replica registered under a name it no
+    longer has is unregistered, then every replica without a registration is registered. A
+    rename is that pair (external tables: only metadata moves, never files)."""
     result = CatalogSync()
     registered = registered_tables(spark)
-    by_name = {names: location for location, names in registered.items()}
-    for entry in sorted(replica_entries(layout).values(), key=lambda e: e.table_key):
-        location = _normal_location(entry.path)
+    wanted: dict[str, tuple[str, str] | None] = {}
+    entries = sorted(replica_entries(layout).values(), key=lambda e: e.table_key)
+    for entry in entries:
+        name = None if entry.state == ReplicaState.DROPPED else (entry.db.lower(), entry.name.lower())
+        wanted[_normal_location(entry.path)] = name
+    moved: dict[str, str] = {}
+    for location, name in wanted.items():
         current = registered.get(location)
-        if entry.state == ReplicaState.DROPPED:
-            if current is not None:
-                spark.sql(f"DROP TABLE {_qualified(*current)}")
-                result.unregistered.append(".".join(current))
+        if current is None or current == name:
             continue
-        wanted = (entry.db.lower(), entry.name.lower())
-        name = ".".join(wanted)
-        if current == wanted:
-            result.unchanged.append(name)
-            continue
-        holder = by_name.get(wanted)
-        if holder is not None and holder != location:
-            result.conflicts[name] = f"the name is registered for {holder}, not for the replica at {entry.path}"
-            continue
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {_quote(wanted[0])}")
-        if current is not None and current[0] == wanted[0]:
-            spark.sql(f"ALTER TABLE {_qualified(*current)} RENAME TO {_qualified(*wanted)}")
+        spark.sql(f"DROP TABLE {_qualified(*current)}")
+        del registered[location]
+        if name is None:
+            result.unregistered.append(".".join(current))
         else:
-            if current is not None:
-                spark.sql(f"DROP TABLE {_qualified(*current)}")
-            spark.sql(f"CREATE TABLE {_qualified(*wanted)} USING delta LOCATION {_string(entry.path)}")
-        if current is None:
-            result.registered.append(name)
+            moved[location] = ".".join(current)
+    holders = {names: location for location, names in registered.items()}
+    for entry in entries:
+        location = _normal_location(entry.path)
+        name = wanted[location]
+        if name is None:
+            continue
+        qualified = ".".join(name)
+        if registered.get(location) == name:
+            result.unchanged.append(qualified)
+            continue
+        holder = holders.get(name)
+        if holder is not None:
+            result.conflicts[qualified] = f"the name is registered for {holder}, not for the replica at {entry.path}"
+            continue
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {_quote(name[0])}")
+        spark.sql(f"CREATE TABLE {_qualified(*name)} USING delta LOCATION {_string(entry.path)}")
+        holders[name] = location
+        if location in moved:
+            result.renamed.append((moved[location], qualified))
         else:
-            result.renamed.append((".".join(current), name))
-        by_name.pop(current, None)
-        by_name[wanted] = location
+            result.registered.append(qualified)
     return result

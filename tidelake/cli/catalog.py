@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 
 from tidelake.cli.target import resolve_target
 from tidelake.errors import InputError
@@ -44,7 +45,7 @@ def _confs(args: argparse.Namespace) -> int:
         print(json.dumps(confs, indent=2))
     else:
         for key, value in confs.items():
-            print(f"--conf {key}={value}")
+            print(f"--conf {shlex.quote(f'{key}={value}')}")
     return 0
 
 
@@ -57,6 +58,12 @@ def _sync(args: argparse.Namespace) -> int:
     spark = get_session("tidelake-catalog", extra_confs=metastore_confs(folder))
     try:
         result = sync_catalog(spark, layout)
+    except Exception as exc:
+        # Derby error XSDB6: another JVM (a reader session, a second sync) holds the metastore.
+        if "XSDB6" in str(exc) or "Another instance of Derby" in str(exc):
+            raise InputError(f"metastore {folder} is open in another Spark session; embedded Derby "
+                             "admits one JVM at a time: stop it and sync again") from None
+        raise
     finally:
         spark.stop()
     for name in result.registered:
