@@ -107,6 +107,75 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tm
     lake.close()
 
 
+def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_once(spark, tmp_path, monkeypatch):
+    """A key whose first change in the window has no old value held no row at lo: a window of only
+    such keys is ONE commit, an INSERT of their last puts that records the checkpoint (so there is
+    no point between an append and a MERGE to crash at); any other window is one MERGE. Covered:
+    keys re-landed twice, inserted-deleted-inserted, inserted then deleted (nothing to write), a
+    row moving to another partition (a new key there), a crash in the INSERT followed by a longer
+    rerun, and a retried INSERT of a recorded checkpoint. Every checkpoint is compared with the
+    upstream replay."""
+    from tidelake.apply import merge_job
+
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")],
+                                  partitions=["p0", "p1"]))
+    row = lambda i, note="n": {"id": i, "note": f"{note}{i}"}  # noqa: E731
+    path = lambda: ReplicaCatalog(lake.layout).get(SchemaHistory.load(lake.layout).find("shop", "orders")).path  # noqa: E731
+    with lake.txn() as t:
+        for i in range(1, 7):
+            t.put("shop", "orders", row(i))
+    with lake.txn() as t:
+        t.put("shop", "orders", row(7))
+    with lake.txn() as t:
+        t.delete("shop", "orders", row(7))
+        t.put("shop", "orders", row(8))
+    with lake.txn() as t:
+        t.put("shop", "orders", row(7, "again"))  # inserted, deleted and inserted again: new at lo
+        t.delete("shop", "orders", row(8))  # new and gone: nothing to write
+    lake.reland(lake.committed[:4])  # at-least-once landing: the same inserts twice
+    crashed = lake.resolve()
+    real_insert = merge_job._insert
+
+    def crash(*args):
+        raise Crash("injected in the INSERT")
+
+    monkeypatch.setattr(merge_job, "_insert", crash)
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.ERROR and "injected" in result.reason
+    created = read_checkpoint(path())
+    assert created < crashed and replica_rows(spark, path()) == lake.expected_rows("shop", "orders", created) == []
+    monkeypatch.setattr(merge_job, "_insert", real_insert)
+    with lake.txn() as t:  # the rerun's window is longer than the crashed one, still all new keys
+        t.put("shop", "orders", row(9))
+    first = lake.resolve()
+    version = DeltaTable(path()).version()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == first
+    assert DeltaTable(path()).version() == version + 1  # one commit holds the rows and the checkpoint
+    assert DeltaTable(path()).history(1)[0]["operation"] == "WRITE"
+    assert result.rows_out == len(lake.expected_rows("shop", "orders", first))
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", first)
+    history = SchemaHistory.load(lake.layout)
+    info = history.table_info_at(history.find("shop", "orders"), first)
+    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), created, first) == (0, 0)
+    assert DeltaTable(path()).version() == version + 1  # a retried INSERT: skipped by its txn version
+
+    with lake.txn() as t:  # mixed: a PK change into the other partition (a delete there, a new key here)
+        t.delete("shop", "orders", row(2))
+        t.put("shop", "orders", row(11, "moved"))
+    with lake.txn() as t:
+        t.put("shop", "orders", row(3, "u"))
+        t.put("shop", "orders", row(10))
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == upper
+    assert DeltaTable(path()).version() == version + 2 and DeltaTable(path()).history(1)[0]["operation"] == "MERGE"
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", upper)
+    lake.close()
+
+
 def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path):
     """A clustered VARCHAR PK keeps the collation key in the handle (utf8mb4_bin trims trailing
     spaces; _ci collations fold case), so 'ab' -> 'ab  ' is one put on the same raw key while the

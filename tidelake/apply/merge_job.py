@@ -2,11 +2,12 @@
 
 Per table, until the plan has nothing left:
   checkpoint (the replica's Delta txn) -> plan -> for each chunk (lo, hi]: read the changelog
-  window with partition pruning, keep the last change per row key, decode (mount), MERGE into
-  the replica with txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl.
+  window with partition pruning, keep the last change per row key, decode (mount), INSERT (no
+  key of the window has a row at lo: tidelake.lake.window_keys) or MERGE into the replica with
+  txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl.
 
 Why this is exactly-once: the checkpoint moves only inside the commit that writes the rows up
-to it (invariant 3), and Delta skips a MERGE whose txn version is not above the recorded one,
+to it (invariant 3), and Delta skips an INSERT or MERGE whose txn version is not above the recorded one,
 so a rerun after a crash at any point either finds the chunk committed (and plans from there)
 or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the changelog's file
 stats and the changelog itself (invariant 2).
@@ -65,11 +66,13 @@ from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
     FileStat,
     changelog_file_stats,
+    estimated_rows,
     plan_table,
 )
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
+from tidelake.lake.window_keys import window_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -362,13 +365,15 @@ def merge_window(
     hi: int,
     stats: Sequence[FileStat] | None = None,
 ) -> tuple[int, int]:
-    """MERGE the changes of (lo, hi] into the replica at `path`, recording checkpoint hi in the
-    same commit. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
+    """Apply the changes of (lo, hi] to the replica at `path` in ONE commit that records
+    checkpoint hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
 
-    The MERGE is SQL over a session temp view, not delta.tables.DeltaTable: the same statement
-    runs in a local session and over Spark Connect, where DeltaTable needs Delta's Connect server
-    plugin, which Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
+    A window none of whose keys has a row at lo (tidelake.lake.window_keys, told on the driver
+    from the window's old values: no Spark job) is a plain INSERT of the keys' last puts; any
+    other window is one MERGE. Both are SQL over a session temp view, not delta.tables: the same
+    statement runs in a local session and over Spark Connect, where DeltaTable needs Delta's
+    Connect server plugin, which Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
     from deltalake import DeltaTable as DeltaLog
 
     target = read_replica_struct(path, layout.storage_options)
@@ -382,11 +387,17 @@ def merge_window(
         return _metrics(path, version, hi, layout.storage_options)
     changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
-    source = mount(collapse_last_change(changes), info, target)
+    collapsed = collapse_last_change(changes)
+    columns = ", ".join(quote(f.name) for f in target.fields)
+    if stats is None or estimated_rows(stats, lo, hi) <= NEW_KEYS_CHECK_MAX_ROWS:
+        kinds = window_keys(layout, physical_ids, lo, hi)
+        if kinds.held == 0:
+            _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
+            return _metrics(path, version, hi, layout.storage_options, kinds.keys)
+    source = mount(collapsed, info, target)
     keys = key_columns(info)
     match = match_columns(info)  # a common handle's row is found by its PK before the window
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
-    columns = ", ".join(quote(f.name) for f in target.fields)
     values = ", ".join(f"s.{quote(f.name)}" for f in target.fields)
     updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in target.fields)
     op = quote(MOUNT_OP_COLUMN)
@@ -400,14 +411,28 @@ def merge_window(
     return _metrics(path, version, hi, layout.storage_options)
 
 
+# Above this many changes (estimated from file stats) a window's keys are not classified on the
+# driver (tidelake.lake.window_keys holds the window's keys in memory): it goes through MERGE.
+NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
+
+
+def _insert(spark: SparkSession, path: str, rows: DataFrame, columns: str, hi: int) -> None:
+    """Append `rows` (replica `columns` and more) in the commit that records checkpoint hi;
+    Delta skips it when hi is recorded already."""
+    with txn_confs(spark, hi), source_view(rows) as view:
+        spark.sql(f"INSERT INTO delta.{quote(path)} ({columns}) SELECT {columns} FROM {view}").collect()
+
+
 def _no_files(stats: Sequence[FileStat] | None, lo: int, hi: int) -> bool:
     return stats is not None and not any(s.max_ts > lo and s.min_ts <= hi for s in stats)
 
 
-def _metrics(path: str, version_before: int | None, hi: int, storage_options: dict[str, str] | None) -> tuple[int, int]:
-    """Rows of the commit this call made, found by the checkpoint its commitInfo records; (0, 0)
-    when Delta skipped it (txn already recorded). Read from the log with delta-rs: Spark's
-    history() is a job per window."""
+def _metrics(path: str, version_before: int | None, hi: int, storage_options: dict[str, str] | None,
+             keys: int | None = None) -> tuple[int, int]:
+    """(changes merged, replica rows written) of the commit this call made, found by the
+    checkpoint its commitInfo records; (0, 0) when Delta skipped it (txn already recorded). An
+    INSERT's changes are the window's `keys`. Read from the log with delta-rs: Spark's history()
+    is a job per window."""
     from deltalake import DeltaTable as DeltaLog
 
     replica_log = DeltaLog(path, storage_options=storage_options)
@@ -418,5 +443,7 @@ def _metrics(path: str, version_before: int | None, hi: int, storage_options: di
     if commit is None:
         return 0, 0
     m = commit.get("operationMetrics") or {}
+    if commit.get("operation") == "WRITE":
+        return keys or 0, int(m.get("numOutputRows", 0))
     written = sum(int(m.get(k, 0)) for k in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
     return int(m.get("numSourceRows", 0)), written

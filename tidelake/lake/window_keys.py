@@ -1,0 +1,80 @@
+"""Which keys of a changelog window the replica can hold: read on the driver, no Spark job.
+
+TiKV reports with each change the key's latest committed value before it, empty bytes when the
+key had none (docs/wire.md §7.6 "Old value"). Changes of one raw key are ordered by commit ts
+(two commits of one key never share a ts; equal (key, commit ts) rows are one change landed
+twice, docs/design.md invariant 5), so the old value of a key's FIRST change in (lo, hi] is the
+key's value at lo. A key whose first change has no old value held no row upstream at lo, and so
+none in the replica at checkpoint lo (invariant 6): its rows can be appended, while a key with a
+row at lo needs a MERGE (tidelake.apply.merge_job).
+
+Nothing but the old value decides: a key inserted, deleted and inserted again in the window is
+new by its first change; a row moving between partitions is a delete of one key and a put of
+another (the replica key holds the partition id); a row loaded by a bootstrap snapshot at T has
+an old value in every change after T, which is where its replica's windows start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tidelake.lake.changelog_writer import bucket_label, bucket_seconds_of
+from tidelake.lake.layout import OP_PUT, LakeLayout
+
+
+@dataclass(frozen=True)
+class WindowKeys:
+    """Raw keys changed in a window, by what the replica holds for them at its lower bound."""
+
+    keys: int  # raw keys with a change in (lo, hi]
+    new: int  # keys whose first change has no old value: no row at lo
+    new_put: int  # new keys whose last change is a put: rows an append writes
+
+    @property
+    def held(self) -> int:
+        """Keys with a row at lo: the ones a MERGE must update or delete."""
+        return self.keys - self.new
+
+
+def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: int) -> WindowKeys:
+    """Classify the keys of the changelog window (lo, hi] of `physical_ids` (latest version),
+    reading only `key, commit_ts, flush_seq, op, old_value` of the files the partitions and the
+    commit-ts range leave."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
+    seconds = bucket_seconds_of(changelog)
+    window = (ds.field("table_id").isin([int(p) for p in physical_ids])
+              & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
+              & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
+              & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
+    rows = changelog.to_pyarrow_dataset().to_table(columns=["key", "commit_ts", "flush_seq", "op", "old_value"],
+                                                   filter=window)
+    if rows.num_rows == 0:
+        return WindowKeys(0, 0, 0)
+    # Same order as the merge's collapse (tidelake.apply.merge_job.collapse_last_change): by
+    # commit ts, a put after a delete at one ts, then landing order.
+    rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
+    rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
+                                            ("is_put", "ascending"), ("flush_seq", "ascending")]))
+    key = rows["key"].combine_chunks()
+    changed = pc.not_equal(key[1:], key[:-1])
+    first = pa.concat_arrays([pa.array([True]), changed])
+    last = pa.concat_arrays([changed, pa.array([True])])
+    absent = pc.equal(pc.binary_length(rows["old_value"].combine_chunks()), 0)
+    new_first = pc.and_(first, absent)
+    # a key's "new" flag, carried from its first row to its last
+    group = pc.cumulative_sum(pc.cast(first, pa.int64()))
+    new_group = pc.take(new_first.filter(first), pc.subtract(group, 1))
+    put_last = pc.and_(last, rows["is_put"].combine_chunks())
+    return WindowKeys(keys=_count(first), new=_count(new_first), new_put=_count(pc.and_(put_last, new_group)))
+
+
+def _count(mask: object) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.cast(mask, "int64")).as_py() or 0)
