@@ -49,13 +49,15 @@ from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
 from tidelake.apply.session import release_session, sibling_session
 from tidelake.apply.temp_view import source_view
-from tidelake.apply.txn_confs import txn_confs
+from tidelake.apply.txn_confs import commit_metadata, txn_confs
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import (
     checkpoint_metadata,
+    interrupted_window,
     read_checkpoint,
     replica_version,
+    split_metadata,
 )
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
@@ -76,6 +78,7 @@ from tidelake.lake.window_keys import window_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from tidelake.codec.schema import TableInfo
 
@@ -261,6 +264,24 @@ def _merge_table(
         result.checkpoint_before = result.checkpoint_after = checkpoint
         if entry is not None and entry.state == ReplicaState.DROPPED:
             return result
+
+        def merge_chunk(path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
+                        stats: Sequence[FileStat] | None) -> int:
+            rows_in, rows_out = retry_on_conflict(
+                partial(merge_window, spark, layout, path, info, physical_ids, lo, hi, stats),
+                f"{result.table} window ({lo}, {hi}]",
+            )
+            result.checkpoint_after = hi
+            result.windows += 1
+            result.rows_in += rows_in
+            result.rows_out += rows_out
+            report(StepKind.WINDOW, hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
+            return hi
+
+        interrupted = interrupted_window(entry.path, layout.storage_options) if entry is not None else None
+        if interrupted is not None:  # finished first and whole, whatever this run's cap (see _split)
+            checkpoint = merge_chunk(entry.path, history.table_info_at(key, interrupted.lo),
+                                     history.physical_ids_at(key, interrupted.lo), interrupted.lo, interrupted.hi, None)
         while True:
             stats = _stats(layout, history, key, checkpoint, watermarks)
             plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
@@ -283,15 +304,7 @@ def _merge_table(
             info = history.table_info_at(key, checkpoint)
             path = catalog.get(key).path
             for lo, hi in plan.chunks:
-                rows_in, rows_out = retry_on_conflict(
-                    partial(merge_window, spark, layout, path, info, plan.physical_ids, lo, hi, stats),
-                    f"{result.table} window ({lo}, {hi}]",
-                )
-                checkpoint = result.checkpoint_after = hi
-                result.windows += 1
-                result.rows_in += rows_in
-                result.rows_out += rows_out
-                report(StepKind.WINDOW, hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
+                checkpoint = merge_chunk(path, info, plan.physical_ids, lo, hi, stats)
         if result.windows or result.ddls_applied:
             result.status = MergeStatus.MERGED
         report(StepKind.DONE, checkpoint, result.status)
@@ -365,15 +378,19 @@ def merge_window(
     hi: int,
     stats: Sequence[FileStat] | None = None,
 ) -> tuple[int, int]:
-    """Apply the changes of (lo, hi] to the replica at `path` in ONE commit that records
-    checkpoint hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
+    """Apply the changes of (lo, hi] to the replica at `path`, the last commit recording checkpoint
+    hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
 
-    A window none of whose keys has a row at lo (tidelake.lake.window_keys, told on the driver
-    from the window's old values: no Spark job) is a plain INSERT of the keys' last puts; any
-    other window is one MERGE. Both are SQL over a session temp view, not delta.tables: the same
-    statement runs in a local session and over Spark Connect, where DeltaTable needs Delta's
-    Connect server plugin, which Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
+    What the keys held at lo (tidelake.lake.window_keys, told on the driver from the window's old
+    values: no Spark job) decides the commits:
+    - no key held a row: ONE INSERT of the keys' last puts;
+    - some did, and at least SPLIT_MIN_NEW_ROWS new keys end in a put: a MERGE of the held keys,
+      then an INSERT of the new ones recording hi (see _split);
+    - otherwise ONE MERGE of every key, as a split costs a second commit (bench/README.md).
+    All are SQL over a session temp view, not delta.tables: the same statement runs in a local
+    session and over Spark Connect, where DeltaTable needs Delta's Connect server plugin, which
+    Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
     from deltalake import DeltaTable as DeltaLog
 
     target = read_replica_struct(path, layout.storage_options)
@@ -389,31 +406,72 @@ def merge_window(
     changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
     collapsed = collapse_last_change(changes)
     columns = ", ".join(quote(f.name) for f in target.fields)
+    kinds = None
     if stats is None or estimated_rows(stats, lo, hi) <= NEW_KEYS_CHECK_MAX_ROWS:
         kinds = window_keys(layout, physical_ids, lo, hi)
-        if kinds.held == 0:
-            _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
-            return _metrics(path, version, hi, layout.storage_options, kinds.keys)
-    source = mount(collapsed, info, target)
-    keys = key_columns(info)
-    match = match_columns(info)  # a common handle's row is found by its PK before the window
-    condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
-    values = ", ".join(f"s.{quote(f.name)}" for f in target.fields)
-    updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in target.fields)
-    op = quote(MOUNT_OP_COLUMN)
-    with txn_confs(spark, hi), source_view(source) as view:
-        spark.sql(
-            f"MERGE INTO delta.{quote(path)} t USING {view} s ON {condition} "
-            f"WHEN MATCHED AND s.{op} = 'delete' THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {updates} "
-            f"WHEN NOT MATCHED AND s.{op} = 'put' THEN INSERT ({columns}) VALUES ({values})"
-        ).collect()
+    if kinds is not None and kinds.held == 0:
+        _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
+        return _metrics(path, version, hi, layout.storage_options, kinds.keys)
+    if kinds is not None and kinds.new_put >= SPLIT_MIN_NEW_ROWS:
+        return _split(spark, layout, path, info, collapsed, target, lo, hi, kinds.keys)
+    with txn_confs(spark, hi):
+        _merge(spark, path, mount(collapsed, info, target), info, target)
     return _metrics(path, version, hi, layout.storage_options)
 
 
 # Above this many changes (estimated from file stats) a window's keys are not classified on the
 # driver (tidelake.lake.window_keys holds the window's keys in memory): it goes through MERGE.
 NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
+# New keys (ending in a put) a window with held keys needs to be split (bench/README.md).
+SPLIT_MIN_NEW_ROWS = 20_000
+
+
+def _split(spark: SparkSession, layout: LakeLayout, path: str, info: TableInfo, collapsed: DataFrame,
+           target: StructType, lo: int, hi: int, keys: int) -> tuple[int, int]:
+    """A window in two commits: a MERGE of the keys that held a row at lo (their first change has
+    an old value), marked split_metadata(lo, hi) and without the txn, then the INSERT of the new
+    keys' last puts that records checkpoint hi.
+
+    In between, and after a crash there, the replica holds the held keys as of hi and misses the
+    new ones: its checkpoint still says lo, and tidelake.lake.checkpoint.interrupted_window finds
+    the marked commit. Finishing the window over (lo, hi] or any longer window is correct from
+    that state: the MERGE sets each held key to its last change again, and the new keys are still
+    absent. A shorter one would not be (a key changed after its end would keep its later state),
+    so _merge_table finishes an interrupted window first, whatever the cap, and verify compares
+    the version before the marked commit (tidelake.apply.verify.replica_snapshot)."""
+    from pyspark.sql import functions as F
+
+    done = read_checkpoint(path, layout.storage_options)
+    if done is not None and done >= hi:
+        return 0, 0  # the MERGE carries no txn for Delta to skip it by
+    held = F.coalesce(F.length(collapsed["old_value"]), F.lit(0)) > 0
+    before = replica_version(path, layout.storage_options)
+    with commit_metadata(spark, split_metadata(lo, hi)):
+        _merge(spark, path, mount(collapsed.where(held), info, target), info, target)
+    merged = replica_version(path, layout.storage_options)
+    columns = ", ".join(quote(f.name) for f in target.fields)
+    _insert(spark, path, mount(collapsed.where(~held & (collapsed["op"] == OP_PUT)), info, target), columns, hi)
+    _, inserted = _metrics(path, merged, hi, layout.storage_options, keys)
+    _, updated = _commit_rows(path, before, merged, layout.storage_options)
+    return keys, inserted + updated
+
+
+def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType) -> None:
+    """MERGE the mounted `source` into the replica (under the caller's commit confs)."""
+    keys = key_columns(info)
+    match = match_columns(info)  # a common handle's row is found by its PK before the window
+    condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
+    columns = ", ".join(quote(f.name) for f in target.fields)
+    values = ", ".join(f"s.{quote(f.name)}" for f in target.fields)
+    updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in target.fields)
+    op = quote(MOUNT_OP_COLUMN)
+    with source_view(source) as view:
+        spark.sql(
+            f"MERGE INTO delta.{quote(path)} t USING {view} s ON {condition} "
+            f"WHEN MATCHED AND s.{op} = 'delete' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED AND s.{op} = 'put' THEN INSERT ({columns}) VALUES ({values})"
+        ).collect()
 
 
 def _insert(spark: SparkSession, path: str, rows: DataFrame, columns: str, hi: int) -> None:
@@ -440,8 +498,22 @@ def _metrics(path: str, version_before: int | None, hi: int, storage_options: di
     ours = checkpoint_metadata(hi)
     commit = next((c for c in replica_log.history(max(newer, 1)) if c.get("userMetadata") == ours
                    and (version_before is None or c["version"] > version_before)), None)
-    if commit is None:
+    return (0, 0) if commit is None else _rows_of(commit, keys)
+
+
+def _commit_rows(path: str, version_before: int | None, version: int | None,
+                 storage_options: dict[str, str] | None) -> tuple[int, int]:
+    """(changes, replica rows written) of the commit at `version`, (0, 0) if none was made."""
+    from deltalake import DeltaTable as DeltaLog
+
+    if version is None or version == version_before:
         return 0, 0
+    replica_log = DeltaLog(path, storage_options=storage_options)
+    commit = next(c for c in replica_log.history(replica_log.version() - version + 1) if c["version"] == version)
+    return _rows_of(commit, None)
+
+
+def _rows_of(commit: dict, keys: int | None) -> tuple[int, int]:
     m = commit.get("operationMetrics") or {}
     if commit.get("operation") == "WRITE":
         return keys or 0, int(m.get("numOutputRows", 0))

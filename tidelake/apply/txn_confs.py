@@ -35,11 +35,23 @@ def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> 
     own session (tidelake.apply.session.sibling_session: newSession() locally, a cloned server-side
     session over Spark Connect). Previous values are restored.
     """
-    keys = (TXN_APP_ID_CONF, TXN_VERSION_CONF, USER_METADATA_CONF)
-    saved = {k: spark.conf.get(k, None) for k in keys}
-    spark.conf.set(TXN_APP_ID_CONF, app_id)
-    spark.conf.set(TXN_VERSION_CONF, str(version))
-    spark.conf.set(USER_METADATA_CONF, checkpoint_metadata(version))
+    with _session_confs(spark, {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(version),
+                                USER_METADATA_CONF: checkpoint_metadata(version)}):
+        yield
+
+
+@contextmanager
+def commit_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
+    """Run one Spark DML whose commit carries `metadata` (commitInfo.userMetadata) and no txn."""
+    with _session_confs(spark, {USER_METADATA_CONF: metadata}):
+        yield
+
+
+@contextmanager
+def _session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    saved = {k: spark.conf.get(k, None) for k in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
