@@ -235,6 +235,72 @@ def test_a_split_window_interrupted_between_its_merge_and_its_insert_is_finished
     lake.close()
 
 
+def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exactly_once(spark, tmp_path, monkeypatch):
+    """A run over several tables reads, collapses and classifies their windows in one changelog
+    read (tidelake.apply.run_pass), and each table still commits its own window with its own txn:
+    one table failing in the combined run leaves it at its checkpoint and the others merged, and
+    the rerun converges. Replicas are compared with the upstream replay at each checkpoint."""
+    from tidelake.apply import changelog_reader, merge_job, run_pass
+
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("app"))
+    lake.ddl(lake.up.create_table("app", "a", [("id", "bigint", "pk"), ("v", "varchar(8)")]))
+    lake.ddl(lake.up.create_table("app", "b", [("id", "bigint", "pk"), ("v", "varchar(8)")], partitions=["p0", "p1"]))
+    lake.ddl(lake.up.create_table("app", "c", [("id", "bigint", "pk"), ("v", "varchar(8)")]))
+    row = lambda i, v="x": {"id": i, "v": f"{v}{i}"}  # noqa: E731
+    with lake.txn() as t:
+        for name in "abc":
+            for i in range(1, 5):
+                t.put("app", name, row(i))
+    lo = lake.resolve()
+    assert {r.checkpoint_after for r in run_merge(spark, lake.layout).tables} == {lo}
+    with lake.txn() as t:
+        t.put("app", "a", row(5))  # a: new keys only
+        t.put("app", "b", row(1, "u"))  # b: an update, a delete, a PK change across partitions, a new key
+        t.delete("app", "b", row(2))
+        t.delete("app", "b", row(3))
+        t.put("app", "b", row(8, "m"))
+        t.put("app", "b", row(9))
+        t.put("app", "c", row(4, "u"))  # c: an update
+    lake.reland(lake.committed[-7:])  # the whole txn landed twice
+    hi = lake.resolve()
+    reads = {"windows": 0, "changes": 0}
+    real_windows, real_changes, real_merge = changelog_reader.read_windows, merge_job.read_changes, merge_job._merge
+    c_path = ReplicaCatalog(lake.layout).find("app", "c").path
+
+    def count(kind, real):
+        def counted(*args, **kwargs):
+            reads[kind] += 1
+            return real(*args, **kwargs)
+        return counted
+
+    def crash_c(spark_, path_, *args):
+        if path_ == c_path:
+            raise Crash("injected in c's MERGE")
+        real_merge(spark_, path_, *args)
+
+    monkeypatch.setattr(run_pass, "read_windows", count("windows", real_windows))
+    monkeypatch.setattr(merge_job, "read_changes", count("changes", real_changes))
+    monkeypatch.setattr(merge_job, "_merge", crash_c)
+    results = {r.table: r for r in run_merge(spark, lake.layout).tables}
+    assert reads == {"windows": 1, "changes": 0}
+    assert results["app.c"].status == MergeStatus.ERROR and "injected" in results["app.c"].reason
+    assert results["app.a"].status == results["app.b"].status == MergeStatus.MERGED
+    for name in "abc":
+        path = ReplicaCatalog(lake.layout).find("app", name).path
+        at = hi if name != "c" else lo
+        assert read_checkpoint(path) == at
+        assert replica_rows(spark, path) == lake.expected_rows("app", name, at)
+    assert not [t for t in spark.catalog.listTables("global_temp") if t.name.startswith("tidelake_pass_")]  # dropped
+
+    monkeypatch.setattr(merge_job, "_merge", real_merge)
+    (result,) = [r for r in run_merge(spark, lake.layout).tables if r.windows]
+    assert result.table == "app.c" and read_checkpoint(c_path) == hi
+    assert replica_rows(spark, c_path) == lake.expected_rows("app", "c", hi)
+    assert reads == {"windows": 1, "changes": 1}  # one window left: no pass, its own read
+    lake.close()
+
+
 def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path):
     """A clustered VARCHAR PK keeps the collation key in the handle (utf8mb4_bin trims trailing
     spaces; _ci collations fold case), so 'ab' -> 'ab  ' is one put on the same raw key while the

@@ -12,9 +12,7 @@ so a rerun after a crash at any point either finds the chunk committed (and plan
 or redoes it whole. Watermarks are read once, FIRST, before the ddl table, the changelog's file
 stats and the changelog itself (invariant 2).
 
-Last change per key: within a window a raw key's changes are ordered by commit ts; duplicates
-of one (key, commit ts) are the same change landed twice (invariant 5) and collapse; flush_seq
-only makes the pick deterministic. The MERGE key (replica_schema.key_columns) is the handle,
+Last change per key: tidelake.apply.changelog_reader.collapse_last_change. The MERGE key (replica_schema.key_columns) is the handle,
 prefixed by the partition id for partitioned tables, so each raw key maps to one replica row:
 a PK change (delete old key + put new key in one txn) and a partition move (delete in one
 physical id + put in another) are two rows, deleted and inserted. A common handle holds collation
@@ -43,10 +41,11 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from tidelake.apply.changelog_reader import read_changes
+from tidelake.apply.changelog_reader import Window, collapse_last_change, read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged, record_checkpoint
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
 from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
+from tidelake.apply.run_pass import RunPass, close_pass, open_pass
 from tidelake.apply.session import release_session, sibling_session
 from tidelake.apply.temp_view import source_view
 from tidelake.apply.txn_confs import commit_metadata, txn_confs
@@ -67,6 +66,7 @@ from tidelake.lake.merge_metrics import write_merge_metrics
 from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
     FileStat,
+    TableMergePlan,
     changelog_file_stats,
     estimated_rows,
     plan_table,
@@ -74,7 +74,7 @@ from tidelake.lake.merge_plan import (
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
-from tidelake.lake.window_keys import window_keys
+from tidelake.lake.window_keys import WindowKeys, window_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -189,6 +189,14 @@ def run_merge(
         keys = _start_rebuild(layout, history, rebuild, keys)
     report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), watermarks)
     parallel = min(threads, len(keys))
+    firsts: dict[TableKey, FirstPlan] = {}
+    if len(keys) > 1:
+        catalog = ReplicaCatalog(layout)
+        for key in keys:
+            first = _first_plan(layout, catalog, history, watermarks, key, until_ts, max_chunk_rows)
+            if first is not None:
+                firsts[key] = first
+    run_pass = _open_run_pass(spark, layout, firsts)
 
     def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
         started = datetime.now(timezone.utc)
@@ -196,7 +204,7 @@ def run_merge(
         try:
             session = sibling_session(spark) if parallel > 1 else spark
             result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
-                                  max_chunk_rows, progress)
+                                  max_chunk_rows, progress, firsts.get(key), run_pass)
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
@@ -206,16 +214,71 @@ def run_merge(
                 release_session(session)
         return result, _log_entry(report.run_id, result, started)
 
-    if parallel < 2:
-        outcomes = [merge_one(key) for key in keys]
-    else:
-        with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
-            outcomes = list(pool.map(merge_one, keys))
+    try:
+        if parallel < 2:
+            outcomes = [merge_one(key) for key in keys]
+        else:
+            with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
+                outcomes = list(pool.map(merge_one, keys))
+    finally:
+        if run_pass is not None:
+            close_pass(spark, run_pass)
     report.tables = [result for result, _ in outcomes]
     if write_log:
         append_entries(layout, [entry for _, entry in outcomes])
         write_merge_metrics(layout)  # README "Metrics"
     return report
+
+
+@dataclass(frozen=True)
+class FirstPlan:
+    """A table's first step of the run, planned before the run pass reads the changelog."""
+
+    checkpoint: int | None
+    stats: list[FileStat]
+    plan: TableMergePlan
+
+
+def _first_plan(layout: LakeLayout, catalog: ReplicaCatalog, history: SchemaHistory, watermarks: Watermarks,
+                key: TableKey, until_ts: int | None, max_chunk_rows: int) -> FirstPlan | None:
+    """None when the table's own handling decides (stopped, dropped, an interrupted window, an
+    error it will report)."""
+    try:
+        entry = catalog.get(key)
+        if entry is not None and (entry.state != ReplicaState.ACTIVE or interrupted_window(entry.path, layout.storage_options)):
+            return None
+        checkpoint = read_checkpoint(entry.path, layout.storage_options) if entry is not None else None
+        stats = _stats(layout, history, key, checkpoint, watermarks)
+        plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
+                          passes=leaves_replica_unchanged)
+    except Exception:  # reported by _merge_table, which plans again
+        log.debug("no first plan for table %s", key, exc_info=True)
+        return None
+    return FirstPlan(checkpoint, stats, plan)
+
+
+def _open_run_pass(spark: SparkSession, layout: LakeLayout, firsts: dict[TableKey, FirstPlan]) -> RunPass | None:
+    """The run pass over every first window worth sharing; None for fewer than two."""
+    from deltalake import DeltaTable as DeltaLog
+
+    windows = {}
+    for key, first in firsts.items():
+        plan = first.plan
+        if plan.at_barrier or not plan.chunks:
+            continue
+        lo, hi = plan.chunks[0]
+        if _no_files(first.stats, lo, hi) or estimated_rows(first.stats, lo, hi) > NEW_KEYS_CHECK_MAX_ROWS:
+            continue
+        windows[key] = Window(tuple(plan.physical_ids), lo, hi)
+    if len(windows) < 2:
+        return None
+    try:
+        seconds = bucket_seconds_of(DeltaLog(layout.changelog, storage_options=layout.storage_options))
+        return open_pass(spark, layout, windows, seconds)
+    except Exception:  # each table then reads its own window, as without the pass
+        log.warning("the run pass over %d tables failed; each table reads its own window", len(windows),
+                    exc_info=True)
+        return None
 
 
 def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
@@ -247,6 +310,8 @@ def _merge_table(
     until_ts: int | None,
     max_chunk_rows: int,
     progress: ProgressFn | None,
+    first: FirstPlan | None = None,
+    run_pass: RunPass | None = None,
 ) -> TableResult:
     result = TableResult(int(key), table_name(history, key))
     started = time.monotonic()
@@ -267,8 +332,9 @@ def _merge_table(
 
         def merge_chunk(path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
                         stats: Sequence[FileStat] | None) -> int:
+            shared = run_pass.source(spark, key, lo, hi) if run_pass is not None else None
             rows_in, rows_out = retry_on_conflict(
-                partial(merge_window, spark, layout, path, info, physical_ids, lo, hi, stats),
+                partial(merge_window, spark, layout, path, info, physical_ids, lo, hi, stats, shared),
                 f"{result.table} window ({lo}, {hi}]",
             )
             result.checkpoint_after = hi
@@ -283,9 +349,13 @@ def _merge_table(
             checkpoint = merge_chunk(entry.path, history.table_info_at(key, interrupted.lo),
                                      history.physical_ids_at(key, interrupted.lo), interrupted.lo, interrupted.hi, None)
         while True:
-            stats = _stats(layout, history, key, checkpoint, watermarks)
-            plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
-                              passes=leaves_replica_unchanged)
+            if first is not None and first.checkpoint == checkpoint:  # planned before the run pass
+                stats, plan = first.stats, first.plan
+            else:
+                stats = _stats(layout, history, key, checkpoint, watermarks)
+                plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
+                                  passes=leaves_replica_unchanged)
+            first = None
             if plan.at_barrier:
                 event = plan.barrier_event
                 # a dropped table has no rows at D to write: apply_ddl's own empty checkpoint commit
@@ -355,19 +425,6 @@ def _stats(
     return changelog_file_stats(layout, ids, checkpoint, max(resolved, default=checkpoint))
 
 
-def collapse_last_change(changes: DataFrame) -> DataFrame:
-    """The last change of each raw key: highest commit ts, a put over a delete at the same ts,
-    then the latest landing (flush_seq) among duplicates; its `old_value` is the one of the
-    key's FIRST change, i.e. the row the replica holds for the key (tidelake.apply.mount)."""
-    from pyspark.sql import functions as F
-
-    order = F.struct(F.col("commit_ts"), (F.col("op") == OP_PUT).alias("is_put"), F.col("flush_seq"))
-    columns = ["table_id", "commit_ts", "op", "key", "value"]
-    last = F.max_by(F.struct(*columns), order).alias("last")
-    first_old = F.min_by(F.col("old_value"), F.struct(F.col("commit_ts"), F.col("flush_seq"))).alias("old_value")
-    return changes.groupBy("key").agg(last, first_old).select("last.*", "old_value")
-
-
 def merge_window(
     spark: SparkSession,
     layout: LakeLayout,
@@ -377,10 +434,12 @@ def merge_window(
     lo: int,
     hi: int,
     stats: Sequence[FileStat] | None = None,
+    shared: tuple[DataFrame, WindowKeys] | None = None,
 ) -> tuple[int, int]:
     """Apply the changes of (lo, hi] to the replica at `path`, the last commit recording checkpoint
     hi. Returns (changes merged, replica rows written); (0, 0) if hi was already merged.
-    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read.
+    `stats` (changelog file stats read after the watermarks) lets an empty window skip the read;
+    `shared` is the window's collapsed changes and keys from the run pass (tidelake.apply.run_pass).
 
     What the keys held at lo (tidelake.lake.window_keys, told on the driver from the window's old
     values: no Spark job) decides the commits:
@@ -402,13 +461,16 @@ def merge_window(
             spark.sql(f"MERGE INTO delta.{quote(path)} t USING {view} s ON false "
                       "WHEN NOT MATCHED THEN INSERT *").collect()
         return _metrics(path, version, hi, layout.storage_options)
-    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
-    changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
-    collapsed = collapse_last_change(changes)
     columns = ", ".join(quote(f.name) for f in target.fields)
-    kinds = None
-    if stats is None or estimated_rows(stats, lo, hi) <= NEW_KEYS_CHECK_MAX_ROWS:
-        kinds = window_keys(layout, physical_ids, lo, hi)
+    if shared is not None:
+        collapsed, kinds = shared
+    else:
+        changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
+        changes = read_changes(spark, layout, physical_ids, lo, hi, bucket_seconds=bucket_seconds_of(changelog))
+        collapsed = collapse_last_change(changes)
+        kinds = None
+        if stats is None or estimated_rows(stats, lo, hi) <= NEW_KEYS_CHECK_MAX_ROWS:
+            kinds = window_keys(layout, physical_ids, lo, hi)
     if kinds is not None and kinds.held == 0:
         _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
         return _metrics(path, version, hi, layout.storage_options, kinds.keys)

@@ -56,7 +56,7 @@ def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
                                                    filter=window)
     if rows.num_rows == 0:
         return WindowKeys(0, 0, 0)
-    # Same order as the merge's collapse (tidelake.apply.merge_job.collapse_last_change): by
+    # Same order as the merge's collapse (tidelake.apply.changelog_reader.collapse_last_change): by
     # commit ts, a put after a delete at one ts, then landing order.
     rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
     rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
