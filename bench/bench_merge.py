@@ -21,6 +21,9 @@ appends of one row in the same session (append_1row_s). Medians.
 --compare-deletion-vectors (needs --tables 2 or more): after round 1 the first table gets deletion vectors
 (delta.enableDeletionVectors, as replicas had before issue #16), the others keep the default (off), and
 round 2 merges the tables one at a time, so the same changes are timed with and without them in one run.
+--compare-append (needs --tables 2 or more): round 2 merges the tables one at a time, the first with the
+INSERT of new keys and the split of mixed windows (tidelake.apply.merge_job.merge_window), the others
+with every window one MERGE, as before: both ways over the same changes in one run.
 
 --remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
 local[2], stopped after) repeats the whole measurement as a Spark Connect client after the local
@@ -28,7 +31,7 @@ one, in the same run on a new lake: JSON `connect` holds its results, `connect_v
 ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors | --compare-append] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
 
@@ -41,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 from decimal import Decimal
 from pathlib import Path
 
@@ -141,30 +145,49 @@ def _enable_deletion_vectors(spark, path: str) -> None:
     enable_properties(spark, path, {"delta.enableDeletionVectors": "true"})
 
 
-def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str]) -> dict:
-    """Each table merged alone (the first with deletion vectors): totals plus each table's seconds and
-    the files its merge added."""
+@contextmanager
+def _one_merge_per_window():
+    """Every window as one MERGE, as before issue #12 item 3: no INSERT of new keys, no split."""
+    from tidelake.apply import merge_job
+
+    saved = merge_job.NEW_KEYS_CHECK_MAX_ROWS
+    merge_job.NEW_KEYS_CHECK_MAX_ROWS = -1  # no window is small enough to have its keys told apart
+    try:
+        yield
+    finally:
+        merge_job.NEW_KEYS_CHECK_MAX_ROWS = saved
+
+
+def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str) -> dict:
+    """Each table merged alone, the first with `variant` (deletion vectors, or the append paths;
+    the others without): totals plus each table's seconds and the files its merge added."""
     from deltalake import DeltaTable
 
     alone = []
     for name in tables:
         path = ReplicaCatalog(layout).find(DATABASE, name).path
         before = DeltaTable(path).version()
-        merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"])
+        plain = variant == APPEND_PATHS and name != TABLE
+        with _one_merge_per_window() if plain else nullcontext():
+            merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"])
         history = DeltaTable(path).history(DeltaTable(path).version() - before)
         files = sum(int(h.get("operationMetrics", {}).get("numTargetFilesAdded", 0)) for h in history)
         dvs = sum(int(h.get("operationMetrics", {}).get("numTargetDeletionVectorsAdded", 0)) for h in history)
-        alone.append({"table": name, "deletion_vectors": name == TABLE, "seconds": merged["seconds"],
+        alone.append({"table": name, "variant": variant, "on": name == TABLE, "seconds": merged["seconds"],
                       "files_added": files, "deletion_vectors_added": dvs,
+                      "commits": [h.get("operation") for h in reversed(history)],
                       **{k: merged[k] for k in ("windows", "rows_in", "rows_out")}})
     return {"seconds": sum(a["seconds"] for a in alone), "driver_cpu_s": None, "threads": 1,
             "windows": sum(a["windows"] for a in alone), "rows_in": sum(a["rows_in"] for a in alone), "rows_out": sum(a["rows_out"] for a in alone),
             "checkpoint": None, "alone": alone}
 
 
+DELETION_VECTORS, APPEND_PATHS = "deletion vectors", "append paths"
+
+
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
-        compare_deletion_vectors: bool = False, remote: str | None = None) -> dict:
+        compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False) -> dict:
     from tidelake.apply.session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -204,10 +227,11 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                         for upstream in upstreams:
                             last = upstream.write(rows, txn_rows, ratio)
                             _wait_durable(layout, upstream.info.id, last, errors)
-                        if n == 1 or not compare_deletion_vectors:
+                        variant = DELETION_VECTORS if compare_deletion_vectors else APPEND_PATHS if compare_append else None
+                        if n == 1 or variant is None:
                             rounds.append({"round": n, **_merge(spark, layout, names, merge_threads)})
                         else:
-                            rounds.append({"round": n, **_merge_one_by_one(spark, layout, names)})
+                            rounds.append({"round": n, **_merge_one_by_one(spark, layout, names, variant)})
                         if n == 1 and compare_deletion_vectors:
                             _enable_deletion_vectors(spark, ReplicaCatalog(layout).find(DATABASE, TABLE).path)
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
@@ -301,15 +325,16 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: di
                          [[fixed["fixed_cost_insert_s"], fixed["fixed_cost_update_s"], fixed["fixed_cost_s"],
                            fixed["append_1row_s"], fixed["fixed_cost_s"] / fixed["append_1row_s"]]]))
     if "alone" in measured:
-        on = next(a for a in measured["alone"] if a["deletion_vectors"])
-        off = [a for a in measured["alone"] if not a["deletion_vectors"]]
+        on = next(a for a in measured["alone"] if a["on"])
+        off = [a for a in measured["alone"] if not a["on"]]
         off_s = statistics.median(a["seconds"] for a in off)
-        results["deletion_vectors"] = {"on": on, "off": off, "on_s_over_off_s": on["seconds"] / off_s}
-        print("\n## Round 2, one table at a time: with and without deletion vectors\n")
-        print(markdown_table(["table", "deletion vectors", "s", "files added", "DVs added", "rows written"],
-                             [[a["table"], a["deletion_vectors"], a["seconds"], a["files_added"],
+        variant = on["variant"]
+        results[variant.replace(" ", "_")] = {"on": on, "off": off, "on_s_over_off_s": on["seconds"] / off_s}
+        print(f"\n## Round 2, one table at a time: with and without {variant}\n")
+        print(markdown_table(["table", variant, "s", "commits", "files added", "DVs added", "rows written"],
+                             [[a["table"], a["on"], a["seconds"], " ".join(a["commits"]), a["files_added"],
                                a["deletion_vectors_added"], a["rows_out"]] for a in measured["alone"]]))
-        print(f"with / without deletion vectors (s) = {results['deletion_vectors']['on_s_over_off_s']:.2f}")
+        print(f"with / without {variant} (s) = {on['seconds'] / off_s:.2f}")
     if len(rounds) > 2:
         results["threads_speedup"] = measured["seconds"] / rounds[2]["seconds"]
         print(f"round 2 s / round 3 s ({rounds[2]['threads']} threads vs 1) = {results['threads_speedup']:.2f}")
@@ -334,6 +359,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--samples", type=int, default=5, help="1-change windows (of each kind) and 1-row appends")
     parser.add_argument("--compare-deletion-vectors", action="store_true",
                         help="time round 2 per table, the first with deletion vectors (needs --tables 2+)")
+    parser.add_argument("--compare-append", action="store_true",
+                        help="time round 2 per table, the first with the INSERT/split paths, the others "
+                             "one MERGE per window (needs --tables 2+)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
@@ -341,15 +369,17 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
         parser.error("--tables, --threads, --samples and --small-rows must be at least 1")
-    if args.compare_deletion_vectors and args.tables < 2:
-        parser.error("--compare-deletion-vectors needs --tables 2 or more")
+    if (args.compare_deletion_vectors or args.compare_append) and args.tables < 2:
+        parser.error("--compare-deletion-vectors and --compare-append need --tables 2 or more")
+    if args.compare_deletion_vectors and args.compare_append:
+        parser.error("--compare-deletion-vectors and --compare-append are separate runs")
     if args.remote is not None and args.remote != "start" and not args.remote.startswith("sc://"):
         parser.error("--remote takes a Spark Connect URL (sc://host:port) or 'start'")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
     env = print_environment()
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
-                                 args.compare_deletion_vectors, remote)
+                                 args.compare_deletion_vectors, remote, args.compare_append)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
