@@ -33,6 +33,24 @@ class Crash(Exception):
     pass
 
 
+def merge_crashing_in(step: str, spark, layout, monkeypatch):
+    """One run_merge of a single table whose merge_job.<step> raises; the real step is back after."""
+    from tidelake.apply import merge_job
+
+    real = getattr(merge_job, step)
+
+    def crash(*args):
+        raise Crash(f"injected in {step}")
+
+    monkeypatch.setattr(merge_job, step, crash)
+    try:
+        (result,) = run_merge(spark, layout).tables
+    finally:
+        monkeypatch.setattr(merge_job, step, real)
+    assert result.status == MergeStatus.ERROR and f"injected in {step}" in result.reason
+    return result
+
+
 def data_files(spark, path: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
 
@@ -115,7 +133,6 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     row moving to another partition (a new key there), a crash in the INSERT followed by a longer
     rerun, and a retried INSERT of a recorded checkpoint. Every checkpoint is compared with the
     upstream replay."""
-    from tidelake.apply import merge_job
 
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
@@ -136,17 +153,9 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
         t.delete("shop", "orders", row(8))  # new and gone: nothing to write
     lake.reland(lake.committed[:4])  # at-least-once landing: the same inserts twice
     crashed = lake.resolve()
-    real_insert = merge_job._insert
-
-    def crash(*args):
-        raise Crash("injected in the INSERT")
-
-    monkeypatch.setattr(merge_job, "_insert", crash)
-    (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.ERROR and "injected" in result.reason
+    merge_crashing_in("_insert", spark, lake.layout, monkeypatch)
     created = read_checkpoint(path())
     assert created < crashed and replica_rows(spark, path()) == lake.expected_rows("shop", "orders", created) == []
-    monkeypatch.setattr(merge_job, "_insert", real_insert)
     with lake.txn() as t:  # the rerun's window is longer than the crashed one, still all new keys
         t.put("shop", "orders", row(9))
     first = lake.resolve()
@@ -207,14 +216,7 @@ def test_a_split_window_interrupted_between_its_merge_and_its_insert_is_finished
         t.put("shop", "orders", row(1, "again"))
         t.put("shop", "orders", row(8))
     hi = lake.resolve()
-    real_insert = merge_job._insert
-
-    def crash(*args):
-        raise Crash("injected between the MERGE and the INSERT")
-
-    monkeypatch.setattr(merge_job, "_insert", crash)
-    (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.ERROR and "injected" in result.reason
+    merge_crashing_in("_insert", spark, lake.layout, monkeypatch)  # after the split's MERGE
     assert read_checkpoint(path()) == lo
     cut = interrupted_window(path())
     assert (cut.lo, cut.hi, cut.version) == (lo, hi, DeltaTable(path()).version())
@@ -225,7 +227,6 @@ def test_a_split_window_interrupted_between_its_merge_and_its_insert_is_finished
     assert at_lo == lake.expected_rows("shop", "orders", lo)
     assert replica_rows(spark, path()) != lake.expected_rows("shop", "orders", lo)  # the newest is neither
 
-    monkeypatch.setattr(merge_job, "_insert", real_insert)
     (result,) = run_merge(spark, lake.layout, until_ts=mid).tables
     assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == hi and result.windows == 1
     assert interrupted_window(path()) is None and replica_snapshot(path())[1] == hi
