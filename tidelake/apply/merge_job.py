@@ -261,14 +261,16 @@ def _open_run_pass(spark: SparkSession, layout: LakeLayout, firsts: dict[TableKe
     """The run pass over every first window worth sharing; None for fewer than two."""
     from deltalake import DeltaTable as DeltaLog
 
-    windows = {}
+    windows, total = {}, 0.0
     for key, first in firsts.items():
         plan = first.plan
         if plan.at_barrier or not plan.chunks:
             continue
         lo, hi = plan.chunks[0]
-        if _no_files(first.stats, lo, hi) or estimated_rows(first.stats, lo, hi) > NEW_KEYS_CHECK_MAX_ROWS:
+        rows = estimated_rows(first.stats, lo, hi)
+        if _no_files(first.stats, lo, hi) or rows > NEW_KEYS_CHECK_MAX_ROWS or total + rows > RUN_PASS_MAX_ROWS:
             continue
+        total += rows
         windows[key] = Window(tuple(plan.physical_ids), lo, hi)
     if len(windows) < 2:
         return None
@@ -484,6 +486,8 @@ def merge_window(
 # Above this many changes (estimated from file stats) a window's keys are not classified on the
 # driver (tidelake.lake.window_keys holds the window's keys in memory): it goes through MERGE.
 NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
+# Changes (estimated) the run pass caches at most; windows beyond it read their own.
+RUN_PASS_MAX_ROWS = 2_000_000
 # New keys (ending in a put) a window with held keys needs to be split (bench/README.md).
 SPLIT_MIN_NEW_ROWS = 20_000
 

@@ -10,7 +10,8 @@ job: what tidelake.lake.window_keys tells a single window on the driver. Each ta
 per-table txn as before: the pass only reads.
 
 Only a table's first window of the run is shared (later chunks and windows after a DDL depend on
-the earlier commits); a window above NEW_KEYS_CHECK_MAX_ROWS estimated changes keeps its own read.
+the earlier commits); a window above NEW_KEYS_CHECK_MAX_ROWS estimated changes, or beyond
+RUN_PASS_MAX_ROWS for the whole pass (tidelake.apply.merge_job), keeps its own read.
 """
 
 from __future__ import annotations
