@@ -75,7 +75,7 @@ def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
 @pytest.mark.spark
 def test_bench_merge_merges_every_round_of_every_table(tmp_path):
     results = run_bench("bench_merge.py", tmp_path, "--rows", "300", "--txn-rows", "100", "--tables", "2",
-                        "--small-rows", "20", "--samples", "1", "--compare-append", timeout_s=900)
+                        "--small-rows", "20", "--samples", "1", timeout_s=900)
     first, second, third, small = results["rounds"]
     assert small["changes"] == 40 and 0 < small["rows_in"] <= 40 and results["tables_per_min"] > 0
     fixed = results["fixed_cost"]
@@ -88,8 +88,6 @@ def test_bench_merge_merges_every_round_of_every_table(tmp_path):
     assert third["checkpoint"] > second["checkpoint"] > first["checkpoint"]
     assert (second["threads"], third["threads"]) == (1, 2) and results["threads_speedup"] > 0
     assert 0 < results["append_ceiling"]["rows"] <= second["rows_out"] + third["rows_out"]
-    compared = results["append_paths"]  # the same writes into both tables, merged both ways
-    assert compared["on"]["rows_out"] == compared["off"][0]["rows_out"] > 0
 
 
 def test_bench_scale_resolves_every_table_and_reads_the_control_tables(tmp_path):
