@@ -171,6 +171,20 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), created, first) == (0, 0)
     assert DeltaTable(path()).version() == version + 1  # a retried INSERT: skipped by its txn version
 
+    # Another job merged part of an all-new window first ((first, mid]: an abandoned attempt that
+    # still ran): this job's window (first, later] must not append (first, mid]'s keys again.
+    with lake.txn() as t:
+        t.put("shop", "orders", row(20))
+    mid = lake.resolve()
+    with lake.txn() as t:
+        t.put("shop", "orders", row(21))
+    later = lake.resolve()
+    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), first, mid)[0] == 1
+    merge_window(spark, lake.layout, path(), info, info.physical_ids(), first, later)
+    assert read_checkpoint(path()) == later
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", later)
+    version = DeltaTable(path()).version() - 1
+
     with lake.txn() as t:  # mixed: a PK change into the other partition (a delete there, a new key here)
         t.delete("shop", "orders", row(2))
         t.put("shop", "orders", row(11, "moved"))

@@ -473,7 +473,13 @@ def merge_window(
         kinds = None
         if stats is None or estimated_rows(stats, lo, hi) <= NEW_KEYS_CHECK_MAX_ROWS:
             kinds = window_keys(layout, physical_ids, lo, hi)
-    if kinds is not None and kinds.held == 0:
+    # The INSERT is right only from the replica at lo. Another job that merged part of this
+    # window ((lo, h], h < hi: an abandoned Airflow attempt, a `tidelake merge` by hand) leaves a
+    # checkpoint between them, and appending again would duplicate the keys it added; a MERGE is
+    # right from any state in [lo, hi]. Read on every attempt: a lost commit race (the other
+    # job's txn of the same app id) retries this whole function (retry_on_conflict).
+    done = read_checkpoint(path, layout.storage_options)
+    if kinds is not None and kinds.held == 0 and done in (None, lo):
         _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
         return _metrics(path, version, hi, layout.storage_options, kinds.keys)
     if kinds is not None and kinds.new_put >= SPLIT_MIN_NEW_ROWS:

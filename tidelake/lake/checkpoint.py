@@ -114,7 +114,7 @@ def interrupted_window(path: str, storage_options: dict[str, str] | None = None)
     checkpoint lo, if any. Until it is finished (over exactly (lo, hi] or longer) the replica's
     newest versions hold the window's changes of the keys it held at lo, and not the new keys.
     Reads the log newest first, back to the commit that recorded the checkpoint."""
-    table = _open(path, storage_options)
+    table = open_replica(path, storage_options)
     if table is None:
         return None
     checkpoint = table.transaction_version(MERGE_APP_ID)
