@@ -23,9 +23,8 @@ def test_every_section_round_trips_through_the_loader(tmp_path):
     assert config.filter.rules == ("shop.*", "!shop.tmp_*")
     assert config.puller.flush_interval_s == 2 and config.puller.shards == 2
     assert config.merge.syncpoint_interval_s == 300 and config.merge.parallel_jobs == 3
-    layout = LakeLayout.from_config(config.lake)
-    assert layout.root == "s3://bucket/lake"
-    assert layout.storage_options == {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "aws_conditional_put": "etag"}
+    assert config.lake.root == "s3://bucket/lake"
+    assert config.lake.storage_options == {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "aws_conditional_put": "etag"}
 
 
 def test_strings_are_escaped_and_comments_stay_comments(tmp_path):

@@ -157,8 +157,10 @@ def commit_once(
     committed_seq: Callable[[], int],
     write: Callable[[], None],
     what: str,
+    writer: str = "",
 ) -> bool:
-    """Run `write` (one commit carrying (app_id, seq)); False if `seq` was already recorded.
+    """Run `write` (one commit carrying (app_id, seq) and `writer` in its commitInfo); False if
+    `seq` was already recorded, before or by this very write (told by `writer`).
 
     A commit conflict means a second puller only when a commit of OUR app id came in between:
     then LakeConflictError. Otherwise another writer won the race and the commit is rebuilt on
@@ -173,7 +175,12 @@ def commit_once(
             return True
         except CommitFailedError as exc:
             table.update_incremental()
-            if (table.transaction_version(app_id) or 0) != before:
+            recorded = table.transaction_version(app_id) or 0
+            if recorded >= seq and writer and writer_of(table, app_id, seq) == writer:
+                # This very write landed: on an object store, a commit whose 2xx was lost is
+                # retried by the client as a conditional PUT, which then fails against itself.
+                return False
+            if recorded != before:
                 raise LakeConflictError(
                     f"{what} commit of {app_id} flush {seq} lost a commit conflict to a commit of the "
                     f"same app id: is a second puller running this changefeed? {exc}"
@@ -217,4 +224,4 @@ class ChangelogWriter(AppTxnTable):
                 commit_properties=commit_properties(self.app_id, seq, writer),
             )
 
-        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "changelog")
+        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "changelog", writer)

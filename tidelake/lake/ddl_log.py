@@ -87,7 +87,7 @@ class DdlLog(AppTxnTable):
                 .execute()
             )
 
-        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "ddl")
+        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "ddl", writer)
 
 
 def start_snapshot_ts(layout: LakeLayout) -> int | None:

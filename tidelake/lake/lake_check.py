@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 
 from tidelake.errors import InputError
 from tidelake.lake.layout import TIDELAKE_DIR, LakeLayout
+from tidelake.lake.object_store import store_error
 
 _DELTA_LOG = "_delta_log"
 
@@ -41,6 +42,8 @@ def check_lake_root(layout: LakeLayout) -> None:
     itself some other Delta table."""
     local = _local_path(layout.root)
     if local is None:
+        if _reachable_delta_table(layout, layout.root):
+            raise InputError(f"lake {layout.root} is a Delta table itself, not a tidelake lake")
         return
     blocker = _file_on_the_way(local)
     if blocker is not None:
@@ -73,7 +76,13 @@ def require_lake(layout: LakeLayout) -> None:
 def pulled_into(layout: LakeLayout) -> bool:
     """Whether a puller or bootstrap has created any control table in the lake yet."""
     control = (layout.watermarks, layout.ddl, layout.changelog)
+    return any(_reachable_delta_table(layout, path) for path in control)
+
+
+def _reachable_delta_table(layout: LakeLayout, path: str) -> bool:
+    """Whether `path` is a Delta table; a store that cannot be read (no such bucket, wrong
+    endpoint or credentials) is one InputError with what the store answered."""
     try:
-        return any(DeltaTable.is_deltatable(path, storage_options=layout.storage_options) for path in control)
+        return DeltaTable.is_deltatable(path, storage_options=layout.storage_options)
     except Exception as exc:  # delta-rs raises its own types for unreachable stores
-        raise InputError(f"lake {layout.root} cannot be read: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
+        raise InputError(f"lake {layout.root} cannot be read: {store_error(exc)}") from None

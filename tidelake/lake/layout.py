@@ -15,6 +15,7 @@ from deltalake.exceptions import CommitFailedError
 
 from tidelake.config import LakeConfig
 from tidelake.errors import InputError
+from tidelake.lake.object_store import lake_storage_options
 
 TIDELAKE_DIR = "_tidelake"
 
@@ -125,8 +126,9 @@ def spark_ddl(schema: pa.Schema) -> str:
 
 @dataclass(frozen=True)
 class LakeLayout:
-    """Paths of one lake. `root` is a local folder or an object-store URI (s3://, abfss://, gs://);
-    `storage_options` are passed to delta-rs as-is (credentials, endpoints)."""
+    """Paths of one lake. `root` is a local folder or an object-store URI (s3://, s3a://, abfss://,
+    gs://); `storage_options` are passed to delta-rs as-is (credentials, endpoints). An s3 root
+    given without options takes them from the AWS environment (tidelake.lake.object_store)."""
 
     root: str
     storage_options: dict[str, str] | None = field(default=None, compare=False)
@@ -134,12 +136,14 @@ class LakeLayout:
     @classmethod
     def from_config(cls, lake: LakeConfig) -> LakeLayout:
         """The lake a changefeed's [lake] section names, with its storage options."""
-        return cls(lake.root, dict(lake.storage_options) or None)
+        return cls(lake.root, lake_storage_options(lake.root, lake.storage_options))
 
     def __post_init__(self) -> None:
         if not self.root:
             raise InputError("lake root is empty: give a folder or an object-store URI")
         object.__setattr__(self, "root", self.root.rstrip("/"))
+        if self.storage_options is None:
+            object.__setattr__(self, "storage_options", lake_storage_options(self.root))
 
     @property
     def tidelake_root(self) -> str:

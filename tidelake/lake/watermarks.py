@@ -185,5 +185,5 @@ class WatermarkWriter(AppTxnTable):
                 commit_properties=commit_properties(self.puller, seq, writer),
             )
 
-        return commit_once(self._table, self.puller, seq, self.committed_seq, write, "watermarks")
+        return commit_once(self._table, self.puller, seq, self.committed_seq, write, "watermarks", writer)
 

@@ -1,0 +1,46 @@
+"""Storage options of a lake: the AWS environment, overridden by [lake.storage_options]."""
+
+from __future__ import annotations
+
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import lake_storage_options, store_error
+
+
+def test_an_s3_lake_takes_the_aws_environment_and_the_config_overrides_it():
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "env-key",
+           "AWS_SECRET_ACCESS_KEY": "env-secret", "HOME": "/root"}
+    options = lake_storage_options("s3://bucket/lake", {"AWS_REGION": "us-east-1"}, environ=env)
+    assert options == {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "us-east-1",
+                       "AWS_ACCESS_KEY_ID": "env-key", "AWS_SECRET_ACCESS_KEY": "env-secret",
+                       "AWS_ALLOW_HTTP": "true", "conditional_put": "etag"}
+
+
+def test_explicit_choices_are_kept_whatever_their_case():
+    options = lake_storage_options("s3a://bucket/lake", {"aws_endpoint_url": "http://minio:9000",
+                                                         "aws_allow_http": "false", "aws_conditional_put": "dynamo:t"},
+                                   environ={})
+    assert options == {"aws_endpoint_url": "http://minio:9000", "aws_allow_http": "false",
+                       "aws_conditional_put": "dynamo:t"}
+
+
+def test_https_endpoints_and_plain_aws_add_no_http_permission():
+    assert lake_storage_options("s3://b/l", {}, environ={}) == {"conditional_put": "etag"}
+    assert "AWS_ALLOW_HTTP" not in lake_storage_options("s3://b/l", {"AWS_ENDPOINT_URL": "https://s3.example"},
+                                                        environ={})
+
+
+def test_local_lakes_ignore_the_aws_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    assert LakeLayout(str(tmp_path)).storage_options is None
+    assert lake_storage_options(str(tmp_path), {"x": "y"}) == {"x": "y"}
+
+
+def test_a_layout_given_only_an_s3_root_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    assert LakeLayout("s3://bucket/lake").storage_options["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000"
+
+
+def test_a_store_error_chain_becomes_one_line():
+    exc = OSError("Generic S3 error\n          \x1b[31m↳\x1b[0m Error performing list request\n"
+                  "           \x1b[31m↳\x1b[0m 404 Not Found")
+    assert store_error(exc) == "Generic S3 error: Error performing list request: 404 Not Found"
