@@ -25,7 +25,7 @@ SPARK = SparkSettings.from_env()
 def build(feed: Changefeed) -> DAG:
     changefeed_id = feed.config.changefeed_id
     submit = spark_submit_kwargs(SPARK, job="bootstrap", app_name="tidelake bootstrap",
-                                 lake_root=feed.config.lake.root)
+                                 lake=feed.config.lake)
     submit.pop("name")
     with DAG(
         dag_id=feed.dag_id("bootstrap"),

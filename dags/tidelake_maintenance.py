@@ -46,7 +46,7 @@ for feed in load_changefeeds():
                     SPARK,
                     job="maintenance",
                     app_name=f"tidelake maintenance {feed.config.changefeed_id}",
-                    lake_root=feed.config.lake.root,
+                    lake=feed.config.lake,
                     application_args=["--config", feed.config_path],
                 ),
             )

@@ -50,7 +50,7 @@ def build(feed: Changefeed) -> DAG:
     changefeed_id = feed.config.changefeed_id
     schemas = merge_param_schemas(merge_run.table_choices(feed.config), feed.config.merge.parallel_jobs)
     alias = AssetAlias(merge_alias_name(changefeed_id))
-    submit = spark_submit_kwargs(SPARK, job="merge", app_name="tidelake merge", lake_root=feed.config.lake.root)
+    submit = spark_submit_kwargs(SPARK, job="merge", app_name="tidelake merge", lake=feed.config.lake)
     submit.pop("name")
     with DAG(
         dag_id=feed.dag_id("merge"),
@@ -108,7 +108,7 @@ def build(feed: Changefeed) -> DAG:
                 syncpoint = TidelakeSparkSubmitOperator(
                     task_id="syncpoint",
                     **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
-                                          lake_root=feed.config.lake.root,
+                                          lake=feed.config.lake,
                                           application_args=["--config", feed.config_path]),
                 )
             else:

@@ -1,4 +1,4 @@
-"""SparkSubmitOperator kwargs: Delta jars and confs as local sessions use, hadoop-aws for s3a
+"""SparkSubmitOperator kwargs: Delta jars and confs as local sessions use, hadoop-aws for s3
 lakes, the worker's Python for executors, and a tidelake zip that imports on its own."""
 
 from __future__ import annotations
@@ -7,22 +7,25 @@ import json
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
+import pyspark
 import pytest
 
+from tidelake.apply.s3a import hadoop_version
 from tidelake.apply.session import DELTA_CONFS, delta_package
+from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.orchestration.spark_submit import (
     SparkSettings,
     build_package_zip,
-    hadoop_version,
     spark_submit_kwargs,
 )
 
 
 def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
     settings = SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)})
-    kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake_root=str(tmp_path / "lake"),
+    kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig(str(tmp_path / "lake")),
                                  application_args=["--table", "a.b"])
     assert kwargs["conn_id"] == "spark_default"
     assert kwargs["application"] == str(tmp_path / "merge.py")
@@ -34,11 +37,15 @@ def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
     assert kwargs["deploy_mode"] == "client"
 
 
-def test_s3a_lakes_get_hadoop_aws_matching_the_bundled_hadoop():
-    kwargs = spark_submit_kwargs(SparkSettings(), job="merge", app_name="m", lake_root="s3a://lake/prod")
+def test_s3_lakes_get_hadoop_aws_matching_the_bundled_hadoop_and_their_s3a_confs():
+    lake = LakeConfig("s3://lake/prod", storage_options={"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
+    kwargs = spark_submit_kwargs(SparkSettings(), job="merge", app_name="m", lake=lake)
     packages = kwargs["packages"].split(",")
+    jars = {p.name for p in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar")}
+    assert jars == {f"hadoop-client-api-{hadoop_version()}.jar"}
     assert packages[1] == f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"
-    assert hadoop_version().count(".") == 2
+    assert kwargs["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert kwargs["conf"]["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 
 def test_environment_overrides(tmp_path):
@@ -49,7 +56,7 @@ def test_environment_overrides(tmp_path):
                                            "spark.sql.session.timeZone": "UTC"}),
         "TIDELAKE_SPARK_PACKAGES": "org.example:x:1, " + delta_package(),
     }
-    kwargs = spark_submit_kwargs(SparkSettings.from_env(env), job="merge", app_name="m", lake_root="/l")
+    kwargs = spark_submit_kwargs(SparkSettings.from_env(env), job="merge", app_name="m", lake=LakeConfig("/l"))
     assert kwargs["conn_id"] == "spark_cluster"
     assert kwargs["conf"]["spark.pyspark.python"] == "/usr/bin/python3"
     assert kwargs["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"

@@ -7,6 +7,11 @@
 - Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
   the replica that id belongs to (tidelake.lake.retention). Ids of tables without a replica, or
   whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
+
+The changelog is compacted and vacuumed with delta-rs, never with Spark: pullers append to it
+with delta-rs while maintenance runs, and on an object store only delta-rs commits with a
+conditional PUT. Spark's S3 log store assumes a single writer and could overwrite a puller's
+commit of the same version (docs/stack.md §16). Replicas are written by Spark alone.
 """
 
 from __future__ import annotations
@@ -18,13 +23,18 @@ from tidelake.apply.replica_schema import quote
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
-from tidelake.lake.retention import delete_merged_changelog
+from tidelake.lake.retention import (
+    DEFAULT_VACUUM_RETENTION_HOURS,
+    compact_changelog,
+    delete_merged_changelog,
+    open_changelog,
+    vacuum_changelog,
+)
 from tidelake.lake.schema_history import SchemaHistory
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_VACUUM_RETENTION_HOURS = 168.0  # Delta's default; shorter needs the safety check off
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
@@ -80,11 +90,12 @@ def run_maintenance(
         report.changelog_checkpoints = changelog_checkpoints(layout, history, catalog)
         report.changelog_rows_deleted = delete_merged_changelog(layout, report.changelog_checkpoints)
     paths = [e.path for e in catalog.entries().values() if read_checkpoint(e.path, layout.storage_options) is not None]
-    if _is_delta(layout):
-        paths.append(layout.changelog)
+    changelog = open_changelog(layout)
     if optimize:
         for path in paths:
             report.optimized[path] = _compact(spark, path)
+        if changelog is not None:
+            report.optimized[layout.changelog] = compact_changelog(changelog)
     if vacuum:
         previous = spark.conf.get(RETENTION_CHECK_CONF, None)
         if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
@@ -93,6 +104,9 @@ def run_maintenance(
             for path in paths:
                 _vacuum(spark, path, vacuum_retention_hours)
                 report.vacuumed.append(path)
+            if changelog is not None:
+                vacuum_changelog(changelog, vacuum_retention_hours)
+                report.vacuumed.append(layout.changelog)
         finally:
             if previous is None:
                 spark.conf.unset(RETENTION_CHECK_CONF)
@@ -100,8 +114,3 @@ def run_maintenance(
                 spark.conf.set(RETENTION_CHECK_CONF, previous)
     return report
 
-
-def _is_delta(layout: LakeLayout) -> bool:
-    from deltalake import DeltaTable
-
-    return DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options)

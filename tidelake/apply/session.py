@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tidelake.lake.layout import LakeLayout
+
 # The Python package is delta-spark 4.4.1, but Maven Central serves the Spark 4.2 jar only as
 # 4.4.0 (io/delta/delta-spark_4.2_2.13/maven-metadata.xml lists no 4.4.1, checked 2026-11-21).
 DELTA_JAR_VERSION = "4.4.0"
@@ -67,8 +69,10 @@ def get_session(
     extra_confs: dict[str, str] | None = None,
     local: bool = True,
     remote: str | None = None,
+    lake: LakeLayout | None = None,
 ) -> SparkSession:
-    """Return the active session or build one with Delta enabled.
+    """Return the active session or build one with Delta enabled (and, for a local one, the
+    hadoop-aws package and s3a confs of an s3 `lake`, tidelake.apply.s3a).
 
     `local=False` is for spark-submit entry points: master and jars come from the submit command.
     `remote` (sc://host:port) makes a Spark Connect session of that server instead; only the
@@ -77,6 +81,8 @@ def get_session(
     spark-submit (`local=False`) the submit command has chosen the Spark, so `remote` is not used.
     """
     from pyspark.sql import SparkSession
+
+    from tidelake.apply.s3a import lake_packages, s3a_confs
 
     if remote is not None and local:
         return connect_session(remote, extra_confs)
@@ -88,9 +94,9 @@ def get_session(
     builder = SparkSession.builder.appName(app_name)
     if local:
         builder = builder.master(master or os.environ.get("TIDELAKE_SPARK_MASTER", "local[*]"))
-        builder = builder.config("spark.jars.packages", delta_package())
+        builder = builder.config("spark.jars.packages", ",".join([delta_package(), *lake_packages(lake)]))
         builder = builder.config("spark.jars.ivySettings", str(IVY_SETTINGS))
-        for key, value in LOCAL_CONFS.items():
+        for key, value in {**LOCAL_CONFS, **s3a_confs(lake)}.items():
             builder = builder.config(key, value)
     for key, value in {**DELTA_CONFS, **(extra_confs or {})}.items():
         builder = builder.config(key, value)

@@ -266,5 +266,5 @@ class Bootstrap:
         if self._spark is None:
             from tidelake.apply.session import get_session
 
-            self._spark = get_session("tidelake-bootstrap", master=self.options.spark_master)
+            self._spark = get_session("tidelake-bootstrap", master=self.options.spark_master, lake=self.layout)
         return self._spark

@@ -38,7 +38,7 @@ def _maintenance(args: argparse.Namespace) -> int:
     if not (math.isfinite(hours) and hours >= 0):
         raise InputError(f"--vacuum-retention-hours must be a finite number >= 0, got {hours}")
     target = resolve_target(args)
-    spark = get_session("tidelake-maintenance", master=args.master, remote=remote_choice(args, target))
+    spark = get_session("tidelake-maintenance", master=args.master, remote=remote_choice(args, target), lake=target.layout)
     try:
         report = run_maintenance(
             spark, target.layout,

@@ -109,7 +109,7 @@ def _merge(args: argparse.Namespace) -> int:
 
     target = target_from_args(args)
     console = report_console()
-    spark = get_session("tidelake-merge", master=args.master, remote=remote_choice(args, target))
+    spark = get_session("tidelake-merge", master=args.master, remote=remote_choice(args, target), lake=target.layout)
     try:
         report = run_merge(spark, target.layout, progress=progress_printer(console), **merge_kwargs(args))
     finally:

@@ -36,7 +36,7 @@ def _syncpoint(args: argparse.Namespace) -> int:
     if interval is None or interval < 1:
         raise InputError("no syncpoint interval: pass --interval S (seconds >= 1) or set "
                          "[merge].syncpoint_interval in the changefeed config")
-    spark = get_session("tidelake-syncpoint", master=args.master, remote=remote_choice(args, target))
+    spark = get_session("tidelake-syncpoint", master=args.master, remote=remote_choice(args, target), lake=target.layout)
     try:
         result = run_syncpoint(spark, target.layout, interval)
     finally:

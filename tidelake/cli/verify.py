@@ -41,7 +41,7 @@ def _verify(args: argparse.Namespace) -> int:
     target = resolve_target(args, pd_required=True)
     console = Console(stderr=True)
     # Before any gRPC thread runs: see tidelake.bootstrap.runner.Bootstrap.run.
-    spark = get_session("tidelake-verify")
+    spark = get_session("tidelake-verify", lake=target.layout)
     pd = PDClient(target.pd, target.tls, caller_id="tidelake-verify")
     try:
         with SnapshotReader(pd, target.tls) as reader, console.status("verifying") as status:

@@ -28,14 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import tidelake
+from tidelake.apply.s3a import lake_packages, s3a_confs
 from tidelake.apply.session import DELTA_CONFS, IVY_SETTINGS, delta_package
+from tidelake.config import LakeConfig
 from tidelake.errors import InputError
+from tidelake.lake.layout import LakeLayout
 
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
 _REPO_ROOT = Path(tidelake.__file__).resolve().parent.parent
-# Object stores whose Hadoop filesystem is in hadoop-aws (MinIO, S3, and S3-compatible stores).
-_S3A_SCHEMES = ("s3a://",)
 
 
 @dataclass(frozen=True)
@@ -68,21 +69,9 @@ class SparkSettings:
         )
 
 
-def hadoop_version() -> str:
-    """Hadoop version bundled with the installed pyspark; hadoop-aws must match it exactly."""
-    import pyspark
-
-    jars = Path(pyspark.__file__).parent / "jars"
-    for jar in jars.glob("hadoop-client-api-*.jar"):
-        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
-    raise InputError(f"no hadoop-client-api jar in {jars}: is the full pyspark installed (not pyspark-client)?")
-
-
-def packages_for(lake_root: str, settings: SparkSettings) -> list[str]:
-    """Maven packages a job on this lake needs: Delta, hadoop-aws for s3a lakes, extras."""
-    packages = [delta_package()]
-    if lake_root.startswith(_S3A_SCHEMES):
-        packages.append(f"org.apache.hadoop:hadoop-aws:{hadoop_version()}")
+def packages_for(lake: LakeLayout, settings: SparkSettings) -> list[str]:
+    """Maven packages a job on this lake needs: Delta, hadoop-aws for s3 lakes, extras."""
+    packages = [delta_package(), *lake_packages(lake)]
     packages.extend(p for p in settings.extra_packages if p not in packages)
     return packages
 
@@ -92,14 +81,17 @@ def spark_submit_kwargs(
     *,
     job: str,
     app_name: str,
-    lake_root: str,
+    lake: LakeConfig,
     application_args: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>.py (client deploy mode:
-    the driver runs on the Airflow worker, which holds the changefeed config it reads)."""
+    the driver runs on the Airflow worker, which holds the changefeed config it reads). An s3
+    lake gets the s3a confs of its storage options (tidelake.apply.s3a)."""
     application = settings.jobs_dir / f"{job}.py"
+    layout = LakeLayout.from_config(lake)
     conf = {
         **DELTA_CONFS,
+        **s3a_confs(layout),
         "spark.jars.ivySettings": str(IVY_SETTINGS),
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
@@ -109,7 +101,7 @@ def spark_submit_kwargs(
         "application": str(application),
         "conn_id": settings.conn_id,
         "name": app_name,
-        "packages": ",".join(packages_for(lake_root, settings)),
+        "packages": ",".join(packages_for(layout, settings)),
         "conf": conf,
         "env_vars": {"PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python},
         "deploy_mode": "client",

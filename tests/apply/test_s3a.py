@@ -1,0 +1,48 @@
+"""Spark's s3a confs come from the same storage options delta-rs uses."""
+
+from __future__ import annotations
+
+from tidelake.apply.s3a import hadoop_aws_package, lake_packages, s3a_confs
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import lake_storage_options
+
+
+def _layout(root: str, options: dict[str, str]) -> LakeLayout:
+    return LakeLayout(root, lake_storage_options(root, options, environ={}))
+
+
+def test_a_loopback_endpoint_is_path_style_plain_http_with_static_keys():
+    layout = _layout("s3://lake/prod", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "us-east-1",
+                                        "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+    assert s3a_confs(layout) == {
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.access.key": "k",
+        "spark.hadoop.fs.s3a.secret.key": "s",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    }
+    assert lake_packages(layout) == [hadoop_aws_package()]
+
+
+def test_session_credentials_and_virtual_hosted_style():
+    confs = s3a_confs(_layout("s3a://lake/prod", {"aws_endpoint_url": "https://s3.example", "aws_access_key_id": "k",
+                                                  "aws_secret_access_key": "s", "aws_session_token": "t",
+                                                  "aws_virtual_hosted_style_request": "true"}))
+    assert confs["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    assert confs["spark.hadoop.fs.s3a.path.style.access"] == "false"
+    assert confs["spark.hadoop.fs.s3a.session.token"] == "t"
+    assert confs["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+
+
+def test_without_keys_s3a_keeps_its_default_credential_chain():
+    confs = s3a_confs(_layout("s3://lake/prod", {"AWS_REGION": "eu-west-1"}))
+    assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in confs
+    assert "spark.hadoop.fs.s3a.endpoint" not in confs
+
+
+def test_local_lakes_need_nothing(tmp_path):
+    assert s3a_confs(LakeLayout(str(tmp_path))) == {} and lake_packages(LakeLayout(str(tmp_path))) == []

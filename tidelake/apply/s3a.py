@@ -1,0 +1,72 @@
+"""Spark's view of an s3 lake: the hadoop-aws package and the s3a confs (docs/stack.md §16).
+
+The confs are derived from the same storage options delta-rs uses (tidelake.lake.object_store),
+so merge, verify and maintenance read exactly the bucket the puller writes. `s3://` is mapped to
+the s3a filesystem too, so one lake root string serves both engines.
+
+Spark writes only replicas: the control tables (changelog, ddl, watermarks) are written by delta-rs
+alone, because Spark's S3 log store does not commit with a conditional PUT and could overwrite a
+delta-rs commit of the same version (tidelake.apply.maintenance).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import is_s3, option
+
+S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def hadoop_version() -> str:
+    """The Hadoop version pyspark ships (its jars/hadoop-client-api-X.jar): hadoop-aws must be
+    the same version, and brings the AWS SDK v2 bundle it was built against."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in jars.glob("hadoop-client-api-*.jar"):
+        match = re.fullmatch(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar", jar.name)
+        if match:
+            return match.group(1)
+    raise RuntimeError(f"no hadoop-client-api jar in {jars}: cannot choose the hadoop-aws version")
+
+
+def hadoop_aws_package() -> str:
+    """Maven coordinate of hadoop-aws for the installed pyspark."""
+    return f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"
+
+
+def lake_packages(layout: LakeLayout | None) -> list[str]:
+    """Extra Maven packages a Spark needs for this lake (none for a local one)."""
+    return [hadoop_aws_package()] if layout is not None and is_s3(layout.root) else []
+
+
+def s3a_confs(layout: LakeLayout | None) -> dict[str, str]:
+    """`spark.hadoop.fs.s3a.*` confs for an s3 lake, from its storage options; {} for others."""
+    if layout is None or not is_s3(layout.root):
+        return {}
+    options = layout.storage_options or {}
+    confs = {"spark.hadoop.fs.s3.impl": S3A_FS, "spark.hadoop.fs.s3a.impl": S3A_FS}
+    endpoint = option(options, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "ENDPOINT_URL", "ENDPOINT")
+    if endpoint:
+        confs["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        confs["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+        virtual_hosted = option(options, "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "VIRTUAL_HOSTED_STYLE_REQUEST")
+        # delta-rs (object_store) addresses a custom endpoint path-style unless told otherwise.
+        confs["spark.hadoop.fs.s3a.path.style.access"] = str(virtual_hosted != "true").lower()
+    region = option(options, "AWS_REGION", "AWS_DEFAULT_REGION", "REGION")
+    if region:
+        confs["spark.hadoop.fs.s3a.endpoint.region"] = region
+    key = option(options, "AWS_ACCESS_KEY_ID", "ACCESS_KEY_ID")
+    secret = option(options, "AWS_SECRET_ACCESS_KEY", "SECRET_ACCESS_KEY")
+    token = option(options, "AWS_SESSION_TOKEN", "SESSION_TOKEN", "TOKEN")
+    if key and secret:
+        confs["spark.hadoop.fs.s3a.access.key"] = key
+        confs["spark.hadoop.fs.s3a.secret.key"] = secret
+        provider = "TemporaryAWSCredentialsProvider" if token else "SimpleAWSCredentialsProvider"
+        confs["spark.hadoop.fs.s3a.aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
+        if token:
+            confs["spark.hadoop.fs.s3a.session.token"] = token
+    return confs
