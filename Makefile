@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: test test-all demo up protos readme install clean bench browser
+.PHONY: test test-all demo up integration postgres protos readme install clean bench browser
 
 test: $(STAMP) protos browser
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -45,6 +45,23 @@ demo: $(STAMP) protos
 
 up: $(STAMP) protos
 	$(PY) -m tidelake.demos.on_airflow --keep-running $(DEMO_ARGS)
+
+# The production parts on loopback: S3 API server, PostgreSQL, Airflow (LocalExecutor), two puller
+# shards, merges, a syncpoint and verify on an s3:// lake (tidelake/demos/integration.py).
+INTEGRATION_ARGS ?=
+
+integration: $(STAMP) protos postgres
+	$(PY) -m tidelake.demos.integration $(INTEGRATION_ARGS)
+
+# Airflow's metadata DB in `make integration` is Debian's PostgreSQL server (installed like the
+# browser above when missing; the integration runs its own throwaway cluster, not the service).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing Debian's postgresql (Airflow's metadata DB in make integration)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  $$SUDO apt-get install -y -q postgresql >/dev/null 2>&1 \
+	  || { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q postgresql >/dev/null 2>&1; } \
+	  || { echo "error: make integration needs PostgreSQL: apt-get install postgresql" >&2; exit 2; }; }
 
 install: $(STAMP)
 

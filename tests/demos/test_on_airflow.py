@@ -47,7 +47,7 @@ def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_p
     paths = DemoPaths(tmp_path)
     env = airflow_env(paths, 8181, "1m", base={"PATH": "/usr/bin", "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
                                                "AIRFLOW_CONN_WAREHOUSE": "postgres://x", "SPARK_REMOTE": "sc://x"})
-    assert "AIRFLOW__CORE__EXECUTOR" not in env and "AIRFLOW_CONN_WAREHOUSE" not in env  # nothing inherited
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor" and "AIRFLOW_CONN_WAREHOUSE" not in env  # nothing inherited
     assert "SPARK_REMOTE" not in env  # the demo's changefeed config names its Spark
     assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == str(paths.airflow_home / PASSWORDS_FILE)
     assert Path(env["AIRFLOW__CORE__DAGS_FOLDER"], "tidelake_merge.py").is_file()
@@ -158,3 +158,10 @@ def test_sigterm_during_startup_stops_every_demo_process(tmp_path):
     out = demo.communicate(timeout=300)[0].decode()
     assert demo.returncode == 130 and "all demo processes stopped" in out, out
     assert not [p for p in mine if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_airflow_env_takes_a_metadata_database_url(tmp_path):
+    url = "postgresql+psycopg2://airflow@127.0.0.1:5433/airflow"
+    env = airflow_env(DemoPaths(tmp_path), 8181, "1m", base={"PATH": "/usr/bin"}, sql_alchemy_conn=url)
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"

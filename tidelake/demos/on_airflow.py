@@ -77,11 +77,22 @@ class AirflowDemoOptions:
     startup_timeout_s: float = 600.0
     merge_timeout_s: float = 1200.0
     warm_spark: bool = True
+    # `make integration` (tidelake.demos.integration): an object-store lake, Airflow's metadata
+    # DB elsewhere (with LocalExecutor), several puller shards, a fault while traffic runs.
+    lake_root: str | None = None
+    sql_alchemy_conn: str | None = None
+    shards: int = 1
+    during_traffic: Callable[[Say], None] | None = None
 
 
 @dataclass
 class DemoPaths:
     workdir: Path
+    lake_root: str | None = None  # an object-store lake instead of <workdir>/lake
+
+    @property
+    def lake_uri(self) -> str:
+        return self.lake_root or str(self.lake)
 
     @property
     def lake(self) -> Path:
@@ -130,7 +141,8 @@ def sim_command(options: AirflowDemoOptions, info_file: Path) -> list[str]:
     ]
 
 
-def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None) -> dict[str, str]:
+def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None,
+                sql_alchemy_conn: str | None = None) -> dict[str, str]:
     """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
     connections would silently change the demo)."""
@@ -144,7 +156,8 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # unpaused once the API server is up
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{paths.airflow_home / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn or f"sqlite:///{paths.airflow_home / 'airflow.db'}",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(paths.airflow_home / PASSWORDS_FILE),
         "AIRFLOW__API__PORT": str(port),
@@ -162,14 +175,14 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
 # --- the lake's side --------------------------------------------------------------------------
 
 
-def puller_started(lake: Path) -> bool:
+def puller_started(lake: str) -> bool:
     from deltalake.exceptions import DeltaError
 
     from tidelake.lake.layout import LakeLayout
     from tidelake.lake.watermarks import read_watermarks
 
     try:
-        return read_watermarks(LakeLayout(str(lake))).ddl_resolved > 0
+        return read_watermarks(LakeLayout(lake)).ddl_resolved > 0
     except (OSError, DeltaError, InputError):
         return False
 
@@ -180,9 +193,14 @@ def puller_started(lake: Path) -> bool:
 class Say:
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.marks: list[tuple[str, float]] = []  # (stage that ended, seconds since start)
 
     def __call__(self, text: str) -> None:
         print(f"[demo {time.monotonic() - self.started:6.0f}s] {text}", flush=True)
+
+    def mark(self, stage: str) -> None:
+        """`stage` has just finished (the summary of `make integration` times each one)."""
+        self.marks.append((stage, time.monotonic() - self.started))
 
 
 def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
@@ -190,7 +208,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
     say = say or Say()
     if options.traffic_s <= 0:
         raise InputError(f"--traffic must be above zero seconds, got {options.traffic_s}")
-    paths = DemoPaths(options.workdir)
+    paths = DemoPaths(options.workdir, options.lake_root)
     paths.reset()
     port = free_port(options.port)
     children: list[Child] = []
@@ -209,14 +227,17 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             children.append(spark_server[0])
         await_stage("simulator", paths.cluster_info.exists, 120, sim.log, [sim.check])
         pd = json.loads(paths.cluster_info.read_text())["pd"][0]
-        write_demo_changefeed(paths.config, pd, paths.lake, start_ts, options.syncpoint_interval,
-                              remote=spark_server[1].url if spark_server is not None else None)
+        write_demo_changefeed(paths.config, pd, paths.lake_uri, start_ts, options.syncpoint_interval,
+                              remote=spark_server[1].url if spark_server is not None else None, shards=options.shards)
+        say.mark("simulator")
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
         say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
             f"log: {paths.logs / 'airflow.log'}")
         airflow = Child("airflow standalone", [sys.executable, "-m", "airflow", "standalone"],
-                        paths.logs / "airflow.log", airflow_env(paths, port, options.merge_schedule), cwd=REPO)
+                        paths.logs / "airflow.log",
+                        airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn),
+                        cwd=REPO)
         children.append(airflow)
         checks = [child.check for child in children]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
@@ -234,15 +255,21 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             api.set_paused(dag_id, False)
         say(f"DAGs unpaused: tidelake_puller (continuous), tidelake_merge (every {options.merge_schedule}); "
             f"UI http://localhost:{port}")
-        await_stage("puller start", lambda: puller_started(paths.lake), options.startup_timeout_s,
+        say.mark("airflow and the DAGs")
+        await_stage("puller start", lambda: puller_started(paths.lake_uri), options.startup_timeout_s,
                  paths.airflow_home / "logs", checks, 3)
+        say.mark("puller start")
         target = tso.compose(int((time.time() + options.traffic_s) * 1000))
         say(f"puller is landing changes; target: every table merged past TSO {target} "
             f"({tso.to_datetime(target):%H:%M:%S} UTC, {options.traffic_s:.0f}s from now)")
+        if options.during_traffic is not None:
+            options.during_traffic(say)
         _wait_merged(api, paths, target, options, checks, say)
+        say.mark("traffic and merges")
         api.set_paused("tidelake_merge", True)  # verify gets the CPU; the puller keeps up
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
+        say.mark("verify")
         _summary(api, paths, port, say)
         say("demo passed: every replica equals the simulator at its checkpoint" if verified
             else f"demo failed: verify found differences (see above and {paths.logs / 'verify.log'})")
@@ -261,7 +288,7 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
     from tidelake.lake.layout import LakeLayout
     from tidelake.lake.status import collect_status
 
-    layout = LakeLayout(str(paths.lake))
+    layout = LakeLayout(paths.lake_uri)
     last_line = [0.0]
     report = [collect_status(layout)]
 
@@ -288,12 +315,12 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
     say(f"every table is merged past {target}")
 
 
-def write_demo_changefeed(path: Path, pd: str, lake: Path, start_ts: int, syncpoint_interval: str,
-                          remote: str | None = None) -> Path:
+def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, syncpoint_interval: str,
+                          remote: str | None = None, shards: int = 1) -> Path:
     """The demo changefeed: the workload's database from `start_ts`, one Spark job per merge run
     (a 2-core laptop runs one JVM well, not four), on the Spark Connect server `remote` if given."""
     doc = changefeed_document(CHANGEFEED_ID, [pd], lake, rules=[f"{DATABASE}.{t}" for t in TABLES],
-                              start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s"},
+                              start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s", "shards": shards},
                               merge={"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1},
                               spark={"remote": remote} if remote else None)
     return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
@@ -301,14 +328,18 @@ def write_demo_changefeed(path: Path, pd: str, lake: Path, start_ts: int, syncpo
 
 def _start_spark_server(paths: DemoPaths, say: Say) -> tuple[Child, ServerSettings]:
     """The warm Spark as a demo child: the server JVM itself, so shutdown stops it by its pid."""
+    from tidelake.apply.s3a import lake_packages, s3a_confs
     from tidelake.apply.spark_server import ServerSettings, server_command
+    from tidelake.lake.layout import LakeLayout
 
     settings = ServerSettings(paths.logs, port=free_port(SPARK_CONNECT_PORT))
+    lake = LakeLayout(paths.lake_uri)  # an s3 lake: hadoop-aws and the s3a confs of its options
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     env["PYSPARK_PYTHON"] = sys.executable
     say(f"starting a warm Spark (Spark Connect server with Delta on {settings.url}); "
         f"log: {paths.logs / 'spark-server.log'}")
-    child = Child("spark connect server", server_command(settings), paths.logs / "spark-server.log", env, cwd=REPO)
+    command = server_command(settings, s3a_confs(lake), tuple(lake_packages(lake)))
+    child = Child("spark connect server", command, paths.logs / "spark-server.log", env, cwd=REPO)
     return child, settings
 
 
@@ -336,7 +367,7 @@ def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
     status = subprocess.run([sys.executable, "-m", "tidelake", "status", "--config", str(paths.config)],
                             cwd=REPO, capture_output=True, text=True, env=tool_env())
     print(status.stdout, end="", flush=True)
-    cuts = read_syncpoints(LakeLayout(str(paths.lake)))
+    cuts = read_syncpoints(LakeLayout(paths.lake_uri))
     runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items()))
     say(f"tidelake_merge runs: {runs}; syncpoints recorded: {len(cuts)}"
         + (f" (latest {cuts[-1].ts}: `tidelake snapshot-at {cuts[-1].ts} --config {paths.config}`)" if cuts else ""))
