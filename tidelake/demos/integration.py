@@ -26,8 +26,7 @@ from tidelake.demos import on_airflow
 from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, Say
 from tidelake.demos.postgres import Postgres
 from tidelake.demos.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
-from tidelake.demos.supervisor import StageFailed
-from tidelake.errors import InputError
+from tidelake.demos.supervisor import StageFailed, exit_code
 
 SHARDS = 2
 OUTAGE_S = 10.0
@@ -113,17 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of traffic before the target TSO (default 60)")
     parser.add_argument("--port", type=int, default=IntegrationOptions.port, help="Airflow UI port (default 8080, or a free one)")
     args = parser.parse_args(argv)
-    try:
-        return run(IntegrationOptions(workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port))
-    except InputError as exc:
-        print(f"integration: error: {exc}", file=sys.stderr)
-        return 2
-    except StageFailed as exc:
-        print(f"integration failed: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("integration interrupted", file=sys.stderr)
-        return 130
+    return exit_code("integration", lambda: run(IntegrationOptions(workdir=args.workdir.resolve(),
+                                                                   traffic_s=args.traffic, port=args.port)))
 
 
 if __name__ == "__main__":

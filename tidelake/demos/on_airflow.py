@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from tidelake import tso
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
-from tidelake.demos.supervisor import Child, StageFailed, await_stage, free_port
+from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code, free_port
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
@@ -416,18 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-spark", action="store_true",
                         help="no Spark Connect server: every merge task is a spark-submit (a JVM per task)")
     args = parser.parse_args(argv)
-    try:
-        return run(AirflowDemoOptions(workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port,
-                               keep_running=args.keep_running, warm_spark=not args.cold_spark))
-    except InputError as exc:
-        print(f"demo: error: {exc}", file=sys.stderr)
-        return 2
-    except StageFailed as exc:
-        print(f"demo failed: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("demo interrupted", file=sys.stderr)
-        return 130
+    return exit_code("demo", lambda: run(AirflowDemoOptions(
+        workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port, keep_running=args.keep_running,
+        warm_spark=not args.cold_spark)))
 
 
 if __name__ == "__main__":

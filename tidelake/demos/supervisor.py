@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,19 @@ def free_port(preferred: int) -> int:
                 continue
             return sock.getsockname()[1]
     raise InputError("no free TCP port for the Airflow UI")
+
+
+def exit_code(name: str, body: Callable[[], int]) -> int:
+    """Run a demo's `body`: bad input is one line and 2, a failed stage one line (stage, log) and
+    1, Ctrl-C 130; anything else is a bug and keeps its traceback."""
+    try:
+        return body()
+    except InputError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    except StageFailed as exc:
+        print(f"{name} failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{name} interrupted", file=sys.stderr)
+        return 130
