@@ -79,7 +79,7 @@ def plan_tables(
     plans = []
     for name in names:
         path = paths[name]
-        checkpoint = None if path is None else read_checkpoint(path)
+        checkpoint = None if path is None else read_checkpoint(path, layout.storage_options)
         if checkpoint is None:
             plans.append(PlanLine(name, checkpoint, None, has_work=True))
             continue
