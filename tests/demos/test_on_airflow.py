@@ -4,6 +4,7 @@ The whole run is the slow test at the end."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import sys
@@ -160,8 +161,10 @@ def test_sigterm_during_startup_stops_every_demo_process(tmp_path):
     assert not [p for p in mine if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_airflow_env_takes_a_metadata_database_url(tmp_path):
+def test_airflow_env_takes_a_metadata_database_url_and_a_spark_master(tmp_path):
     url = "postgresql+psycopg2://airflow@127.0.0.1:5433/airflow"
-    env = airflow_env(DemoPaths(tmp_path), 8181, "1m", base={"PATH": "/usr/bin"}, sql_alchemy_conn=url)
+    env = airflow_env(DemoPaths(tmp_path), 8181, "1m", base={"PATH": "/usr/bin"}, sql_alchemy_conn=url,
+                      spark_master="spark://127.0.0.1:7077")
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark", "host": "spark://127.0.0.1:7077"}

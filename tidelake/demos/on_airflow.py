@@ -83,6 +83,7 @@ class AirflowDemoOptions:
     sql_alchemy_conn: str | None = None
     shards: int = 1
     during_traffic: Callable[[Say], None] | None = None
+    spark_master: str | None = None  # a standalone cluster (spark://) instead of local[*]
 
 
 @dataclass
@@ -142,7 +143,7 @@ def sim_command(options: AirflowDemoOptions, info_file: Path) -> list[str]:
 
 
 def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None,
-                sql_alchemy_conn: str | None = None) -> dict[str, str]:
+                sql_alchemy_conn: str | None = None, spark_master: str | None = None) -> dict[str, str]:
     """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
     connections would silently change the demo)."""
@@ -163,7 +164,7 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master or "local[*]"}),
         "TIDELAKE_CONFIG": str(paths.config),
         "TIDELAKE_MERGE_SCHEDULE": merge_schedule,
         "TIDELAKE_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}),
@@ -222,7 +223,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             f"{options.faults} faults); log: {paths.logs / 'sim.log'}")
         sim = Child("tidelake sim", sim_command(options, paths.cluster_info), paths.logs / "sim.log", cwd=REPO)
         children.append(sim)
-        spark_server = _start_spark_server(paths, say) if options.warm_spark else None
+        spark_server = _start_spark_server(paths, say, options.spark_master) if options.warm_spark else None
         if spark_server is not None:
             children.append(spark_server[0])
         await_stage("simulator", paths.cluster_info.exists, 120, sim.log, [sim.check])
@@ -236,7 +237,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             f"log: {paths.logs / 'airflow.log'}")
         airflow = Child("airflow standalone", [sys.executable, "-m", "airflow", "standalone"],
                         paths.logs / "airflow.log",
-                        airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn),
+                        airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn,
+                                    spark_master=options.spark_master),
                         cwd=REPO)
         children.append(airflow)
         checks = [child.check for child in children]
@@ -326,19 +328,27 @@ def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, 
     return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
 
 
-def _start_spark_server(paths: DemoPaths, say: Say) -> tuple[Child, ServerSettings]:
+# A cluster master gets none of the local confs (tidelake.apply.spark_server); a small one-machine
+# cluster wants the same few partitions and one modest executor.
+CLUSTER_CONFS = {"spark.sql.shuffle.partitions": "4", "spark.databricks.delta.snapshotPartitions": "2",
+                 "spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.cores.max": "2",
+                 "spark.driver.host": "127.0.0.1"}
+
+
+def _start_spark_server(paths: DemoPaths, say: Say, master: str | None = None) -> tuple[Child, ServerSettings]:
     """The warm Spark as a demo child: the server JVM itself, so shutdown stops it by its pid."""
     from tidelake.apply.s3a import lake_packages, s3a_confs
     from tidelake.apply.spark_server import ServerSettings, server_command
     from tidelake.lake.layout import LakeLayout
 
-    settings = ServerSettings(paths.logs, port=free_port(SPARK_CONNECT_PORT))
+    settings = ServerSettings(paths.logs, port=free_port(SPARK_CONNECT_PORT), master=master or "local[*]")
     lake = LakeLayout(paths.lake_uri)  # an s3 lake: hadoop-aws and the s3a confs of its options
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     env["PYSPARK_PYTHON"] = sys.executable
     say(f"starting a warm Spark (Spark Connect server with Delta on {settings.url}); "
         f"log: {paths.logs / 'spark-server.log'}")
-    command = server_command(settings, s3a_confs(lake), tuple(lake_packages(lake)))
+    confs = {**s3a_confs(lake), **(CLUSTER_CONFS if master else {})}
+    command = server_command(settings, confs, tuple(lake_packages(lake)))
     child = Child("spark connect server", command, paths.logs / "spark-server.log", env, cwd=REPO)
     return child, settings
 

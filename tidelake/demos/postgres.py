@@ -25,6 +25,11 @@ USER = "airflow"
 SERVICE_USER = "postgres"  # created by Debian's postgresql-common
 
 
+def database_url(port: int) -> str:
+    """SQLAlchemy URL of the Airflow database on 127.0.0.1:port (psycopg2 driver)."""
+    return f"postgresql+psycopg2://{USER}@127.0.0.1:{port}/{DATABASE}"
+
+
 def postgres_bin() -> Path:
     """The newest installed PostgreSQL's bin folder."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parent.parent.name))
@@ -51,8 +56,7 @@ class Postgres:
 
     @property
     def url(self) -> str:
-        """SQLAlchemy URL of the Airflow database (psycopg2 driver)."""
-        return f"postgresql+psycopg2://{USER}@127.0.0.1:{self.port}/{DATABASE}"
+        return database_url(self.port)
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,39 @@
+"""docker-compose.yaml describes the topology `make integration` runs, with its settings: compose
+cannot start here, so this compares the two (the integration itself runs in CI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+from tidelake.config import load_config
+from tidelake.demos.integration import SHARDS, lake_environment
+from tidelake.demos.on_airflow import DemoPaths, airflow_env
+from tidelake.demos.postgres import database_url
+from tidelake.demos.s3_server import S3Server
+from tidelake.lake.object_store import is_s3
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yaml").read_text())["services"]
+
+
+def test_compose_airflow_runs_the_executor_database_driver_and_lake_variables_of_the_integration(tmp_path):
+    compose_env = _compose()["airflow-scheduler"]["environment"]
+    ours = airflow_env(DemoPaths(tmp_path), 8080, "1m", base={}, sql_alchemy_conn=database_url(5432),
+                       spark_master="spark://127.0.0.1:7077")
+    assert compose_env["AIRFLOW__CORE__EXECUTOR"] == ours["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert urlparse(compose_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).scheme == urlparse(
+        ours["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).scheme == "postgresql+psycopg2"
+    assert set(lake_environment(S3Server(tmp_path))) <= set(compose_env)
+    assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == "spark"
+
+
+def test_compose_lake_is_on_the_s3_api_with_the_shards_of_the_integration(tmp_path):
+    config = load_config(ROOT / "docker" / "changefeed.toml")
+    assert is_s3(config.lake.root) and is_s3(S3Server(tmp_path).lake_root("integration"))
+    assert config.puller.shards == SHARDS

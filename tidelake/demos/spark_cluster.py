@@ -1,0 +1,76 @@
+"""A Spark standalone cluster on loopback: one master and one worker of the installed pyspark.
+
+pip's pyspark has no sbin/start-master.sh, but its launcher `bin/spark-class` runs the standalone
+Master and Worker classes in the foreground, which is what a service manager would run; each is a
+child process stopped by its pid. Executors the worker starts run this venv's Python
+(PYSPARK_PYTHON), so the mount's Arrow UDFs find tidelake installed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+from tidelake.demos.supervisor import Child, await_stage, free_port
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+def spark_class() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+class SparkCluster:
+    """Master on 127.0.0.1:port and one worker with `cores` and `memory` for executors."""
+
+    def __init__(self, workdir: Path, cores: int = 2, memory: str = "2g") -> None:
+        self.workdir = workdir
+        self.cores = cores
+        self.memory = memory
+        self.port = free_port(0)
+        self.master_log = workdir / "spark-master.log"
+        self.worker_log = workdir / "spark-worker.log"
+        self.children: list[Child] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.workdir),
+               "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable}
+        master = Child("spark master", [str(spark_class()), MASTER_CLASS, "--host", "127.0.0.1", "--port",
+                                        str(self.port), "--webui-port", str(free_port(0))], self.master_log, env)
+        self.children.append(master)
+        await_stage("spark master", lambda: _accepting(self.port), timeout_s, self.master_log, [master.check], 1)
+        worker = Child("spark worker", [str(spark_class()), WORKER_CLASS, "--host", "127.0.0.1", "--cores",
+                                        str(self.cores), "--memory", self.memory, "--webui-port", str(free_port(0)),
+                                        self.url], self.worker_log, env)
+        self.children.append(worker)
+        await_stage("spark worker", self._worker_registered, timeout_s, self.worker_log,
+                    [master.check, worker.check], 1)
+
+    def checks(self) -> list:
+        return [child.check for child in self.children]
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            child.stop(grace_s=20)
+        self.children = []
+
+    def _worker_registered(self) -> bool:
+        return "Successfully registered with master" in self.worker_log.read_text(errors="replace")
+
+
+def _accepting(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
