@@ -9,10 +9,10 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: test test-all demo up integration postgres protos readme install clean bench browser
 
-test: $(STAMP) protos browser
+test: $(STAMP) protos browser postgres
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-all: $(STAMP) protos browser
+test-all: $(STAMP) protos browser postgres
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Headless Chromium draws the Replication page in its test (Debian's package, as root or with
@@ -53,8 +53,9 @@ INTEGRATION_ARGS ?=
 integration: $(STAMP) protos postgres
 	$(PY) -m tidelake.demos.integration $(INTEGRATION_ARGS)
 
-# Airflow's metadata DB in `make integration` is Debian's PostgreSQL server (installed like the
-# browser above when missing; the integration runs its own throwaway cluster, not the service).
+# Airflow's metadata DB in `make integration` (and tests/demos/test_postgres.py) is Debian's
+# PostgreSQL server, installed like the browser above when missing; the integration runs its own
+# throwaway cluster, not the service.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  echo "installing Debian's postgresql (Airflow's metadata DB in make integration)"; \
