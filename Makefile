@@ -46,8 +46,8 @@ demo: $(STAMP) protos
 up: $(STAMP) protos
 	$(PY) -m tidelake.demos.on_airflow --keep-running $(DEMO_ARGS)
 
-# The production parts on loopback: S3 API server, PostgreSQL, Airflow (LocalExecutor), two puller
-# shards, merges, a syncpoint and verify on an s3:// lake (tidelake/demos/integration.py).
+# The production parts on loopback: S3 API server, PostgreSQL, Airflow (LocalExecutor), the puller,
+# merges, a syncpoint and verify on an s3:// lake (tidelake/demos/integration.py); ~6 minutes.
 INTEGRATION_ARGS ?=
 
 integration: $(STAMP) protos postgres
