@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from tidelake.apply.s3a import hadoop_aws_package, lake_packages, s3a_confs
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.object_store import lake_storage_options
@@ -46,3 +48,16 @@ def test_without_keys_s3a_keeps_its_default_credential_chain():
 
 def test_local_lakes_need_nothing(tmp_path):
     assert s3a_confs(LakeLayout(str(tmp_path))) == {} and lake_packages(LakeLayout(str(tmp_path))) == []
+
+
+def test_spark_takes_the_configured_setting_over_an_environment_alias(monkeypatch):
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "env-token")
+    layout = LakeLayout("s3://lake/prod", lake_storage_options("s3://lake/prod", {"region": "us-east-1", "access_key_id": "k",
+                                                                                  "secret_access_key": "s"}))
+    confs = s3a_confs(layout)
+    assert confs["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert "spark.hadoop.fs.s3a.session.token" not in confs
+    assert confs["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")

@@ -44,3 +44,23 @@ def test_a_store_error_chain_becomes_one_line():
     exc = OSError("Generic S3 error\n          \x1b[31m↳\x1b[0m Error performing list request\n"
                   "           \x1b[31m↳\x1b[0m 404 Not Found")
     assert store_error(exc) == "Generic S3 error: Error performing list request: 404 Not Found"
+
+
+def test_a_config_alias_drops_the_environment_variable_of_the_same_setting():
+    env = {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL_S3": "https://s3.env.example", "AWS_ENDPOINT_URL": "https://other"}
+    options = lake_storage_options("s3://b/l", {"region": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000"},
+                                   environ=env)
+    assert options == {"region": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+                       "AWS_ALLOW_HTTP": "true", "conditional_put": "etag"}
+
+
+def test_the_environment_gives_one_alias_per_setting():
+    options = lake_storage_options("s3://b/l", {}, environ={"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "x",
+                                                            "AWS_ENDPOINT_URL_S3": "https://a", "AWS_ENDPOINT_URL": "https://b"})
+    assert options == {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL_S3": "https://a", "conditional_put": "etag"}
+
+
+def test_configured_credentials_replace_all_environment_credentials():
+    env = {"AWS_ACCESS_KEY_ID": "env-key", "AWS_SECRET_ACCESS_KEY": "env-secret", "AWS_SESSION_TOKEN": "env-token"}
+    options = lake_storage_options("s3://b/l", {"access_key_id": "k", "secret_access_key": "s"}, environ=env)
+    assert options == {"access_key_id": "k", "secret_access_key": "s", "conditional_put": "etag"}

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.object_store import is_s3, option
+from tidelake.lake.object_store import is_s3, setting_of
 
 S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
@@ -49,19 +49,19 @@ def s3a_confs(layout: LakeLayout | None) -> dict[str, str]:
         return {}
     options = layout.storage_options or {}
     confs = {"spark.hadoop.fs.s3.impl": S3A_FS, "spark.hadoop.fs.s3a.impl": S3A_FS}
-    endpoint = option(options, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "ENDPOINT_URL", "ENDPOINT")
+    endpoint = setting_of(options, "endpoint")
     if endpoint:
         confs["spark.hadoop.fs.s3a.endpoint"] = endpoint
         confs["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
-        virtual_hosted = option(options, "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "VIRTUAL_HOSTED_STYLE_REQUEST")
+        virtual_hosted = setting_of(options, "virtual_hosted_style_request")
         # delta-rs (object_store) addresses a custom endpoint path-style unless told otherwise.
         confs["spark.hadoop.fs.s3a.path.style.access"] = str(virtual_hosted != "true").lower()
-    region = option(options, "AWS_REGION", "AWS_DEFAULT_REGION", "REGION")
+    region = setting_of(options, "region")
     if region:
         confs["spark.hadoop.fs.s3a.endpoint.region"] = region
-    key = option(options, "AWS_ACCESS_KEY_ID", "ACCESS_KEY_ID")
-    secret = option(options, "AWS_SECRET_ACCESS_KEY", "SECRET_ACCESS_KEY")
-    token = option(options, "AWS_SESSION_TOKEN", "SESSION_TOKEN", "TOKEN")
+    key = setting_of(options, "access_key_id")
+    secret = setting_of(options, "secret_access_key")
+    token = setting_of(options, "session_token")
     if key and secret:
         confs["spark.hadoop.fs.s3a.access.key"] = key
         confs["spark.hadoop.fs.s3a.secret.key"] = secret

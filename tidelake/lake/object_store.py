@@ -5,7 +5,10 @@ Spark's s3a connector takes Hadoop confs (tidelake.apply.s3a). Both are derived 
 options so the two engines always reach the same bucket with the same credentials:
 
 1. the standard AWS variables of the process (`AWS_ENDPOINT_URL`, `AWS_REGION`, ...), then
-2. the changefeed config's `[lake.storage_options]`, which override them key by key.
+2. the changefeed config's `[lake.storage_options]`, which override them per setting: a key of
+   the config drops every environment variable naming the same setting under another alias
+   (`region` drops `AWS_REGION`), and credentials are one set: if the config names any
+   credential key, no credential comes from the environment (no config key with an env token).
 
 Concurrent commits: several puller shards append to one changelog. delta-rs 1.x commits a log
 entry with a conditional PUT (`If-None-Match: *`, object_store `PutMode::Create`), so of two
@@ -23,17 +26,28 @@ from collections.abc import Mapping
 from urllib.parse import urlparse
 
 S3_SCHEMES = ("s3", "s3a")
-# The AWS variables read from the environment, in the names delta-rs (object_store) also reads.
-ENV_KEYS = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_ALLOW_HTTP",
-)
+# Every setting both engines read, with the option names delta-rs (object_store's
+# AmazonS3ConfigKey) accepts for it, most specific first; matched case-insensitively.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "ENDPOINT_URL", "ENDPOINT"),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION", "REGION"),
+    "access_key_id": ("AWS_ACCESS_KEY_ID", "ACCESS_KEY_ID"),
+    "secret_access_key": ("AWS_SECRET_ACCESS_KEY", "SECRET_ACCESS_KEY"),
+    "session_token": ("AWS_SESSION_TOKEN", "SESSION_TOKEN", "TOKEN"),
+    "allow_http": ("AWS_ALLOW_HTTP", "ALLOW_HTTP"),
+    "conditional_put": ("AWS_CONDITIONAL_PUT", "conditional_put"),
+    "virtual_hosted_style_request": ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "VIRTUAL_HOSTED_STYLE_REQUEST"),
+}
+CREDENTIALS = ("access_key_id", "secret_access_key", "session_token")
+# The AWS variables read from the environment (the names delta-rs also reads), by setting.
+ENV_KEYS: dict[str, tuple[str, ...]] = {
+    "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+    "session_token": ("AWS_SESSION_TOKEN",),
+    "allow_http": ("AWS_ALLOW_HTTP",),
+}
 CONDITIONAL_PUT = "conditional_put"
 
 
@@ -51,20 +65,28 @@ def lake_storage_options(root: str, configured: Mapping[str, str] | None = None,
     if not is_s3(root):
         return configured or None
     env = os.environ if environ is None else environ
-    options = {key: env[key] for key in ENV_KEYS if env.get(key)}
+    named = {setting for setting in ALIASES if setting_of(configured, setting) is not None}
+    if named & set(CREDENTIALS):
+        named |= set(CREDENTIALS)
+    options = {}
+    for setting, keys in ENV_KEYS.items():
+        present = [key for key in keys if env.get(key)]
+        if setting not in named and present:
+            options[present[0]] = env[present[0]]
     options.update(configured)
-    endpoint = option(options, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "ENDPOINT_URL", "ENDPOINT")
-    if endpoint and endpoint.startswith("http://") and option(options, "AWS_ALLOW_HTTP", "ALLOW_HTTP") is None:
+    endpoint = setting_of(options, "endpoint")
+    if endpoint and endpoint.startswith("http://") and setting_of(options, "allow_http") is None:
         options["AWS_ALLOW_HTTP"] = "true"
-    if option(options, "AWS_CONDITIONAL_PUT", CONDITIONAL_PUT) is None:
+    if setting_of(options, "conditional_put") is None:
         options[CONDITIONAL_PUT] = "etag"
     return options
 
 
-def option(options: Mapping[str, str], *names: str) -> str | None:
-    """The first of `names` present in `options`, matched case-insensitively as delta-rs does."""
+def setting_of(options: Mapping[str, str], setting: str) -> str | None:
+    """The value `options` give a setting of ALIASES under its most specific alias present,
+    matched case-insensitively as delta-rs does."""
     lowered = {key.lower(): value for key, value in options.items()}
-    for name in names:
+    for name in ALIASES[setting]:
         if lowered.get(name.lower()):
             return lowered[name.lower()]
     return None
