@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
-from tidelake.apply.s3a import hadoop_aws_package, lake_packages, s3a_confs
+import pytest
+
+from tidelake.apply.s3a import hadoop_aws_package, lake_packages, s3a_confs, s3a_credential_env
+from tidelake.apply.session import get_session
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.object_store import lake_storage_options
 
@@ -61,3 +64,15 @@ def test_spark_takes_the_configured_setting_over_an_environment_alias(monkeypatc
     assert confs["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
     assert "spark.hadoop.fs.s3a.session.token" not in confs
     assert confs["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
+
+
+@pytest.mark.spark
+def test_a_submitted_job_sets_the_configured_credentials_at_start(spark):
+    layout = _layout("s3://lake/creds-test", {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+                                              "AWS_SESSION_TOKEN": "t"})
+    assert "spark.hadoop.fs.s3a.secret.key" not in s3a_confs(layout, credentials=False)
+    assert s3a_credential_env(layout) == {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_SESSION_TOKEN": "t"}
+    hadoop = get_session(lake=layout)._jsc.hadoopConfiguration()
+    assert (hadoop.get("fs.s3a.access.key"), hadoop.get("fs.s3a.secret.key"), hadoop.get("fs.s3a.session.token")) == ("k", "s", "t")
+    for key in ("fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token", "fs.s3a.aws.credentials.provider"):
+        hadoop.unset(key)

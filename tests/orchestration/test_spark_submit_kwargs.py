@@ -4,6 +4,7 @@ lakes, the worker's Python for executors, and a tidelake zip that imports on its
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -21,6 +22,13 @@ from tidelake.orchestration.spark_submit import (
     build_package_zip,
     spark_submit_kwargs,
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_aws_environment(monkeypatch):
+    """The kwargs of an s3 lake read the AWS_* variables: the tests see none of the machine's."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
 
 
 def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
@@ -80,3 +88,25 @@ def test_package_zip_is_importable_alone_and_reused(tmp_path):
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(first)!r}); {probe}"],
                          capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip().startswith(str(first))
+
+
+def test_no_secret_or_token_reaches_the_conf_or_the_spark_submit_command(monkeypatch, tmp_path):
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "env-token-value")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret-value")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"}))
+    lake = LakeConfig("s3://lake/prod", storage_options={"AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+                                                         "AWS_ACCESS_KEY_ID": "cfg-key",
+                                                         "AWS_SECRET_ACCESS_KEY": "cfg-secret-value",
+                                                         "AWS_SESSION_TOKEN": "cfg-token-value"})
+    kwargs = spark_submit_kwargs(SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)}), job="merge",
+                                 app_name="m", lake=lake, application_args=["--config", "c.toml"])
+    hook_kwargs = {k: v for k, v in kwargs.items() if k not in ("application", "application_args")}
+    argv = SparkSubmitHook(**hook_kwargs, application_args=kwargs["application_args"])._build_spark_submit_command(
+        kwargs["application"])
+    shown = json.dumps(kwargs) + " ".join(argv)
+    assert "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000" in argv
+    for secret in ("cfg-secret-value", "cfg-token-value", "env-secret-value", "env-token-value"):
+        assert secret not in shown
+    assert not any(".secret.key" in k or ".session.token" in k or ".access.key" in k for k in kwargs["conf"])

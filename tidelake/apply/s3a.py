@@ -43,8 +43,12 @@ def lake_packages(layout: LakeLayout | None) -> list[str]:
     return [hadoop_aws_package()] if layout is not None and is_s3(layout.root) else []
 
 
-def s3a_confs(layout: LakeLayout | None) -> dict[str, str]:
-    """`spark.hadoop.fs.s3a.*` confs for an s3 lake, from its storage options; {} for others."""
+def s3a_confs(layout: LakeLayout | None, credentials: bool = True) -> dict[str, str]:
+    """`spark.hadoop.fs.s3a.*` confs for an s3 lake, from its storage options; {} for others.
+
+    `credentials=False` leaves keys and token out, for confs that end up on a command line or
+    in a serialized DAG: s3a's default provider chain then reads them from the AWS_* variables
+    of its process (s3a_credential_env) or they are set at job start (apply_s3a_credentials)."""
     if layout is None or not is_s3(layout.root):
         return {}
     options = layout.storage_options or {}
@@ -59,14 +63,34 @@ def s3a_confs(layout: LakeLayout | None) -> dict[str, str]:
     region = setting_of(options, "region")
     if region:
         confs["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return {**confs, **s3a_credential_confs(layout)} if credentials else confs
+
+
+def s3a_credential_confs(layout: LakeLayout | None) -> dict[str, str]:
+    """The s3a key, secret, token and provider of an s3 lake's storage options ({} without keys:
+    s3a keeps its default credential chain)."""
+    if layout is None or not is_s3(layout.root):
+        return {}
+    options = layout.storage_options or {}
     key = setting_of(options, "access_key_id")
     secret = setting_of(options, "secret_access_key")
     token = setting_of(options, "session_token")
-    if key and secret:
-        confs["spark.hadoop.fs.s3a.access.key"] = key
-        confs["spark.hadoop.fs.s3a.secret.key"] = secret
-        provider = "TemporaryAWSCredentialsProvider" if token else "SimpleAWSCredentialsProvider"
-        confs["spark.hadoop.fs.s3a.aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
-        if token:
-            confs["spark.hadoop.fs.s3a.session.token"] = token
+    if not (key and secret):
+        return {}
+    provider = "TemporaryAWSCredentialsProvider" if token else "SimpleAWSCredentialsProvider"
+    confs = {"spark.hadoop.fs.s3a.access.key": key, "spark.hadoop.fs.s3a.secret.key": secret,
+             "spark.hadoop.fs.s3a.aws.credentials.provider": f"org.apache.hadoop.fs.s3a.{provider}"}
+    if token:
+        confs["spark.hadoop.fs.s3a.session.token"] = token
     return confs
+
+
+def s3a_credential_env(layout: LakeLayout | None) -> dict[str, str]:
+    """The lake's credentials as the AWS_* variables s3a's default chain reads
+    (EnvironmentVariableCredentialsProvider), for a Spark process started by us."""
+    if layout is None or not is_s3(layout.root):
+        return {}
+    options = layout.storage_options or {}
+    names = {"access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+             "session_token": "AWS_SESSION_TOKEN"}
+    return {variable: value for setting, variable in names.items() if (value := setting_of(options, setting))}

@@ -88,6 +88,7 @@ def get_session(
         return connect_session(remote, extra_confs)
     active = SparkSession.getActiveSession()
     if active is not None:
+        apply_s3a_credentials(active, lake)
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -101,6 +102,23 @@ def get_session(
     for key, value in {**DELTA_CONFS, **(extra_confs or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def apply_s3a_credentials(session: SparkSession, lake: LakeLayout | None) -> None:
+    """Set an s3 lake's configured credentials on a running classic session's Hadoop conf.
+
+    spark-submit jobs get the s3a confs without credentials (tidelake.orchestration.spark_submit:
+    a conf there is in the serialized DAG and on the command line); the command sets them here,
+    at job start, before its first read opens the s3a filesystem. A Spark Connect session has no
+    Hadoop conf of its own: its server got the credentials in its environment."""
+    from tidelake.apply.s3a import s3a_credential_confs
+
+    jsc = getattr(session, "_jsc", None)
+    if jsc is None:
+        return
+    hadoop = jsc.hadoopConfiguration()
+    for key, value in s3a_credential_confs(lake).items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
 
 
 def connect_session(url: str, extra_confs: dict[str, str] | None = None) -> SparkSession:

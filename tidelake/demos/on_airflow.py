@@ -337,7 +337,7 @@ CLUSTER_CONFS = {"spark.sql.shuffle.partitions": "4", "spark.databricks.delta.sn
 
 def _start_spark_server(paths: DemoPaths, say: Say, master: str | None = None) -> tuple[Child, ServerSettings]:
     """The warm Spark as a demo child: the server JVM itself, so shutdown stops it by its pid."""
-    from tidelake.apply.s3a import lake_packages, s3a_confs
+    from tidelake.apply.s3a import lake_packages, s3a_confs, s3a_credential_env
     from tidelake.apply.spark_server import ServerSettings, server_command
     from tidelake.lake.layout import LakeLayout
 
@@ -345,9 +345,10 @@ def _start_spark_server(paths: DemoPaths, say: Say, master: str | None = None) -
     lake = LakeLayout(paths.lake_uri)  # an s3 lake: hadoop-aws and the s3a confs of its options
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     env["PYSPARK_PYTHON"] = sys.executable
+    env.update(s3a_credential_env(lake))  # credentials in the environment, never on the command line
     say(f"starting a warm Spark (Spark Connect server with Delta on {settings.url}); "
         f"log: {paths.logs / 'spark-server.log'}")
-    confs = {**s3a_confs(lake), **(CLUSTER_CONFS if master else {})}
+    confs = {**s3a_confs(lake, credentials=False), **(CLUSTER_CONFS if master else {})}
     command = server_command(settings, confs, tuple(lake_packages(lake)))
     child = Child("spark connect server", command, paths.logs / "spark-server.log", env, cwd=REPO)
     return child, settings

@@ -86,12 +86,15 @@ def spark_submit_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>.py (client deploy mode:
     the driver runs on the Airflow worker, which holds the changefeed config it reads). An s3
-    lake gets the s3a confs of its storage options (tidelake.apply.s3a)."""
+    lake gets the s3a confs of its storage options (tidelake.apply.s3a) without credentials:
+    these kwargs are built at DAG parse into the serialized DAG and the spark-submit command
+    line, so s3a reads the worker's AWS_* variables and the job sets configured keys at start
+    (tidelake.apply.session.apply_s3a_credentials)."""
     application = settings.jobs_dir / f"{job}.py"
     layout = LakeLayout.from_config(lake)
     conf = {
         **DELTA_CONFS,
-        **s3a_confs(layout),
+        **s3a_confs(layout, credentials=False),
         "spark.jars.ivySettings": str(IVY_SETTINGS),
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
