@@ -18,6 +18,7 @@ from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOpe
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
 from tidelake.orchestration.params import bootstrap_arguments, bootstrap_param_schemas
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+from tidelake.orchestration.writer_pool import writer_pool
 
 SPARK = SparkSettings.from_env()
 
@@ -44,7 +45,8 @@ def build(feed: Changefeed) -> DAG:
         def arguments(config_path: str, **context) -> list[dict]:
             return [{"application_args": bootstrap_arguments(config_path, context["params"])}]
 
-        TidelakeSparkSubmitOperator.partial(task_id="bootstrap", **submit).expand_kwargs(arguments(feed.config_path))
+        TidelakeSparkSubmitOperator.partial(task_id="bootstrap", **writer_pool(feed.config).task_args(exclusive=True),
+                                            **submit).expand_kwargs(arguments(feed.config_path))
     return dag
 
 

@@ -3,8 +3,10 @@
 spark_jobs/maintenance.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
 partitions every replica has merged past (changelog retention). It runs when merges are light
 (TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC), as a thin Spark Connect client when a warm
-Spark is configured (tidelake.orchestration.connect_job); Delta's optimistic concurrency lets a merge
-and an OPTIMIZE of one table commit side by side (OPTIMIZE only rewrites files it alone read).
+Spark is configured (tidelake.orchestration.connect_job). It takes the whole replica writers' pool
+of the changefeed (tidelake.orchestration.writer_pool), so it never runs beside a merge: on an s3
+lake Spark's log store has no conditional PUT and two Spark commits of one replica version could
+overwrite each other.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOpe
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.changefeeds import load_changefeeds
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+from tidelake.orchestration.writer_pool import writer_pool
 
 SCHEDULE = timetable("TIDELAKE_MAINTENANCE_SCHEDULE", DEFAULT_MAINTENANCE_SCHEDULE)
 SPARK = SparkSettings.from_env()
@@ -39,9 +42,11 @@ for feed in load_changefeeds():
         default_args={"retries": 1, "retry_delay": timedelta(minutes=10)},
     ):
         remote = connect_job.job_remote(feed.config)
+        pool = writer_pool(feed.config).task_args(exclusive=True)
         if remote is None:
             TidelakeSparkSubmitOperator(
                 task_id="maintenance",
+                **pool,
                 **spark_submit_kwargs(
                     SPARK,
                     job="maintenance",
@@ -52,7 +57,7 @@ for feed in load_changefeeds():
             )
         else:
 
-            @task(task_id="maintenance")
+            @task(task_id="maintenance", **pool)
             def maintenance_remote(config_path: str, remote: str = remote) -> None:
                 with input_errors_fail_the_task():
                     connect_job.run_job("maintenance", ["--config", config_path], remote)

@@ -41,6 +41,7 @@ from tidelake.orchestration.assets import (
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
 from tidelake.orchestration.params import merge_param_schemas
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+from tidelake.orchestration.writer_pool import writer_pool
 
 SCHEDULE = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
 SPARK = SparkSettings.from_env()
@@ -82,13 +83,14 @@ def build(feed: Changefeed) -> DAG:
 
         planned = plan(feed.config_path)
         remote = connect_job.job_remote(feed.config)
+        pool = writer_pool(feed.config)
         if remote is None:
             merged = TidelakeSparkSubmitOperator.partial(
-                task_id="merge", map_index_template="{{ task.name }}", **submit
+                task_id="merge", map_index_template="{{ task.name }}", **pool.task_args(exclusive=False), **submit
             ).expand_kwargs(planned)
         else:
 
-            @task(task_id="merge", map_index_template="{{ job_name }}")
+            @task(task_id="merge", map_index_template="{{ job_name }}", **pool.task_args(exclusive=False))
             def merge_remote(application_args: list[str], name: str) -> None:
                 get_current_context()["job_name"] = name  # the mapped task's label, as spark-submit's name
                 with input_errors_fail_the_task():
@@ -107,13 +109,14 @@ def build(feed: Changefeed) -> DAG:
             if remote is None:
                 syncpoint = TidelakeSparkSubmitOperator(
                     task_id="syncpoint",
+                    **pool.task_args(exclusive=True),
                     **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
                                           lake=feed.config.lake,
                                           application_args=["--config", feed.config_path]),
                 )
             else:
 
-                @task(task_id="syncpoint")
+                @task(task_id="syncpoint", **pool.task_args(exclusive=True))
                 def syncpoint_remote(config_path: str) -> None:
                     with input_errors_fail_the_task():
                         connect_job.run_job("syncpoint", ["--config", config_path], remote)

@@ -119,3 +119,19 @@ def test_a_warm_spark_makes_the_spark_jobs_thin_connect_clients(tmp_path, monkey
     monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
     merge = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"].get_task("merge")
     assert merge.task_type == "_PythonDecoratedOperator"
+
+
+def test_replica_writers_share_one_pool_and_maintenance_takes_all_of_it(bag):
+    from tidelake.config import load_config
+    from tidelake.orchestration.writer_pool import writer_pool
+
+    for suffix, config in (("", "main"), ("__crm", "crm")):
+        pool = writer_pool(load_config(str(next(p for p in os.environ["TIDELAKE_CONFIG"].split(os.pathsep)
+                                                 if p.endswith(f"{config}.toml")))))
+        merge = bag.dags[f"tidelake_merge{suffix}"].get_task("merge")
+        maintenance = bag.dags[f"tidelake_maintenance{suffix}"].get_task("maintenance")
+        bootstrap = bag.dags[f"tidelake_bootstrap{suffix}"].get_task("bootstrap")
+        assert (merge.partial_kwargs["pool"], merge.partial_kwargs["pool_slots"]) == (pool.name, 1)
+        assert (maintenance.pool, maintenance.pool_slots) == (pool.name, pool.slots)
+        assert (bootstrap.partial_kwargs["pool"], bootstrap.partial_kwargs["pool_slots"]) == (pool.name, pool.slots)
+    assert writer_pool(load_config(os.environ["TIDELAKE_CONFIG"].split(os.pathsep)[0])).slots > 1

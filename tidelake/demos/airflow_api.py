@@ -37,6 +37,16 @@ class AirflowApi:
     def set_paused(self, dag_id: str, paused: bool) -> None:
         self._call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
 
+    def set_pool(self, name: str, slots: int, description: str) -> None:
+        """Create the pool, or resize it when it exists."""
+        body = {"name": name, "slots": slots, "description": description, "include_deferred": False}
+        try:
+            self._call("POST", "/api/v2/pools", body)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
+            self._call("PATCH", f"/api/v2/pools/{name}", body)
+
     def run_states(self, dag_id: str) -> dict[str, int]:
         runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
         counts: dict[str, int] = {}

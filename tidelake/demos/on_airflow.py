@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidelake import tso
+from tidelake.config import load_config
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
 from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code, free_port
 from tidelake.errors import InputError
+from tidelake.orchestration.writer_pool import writer_pool
 
 if TYPE_CHECKING:
     from tidelake.apply.spark_server import ServerSettings
@@ -251,6 +253,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             await_stage("spark connect server", lambda: accepting(spark_server[1]), options.startup_timeout_s,
                         spark_server[0].log, checks, 2)
             say(f"warm Spark: Spark Connect server {spark_server[1].url} pid {spark_server[0].process.pid}")
+        pool = writer_pool(load_config(str(paths.config)))
+        api.set_pool(pool.name, pool.slots, "tidelake replica writers (tidelake.orchestration.writer_pool)")
         say("Airflow is up; waiting for the DAGs to be parsed")
         for dag_id in DEMO_DAGS:
             await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
