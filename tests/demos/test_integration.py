@@ -37,3 +37,52 @@ def test_compose_lake_is_on_the_s3_api_with_the_shards_of_the_integration(tmp_pa
     config = load_config(ROOT / "docker" / "changefeed.toml")
     assert is_s3(config.lake.root) and is_s3(S3Server(tmp_path).lake_root("integration"))
     assert config.puller.shards == SHARDS
+
+
+def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tmp_path, monkeypatch):
+    import pytest
+
+    from tidelake.demos import integration
+
+    stopped: list[str] = []
+
+    class Component:
+        def __init__(self, name: str, fails: bool = False) -> None:
+            self.name, self.fails = name, fails
+            self.log = self.master_log = self.worker_log = tmp_path / f"{name}.log"
+            self.port, self.endpoint, self.url = 1, "http://127.0.0.1:1", "x"
+
+        pid = 1
+
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            stopped.append(self.name)
+            if self.fails:
+                raise OSError(f"{self.name} would not stop")
+
+        remove = stop
+
+        def lake_root(self, prefix: str) -> str:
+            return f"s3://b/{prefix}"
+
+    class Database(Component):
+        def pid(self) -> int:  # Postgres reads its pid file
+            return 1
+
+    monkeypatch.setattr(integration, "S3Server", lambda _: Component("s3"))
+    monkeypatch.setattr(integration, "Postgres", lambda: Database("postgres", fails=True))
+    monkeypatch.setattr(integration, "SparkCluster", lambda _: Component("spark", fails=True))
+    monkeypatch.setattr(integration, "lake_environment", lambda _: {})
+
+    def interrupted(*_: object) -> int:
+        raise KeyboardInterrupt
+
+    handlers = {}
+    monkeypatch.setattr(integration.on_airflow, "run", interrupted)
+    monkeypatch.setattr(integration.signal, "signal", lambda signum, handler: handlers.setdefault(signum, handler))
+    with pytest.raises(KeyboardInterrupt):
+        integration.run(integration.IntegrationOptions(workdir=tmp_path, spark_cluster=True))
+    assert stopped == ["spark", "postgres", "s3"]
+    assert handlers == {integration.signal.SIGTERM: integration.on_airflow.interrupt}

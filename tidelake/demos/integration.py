@@ -18,9 +18,13 @@ prints how long each stage took and the load average. A failure names the stage 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,20 +52,30 @@ class IntegrationOptions:
 
 
 def run(options: IntegrationOptions) -> int:
+    """Start every component, run the Airflow demo path on them, check the lake; every component
+    started is stopped by its pid at the end, even when an earlier stop raises (ExitStack)."""
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C through the stops below.
+        signal.signal(signal.SIGTERM, on_airflow.interrupt)
     say = Say()
     s3 = S3Server(options.workdir / "s3")
     postgres = Postgres()
     cluster = SparkCluster(options.workdir / "spark") if options.spark_cluster else None
-    try:
+    with contextlib.ExitStack() as stops:
+        stops.callback(_timings, say)
+        stops.callback(say.mark, "shutdown")
         say(f"starting the S3 API server (moto); log: {s3.log}")
+        stops.callback(_stop, say, lambda: f"the S3 server (pid {s3.pid})", s3.stop)
         s3.start()
         say.mark("s3 server")
         say(f"S3 server {s3.endpoint} pid {s3.pid}; starting PostgreSQL; log: {postgres.log}")
+        stops.callback(_stop, say, lambda: f"PostgreSQL (pid {postgres.pid()})", postgres.remove)
         postgres.start()
         say.mark("postgres")
         say(f"PostgreSQL 127.0.0.1:{postgres.port} pid {postgres.pid()}")
         if cluster is not None:
             say(f"starting a Spark standalone master and worker; logs: {cluster.master_log}, {cluster.worker_log}")
+            stops.callback(_stop, say, lambda: "the Spark master and worker", cluster.stop)
             cluster.start()
             say.mark("spark cluster")
             say(f"Spark master {cluster.url}")
@@ -70,8 +84,10 @@ def run(options: IntegrationOptions) -> int:
         def outage(say: Say) -> None:
             say(f"freezing the S3 server for {OUTAGE_S:.0f}s (SIGSTOP pid {s3.pid})")
             s3.pause()
-            time.sleep(OUTAGE_S)
-            s3.resume()
+            try:
+                time.sleep(OUTAGE_S)
+            finally:
+                s3.resume()
             say("S3 server resumed")
 
         lake_root = s3.lake_root("integration")
@@ -83,15 +99,16 @@ def run(options: IntegrationOptions) -> int:
         if code == 0:
             _check_lake(lake_root, options.shards, say)
         return code
-    finally:
-        say(f"stopping PostgreSQL (pid {postgres.pid()}) and the S3 server (pid {s3.pid})"
-            + (", the Spark master and worker" if cluster is not None else ""))
-        if cluster is not None:
-            cluster.stop()
-        postgres.remove()
-        s3.stop()
-        say.mark("shutdown")
-        _timings(say)
+
+
+def _stop(say: Say, what: Callable[[], str], stop: Callable[[], None]) -> None:
+    """One stop; its failure is a line, so the run's own outcome (and the other stops) stand."""
+    name = what()
+    say(f"stopping {name}")
+    try:
+        stop()
+    except Exception as exc:  # noqa: BLE001 - any failure to stop is reported, never masks the run's
+        say(f"stopping {name} failed: {exc!r}")
 
 
 def lake_environment(s3: S3Server) -> dict[str, str]:

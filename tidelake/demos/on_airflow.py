@@ -218,7 +218,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a CI timeout, `kill`) ends the demo like Ctrl-C, through the shutdown below: the
         # children live in their own sessions and would otherwise outlive it.
-        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGTERM, interrupt)
     try:
         start_ts = tso.compose(int(time.time() * 1000))  # before the first CREATE (module doc, stage 2)
         say(f"starting the simulated cluster ({options.workload} workload at {options.rate:g} txn/s, "
@@ -391,7 +391,8 @@ def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
     say(f"logs: {paths.logs} (sim, airflow, verify); task logs: {paths.airflow_home / 'logs'}")
 
 
-def _interrupt(*_: object) -> None:
+def interrupt(*_: object) -> None:
+    """SIGTERM handler: end like Ctrl-C, through the caller's shutdown."""
     raise KeyboardInterrupt
 
 

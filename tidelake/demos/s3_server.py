@@ -62,8 +62,10 @@ class S3Server:
         os.kill(self._child.process.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
+        """Thaw a paused server; nothing for one that has exited (its pid may be reused)."""
         assert self._child is not None
-        os.kill(self._child.process.pid, signal.SIGCONT)
+        if self._child.process.poll() is None:
+            os.kill(self._child.process.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self._child is not None:
