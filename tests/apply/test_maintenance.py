@@ -78,3 +78,34 @@ def test_retention_optimize_vacuum(spark, tmp_path):
     assert len(files_after) == 1 and not set(files_after) & set(files_before)  # compacted, old ones vacuumed
     assert read_checkpoint(path) == truncated + HOUR  # OPTIMIZE keeps the checkpoint
     assert sorted(r["id"] for r in DeltaTable(path).to_pyarrow_table().to_pylist()) == [start, truncated + HOUR]
+
+
+def test_a_lost_changelog_compaction_race_is_one_line_and_vacuum_still_runs(tmp_path, monkeypatch, caplog):
+    from deltalake.exceptions import CommitFailedError
+
+    from tidelake.apply import maintenance
+
+    class Conf(dict):
+        def get(self, key, default=None):
+            return super().get(key, default)
+
+        def set(self, key, value):
+            self[key] = value
+
+        def unset(self, key):
+            self.pop(key, None)
+
+    class NoSpark:  # no replica to touch: only the conf of the vacuum step is read
+        conf = Conf()
+
+    layout = LakeLayout(str(tmp_path))
+    ChangelogWriter(layout, "puller").append([_change(1, tso.compose(1_800_000_000_000))], 1)
+
+    def lost_race(_changelog):
+        raise CommitFailedError("a concurrent append won")
+
+    monkeypatch.setattr(maintenance, "compact_changelog", lost_race)
+    report = run_maintenance(NoSpark(), layout, changelog_retention=False)
+    assert layout.changelog not in report.optimized and report.vacuumed == [layout.changelog]
+    assert [r.message for r in caplog.records if "compaction lost" in r.message] == [
+        "changelog compaction lost a commit race, left for the next run: a concurrent append won"]

@@ -16,8 +16,11 @@ commit of the same version (docs/stack.md §16). Replicas are written by Spark a
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from deltalake.exceptions import CommitFailedError
 
 from tidelake.apply.replica_schema import quote
 from tidelake.lake.checkpoint import read_checkpoint
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,7 +99,10 @@ def run_maintenance(
         for path in paths:
             report.optimized[path] = _compact(spark, path)
         if changelog is not None:
-            report.optimized[layout.changelog] = compact_changelog(changelog)
+            try:
+                report.optimized[layout.changelog] = compact_changelog(changelog)
+            except CommitFailedError as exc:  # a puller appended meanwhile: the next run compacts
+                _log.warning("changelog compaction lost a commit race, left for the next run: %s", exc)
     if vacuum:
         previous = spark.conf.get(RETENTION_CHECK_CONF, None)
         if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
