@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import subprocess
 import sys
 import threading
@@ -131,7 +132,13 @@ class FaultClient:
         self.process = subprocess.Popen([sys.executable, "-m", "tests.lake.s3_fault_proxy", str(upstream_port)],
                                         stdout=subprocess.PIPE, stderr=self._log, text=True,
                                         cwd=Path(__file__).resolve().parents[2])
-        self.port = int(self.process.stdout.readline())
+        ready, _, _ = select.select([self.process.stdout], [], [], 30)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            raise RuntimeError(f"the fault proxy reported no port within 30 s; see {log}")
+        self.port = int(line)
 
     @property
     def endpoint(self) -> str:
