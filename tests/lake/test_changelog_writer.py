@@ -105,3 +105,40 @@ def test_a_retention_delete_racing_an_append_does_not_stop_the_puller(layout, ma
     assert raced == [2]
     assert sorted(_landed(layout)["key"].to_pylist()) == sorted(r.key for r in new)
     assert writer.committed_seq() == 2
+
+
+def _lost_ack_write(path, landed_by: str):
+    """A write whose commit lands (as `landed_by`) and then reports CommitFailedError, as an
+    object-store commit whose 2xx was lost and whose client retry failed against itself."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from tidelake.lake.changelog_writer import commit_properties
+
+    def write() -> None:
+        write_deltalake(path, pa.table({"x": [1]}), mode="append",
+                        commit_properties=commit_properties("app", 1, landed_by))
+        raise CommitFailedError("version 1 already exists")
+
+    return write
+
+
+@pytest.mark.parametrize(("landed_by", "outcome"), [("me", False), ("someone-else", "conflict")])
+def test_a_lost_ack_is_ours_only_when_our_writer_landed_it(tmp_path, landed_by, outcome):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from tidelake.lake.changelog_writer import LakeConflictError, commit_once
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"x": [0]}))
+    table = DeltaTable(path)
+    args = (table, "app", 1, lambda: table.transaction_version("app") or 0, _lost_ack_write(path, landed_by), "test")
+    if outcome == "conflict":
+        with pytest.raises(LakeConflictError, match="second puller"):
+            commit_once(*args, writer="me")
+    else:
+        assert commit_once(*args, writer="me") is False
+    table.update_incremental()
+    assert table.version() == 1 and table.transaction_version("app") == 1  # landed exactly once
