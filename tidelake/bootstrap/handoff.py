@@ -16,6 +16,8 @@ Three cases, decided per table from the lake:
 
 from __future__ import annotations
 
+import uuid
+
 from tidelake.codec.schema import TableInfo
 from tidelake.lake.ddl_log import (
     DdlLog,
@@ -43,8 +45,9 @@ def claim_start(layout: LakeLayout, changefeed_id: str, snapshot: SchemaSnapshot
         raise HandoffError(f"schema reload at {ts} is not expected while claiming a start")
 
     tracker = SchemaTracker(snapshot, table_filter, no_reload)
+    # A writer id lets a commit whose acknowledgement the store lost count as ours (commit_once).
     DdlLog(layout, BOOTSTRAP_APP_PREFIX + changefeed_id).insert(snapshot_rows(tracker, snapshot.schema_version),
-                                                                 snapshot.ts)
+                                                                 snapshot.ts, writer=uuid.uuid4().hex)
     landed = start_snapshot_ts(layout)
     if landed != snapshot.ts:
         raise HandoffError(
