@@ -76,3 +76,15 @@ def test_a_submitted_job_sets_the_configured_credentials_at_start(spark):
     assert (hadoop.get("fs.s3a.access.key"), hadoop.get("fs.s3a.secret.key"), hadoop.get("fs.s3a.session.token")) == ("k", "s", "t")
     for key in ("fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token", "fs.s3a.aws.credentials.provider"):
         hadoop.unset(key)
+
+
+def test_a_pyspark_without_hadoop_jars_is_one_input_error(tmp_path, monkeypatch):
+    import pyspark
+
+    from tidelake.apply.s3a import hadoop_version
+    from tidelake.errors import InputError
+
+    (tmp_path / "jars").mkdir()
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "__init__.py"))
+    with pytest.raises(InputError, match=r"^no hadoop-client-api jar in .*not pyspark-client\)\?$"):
+        hadoop_version()

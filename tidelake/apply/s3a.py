@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.object_store import is_s3, setting_of
 
@@ -30,7 +31,8 @@ def hadoop_version() -> str:
         match = re.fullmatch(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar", jar.name)
         if match:
             return match.group(1)
-    raise RuntimeError(f"no hadoop-client-api jar in {jars}: cannot choose the hadoop-aws version")
+    raise InputError(f"no hadoop-client-api jar in {jars} (needed to choose the hadoop-aws version): "
+                     "is the full pyspark installed (not pyspark-client)?")
 
 
 def hadoop_aws_package() -> str:
