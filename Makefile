@@ -54,15 +54,17 @@ integration: $(STAMP) protos postgres
 	$(PY) -m tidelake.demos.integration $(INTEGRATION_ARGS)
 
 # Airflow's metadata DB in `make integration` (and tests/demos/test_postgres.py) is Debian's
-# PostgreSQL server, installed like the browser above when missing; the integration runs its own
-# throwaway cluster, not the service.
+# PostgreSQL server, installed like the browser above when missing; the integration and the test
+# run their own throwaway clusters, so the cluster the package creates and starts is stopped.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  echo "installing Debian's postgresql (Airflow's metadata DB in make integration)"; \
+	  echo "installing Debian's postgresql (Airflow's metadata DB in make test and make integration)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
-	  $$SUDO apt-get install -y -q postgresql >/dev/null 2>&1 \
-	  || { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q postgresql >/dev/null 2>&1; } \
-	  || { echo "error: make integration needs PostgreSQL: apt-get install postgresql" >&2; exit 2; }; }
+	  APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql"; \
+	  $$APT >/dev/null 2>&1 || { $$SUDO apt-get update -q >/dev/null 2>&1 && $$APT >/dev/null 2>&1; } \
+	  || { echo "error: make test and make integration need PostgreSQL: apt-get install postgresql" >&2; exit 2; }; \
+	  $$SUDO sh -c 'pg_lsclusters -h | while read version cluster rest; do pg_ctlcluster "$$version" "$$cluster" stop; done' \
+	  || true; }
 
 install: $(STAMP)
 
