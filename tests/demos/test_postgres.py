@@ -13,6 +13,7 @@ from tidelake.demos.postgres import Postgres
 
 def test_a_cluster_starts_serves_the_airflow_url_and_stops_by_its_pid(tmp_path):
     postgres = Postgres(tmp_path / "pg")
+    pid = None
     try:
         postgres.start()
         pid = postgres.pid()
@@ -24,5 +25,5 @@ def test_a_cluster_starts_serves_the_airflow_url_and_stops_by_its_pid(tmp_path):
         engine.dispose()
     finally:
         postgres.remove()
-    assert not psutil.pid_exists(pid)
+    assert pid is not None and not psutil.pid_exists(pid)
     assert not os.path.exists(postgres.workdir)
