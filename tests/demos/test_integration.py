@@ -33,6 +33,13 @@ def test_compose_airflow_runs_the_executor_database_driver_and_lake_variables_of
     assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == "spark"
 
 
+def test_compose_creates_the_replica_writers_pool_of_its_changefeed():
+    from tidelake.orchestration.writer_pool import writer_pool
+
+    pool = writer_pool(load_config(ROOT / "docker" / "changefeed.toml"))
+    assert f"airflow pools set {pool.name} {pool.slots} " in _compose()["airflow-init"]["command"][-1]
+
+
 def test_compose_lake_is_on_the_s3_api_with_the_shards_of_the_integration(tmp_path):
     config = load_config(ROOT / "docker" / "changefeed.toml")
     assert is_s3(config.lake.root) and is_s3(S3Server(tmp_path).lake_root("integration"))

@@ -52,7 +52,7 @@ def test_airflow_components_share_config_and_wait_for_the_migration():
         assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == found["airflow-init"]["environment"]["AIRFLOW__API_AUTH__JWT_SECRET"]
         assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
         assert service["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
-    assert found["airflow-init"]["command"] == ["airflow", "db", "migrate"]
+    assert found["airflow-init"]["command"][-1].startswith("airflow db migrate && airflow pools set ")
     assert "spark://spark-master:7077" in found["spark-worker"]["command"]
 
 
