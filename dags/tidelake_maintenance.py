@@ -3,10 +3,10 @@
 spark_jobs/maintenance.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
 partitions every replica has merged past (changelog retention). It runs when merges are light
 (TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC), as a thin Spark Connect client when a warm
-Spark is configured (tidelake.orchestration.connect_job). It takes the whole replica writers' pool
-of the changefeed (tidelake.orchestration.writer_pool), so it never runs beside a merge: on an s3
-lake Spark's log store has no conditional PUT and two Spark commits of one replica version could
-overwrite each other.
+Spark is configured (tidelake.orchestration.connect_job). On an s3 lake it takes the whole replica
+writers' pool of the changefeed (tidelake.orchestration.writer_pool), so it never runs beside a
+merge: Spark's S3 log store has no conditional PUT and two Spark commits of one replica version
+could overwrite each other.
 """
 
 from __future__ import annotations

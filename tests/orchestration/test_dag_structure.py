@@ -121,17 +121,22 @@ def test_a_warm_spark_makes_the_spark_jobs_thin_connect_clients(tmp_path, monkey
     assert merge.task_type == "_PythonDecoratedOperator"
 
 
-def test_replica_writers_share_one_pool_and_maintenance_takes_all_of_it(bag):
-    from tidelake.config import load_config
-    from tidelake.orchestration.writer_pool import writer_pool
-
-    for suffix, config in (("", "main"), ("__crm", "crm")):
-        pool = writer_pool(load_config(str(next(p for p in os.environ["TIDELAKE_CONFIG"].split(os.pathsep)
-                                                 if p.endswith(f"{config}.toml")))))
+def test_replica_writers_on_a_filesystem_lake_stay_in_the_default_pool(bag):
+    for suffix in ("", "__crm"):
         merge = bag.dags[f"tidelake_merge{suffix}"].get_task("merge")
         maintenance = bag.dags[f"tidelake_maintenance{suffix}"].get_task("maintenance")
         bootstrap = bag.dags[f"tidelake_bootstrap{suffix}"].get_task("bootstrap")
-        assert (merge.partial_kwargs["pool"], merge.partial_kwargs["pool_slots"]) == (pool.name, 1)
-        assert (maintenance.pool, maintenance.pool_slots) == (pool.name, pool.slots)
-        assert (bootstrap.partial_kwargs["pool"], bootstrap.partial_kwargs["pool_slots"]) == (pool.name, pool.slots)
-    assert writer_pool(load_config(os.environ["TIDELAKE_CONFIG"].split(os.pathsep)[0])).slots > 1
+        assert "pool" not in merge.partial_kwargs and "pool" not in bootstrap.partial_kwargs
+        assert maintenance.pool == "default_pool"
+
+
+def test_replica_writers_of_an_s3_lake_share_one_pool_and_maintenance_takes_all_of_it():
+    from tidelake.config import parse_config
+    from tidelake.orchestration.writer_pool import writer_pool
+
+    config = parse_config({"changefeed": {"id": "cf"}, "upstream": {"pd": ["127.0.0.1:2379"]},
+                           "lake": {"root": "s3://bucket/lake"}, "merge": {"parallel_jobs": 3}}, "test")
+    pool = writer_pool(config)
+    assert (pool.name, pool.slots, pool.required) == ("tidelake_writers__cf", 3, True)
+    assert pool.task_args(exclusive=False) == {"pool": "tidelake_writers__cf", "pool_slots": 1}
+    assert pool.task_args(exclusive=True) == {"pool": "tidelake_writers__cf", "pool_slots": 3}

@@ -254,7 +254,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
                         spark_server[0].log, checks, 2)
             say(f"warm Spark: Spark Connect server {spark_server[1].url} pid {spark_server[0].process.pid}")
         pool = writer_pool(load_config(str(paths.config)))
-        api.set_pool(pool.name, pool.slots, "tidelake replica writers (tidelake.orchestration.writer_pool)")
+        if pool.required:
+            api.set_pool(pool.name, pool.slots, "tidelake replica writers (tidelake.orchestration.writer_pool)")
         say("Airflow is up; waiting for the DAGs to be parsed")
         for dag_id in DEMO_DAGS:
             await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
