@@ -22,7 +22,7 @@ appends of one row in the same session (append_1row_s). Medians.
 (delta.enableDeletionVectors, as replicas had before issue #16), the others keep the default (off), and
 round 2 merges the tables one at a time, so the same changes are timed with and without them in one run.
 --compare-append (needs --tables 2 or more): round 2 merges the tables one at a time, the first with the
-INSERT of new keys and the split of mixed windows (tidelake.apply.merge_job.merge_window), the others
+INSERT of new keys (tidelake.apply.merge_job.merge_window), the others
 with every window one MERGE, as before: both ways over the same changes in one run.
 
 --remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
@@ -147,7 +147,7 @@ def _enable_deletion_vectors(spark, path: str) -> None:
 
 @contextmanager
 def _one_merge_per_window():
-    """Every window as one MERGE, as before issue #12 item 3: no INSERT of new keys, no split."""
+    """Every window as one MERGE, as before issue #12 item 3: no INSERT of new keys."""
     from tidelake.apply import merge_job
 
     saved = merge_job.NEW_KEYS_CHECK_MAX_ROWS
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--compare-deletion-vectors", action="store_true",
                         help="time round 2 per table, the first with deletion vectors (needs --tables 2+)")
     parser.add_argument("--compare-append", action="store_true",
-                        help="time round 2 per table, the first with the INSERT/split paths, the others "
+                        help="time round 2 per table, the first with the INSERT path, the others "
                              "one MERGE per window (needs --tables 2+)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")

@@ -199,57 +199,6 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     lake.close()
 
 
-def test_a_split_window_interrupted_between_its_merge_and_its_insert_is_finished_whole(spark, tmp_path, monkeypatch):
-    """A mixed window with enough new keys is a MERGE of the keys held at lo, then an INSERT of the
-    new ones recording the checkpoint. A crash between the two leaves the replica at checkpoint
-    lo with the held keys already at hi: verify's snapshot is the version before the MERGE (equal
-    to the upstream at lo), and the next run finishes exactly that window first, even when capped
-    below it (a shorter window would leave a key changed after its end in its later state)."""
-    from tidelake.apply import merge_job
-    from tidelake.apply.verify import replica_snapshot
-    from tidelake.lake.checkpoint import interrupted_window
-
-    monkeypatch.setattr(merge_job, "SPLIT_MIN_NEW_ROWS", 2)
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("shop"))
-    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
-    row = lambda i, note="n": {"id": i, "note": f"{note}{i}"}  # noqa: E731
-    path = lambda: ReplicaCatalog(lake.layout).get(SchemaHistory.load(lake.layout).find("shop", "orders")).path  # noqa: E731
-    with lake.txn() as t:
-        for i in range(1, 6):
-            t.put("shop", "orders", row(i))
-    lo = lake.resolve()
-    assert run_merge(spark, lake.layout).tables[0].checkpoint_after == lo
-    with lake.txn() as t:  # held keys: an update and a delete; new keys: two inserts
-        t.put("shop", "orders", row(1, "u"))
-        t.delete("shop", "orders", row(2))
-        t.put("shop", "orders", row(6))
-        t.put("shop", "orders", row(7))
-    mid = lake.resolve()
-    with lake.txn() as t:  # after the cap of the rerun below: held key 1 changes again
-        t.put("shop", "orders", row(1, "again"))
-        t.put("shop", "orders", row(8))
-    hi = lake.resolve()
-    merge_crashing_in("_insert", spark, lake.layout, monkeypatch)  # after the split's MERGE
-    assert read_checkpoint(path()) == lo
-    cut = interrupted_window(path())
-    assert (cut.lo, cut.hi, cut.version) == (lo, hi, DeltaTable(path()).version())
-    assert DeltaTable(path()).history(1)[0]["operation"] == "MERGE"
-    version, checkpoint = replica_snapshot(path())
-    assert (version, checkpoint) == (cut.version - 1, lo)
-    at_lo = sorted_rows([r.asDict() for r in spark.read.format("delta").option("versionAsOf", version).load(path()).collect()])
-    assert at_lo == lake.expected_rows("shop", "orders", lo)
-    assert replica_rows(spark, path()) != lake.expected_rows("shop", "orders", lo)  # the newest is neither
-
-    (result,) = run_merge(spark, lake.layout, until_ts=mid).tables
-    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == hi and result.windows == 1
-    assert interrupted_window(path()) is None and replica_snapshot(path())[1] == hi
-    commits = DeltaTable(path()).history(2)
-    assert [c["operation"] for c in commits] == ["WRITE", "MERGE"]  # the rerun split again
-    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", hi)
-    lake.close()
-
-
 def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exactly_once(spark, tmp_path, monkeypatch):
     """A run over several tables reads, collapses and classifies their windows in one changelog
     read (tidelake.apply.run_pass), and each table still commits its own window with its own txn:
@@ -410,16 +359,14 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
     """SimTiDB writes, the real puller lands, merge advances; the replica must equal SimTiDB's own
     snapshot read at the replica's checkpoint (invariant 6), across an ADD COLUMN, a PK change, keys
     deleted and inserted again, and index DDLs that are no barrier. The first window's keys are all
-    new (one INSERT); the last one is split (MERGE of the held key, INSERT of the new one) and the
-    first run crashes between the two: verify's snapshot then still equals the upstream at its
-    checkpoint, and the next run finishes the window."""
+    new (one INSERT); the later ones are MERGEs. A first run crashes in its last window: verify's
+    snapshot then equals the upstream at its checkpoint, and the next run finishes the window."""
     from tests.capture.pull_harness import make_config, wait_resolved, watermarks
     from tidelake.apply import merge_job
     from tidelake.apply.replica_schema import HIDDEN_COLUMNS
     from tidelake.apply.verify import replica_snapshot
     from tidelake.capture.changefeed.puller_thread import PullerThread
     from tidelake.codec.spark_types import spark_value
-    from tidelake.lake.checkpoint import interrupted_window
     from tidelake.lake.layout import LakeLayout
     from tidelake.sim.tidb.session import SimTiDB
 
@@ -453,13 +400,10 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
         wait_resolved(lake, {pid: last for pid in pids}, last, run)
     assert run.error is None
     layout = LakeLayout(str(lake))
-    monkeypatch.setattr(merge_job, "SPLIT_MIN_NEW_ROWS", 1)
-    real_insert = merge_job._insert
+    real_merge = merge_job._merge
 
-    def crash_after_a_split_merge(spark_, path_, *args):
-        if interrupted_window(path_) is not None:
-            raise Crash("injected between the MERGE and the INSERT of a split window")
-        real_insert(spark_, path_, *args)
+    def crash_in_a_merge(*args):
+        raise Crash("injected in the MERGE of a window")
 
     def upstream_at(ts: int) -> list[dict]:
         info = tidb.table_info_at("shop", "orders", ts)
@@ -471,18 +415,16 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
         return sorted(({k: v for k, v in r.asDict().items() if k not in HIDDEN_COLUMNS} for r in rows),
                       key=lambda r: r["id"])
 
-    monkeypatch.setattr(merge_job, "_insert", crash_after_a_split_merge)
+    monkeypatch.setattr(merge_job, "_merge", crash_in_a_merge)
     (result,) = run_merge(spark, layout, tables=["shop.orders"]).tables
-    assert result.status == MergeStatus.ERROR and "injected" in result.reason and result.ddls_applied == 2
+    assert result.status == MergeStatus.ERROR and "injected" in result.reason
     path = ReplicaCatalog(layout).get(result.table_key).path
-    assert interrupted_window(path) is not None
     version, checkpoint = replica_snapshot(path)
     assert replica_at(path, version) == upstream_at(checkpoint)
-    assert {r["id"] for r in replica_at(path, version)} == {1, 2, 4, 5, 6}
 
-    monkeypatch.setattr(merge_job, "_insert", real_insert)
+    monkeypatch.setattr(merge_job, "_merge", real_merge)
     (result,) = run_merge(spark, layout, tables=["shop.orders"]).tables
-    assert result.status == MergeStatus.MERGED and result.ddls_applied == 0
+    assert result.status == MergeStatus.MERGED
     checkpoint = result.checkpoint_after
     landed = watermarks(lake)  # the DDL watermark bounds every table too (docs/design.md §2)
     assert checkpoint >= last and checkpoint == min([landed.ddl_resolved, *(landed.table_resolved[p] for p in pids)])

@@ -48,15 +48,13 @@ from tidelake.apply.replica_schema import key_columns, quote, read_replica_struc
 from tidelake.apply.run_pass import RunPass, close_pass, open_pass
 from tidelake.apply.session import release_session, sibling_session
 from tidelake.apply.temp_view import source_view
-from tidelake.apply.txn_confs import commit_metadata, txn_confs
+from tidelake.apply.txn_confs import txn_confs
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import (
     checkpoint_metadata,
-    interrupted_window,
     read_checkpoint,
     replica_version,
-    split_metadata,
 )
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
@@ -241,11 +239,10 @@ class FirstPlan:
 
 def _first_plan(layout: LakeLayout, catalog: ReplicaCatalog, history: SchemaHistory, watermarks: Watermarks,
                 key: TableKey, until_ts: int | None, max_chunk_rows: int) -> FirstPlan | None:
-    """None when the table's own handling decides (stopped, dropped, an interrupted window, an
-    error it will report)."""
+    """None when the table's own handling decides (stopped, dropped, an error it will report)."""
     try:
         entry = catalog.get(key)
-        if entry is not None and (entry.state != ReplicaState.ACTIVE or interrupted_window(entry.path, layout.storage_options)):
+        if entry is not None and entry.state != ReplicaState.ACTIVE:
             return None
         checkpoint = read_checkpoint(entry.path, layout.storage_options) if entry is not None else None
         stats = _stats(layout, history, key, checkpoint, watermarks)
@@ -346,10 +343,6 @@ def _merge_table(
             report(StepKind.WINDOW, hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
             return hi
 
-        interrupted = interrupted_window(entry.path, layout.storage_options) if entry is not None else None
-        if interrupted is not None:  # finished first and whole, whatever this run's cap (see _split)
-            checkpoint = merge_chunk(entry.path, history.table_info_at(key, interrupted.lo),
-                                     history.physical_ids_at(key, interrupted.lo), interrupted.lo, interrupted.hi, None)
         while True:
             if first is not None and first.checkpoint == checkpoint:  # planned before the run pass
                 stats, plan = first.stats, first.plan
@@ -445,10 +438,10 @@ def merge_window(
 
     What the keys held at lo (tidelake.lake.window_keys, told on the driver from the window's old
     values: no Spark job) decides the commits:
-    - no key held a row: ONE INSERT of the keys' last puts;
-    - some did, and at least SPLIT_MIN_NEW_ROWS new keys end in a put (none by default): a MERGE
-      of the held keys, then an INSERT of the new ones recording hi (see _split);
-    - otherwise ONE MERGE of every key, as a split costs a second commit (bench/README.md).
+    - no key held a row (and the replica is at lo): ONE INSERT of the keys' last puts;
+    - otherwise ONE MERGE of every key. Splitting a mixed window into a MERGE of the held keys
+      and an INSERT of the new ones was measured 1.4-1.8x slower than one MERGE (bench/README.md
+      "Append what needs no MERGE"), so it is not done.
     All are SQL over a session temp view, not delta.tables: the same statement runs in a local
     session and over Spark Connect, where DeltaTable needs Delta's Connect server plugin, which
     Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
@@ -482,8 +475,6 @@ def merge_window(
     if kinds is not None and kinds.held == 0 and done in (None, lo):
         _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
         return _metrics(path, version, hi, layout.storage_options, kinds.keys)
-    if kinds is not None and kinds.new_put >= SPLIT_MIN_NEW_ROWS:
-        return _split(spark, layout, path, info, collapsed, target, lo, hi, kinds.keys)
     with txn_confs(spark, hi):
         _merge(spark, path, mount(collapsed, info, target), info, target)
     return _metrics(path, version, hi, layout.storage_options)
@@ -494,42 +485,6 @@ def merge_window(
 NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
 # Changes (estimated) the run pass caches at most; windows beyond it read their own.
 RUN_PASS_MAX_ROWS = 2_000_000
-# New keys (ending in a put) a window with held keys needs to be split. Measured (bench/README.md
-# "Append what needs no MERGE"), a split 100,000-change window with 30% updates took 1.4-1.8x the
-# one MERGE: its two commits read and collapse the window twice. So no window is split by default.
-SPLIT_MIN_NEW_ROWS = 1 << 62
-
-
-def _split(spark: SparkSession, layout: LakeLayout, path: str, info: TableInfo, collapsed: DataFrame,
-           target: StructType, lo: int, hi: int, keys: int) -> tuple[int, int]:
-    """A window in two commits: a MERGE of the keys that held a row at lo (their first change has
-    an old value), marked split_metadata(lo, hi) and without the txn, then the INSERT of the new
-    keys' last puts that records checkpoint hi.
-
-    In between, and after a crash there, the replica holds the held keys as of hi and misses the
-    new ones: its checkpoint still says lo, and tidelake.lake.checkpoint.interrupted_window finds
-    the marked commit. Finishing the window over (lo, hi] or any longer window is correct from
-    that state: the MERGE sets each held key to its last change again, and the new keys are still
-    absent. A shorter one would not be (a key changed after its end would keep its later state),
-    so _merge_table finishes an interrupted window first, whatever the cap, and verify compares
-    the version before the marked commit (tidelake.apply.verify.replica_snapshot)."""
-    from pyspark.sql import functions as F
-
-    done = read_checkpoint(path, layout.storage_options)
-    if done is not None and done >= hi:
-        return 0, 0  # the MERGE carries no txn for Delta to skip it by
-    held = F.coalesce(F.length(collapsed["old_value"]), F.lit(0)) > 0
-    before = replica_version(path, layout.storage_options)
-    with commit_metadata(spark, split_metadata(lo, hi)):
-        _merge(spark, path, mount(collapsed.where(held), info, target), info, target)
-    merged = replica_version(path, layout.storage_options)
-    columns = ", ".join(quote(f.name) for f in target.fields)
-    _insert(spark, path, mount(collapsed.where(~held & (collapsed["op"] == OP_PUT)), info, target), columns, hi)
-    _, inserted = _metrics(path, merged, hi, layout.storage_options, keys)
-    _, updated = _commit_rows(path, before, merged, layout.storage_options)
-    return keys, inserted + updated
-
-
 def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType) -> None:
     """MERGE the mounted `source` into the replica (under the caller's commit confs)."""
     keys = key_columns(info)
@@ -573,18 +528,6 @@ def _metrics(path: str, version_before: int | None, hi: int, storage_options: di
     commit = next((c for c in replica_log.history(max(newer, 1)) if c.get("userMetadata") == ours
                    and (version_before is None or c["version"] > version_before)), None)
     return (0, 0) if commit is None else _rows_of(commit, keys)
-
-
-def _commit_rows(path: str, version_before: int | None, version: int | None,
-                 storage_options: dict[str, str] | None) -> tuple[int, int]:
-    """(changes, replica rows written) of the commit at `version`, (0, 0) if none was made."""
-    from deltalake import DeltaTable as DeltaLog
-
-    if version is None or version == version_before:
-        return 0, 0
-    replica_log = DeltaLog(path, storage_options=storage_options)
-    commit = next(c for c in replica_log.history(replica_log.version() - version + 1) if c["version"] == version)
-    return _rows_of(commit, None)
 
 
 def _rows_of(commit: dict, keys: int | None) -> tuple[int, int]:

@@ -41,13 +41,6 @@ def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> 
 
 
 @contextmanager
-def commit_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
-    """Run one Spark DML whose commit carries `metadata` (commitInfo.userMetadata) and no txn."""
-    with _session_confs(spark, {USER_METADATA_CONF: metadata}):
-        yield
-
-
-@contextmanager
 def _session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
     saved = {k: spark.conf.get(k, None) for k in confs}
     for key, value in confs.items():

@@ -47,7 +47,7 @@ from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row
 from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_type, spark_value
 from tidelake.errors import InputError
-from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_at_version, interrupted_window
+from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
@@ -257,16 +257,11 @@ class RowComparison:
 def replica_snapshot(path: str, storage_options: dict[str, str] | None = None) -> tuple[int, int | None] | None:
     """(Delta version, checkpoint recorded in that same version) of the newest replica snapshot:
     what readers of the replica see, so a commit made after the checkpoint (a tampering write) is
-    compared too. While a split window is unfinished (tidelake.lake.checkpoint.interrupted_window)
-    the newest versions are between its two commits, equal to no upstream ts: the version before
-    its first commit is compared."""
+    compared too."""
     try:
         table = DeltaTable(path, storage_options=storage_options)
     except TableNotFoundError:
         return None
-    interrupted = interrupted_window(path, storage_options)
-    if interrupted is not None:
-        return interrupted.version - 1, checkpoint_at_version(path, interrupted.version - 1, storage_options)
     return table.version(), table.transaction_version(MERGE_APP_ID)
 
 

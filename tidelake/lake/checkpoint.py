@@ -25,7 +25,6 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 MERGE_APP_ID = "tidelake-merge"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
-SPLIT_METADATA_KEY = "tidelake.split_window"
 
 
 def open_replica(path: str, storage_options: dict[str, str] | None = None,
@@ -92,52 +91,3 @@ def checkpoint_at_version(path: str, version: int, storage_options: dict[str, st
 def checkpoint_metadata(version: int) -> str:
     """commitInfo.userMetadata of a commit that records checkpoint `version` (visible in DESCRIBE HISTORY)."""
     return json.dumps({CHECKPOINT_METADATA_KEY: version})
-
-
-def split_metadata(lo: int, hi: int) -> str:
-    """commitInfo.userMetadata of the first commit of a window split in two (tidelake.apply.merge_job:
-    the MERGE of the keys the replica held at lo; the INSERT that follows records checkpoint hi)."""
-    return json.dumps({SPLIT_METADATA_KEY: [lo, hi]})
-
-
-@dataclass(frozen=True)
-class InterruptedWindow:
-    """The first commit of a split window (lo, hi] landed and the one recording hi did not."""
-
-    lo: int
-    hi: int
-    version: int  # the Delta version of that first commit
-
-
-def interrupted_window(path: str, storage_options: dict[str, str] | None = None) -> InterruptedWindow | None:
-    """The split window whose first commit came after the commit recording the replica's
-    checkpoint lo, if any. Until it is finished (over exactly (lo, hi] or longer) the replica's
-    newest versions hold the window's changes of the keys it held at lo, and not the new keys.
-    Reads the log newest first, back to the commit that recorded the checkpoint."""
-    table = open_replica(path, storage_options)
-    if table is None:
-        return None
-    checkpoint = table.transaction_version(MERGE_APP_ID)
-    recorded = checkpoint_metadata(checkpoint) if checkpoint is not None else None
-    found = None
-    for limit in (10, 100, None):
-        commits = table.history(limit)
-        for commit in commits:  # newest first
-            if commit.get("userMetadata") == recorded:
-                return found
-            split = _split_of(commit.get("userMetadata"))
-            if split is not None and split[0] == checkpoint and split[1] > checkpoint:
-                found = InterruptedWindow(split[0], split[1], int(commit["version"]))
-        if limit is None or len(commits) < limit:
-            return found
-    return found
-
-
-def _split_of(metadata: str | None) -> tuple[int, int] | None:
-    if not metadata or SPLIT_METADATA_KEY not in metadata:
-        return None
-    try:
-        lo, hi = json.loads(metadata)[SPLIT_METADATA_KEY]
-    except (ValueError, TypeError, KeyError):
-        return None
-    return int(lo), int(hi)
