@@ -244,6 +244,15 @@ class RecordedPD:
                  and (not end_enc or r.region.start_key < end_enc)]
         return found[:limit]
 
+    def batch_scan_regions(self, ranges: list[tuple[bytes, bytes]], limit: int = 1024) -> list[RegionInfo]:
+        """Regions overlapping any of `ranges`, each once, in key order, at most `limit`: what the
+        feed asks PD's BatchScanRegions (tidelake.upstream.pd_client)."""
+        found: dict[int, RegionInfo] = {}
+        for start, end in ranges:
+            for info in self.scan_regions(start, end, limit):
+                found.setdefault(info.region.id, info)
+        return sorted(found.values(), key=lambda r: r.region.start_key)[:limit]
+
     def get_store(self, store_id: int) -> metapb_pb2.Store:
         return self._store
 
