@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +23,18 @@ REPO = Path(__file__).resolve().parent.parent
 def run_bench(script: str, tmp_path: Path, *args: str, timeout_s: float = 300) -> dict:
     out = tmp_path / f"{script}.json"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "| " in done.stdout  # the Markdown result table was printed
+    # Its own process group: a bench that times out is killed with the servers it started.
+    bench = subprocess.Popen([sys.executable, str(REPO / "bench" / script), *args, "--json", str(out)],
+                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        stdout, stderr = bench.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(bench.pid, signal.SIGKILL)
+        _, stderr = bench.communicate()
+        pytest.fail(f"{script} did not finish within {timeout_s:.0f}s: {stderr[-3000:]}")
+    assert bench.returncode == 0, stderr[-3000:]
+    assert "| " in stdout  # the Markdown result table was printed
     report = json.loads(out.read_text())
     assert report["environment"]["cores"] >= 1 and report["environment"]["git"]
     return report["results"]
