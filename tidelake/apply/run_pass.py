@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelake.apply.changelog_reader import Window, collapse_last_change, read_windows
-from tidelake.lake.layout import OP_PUT, LakeLayout
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.window_keys import WindowKeys
 
 if TYPE_CHECKING:
@@ -60,16 +60,15 @@ def open_pass(spark: SparkSession, layout: LakeLayout, windows: Mapping[Hashable
         rows = spark.table(f"global_temp.{view}")
         held = F.coalesce(F.length(rows["old_value"]), F.lit(0)) > 0
         counts = rows.groupBy("table_id").agg(
-            F.count(F.lit(1)).alias("keys"), F.sum(held.cast("long")).alias("held"),
-            F.sum((~held & (rows["op"] == OP_PUT)).cast("long")).alias("new_put")).collect()
+            F.count(F.lit(1)).alias("keys"), F.sum(held.cast("long")).alias("held")).collect()
     except BaseException:
         close_pass(spark, RunPass(view, {}, {}))
         raise
-    by_pid = {int(r["table_id"]): (int(r["keys"]), int(r["held"] or 0), int(r["new_put"] or 0)) for r in counts}
+    by_pid = {int(r["table_id"]): (int(r["keys"]), int(r["held"] or 0)) for r in counts}
     kinds = {}
     for table, window in windows.items():
-        keys, held_keys, new_put = (sum(by_pid.get(int(p), (0, 0, 0))[i] for p in window.table_ids) for i in range(3))
-        kinds[table] = WindowKeys(keys=keys, new=keys - held_keys, new_put=new_put)
+        keys, held_keys = (sum(by_pid.get(int(p), (0, 0))[i] for p in window.table_ids) for i in range(2))
+        kinds[table] = WindowKeys(keys=keys, new=keys - held_keys)
     return RunPass(view, dict(windows), kinds)
 
 

@@ -29,7 +29,6 @@ class WindowKeys:
 
     keys: int  # raw keys with a change in (lo, hi]
     new: int  # keys whose first change has no old value: no row at lo
-    new_put: int  # new keys whose last change is a put: rows an append writes
 
     @property
     def held(self) -> int:
@@ -55,24 +54,16 @@ def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
     rows = changelog.to_pyarrow_dataset().to_table(columns=["key", "commit_ts", "flush_seq", "op", "old_value"],
                                                    filter=window)
     if rows.num_rows == 0:
-        return WindowKeys(0, 0, 0)
+        return WindowKeys(0, 0)
     # Same order as the merge's collapse (tidelake.apply.changelog_reader.collapse_last_change): by
     # commit ts, a put after a delete at one ts, then landing order.
     rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
     rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
                                             ("is_put", "ascending"), ("flush_seq", "ascending")]))
     key = rows["key"].combine_chunks()
-    changed = pc.not_equal(key[1:], key[:-1])
-    first = pa.concat_arrays([pa.array([True]), changed])
-    last = pa.concat_arrays([changed, pa.array([True])])
+    first = pa.concat_arrays([pa.array([True]), pc.not_equal(key[1:], key[:-1])])
     absent = pc.equal(pc.binary_length(rows["old_value"].combine_chunks()), 0)
-    new_first = pc.and_(first, absent)
-    # a key's "new" flag, carried from its first row to its last
-    group = pc.cumulative_sum(pc.cast(first, pa.int64()))
-    new_group = pc.take(new_first.filter(first), pc.subtract(group, 1))
-    put_last = pc.and_(last, rows["is_put"].combine_chunks())
-    return WindowKeys(keys=_count(first), new=_count(new_first), new_put=_count(pc.and_(put_last, new_group)))
-
+    return WindowKeys(keys=_count(first), new=_count(pc.and_(first, absent)))
 
 def _count(mask: object) -> int:
     import pyarrow.compute as pc
