@@ -148,6 +148,10 @@ class CatalogConfig:
 
     # Folder of Spark's embedded Hive metastore (Derby); None: replicas are not registered.
     metastore_dir: str | None = None
+    # How many of the newest syncpoints are registered as snapshot databases (`<db>__sp_<ts>`,
+    # plus `<db>__sp_latest`); 0: none. Older ones are unregistered (a VACUUM past the maintenance
+    # retention makes their versions unreadable anyway).
+    syncpoints: int = 12
 
 
 @dataclass(frozen=True)
@@ -279,6 +283,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         if folder.exists() and not folder.is_dir():
             raise catalog.bad("metastore_dir", "a folder (created when missing)", metastore_dir)
         metastore_dir = str(folder)
+    syncpoints = catalog.non_negative_int("syncpoints", CatalogConfig.syncpoints)
     catalog.done()
     root.done()
     return ChangefeedConfig(
@@ -290,7 +295,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         puller=puller_config,
         merge=merge_config,
         spark=SparkConfig(remote=remote),
-        catalog=CatalogConfig(metastore_dir=metastore_dir),
+        catalog=CatalogConfig(metastore_dir=metastore_dir, syncpoints=syncpoints),
         source=source,
     )
 
@@ -395,6 +400,14 @@ class _Section:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise self.bad(key, "a positive integer", value)
+        return value
+
+    def non_negative_int(self, key: str, default: int) -> int:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.bad(key, "an integer >= 0", value)
         return value
 
     def port(self, key: str) -> int | None:

@@ -1,5 +1,6 @@
-"""Replicas registered in Spark's embedded Hive metastore follow RENAME and DROP TABLE, and a
-fresh Spark session (another process, another JVM) queries them by name with time travel.
+"""Replicas registered in Spark's embedded Hive metastore follow RENAME and DROP TABLE, syncpoints
+are registered as snapshot databases, and a fresh Spark session (another process, another JVM)
+queries them by name with time travel.
 
 Counts are checked against the fixture's own replay of the upstream commits (FedLake) and the
 replica's Delta log read with delta-rs, not against what the metastore code did.
@@ -39,8 +40,11 @@ def tidelake(*args: str) -> subprocess.CompletedProcess:
 def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_name(spark, tmp_path):
     from deltalake import DeltaTable
 
+    from tidelake import tso
     from tidelake.apply.merge_job import run_merge
+    from tidelake.apply.syncpoint_job import run_syncpoint
     from tidelake.lake.checkpoint import version_at_checkpoint
+    from tidelake.lake.syncpoints import read_syncpoints
 
     lake = FedLake(str(tmp_path / "lake"))
     config = tmp_path / "cf.toml"
@@ -55,8 +59,11 @@ def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_na
         for i, name in enumerate(names):
             for row in range(i + 1):  # a different row count per table tells them apart
                 t.put("shop", name, {"id": row, "v": i})
-    first = lake.resolve()
+    lake.up.ts = tso.compose(2_000)  # a whole second: the 1 s syncpoint boundary S1
+    first = lake.resolve(lake.up.ts)
     assert not run_merge(spark, lake.layout, write_log=False).failed
+    assert run_syncpoint(spark, lake.layout, 1).ts == first
+    at_first = {f"shop__sp_{first}.{name}": len(lake.expected_rows("shop", name, first)) for name in names}
 
     synced = tidelake("catalog", "sync", "--config", str(config))
     assert synced.returncode == 0, synced.stderr[-2000:]
@@ -74,16 +81,19 @@ def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_na
         for row in (9, 10):
             t.put("shop", "orders_v2", {"id": row, "v": 9})
         t.put("shop", "tmp", {"id": 1, "v": 1})
-    last = lake.up.tick()
+    lake.up.ts = tso.compose(3_000)  # the next syncpoint S2
+    last = lake.up.ts
     lake.lander.resolve(old_tmp, last)  # TiKV still resolves a dropped table's key range
     lake.resolve(last)
     assert not run_merge(spark, lake.layout, write_log=False).failed
+    assert run_syncpoint(spark, lake.layout, 1).ts == last
 
     synced = tidelake("catalog", "sync", "--config", str(config))
     assert synced.returncode == 0, synced.stdout + synced.stderr[-2000:]
     for line in ("renamed      shop.orders -> shop.orders_v2", "renamed      shop.items -> archive.items",
                  "renamed      shop.a -> shop.b", "renamed      shop.b -> shop.a", "unregistered shop.tmp",
-                 "registered   shop.tmp"):
+                 "registered   shop.tmp", f"snapshot     shop__sp_{last}", f"snapshot     archive__sp_{last}",
+                 "snapshot     shop__sp_latest", "snapshot     archive__sp_latest"):
         assert line in synced.stdout, synced.stdout
     assert Path(lake.layout.replica_path("shop", "tmp")).is_dir()  # unregistering keeps the dropped replica's files
 
@@ -97,11 +107,26 @@ def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_na
     seen = json.loads(query.stdout.strip().splitlines()[-1])
     upstream = {"shop.orders_v2": ("shop", "orders_v2"), "archive.items": ("archive", "items"),
                 "shop.a": ("shop", "a"), "shop.b": ("shop", "b"), "shop.tmp": ("shop", "tmp")}
-    assert seen["tables"] == sorted(upstream)
-    assert seen["counts"] == {name: len(lake.expected_rows(db, t, last)) for name, (db, t) in upstream.items()}
+    now = {name: len(lake.expected_rows(db, t, last)) for name, (db, t) in upstream.items()}
+    # the newest syncpoint is S2 = last: its snapshots and `latest` show upstream as of it
+    snapshots = {f"{db}__sp_{label}.{t}": now[name] for name, (db, t) in upstream.items() for label in (last, "latest")}
+    snapshots |= at_first  # S1: the names and rows before the renames, the swap and the drop
+    assert seen["tables"] == sorted(upstream | snapshots)
+    assert seen["counts"] == now | snapshots
+    for sp in read_syncpoints(lake.layout):  # the replica at the cut's version, read with delta-rs
+        for replica in sp.replicas:
+            rows = DeltaTable(replica.path, version=replica.version).to_pyarrow_table().num_rows
+            assert rows == seen["counts"][f"{replica.db}__sp_{sp.ts}.{replica.name}"]
     assert seen["counts"]["shop.a"] == 5 and seen["counts"]["shop.b"] == 4  # swapped: b held 5 rows, a 4
     assert seen["orders_v2_at"] == len(lake.expected_rows("shop", "orders_v2", first)) == 1
     assert seen["orders_v2_at"] == DeltaTable(orders_path, version=before_rename).to_pyarrow_table().num_rows
+
+    config.write_text(config.read_text() + "syncpoints = 1\n")  # keep only the newest syncpoint
+    synced = tidelake("catalog", "sync", "--config", str(config))
+    assert synced.returncode == 0, synced.stdout + synced.stderr[-2000:]
+    assert f"dropped      shop__sp_{first} " in synced.stdout, synced.stdout
+    assert "0 registered, 0 renamed, 0 unregistered, 5 unchanged, 0 conflicts; syncpoint snapshot databases: " \
+           "0 created, 1 dropped, 4 unchanged" in synced.stdout, synced.stdout
 
 
 def test_catalog_commands_need_a_catalog_section(tmp_path):
@@ -124,3 +149,19 @@ def test_metastore_dir_must_be_a_folder(tmp_path):
         load_config(config)
     config.write_text(config.read_text().replace('"afile"', '"meta"'))
     assert load_config(config).catalog.metastore_dir == str(tmp_path / "meta")
+
+
+def test_catalog_syncpoints_is_a_count(tmp_path):
+    from tidelake.config import load_config
+    from tidelake.errors import InputError
+
+    config = tmp_path / "cf.toml"
+    base = f'[changefeed]\nid = "cat"\n[upstream]\npd = ["127.0.0.1:2379"]\n[lake]\nroot = "{tmp_path}"\n[catalog]\n'
+    config.write_text(base)
+    assert load_config(config).catalog.syncpoints == 12
+    config.write_text(base + "syncpoints = 0\n")
+    assert load_config(config).catalog.syncpoints == 0
+    for bad in ("-1", '"3"', "true"):
+        config.write_text(base + f"syncpoints = {bad}\n")
+        with pytest.raises(InputError, match=r"\[catalog\]\.syncpoints: expected an integer >= 0"):
+            load_config(config)

@@ -14,10 +14,19 @@ moves (a RENAME TABLE changes only the names), so the folder identifies a regist
 a table whose upstream name changed is unregistered under the old name and registered under the
 new one (Hive's own rename works only within a database), and a dropped table is unregistered
 while its folder stays. Hive lowercases names, so `Shop.Orders` is `shop.orders` there.
+
+Syncpoints (tidelake.lake.syncpoints) are registered too, as snapshot databases: for upstream
+database `shop` and syncpoint S, `shop__sp_<S>` holds one view per replica of the cut, named as
+the table was named at S and reading the replica's folder at the cut's Delta version; and
+`shop__sp_latest` holds the same views for the newest syncpoint. Reading several tables of one
+snapshot database (or of several with the same S) sees upstream at one TSO. A syncpoint never
+changes once recorded, so its database is created once; each such database's comment says which
+syncpoint it shows, which is how a sync tells its own databases from the user's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +34,7 @@ from typing import TYPE_CHECKING
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaState
 from tidelake.lake.status import replica_entries
+from tidelake.lake.syncpoints import ReplicaAt, Syncpoint, read_syncpoints
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,4 +144,71 @@ def sync_catalog(spark: SparkSession, layout: LakeLayout) -> CatalogSync:
             result.renamed.append((moved[location], qualified))
         else:
             result.registered.append(qualified)
+    return result
+
+
+SNAPSHOT_SUFFIX = "__sp_"
+LATEST = "latest"
+_SNAPSHOT_COMMENT = re.compile(r"^tidelake syncpoint (\d+)$")
+
+
+@dataclass
+class SnapshotSync:
+    """What one sync did to the syncpoint snapshot databases, by database name."""
+
+    created: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def snapshot_database(db: str, ts: int | None) -> str:
+    """`shop__sp_<ts>`, or `shop__sp_latest` for ts None (Hive lowercases names)."""
+    return f"{db.lower()}{SNAPSHOT_SUFFIX}{LATEST if ts is None else ts}"
+
+
+def _snapshot_databases(spark: SparkSession) -> dict[str, int]:
+    """Database name -> syncpoint ts of every snapshot database a sync created."""
+    found = {}
+    for db in spark.catalog.listDatabases():
+        shown = _SNAPSHOT_COMMENT.match(db.description or "")
+        if shown and SNAPSHOT_SUFFIX in db.name:
+            found[db.name] = int(shown.group(1))
+    return found
+
+
+def _views(spark: SparkSession, database: str) -> set[str]:
+    return {t.name for t in spark.catalog.listTables(database)}
+
+
+def _wanted_snapshots(recorded: list[Syncpoint], keep: int) -> dict[str, tuple[int, list[ReplicaAt]]]:
+    """Database name -> (syncpoint ts, its replicas in that upstream database), for the newest
+    `keep` syncpoints and `latest`."""
+    newest = recorded[-keep:] if keep else []
+    wanted: dict[str, tuple[int, list[ReplicaAt]]] = {}
+    shown = [(sp, sp.ts) for sp in newest] + [(newest[-1], None)] * bool(newest)
+    for sp, label in shown:
+        for replica in sp.replicas:
+            wanted.setdefault(snapshot_database(replica.db, label), (sp.ts, []))[1].append(replica)
+    return wanted
+
+
+def sync_syncpoints(spark: SparkSession, layout: LakeLayout, keep: int) -> SnapshotSync:
+    """Create the snapshot databases of the newest `keep` syncpoints, drop those of older ones."""
+    result = SnapshotSync()
+    wanted = _wanted_snapshots(read_syncpoints(layout), keep)
+    for name, ts in sorted(_snapshot_databases(spark).items()):
+        if name in wanted and wanted[name][0] == ts and _views(spark, name) == {r.name.lower() for r in wanted[name][1]}:
+            result.unchanged.append(name)
+            continue  # complete; a sync that stopped halfway left some views out and is redone
+        spark.sql(f"DROP DATABASE {_quote(name)} CASCADE")  # views only: no replica file is touched
+        if name not in wanted:
+            result.dropped.append(name)
+    for name, (ts, replicas) in sorted(wanted.items()):
+        if name in result.unchanged:
+            continue
+        spark.sql(f"CREATE DATABASE {_quote(name)} COMMENT {_string(f'tidelake syncpoint {ts}')}")
+        for replica in replicas:
+            spark.sql(f"CREATE VIEW {_qualified(name, replica.name.lower())} AS SELECT * FROM "
+                      f"delta.{_quote(replica.path)} VERSION AS OF {replica.version}")
+        result.created.append(name)
     return result

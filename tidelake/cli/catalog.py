@@ -1,8 +1,8 @@
 """`tidelake catalog sync|confs --config FILE`: the replicas as tables of a Hive metastore
 (tidelake.apply.metastore).
 
-`sync` registers, renames and unregisters replicas to match the replica catalog; run it after
-merges (it is idempotent). `confs` prints the Spark confs that open the same metastore, for
+`sync` registers, renames and unregisters replicas to match the replica catalog, and the newest
+syncpoints as snapshot databases; run it after merges (it is idempotent). `confs` prints the Spark confs that open the same metastore, for
 `pyspark`/`spark-submit --conf` or a SparkSession builder, so users query `db.table`.
 """
 
@@ -12,8 +12,13 @@ import argparse
 import json
 import shlex
 
+from typing import TYPE_CHECKING
+
 from tidelake.cli.target import resolve_target
 from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from tidelake.config import CatalogConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,19 +33,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     confs.set_defaults(handler=_confs, lake=None)
 
 
-def _metastore_dir(args: argparse.Namespace) -> str:
+def _catalog(args: argparse.Namespace) -> CatalogConfig:
     from tidelake.config import load_config
 
     config = load_config(args.config)
     if config.catalog.metastore_dir is None:
         raise InputError(f"{args.config}: [catalog].metastore_dir is not set: no metastore to register replicas in")
-    return config.catalog.metastore_dir
+    return config.catalog
 
 
 def _confs(args: argparse.Namespace) -> int:
     from tidelake.apply.metastore import metastore_confs
 
-    confs = metastore_confs(_metastore_dir(args))
+    confs = metastore_confs(_catalog(args).metastore_dir)
     if args.json:
         print(json.dumps(confs, indent=2))
     else:
@@ -50,14 +55,16 @@ def _confs(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from tidelake.apply.metastore import metastore_confs, sync_catalog
+    from tidelake.apply.metastore import metastore_confs, sync_catalog, sync_syncpoints
     from tidelake.apply.session import get_session
 
-    folder = _metastore_dir(args)
+    catalog = _catalog(args)
+    folder = catalog.metastore_dir
     layout = resolve_target(args).layout
     spark = get_session("tidelake-catalog", extra_confs=metastore_confs(folder))
     try:
         result = sync_catalog(spark, layout)
+        snapshots = sync_syncpoints(spark, layout, catalog.syncpoints)
     except Exception as exc:
         # Derby error XSDB6: another JVM (a reader session, a second sync) holds the metastore.
         if "XSDB6" in str(exc) or "Another instance of Derby" in str(exc):
@@ -74,7 +81,12 @@ def _sync(args: argparse.Namespace) -> int:
         print(f"unregistered {name} (its replica folder stays)")
     for name, why in result.conflicts.items():
         print(f"left alone   {name}: {why}")
+    for name in snapshots.created:
+        print(f"snapshot     {name}")
+    for name in snapshots.dropped:
+        print(f"dropped      {name} (an older syncpoint than the newest {catalog.syncpoints})")
     print(f"metastore {folder}: {len(result.registered)} registered, {len(result.renamed)} renamed, "
           f"{len(result.unregistered)} unregistered, {len(result.unchanged)} unchanged, "
-          f"{len(result.conflicts)} conflicts")
+          f"{len(result.conflicts)} conflicts; syncpoint snapshot databases: {len(snapshots.created)} created, "
+          f"{len(snapshots.dropped)} dropped, {len(snapshots.unchanged)} unchanged")
     return 1 if result.conflicts else 0
