@@ -22,9 +22,12 @@ from tidelake.apply.ddl_apply import (
     record_checkpoint,
 )
 from tidelake.apply.replica_schema import (
+    COLUMN_MAPPING,
     PARTITION_ID_COLUMN,
     REPLICA_PROPERTIES,
+    TYPE_WIDENING,
     data_type,
+    enable_properties,
     key_columns,
     read_replica_struct,
     replica_struct,
@@ -68,7 +71,11 @@ def _apply_next(spark, layout, feed, table, catalog):
 
 @pytest.mark.spark
 @pytest.mark.timeout(1800)  # ~20 Delta commits; minutes on a loaded 2-core box, ~1 min otherwise
-def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
+@pytest.mark.parametrize("in_place", [False, True], ids=["rewritten", "features-on"])
+def test_column_ddls_converge_schema_and_rows(spark, tmp_path, in_place):
+    """A new replica follows rename, type change and drop by rewrites, keeping no reader feature;
+    one that already has column mapping and type widening (replicas made before issue #16)
+    follows them in place."""
     layout = LakeLayout(str(tmp_path))
     catalog = ReplicaCatalog(layout)
     up = Upstream()
@@ -86,6 +93,8 @@ def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
     props = DeltaTable(path).metadata().configuration
     assert all(props.get(k) == v for k, v in REPLICA_PROPERTIES.items())
 
+    if in_place:
+        enable_properties(spark, path, {**COLUMN_MAPPING, **TYPE_WIDENING})
     up.ts += 1 << 18  # rows are merged between the CREATE and the first DDL
     up.step = 1  # then consecutive DDLs: each barrier is the previous DDL's commit ts, no merge between
     first = feed.run(up.add_column("shop", "orders", ("price", "decimal(8,2)", {"default": "1.50"})))
@@ -106,7 +115,9 @@ def test_column_ddls_converge_schema_and_rows(spark, tmp_path):
         ("_tidb_commit_ts", "bigint"),
     ]
     quantity = next(f for f in schema.fields if f.name == "quantity")
-    assert quantity.metadata.get("delta.typeChanges")  # widened in place, not rewritten
+    assert bool(quantity.metadata.get("delta.typeChanges")) is in_place  # widened in place, or rewritten
+    features = set(DeltaTable(path).protocol().reader_features or [])
+    assert features == ({"columnMapping", "typeWidening"} if in_place else set()), features
     rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
     assert rows == [(1, 5, "7", Decimal("1.50"), merged), (2, None, "8", Decimal("1.50"), merged)]
 

@@ -48,8 +48,9 @@ def replay(start: list[dict], changes: list[dict], columns: list[str]) -> list[d
 
 @pytest.fixture(scope="module")
 def merged(spark, tmp_path_factory):
-    """Four merges of shop.orders with inserts, updates, deletes, a re-insert and an ADD COLUMN;
-    yields the lake and the checkpoints each merge reached."""
+    """Five merges of shop.orders with inserts, updates, deletes, a re-insert, an ADD COLUMN and a
+    RENAME COLUMN; yields the lake (with `renamed`, the rename's commit ts) and the checkpoints
+    each merge reached."""
     from tidelake.apply.merge_job import run_merge
 
     lake = FedLake(str(tmp_path_factory.mktemp("changes") / "lake"))
@@ -80,6 +81,11 @@ def merged(spark, tmp_path_factory):
     with lake.txn() as t:
         t.put("shop", "orders", {"id": 4, "qty": 44, "note": "after"})
     merge()
+    renamed = lake.ddl(lake.up.rename_column("shop", "orders", "qty", "amount"))  # the replica is rewritten
+    with lake.txn() as t:
+        t.put("shop", "orders", {"id": 5, "amount": 55})
+    merge()
+    lake.renamed = renamed
     yield lake, checkpoints
     lake.close()
 
@@ -97,16 +103,31 @@ def test_changes_between_any_two_checkpoints_replay_to_the_upstream(merged):
     path = lake.layout.replica_path("shop", "orders")
     recorded = dict(recorded_checkpoints(DeltaTable(path)))
     assert [c for c in checkpoints if c in recorded] == checkpoints  # every merge recorded its checkpoint
-    starts = [None, *checkpoints]
-    for i, start in enumerate(starts):
-        for end in checkpoints[i:]:
+    # A range may not span the RENAME COLUMN (the replica was rewritten with a new schema there),
+    # except one starting at the last checkpoint before it, after which the consumer renames too.
+    points = sorted(recorded)
+    before_rename = max(c for c in points if c < lake.renamed)
+    crossing = 0
+    for i, start in enumerate([None, *points]):
+        for end in points[i:]:
+            if (start is None or start < before_rename) and end >= lake.renamed:
+                with pytest.raises(InputError, match=f"crosses the rewrite.*read up to checkpoint {before_rename}"):
+                    change_range(path, start, end)
+                crossing += 1
+                continue
             rng = change_range(path, start, end)
             assert (rng.from_checkpoint, rng.to_checkpoint) == (start, end)
             changes = read_changes(rng).to_pylist()
             assert all((start or 0) < c[CHECKPOINT_COLUMN] <= end for c in changes)
-            expected = lake.expected_rows("shop", "orders", end)
-            got = replay(rows_at(path, start, recorded), changes, list(expected[0]))
+            expected = lake.expected_rows("shop", "orders", end)  # in today's column names
+            if end < lake.renamed:
+                expected = [{("qty" if k == "amount" else k): v for k, v in r.items()} for r in expected]
+            start_rows = rows_at(path, start, recorded)
+            if start == before_rename and end >= lake.renamed:
+                start_rows = [{("amount" if k == "qty" else k): v for k, v in r.items()} for r in start_rows]
+            got = replay(start_rows, changes, list(expected[0]) if expected else [])
             assert got == expected, f"({start}, {end}]"
+    assert crossing >= 4
 
 
 def test_a_range_starts_only_at_a_recorded_checkpoint_and_ends_at_the_latest_before_to_ts(merged):
@@ -117,10 +138,14 @@ def test_a_range_starts_only_at_a_recorded_checkpoint_and_ends_at_the_latest_bef
         change_range(path, checkpoints[1] + 1)
     rounded = change_range(path, checkpoints[0], checkpoints[2] - 1)
     assert rounded.to_checkpoint == checkpoints[1]
-    assert change_range(path, checkpoints[0]).to_checkpoint == checkpoints[-1]  # default: the current one
+    from tidelake.lake.replica_changes import recorded_checkpoints
+
+    before_rename = max(c for c, _ in recorded_checkpoints(DeltaTable(path)) if c < lake.renamed)
+    assert change_range(path, before_rename).to_checkpoint == checkpoints[-1]  # default: the current one
     nothing = change_range(path, checkpoints[2], checkpoints[2] + 1)
     assert nothing.empty and read_changes(nothing).num_rows == 0
-    assert read_changes(nothing).schema == read_changes(change_range(path, checkpoints[2])).schema
+    # an empty range has the columns of its checkpoint's version, before the ADD and the RENAME COLUMN
+    assert read_changes(nothing).schema == read_changes(change_range(path, checkpoints[1], checkpoints[2])).schema
     with pytest.raises(InputError, match="before from_ts"):
         change_range(path, checkpoints[2], checkpoints[1])
 

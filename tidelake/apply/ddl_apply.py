@@ -4,7 +4,9 @@ The replica is converged to the state the job left upstream rather than replayin
 columns are matched by TiDB column id (so RENAME COLUMN — action 12, docs/wire.md §12.5 —
 is a rename, not a drop and add), then by name (a lossy MODIFY COLUMN gives the column a new id
 upstream). Every step first looks at the replica and does only what is missing, so a rerun after
-a crash at any point converges to the same state. The LAST commit is an empty append carrying
+a crash at any point converges to the same state. A column change that ALTER TABLE could only make
+by turning on a reader feature the replica lacks (column mapping, type widening) is made by one
+atomic rewrite instead, so the replica stays readable by every Delta reader. The LAST commit is an empty append carrying
 the txn (app "tidelake-merge", version = the DDL's commit ts): ALTER TABLE commits cannot carry
 it (tidelake.lake.checkpoint), and a writer option, unlike the txn session confs, is safe with
 several tables applied in parallel threads of one session.
@@ -24,7 +26,6 @@ from tidelake.apply.replica_schema import (
     PARTITION_ID_COLUMN,
     TYPE_WIDENING,
     create_replica,
-    enable_properties,
     is_partitioned,
     key_columns,
     quote,
@@ -42,7 +43,7 @@ from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError, TidelakeError
-from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.checkpoint import read_checkpoint, rewrite_metadata
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, TableKey
@@ -258,16 +259,88 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
         )
     target = replica_struct(after)
     pairs = _match_columns(before, after)
+    features = _features_of(replica)
+    widen = TYPE_WIDENING.keys() <= features
+    if not _features_needed(replica, pairs, target, widen) <= features:
+        _rewrite_replica(replica, pairs, target, event.commit_ts)
+        return
     for old, new in pairs:
         if new is None:
             _drop_column(replica, old.name)
     for old, new in pairs:
         if old is not None and new is not None:
             _rename_column(replica, old.name, new.name)
-            _change_type(replica, event, new, target[new.name].dataType)
+            _change_type(replica, event, new, target[new.name].dataType, widen)
     for old, new in pairs:
         if old is None:
             _add_column(replica, after, new, target[new.name].dataType)
+
+
+def _features_of(replica: _Replica) -> set[str]:
+    """The reader-feature properties (COLUMN_MAPPING, TYPE_WIDENING) the replica has on."""
+    from deltalake import DeltaTable
+
+    current = DeltaTable(replica.path, storage_options=replica.storage_options).metadata().configuration
+    return {k for k, v in {**COLUMN_MAPPING, **TYPE_WIDENING}.items() if current.get(k) == v}
+
+
+def _features_needed(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]],
+                     target: StructType, widen: bool) -> set[str]:
+    """The reader-feature properties that converging in place (ALTER TABLE) needs; a type change
+    is widened in place only on a replica that has type widening already (`widen`)."""
+    current = replica.schema()
+    needed: set[str] = set()
+    for old, new in pairs:
+        if new is None:
+            if _has(current, old.name):
+                needed |= COLUMN_MAPPING.keys()  # DROP COLUMN
+        elif old is not None:
+            if old.name != new.name and _has(current, old.name) and not (
+                    _has(current, new.name) and old.name.lower() != new.name.lower()):
+                needed |= COLUMN_MAPPING.keys()  # RENAME COLUMN
+            tp = _field_type(current, new.name if _has(current, new.name) else old.name)
+            if tp != target[new.name].dataType:
+                in_place = widen and can_widen(tp, target[new.name].dataType)
+                needed |= (TYPE_WIDENING if in_place else COLUMN_MAPPING).keys()
+    return needed
+
+
+def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]], target: StructType,
+             ddl_ts: int) -> None:
+    """Converge by rewriting the replica in ONE overwrite commit instead of enabling a reader feature,
+    so deltalake, Polars and other readers without column mapping or type widening keep reading it
+    (README "Who can read a replica"). Columns are renamed, cast (ANSI: a value that does not
+    convert fails the DDL) and dropped in the rewrite, and added ones take their origin default.
+    The overwrite is atomic, so a rerun after a crash finds either the old schema (and rewrites)
+    or the target one (and has nothing left to do); it costs a read and a write of every row. Its
+    commit is marked (rewrite_metadata): its change data feed, a delete and an insert of every
+    row, is a schema change, not upstream row changes."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    current = replica.schema()
+    source = {new.name: old for old, new in pairs if new is not None}
+    added = {new.name: new for old, new in pairs if old is None and new is not None}
+    columns, casts = [], False
+    for field in target.fields:
+        old = source.get(field.name)
+        if field.name in added:
+            col = added[field.name]
+            value = F.lit(spark_value(origin_default(col), col.field_type)).cast(field.dataType)
+        else:
+            name = old.name if old is not None and _has(current, old.name) else field.name
+            value = F.col(quote(name))
+            if _field_type(current, name) != field.dataType:
+                value, casts = value.cast(field.dataType), True
+        columns.append(value.alias(field.name, metadata=field.metadata))
+    rows = replica.spark.read.format("delta").load(replica.path).select(*columns)
+    try:
+        (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+         .option("userMetadata", rewrite_metadata(ddl_ts)).save(replica.path))
+    except PySparkException as exc:
+        if not casts:
+            raise
+        raise UnsupportedDDL(f"rewriting {replica.path} with its columns cast to the new types failed: {exc}") from exc
 
 
 def _has(spark_schema: StructType, name: str) -> bool:
@@ -290,9 +363,6 @@ class _Replica:
     def alter(self, clause: str) -> None:
         self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
 
-    def enable(self, properties: dict[str, str]) -> None:
-        enable_properties(self.spark, self.path, properties, self.storage_options)
-
     # Delta SQL DML rather than delta.tables.DeltaTable, which Spark Connect lacks (merge_job.merge_window).
     def delete(self, where: str | None = None) -> None:
         self.spark.sql(f"DELETE FROM delta.{quote(self.path)}" + (f" WHERE {where}" if where else "")).collect()
@@ -314,14 +384,12 @@ class _Replica:
 
 def _drop_column(replica: _Replica, name: str) -> None:
     if _has(replica.schema(), name):
-        replica.enable(COLUMN_MAPPING)
         replica.alter(f"DROP COLUMN {quote(name)}")
 
 
 def _rename_column(replica: _Replica, old: str, new: str) -> None:
     current = replica.schema()
     if old != new and _has(current, old) and not (_has(current, new) and old.lower() != new.lower()):
-        replica.enable(COLUMN_MAPPING)
         replica.alter(f"RENAME COLUMN {quote(old)} TO {quote(new)}")
 
 
@@ -342,28 +410,27 @@ def _add_column(replica: _Replica, after: TableInfo, col: ColumnInfo, tp: DataTy
     replica.fill_column(col.name, value, tp)
 
 
-def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType) -> None:
-    """Delta type widening where Delta allows it (metadata only); else rewrite the column with CAST."""
+def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType, widen: bool) -> None:
+    """Delta type widening where Delta allows it and the replica has it (`widen`; metadata only);
+    else rewrite the column with CAST into a new column (column mapping renames it into place)."""
     name = col.name
     current_schema = replica.schema()
     tmp = f"__tidelake_retype_{event.commit_ts}_{col.id}"
     if _has(current_schema, tmp):
-        _finish_rewrite(replica, name, tmp, target)
+        _finish_retype(replica, name, tmp, target)
         return
     current = _field_type(current_schema, name)
     if current == target:
         return
-    if can_widen(current, target):
-        replica.enable(TYPE_WIDENING)
+    if widen and can_widen(current, target):
         replica.alter(f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
         return
-    replica.enable(COLUMN_MAPPING)  # the rewrite drops the old column and renames tmp into place
     replica.alter(f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
-    _finish_rewrite(replica, name, tmp, target)
+    _finish_retype(replica, name, tmp, target)
 
 
-def _finish_rewrite(replica: _Replica, name: str, tmp: str, target: DataType) -> None:
-    """Resume-safe tail of a rewrite: fill tmp from the old column (if it still exists), drop the
+def _finish_retype(replica: _Replica, name: str, tmp: str, target: DataType) -> None:
+    """Resume-safe tail of a retype: fill tmp from the old column (if it still exists), drop the
     old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
     DDL instead of silently becoming NULL."""
     from pyspark.errors import PySparkException

@@ -13,10 +13,12 @@ Virtual generated columns are not stored in TiKV rows and are left out.
 
 A replica is created with change data feed only (a writer feature: every Delta reader can read it)
 and its first commit records the starting checkpoint (docs/stack.md §11–12: a DataFrame write takes
-both the table properties and the txn options; CREATE TABLE ignores the txn confs). Reader features
-come when a DDL needs them (docs/stack.md §12): type widening at the first widening ALTER COLUMN
-TYPE, column mapping by name at the first RENAME or DROP COLUMN, or at creation when a column name
-is one Parquet cannot hold without it. Replicas created with all of them keep them.
+both the table properties and the txn options; CREATE TABLE ignores the txn confs). The only
+reader feature a new replica may get is column mapping, at creation, when a column name is one
+Parquet cannot hold without it: DDLs that Delta would follow with type widening or column mapping
+rewrite the replica instead (tidelake.apply.ddl_apply), so every Delta reader can read it.
+Replicas that have those features (created before that choice, or with such a name) keep them
+and follow DDL in place (docs/stack.md §12).
 """
 
 from __future__ import annotations
@@ -102,9 +104,10 @@ def creation_properties(info: TableInfo) -> dict[str, str]:
 
 def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
                       storage_options: dict[str, str] | None = None) -> None:
-    """Set `wanted` table properties the replica does not have yet. Setting delta.columnMapping.mode or
-    delta.enableTypeWidening upgrades the protocol to the feature in the same commit (docs/stack.md §12);
-    a replica that has them already is left alone, so a rerun after a crash commits nothing."""
+    """Set `wanted` table properties the replica does not have yet (benches and tests give replicas
+    the features replicas of older releases have). Setting delta.columnMapping.mode or
+    delta.enableTypeWidening upgrades the protocol to the feature in the same commit (docs/stack.md
+    §12); a replica that has them already is left alone."""
     from deltalake import DeltaTable
 
     current = DeltaTable(path, storage_options=storage_options).metadata().configuration

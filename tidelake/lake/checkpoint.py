@@ -25,6 +25,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 MERGE_APP_ID = "tidelake-merge"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
+REWRITE_METADATA_KEY = "tidelake.rewrite"  # the commit that rewrote a replica for a DDL (its commit ts)
 
 
 def open_replica(path: str, storage_options: dict[str, str] | None = None,
@@ -91,3 +92,9 @@ def checkpoint_at_version(path: str, version: int, storage_options: dict[str, st
 def checkpoint_metadata(version: int) -> str:
     """commitInfo.userMetadata of a commit that records checkpoint `version` (visible in DESCRIBE HISTORY)."""
     return json.dumps({CHECKPOINT_METADATA_KEY: version})
+
+
+def rewrite_metadata(ddl_ts: int) -> str:
+    """commitInfo.userMetadata of the commit that rewrote a replica for the DDL committed at
+    `ddl_ts` (tidelake.apply.ddl_apply); change readers skip it (tidelake.lake.replica_changes)."""
+    return json.dumps({REWRITE_METADATA_KEY: ddl_ts})

@@ -11,6 +11,13 @@ not one is refused with the nearest ones; `to_ts` is rounded down to the latest 
 before it, and the range says which it used. A consumer keeps the returned `to_checkpoint` and
 passes it as the next `from_ts`: every change is read once.
 
+A DDL that renames, drops or retypes a column rewrites the replica in one commit
+(tidelake.apply.ddl_apply, marked with REWRITE_METADATA_KEY). Its CDF (every row deleted and
+inserted) is a schema change, not upstream row changes, and a CDF read spanning it would read the
+older rows with the newer schema (a renamed column as NULL). So a range never spans a rewrite: one
+that would is refused with the checkpoint to stop at, and one that starts right before a rewrite
+starts after it (the consumer applies the DDL to its copy first, as the replica did).
+
 Each row gets `_tidelake_checkpoint`, the checkpoint of the commit that wrote it: the upstream
 TSO by which the change had happened (the row's own `_tidb_commit_ts` is the exact commit ts of
 an insert or update, and of a delete's old row, not of the delete).
@@ -30,7 +37,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from tidelake.errors import InputError
-from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID
+from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID, REWRITE_METADATA_KEY
 
 CHECKPOINT_COLUMN = "_tidelake_checkpoint"
 VERSION_COLUMN = "_commit_version"
@@ -61,6 +68,24 @@ class ChangeRange:
         return self.first_version > self.last_version
 
 
+def _metadata(commit: dict, key: str) -> int | None:
+    """The int under `key` in a commit's userMetadata JSON; None when absent."""
+    meta = commit.get("userMetadata")
+    if not meta:
+        return None
+    try:
+        value = json.loads(meta).get(key)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def rewrites(table: DeltaTable) -> dict[int, int]:
+    """Delta version -> DDL commit ts of each kept commit that rewrote the replica for a DDL."""
+    found = {commit["version"]: _metadata(commit, REWRITE_METADATA_KEY) for commit in table.history()}
+    return {version: ts for version, ts in found.items() if ts is not None}
+
+
 def recorded_checkpoints(table: DeltaTable) -> list[tuple[int, int]]:
     """(checkpoint, Delta version that recorded it), ascending, for the versions whose log is kept.
 
@@ -69,14 +94,8 @@ def recorded_checkpoints(table: DeltaTable) -> list[tuple[int, int]]:
     the last version naming a checkpoint is the one that holds it."""
     last: dict[int, int] = {}
     for commit in table.history():
-        meta = commit.get("userMetadata")
-        if not meta:
-            continue
-        try:
-            checkpoint = json.loads(meta).get(CHECKPOINT_METADATA_KEY)
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(checkpoint, int):
+        checkpoint = _metadata(commit, CHECKPOINT_METADATA_KEY)
+        if checkpoint is not None:
             last[checkpoint] = max(last.get(checkpoint, -1), commit["version"])
     return sorted(last.items())
 
@@ -112,13 +131,23 @@ def change_range(path: str, from_ts: int | None, to_ts: int | None = None,
     if j < 0:
         raise InputError(f"{path}: no checkpoint at or before {upper} (the oldest kept is {points[0]})")
     to_checkpoint, last_version = recorded[j]
+    for version, ddl_ts in sorted(rewrites(table).items()):
+        if version == first_version:
+            first_version += 1  # the range starts right before the rewrite: it starts after it
+        elif first_version < version <= last_version:
+            before = max((c for c, v in recorded if v < version), default=None)
+            raise InputError(f"{path}: the range crosses the rewrite of the replica by the DDL committed at {ddl_ts} "
+                             f"(Delta version {version}): the schema changed there; read up to checkpoint {before}, "
+                             f"apply the DDL, then read from {before}")
     in_range = {version: checkpoint for checkpoint, version in recorded if first_version <= version <= last_version}
     return ChangeRange(path, from_ts, to_checkpoint, first_version, last_version, in_range)
 
 
 def read_changes(rng: ChangeRange, storage_options: dict[str, str] | None = None) -> pa.Table:
     """The CDF rows of the range in commit order, each with `_tidelake_checkpoint`."""
-    table = DeltaTable(rng.path, storage_options=storage_options)
+    # Read as of the range's end: delta-rs reads every version's changes in the loaded version's
+    # columns, which a later RENAME or DROP COLUMN would have changed.
+    table = DeltaTable(rng.path, version=rng.last_version, storage_options=storage_options)
     if rng.empty:
         return pa.schema([*_without_views(pa.schema(table.schema().to_arrow())), *CDF_FIELDS]).empty_table()
     changes = pa.RecordBatchReader.from_stream(
