@@ -25,13 +25,20 @@ round 2 merges the tables one at a time, so the same changes are timed with and 
 INSERT of new keys (tidelake.apply.merge_job.merge_window), the others
 with every window one MERGE, as before: both ways over the same changes in one run.
 
+--compare-rewrite (needs --tables 2 or more): at the end, the second table gets column mapping (as
+replicas had before issue #16) and every table then gets a RENAME COLUMN upstream; each is merged
+alone: the first is rewritten (one overwrite of every row, so every Delta reader keeps reading it),
+the second renames in place (metadata only). JSON `rewrite`: seconds of each, the rows rewritten,
+and the rewrite's rows/s against the append ceiling's.
+
 --remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
 local[2], stopped after) repeats the whole measurement as a Spark Connect client after the local
 one, in the same run on a new lake: JSON `connect` holds its results, `connect_vs_local` the
 ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors | --compare-append] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors | --compare-append]
+        [--compare-rewrite] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
 
@@ -187,7 +194,8 @@ DELETION_VECTORS, APPEND_PATHS = "deletion vectors", "append paths"
 
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
-        compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False) -> dict:
+        compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
+        compare_rewrite: bool = False) -> dict:
     from tidelake.apply.session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -243,12 +251,49 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                         rounds.append({"round": "small", "changes": small_rows * tables,
                                        **_merge(spark, layout, names, threads)})
                     fixed = _fixed_cost(spark, layout, upstreams[0], samples, errors, replica, f"{tmp}/append-1")
+                    rewrite = _rewrite_vs_in_place(spark, layout, tidb, upstreams[:2], errors, ceiling) \
+                        if compare_rewrite else None
                 finally:
                     runner.stop()
                     thread.join(60)
     finally:
         spark.stop()
-    return {**_report(rows, tables, rounds, ceiling, fixed, remote), "session_start_s": session_start_s}
+    return {**_report(rows, tables, rounds, ceiling, fixed, remote), "session_start_s": session_start_s,
+            **({"rewrite": rewrite} if rewrite else {})}
+
+
+def _rewrite_vs_in_place(spark, layout: LakeLayout, tidb: SimTiDB, upstreams: list[_Upstream], errors: list,
+                         ceiling: dict) -> dict:
+    """A RENAME COLUMN merged into a replica without column mapping (rewritten) and into one with it
+    (in place), each table alone."""
+    from deltalake import DeltaTable
+
+    from tidelake.apply.replica_schema import COLUMN_MAPPING, enable_properties
+
+    paths = [ReplicaCatalog(layout).find(DATABASE, u.name).path for u in upstreams]
+    enable_properties(spark, paths[1], COLUMN_MAPPING)
+    for upstream in upstreams:
+        tidb.rename_column(DATABASE, upstream.name, "note", "remark")
+    last = upstreams[0].cluster.tso.next()
+    for upstream in upstreams:
+        _wait_durable(layout, upstream.info.id, last, errors)
+    timed = []
+    for upstream, path in zip(upstreams, paths):
+        before = DeltaTable(path).version()
+        merged = _merge(spark, layout, [upstream.name], 1, only=[f"{DATABASE}.{upstream.name}"])
+        commits = [h.get("operation") for h in reversed(DeltaTable(path).history(DeltaTable(path).version() - before))]
+        timed.append({"seconds": merged["seconds"], "commits": commits,
+                      "rows": DeltaTable(path).to_pyarrow_dataset().count_rows()})
+    rewritten, in_place = timed
+    result = {"rows": rewritten["rows"], "rewrite_s": rewritten["seconds"], "in_place_s": in_place["seconds"],
+              "rewrite_commits": rewritten["commits"], "in_place_commits": in_place["commits"],
+              "rewrite_rows_per_s": rewritten["rows"] / rewritten["seconds"],
+              "append_rows_per_s": ceiling["rows_per_s"]}
+    result["rewrite_vs_append"] = result["rewrite_rows_per_s"] / ceiling["rows_per_s"]
+    print(f"\nRENAME COLUMN of {result['rows']:,} rows: rewrite {result['rewrite_s']:.2f} s "
+          f"({result['rewrite_rows_per_s']:,.0f} rows/s, {result['rewrite_vs_append']:.2f} of the append rate), "
+          f"in place with column mapping {result['in_place_s']:.2f} s")
+    return result
 
 
 def _fixed_cost(spark, layout: LakeLayout, upstream: _Upstream, samples: int, errors: list, replica: str,
@@ -362,6 +407,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--compare-append", action="store_true",
                         help="time round 2 per table, the first with the INSERT path, the others "
                              "one MERGE per window (needs --tables 2+)")
+    parser.add_argument("--compare-rewrite", action="store_true",
+                        help="at the end, a RENAME COLUMN rewritten vs in place with column mapping (needs --tables 2+)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
@@ -369,8 +416,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
         parser.error("--tables, --threads, --samples and --small-rows must be at least 1")
-    if (args.compare_deletion_vectors or args.compare_append) and args.tables < 2:
-        parser.error("--compare-deletion-vectors and --compare-append need --tables 2 or more")
+    if (args.compare_deletion_vectors or args.compare_append or args.compare_rewrite) and args.tables < 2:
+        parser.error("--compare-deletion-vectors, --compare-append and --compare-rewrite need --tables 2 or more")
     if args.compare_deletion_vectors and args.compare_append:
         parser.error("--compare-deletion-vectors and --compare-append are separate runs")
     if args.remote is not None and args.remote != "start" and not args.remote.startswith("sc://"):
@@ -379,7 +426,7 @@ def main(argv: list[str] | None = None) -> dict:
     env = print_environment()
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
-                                 args.compare_deletion_vectors, remote, args.compare_append)
+                                 args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
