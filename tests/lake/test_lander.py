@@ -12,6 +12,7 @@ from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander import Lander, LanderClosedError
+from tidelake.lake.row_change import memory_bytes
 from tidelake.lake.watermarks import WatermarkWriter, read_watermarks
 
 CF = "cf-1"
@@ -186,9 +187,10 @@ def test_second_puller_on_the_same_changefeed_is_refused(layout, open_lander, ma
 def test_backpressure_blocks_when_quota_is_full_and_releases_after_flush(
     layout, open_lander, make_rows, monkeypatch
 ):
-    lander = open_lander(memory_quota_bytes=1000, flush_bytes=1000)
-    batch_a, batch_b = make_rows(41, 3), make_rows(41, 3)  # ~ 3 * (12 + 40 + 8) bytes each
-    quota_rows = make_rows(41, 8)  # > 400 bytes
+    batch_a, batch_b = make_rows(41, 3), make_rows(41, 3)
+    quota_rows = make_rows(41, 8)
+    quota = memory_bytes(quota_rows + batch_a)  # these two fill the quota exactly
+    lander = open_lander(memory_quota_bytes=quota, flush_bytes=quota)
     gate = threading.Event()
     real_append = ChangelogWriter.append
 
@@ -198,6 +200,7 @@ def test_backpressure_blocks_when_quota_is_full_and_releases_after_flush(
 
     monkeypatch.setattr(ChangelogWriter, "append", slow_append)
     lander.add_rows(quota_rows)
+    assert lander.buffered_bytes() == memory_bytes(quota_rows)  # the quota counts memory, not payload
     lander.add_rows(batch_a)
     producer = threading.Thread(target=lander.add_rows, args=(quota_rows + batch_b,))
     producer.start()

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from tidelake.errors import InputError, TidelakeError
@@ -79,19 +79,23 @@ def bucket_label(ts: int, bucket_seconds: int) -> str:
     return commit_buckets(pa.array([ts], pa.int64()), bucket_seconds)[0].as_py()
 
 
+def check_ops(rows: Iterable[RowChange]) -> None:
+    """Reject an op the merge could not apply."""
+    for r in rows:
+        if r.op not in (OP_PUT, OP_DELETE):
+            raise InputError(f"row change of table {r.table_id} has op {r.op!r}, not put/delete")
+
+
 def rows_to_arrow(rows: Sequence[RowChange], flush_seq: int, bucket_seconds: int) -> pa.Table:
     """Columnar form of a batch; rejects an op the merge could not apply."""
+    check_ops(rows)
     commit_ts = pa.array([r.commit_ts for r in rows], pa.int64())
-    op = pa.array([r.op for r in rows], pa.string())
-    if len(rows) and not pc.all(pc.is_in(op, value_set=pa.array([OP_PUT, OP_DELETE]))).as_py():
-        bad = next(r for r in rows if r.op not in (OP_PUT, OP_DELETE))
-        raise InputError(f"row change of table {bad.table_id} has op {bad.op!r}, not put/delete")
     columns = [
         pa.array([r.table_id for r in rows], pa.int64()),
         commit_buckets(commit_ts, bucket_seconds),
         commit_ts,
         pa.array([r.start_ts for r in rows], pa.int64()),
-        op,
+        pa.array([r.op for r in rows], pa.string()),
         pa.array([r.key for r in rows], pa.binary()),
         pa.array([r.value for r in rows], pa.binary()),
         pa.array([r.old_value for r in rows], pa.binary()),
@@ -100,6 +104,11 @@ def rows_to_arrow(rows: Sequence[RowChange], flush_seq: int, bucket_seconds: int
     ]
     return pa.Table.from_arrays(columns, schema=CHANGELOG_SCHEMA)
 
+
+# A flush's write path, sized so its working memory stays small and flat (measured in bench_lag):
+# rows converted to Arrow per slice, row groups of one slice, files cut at this size.
+APPEND_SLICE_ROWS = 8192
+CHANGELOG_FILE_BYTES = 16 << 20
 
 # How far back a retry looks for the commit of its own sequence (only retries pay for this).
 WRITER_LOOKBACK_COMMITS = 200
@@ -213,14 +222,24 @@ class ChangelogWriter(AppTxnTable):
         self.bucket_seconds = bucket_seconds_of(self._table)
 
     def append(self, rows: Sequence[RowChange], seq: int, writer: str = "") -> bool:
-        """Land `rows` as flush `seq`; False if that flush had already landed (a retry)."""
-        data = rows_to_arrow(rows, seq, self.bucket_seconds)
+        """Land `rows` as flush `seq` (one commit); False if that flush had already landed (a retry).
+
+        The rows go to delta-rs as a stream of APPEND_SLICE_ROWS-row slices into files of at most
+        CHANGELOG_FILE_BYTES, so the write holds one slice's Arrow copy and about one file's
+        Parquet buffers, not a copy of the whole flush (bench/README.md "Lag and memory")."""
+        check_ops(rows)
+
+        def slices() -> Iterator[pa.RecordBatch]:
+            for first in range(0, len(rows), APPEND_SLICE_ROWS):
+                yield from rows_to_arrow(rows[first:first + APPEND_SLICE_ROWS], seq, self.bucket_seconds).to_batches()
 
         def write() -> None:
             write_deltalake(
                 self._table,
-                data,
+                pa.RecordBatchReader.from_batches(CHANGELOG_SCHEMA, slices()),
                 mode="append",
+                target_file_size=CHANGELOG_FILE_BYTES,
+                writer_properties=WriterProperties(max_row_group_size=APPEND_SLICE_ROWS),
                 commit_properties=commit_properties(self.app_id, seq, writer),
             )
 

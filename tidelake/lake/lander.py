@@ -28,7 +28,9 @@ matters: after the lander opens and before and after each of the three commits o
 nemesis runner arms them to crash a puller inside a flush or fail its lake writes.
 
 Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
-streams), and is released as flushes land.
+streams), and is released as flushes land. The quota counts what the buffered rows take in memory
+(row_change.memory_bytes: their bytes plus Python's per-row cost), buffered and in flight; a
+flush's own working memory does not grow with it (ChangelogWriter.append writes in slices).
 
 Shutdown: call close() (it flushes and stops). A SIGTERM handler should only set a flag or
 start close() on another thread: code that blocks inside a signal handler can deadlock with the
@@ -48,11 +50,11 @@ from dataclasses import dataclass, field
 
 from tidelake.errors import InputError, TidelakeError
 from tidelake.failpoints import failpoint
-from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
+from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError, check_ops
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
-from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, OP_DELETE, OP_PUT, LakeLayout
-from tidelake.lake.row_change import RowChange
+from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
+from tidelake.lake.row_change import RowChange, memory_bytes
 from tidelake.lake.watermark_retirement import retired_watermark_ids
 from tidelake.lake.watermarks import WatermarkWriter
 
@@ -73,12 +75,8 @@ class LanderClosedError(TidelakeError):
     """Rows were offered after close(): the puller is shutting down."""
 
 
-def row_bytes(rows: Iterable[RowChange]) -> int:
-    return sum(len(r.key) + len(r.value) + len(r.old_value) for r in rows)
-
-
 def _per_table(rows: Iterable[RowChange]) -> dict[int, tuple[int, int]]:
-    """table id -> (rows, bytes as row_bytes counts them)."""
+    """table id -> (rows, key + value + old value bytes)."""
     totals: dict[int, tuple[int, int]] = {}
     for r in rows:
         count, nbytes = totals.get(r.table_id, (0, 0))
@@ -93,7 +91,7 @@ class _Batch:
     ddl: list[DdlRow]
     table_resolved: dict[int, int]
     ddl_resolved: int
-    nbytes: int
+    memory: int  # what the quota counts (memory_bytes)
     watermarks_changed: bool = False
 
 
@@ -145,7 +143,7 @@ class Lander:
         self._cond = threading.Condition(threading.RLock())
         self._rows: list[RowChange] = []
         self._ddl: list[DdlRow] = []
-        self._buffered = 0  # bytes of _rows (not yet taken by a flush)
+        self._buffered = 0  # memory_bytes of _rows (not yet taken by a flush)
         self._in_flight: _Batch | None = None
         self._closed = False
         self._fatal: LakeConflictError | None = None
@@ -165,10 +163,8 @@ class Lander:
 
     def add_rows(self, rows: Sequence[RowChange]) -> None:
         """Buffer rows; blocks while the memory quota is full (backpressure)."""
-        for r in rows:
-            if r.op not in (OP_PUT, OP_DELETE):
-                raise InputError(f"row change of table {r.table_id} has op {r.op!r}, not put/delete")
-        nbytes = row_bytes(rows)
+        check_ops(rows)
+        nbytes = memory_bytes(rows)
         with self._cond:
             while self._used() > 0 and self._used() + nbytes > self._quota:
                 self._check_open()
@@ -201,7 +197,7 @@ class Lander:
             self._reported.ddl_resolved = max(self._reported.ddl_resolved, ts)
 
     def buffered_bytes(self) -> int:
-        """Bytes buffered or in a flush not yet landed: what the memory quota counts."""
+        """Memory of the rows buffered or in a flush not yet landed: what the memory quota counts."""
         with self._cond:
             return self._used()
 
@@ -287,8 +283,9 @@ class Lander:
             self._cond.notify_all()
         self._metrics.flushes.labels(**self._labels).inc()
         self._metrics.rows.labels(**self._labels).inc(len(batch.rows))
-        self._metrics.bytes.labels(**self._labels).inc(batch.nbytes)
-        for table_id, (count, nbytes) in _per_table(batch.rows).items():
+        per_table = _per_table(batch.rows)
+        self._metrics.bytes.labels(**self._labels).inc(sum(nbytes for _, nbytes in per_table.values()))
+        for table_id, (count, nbytes) in per_table.items():
             self._metrics.table_rows.labels(table_id=str(table_id), **self._labels).inc(count)
             self._metrics.table_bytes.labels(table_id=str(table_id), **self._labels).inc(nbytes)
         self._metrics.flush_seconds.labels(**self._labels).observe(time.monotonic() - started)
@@ -382,7 +379,7 @@ class Lander:
     # --- helpers -------------------------------------------------------------------------
 
     def _used(self) -> int:
-        return self._buffered + (self._in_flight.nbytes if self._in_flight else 0)
+        return self._buffered + (self._in_flight.memory if self._in_flight else 0)
 
     def _check_open(self) -> None:
         if self._fatal is not None:
