@@ -10,13 +10,20 @@ simulator's TSO now:
                merge may advance to. It adds the flush interval and the Delta commit time.
 p50/p95/max over the run (after --warmup s), and the puller's RSS.
 
-Phase 2, backpressure: a backlog of --backlog-rows rows (valid row values of the workload's
-`orders` table, written straight into MVCC in 1000-row transactions) waits behind the changefeed's
-start ts; then the puller catches up once per --quotas memory quota (fresh lake each). If the
-quota holds, the puller's peak RSS grows with the quota, not with the backlog.
+Phase 2, memory under backpressure, once per --quotas memory quota (fresh lake each):
+  backlog  --backlog-rows rows (valid row values of the workload's `orders` table, written straight
+           into MVCC in 1000-row transactions) wait behind the changefeed's start ts; the puller
+           catches up. Base RSS: when the feed came up (its first progress line).
+  txn      a puller running and caught up; then ONE transaction of --txn-rows rows is prewritten
+           (the puller holds every prewrite until the commit), held --txn-hold s, and committed;
+           until every row is pulled. Base RSS: the idle puller just before the prewrite.
+Each reports base and peak RSS and growth / quota; if the quota holds, the growth follows the
+quota (plus a constant: a flush's working memory, the region queues), not the rows.
 
     .venv/bin/python bench/bench_lag.py [--preset smoke] [--rate 100] [--duration 30]
-        [--flush-interval 1s] [--quota 64MiB] [--backlog-rows 150000] [--quotas 8MiB,48MiB] [--seed 0]
+        [--flush-interval 1s] [--quota 64MiB] [--backlog-rows 150000] [--txn-rows 0]
+        [--quotas 8MiB,48MiB] [--seed 0]
+    --duration 0 skips the lag phase; --backlog-rows 0 / --txn-rows 0 skip those cases.
 """
 
 from __future__ import annotations
@@ -176,51 +183,122 @@ def _durable_lag_safe(layout: LakeLayout, cluster: SimCluster, tables: set[int])
         return None  # a Delta log file being written right now; sample again
 
 
-def backpressure_phase(tmp: Path, backlog_rows: int, value_bytes: int, quotas: list[str], flush_interval: str,
-                       seed: int) -> dict:
+def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: float, value_bytes: int,
+                       quotas: list[str], flush_interval: str, seed: int) -> dict:
     cluster = SimCluster(n_stores=3, seed=seed, gc_interval_s=0)
     runs = []
     with cluster:
         tidb = SimTiDB(cluster)
         WorkloadRunner(tidb, "smoke", seed=seed, database=DATABASE).run_ops(20)
         _, info = tidb.resolve_table(DATABASE, "orders")
+        value = _orders_value(cluster, tidb, info.id, value_bytes)
         start_ts = cluster.tso.next()
-        backlog_bytes = _write_backlog(cluster, tidb, info.id, backlog_rows, value_bytes)
+        backlog_bytes = _write_backlog(cluster, info.id, backlog_rows, value) if backlog_rows else 0
         for quota in quotas:
-            lake = tmp / f"lake-bp-{quota}"
-            config = _config(tmp / f"bp-{quota}.toml", cluster.pd_address, lake, flush_interval, quota, start_ts)
-            pull = PullProcess(config, 0.5)
-            started = time.monotonic()
-            try:
-                with RssSampler(pull.proc.pid, 0.05) as rss:
-                    while pull.rows < backlog_rows:
-                        pull.alive()
-                        if time.monotonic() - started > 900:
-                            raise TimeoutError(f"catch-up stuck at {pull.rows}/{backlog_rows} rows")
-                        time.sleep(0.1)
-                    seconds = time.monotonic() - started
-            finally:
-                pull.stop()
-            # RSS when the feed came up (imports, schema, lander open): what the quota adds to
-            idle = next((b for t, b in rss.samples if t >= pull.first_progress), rss.first)
-            runs.append({"quota": quota, "quota_mib": parse_size(quota) / MIB, "seconds": seconds,
-                         "rows_per_s": backlog_rows / seconds, "rss_start_mib": idle / MIB,
-                         "rss_peak_mib": rss.peak / MIB, "rss_growth_mib": (rss.peak - idle) / MIB})
-    print(f"\n## Backpressure: catching up a backlog of {backlog_rows:,} rows "
-          f"({backlog_bytes / MIB:.0f} MiB key+value), flush interval {flush_interval}\n")
+            if backlog_rows:
+                runs.append(_catch_up(cluster, tmp, quota, start_ts, backlog_rows, flush_interval))
+            if txn_rows:
+                first_handle = 3 * 10**9 + len(runs) * txn_rows
+                runs.append(_big_txn(cluster, tmp, quota, info.id, first_handle, txn_rows, value, txn_hold_s,
+                                     flush_interval))
+    print(f"\n## Memory under backpressure: a backlog of {backlog_rows:,} rows "
+          f"({backlog_bytes / MIB:.0f} MiB key+value) and one transaction of {txn_rows:,} rows, "
+          f"{len(value)} B values, flush interval {flush_interval}\n")
     print(markdown_table(
-        ["memory quota", "catch-up s", "rows/s", "RSS when the feed started MiB", "peak RSS MiB", "growth MiB", "growth / quota"],
-        [[r["quota"], r["seconds"], r["rows_per_s"], r["rss_start_mib"], r["rss_peak_mib"], r["rss_growth_mib"],
-          r["rss_growth_mib"] / r["quota_mib"]] for r in runs]))
-    return {"backlog_rows": backlog_rows, "backlog_mib": backlog_bytes / MIB, "runs": runs}
+        ["case", "memory quota", "s", "rows/s", "base RSS MiB", "peak RSS MiB", "growth MiB", "growth / quota"],
+        [[r["case"], r["quota"], r["seconds"], r["rows_per_s"], r["rss_base_mib"], r["rss_peak_mib"],
+          r["rss_growth_mib"], r["growth_per_quota"]] for r in runs]))
+    fits = _fits(runs)
+    for case, fit in fits.items():
+        print(f"\n{case}: growth = {fit['slope']:.2f} x quota + {fit['intercept_mib']:.0f} MiB "
+              f"(fit through the quotas {', '.join(fit['quotas'])})")
+    return {"backlog_rows": backlog_rows, "backlog_mib": backlog_bytes / MIB, "txn_rows": txn_rows,
+            "value_bytes": len(value), "runs": runs, "fits": fits}
 
 
-def _write_backlog(cluster: SimCluster, tidb: SimTiDB, table_id: int, rows: int, value_bytes: int) -> int:
-    """Rows with one valid `orders` row value (the puller never decodes values), 1000 per txn."""
+def _run_result(case: str, quota: str, rows: int, seconds: float, base: int, peak: int) -> dict:
+    quota_mib = parse_size(quota) / MIB
+    growth = (peak - base) / MIB
+    return {"case": case, "quota": quota, "quota_mib": quota_mib, "rows": rows, "seconds": seconds,
+            "rows_per_s": rows / seconds, "rss_base_mib": base / MIB, "rss_peak_mib": peak / MIB,
+            "rss_growth_mib": growth, "growth_per_quota": growth / quota_mib}
+
+
+def _fits(runs: list[dict]) -> dict:
+    """Per case, the line growth = slope x quota + intercept through its lowest and highest quota."""
+    fits = {}
+    for case in sorted({r["case"] for r in runs}):
+        mine = sorted((r for r in runs if r["case"] == case), key=lambda r: r["quota_mib"])
+        lo, hi = mine[0], mine[-1]
+        if hi["quota_mib"] == lo["quota_mib"]:
+            continue
+        slope = (hi["rss_growth_mib"] - lo["rss_growth_mib"]) / (hi["quota_mib"] - lo["quota_mib"])
+        fits[case] = {"slope": slope, "intercept_mib": lo["rss_growth_mib"] - slope * lo["quota_mib"],
+                      "quotas": [lo["quota"], hi["quota"]]}
+    return fits
+
+
+def _wait_rows(pull: PullProcess, rows: int, started: float, what: str) -> None:
+    while pull.rows < rows:
+        pull.alive()
+        if time.monotonic() - started > 1800:
+            raise TimeoutError(f"{what} stuck at {pull.rows}/{rows} rows")
+        time.sleep(0.1)
+
+
+def _catch_up(cluster: SimCluster, tmp: Path, quota: str, start_ts: int, rows: int, flush_interval: str) -> dict:
+    lake = tmp / f"lake-backlog-{quota}"
+    config = _config(tmp / f"backlog-{quota}.toml", cluster.pd_address, lake, flush_interval, quota, start_ts)
+    pull = PullProcess(config, 0.5)
+    started = time.monotonic()
+    try:
+        with RssSampler(pull.proc.pid, 0.05) as rss:
+            _wait_rows(pull, rows, started, "catch-up")
+            seconds = time.monotonic() - started
+    finally:
+        pull.stop()
+    # RSS when the feed came up (imports, schema, lander open): what the quota adds to
+    base = next((b for t, b in rss.samples if t >= pull.first_progress), rss.first)
+    return _run_result("backlog", quota, rows, seconds, base, rss.peak)
+
+
+def _big_txn(cluster: SimCluster, tmp: Path, quota: str, table_id: int, first_handle: int, rows: int, value: bytes,
+             hold_s: float, flush_interval: str) -> dict:
+    lake = tmp / f"lake-txn-{quota}"
+    config = _config(tmp / f"txn-{quota}.toml", cluster.pd_address, lake, flush_interval, quota,
+                     cluster.tso.next())
+    pull = PullProcess(config, 0.5)
+    layout = LakeLayout(str(lake))
+    try:
+        while not read_watermarks(layout).table_resolved.get(table_id):  # subscribed and resolved
+            pull.alive()
+            time.sleep(0.2)
+        time.sleep(2.0)  # settle: the idle puller's RSS is the base
+        with RssSampler(pull.proc.pid, 0.05) as rss:
+            base = rss.first
+            started = time.monotonic()
+            keys = [record_key(table_id, first_handle + h) for h in range(rows)]
+            start_ts = cluster.tso.next()
+            cluster.mvcc.prewrite([("put", k, value) for k in keys], keys[0], start_ts, 3_600_000)
+            time.sleep(hold_s)  # every prewrite reaches the puller and waits there for the commit
+            cluster.mvcc.commit(keys, start_ts, cluster.tso.next())
+            _wait_rows(pull, rows, started, "big transaction")
+            seconds = time.monotonic() - started
+    finally:
+        pull.stop()
+    return _run_result("txn", quota, rows, seconds, base, rss.peak)
+
+
+def _orders_value(cluster: SimCluster, tidb: SimTiDB, table_id: int, value_bytes: int) -> bytes:
+    """One valid `orders` row value (the puller never decodes values) with `value_bytes` of JSON padding."""
     with tidb.txn() as txn:
         handle = txn.insert(DATABASE, "orders", {"id": 10**9, "customer": 1, "amount": 1, "status": "new",
                                                  "note": "backlog template", "payload": {"pad": "x" * value_bytes}})
-    value = cluster.mvcc.get(record_key(table_id, handle), cluster.tso.next())
+    return cluster.mvcc.get(record_key(table_id, handle), cluster.tso.next())
+
+
+def _write_backlog(cluster: SimCluster, table_id: int, rows: int, value: bytes) -> int:
+    """`rows` rows of `value`, 1000 per txn; returns their key+value bytes."""
     total = 0
     for first in range(0, rows, BACKLOG_TXN_ROWS):
         keys = [record_key(table_id, 2 * 10**9 + h) for h in range(first, min(first + BACKLOG_TXN_ROWS, rows))]
@@ -242,18 +320,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quota", default="64MiB", help="puller memory quota in the lag phase")
     parser.add_argument("--backlog-rows", type=int, default=150_000, help="0: skip the backpressure phase")
     parser.add_argument("--backlog-value-bytes", type=int, default=400, help="JSON padding per backlog row")
+    parser.add_argument("--txn-rows", type=int, default=0, help="rows of the one big transaction; 0: skip it")
+    parser.add_argument("--txn-hold", type=float, default=5.0, help="seconds the big transaction stays prewritten")
     parser.add_argument("--quotas", default="8MiB,48MiB", help="memory quotas of the backpressure phase")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     env = print_environment()
     with tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp:
-        results = {"lag": lag_phase(Path(tmp), args.preset, args.rate, args.duration, args.warmup,
-                                    args.flush_interval, args.quota, args.sample_interval, args.seed)}
-        if args.backlog_rows:
+        results = {}
+        if args.duration > 0:
+            results["lag"] = lag_phase(Path(tmp), args.preset, args.rate, args.duration, args.warmup,
+                                       args.flush_interval, args.quota, args.sample_interval, args.seed)
+        if args.backlog_rows or args.txn_rows:
             results["backpressure"] = backpressure_phase(
-                Path(tmp), args.backlog_rows, args.backlog_value_bytes, args.quotas.split(","), args.flush_interval,
-                args.seed)
+                Path(tmp), args.backlog_rows, args.txn_rows, args.txn_hold, args.backlog_value_bytes,
+                args.quotas.split(","), args.flush_interval, args.seed)
     write_json(args.json, "lag", env, results)
     return results
 

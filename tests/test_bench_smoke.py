@@ -69,15 +69,18 @@ def test_bench_puller_every_path_delivers_every_committed_row(tmp_path):
 @pytest.mark.slow
 def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
     results = run_bench("bench_lag.py", tmp_path, "--duration", "4", "--warmup", "1", "--rate", "20",
-                        "--backlog-rows", "3000", "--quotas", "1MiB,4MiB")
+                        "--backlog-rows", "3000", "--txn-rows", "2000", "--txn-hold", "1", "--quotas", "1MiB,4MiB")
     lag = results["lag"]
     assert lag["samples"] > 0 and lag["txn_per_s"] > 0
     for p50, p95, worst in (lag["table_lag"], lag["durable_lag"]):
         assert 0 <= p50 <= p95 <= worst
     assert lag["rss_peak_mib"] > 0
     runs = results["backpressure"]["runs"]
-    assert [r["quota"] for r in runs] == ["1MiB", "4MiB"]
-    assert all(r["rows_per_s"] > 0 and r["rss_peak_mib"] >= r["rss_start_mib"] for r in runs)
+    assert [(r["case"], r["quota"]) for r in runs] == [
+        ("backlog", "1MiB"), ("txn", "1MiB"), ("backlog", "4MiB"), ("txn", "4MiB")]
+    assert [r["rows"] for r in runs] == [3000, 2000] * 2
+    assert all(r["rows_per_s"] > 0 and r["rss_peak_mib"] >= r["rss_base_mib"] > 0 for r in runs)
+    assert set(results["backpressure"]["fits"]) == {"backlog", "txn"}
 
 
 @pytest.mark.slow

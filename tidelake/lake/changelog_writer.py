@@ -105,9 +105,11 @@ def rows_to_arrow(rows: Sequence[RowChange], flush_seq: int, bucket_seconds: int
     return pa.Table.from_arrays(columns, schema=CHANGELOG_SCHEMA)
 
 
-# A flush's write path, sized so its working memory stays small and flat (measured in bench_lag):
-# rows converted to Arrow per slice, row groups of one slice, files cut at this size.
-APPEND_SLICE_ROWS = 8192
+# A flush's write path, sized so its working memory stays small and flat (bench/README.md "Lag and
+# memory"): rows converted to Arrow per slice (8192-row slices cost ~20 MiB more RSS than 2048),
+# row groups of at most ROW_GROUP_ROWS, files cut at CHANGELOG_FILE_BYTES.
+APPEND_SLICE_ROWS = 2048
+ROW_GROUP_ROWS = 8192
 CHANGELOG_FILE_BYTES = 16 << 20
 
 # How far back a retry looks for the commit of its own sequence (only retries pay for this).
@@ -224,9 +226,8 @@ class ChangelogWriter(AppTxnTable):
     def append(self, rows: Sequence[RowChange], seq: int, writer: str = "") -> bool:
         """Land `rows` as flush `seq` (one commit); False if that flush had already landed (a retry).
 
-        The rows go to delta-rs as a stream of APPEND_SLICE_ROWS-row slices into files of at most
-        CHANGELOG_FILE_BYTES, so the write holds one slice's Arrow copy and about one file's
-        Parquet buffers, not a copy of the whole flush (bench/README.md "Lag and memory")."""
+        The rows go to delta-rs as a stream of APPEND_SLICE_ROWS-row slices, so the write holds one
+        slice's Arrow copy and one row group's Parquet buffers, not copies of the whole flush."""
         check_ops(rows)
 
         def slices() -> Iterator[pa.RecordBatch]:
@@ -239,7 +240,7 @@ class ChangelogWriter(AppTxnTable):
                 pa.RecordBatchReader.from_batches(CHANGELOG_SCHEMA, slices()),
                 mode="append",
                 target_file_size=CHANGELOG_FILE_BYTES,
-                writer_properties=WriterProperties(max_row_group_size=APPEND_SLICE_ROWS),
+                writer_properties=WriterProperties(max_row_group_size=ROW_GROUP_ROWS),
                 commit_properties=commit_properties(self.app_id, seq, writer),
             )
 
