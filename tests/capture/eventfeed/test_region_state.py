@@ -1,6 +1,7 @@
 import pytest
 
 from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
+from tidelake.capture.eventfeed.prewrites import PrewriteBudget
 from tidelake.capture.eventfeed.region_state import RegionFeedState
 from tidelake.codec.keys import record_key, table_record_span_encoded
 from tidelake.kvproto import cdcpb_pb2
@@ -36,8 +37,20 @@ def rollback(h, start_ts):
 INIT = Row(type=E.INITIALIZED)
 
 
+_BUDGET: list[PrewriteBudget | None] = [None]
+
+
+@pytest.fixture(autouse=True, params=["memory", "spilled"])
+def prewrites_where(request):
+    """Every test twice: waiting prewrites in memory, and all of them in the spill file."""
+    _BUDGET[0] = None if request.param == "memory" else PrewriteBudget(0)
+    yield request.param
+    if _BUDGET[0] is not None:
+        _BUDGET[0].close()
+
+
 def state(checkpoint=START_TS, span=None):
-    return RegionFeedState(1, 7, span or table_record_span_encoded(TABLE), START_TS, checkpoint)
+    return RegionFeedState(1, 7, span or table_record_span_encoded(TABLE), START_TS, checkpoint, _BUDGET[0])
 
 
 def summary(changes):

@@ -27,6 +27,7 @@ from tidelake.capture.errors import IncompatibleClusterError, PullerError
 from tidelake.capture.eventfeed.backoff import backoff_s
 from tidelake.capture.eventfeed.delayed_tasks import DelayedTasks
 from tidelake.capture.eventfeed.frontier import SpanFrontier
+from tidelake.capture.eventfeed.prewrites import PrewriteBudget
 from tidelake.capture.eventfeed.region_state import RegionFeedState
 from tidelake.capture.eventfeed.region_workers import RegionWorkers
 from tidelake.capture.eventfeed.span_divider import (
@@ -126,6 +127,9 @@ class FeedOptions:
     # checked every idle_check_s; the next region for that store opens a new one.
     idle_stream_s: float = 60.0
     idle_check_s: float = 10.0
+    # Unmatched prewrites held in memory, all regions together; more wait in a local spill file
+    # until their commit (prewrites.py): a huge transaction costs disk, not memory.
+    prewrite_memory_bytes: int = 32 << 20
 
 
 class EventFeedClient:
@@ -159,6 +163,7 @@ class EventFeedClient:
         self._divides: list[tuple[_Subscription, Span, int]] = []  # spans waiting for a PD lookup
         self._divide_queued = False
         self._workers = RegionWorkers(options.workers, self._fail)
+        self._prewrites = PrewriteBudget(options.prewrite_memory_bytes)
         self._lock_resolver = lock_resolver
         self._lock_tasks = DelayedTasks("eventfeed-lock-resolver", self._fail)
         self._lock_runs: dict[int, float] = {}  # region id -> monotonic time of its last resolve pass
@@ -210,6 +215,7 @@ class EventFeedClient:
         self._workers.stop()
         for channel in channels:
             channel.close()
+        self._prewrites.close()
 
     @property
     def error(self) -> BaseException | None:
@@ -456,7 +462,7 @@ class EventFeedClient:
         except Exception as exc:  # store unreachable, PD lookup failed: ask PD again later
             self._give_back(sub, locked, span, attempt, f"store {leader.store_id} unavailable ({exc})")
             return
-        state = RegionFeedState(sub.id, region.id, span, sub.start_ts, locked.checkpoint_ts)
+        state = RegionFeedState(sub.id, region.id, span, sub.start_ts, locked.checkpoint_ts, self._prewrites)
         feed = _RegionFeed(sub, target, locked, state, stream, attempt)
         with sub.mutex:
             if sub.stopped:

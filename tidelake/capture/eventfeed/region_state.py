@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
+from tidelake.capture.eventfeed.prewrites import PrewriteBudget, UnmatchedPrewrites
 from tidelake.codec.keys import TABLE_PREFIX_LEN, table_id_of
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
@@ -33,7 +34,8 @@ class RegionFeedState:
 
     `table_start_ts` is the subscription's start ts (commits at or below it are already in the
     replica's starting point); `checkpoint_ts` is the resolved ts recorded for this sub-span in
-    the range lock, sent as the request's checkpoint (§9.7). Not thread-safe: one region's events
+    the range lock, sent as the request's checkpoint (§9.7). Unmatched prewrites wait in memory
+    within `prewrite_budget`, beyond it on local disk (prewrites.py). Not thread-safe: one region's events
     are handled by one worker, in arrival order.
     """
 
@@ -44,6 +46,7 @@ class RegionFeedState:
         span: tuple[bytes, bytes],
         table_start_ts: int,
         checkpoint_ts: int,
+        prewrite_budget: PrewriteBudget | None = None,
     ) -> None:
         self.subscription_id = subscription_id
         self.region_id = region_id
@@ -52,7 +55,7 @@ class RegionFeedState:
         self.last_resolved_ts = checkpoint_ts
         self.initialized = False
         self.stopped = False
-        self._unmatched: dict[tuple[int, bytes], Row] = {}
+        self._unmatched = UnmatchedPrewrites(prewrite_budget)
         self._cached_commits: list[Row] = []
         self._cached_rollbacks: list[Row] = []
         self._raw_span = _raw_span(span)
@@ -87,7 +90,7 @@ class RegionFeedState:
                 out.append(self._row_change(row))
             elif kind == _ROLLBACK:
                 if self.initialized:
-                    self._unmatched.pop((row.start_ts, row.key), None)
+                    self._unmatched.delete(row.start_ts, row.key)
                 else:
                     self._cached_rollbacks.append(row)
             elif kind == _INITIALIZED:
@@ -118,27 +121,27 @@ class RegionFeedState:
                          self.region_id, row.key.hex(), row.start_ts)
         rollbacks, self._cached_rollbacks = self._cached_rollbacks, []
         for row in rollbacks:
-            self._unmatched.pop((row.start_ts, row.key), None)
+            self._unmatched.delete(row.start_ts, row.key)
 
     def _put_prewrite(self, row: Row) -> None:
-        key = (row.start_ts, row.key)
-        existing = self._unmatched.get(key)
+        value = row.value
+        existing = self._unmatched.get(row.start_ts, row.key)
         if existing is not None:
             # An empty-value PREWRITE for a known lock is a txn heartbeat rewrite (§9.4).
-            if not row.value or row.generation < existing.generation:
+            if not value or row.generation < existing[2]:
                 return
-        self._unmatched[key] = row
+        self._unmatched.put(row.start_ts, row.key, (value, row.old_value, row.generation))
 
     def _match(self, commit: Row, initialized: bool) -> bool:
-        key = (commit.start_ts, commit.key)
-        prewrite = self._unmatched.get(key)
+        prewrite = self._unmatched.get(commit.start_ts, commit.key)
         if prewrite is None:
             return False
-        if not initialized and (not prewrite.value or prewrite.generation != 0):
+        value, old_value, generation = prewrite
+        if not initialized and (not value or generation != 0):
             return False  # the scan may still deliver the real prewrite (§9.4)
-        del self._unmatched[key]
-        commit.value = prewrite.value
-        commit.old_value = prewrite.old_value
+        self._unmatched.delete(commit.start_ts, commit.key)
+        commit.value = value
+        commit.old_value = old_value
         return True
 
     def _emit_commit(self, row: Row, out: list[RowChange]) -> None:

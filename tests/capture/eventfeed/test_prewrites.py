@@ -1,0 +1,44 @@
+"""The prewrite budget: memory bounded whatever the transaction's size, the rest spilled and
+found again, nothing left behind when a region's feed ends."""
+
+from __future__ import annotations
+
+import gc
+
+from tidelake.capture.eventfeed.prewrites import ENTRY_OVERHEAD_BYTES, PrewriteBudget, UnmatchedPrewrites
+
+
+def _key(i: int) -> bytes:
+    return b"t\x80\x00\x00\x00\x00\x00\x00\x2a_r" + i.to_bytes(8, "big")
+
+
+def test_memory_stays_within_the_budget_and_spilled_prewrites_come_back():
+    entry = ENTRY_OVERHEAD_BYTES + len(_key(0)) + 100
+    budget = PrewriteBudget(10 * entry)
+    waiting = UnmatchedPrewrites(budget)
+    for i in range(1000):  # one transaction of 1000 rows, 10 fit in memory
+        waiting.put(50, _key(i), (b"v" * 100, b"", 0))
+        assert budget.used <= budget.memory_bytes
+    assert len(waiting) == 1000 and budget.used == 10 * entry and budget.spilled == 990
+    assert waiting.get(50, _key(999)) == (b"v" * 100, b"", 0)
+    waiting.put(50, _key(999), (b"w" * 100, b"o", 1))  # a later generation replaces it where it is
+    assert waiting.get(50, _key(999)) == (b"w" * 100, b"o", 1) and budget.spilled == 990
+    for i in range(1000):  # the commits take them
+        assert waiting.get(50, _key(i)) is not None
+        waiting.delete(50, _key(i))
+    assert len(waiting) == 0 and budget.used == 0 and budget.spilled == 0
+    budget.close()
+
+
+def test_a_dropped_region_frees_its_memory_and_its_spilled_rows():
+    budget = PrewriteBudget(2000)
+    kept, dropped = UnmatchedPrewrites(budget), UnmatchedPrewrites(budget)
+    kept.put(7, _key(0), (b"k", b"", 0))
+    for i in range(20):
+        dropped.put(9, _key(i), (b"x" * 200, b"", 0))
+    assert budget.spilled > 0
+    del dropped  # the region's feed ended (error, unsubscribe): its state goes away
+    gc.collect()
+    assert budget.used == ENTRY_OVERHEAD_BYTES + len(_key(0)) + 1 and budget.spilled == 0
+    assert kept.get(7, _key(0)) == (b"k", b"", 0)
+    budget.close()

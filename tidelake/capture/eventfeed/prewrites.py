@@ -1,0 +1,163 @@
+"""Where a region's unmatched PREWRITE rows wait for their COMMIT: in memory up to a budget shared
+by every region of the feed, beyond it in a local spill file.
+
+A transaction's prewrites must be kept until its commit (docs/wire.md §9.4), and they cannot be
+held back by backpressure: the commit comes after them on the same stream, so a puller that
+stopped reading until they were released would wait forever. TiCDC keeps them in an unbounded
+in-memory map (pingcap/ticdc logservice/logpuller/txn_matcher.go `matcher.unmatchedValue`; its
+memory quota, logpuller/puller_memory_quota.go, charges the region events in flight, not the
+matcher), so one huge transaction can take the process down. Here a prewrite that does not fit
+`PrewriteBudget.memory_bytes` goes to a private SQLite database on local disk (deleted when it is
+closed; SQLite's page cache is a few MiB), and its commit takes it from there. Memory per waiting
+prewrite is then bounded whatever the transaction's size; the cost is a disk write and read per
+spilled row.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import threading
+import weakref
+
+# What one in-memory entry costs beyond its key, value and old value: the (start_ts, key) tuple,
+# the (value, old value, generation) tuple, two ints, three bytes headers and the dict slot.
+ENTRY_OVERHEAD_BYTES = 350
+
+Prewrite = tuple[bytes, bytes, int]  # value, old value, generation
+
+
+class PrewriteBudget:
+    """Memory every region's waiting prewrites may take together, and the spill file beyond it."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.memory_bytes = memory_bytes
+        self._lock = threading.Lock()
+        self._used = 0
+        self._spilled = 0
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    @property
+    def spilled(self) -> int:
+        """Prewrites in the spill file now."""
+        return self._spilled
+
+    def charge(self, nbytes: int) -> bool:
+        with self._lock:
+            if self._used + nbytes > self.memory_bytes:
+                return False
+            self._used += nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self._used -= nbytes
+
+    def spill_put(self, owner: int, start_ts: int, key: bytes, prewrite: Prewrite) -> bool:
+        """Store or replace; True if the entry is new."""
+        with self._lock:
+            db = self._open()
+            new = db.execute("SELECT 1 FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
+                             (owner, start_ts, key)).fetchone() is None
+            db.execute("INSERT OR REPLACE INTO p VALUES (?, ?, ?, ?, ?, ?)", (owner, start_ts, key, *prewrite))
+            self._spilled += new
+            return new
+
+    def spill_get(self, owner: int, start_ts: int, key: bytes) -> Prewrite | None:
+        with self._lock:
+            row = self._open().execute(
+                "SELECT value, old_value, generation FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
+                (owner, start_ts, key)).fetchone()
+            return None if row is None else (row[0], row[1], row[2])
+
+    def spill_delete(self, owner: int, start_ts: int, key: bytes) -> bool:
+        with self._lock:
+            deleted = self._open().execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
+                                           (owner, start_ts, key)).rowcount
+            self._spilled -= deleted
+            return deleted > 0
+
+    def forget(self, owner: int, state: list[int]) -> None:
+        """A region's waiting prewrites are dropped (its feed ended): free their memory and rows.
+        `state` is [in-memory bytes, spilled rows] of that region."""
+        with self._lock:
+            self._used -= state[0]
+            if state[1] and self._db is not None:
+                self._spilled -= self._db.execute("DELETE FROM p WHERE owner = ?", (owner,)).rowcount
+            state[0] = state[1] = 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._spilled = 0
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            # "" = a private temporary on-disk database, deleted when closed (sqlite.org/inmemorydb.html)
+            db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode = OFF")
+            db.execute("PRAGMA synchronous = OFF")
+            db.execute("CREATE TABLE p (owner INTEGER, start_ts INTEGER, key BLOB, value BLOB, old_value BLOB, "
+                       "generation INTEGER, PRIMARY KEY (owner, start_ts, key)) WITHOUT ROWID")
+            self._db = db
+        return self._db
+
+
+_owners = itertools.count(1)
+
+
+class UnmatchedPrewrites:
+    """One region's waiting prewrites, by (start_ts, key). Not thread-safe (one region worker)."""
+
+    def __init__(self, budget: PrewriteBudget | None = None) -> None:
+        self._budget = budget or PrewriteBudget(1 << 62)  # none given: memory only, unbounded
+        self._memory: dict[tuple[int, bytes], Prewrite] = {}
+        self._owner = next(_owners)
+        self._state = [0, 0]  # in-memory bytes charged, rows spilled
+        weakref.finalize(self, self._budget.forget, self._owner, self._state)
+
+    def __len__(self) -> int:
+        return len(self._memory) + self._state[1]
+
+    def get(self, start_ts: int, key: bytes) -> Prewrite | None:
+        found = self._memory.get((start_ts, key))
+        if found is None and self._state[1]:
+            found = self._budget.spill_get(self._owner, start_ts, key)
+        return found
+
+    def put(self, start_ts: int, key: bytes, prewrite: Prewrite) -> None:
+        """Store or replace the prewrite of (start_ts, key)."""
+        k = (start_ts, key)
+        old = self._memory.pop(k, None)
+        if old is not None:
+            self._release(_size(key, old))
+        elif self._state[1] and self._budget.spill_get(self._owner, start_ts, key) is not None:
+            self._budget.spill_put(self._owner, start_ts, key, prewrite)  # stays where it was
+            return
+        nbytes = _size(key, prewrite)
+        if self._budget.charge(nbytes):
+            self._memory[k] = prewrite
+            self._state[0] += nbytes
+        elif self._budget.spill_put(self._owner, start_ts, key, prewrite):
+            self._state[1] += 1
+
+    def delete(self, start_ts: int, key: bytes) -> None:
+        old = self._memory.pop((start_ts, key), None)
+        if old is not None:
+            self._release(_size(key, old))
+        elif self._state[1] and self._budget.spill_delete(self._owner, start_ts, key):
+            self._state[1] -= 1
+
+    def _release(self, nbytes: int) -> None:
+        self._state[0] -= nbytes
+        self._budget.release(nbytes)
+
+
+def _size(key: bytes, prewrite: Prewrite) -> int:
+    return ENTRY_OVERHEAD_BYTES + len(key) + len(prewrite[0]) + len(prewrite[1])
