@@ -129,7 +129,7 @@ class FeedOptions:
     idle_check_s: float = 10.0
     # Unmatched prewrites held in memory, all regions together; more wait in a local spill file
     # until their commit (prewrites.py): a huge transaction costs disk, not memory.
-    prewrite_memory_bytes: int = 32 << 20
+    prewrite_memory_bytes: int = 16 << 20
 
 
 class EventFeedClient:

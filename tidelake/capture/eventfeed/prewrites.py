@@ -61,9 +61,11 @@ class PrewriteBudget:
         """Store or replace; True if the entry is new."""
         with self._lock:
             db = self._open()
-            new = db.execute("SELECT 1 FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
-                             (owner, start_ts, key)).fetchone() is None
-            db.execute("INSERT OR REPLACE INTO p VALUES (?, ?, ?, ?, ?, ?)", (owner, start_ts, key, *prewrite))
+            new = db.execute("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)",
+                             (owner, start_ts, key, *prewrite)).rowcount == 1
+            if not new:
+                db.execute("UPDATE p SET value = ?, old_value = ?, generation = ? "
+                           "WHERE owner = ? AND start_ts = ? AND key = ?", (*prewrite, owner, start_ts, key))
             self._spilled += new
             return new
 
@@ -137,12 +139,9 @@ class UnmatchedPrewrites:
         old = self._memory.pop(k, None)
         if old is not None:
             self._release(_size(key, old))
-        elif self._state[1] and self._budget.spill_get(self._owner, start_ts, key) is not None:
-            self._budget.spill_put(self._owner, start_ts, key, prewrite)  # stays where it was
-            return
         nbytes = _size(key, prewrite)
-        if self._budget.charge(nbytes):
-            self._memory[k] = prewrite
+        if (old is not None or not self._state[1]) and self._budget.charge(nbytes):
+            self._memory[k] = prewrite  # not on disk: nothing spilled, or it was in memory
             self._state[0] += nbytes
         elif self._budget.spill_put(self._owner, start_ts, key, prewrite):
             self._state[1] += 1

@@ -2,7 +2,10 @@
 
 Hashing the region id to a worker keeps a region's rows, resolved ts and errors ordered (rows
 before the resolved ts that covers them) while different regions proceed in parallel. Queues are
-bounded so a slow sink blocks the stream readers, and gRPC flow control slows TiKV down.
+bounded so a slow sink blocks the stream readers, and gRPC flow control slows TiKV down. What
+waits in them is outside the memory quota: TiKV's events carry up to ~32 KiB of rows, so 64 per
+worker hold at most ~8 MiB over 4 workers (256 held ~15 MiB more RSS catching up a backlog,
+bench/README.md "Lag and memory").
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ _STOP = object()
 
 
 class RegionWorkers:
-    def __init__(self, count: int, on_error: Callable[[BaseException], None], queue_size: int = 256) -> None:
+    def __init__(self, count: int, on_error: Callable[[BaseException], None], queue_size: int = 64) -> None:
         if count < 1:
             raise ValueError("need at least one region worker")
         self._queues: list[queue.Queue] = [queue.Queue(maxsize=queue_size) for _ in range(count)]
