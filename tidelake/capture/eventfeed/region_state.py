@@ -35,8 +35,8 @@ class RegionFeedState:
     `table_start_ts` is the subscription's start ts (commits at or below it are already in the
     replica's starting point); `checkpoint_ts` is the resolved ts recorded for this sub-span in
     the range lock, sent as the request's checkpoint (§9.7). Unmatched prewrites wait in memory
-    within `prewrite_budget`, beyond it on local disk (prewrites.py). Not thread-safe: one region's events
-    are handled by one worker, in arrival order.
+    within `prewrite_budget`, beyond it on local disk (prewrites.py). Not thread-safe: one
+    region's events are handled by one worker, in arrival order.
     """
 
     def __init__(

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 _STOP = object()
+STOP_WAIT_S = 10.0  # how long stop() waits for the workers, all together
 
 
 class RegionWorkers:
@@ -63,10 +65,14 @@ class RegionWorkers:
                     break
                 except queue.Full:
                     continue
+        # One deadline for all: a worker blocked in the sink (a full memory quota) ends only when
+        # the sink closes, after this returns; waiting 10 s for each such worker made a stop
+        # take 10 s per blocked worker.
+        deadline = time.monotonic() + STOP_WAIT_S
         current = threading.current_thread()
         for thread in self._threads:
             if thread.is_alive() and thread is not current:
-                thread.join(timeout=10)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _run(self, q: queue.Queue) -> None:
         while True:
