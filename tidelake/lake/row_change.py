@@ -27,7 +27,8 @@ class RowChange:
 
 # What one buffered RowChange costs beyond its key, value and old value bytes: the slotted
 # object, its four ints, three bytes headers and a list slot, with the allocator's rounding.
-# Measured: 242 B traced by tracemalloc, ~295 B of RSS per row (bench/README.md "Lag and memory").
+# Measured: 242 B traced by tracemalloc, ~295 B of RSS per row (bench/README.md "Memory under
+# backpressure").
 ROW_OVERHEAD_BYTES = 300
 
 

@@ -5,7 +5,7 @@ before the resolved ts that covers them) while different regions proceed in para
 bounded so a slow sink blocks the stream readers, and gRPC flow control slows TiKV down. What
 waits in them is outside the memory quota: TiKV's events carry up to ~32 KiB of rows, so 64 per
 worker hold at most ~8 MiB over 4 workers (256 held ~15 MiB more RSS catching up a backlog,
-bench/README.md "Lag and memory").
+bench/README.md "Memory under backpressure").
 """
 
 from __future__ import annotations
