@@ -210,9 +210,11 @@ class EventFeedClient:
             self._channels.clear()
             for sub in self._subscriptions.values():
                 sub.stopped = True
+        # Workers first: a stream's receiver blocked on a full worker queue (the sink is full)
+        # then returns at once, instead of holding its stream's close for its join timeout.
+        self._workers.stop()
         for stream in streams:
             stream.close()
-        self._workers.stop()
         for channel in channels:
             channel.close()
         self._prewrites.close()
