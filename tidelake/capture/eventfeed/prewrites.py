@@ -36,18 +36,24 @@ class PrewriteBudget:
         self._used = 0
         self._spilled = 0
         self._db: sqlite3.Connection | None = None
+        self._forgotten: list[tuple[int, list[int]]] = []  # dropped regions, freed at the next use
 
     @property
     def used(self) -> int:
-        return self._used
+        with self._lock:
+            self._reap()
+            return self._used
 
     @property
     def spilled(self) -> int:
         """Prewrites in the spill file now."""
-        return self._spilled
+        with self._lock:
+            self._reap()
+            return self._spilled
 
     def charge(self, nbytes: int) -> bool:
         with self._lock:
+            self._reap()
             if self._used + nbytes > self.memory_bytes:
                 return False
             self._used += nbytes
@@ -60,6 +66,7 @@ class PrewriteBudget:
     def spill_put(self, owner: int, start_ts: int, key: bytes, prewrite: Prewrite) -> bool:
         """Store or replace; True if the entry is new."""
         with self._lock:
+            self._reap()
             db = self._open()
             new = db.execute("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)",
                              (owner, start_ts, key, *prewrite)).rowcount == 1
@@ -84,13 +91,18 @@ class PrewriteBudget:
             return deleted > 0
 
     def forget(self, owner: int, state: list[int]) -> None:
-        """A region's waiting prewrites are dropped (its feed ended): free their memory and rows.
-        `state` is [in-memory bytes, spilled rows] of that region."""
-        with self._lock:
+        """A region's waiting prewrites are dropped (its feed ended); `state` is [in-memory bytes,
+        spilled rows] of that region. Called by a finalizer, which may run inside another call of
+        this budget on the same thread (a garbage collection): so it only notes the region, and
+        the next call frees its memory and rows."""
+        self._forgotten.append((owner, state))
+
+    def _reap(self) -> None:
+        while self._forgotten:
+            owner, state = self._forgotten.pop()
             self._used -= state[0]
             if state[1] and self._db is not None:
                 self._spilled -= self._db.execute("DELETE FROM p WHERE owner = ?", (owner,)).rowcount
-            state[0] = state[1] = 0
 
     def close(self) -> None:
         with self._lock:
