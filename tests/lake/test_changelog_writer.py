@@ -36,6 +36,21 @@ def test_append_lands_every_field(layout, make_rows):
     assert all(g["commit_bucket"] == bucket_label(g["commit_ts"], 3600) for g in got)
 
 
+def test_a_flush_larger_than_a_slice_is_one_commit_of_every_row(layout, make_rows, monkeypatch):
+    """The write streams the flush in slices (bounded memory); it must stay one commit, one
+    app transaction, with every row, or a crash between slices would land half a flush."""
+    from tidelake.lake import changelog_writer
+    monkeypatch.setattr(changelog_writer, "APPEND_SLICE_ROWS", 7)
+    rows = make_rows(41, 30) + make_rows(42, 23, op="delete")
+    writer = ChangelogWriter(layout, APP)
+    before = DeltaTable(layout.changelog).version()
+    assert writer.append(rows, seq=4)
+    table = DeltaTable(layout.changelog)
+    assert table.version() == before + 1 and table.transaction_version(APP) == 4
+    got = sorted(zip(_landed(layout)["key"].to_pylist(), _landed(layout)["op"].to_pylist()))
+    assert got == sorted((r.key, r.op) for r in rows)
+
+
 def test_one_file_group_per_table_and_bucket(layout, make_rows, base_ms):
     rows = make_rows(1, 2) + make_rows(1, 2, at_ms=base_ms + 3_600_000) + make_rows(2, 2)
     ChangelogWriter(layout, APP).append(rows, seq=1)
