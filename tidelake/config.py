@@ -8,7 +8,9 @@ the puller. Unknown keys are errors for the same reason. New features add new se
 from __future__ import annotations
 
 import math
+import os
 import re
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +107,9 @@ class PullerConfig:
     shards: int = 1
     # TCP port of the Prometheus /metrics endpoint (shard I of N serves on port + I); None: no endpoint.
     metrics_port: int | None = None
+    # Local folder of the spill file for prewrites waiting for their commit beyond the feed's
+    # memory budget (tidelake.capture.eventfeed.prewrites); checked writable when the puller starts.
+    spill_dir: str = field(default_factory=tempfile.gettempdir)
 
     def shard_of(self, logical_table_id: int) -> int:
         """Shard that pulls a table; all partitions of a table go with its logical id."""
@@ -256,6 +261,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         flush_bytes=puller.size("flush_size", PullerConfig.flush_bytes),
         shards=puller.positive_int("shards", PullerConfig.shards),
         metrics_port=puller.port("metrics_port"),
+        spill_dir=_folder(puller, "spill_dir", base) or tempfile.gettempdir(),
     )
     puller.done()
 
@@ -475,6 +481,17 @@ class _Section:
             where = f"[{self.name}]." if self.name else ""
             valid = ", ".join(sorted(self.known))
             raise InputError(f"{self.source}: {where}{unknown[0]}: unknown key (valid here: {valid})")
+
+
+def _folder(section: _Section, key: str, base: Path) -> str | None:
+    """An existing writable local folder; the puller checks it again by creating a file at start."""
+    value = section.string(key)
+    if value is None:
+        return None
+    folder = (base / value).resolve()
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise section.bad(key, "an existing writable folder", value)
+    return str(folder)
 
 
 _SHOW_MAX = 80

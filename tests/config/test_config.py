@@ -60,6 +60,19 @@ def test_metrics_port_is_per_shard(tmp_path):
     assert [config.puller.metrics_port_of(i) for i in range(3)] == [9464, 9465, 9466]
 
 
+def test_spill_dir_resolves_against_the_config_folder_and_must_be_a_writable_folder(tmp_path):
+    import tempfile
+
+    assert load_config(write(tmp_path, MINIMAL)).puller.spill_dir == tempfile.gettempdir()
+    (tmp_path / "spill").mkdir()
+    config = load_config(write(tmp_path, MINIMAL + '[puller]\nspill_dir = "spill"\n'))
+    assert config.puller.spill_dir == str(tmp_path / "spill")
+    (tmp_path / "afile").write_text("x")
+    for value in ("missing", "afile"):
+        with pytest.raises(InputError, match=rf"\[puller\]\.spill_dir: expected an existing writable folder, got '{value}'"):
+            load_config(write(tmp_path, MINIMAL + f'[puller]\nspill_dir = "{value}"\n'))
+
+
 def test_tls_paths_resolve_against_the_config_folder(tmp_path):
     for name in ("ca.pem", "c.pem", "k.pem"):
         (tmp_path / name).write_text("x")

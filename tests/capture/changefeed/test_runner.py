@@ -29,6 +29,7 @@ from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
 from tidelake.cli import main
 from tidelake.config import parse_config
 from tidelake.config_writer import write_config
+from tidelake.errors import InputError
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.upstream.errors import BelowGCSafepointError
 from tidelake.wait import wait_until
@@ -537,3 +538,14 @@ def test_after_a_shard_count_change_a_table_no_old_shard_claimed_is_pulled_from_
     assert one.error is None
     for table_id in (110, 111):
         assert {row for row in changelog(lake) if row[0] == table_id} == oracle(sim, table_id, begin)
+
+
+def test_a_spill_dir_gone_since_the_config_was_read_stops_the_puller_at_start(tmp_path):
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    doc = {"changefeed": {"id": "cf"}, "upstream": {"pd": ["127.0.0.1:1"]}, "lake": {"root": str(tmp_path / "lake")},
+           "puller": {"spill_dir": str(spill)}}
+    config = parse_config(doc, "test.toml")
+    spill.rmdir()
+    with pytest.raises(InputError, match=r"^test\.toml: \[puller\]\.spill_dir: cannot create a file in .*spill"):
+        PullerRunner(config).run()

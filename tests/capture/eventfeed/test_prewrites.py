@@ -4,8 +4,11 @@ found again, nothing left behind when a region's feed ends."""
 from __future__ import annotations
 
 import gc
+import os
 
-from tidelake.capture.eventfeed.prewrites import ENTRY_OVERHEAD_BYTES, PrewriteBudget, UnmatchedPrewrites
+import pytest
+
+from tidelake.capture.eventfeed.prewrites import ENTRY_OVERHEAD_BYTES, PrewriteBudget, UnmatchedPrewrites, check_spill_dir
 
 
 def _key(i: int) -> bytes:
@@ -42,3 +45,39 @@ def test_a_dropped_region_frees_its_memory_and_its_spilled_rows():
     assert budget.used == ENTRY_OVERHEAD_BYTES + len(_key(0)) + 1 and budget.spilled == 0
     assert kept.get(7, _key(0)) == (b"k", b"", 0)
     budget.close()
+
+
+def _open_files_in(folder) -> list[str]:
+    """Paths this process holds open under `folder` (an unlinked one ends in ' (deleted)')."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(folder)):
+            found.append(target)
+    return found
+
+
+def test_the_spill_file_is_in_spill_dir_and_has_no_name(tmp_path):
+    budget = PrewriteBudget(0, str(tmp_path))
+    waiting = UnmatchedPrewrites(budget)
+    waiting.put(5, _key(1), (b"v" * 1000, b"", 0))
+    assert budget.spilled == 1
+    assert list(tmp_path.iterdir()) == []  # no name left in the folder ...
+    held = _open_files_in(tmp_path)
+    assert len(held) == 1 and held[0].endswith(" (deleted)")  # ... but the open file is there
+    assert waiting.get(5, _key(1)) == (b"v" * 1000, b"", 0)
+    budget.close()
+    assert _open_files_in(tmp_path) == []
+
+
+def test_check_spill_dir_refuses_what_is_not_a_folder(tmp_path):
+    check_spill_dir(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone
+    with pytest.raises(FileNotFoundError):
+        check_spill_dir(str(tmp_path / "missing"))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        check_spill_dir(str(tmp_path / "afile"))

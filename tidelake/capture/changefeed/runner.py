@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tidelake import tso
 from tidelake.capture.changefeed.ddl_puller import (
@@ -38,6 +38,7 @@ from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
+from tidelake.capture.eventfeed.prewrites import check_spill_dir
 from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
@@ -176,6 +177,11 @@ class PullerRunner:
         `left` saying what did not land; only errors that are not a stop are raised."""
         cfg = self.config
         started = time.monotonic()
+        try:
+            check_spill_dir(cfg.puller.spill_dir)
+        except OSError as exc:
+            raise InputError(f"{cfg.source}: [puller].spill_dir: cannot create a file in {cfg.puller.spill_dir!r} "
+                             f"({exc.strerror or exc})") from None
         if self.options.metrics_port is not None:
             try:
                 self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, self.options.metrics_port,
@@ -215,7 +221,8 @@ class PullerRunner:
                 grace = self.options.retire_grace_s or max(60.0, 6 * cfg.puller.flush_interval_s)
                 self._retirement = Retirement(layout, cfg.changefeed_id, self.shard.count, cfg.gc_service_id,
                                               lambda service: pd.update_service_gc_safepoint(service, 0, 0), grace)
-            feed = self._feed = EventFeedClient(pd, _Sink(self), self.options.feed, cfg.upstream.tls,
+            feed_options = replace(self.options.feed, spill_dir=cfg.puller.spill_dir)
+            feed = self._feed = EventFeedClient(pd, _Sink(self), feed_options, cfg.upstream.tls,
                                                 lock_resolver=RegionLockResolver(pd, cfg.upstream.tls)).start()
             subscriptions = {DDL_JOB_TABLE_ID: feed.subscribe(DDL_JOB_TABLE_ID, _span(DDL_JOB_TABLE_ID), ddl_start)}
             for pid, ts in sorted(table_starts.items()):

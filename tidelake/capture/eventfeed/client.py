@@ -128,8 +128,10 @@ class FeedOptions:
     idle_stream_s: float = 60.0
     idle_check_s: float = 10.0
     # Unmatched prewrites held in memory, all regions together; more wait in a local spill file
-    # until their commit (prewrites.py): a huge transaction costs disk, not memory.
+    # until their commit (prewrites.py): a huge transaction costs disk, not memory. The spill
+    # file goes in spill_dir ([puller].spill_dir; None: tempfile's folder).
     prewrite_memory_bytes: int = 16 << 20
+    spill_dir: str | None = None
 
 
 class EventFeedClient:
@@ -163,7 +165,7 @@ class EventFeedClient:
         self._divides: list[tuple[_Subscription, Span, int]] = []  # spans waiting for a PD lookup
         self._divide_queued = False
         self._workers = RegionWorkers(options.workers, self._fail)
-        self._prewrites = PrewriteBudget(options.prewrite_memory_bytes)
+        self._prewrites = PrewriteBudget(options.prewrite_memory_bytes, options.spill_dir)
         self._lock_resolver = lock_resolver
         self._lock_tasks = DelayedTasks("eventfeed-lock-resolver", self._fail)
         self._lock_runs: dict[int, float] = {}  # region id -> monotonic time of its last resolve pass

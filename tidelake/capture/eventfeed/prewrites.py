@@ -7,16 +7,19 @@ stopped reading until they were released would wait forever. TiCDC keeps them in
 in-memory map (pingcap/ticdc logservice/logpuller/txn_matcher.go `matcher.unmatchedValue`; its
 memory quota, logpuller/puller_memory_quota.go, charges the region events in flight, not the
 matcher), so one huge transaction can take the process down. Here a prewrite that does not fit
-`PrewriteBudget.memory_bytes` goes to a private SQLite database on local disk (deleted when it is
-closed; SQLite's page cache is a few MiB), and its commit takes it from there. Memory per waiting
-prewrite is then bounded whatever the transaction's size; the cost is a disk write and read per
-spilled row.
+`PrewriteBudget.memory_bytes` goes to a private SQLite database in `[puller].spill_dir` (SQLite's
+page cache is a few MiB), and its commit takes it from there. Memory per waiting prewrite is then
+bounded whatever the transaction's size; the cost is a disk write and read per spilled row, and
+disk about the size of the largest open transaction's rows. The file's name is removed as soon as
+it is open, so nothing is left behind however the process ends (a folder on tmpfs is memory again).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
+import tempfile
 import threading
 import weakref
 
@@ -26,12 +29,23 @@ ENTRY_OVERHEAD_BYTES = 350
 
 Prewrite = tuple[bytes, bytes, int]  # value, old value, generation
 
+_SPILL_PREFIX = "tidelake-prewrites-"
+
+
+def check_spill_dir(folder: str | None) -> None:
+    """Raise OSError unless a spill file can be created in `folder` (None: the temp folder), so a
+    missing or read-only folder stops the puller at start, not at its first big transaction."""
+    fd, name = tempfile.mkstemp(prefix=_SPILL_PREFIX, dir=folder)
+    os.close(fd)
+    os.unlink(name)
+
 
 class PrewriteBudget:
     """Memory every region's waiting prewrites may take together, and the spill file beyond it."""
 
-    def __init__(self, memory_bytes: int) -> None:
+    def __init__(self, memory_bytes: int, spill_dir: str | None = None) -> None:
         self.memory_bytes = memory_bytes
+        self.spill_dir = spill_dir  # None: tempfile's folder
         self._lock = threading.Lock()
         self._used = 0
         self._spilled = 0
@@ -113,12 +127,19 @@ class PrewriteBudget:
 
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
-            # "" = a private temporary on-disk database, deleted when closed (sqlite.org/inmemorydb.html)
-            db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode = OFF")
-            db.execute("PRAGMA synchronous = OFF")
-            db.execute("CREATE TABLE p (owner INTEGER, start_ts INTEGER, key BLOB, value BLOB, old_value BLOB, "
-                       "generation INTEGER, PRIMARY KEY (owner, start_ts, key)) WITHOUT ROWID")
+            fd, name = tempfile.mkstemp(prefix=_SPILL_PREFIX, suffix=".sqlite", dir=self.spill_dir)
+            os.close(fd)
+            try:
+                db = sqlite3.connect(name, isolation_level=None, check_same_thread=False)
+                # No journal and temporaries in memory: nothing but this one file, whose name goes
+                # once SQLite has it open.
+                db.execute("PRAGMA journal_mode = OFF")
+                db.execute("PRAGMA temp_store = MEMORY")
+                db.execute("PRAGMA synchronous = OFF")
+                db.execute("CREATE TABLE p (owner INTEGER, start_ts INTEGER, key BLOB, value BLOB, old_value BLOB, "
+                           "generation INTEGER, PRIMARY KEY (owner, start_ts, key)) WITHOUT ROWID")
+            finally:
+                os.unlink(name)
             self._db = db
         return self._db
 
