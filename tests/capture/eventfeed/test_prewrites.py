@@ -33,6 +33,28 @@ def test_memory_stays_within_the_budget_and_spilled_prewrites_come_back():
     budget.close()
 
 
+def test_the_spill_file_is_freed_when_it_empties_and_a_new_one_opens_at_the_next_spill(tmp_path):
+    budget = PrewriteBudget(0, str(tmp_path))
+    waiting = UnmatchedPrewrites(budget)
+    for i in range(3):
+        waiting.put(50, _key(i), (b"v" * 5000, b"", 0))
+    assert len(_open_files_in(tmp_path)) == 1
+    for i in range(3):
+        waiting.delete(50, _key(i))
+    assert budget.spilled == 0 and _open_files_in(tmp_path) == []  # its disk is given back
+    assert waiting.get(50, _key(0)) is None
+    waiting.put(60, _key(7), (b"n", b"", 1))  # the next transaction spills into a new file
+    assert len(_open_files_in(tmp_path)) == 1 and waiting.get(60, _key(7)) == (b"n", b"", 1)
+    other = UnmatchedPrewrites(budget)
+    other.put(61, _key(8), (b"m", b"", 1))
+    del waiting  # a dropped region's rows were the last but one: the file stays for `other`
+    gc.collect()
+    assert budget.spilled == 1 and len(_open_files_in(tmp_path)) == 1
+    other.delete(61, _key(8))
+    assert _open_files_in(tmp_path) == []
+    budget.close()
+
+
 def test_a_dropped_region_frees_its_memory_and_its_spilled_rows():
     budget = PrewriteBudget(2000)
     kept, dropped = UnmatchedPrewrites(budget), UnmatchedPrewrites(budget)

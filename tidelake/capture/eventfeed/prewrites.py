@@ -92,16 +92,21 @@ class PrewriteBudget:
 
     def spill_get(self, owner: int, start_ts: int, key: bytes) -> Prewrite | None:
         with self._lock:
-            row = self._open().execute(
+            if self._db is None:  # nothing spilled
+                return None
+            row = self._db.execute(
                 "SELECT value, old_value, generation FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
                 (owner, start_ts, key)).fetchone()
             return None if row is None else (row[0], row[1], row[2])
 
     def spill_delete(self, owner: int, start_ts: int, key: bytes) -> bool:
         with self._lock:
-            deleted = self._open().execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
-                                           (owner, start_ts, key)).rowcount
+            if self._db is None:
+                return False
+            deleted = self._db.execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
+                                       (owner, start_ts, key)).rowcount
             self._spilled -= deleted
+            self._drop_if_empty()
             return deleted > 0
 
     def forget(self, owner: int, state: list[int]) -> None:
@@ -117,6 +122,15 @@ class PrewriteBudget:
             self._used -= state[0]
             if state[1] and self._db is not None:
                 self._spilled -= self._db.execute("DELETE FROM p WHERE owner = ?", (owner,)).rowcount
+                self._drop_if_empty()
+
+    def _drop_if_empty(self) -> None:
+        """Close the spill file once nothing is in it: SQLite never gives a file's free pages back,
+        so one huge transaction would otherwise hold its disk until the feed closes. The next
+        spill opens a new one."""
+        if self._spilled == 0 and self._db is not None:
+            self._db.close()
+            self._db = None
 
     def close(self) -> None:
         with self._lock:
