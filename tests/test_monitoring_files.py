@@ -27,7 +27,7 @@ def exported() -> tuple[set[str], set[str]]:
     """(sample names, label names) of a runner's registry and of the merge metrics."""
     now = tso.from_datetime(datetime.now(timezone.utc))
     state = PullerState("cf1", {110: now}, now, 3, 1 << 30, {110: {"replicating": 1}}, {"not_leader": 1}, {1: 1},
-                        now, now, 600.0)
+                        now, now, 600.0, prewrite_memory_bytes=1 << 20, prewrite_spilled_rows=5)
     metrics = PullerMetrics(lambda: state)
     for counter in (metrics.lander.rows, metrics.lander.bytes, metrics.lander.flushes, metrics.lander.flush_failures):
         counter.labels(changefeed="cf1").inc()
@@ -94,3 +94,13 @@ def test_every_dashboard_query_uses_exported_metrics_and_labels():
                    "tidelake_puller_stream_reconnects_total", "tidelake_lander_buffered_bytes",
                    "tidelake_lander_flush_seconds_bucket", "tidelake_merge_lag_seconds", "tidelake_merge_rows_applied"):
         assert needed in used, needed
+
+
+def test_the_readme_metrics_tables_list_every_exported_metric_and_nothing_else():
+    names, _ = exported()
+    families = {n for n in names if not n.endswith(("_bucket", "_count", "_sum"))}
+    families |= {n[:-len("_bucket")] for n in names if n.endswith("_bucket")}  # a histogram by its name
+    section = (ROOT / "README.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    listed = {name for row in section.splitlines() if row.startswith("| `tidelake_")
+              for name in re.findall(r"`(tidelake_[a-z_]+)`", row.split(" | ")[0])}
+    assert listed == families, (sorted(families - listed), sorted(listed - families))

@@ -107,6 +107,9 @@ def test_endpoint_reports_what_the_puller_pulled_landed_and_met(sim, tmp_path):
         assert value(samples, "tidelake_puller_rows_total") == every_row
         assert value(samples, "tidelake_lander_flush_seconds_count") == value(samples, "tidelake_lander_flushes_total") > 0
         assert value(samples, "tidelake_puller_memory_quota_bytes") == config.puller.memory_quota_bytes
+        # every transaction committed: no prewrite waits, in memory or spilled
+        assert value(samples, "tidelake_puller_prewrite_memory_bytes") == 0
+        assert value(samples, "tidelake_puller_prewrite_spilled_rows") == 0
         assert value(samples, "tidelake_puller_gc_ttl_seconds") == config.upstream.gc_ttl_s
         held = next(s for s in sim.gc_safe_points.services() if s.service_id == "tidelake-cf1")
         assert value(samples, "tidelake_puller_checkpoint_time_seconds") == tso.physical_ms(held.safe_point + 1) / 1000

@@ -4,6 +4,7 @@ found again, nothing left behind when a region's feed ends."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 import pytest
@@ -103,3 +104,18 @@ def test_check_spill_dir_refuses_what_is_not_a_folder(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(NotADirectoryError):
         check_spill_dir(str(tmp_path / "afile"))
+
+
+def test_one_log_line_when_spilling_starts_and_one_when_it_drains(tmp_path, caplog):
+    budget = PrewriteBudget(ENTRY_OVERHEAD_BYTES + len(_key(0)) + 10, str(tmp_path))
+    waiting = UnmatchedPrewrites(budget)
+    with caplog.at_level(logging.INFO, logger="tidelake.capture.eventfeed.prewrites"):
+        for i in range(5):
+            waiting.put(1, _key(i), (b"v" * 10, b"", 0))  # the first fits, 4 spill
+        assert [r.getMessage() for r in caplog.records] == [
+            f"prewrites waiting for their commit passed the 0.0 MiB memory budget: the rest spill to {tmp_path}"]
+        for i in range(5):
+            waiting.delete(1, _key(i))
+    assert len(caplog.records) == 2
+    assert caplog.records[1].getMessage() == "prewrite spill drained: 4 rows spilled since it started, its file is closed"
+    budget.close()

@@ -4,7 +4,8 @@ Each runner has its own CollectorRegistry (not prometheus_client's default one),
 in one process, or tests, never mix their series. The registry holds the lander's metrics
 (tidelake.lake.lander_metrics: rows, bytes, flushes, flush latency, bytes buffered) and a
 collector that reads the runner's state at scrape time: per table resolved ts and lag, regions by
-state, region errors by kind, stream reconnects, the memory quota, and the GC safepoint held
+state, region errors by kind, stream reconnects, the memory quota, the prewrites waiting for their
+commit (in memory and spilled to disk), and the GC safepoint held
 against the upstream's. Timestamps are exported as Unix seconds (a TSO does not fit a float).
 """
 
@@ -37,6 +38,8 @@ class PullerState:
     checkpoint_ts: int | None = None  # the ts the service GC safepoint holds (safepoint = ts - 1)
     gc_safepoint_ts: int | None = None  # the upstream cluster's GC safepoint, as last read
     gc_ttl_s: float = 0.0
+    prewrite_memory_bytes: int = 0  # unmatched prewrites held in memory (tidelake.capture.eventfeed.prewrites)
+    prewrite_spilled_rows: int = 0  # and those in the spill file
 
 
 def _seconds(ts: int) -> float:
@@ -97,6 +100,16 @@ class _RunnerCollector(Collector):
                                   "The lander's memory quota ([puller].memory_quota)", labels=["changefeed"])
         quota.add_metric(cf, s.memory_quota_bytes)
         yield quota
+        prewrites = GaugeMetricFamily("tidelake_puller_prewrite_memory_bytes",
+                                      "Memory taken by prewrites waiting for their commit, all regions "
+                                      "(bounded by the feed's prewrite budget)", labels=["changefeed"])
+        prewrites.add_metric(cf, s.prewrite_memory_bytes)
+        yield prewrites
+        spilled = GaugeMetricFamily("tidelake_puller_prewrite_spilled_rows",
+                                    "Prewrites waiting for their commit in the spill file ([puller].spill_dir)",
+                                    labels=["changefeed"])
+        spilled.add_metric(cf, s.prewrite_spilled_rows)
+        yield spilled
         ttl = GaugeMetricFamily("tidelake_puller_gc_ttl_seconds", "TTL of the service GC safepoint the puller holds",
                                 labels=["changefeed"])
         ttl.add_metric(cf, s.gc_ttl_s)

@@ -429,10 +429,12 @@ class PullerRunner:
         with self._mu:
             resolved, ddl, rows = dict(self._table_resolved), self._reported_ddl, self._rows
         errors, reconnects = feed.error_counts() if feed is not None else ({}, {})
+        prewrite_bytes, spilled = feed.prewrite_usage() if feed is not None else (0, 0)
         return PullerState(
             self.feed_id, resolved, ddl, rows, self.config.puller.memory_quota_bytes,
             regions=feed.region_states() if feed is not None else {},
             region_errors=errors, stream_reconnects=reconnects,
+            prewrite_memory_bytes=prewrite_bytes, prewrite_spilled_rows=spilled,
             checkpoint_ts=keeper.checkpoint if keeper is not None else None,
             gc_safepoint_ts=self._gc_safepoint, gc_ttl_s=self.config.upstream.gc_ttl_s,
         )

@@ -282,6 +282,10 @@ class EventFeedClient:
         with sub.mutex:
             return len(sub.feeds)
 
+    def prewrite_usage(self) -> tuple[int, int]:
+        """(bytes, rows): unmatched prewrites in memory and in the spill file, all regions together."""
+        return self._prewrites.used, self._prewrites.spilled
+
     def region_states(self) -> dict[int, dict[str, int]]:
         """Per table: region requests in flight that wait for their initial scan
         ('initializing') and those past it ('replicating', TiKV's Initialized event, §9.4)."""

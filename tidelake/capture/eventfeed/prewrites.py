@@ -17,6 +17,7 @@ it is open, so nothing is left behind however the process ends (a folder on tmpf
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sqlite3
 import tempfile
@@ -30,6 +31,8 @@ ENTRY_OVERHEAD_BYTES = 350
 Prewrite = tuple[bytes, bytes, int]  # value, old value, generation
 
 _SPILL_PREFIX = "tidelake-prewrites-"
+
+log = logging.getLogger(__name__)
 
 
 def check_spill_dir(folder: str | None) -> None:
@@ -50,6 +53,7 @@ class PrewriteBudget:
         self._used = 0
         self._spilled = 0
         self._db: sqlite3.Connection | None = None
+        self._spills = 0  # rows spilled since the file was opened, for the log
         self._forgotten: list[tuple[int, list[int]]] = []  # dropped regions, freed at the next use
 
     @property
@@ -88,6 +92,7 @@ class PrewriteBudget:
                 db.execute("UPDATE p SET value = ?, old_value = ?, generation = ? "
                            "WHERE owner = ? AND start_ts = ? AND key = ?", (*prewrite, owner, start_ts, key))
             self._spilled += new
+            self._spills += new
             return new
 
     def spill_get(self, owner: int, start_ts: int, key: bytes) -> Prewrite | None:
@@ -131,6 +136,7 @@ class PrewriteBudget:
         if self._spilled == 0 and self._db is not None:
             self._db.close()
             self._db = None
+            log.info("prewrite spill drained: %d rows spilled since it started, its file is closed", self._spills)
 
     def close(self) -> None:
         with self._lock:
@@ -155,6 +161,9 @@ class PrewriteBudget:
             finally:
                 os.unlink(name)
             self._db = db
+            self._spills = 0
+            log.info("prewrites waiting for their commit passed the %.1f MiB memory budget: the rest spill to %s",
+                     self.memory_bytes / 2**20, self.spill_dir or tempfile.gettempdir())
         return self._db
 
 
