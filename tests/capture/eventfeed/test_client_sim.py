@@ -16,6 +16,7 @@ from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
 from tidelake.codec.keys import record_key, table_record_span_encoded, to_region_key
 from tidelake.sim.cluster import SimCluster
 from tidelake.upstream.pd_client import PDClient
+from tidelake.wait import wait_until
 
 TABLE = 90
 HANDLES = 400
@@ -258,3 +259,42 @@ def test_a_store_stream_without_regions_is_closed_and_reopened_on_demand(sim):
     assert not sink.violations
     landed = {(r.key, r.commit_ts) for r in sink.rows}
     assert set(writer.committed) <= landed
+
+
+def test_every_prewrite_spilled_still_delivers_exactly_the_committed_rows(sim, tmp_path):
+    """prewrite_memory_bytes=0: every prewrite of every region goes to the spill file and comes
+    back for its commit, from several workers at once; a transaction held open shows in the
+    usage, and close() leaves no file behind."""
+    for handle in (100, 200, 300):
+        split_inside(sim, handle)
+    writer = Writer(sim, seed=9)
+    start_ts = sim.tso.next()
+    sink = CheckingSink()
+    options = FeedOptions(workers=4, backoff_base_s=0.02, backoff_cap_s=0.3, prewrite_memory_bytes=0,
+                          spill_dir=str(tmp_path))
+    with PDClient([sim.pd_address]) as pd:
+        client = EventFeedClient(pd, sink, options).start()
+        client.subscribe(TABLE, table_record_span_encoded(TABLE), start_ts)
+        for _ in range(60):
+            writer.txn()
+        # one transaction over every region, held open across resolved-ts rounds
+        big = [("put", record_key(TABLE, h), bytes([h % 251]) * 30) for h in range(0, HANDLES, 2)]
+        keys = [key for _, key, _ in big]
+        big_ts = sim.tso.next()
+        sim.mvcc.prewrite(big, keys[0], big_ts, 60_000)
+        wait_until(lambda: client.prewrite_usage()[1] >= len(big), 20, "the big transaction's prewrites spilled")
+        assert client.prewrite_usage()[0] == 0  # nothing in memory
+        commit_ts = sim.tso.next()
+        sim.mvcc.commit(keys, big_ts, commit_ts)
+        for _, key, value in big:
+            writer.committed[(key, commit_ts)] = ("put", value, writer.current.get(key, b""))
+            writer.current[key] = value
+        for _ in range(60):
+            writer.txn()
+        sink.wait_resolved(sim.tso.next(), client)
+        assert client.prewrite_usage() == (0, 0)
+        client.close()
+        assert client.error is None
+    assert sink.violations == []
+    _check_exact(sink.rows, writer.committed, start_ts)
+    assert list(tmp_path.iterdir()) == []
