@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed.prewrites import ENTRY_OVERHEAD_BYTES, PrewriteBudget, UnmatchedPrewrites, check_spill_dir
 
 
@@ -119,3 +120,15 @@ def test_one_log_line_when_spilling_starts_and_one_when_it_drains(tmp_path, capl
     assert len(caplog.records) == 2
     assert caplog.records[1].getMessage() == "prewrite spill drained: 4 rows spilled since it started, its file is closed"
     budget.close()
+
+
+def test_after_close_the_store_refuses_instead_of_answering_from_an_empty_file(tmp_path):
+    budget = PrewriteBudget(0, str(tmp_path))
+    waiting = UnmatchedPrewrites(budget)
+    waiting.put(3, _key(1), (b"v", b"", 0))
+    budget.close()
+    for call in (lambda: waiting.get(3, _key(1)), lambda: waiting.delete(3, _key(1)),
+                 lambda: waiting.put(3, _key(2), (b"w", b"", 0))):
+        with pytest.raises(PullerError, match="prewrites used after the event feed closed their store"):
+            call()
+    assert _open_files_in(tmp_path) == []

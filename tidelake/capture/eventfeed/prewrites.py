@@ -24,6 +24,8 @@ import tempfile
 import threading
 import weakref
 
+from tidelake.capture.errors import PullerError
+
 # What one in-memory entry costs beyond its key, value and old value: the (start_ts, key) tuple,
 # the (value, old value, generation) tuple, two ints, three bytes headers and the dict slot.
 ENTRY_OVERHEAD_BYTES = 350
@@ -54,6 +56,7 @@ class PrewriteBudget:
         self._spilled = 0
         self._db: sqlite3.Connection | None = None
         self._spills = 0  # rows spilled since the file was opened, for the log
+        self._closed = False
         self._forgotten: list[tuple[int, list[int]]] = []  # dropped regions, freed at the next use
 
     @property
@@ -71,6 +74,7 @@ class PrewriteBudget:
 
     def charge(self, nbytes: int) -> bool:
         with self._lock:
+            self._check_open()
             self._reap()
             if self._used + nbytes > self.memory_bytes:
                 return False
@@ -84,6 +88,7 @@ class PrewriteBudget:
     def spill_put(self, owner: int, start_ts: int, key: bytes, prewrite: Prewrite) -> bool:
         """Store or replace; True if the entry is new."""
         with self._lock:
+            self._check_open()
             self._reap()
             db = self._open()
             new = db.execute("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)",
@@ -97,6 +102,7 @@ class PrewriteBudget:
 
     def spill_get(self, owner: int, start_ts: int, key: bytes) -> Prewrite | None:
         with self._lock:
+            self._check_open()
             if self._db is None:  # nothing spilled
                 return None
             row = self._db.execute(
@@ -106,6 +112,7 @@ class PrewriteBudget:
 
     def spill_delete(self, owner: int, start_ts: int, key: bytes) -> bool:
         with self._lock:
+            self._check_open()
             if self._db is None:
                 return False
             deleted = self._db.execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
@@ -139,11 +146,18 @@ class PrewriteBudget:
             log.info("prewrite spill drained: %d rows spilled since it started, its file is closed", self._spills)
 
     def close(self) -> None:
+        """Drop every waiting prewrite and the spill file; later puts and lookups raise, where they
+        would have found nothing (a spilled row gone) and gone on without it."""
         with self._lock:
+            self._closed = True
             if self._db is not None:
                 self._db.close()
                 self._db = None
             self._spilled = 0
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PullerError("prewrites used after the event feed closed their store")
 
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
