@@ -3,9 +3,11 @@
 Hashing the region id to a worker keeps a region's rows, resolved ts and errors ordered (rows
 before the resolved ts that covers them) while different regions proceed in parallel. Queues are
 bounded so a slow sink blocks the stream readers, and gRPC flow control slows TiKV down. What
-waits in them is outside the memory quota: TiKV's events carry up to ~32 KiB of rows, so 64 per
-worker hold at most ~8 MiB over 4 workers (256 held ~15 MiB more RSS catching up a backlog,
-bench/README.md "Memory under backpressure").
+waits in them is outside the memory quota, and it is not only the event: a queued event keeps its
+whole gRPC ChangeDataEvent response alive (cdcpb.proto; one response carries many regions' events,
+up to ~6 MiB measured at a backlog), so 64 per worker bound the count, not the bytes (256 held
+~12 MiB more RSS than 64 catching up a backlog; copying events out of their responses gained
+nothing measurable, bench/README.md "Memory under backpressure").
 """
 
 from __future__ import annotations
