@@ -10,11 +10,22 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import signal
 import sys
 import threading
 
 from tidelake.errors import InputError
+
+log = logging.getLogger(__name__)
+
+# delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s by default: under a
+# backlog the puller's RSS then holds every recent flush's working memory (~20 MiB more, bench/
+# README.md "Memory under backpressure"). jemalloc reads this once, when delta-rs first allocates
+# (at its import), so the puller sets it before importing deltalake; a value the user set wins.
+# Only here: it would change every process that imports tidelake (Airflow's DAG parsing, polars).
+JEMALLOC_ENV = "_RJEM_MALLOC_CONF"
+JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +58,8 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
+    too_late = "deltalake" in sys.modules
+    os.environ.setdefault(JEMALLOC_ENV, JEMALLOC_CONF)
     from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
     from tidelake.lake.lake_check import check_lake_root
@@ -63,6 +76,9 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("tidelake.capture.changefeed.runner").setLevel(logging.INFO)
+    if too_late:
+        log.warning("deltalake was imported before `tidelake pull` set %s=%s: delta-rs keeps freed memory "
+                    "10 s longer (more RSS under a backlog)", JEMALLOC_ENV, JEMALLOC_CONF)
     config = load_config(args.config)
     check_lake_root(LakeLayout.from_config(config.lake))
     if args.shard is not None:
