@@ -26,7 +26,8 @@ from tidelake.codec.row import decode_row, encode_row, row_handle
 from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.lake.lander import Lander
-from tidelake.lake.layout import OP_DELETE, OP_PUT, LakeLayout
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.row_change import OP_DELETE, OP_PUT
 from tidelake.lake.row_change import RowChange
 
 

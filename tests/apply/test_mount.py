@@ -27,7 +27,7 @@ from tidelake.codec.keys import record_key
 from tidelake.codec.row import decode_row, encode_row, row_handle
 from tidelake.codec.schema import IndexColumn, IndexInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
-from tidelake.lake.layout import OP_DELETE, OP_PUT
+from tidelake.lake.row_change import OP_DELETE, OP_PUT
 from tidelake.sim.tidb.types import build_column, column_def
 
 TYPES = [

@@ -5,14 +5,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import (
-    ChangelogWriter,
-    LakeConflictError,
-    bucket_label,
-    rows_to_arrow,
-)
-from tidelake.lake.row_change import RowChange
+from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError, bucket_label
 from tidelake.tso import compose
 
 APP = "tidelake-puller/cf"
@@ -89,11 +82,6 @@ def test_concurrent_commit_under_same_app_id_is_refused(layout, make_rows, monke
     with pytest.raises(LakeConflictError):
         writer.append(make_rows(5, 1), seq=1)
     assert _landed(layout).num_rows == 1
-
-
-def test_bad_op_is_input_error():
-    with pytest.raises(InputError, match="op 'lock'"):
-        rows_to_arrow([RowChange(1, 1 << 18, 1, "lock", b"k", b"", b"", 1)], 1, 3600)
 
 
 def test_a_retention_delete_racing_an_append_does_not_stop_the_puller(layout, make_rows, base_ms, monkeypatch):

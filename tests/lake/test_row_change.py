@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import tracemalloc
 
+import pytest
+
+from tidelake.errors import InputError
 from tidelake.kvproto import cdcpb_pb2
-from tidelake.lake.row_change import ROW_OVERHEAD_BYTES, RowChange, memory_bytes
+from tidelake.lake.row_change import OP_DELETE, OP_PUT, ROW_OVERHEAD_BYTES, RowChange, check_ops, memory_bytes
 
 
 def _rows_as_the_feed_builds_them(n: int, value_bytes: int) -> tuple[list[cdcpb_pb2.Event.Row], int]:
@@ -38,3 +41,9 @@ def test_memory_bytes_covers_what_python_allocates_for_buffered_rows():
             tracemalloc.stop()
         counted = memory_bytes(rows)
         assert allocated <= counted <= 1.5 * allocated, (value_bytes, allocated, counted)
+
+
+def test_check_ops_takes_put_and_delete_and_names_the_table_of_anything_else():
+    check_ops([RowChange(7, 2, 1, op, b"k", b"", b"", 1) for op in (OP_PUT, OP_DELETE)])
+    with pytest.raises(InputError, match="row change of table 7 has op 'lock', not put/delete"):
+        check_ops([RowChange(7, 2, 1, OP_PUT, b"k", b"", b"", 1), RowChange(7, 3, 2, "lock", b"k", b"", b"", 1)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from tests.apply.lake_fixtures import FedLake
-from tidelake.lake.layout import OP_DELETE
+from tidelake.lake.row_change import OP_DELETE
 from tidelake.lake.window_keys import window_keys
 
 

@@ -22,9 +22,9 @@ from tidelake.lake.changelog_writer import bucket_label
 from tidelake.lake.layout import (
     BUCKET_SECONDS_PROPERTY,
     DEFAULT_BUCKET_SECONDS,
-    OP_PUT,
     LakeLayout,
 )
+from tidelake.lake.row_change import OP_PUT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

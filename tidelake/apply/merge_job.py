@@ -58,7 +58,8 @@ from tidelake.lake.checkpoint import (
 )
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
-from tidelake.lake.layout import OP_PUT, LakeLayout
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
 from tidelake.lake.merge_metrics import write_merge_metrics
 from tidelake.lake.merge_plan import (

@@ -40,7 +40,7 @@ from tidelake.codec.row import decode_row
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError
-from tidelake.lake.layout import OP_DELETE, OP_PUT
+from tidelake.lake.row_change import OP_DELETE, OP_PUT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

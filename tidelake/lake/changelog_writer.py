@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,8 +33,6 @@ from tidelake.lake.layout import (
     CHANGELOG_PARTITIONS,
     CHANGELOG_SCHEMA,
     DEFAULT_BUCKET_SECONDS,
-    OP_DELETE,
-    OP_PUT,
     LakeLayout,
     open_or_create,
 )
@@ -79,16 +77,8 @@ def bucket_label(ts: int, bucket_seconds: int) -> str:
     return commit_buckets(pa.array([ts], pa.int64()), bucket_seconds)[0].as_py()
 
 
-def check_ops(rows: Iterable[RowChange]) -> None:
-    """Reject an op the merge could not apply."""
-    for r in rows:
-        if r.op not in (OP_PUT, OP_DELETE):
-            raise InputError(f"row change of table {r.table_id} has op {r.op!r}, not put/delete")
-
-
 def rows_to_arrow(rows: Sequence[RowChange], flush_seq: int, bucket_seconds: int) -> pa.Table:
-    """Columnar form of a batch; rejects an op the merge could not apply."""
-    check_ops(rows)
+    """Columnar form of a batch (its ops were checked when the lander buffered it)."""
     commit_ts = pa.array([r.commit_ts for r in rows], pa.int64())
     columns = [
         pa.array([r.table_id for r in rows], pa.int64()),
@@ -228,7 +218,6 @@ class ChangelogWriter(AppTxnTable):
 
         The rows go to delta-rs as a stream of APPEND_SLICE_ROWS-row slices, so the write holds one
         slice's Arrow copy and one row group's Parquet buffers, not copies of the whole flush."""
-        check_ops(rows)
 
         def slices() -> Iterator[pa.RecordBatch]:
             for first in range(0, len(rows), APPEND_SLICE_ROWS):

@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 
 from tidelake.errors import InputError, TidelakeError
 from tidelake.failpoints import failpoint
-from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError, check_ops
+from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
-from tidelake.lake.row_change import RowChange, memory_bytes
+from tidelake.lake.row_change import RowChange, check_ops, memory_bytes
 from tidelake.lake.watermark_retirement import retired_watermark_ids
 from tidelake.lake.watermarks import WatermarkWriter
 

@@ -27,9 +27,6 @@ DEFAULT_BUCKET_SECONDS = 3600
 # order is time order (range predicates prune), readable, and free of ':' (no path escaping).
 BUCKET_FORMAT = "%Y-%m-%dT%H%MZ"
 
-OP_PUT = "put"
-OP_DELETE = "delete"
-
 CHANGELOG_SCHEMA = pa.schema(
     [
         pa.field("table_id", pa.int64(), nullable=False),

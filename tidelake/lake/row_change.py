@@ -5,6 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tidelake.errors import InputError
+
+# The two ops of a committed change, as the changelog's `op` column holds them.
+OP_PUT = "put"
+OP_DELETE = "delete"
+
 
 @dataclass(slots=True)
 class RowChange:
@@ -17,12 +23,18 @@ class RowChange:
     table_id: int
     commit_ts: int
     start_ts: int
-    op: str  # 'put' | 'delete'
+    op: str  # OP_PUT | OP_DELETE
     key: bytes
     value: bytes
     old_value: bytes
     region_id: int
 
+
+def check_ops(rows: Iterable[RowChange]) -> None:
+    """Reject an op the merge could not apply; the lander checks each row once, as it buffers it."""
+    for r in rows:
+        if r.op not in (OP_PUT, OP_DELETE):
+            raise InputError(f"row change of table {r.table_id} has op {r.op!r}, not put/delete")
 
 
 # What one buffered RowChange costs beyond its key, value and old value bytes: the slotted

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidelake.lake.changelog_writer import bucket_label, bucket_seconds_of
-from tidelake.lake.layout import OP_PUT, LakeLayout
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.row_change import OP_PUT
 
 
 @dataclass(frozen=True)
