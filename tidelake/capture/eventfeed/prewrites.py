@@ -163,6 +163,7 @@ class PrewriteBudget:
         if self._db is None:
             fd, name = tempfile.mkstemp(prefix=_SPILL_PREFIX, suffix=".sqlite", dir=self.spill_dir)
             os.close(fd)
+            db = None
             try:
                 db = sqlite3.connect(name, isolation_level=None, check_same_thread=False)
                 # No journal and temporaries in memory: nothing but this one file, whose name goes
@@ -172,6 +173,10 @@ class PrewriteBudget:
                 db.execute("PRAGMA synchronous = OFF")
                 db.execute("CREATE TABLE p (owner INTEGER, start_ts INTEGER, key BLOB, value BLOB, old_value BLOB, "
                            "generation INTEGER, PRIMARY KEY (owner, start_ts, key)) WITHOUT ROWID")
+            except BaseException:
+                if db is not None:  # a full disk: the next spill tries a new file
+                    db.close()
+                raise
             finally:
                 os.unlink(name)
             self._db = db
