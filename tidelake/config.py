@@ -160,6 +160,23 @@ class CatalogConfig:
 
 
 @dataclass(frozen=True)
+class HistoryConfig:
+    """Which replicas get an SCD type 2 history table and which keep deleted rows (README "History
+    for consumers"). Each is a list of table-filter rules, matched like [filter].rules against the
+    table's current upstream name, with [filter].case_sensitive. Empty: no table."""
+
+    scd2: tuple[str, ...] = ()
+    soft_deletes: tuple[str, ...] = ()
+    case_sensitive: bool = False
+
+    def wants_scd2(self, db: str, table: str) -> bool:
+        return bool(self.scd2) and TableFilter.parse(self.scd2, self.case_sensitive).match_table(db, table)
+
+    def wants_soft_deletes(self, db: str, table: str) -> bool:
+        return bool(self.soft_deletes) and TableFilter.parse(self.soft_deletes, self.case_sensitive).match_table(db, table)
+
+
+@dataclass(frozen=True)
 class ChangefeedConfig:
     changefeed_id: str
     upstream: UpstreamConfig
@@ -170,6 +187,7 @@ class ChangefeedConfig:
     merge: MergeConfig = field(default_factory=MergeConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     source: str = ""
 
     @property
@@ -291,6 +309,16 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         metastore_dir = str(folder)
     syncpoints = catalog.non_negative_int("syncpoints", CatalogConfig.syncpoints)
     catalog.done()
+
+    history = root.section("history")
+    history_rules = {}
+    for key in ("scd2", "soft_deletes"):
+        history_rules[key] = tuple(history.string_list(key))
+        try:
+            TableFilter.parse(history_rules[key], case_sensitive=case_sensitive)
+        except InputError as exc:
+            raise InputError(f"{source}: [history].{key}: {exc}") from None
+    history.done()
     root.done()
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
@@ -302,6 +330,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         merge=merge_config,
         spark=SparkConfig(remote=remote),
         catalog=CatalogConfig(metastore_dir=metastore_dir, syncpoints=syncpoints),
+        history=HistoryConfig(history_rules["scd2"], history_rules["soft_deletes"], case_sensitive),
         source=source,
     )
 

@@ -44,6 +44,7 @@ def test_example_config_loads():
     assert config.puller.flush_interval_s == 5.0
     assert config.puller.flush_bytes == 64 * 1024**2
     assert config.start_ts is None
+    assert config.history.scd2 == () and config.history.soft_deletes == ()  # commented out in the example
 
 
 def test_minimal_config_defaults(tmp_path):
@@ -185,5 +186,32 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
 def test_merge_section_errors_name_the_key(tmp_path, section, message):
     with pytest.raises(InputError) as err:
         load_config(write(tmp_path, MINIMAL + f"[merge]\n{section}\n"))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_history_section_selects_tables_by_filter_rules(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL))
+    assert not config.history.wants_scd2("shop", "orders") and not config.history.wants_soft_deletes("shop", "orders")
+    text = MINIMAL + '[history]\nscd2 = ["shop.*", "!shop.audit"]\nsoft_deletes = "shop.orders"\n'
+    history = load_config(write(tmp_path, text)).history
+    assert history.wants_scd2("Shop", "Orders") and not history.wants_scd2("shop", "audit")
+    assert not history.wants_scd2("other", "orders")
+    assert history.wants_soft_deletes("shop", "orders") and not history.wants_soft_deletes("shop", "items")
+    sensitive = load_config(write(tmp_path, text + "[filter]\ncase_sensitive = true\n")).history
+    assert sensitive.wants_scd2("shop", "orders") and not sensitive.wants_scd2("Shop", "orders")
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ('scd2 = ["shop"]', "[history].scd2: "),
+        ("soft_deletes = [1]", "[history].soft_deletes: expected a list of non-empty strings, got [1]"),
+        ('history = ["*.*"]', "[history].history: unknown key (valid here: scd2, soft_deletes)"),
+    ],
+)
+def test_history_section_errors_name_the_key(tmp_path, section, message):
+    with pytest.raises(InputError) as err:
+        load_config(write(tmp_path, MINIMAL + f"[history]\n{section}\n"))
     assert message in str(err.value)
     assert "\n" not in str(err.value)

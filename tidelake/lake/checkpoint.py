@@ -37,10 +37,12 @@ def open_replica(path: str, storage_options: dict[str, str] | None = None,
         return None
 
 
-def read_checkpoint(path: str, storage_options: dict[str, str] | None = None) -> int | None:
-    """The replica's checkpoint TSO, or None when the replica does not exist or never recorded one."""
+def read_checkpoint(path: str, storage_options: dict[str, str] | None = None,
+                    app_id: str = MERGE_APP_ID) -> int | None:
+    """The replica's checkpoint TSO, or None when the replica does not exist or never recorded one.
+    A history table records its own under another app id (tidelake.lake.history_table)."""
     table = open_replica(path, storage_options)
-    return None if table is None else table.transaction_version(MERGE_APP_ID)
+    return None if table is None else table.transaction_version(app_id)
 
 
 def replica_version(path: str, storage_options: dict[str, str] | None = None) -> int | None:
@@ -60,21 +62,22 @@ def checkpoint_version(path: str, storage_options: dict[str, str] | None = None)
     return None if version is None else (checkpoint, version)
 
 
-def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | None = None) -> int | None:
+def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | None = None,
+                          app_id: str = MERGE_APP_ID) -> int | None:
     """The first Delta version whose checkpoint is >= `ts` (time travel to "upstream at ts").
 
     Checkpoints only grow with versions, so this is a binary search over snapshots; versions whose
     log was cleaned up cannot be loaded and count as "before". None if no version reaches `ts`.
     """
     table = open_replica(path, storage_options)
-    if table is None or (table.transaction_version(MERGE_APP_ID) or -1) < ts:
+    if table is None or (table.transaction_version(app_id) or -1) < ts:
         return None
     lo, hi = 0, table.version()  # invariant: hi reaches ts
     while lo < hi:
         mid = (lo + hi) // 2
         try:
             snapshot = DeltaTable(path, version=mid, storage_options=storage_options)
-            reached = (snapshot.transaction_version(MERGE_APP_ID) or -1) >= ts
+            reached = (snapshot.transaction_version(app_id) or -1) >= ts
         except DeltaError:
             reached = False
         if reached:

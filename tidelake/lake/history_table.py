@@ -1,0 +1,49 @@
+"""Where a replica's SCD type 2 history table lives and how far it got, read without Spark.
+
+A history table (README "History for consumers", written by tidelake.apply.history_table) sits at
+`<lake>/_tidelake/history/<the replica's folder below the lake root>`. It is derived from the
+replica's folder, which is chosen once and never moves (tidelake.lake.replica_catalog), so it
+follows the replica through RENAME TABLE (no move) and DROP TABLE (kept), and a rebuilt replica
+(a new folder) gets a new history. It lives under `_tidelake/` because every name beside the
+replicas could be an upstream table's folder, and TiDB names cannot hold '/'.
+
+Its commits record how far it got as the Delta txn of app HISTORY_APP_ID (version = the upstream
+TSO up to which it holds every change), exactly as a replica records its checkpoint under
+tidelake.lake.checkpoint.MERGE_APP_ID. SINCE_PROPERTY is the checkpoint it was created at: it
+holds every upstream version valid at or after that ts (earlier ones only as far as the replica
+held them then).
+"""
+
+from __future__ import annotations
+
+from tidelake.errors import InputError
+from tidelake.lake.checkpoint import open_replica, read_checkpoint
+from tidelake.lake.layout import LakeLayout
+
+HISTORY_APP_ID = "tidelake-history"
+HISTORY_DIR = "history"
+SINCE_PROPERTY = "tidelake.history.since"
+# Set on a replica once soft deletes are on (tidelake.apply.soft_deletes); status reads it.
+SOFT_DELETES_PROPERTY = "tidelake.softDeletes"
+
+
+def history_path(layout: LakeLayout, replica_path: str) -> str:
+    """The history table of the replica at `replica_path` (a folder below the lake root)."""
+    prefix = layout.root + "/"
+    if not replica_path.startswith(prefix):
+        raise InputError(f"replica {replica_path} is not below the lake root {layout.root}: no history path for it")
+    return f"{layout.tidelake_root}/{HISTORY_DIR}/{replica_path[len(prefix):]}"
+
+
+def history_checkpoint(path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The TSO up to which the history table at `path` holds every change; None when there is none."""
+    return read_checkpoint(path, storage_options, app_id=HISTORY_APP_ID)
+
+
+def history_since(path: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The checkpoint the history table was created at; None when there is no history table."""
+    table = open_replica(path, storage_options)
+    if table is None:
+        return None
+    raw = table.metadata().configuration.get(SINCE_PROPERTY)
+    return int(raw) if raw else None
