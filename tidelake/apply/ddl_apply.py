@@ -13,6 +13,11 @@ several tables applied in parallel threads of one session.
 
 What each DDL does is listed in the README "DDL support" section; anything else raises
 UnsupportedDDL, which stops that table only.
+
+A replica's SCD2 history table (tidelake.apply.history_table) follows the same steps before the
+replica's last commit: the same schema convergence, and TRUNCATE / DROP or TRUNCATE PARTITION
+close the versions current at the DDL's ts instead of deleting rows. Its steps are skipped once its
+own checkpoint reached the DDL's ts, which the finishing history commit records.
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelake.apply.history_table import close_versions
 from tidelake.apply.replica_schema import (
     COLUMN_MAPPING,
+    COMMIT_TS_COLUMN,
+    DELETED_COLUMN,
     PARTITION_ID_COLUMN,
     TYPE_WIDENING,
     create_replica,
@@ -34,6 +42,7 @@ from tidelake.apply.replica_schema import (
     replica_struct,
     stored_columns,
 )
+from tidelake.apply.soft_deletes import has_soft_deletes, live_condition
 from tidelake.apply.temp_view import source_view
 from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.apply.type_change import can_widen
@@ -44,6 +53,7 @@ from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint, rewrite_metadata
+from tidelake.lake.history_table import history_checkpoint
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, TableKey
@@ -133,13 +143,14 @@ def _decoding_view(info: TableInfo) -> tuple:
 
 def apply_ddl(
     spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None,
-    finish: Callable[[str], None] | None = None,
+    finish: Callable[[str], None] | None = None, history: str | None = None,
 ) -> None:
     """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts.
 
     `finish(path)` makes the last commit, the one that records checkpoint event.commit_ts; the merge
-    passes one that also writes the rows committed at exactly that ts (docs/design.md invariant 4).
-    Without it the commit is an empty append."""
+    passes one that also writes the rows committed at exactly that ts (docs/design.md invariant 4),
+    and first the history table's commit at that ts. Without it the commit is an empty append.
+    `history` is the path of the replica's history table, whose steps are taken here too."""
     catalog = catalog or ReplicaCatalog(layout)
     if event.creates_table:
         _create(spark, catalog, table, event)
@@ -156,13 +167,18 @@ def apply_ddl(
             f"replica of {event.db}.{event.name} is at checkpoint {checkpoint}, DDL job {event.job_id} "
             f"({event.action_name}) needs {event.barrier}"
         )
+    targets = [_Replica(spark, entry.path, layout.storage_options)]
+    if history is not None and (history_checkpoint(history, layout.storage_options) or -1) < event.commit_ts:
+        targets.append(_Replica(spark, history, layout.storage_options, is_history=True))
     if event.drops_table:
-        pass  # the replica keeps its rows as of the drop; the catalog marks it dropped
+        pass  # the replica (and its history) keeps its rows as of the drop; the catalog marks it dropped
     elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
         _check_same_columns(event)
-        _delete_physical_ids(_Replica(spark, entry.path, layout.storage_options), event)
+        for target in targets:
+            _delete_physical_ids(target, event)
     elif event.action in _RENAMES or event.action in _SCHEMA_DIFF_ACTIONS:
-        _converge_schema(_Replica(spark, entry.path, layout.storage_options), event)
+        for target in targets:
+            _converge_schema(target, event)
     else:
         raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
                              f"at {event.commit_ts}: {event.query or 'no query'}")
@@ -225,12 +241,12 @@ def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
     if not removed:
         return  # ADD PARTITION: new physical ids only
     if set(removed) == set(event.physical_ids_before):
-        replica.delete()
+        replica.remove(event.commit_ts)
         return
     if not is_partitioned(event.table_info_before):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
     ids = ", ".join(str(int(pid)) for pid in removed)
-    replica.delete(f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+    replica.remove(event.commit_ts, f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
 
 
 # --- schema convergence ------------------------------------------------------------------
@@ -305,8 +321,8 @@ def _features_needed(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
     return needed
 
 
-def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]], target: StructType,
-             ddl_ts: int) -> None:
+def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]],
+                     target: StructType, ddl_ts: int) -> None:
     """Converge by rewriting the replica in ONE overwrite commit instead of enabling a reader feature,
     so deltalake, Polars and other readers without column mapping or type widening keep reading it
     (README "Who can read a replica"). Columns are renamed, cast (ANSI: a value that does not
@@ -321,8 +337,13 @@ def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
     current = replica.schema()
     source = {new.name: old for old, new in pairs if new is not None}
     added = {new.name: new for old, new in pairs if old is None and new is not None}
+    # Hidden columns the table lacks stay out (a history table has no _tidb_commit_ts), and columns
+    # that are not upstream's stay as they are, last (_tidb_deleted, a history table's versions).
+    upstream_before = {old.name.lower() for old, _ in pairs if old is not None}
+    fields = [f for f in target.fields if f.name not in HIDDEN_COLUMNS or _has(current, f.name)]
+    fields += [f for f in current.fields if f.name.lower() not in upstream_before and not _has(target, f.name)]
     columns, casts = [], False
-    for field in target.fields:
+    for field in fields:
         old = source.get(field.name)
         if field.name in added:
             col = added[field.name]
@@ -353,9 +374,12 @@ def _field_type(spark_schema: StructType, name: str) -> DataType:
 
 @dataclass(frozen=True)
 class _Replica:
+    """A replica, or its history table: both follow the same schema steps."""
+
     spark: SparkSession
     path: str
     storage_options: dict[str, str] | None
+    is_history: bool = False
 
     def schema(self) -> StructType:
         return read_replica_struct(self.path, self.storage_options)
@@ -364,8 +388,18 @@ class _Replica:
         self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
 
     # Delta SQL DML rather than delta.tables.DeltaTable, which Spark Connect lacks (merge_job.merge_window).
-    def delete(self, where: str | None = None) -> None:
-        self.spark.sql(f"DELETE FROM delta.{quote(self.path)}" + (f" WHERE {where}" if where else "")).collect()
+    def remove(self, ts: int, where: str | None = None) -> None:
+        """Rows (`where`) gone upstream at `ts`: deleted, flagged on a replica with soft deletes,
+        their current versions closed in a history table. Each is a no-op when run again."""
+        if self.is_history:
+            close_versions(self.spark, self.path, ts, where)
+            return
+        if not has_soft_deletes(self.schema()):
+            self.spark.sql(f"DELETE FROM delta.{quote(self.path)}" + (f" WHERE {where}" if where else "")).collect()
+            return
+        condition = live_condition() + (f" AND ({where})" if where else "")
+        self.spark.sql(f"UPDATE delta.{quote(self.path)} SET {quote(DELETED_COLUMN)} = true, "
+                       f"{quote(COMMIT_TS_COLUMN)} = {int(ts)} WHERE {condition}").collect()
 
     def set_column(self, name: str, expression: str) -> None:
         """Every row's `name` = the SQL `expression` over the row."""

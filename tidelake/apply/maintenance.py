@@ -7,6 +7,7 @@
 - Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
   the replica that id belongs to (tidelake.lake.retention). Ids of tables without a replica, or
   whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
+- History tables (docs/history.md) are compacted and vacuumed like their replicas.
 
 The changelog is compacted and vacuumed with delta-rs, never with Spark: pullers append to it
 with delta-rs while maintenance runs, and on an object store only delta-rs commits with a
@@ -24,6 +25,7 @@ from deltalake.exceptions import CommitFailedError
 
 from tidelake.apply.replica_schema import quote
 from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.retention import (
@@ -52,7 +54,9 @@ class MaintenanceReport:
 
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
     """Physical id -> checkpoint of its replica, for every id the replica has merged (an id that
-    a TRUNCATE or DROP PARTITION retired before the checkpoint has all its events below it too)."""
+    a TRUNCATE or DROP PARTITION retired before the checkpoint has all its events below it too).
+    A history table behind its replica (docs/history.md "Exactly once") holds it back: it still
+    reads the changelog from its own checkpoint."""
     out: dict[int, int] = {}
     for key, entry in catalog.entries().items():
         if entry.state == ReplicaState.STOPPED or key not in history.tables():
@@ -60,6 +64,8 @@ def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: R
         checkpoint = read_checkpoint(entry.path, layout.storage_options)
         if checkpoint is None:
             continue
+        behind = history_checkpoint(history_path(layout, entry.path), layout.storage_options)
+        checkpoint = min(checkpoint, behind) if behind is not None else checkpoint
         for event in history.ddl_events(key):
             if event.commit_ts > checkpoint:
                 break
@@ -94,6 +100,7 @@ def run_maintenance(
         report.changelog_checkpoints = changelog_checkpoints(layout, history, catalog)
         report.changelog_rows_deleted = delete_merged_changelog(layout, report.changelog_checkpoints)
     paths = [e.path for e in catalog.entries().values() if read_checkpoint(e.path, layout.storage_options) is not None]
+    paths += [h for h in (history_path(layout, p) for p in paths) if history_checkpoint(h, layout.storage_options) is not None]
     changelog = open_changelog(layout)
     if optimize:
         for path in paths:

@@ -25,6 +25,12 @@ small jobs, so two tables overlap well even on two cores (1.45x measured, bench/
 Tables also run in parallel as separate jobs (Airflow mapped tasks), never two jobs on one table. A MERGE or DDL
 step that loses a Delta commit race (an OPTIMIZE of the replica compacting files the MERGE read
 raises ConcurrentDeleteReadException) is run again: each is idempotent by its txn version.
+
+History and soft deletes (README "History for consumers"): a replica with an SCD2 history table
+gets each window's and each DDL's history commit BEFORE its own (tidelake.apply.history_table
+says why that is exactly-once); a replica with soft deletes is always MERGEd
+(tidelake.apply.soft_deletes). The changefeed config's [history] section turns either on for a
+table; once on, every merge keeps it, whichever way it is started.
 """
 
 from __future__ import annotations
@@ -43,12 +49,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tidelake.apply.changelog_reader import Window, collapse_last_change, read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged, record_checkpoint
+from tidelake.apply.history_table import create_history, write_history
 from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
-from tidelake.apply.replica_schema import key_columns, quote, read_replica_struct
+from tidelake.apply.replica_schema import COMMIT_TS_COLUMN, DELETED_COLUMN, key_columns, quote, read_replica_struct
 from tidelake.apply.run_pass import RunPass, close_pass, open_pass
 from tidelake.apply.session import release_session, sibling_session
+from tidelake.apply.soft_deletes import enable_soft_deletes, has_soft_deletes, live_condition
 from tidelake.apply.temp_view import source_view
 from tidelake.apply.txn_confs import txn_confs
+from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import (
@@ -58,6 +67,7 @@ from tidelake.lake.checkpoint import (
 )
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
+from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
@@ -70,7 +80,7 @@ from tidelake.lake.merge_plan import (
     estimated_rows,
     plan_table,
 )
-from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
 from tidelake.lake.window_keys import WindowKeys, window_keys
@@ -174,11 +184,13 @@ def run_merge(
     write_log: bool = True,
     rebuild: str | None = None,
     threads: int = DEFAULT_THREADS,
+    history_config: HistoryConfig | None = None,
 ) -> MergeReport:
     """Merge `tables` (default all) as far as the watermarks and `until_ts` allow, `threads`
     tables at once. `rebuild` ('db.table'; the only table unless `tables` names more) first gives
     that table a new empty replica to replay from its CREATE (tidelake.lake.rebuild; an InputError
-    when the changelog no longer holds all its changes)."""
+    when the changelog no longer holds all its changes). `history_config` (the changefeed's
+    [history]) turns on history tables and soft deletes for the tables it selects."""
     if threads < 1:
         raise InputError(f"merge threads must be at least 1, got {threads}")
     control = read_control(layout)
@@ -203,7 +215,7 @@ def run_merge(
         try:
             session = sibling_session(spark) if parallel > 1 else spark
             result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
-                                  max_chunk_rows, progress, firsts.get(key), run_pass)
+                                  max_chunk_rows, progress, firsts.get(key), run_pass, history_config)
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
@@ -312,6 +324,7 @@ def _merge_table(
     progress: ProgressFn | None,
     first: FirstPlan | None = None,
     run_pass: RunPass | None = None,
+    history_config: HistoryConfig | None = None,
 ) -> TableResult:
     result = TableResult(int(key), table_name(history, key))
     started = time.monotonic()
@@ -331,7 +344,11 @@ def _merge_table(
             return result
 
         def merge_chunk(path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
-                        stats: Sequence[FileStat] | None) -> int:
+                        stats: Sequence[FileStat] | None, scd2: str | None) -> int:
+            if scd2 is not None:
+                _check_history_window(layout, history, key, scd2, info, lo)
+                retry_on_conflict(partial(write_history, spark, layout, scd2, info, physical_ids, hi, stats, lo),
+                                  f"{result.table} history ({lo}, {hi}]")
             shared = run_pass.source(spark, key, lo, hi) if run_pass is not None else None
             rows_in, rows_out = retry_on_conflict(
                 partial(merge_window, spark, layout, path, info, physical_ids, lo, hi, stats, shared),
@@ -345,6 +362,7 @@ def _merge_table(
             return hi
 
         while True:
+            scd2 = _table_options(spark, layout, catalog.get(key), history_config)
             if first is not None and first.checkpoint == checkpoint:  # planned before the run pass
                 stats, plan = first.stats, first.plan
             else:
@@ -354,10 +372,11 @@ def _merge_table(
             first = None
             if plan.at_barrier:
                 event = plan.barrier_event
-                # a dropped table has no rows at D to write: apply_ddl's own empty checkpoint commit
-                finish = (None if event.drops_table or event.table_info_after is None
-                          else partial(merge_at_ddl_ts, spark, layout, event, stats))
-                retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog, finish),
+                if scd2 is not None and event.creates_table:  # RECOVER TABLE: no history rows, its ts
+                    retry_on_conflict(partial(write_history, spark, layout, scd2, event.table_info_after, (),
+                                              event.commit_ts), f"{result.table} history {event.action_name}")
+                finish = _finish_ddl(spark, layout, event, stats, scd2)
+                retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog, finish, scd2),
                                   f"{result.table} {event.action_name}")
                 checkpoint = result.checkpoint_after = event.commit_ts
                 result.ddls_applied += 1
@@ -370,7 +389,7 @@ def _merge_table(
             info = history.table_info_at(key, checkpoint)
             path = catalog.get(key).path
             for lo, hi in plan.chunks:
-                checkpoint = merge_chunk(path, info, plan.physical_ids, lo, hi, stats)
+                checkpoint = merge_chunk(path, info, plan.physical_ids, lo, hi, stats, scd2)
         if result.windows or result.ddls_applied:
             result.status = MergeStatus.MERGED
         report(StepKind.DONE, checkpoint, result.status)
@@ -390,6 +409,54 @@ def _merge_table(
     finally:
         result.duration_s = time.monotonic() - started
     return result
+
+
+def _table_options(spark: SparkSession, layout: LakeLayout, entry: ReplicaEntry | None,
+                   config: HistoryConfig | None) -> str | None:
+    """Turn on what `config` asks for the table (a history table, soft deletes) and return the path
+    of its history table, None when it has none. A replica not merged yet gets them later."""
+    if entry is None or entry.state != ReplicaState.ACTIVE or read_checkpoint(entry.path, layout.storage_options) is None:
+        return None
+    path = history_path(layout, entry.path)
+    if config is not None and config.wants_soft_deletes(entry.db, entry.name):
+        if enable_soft_deletes(spark, entry.path, layout.storage_options):
+            log.info("%s.%s: soft deletes on", entry.db, entry.name)
+    if config is not None and config.wants_scd2(entry.db, entry.name):
+        if create_history(spark, entry.path, path, layout.storage_options):
+            log.info("%s.%s: history table created at %s", entry.db, entry.name, path)
+    return path if history_checkpoint(path, layout.storage_options) is not None else None
+
+
+def _check_history_window(layout: LakeLayout, history: SchemaHistory, key: TableKey, path: str, info: TableInfo,
+                          lo: int) -> None:
+    """A history table behind its replica (only if a run ever advanced the replica without it)
+    catches up in the next window, which reads its changes from the history's own checkpoint:
+    right only while the table decodes the same way since then."""
+    h = history_checkpoint(path, layout.storage_options)
+    if h is not None and h < lo and history.table_info_at(key, h) != info:
+        raise InputError(f"history table {path} is at {h}, behind its replica at {lo} across a DDL: "
+                         "remove the history folder and it is created again from the replica")
+
+
+def _finish_ddl(spark: SparkSession, layout: LakeLayout, event: DdlEvent, stats: Sequence[FileStat] | None,
+                scd2: str | None) -> Callable[[str], None] | None:
+    """The last commits of a DDL (apply_ddl's `finish`): the history's commit at the DDL's ts D
+    first, then the replica's, with the rows committed at exactly D (none for a dropped table)."""
+    rows = (None if event.drops_table or event.table_info_after is None
+            else partial(merge_at_ddl_ts, spark, layout, event, stats))
+    if scd2 is None:
+        return rows
+
+    def finish(path: str) -> None:
+        info = event.table_info_after if rows is not None else event.table_info_before
+        ids = info.physical_ids() if rows is not None else ()
+        write_history(spark, layout, scd2, info, ids, event.commit_ts, stats, event.barrier)
+        if rows is not None:
+            rows(path)
+        else:
+            record_checkpoint(spark, path, event.commit_ts, layout.storage_options)
+
+    return finish
 
 
 def merge_at_ddl_ts(
@@ -472,12 +539,19 @@ def merge_window(
     # checkpoint between them, and appending again would duplicate the keys it added; a MERGE is
     # right from any state in [lo, hi]. Read on every attempt: a lost commit race (the other
     # job's txn of the same app id) retries this whole function (retry_on_conflict).
+    # A replica with soft deletes holds keys deleted upstream, which come back without an old
+    # value: it is always MERGEd (tidelake.apply.soft_deletes).
+    soft = has_soft_deletes(target)
     done = read_checkpoint(path, layout.storage_options)
-    if kinds is not None and kinds.held == 0 and done in (None, lo):
+    if kinds is not None and kinds.held == 0 and done in (None, lo) and not soft:
         _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
         return _metrics(path, version, hi, layout.storage_options, kinds.keys)
+    if soft:
+        from pyspark.sql.types import StructType
+
+        target = StructType([f for f in target.fields if f.name != DELETED_COLUMN])
     with txn_confs(spark, hi):
-        _merge(spark, path, mount(collapsed, info, target), info, target)
+        _merge(spark, path, mount(collapsed, info, target), info, target, soft)
     return _metrics(path, version, hi, layout.storage_options)
 
 
@@ -486,8 +560,10 @@ def merge_window(
 NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
 # Changes (estimated) the run pass caches at most; windows beyond it read their own.
 RUN_PASS_MAX_ROWS = 2_000_000
-def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType) -> None:
-    """MERGE the mounted `source` into the replica (under the caller's commit confs)."""
+def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, target: StructType,
+           soft: bool = False) -> None:
+    """MERGE the mounted `source` into the replica (under the caller's commit confs). With `soft`
+    deletes, a delete flags the row (and its commit ts) and a put clears the flag."""
     keys = key_columns(info)
     match = match_columns(info)  # a common handle's row is found by its PK before the window
     condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
@@ -495,10 +571,16 @@ def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, t
     values = ", ".join(f"s.{quote(f.name)}" for f in target.fields)
     updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in target.fields)
     op = quote(MOUNT_OP_COLUMN)
+    delete = "DELETE"
+    if soft:
+        flag, ts = quote(DELETED_COLUMN), quote(COMMIT_TS_COLUMN)
+        delete = f"UPDATE SET t.{flag} = true, t.{ts} = s.{ts}"
+        condition += f" AND (s.{op} = 'put' OR {live_condition('t')})"  # a flagged row stays as it was deleted
+        columns, values, updates = f"{columns}, {flag}", f"{values}, false", f"{updates}, t.{flag} = false"
     with source_view(source) as view:
         spark.sql(
             f"MERGE INTO delta.{quote(path)} t USING {view} s ON {condition} "
-            f"WHEN MATCHED AND s.{op} = 'delete' THEN DELETE "
+            f"WHEN MATCHED AND s.{op} = 'delete' THEN {delete} "
             f"WHEN MATCHED THEN UPDATE SET {updates} "
             f"WHEN NOT MATCHED AND s.{op} = 'put' THEN INSERT ({columns}) VALUES ({values})"
         ).collect()

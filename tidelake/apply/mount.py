@@ -86,9 +86,10 @@ class _Target:
 class RowMounter:
     """Decodes changelog batches of one table into replica rows; picklable, cheap to ship."""
 
-    def __init__(self, table_json: str, output_schema: pa.Schema) -> None:
+    def __init__(self, table_json: str, output_schema: pa.Schema, carried: tuple[str, ...] = ()) -> None:
         self.table_json = table_json
         self.output_schema = output_schema
+        self.carried = carried
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         decoder = _decoder(self)
@@ -104,18 +105,21 @@ def _decoder(mounter: RowMounter) -> _BatchDecoder:
     cache_key = (mounter.table_json, mounter.output_schema.to_string())
     decoder = _DECODERS.get(cache_key)
     if decoder is None:
-        decoder = _BatchDecoder(TableInfo.from_json(mounter.table_json), mounter.output_schema)
+        decoder = _BatchDecoder(TableInfo.from_json(mounter.table_json), mounter.output_schema, mounter.carried)
         _DECODERS[cache_key] = decoder
     return decoder
 
 
 class _BatchDecoder:
-    def __init__(self, table: TableInfo, output_schema: pa.Schema) -> None:
+    def __init__(self, table: TableInfo, output_schema: pa.Schema, carried: tuple[str, ...] = ()) -> None:
         self.table = table
         self.schema = output_schema
+        self.carried = carried
         self.targets = []
         matched = {m: k for k, m in match_columns(table).items()}
         for f in output_schema:
+            if f.name in carried:
+                continue
             if f.name in matched:
                 self.targets.append(_Target(f.name, f.type, table.column_by_name(matched[f.name]), match=True))
                 continue
@@ -152,6 +156,7 @@ class _BatchDecoder:
                 else:
                     slot.append(values.get(ROWID_COLUMN))
         arrays = [pa.array(col, type=t.arrow_type) for col, t in zip(out, self.targets)]
+        arrays += [batch.column(name).cast(self.schema.field(name).type) for name in self.carried]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def _row(self, op: str, key: bytes, value: bytes, old_value: bytes) -> dict[str, Any]:
@@ -193,13 +198,17 @@ def mount(
     changes: DataFrame,
     table: TableInfo,
     replica_schema: StructType,
+    carried: tuple[str, ...] = (),
 ) -> DataFrame:
-    """Decode `changes` (changelog columns MOUNT_INPUT_COLUMNS) of one table, one window."""
+    """Decode `changes` (changelog columns MOUNT_INPUT_COLUMNS) of one table, one window.
+    `carried` columns of `changes` are passed through unchanged, after the mounted ones."""
     import json
 
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
 
-    schema = mount_schema(replica_schema, table)
+    extra = [changes.schema[name] for name in carried]
+    schema = StructType([*mount_schema(replica_schema, table).fields, *extra])
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    mounter = RowMounter(json.dumps(table.to_json()), arrow_schema)
-    return changes.select(*MOUNT_INPUT_COLUMNS).mapInArrow(mounter, schema)
+    mounter = RowMounter(json.dumps(table.to_json()), arrow_schema, tuple(carried))
+    return changes.select(*MOUNT_INPUT_COLUMNS, *carried).mapInArrow(mounter, schema)

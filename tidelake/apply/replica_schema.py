@@ -9,6 +9,8 @@ constraint would only make ADD COLUMN ... NOT NULL on existing rows fail), then 
                        DROP/TRUNCATE PARTITION delete exactly these rows, and it is part of the
                        merge key, so a row moving between partitions (delete in one physical id,
                        insert in another at the same commit ts) merges correctly.
+  _tidb_deleted        only on replicas with soft deletes (tidelake.apply.soft_deletes): true on
+                       a row deleted upstream, which keeps its last values.
 Virtual generated columns are not stored in TiKV rows and are left out.
 
 A replica is created with change data feed only (a writer feature: every Delta reader can read it)
@@ -40,7 +42,8 @@ if TYPE_CHECKING:
 COMMIT_TS_COLUMN = "_tidb_commit_ts"
 ROWID_COLUMN = "_tidb_rowid"
 PARTITION_ID_COLUMN = "_tidb_partition_id"
-HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
+DELETED_COLUMN = "_tidb_deleted"
+HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN, DELETED_COLUMN)
 
 REPLICA_PROPERTIES: dict[str, str] = {"delta.enableChangeDataFeed": "true"}
 COLUMN_MAPPING: dict[str, str] = {"delta.columnMapping.mode": "name"}  # reader feature columnMapping

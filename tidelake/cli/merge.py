@@ -111,7 +111,9 @@ def _merge(args: argparse.Namespace) -> int:
     console = report_console()
     spark = get_session("tidelake-merge", master=args.master, remote=remote_choice(args, target), lake=target.layout)
     try:
-        report = run_merge(spark, target.layout, progress=progress_printer(console), **merge_kwargs(args))
+        report = run_merge(spark, target.layout, progress=progress_printer(console),
+                           history_config=target.config.history if target.config is not None else None,
+                           **merge_kwargs(args))
     finally:
         release_session(spark)
     console.print(render_report(report))
