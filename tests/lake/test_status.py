@@ -33,7 +33,7 @@ DB = "demo"
 TABLE_KEYS = {
     "table", "table_key", "state", "reason", "path", "physical_ids", "resolved_ts", "resolved_utc", "barrier_ts",
     "barrier_utc", "checkpoint_ts", "checkpoint_utc", "lag_seconds", "bound", "blocked", "pending_ddl",
-    "last_merge", "last_error", "reader_features", "deltalake_readable",
+    "last_merge", "last_error", "reader_features", "deltalake_readable", "soft_deletes", "history",
 }
 REPORT_KEYS = {
     "schema_version", "generated_at", "now_ts", "now_utc", "now_source", "lake", "ddl_resolved_ts",

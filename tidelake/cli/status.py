@@ -92,3 +92,21 @@ def print_status(report: StatusReport, console: Console) -> None:
                       _lag_cell(t.lag_seconds), ddl, merge, _readers_cell(t.reader_features, t.deltalake_readable),
                       note)
     console.print(table)
+    _print_history(report, console)
+
+
+def _print_history(report: StatusReport, console: Console) -> None:
+    """The replicas' history tables and soft deletes (README "History for consumers"), if any."""
+    from rich.table import Table
+
+    kept = [t for t in report.tables if t.history is not None or t.soft_deletes]
+    if not kept:
+        return
+    table = Table(title="history for consumers")
+    for header in ("table", "soft deletes", "history table", "history checkpoint", "history since"):
+        table.add_column(header, no_wrap=header == "table")
+    for t in kept:
+        h = t.history
+        table.add_row(t.table, "yes" if t.soft_deletes else "no", h.path if h else "-",
+                      _ts_cell(h.checkpoint_ts) if h else "-", _ts_cell(h.since_ts) if h else "-")
+    console.print(table)

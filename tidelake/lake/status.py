@@ -40,7 +40,11 @@ the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_ut
         "last_error": str | null,                  last merge error, or the stop reason
         "reader_features": [str] | null,           Delta reader features the replica requires
                                                    (null: no replica table yet)
-        "deltalake_readable": bool | null          whether the installed deltalake reads it
+        "deltalake_readable": bool | null,         whether the installed deltalake reads it
+        "soft_deletes": bool | null,               deleted rows kept, flagged _tidb_deleted
+        "history": null | {"path": str,            its SCD2 history table (README "History for
+                           "checkpoint_ts": int | null,          consumers"), with the ts it holds
+                           "since_ts": int | null}               every change up to, and from
       }]
     }
 """
@@ -58,6 +62,12 @@ from deltalake import DeltaTable
 from tidelake import tso
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.control import read_control
+from tidelake.lake.history_table import (
+    HISTORY_APP_ID,
+    SINCE_PROPERTY,
+    SOFT_DELETES_PROPERTY,
+    history_path,
+)
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, last_entries
 from tidelake.lake.merge_plan import window_upper
@@ -105,6 +115,18 @@ class PendingDdl:
                 "action": self.action, "query": self.query}
 
 
+@dataclass(frozen=True)
+class HistoryStatus:
+    """A replica's SCD2 history table."""
+
+    path: str
+    checkpoint_ts: int | None
+    since_ts: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "checkpoint_ts": self.checkpoint_ts, "since_ts": self.since_ts}
+
+
 @dataclass
 class TableStatus:
     table: str
@@ -124,6 +146,8 @@ class TableStatus:
     last_error: str | None = None
     reader_features: list[str] | None = None
     deltalake_readable: bool | None = None
+    soft_deletes: bool | None = None
+    history: HistoryStatus | None = None
 
     def to_json(self) -> dict[str, Any]:
         merge = self.last_merge
@@ -157,6 +181,8 @@ class TableStatus:
             "last_error": self.last_error,
             "reader_features": self.reader_features,
             "deltalake_readable": self.deltalake_readable,
+            "soft_deletes": self.soft_deletes,
+            "history": None if self.history is None else self.history.to_json(),
         }
 
 
@@ -225,6 +251,15 @@ def collect_status(layout: LakeLayout, now_ts: int | None = None) -> StatusRepor
     )
 
 
+def _history_status(layout: LakeLayout, replica_path: str) -> HistoryStatus | None:
+    path = history_path(layout, replica_path)
+    table = open_replica(path, layout.storage_options)
+    if table is None:
+        return None
+    since = table.metadata().configuration.get(SINCE_PROPERTY)
+    return HistoryStatus(path, table.transaction_version(HISTORY_APP_ID), int(since) if since else None)
+
+
 def _table_status(key: int, entry: ReplicaEntry | None, history: SchemaHistory, watermarks: Watermarks,
                   merge: MergeLogEntry | None, now_ts: int, layout: LakeLayout) -> TableStatus:
     if entry is None:
@@ -240,6 +275,8 @@ def _table_status(key: int, entry: ReplicaEntry | None, history: SchemaHistory, 
         if replica is not None:
             needs = reader_needs(replica)
             status.reader_features, status.deltalake_readable = list(needs.features), needs.deltalake_readable
+            status.soft_deletes = replica.metadata().configuration.get(SOFT_DELETES_PROPERTY) == "true"
+            status.history = _history_status(layout, entry.path)
     status.last_merge = merge
     if merge is not None and merge.status in (MergeStatus.ERROR, MergeStatus.STOPPED):
         status.last_error = merge.reason
