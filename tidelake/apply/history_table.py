@@ -89,10 +89,15 @@ def _mount_struct(history: StructType) -> StructType:
 def create_history(spark: SparkSession, replica_path: str, path: str,
                    storage_options: dict[str, str] | None = None) -> bool:
     """Create the history table at `path`, seeded from the replica at its checkpoint, in one commit
-    recording that checkpoint. False when it exists already or the replica has no checkpoint yet."""
+    recording that checkpoint, then record that checkpoint as SINCE_PROPERTY (a DataFrame write
+    sets only `delta.` properties). False when it exists already or the replica has no checkpoint
+    yet."""
     from pyspark.sql import functions as F
 
-    if open_replica(path, storage_options) is not None:
+    existing = open_replica(path, storage_options)
+    if existing is not None:
+        if SINCE_PROPERTY not in existing.metadata().configuration:  # a crash after the first commit
+            _set_since(spark, path, open_replica(path, storage_options, version=0).transaction_version(HISTORY_APP_ID))
         return False
     replica = open_replica(replica_path, storage_options)
     checkpoint = None if replica is None else replica.transaction_version(MERGE_APP_ID)
@@ -106,14 +111,19 @@ def create_history(spark: SparkSession, replica_path: str, path: str,
         *(F.col(quote(f.name)) for f in schema.fields if f.name not in VERSION_COLUMNS),
         F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.lit(None).cast("bigint").alias(VALID_TO_COLUMN),
         F.lit(True).alias(CURRENT_COLUMN))
-    properties = {SINCE_PROPERTY: str(checkpoint)}
+    properties = {}
     if replica.metadata().configuration.get("delta.columnMapping.mode") == "name":
         properties.update(COLUMN_MAPPING)  # names Parquet cannot hold without it, or renamed columns
     writer = seeded.write.format("delta").mode("append")
     for key, value in {**properties, **writer_txn_options(checkpoint, HISTORY_APP_ID)}.items():
         writer = writer.option(key, value)
     writer.save(path)
+    _set_since(spark, path, checkpoint)
     return True
+
+
+def _set_since(spark: SparkSession, path: str, ts: int) -> None:
+    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{SINCE_PROPERTY}' = '{int(ts)}')")
 
 
 def write_history(
