@@ -62,6 +62,19 @@ def merge(spark, lake: FedLake, config: HistoryConfig, crash: tuple[object, str]
     return result
 
 
+def orders_lake(tmp_path) -> tuple[FedLake, TableHistory]:
+    """A fed lake with an empty shop.orders (id PK, note), and its upstream history."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    table = TableHistory(lake, "shop", "orders")
+    table.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
+    return lake, table
+
+
+def row(i: int, note: str) -> dict:
+    return {"id": i, "note": note}
+
+
 def check_history(spark, table: TableHistory, path: str, checkpoint: int) -> int:
     """The history at its latest version (whose checkpoint is `checkpoint`) against the upstream
     at every change ts up to it and at the checkpoint; returns how many ts were compared."""
@@ -89,11 +102,7 @@ def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp
     from tidelake.apply import history_table, merge_job
 
     config = HistoryConfig(scd2=("shop.*",))
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("shop"))
-    table = TableHistory(lake, "shop", "orders")
-    table.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
-    row = lambda i, note: {"id": i, "note": note}  # noqa: E731
+    lake, table = orders_lake(tmp_path)
 
     # window 1: inserts, one key updated twice inside the window, a delete, landed twice
     with lake.txn() as t:
@@ -196,11 +205,7 @@ def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp
 
 def test_soft_deletes_flag_deleted_rows_and_a_reinsert_is_merged_not_appended(spark, tmp_path):
     config = HistoryConfig(soft_deletes=("shop.orders",))
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("shop"))
-    table = TableHistory(lake, "shop", "orders")
-    table.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
-    row = lambda i, note: {"id": i, "note": note}  # noqa: E731
+    lake, table = orders_lake(tmp_path)
     checkpoints: list[int] = []
 
     def check(checkpoint: int) -> list[dict]:

@@ -18,11 +18,15 @@ from tidelake.sim.cluster import SimCluster
 from tidelake.wait import wait_until
 
 
+def small_sim() -> SimCluster:
+    """Two stores, no background splits or GC, resolved ts every 0.2 s: quick to pull from."""
+    return SimCluster(n_stores=2, leader_failover_delay_s=0.2, split_check_interval_s=0, gc_interval_s=0,
+                      server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
+
+
 @pytest.fixture
 def sim():
-    cluster = SimCluster(n_stores=2, leader_failover_delay_s=0.2, split_check_interval_s=0, gc_interval_s=0,
-                         server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
-    with cluster:
+    with small_sim() as cluster:
         yield cluster
 
 
