@@ -17,6 +17,13 @@ Rows are compared as multisets keyed by the replica key (handle, plus the partit
 partitioned tables). The upstream side keeps only a 16-byte digest and the raw key per row, so a
 table costs ~100 bytes of driver memory per row; the values shown for differing keys are re-read
 by point gets at c.
+
+History for consumers (README): a replica with soft deletes is compared on its rows not flagged
+`_tidb_deleted`, and each flagged row's key must be absent upstream at c. A replica's SCD2 history
+table is compared at several upstream ts T up to its checkpoint (c and the latest change ts it
+holds): its rows valid at T (the consumers' "as of" filter, in Spark SQL) against a snapshot read
+at T, on the columns both have (a column dropped since T is gone from the history, one added since
+is not upstream at T). A T below the GC safepoint cannot be read and is counted, not failed.
 """
 
 from __future__ import annotations
@@ -33,7 +40,10 @@ from typing import TYPE_CHECKING, Any
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from tidelake.apply.history_table import CURRENT_COLUMN, VALID_FROM_COLUMN, VALID_TO_COLUMN
+
 from tidelake.apply.replica_schema import (
+    DELETED_COLUMN,
     HIDDEN_COLUMNS,
     PARTITION_ID_COLUMN,
     ROWID_COLUMN,
@@ -48,11 +58,12 @@ from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_type, spark_value
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.status import replica_entries
-from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.errors import BelowGCSafepointError, UpstreamError
 from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
 
 if TYPE_CHECKING:
@@ -74,6 +85,7 @@ EXTRA = "extra"  # replica row absent upstream
 DIFFERENT = "different"  # same key, other values
 
 PROGRESS_EVERY_ROWS = 10_000
+HISTORY_POINTS = 20  # upstream ts a history table is compared at: its checkpoint and latest changes
 
 Row = dict[str, Any]
 Progress = Callable[[str, str, int], None]  # (table, phase 'upstream'|'replica', rows so far)
@@ -104,11 +116,29 @@ class TableVerdict:
     schema_problems: list[str] = field(default_factory=list)
     diffs: list[RowDiff] = field(default_factory=list)
     note: str | None = None
+    soft_deleted: int | None = None  # rows flagged _tidb_deleted (None: no soft deletes)
+    deleted_but_upstream: int = 0  # of those, keys upstream still holds at the checkpoint
+
+
+@dataclass
+class HistoryVerdict:
+    """The outcome for one SCD2 history table: compared at `points` upstream ts."""
+
+    table: str
+    path: str
+    status: str
+    checkpoint: int | None = None
+    points: int = 0
+    rows: int = 0  # upstream rows compared over all points
+    gc_skipped: int = 0  # points below the GC safepoint, not readable upstream
+    mismatched: list[tuple[int, int, int, int]] = field(default_factory=list)  # (ts, missing, extra, different)
+    note: str | None = None
 
 
 @dataclass
 class VerifyReport:
     tables: list[TableVerdict]
+    histories: list[HistoryVerdict] = field(default_factory=list)
 
     @property
     def compared(self) -> list[TableVerdict]:
@@ -119,7 +149,8 @@ class VerifyReport:
     def ok(self) -> bool:
         """At least one table compared, and every table matched or had nothing to compare yet:
         a gate that compared nothing proves nothing, so it fails."""
-        return bool(self.compared) and all(t.status in (Verdict.MATCH, Verdict.SKIPPED) for t in self.tables)
+        return bool(self.compared) and all(t.status in (Verdict.MATCH, Verdict.SKIPPED)
+                                           for t in [*self.tables, *self.histories])
 
 
 # --- value normalisation ------------------------------------------------------------------
@@ -238,6 +269,10 @@ class RowComparison:
         if not candidates:
             del self._upstream[key]
 
+    def holds(self, row: Row) -> bool:
+        """Whether the upstream side (not yet claimed) has a row with `row`'s key."""
+        return bool(self._upstream.get(self.shape.key_of(self.shape.normalized(row))))
+
     def finish(self) -> None:
         """Everything upstream that no replica row claimed is missing."""
         for key, rest in self._upstream.items():
@@ -265,11 +300,15 @@ def replica_snapshot(path: str, storage_options: dict[str, str] | None = None) -
     return table.version(), table.transaction_version(MERGE_APP_ID)
 
 
-def read_replica(spark: SparkSession, path: str, version: int, columns: Iterable[str]) -> Iterator[Row]:
-    """Rows of the replica at `version` (Spark time travel), only `columns`, via Arrow batches."""
+def read_replica(spark: SparkSession, path: str, version: int, columns: Iterable[str],
+                 where: str | None = None) -> Iterator[Row]:
+    """Rows of the replica at `version` (Spark time travel), only `columns`, via Arrow batches;
+    `where` is a SQL filter over the table's columns."""
     from pyspark.sql import functions as F
 
     df = spark.read.format("delta").option("versionAsOf", version).load(path)
+    if where is not None:
+        df = df.where(where)
     present = {c.lower(): c for c in df.columns}
     selected = [F.col(f"`{present[c.lower()]}`").alias(c) for c in columns if c.lower() in present]
     table = df.select(*selected).toArrow()
@@ -309,19 +348,21 @@ class Verifier:
         reader: SnapshotReader,
         max_diffs: int = 10,
         progress: Progress | None = None,
+        history_points: int = HISTORY_POINTS,
     ) -> None:
         self.spark = spark
         self.layout = layout
         self.reader = reader
         self.max_diffs = max_diffs
         self.progress = progress
+        self.history_points = history_points
         self._schemas: dict[int, SchemaSnapshot] = {}
 
     def run(self, tables: Iterable[str] = ()) -> VerifyReport:
         history = SchemaHistory.load(self.layout)
         entries = replica_entries(self.layout)
         wanted = tables_to_verify(entries, history, list(tables))
-        verdicts = []
+        verdicts, histories = [], []
         for key in wanted:
             entry = entries.get(key)
             if entry is None:
@@ -329,7 +370,9 @@ class Verifier:
                 verdicts.append(TableVerdict(f"{db}.{name}", "", Verdict.SKIPPED, note="no replica yet (not merged)"))
             else:
                 verdicts.append(self.verify_entry(entry, history))
-        return VerifyReport(verdicts)
+                if DeltaTable.is_deltatable(history_path(self.layout, entry.path), self.layout.storage_options):
+                    histories.append(self.verify_history(entry, history))
+        return VerifyReport(verdicts, histories)
 
     def verify_entry(self, entry: ReplicaEntry, history: SchemaHistory) -> TableVerdict:
         name = f"{entry.db}.{entry.name}"
@@ -363,12 +406,20 @@ class Verifier:
 
     def _compare(self, verdict: TableVerdict, info: TableInfo) -> None:
         shape = ComparedShape.of(info)
-        verdict.schema_problems = schema_problems(shape, replica_types(self.spark, verdict.path, verdict.delta_version))
+        types = replica_types(self.spark, verdict.path, verdict.delta_version)
+        verdict.schema_problems = schema_problems(shape, types)
         comparison = RowComparison(shape, self.max_diffs)
         scan = self.reader.scan_table(info.physical_ids(), verdict.checkpoint)
         for raw_key, value in self._tick(verdict.table, "upstream", scan):
             comparison.add_upstream(raw_key, upstream_row(raw_key, value, info))
-        rows = read_replica(self.spark, verdict.path, verdict.delta_version, shape.columns)
+        live = None
+        if DELETED_COLUMN in types:  # soft deletes: flagged rows must be gone upstream
+            flag = f"coalesce(`{DELETED_COLUMN}`, false)"
+            live = f"NOT {flag}"
+            flagged = list(read_replica(self.spark, verdict.path, verdict.delta_version, shape.key, flag))
+            verdict.soft_deleted = len(flagged)
+            verdict.deleted_but_upstream = sum(comparison.holds(row) for row in flagged)
+        rows = read_replica(self.spark, verdict.path, verdict.delta_version, shape.columns, live)
         for row in self._tick(verdict.table, "replica", rows):
             comparison.add_replica(row)
         comparison.finish()
@@ -377,8 +428,72 @@ class Verifier:
         verdict.extra = comparison.counts[EXTRA]
         verdict.different = comparison.counts[DIFFERENT]
         verdict.diffs = self._diff_values(comparison, info, verdict.checkpoint)
-        if verdict.missing or verdict.extra or verdict.different or verdict.schema_problems:
+        if verdict.missing or verdict.extra or verdict.different or verdict.schema_problems \
+                or verdict.deleted_but_upstream:
             verdict.status = Verdict.MISMATCH
+
+    def verify_history(self, entry: ReplicaEntry, history: SchemaHistory) -> HistoryVerdict:
+        """The entry's history table at its checkpoint c, at c and the latest change ts up to it."""
+        name = f"{entry.db}.{entry.name}"
+        path = history_path(self.layout, entry.path)
+        table = DeltaTable(path, storage_options=self.layout.storage_options)
+        version, checkpoint = table.version(), table.transaction_version(HISTORY_APP_ID)
+        verdict = HistoryVerdict(name, path, Verdict.MATCH, checkpoint)
+        if checkpoint is None:
+            verdict.status, verdict.note = Verdict.ERROR, "the history table records no checkpoint"
+            return verdict
+        since = int(table.metadata().configuration.get(SINCE_PROPERTY) or checkpoint)
+        types = replica_types(self.spark, path, version)
+        flags = self.spark.read.format("delta").option("versionAsOf", version).load(path).where(
+            f"`{CURRENT_COLUMN}` IS DISTINCT FROM (`{VALID_TO_COLUMN}` IS NULL)").count()
+        if flags:
+            verdict.status, verdict.note = Verdict.MISMATCH, f"{flags} rows whose current flag disagrees with valid_to"
+        for ts in self._history_points(path, version, since, checkpoint):
+            ours = history.table_info_at(entry.table_key, ts)
+            try:
+                info = self._upstream_info(ours.id, ts) if ours is not None else None
+                if info is None:
+                    continue  # dropped or not created yet at ts: nothing valid to compare
+                counts = self._compare_history_at(verdict, path, version, types, info, ts)
+            except BelowGCSafepointError:
+                verdict.gc_skipped += 1
+                continue
+            except UpstreamError as exc:
+                verdict.status, verdict.note = Verdict.ERROR, f"at {ts}: {exc}"
+                return verdict
+            verdict.points += 1
+            if any(counts):
+                verdict.mismatched.append((ts, *counts))
+        if verdict.mismatched:
+            verdict.status = Verdict.MISMATCH
+        elif not verdict.points and verdict.status == Verdict.MATCH:
+            verdict.status, verdict.note = Verdict.SKIPPED, "no point above the GC safepoint to compare"
+        return verdict
+
+    def _history_points(self, path: str, version: int, since: int, checkpoint: int) -> list[int]:
+        """The checkpoint and the latest change ts (valid_from / valid_to values) in [since, checkpoint]."""
+        df = self.spark.read.format("delta").option("versionAsOf", version).load(path)
+        changes = df.selectExpr(f"`{VALID_FROM_COLUMN}` AS ts").union(
+            df.where(f"`{VALID_TO_COLUMN}` IS NOT NULL").selectExpr(f"`{VALID_TO_COLUMN}` AS ts"))
+        latest = changes.where(f"ts >= {since} AND ts < {checkpoint}").distinct().orderBy("ts", ascending=False)
+        return [checkpoint, *(int(r["ts"]) for r in latest.limit(max(self.history_points - 1, 0)).collect())]
+
+    def _compare_history_at(self, verdict: HistoryVerdict, path: str, version: int, types: dict[str, str],
+                            info: TableInfo, ts: int) -> tuple[int, int, int]:
+        full = ComparedShape.of(info)
+        kept = [(c, t) for c, t in zip(full.columns, full.types) if types.get(c.lower()) == t.lower()]
+        shape = ComparedShape(tuple(c for c, _ in kept), tuple(t for _, t in kept), full.key)
+        if not set(shape.key) <= set(shape.columns):
+            raise UpstreamError(f"the history table lacks key columns {list(full.key)}")
+        comparison = RowComparison(shape, 0)
+        for raw_key, value in self.reader.scan_table(info.physical_ids(), ts):
+            comparison.add_upstream(raw_key, upstream_row(raw_key, value, info))
+        valid = (f"`{VALID_FROM_COLUMN}` <= {ts} AND (`{VALID_TO_COLUMN}` IS NULL OR {ts} < `{VALID_TO_COLUMN}`)")
+        for row in read_replica(self.spark, path, version, shape.columns, valid):
+            comparison.add_replica(row)
+        comparison.finish()
+        verdict.rows += comparison.upstream_rows
+        return comparison.counts[MISSING], comparison.counts[EXTRA], comparison.counts[DIFFERENT]
 
     def _diff_values(self, comparison: RowComparison, info: TableInfo, ts: int) -> list[RowDiff]:
         """Both values of the first differing keys: upstream re-read by point gets at `ts`."""

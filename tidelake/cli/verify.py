@@ -57,6 +57,22 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def history_line(h) -> str:
+    """One line for a history table: at how many upstream ts it was compared and the outcome."""
+    from tidelake.apply.verify import Verdict
+
+    gc = f", {h.gc_skipped} below the GC safepoint" if h.gc_skipped else ""
+    head = f"{h.table} history (checkpoint {h.checkpoint}): "
+    if h.status == Verdict.MATCH:
+        return f"{head}[green]✓ match[/] at {h.points} upstream ts ({h.rows:,} rows){gc}"
+    if h.status == Verdict.SKIPPED:
+        return f"{head}[dim]– skipped[/] ({h.note}){gc}"
+    if h.status == Verdict.MISMATCH:
+        worst = "; ".join(f"at {ts}: {m} missing, {e} extra, {d} different" for ts, m, e, d in h.mismatched[:3])
+        return f"{head}[red]✗ mismatch[/] at {len(h.mismatched)} of {h.points} ts ({worst or h.note}){gc}"
+    return f"{head}[red]✗ error[/] ({h.note})"
+
+
 def print_report(report, console) -> None:
     """One row per table, then the first differing keys of each mismatching table."""
     from rich.table import Table
@@ -82,6 +98,11 @@ def print_report(report, console) -> None:
             console.print(f"[bold]{v.table}[/]: first differing keys")
             for d in v.diffs:
                 console.print(f"  {d.kind} key={d.key!r}\n    upstream: {d.upstream!r}\n    replica:  {d.replica!r}")
+        if v.soft_deleted is not None:
+            bad = f", [red]{v.deleted_but_upstream} still upstream[/]" if v.deleted_but_upstream else ", none upstream"
+            console.print(f"{v.table}: soft deletes: {v.soft_deleted} rows flagged deleted{bad}")
+    for h in report.histories:
+        console.print(history_line(h), highlight=False)
     compared = report.compared
     rows = sum(v.upstream_rows for v in compared)
     summary = f"{len(compared)} of {len(report.tables)} tables compared, {rows:,} upstream rows"
