@@ -97,7 +97,7 @@ def test_history_rows_valid_at_every_commit_ts_equal_the_upstream_snapshot(lake,
         history_rows = sorted(({c: r[c] for c in columns} for r in rows.collect()), key=lambda r: r["id"])
         assert history_rows == upstream_at(tidb, ts, columns), f"as of {ts}"
         compared += 1
-    assert compared == len(set(commits)) + len(checkpoints)
+    assert compared == len({*commits, *checkpoints})  # an async commit may share its ts with a checkpoint
     assert df.where("id = 2").count() == 3  # v2, two, TWO: each commit is a version, also inside a window
 
 
