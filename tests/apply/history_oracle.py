@@ -17,7 +17,7 @@ from tidelake.codec.keys import decode_record_key
 from tidelake.codec.row import decode_row
 from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_value
-from tidelake.lake.layout import OP_DELETE
+from tidelake.lake.row_change import OP_DELETE
 
 
 class TableHistory:

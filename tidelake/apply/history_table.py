@@ -50,8 +50,9 @@ from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, history_checkpoint
-from tidelake.lake.layout import OP_PUT, LakeLayout
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.merge_plan import FileStat
+from tidelake.lake.row_change import OP_PUT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
