@@ -92,7 +92,8 @@ class DdlLog(AppTxnTable):
 
 def start_snapshot_ts(layout: LakeLayout) -> int | None:
     """The changefeed's start ts: the earliest schema snapshot in the `ddl` table (later snapshot
-    rows are tables that joined the running feed); None before anything started it."""
+    rows are tables that joined the running feed); None before anything started it. Lakes started
+    before the start row (`snapshot_rows`) have it only if the start schema selected something."""
     if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
         return None
     table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
@@ -129,9 +130,18 @@ def info_json(obj: TableInfo | DBInfo | None) -> str | None:
 
 def snapshot_rows(tracker: SchemaTracker, schema_version: int) -> list[DdlRow]:
     """The schema at the start ts as `ddl` rows (source snapshot, job id 0, commit ts = start ts):
-    every selected database, then every replicated table, as if created there."""
+    a start row, then every selected database and every replicated table, as if created there.
+
+    The start row (action none, no schema, no table) is there even when the filter selects
+    nothing yet: the start ts is what every shard and bootstrap read back to agree on where the
+    changefeed starts (`start_snapshot_ts`), and an empty cluster must say it too."""
     ts = tracker.ts
     rows = [
+        DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.NONE),
+               action_name=ActionType.NONE.label, schema_id=0, schema_name=None, table_id=0, table_name=None,
+               query=None, table_info=None, db_info=None, source=DdlSource.SNAPSHOT)
+    ]
+    rows += [
         DdlRow(job_id=0, commit_ts=ts, schema_version=schema_version, action=int(ActionType.CREATE_SCHEMA),
                action_name=ActionType.CREATE_SCHEMA.label, schema_id=db.id, schema_name=db.name, table_id=0,
                table_name=None, query=None, table_info=None, db_info=info_json(db), source=DdlSource.SNAPSHOT)

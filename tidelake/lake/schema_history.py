@@ -222,6 +222,9 @@ class SchemaHistory:
     # --- folding -------------------------------------------------------------------------
 
     def _apply_job(self, rows: list[DdlRow], source: str) -> None:
+        rows = [r for r in rows if r.action != ActionType.NONE]  # a snapshot's start row names no schema
+        if not rows:
+            return
         action = _action(rows[0].action)
         for row in rows:
             if row.table_id == 0 and row.db_info is not None and row.schema_name:

@@ -109,10 +109,11 @@ def test_job_meta_column_found_by_name_in_the_stored_table_info(sim):
 def test_snapshot_rows_hold_selected_dbs_and_replicated_tables_once():
     rows = snapshot_rows(tracker(), 3)
     assert [(r.source, r.job_id, r.commit_ts, r.action, r.schema_name, r.table_id) for r in rows] == [
+        (DdlSource.SNAPSHOT, 0, START, int(ActionType.NONE), None, 0),
         (DdlSource.SNAPSHOT, 0, START, int(ActionType.CREATE_SCHEMA), "shop", 0),
         (DdlSource.SNAPSHOT, 0, START, int(ActionType.CREATE_TABLE), "shop", 110),
     ]
-    assert json.loads(rows[1].table_info)["name"]["O"] == "orders"
+    assert json.loads(rows[2].table_info)["name"]["O"] == "orders"
 
 
 def test_fences_come_after_the_jobs_at_or_below_them_and_before_later_ones(puller):

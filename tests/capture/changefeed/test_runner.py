@@ -272,6 +272,28 @@ def test_shards_split_tables_by_logical_id_and_share_one_start(sim, tmp_path):
     assert [(r["job_id"], r["commit_ts"]) for r in jobs] == [(tidb.next_job_id, created)]  # landed by shard 0 only
 
 
+def test_shards_of_a_feed_started_on_an_empty_cluster_share_its_start(sim, tmp_path):
+    """No database yet: shard 0's start snapshot selects nothing, and its start row is what the
+    other shard reads to start at the same ts (without it shard 1 waited for shard 0 forever)."""
+    rng = random.Random(5)
+    lake = tmp_path / "lake"
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    config = parse_config(doc, "test.toml")
+    with PullerThread(config, Shard(1, 2), first_run_wait_s=20) as second, PullerThread(config, Shard(0, 2)) as first:
+        wait_resolved(lake, {}, 1, first)
+        tidb = shop(sim, 110, 111)
+        last = max(some_rows(tidb, rng, t) for t in (110, 111))
+        wait_resolved(lake, {110: last, 111: last}, last, second)
+    assert first.error is None and second.error is None
+    start = first.summary.start_ts
+    assert second.summary.start_ts == start
+    assert [(r["action_name"], r["table_id"]) for r in ddl_rows(lake)
+            if r["source"] == DdlSource.SNAPSHOT and r["commit_ts"] == start] == [("none", 0)]
+    assert set(first.summary.table_resolved) == {110} and set(second.summary.table_resolved) == {111}
+    assert set(changelog(lake)) == oracle(sim, 110, start) | oracle(sim, 111, start)
+
+
 def test_shard_must_match_the_config(sim, tmp_path):
     with pytest.raises(Exception, match=r"\[puller\].shards is 1 but --shard says 2"):
         PullerRunner(make_config(sim, tmp_path / "lake"), Shard(0, 2), RunOptions())

@@ -331,7 +331,11 @@ class PullerRunner:
 
     def _first_run_ts(self, pd: PDClient, layout: LakeLayout, started: float) -> int:
         """The lake's snapshot ts if one was landed (a shard 0 crash, or another shard), else
-        shard 0 picks the config start ts or PD's now; other shards wait for shard 0."""
+        shard 0 picks the config start ts or PD's now; other shards wait for shard 0.
+
+        Every shard must start at the same T: a shard starting later at T' would take a table
+        created in (T, T'] as present at T' and miss its rows in (CREATE, T']. Shard 0's start
+        row (`snapshot_rows`) records T even when no table exists yet."""
         while True:
             landed = start_snapshot_ts(layout)
             if landed is not None:
