@@ -394,6 +394,56 @@ def test_with_shards_a_requested_table_joins_at_one_scheduled_ts_between_the_sam
         assert marks == ["requested", "scheduled", "schema_landed", "joined"]
 
 
+def test_with_shards_the_lake_unreachable_during_join_polls_delays_a_join_without_stopping_a_shard(
+        sim, tmp_path, monkeypatch):
+    """A dead S3 endpoint refuses connections and object_store gives up within seconds: a poll of
+    the bootstrap requests then fails, and the next one takes the request up where it stood."""
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.table_starts import StartState, TableStarts
+
+    rng = random.Random(6)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    tidb.create_db(3, "other")
+    tidb.create_table(3, 121, "t121")  # owned by shard 1
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    config = parse_config(doc, "test.toml")
+    starts = TableStarts(LakeLayout(str(lake)))
+    real_latest, real_mark, failed = TableStarts.latest, TableStarts.mark, []
+
+    def refused(*args, **kwargs):
+        failed.append(1)
+        raise OSError("Generic S3 error: tcp connect error: Connection refused (os error 111)")
+
+    def state(request):
+        return {s.request_id: s for s in real_latest(starts, "cf1")}[request.request_id]
+
+    options = {"table_starts_poll_s": 0.2, "join_lead_s": 1.0}
+    with PullerThread(config, Shard(0, 2), **options) as first, \
+            PullerThread(config, Shard(1, 2), first_run_wait_s=30, **options) as second:
+        def no_error():
+            for shard in (first, second):
+                if shard.error is not None:
+                    raise shard.error
+
+        wait_resolved(lake, {110: 1, 111: 1}, 1, first)
+        monkeypatch.setattr(TableStarts, "latest", refused)
+        monkeypatch.setattr(TableStarts, "mark", refused)
+        request = starts.request("cf1", "other", "t121")
+        wait_until(lambda: len(failed) >= 10, 30, "failed polls", no_error)
+        assert first.error is None and second.error is None and state(request).state == StartState.REQUESTED
+        monkeypatch.setattr(TableStarts, "latest", real_latest)
+        monkeypatch.setattr(TableStarts, "mark", real_mark)
+        wait_until(lambda: state(request).state == StartState.JOINED, 30, "the join", no_error)
+        joined = state(request).start_ts
+        last = max(some_rows(tidb, rng, t) for t in (110, 111, 121))
+        wait_resolved(lake, {110: last, 111: last, 121: last}, 1, second)
+    assert first.error is None and second.error is None
+    landed = {row for row in changelog(lake) if row[0] == 121}
+    assert landed == oracle(sim, 121, joined) and landed
+
+
 def sharded_join_setup(sim, tmp_path):
     from tidelake.lake.layout import LakeLayout
     from tidelake.lake.table_starts import TableStarts

@@ -103,16 +103,21 @@ class TableJoins:
             self._poll_sharded()
 
     def poll(self) -> None:
-        """Take up new requests, then confirm the joins that have landed."""
-        if self._count == 1:
-            for request in self.starts.pending(self._cf):
-                if request.request_id not in self._handled:
-                    self._handled.add(request.request_id)
-                    with self._lock:
-                        self._add(request, self._ddl.resolved_ts)
-        else:
-            self._poll_sharded()
-        self.confirm()
+        """Take up new requests, then confirm the joins that have landed. The lake unreachable
+        (object_store gives up on a refused endpoint within seconds) fails this poll only: a
+        request counts as handled once its outcome is written, so the next poll takes it up."""
+        try:
+            if self._count == 1:
+                for request in self.starts.pending(self._cf):
+                    if request.request_id not in self._handled:
+                        with self._lock:
+                            self._add(request, self._ddl.resolved_ts)
+                        self._handled.add(request.request_id)
+            else:
+                self._poll_sharded()
+            self.confirm()
+        except OSError:
+            log.warning("polling the table joins of changefeed %s failed; retrying", self._cf, exc_info=True)
 
     def at_fence(self, ts: int) -> None:
         """The DDL puller's job sequence reached `ts` (called with the runner's lock held)."""
@@ -148,7 +153,6 @@ class TableJoins:
         for request in latest:
             if request.state not in (StartState.SCHEDULED, StartState.SCHEMA_LANDED) or request.request_id in self._handled:
                 continue
-            self._handled.add(request.request_id)
             with self._lock:
                 ahead = request.start_ts > self._ddl.resolved_ts
                 if ahead:
@@ -157,6 +161,7 @@ class TableJoins:
             if not ahead:
                 self._refuse(request, f"puller shard {self._index}/{self._count} {MISSED_JOIN} {request.start_ts}",
                              StartState.MISSED)
+            self._handled.add(request.request_id)
 
     def _schedule(self, request: TableStart) -> TableStart:
         """Shard 0 gives a request its join ts, ahead of every shard's DDL resolved ts."""
