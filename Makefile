@@ -47,7 +47,8 @@ up: $(STAMP) protos
 	$(PY) -m tidelake.demos.on_airflow --keep-running $(DEMO_ARGS)
 
 # The production parts on loopback: S3 API server, PostgreSQL, Airflow (LocalExecutor), the puller,
-# merges, a syncpoint and verify on an s3:// lake (tidelake/demos/integration.py); ~6 minutes.
+# merges, a syncpoint and verify on an s3:// lake with two puller shards and the S3 endpoint killed
+# for 10 s (tidelake/demos/integration.py); 7-13 minutes on 2 cores.
 INTEGRATION_ARGS ?=
 
 integration: $(STAMP) protos postgres

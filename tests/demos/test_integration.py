@@ -29,7 +29,7 @@ def test_compose_airflow_runs_the_executor_database_driver_and_lake_variables_of
     assert compose_env["AIRFLOW__CORE__EXECUTOR"] == ours["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert urlparse(compose_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).scheme == urlparse(
         ours["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).scheme == "postgresql+psycopg2"
-    assert set(lake_environment(S3Server(tmp_path))) <= set(compose_env)
+    assert set(lake_environment(S3Server(tmp_path).endpoint)) <= set(compose_env)
     assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == "spark"
 
 
@@ -57,7 +57,8 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
         def __init__(self, name: str, fails: bool = False) -> None:
             self.name, self.fails = name, fails
             self.log = self.master_log = self.worker_log = tmp_path / f"{name}.log"
-            self.port, self.endpoint, self.url = 1, "http://127.0.0.1:1", "x"
+            self.port = self.listen_port = 1
+            self.endpoint, self.url, self.workdir = "http://127.0.0.1:1", "x", tmp_path
 
         pid = 1
 
@@ -71,6 +72,12 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
 
         remove = stop
 
+        def check(self, stage: str) -> None:
+            pass
+
+        def checks(self) -> list:
+            return [self.check]
+
         def lake_root(self, prefix: str) -> str:
             return f"s3://b/{prefix}"
 
@@ -79,6 +86,7 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
             return 1
 
     monkeypatch.setattr(integration, "S3Server", lambda _: Component("s3"))
+    monkeypatch.setattr(integration, "TcpRelay", lambda *_: Component("relay"))
     monkeypatch.setattr(integration, "Postgres", lambda: Database("postgres", fails=True))
     monkeypatch.setattr(integration, "SparkCluster", lambda _: Component("spark", fails=True))
     monkeypatch.setattr(integration, "lake_environment", lambda _: {})
@@ -91,5 +99,5 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
     monkeypatch.setattr(integration.signal, "signal", lambda signum, handler: handlers.setdefault(signum, handler))
     with pytest.raises(KeyboardInterrupt):
         integration.run(integration.IntegrationOptions(workdir=tmp_path, spark_cluster=True))
-    assert stopped == ["spark", "postgres", "s3"]
+    assert stopped == ["spark", "postgres", "relay", "s3"]
     assert handlers == {integration.signal.SIGTERM: integration.on_airflow.interrupt}

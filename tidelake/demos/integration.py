@@ -1,19 +1,23 @@
 """`make integration`: the production parts together on loopback, then proof that it worked.
 
 Started here, each by its pid and with its own log, and stopped at the end whatever happened:
-  1. an S3 API server (moto's, tidelake.demos.s3_server) holding the lake at s3://lake/integration;
-     every process gets its endpoint and keys through the standard AWS_* variables only;
+  1. an S3 API server (moto's, tidelake.demos.s3_server) holding the lake at s3://lake/integration,
+     reached only through a TCP relay (tidelake.demos.tcp_relay) on the endpoint every process
+     gets through the standard AWS_* variables;
   2. PostgreSQL (a throwaway cluster, tidelake.demos.postgres), Airflow's metadata database;
-  3. with `--spark-cluster` (experimental: does not pass end to end yet), a Spark standalone master
-     and worker (tidelake.demos.spark_cluster) that the warm Spark and the spark_default
-     connection use instead of local[*];
+  3. with `--spark-cluster`, a Spark standalone master and worker (tidelake.demos.spark_cluster):
+     the merge and syncpoint tasks are then SparkSubmitOperator tasks on that master (client
+     mode, Delta and hadoop-aws resolved from the Ivy cache and shipped to the executors) instead
+     of thin clients of a warm Spark on local[*];
   4. then the Airflow demo path (tidelake.demos.on_airflow) on them: the simulator with the mixed
-     workload and light faults, a warm Spark with hadoop-aws and s3a, Airflow with LocalExecutor
-     on PostgreSQL running the unchanged DAGs: the puller (one shard; `--shards 2` is
-     experimental and does not pass yet, see SHARDS), merges and a syncpoint every minute; the S3 server frozen for 10 s while
-     traffic runs; every table merged past a target; `tidelake verify` against the simulator.
-It passes when verify matches, the shard landed watermarks and a syncpoint was recorded. It
-prints how long each stage took and the load average. A failure names the stage and its log.
+     workload and light faults, Airflow with LocalExecutor on PostgreSQL running the unchanged
+     DAGs: the puller with two shards, merges and a syncpoint every minute; the S3 endpoint killed
+     (SIGKILL of the relay) for 10 s while traffic runs and started again on the same port;
+     every table merged past a target; `tidelake verify` against the simulator.
+It passes when verify matches, each shard landed watermarks and a syncpoint was recorded. It
+prints how long each stage took and the load average. A failure names the stage and its log;
+a component that dies (S3 server, relay, Spark master or worker) fails the running stage with
+its own log named.
 """
 
 from __future__ import annotations
@@ -34,12 +38,10 @@ from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, Say
 from tidelake.demos.postgres import Postgres
 from tidelake.demos.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tidelake.demos.spark_cluster import SparkCluster
-from tidelake.demos.supervisor import StageFailed, exit_code
+from tidelake.demos.supervisor import StageFailed, exit_code, free_port
+from tidelake.demos.tcp_relay import TcpRelay
 
-# One shard by default: a second shard cannot start on a feed whose start snapshot holds no
-# table (it waits for shard 0's snapshot rows, and an empty schema lands none), which is how
-# this run starts (before the simulator creates anything). `--shards 2` shows it.
-SHARDS = 1
+SHARDS = 2  # the puller shards of the run (and of docker/changefeed.toml)
 OUTAGE_S = 10.0
 
 
@@ -65,37 +67,45 @@ def run(options: IntegrationOptions) -> int:
     with contextlib.ExitStack() as stops:
         stops.callback(_timings, say)
         stops.callback(say.mark, "shutdown")
-        say(f"starting the S3 API server (moto); log: {s3.log}")
+        say(f"starting the S3 API server (moto) and the relay its clients reach it through; log: {s3.log}")
         stops.callback(_stop, say, lambda: f"the S3 server (pid {s3.pid})", s3.stop)
         s3.start()
+        relay = TcpRelay(free_port(0), s3.port, s3.workdir / "relay.log")
+        stops.callback(_stop, say, lambda: f"the S3 endpoint relay (pid {relay.pid})", relay.stop)
+        relay.start()
+        endpoint = f"http://127.0.0.1:{relay.listen_port}"
         say.mark("s3 server")
-        say(f"S3 server {s3.endpoint} pid {s3.pid}; starting PostgreSQL; log: {postgres.log}")
+        say(f"S3 endpoint {endpoint} (relay pid {relay.pid}) to moto {s3.endpoint} (pid {s3.pid}); "
+            f"starting PostgreSQL; log: {postgres.log}")
         stops.callback(_stop, say, lambda: f"PostgreSQL (pid {postgres.pid()})", postgres.remove)
         postgres.start()
         say.mark("postgres")
         say(f"PostgreSQL 127.0.0.1:{postgres.port} pid {postgres.pid()}")
+        # Before the Spark worker starts: its executors' s3a reads these AWS_* variables.
+        os.environ.update(lake_environment(endpoint))
         if cluster is not None:
             say(f"starting a Spark standalone master and worker; logs: {cluster.master_log}, {cluster.worker_log}")
             stops.callback(_stop, say, lambda: "the Spark master and worker", cluster.stop)
             cluster.start()
             say.mark("spark cluster")
             say(f"Spark master {cluster.url}")
-        os.environ.update(lake_environment(s3))
 
         def outage(say: Say) -> None:
-            say(f"freezing the S3 server for {OUTAGE_S:.0f}s (SIGSTOP pid {s3.pid})")
-            s3.pause()
-            try:
-                time.sleep(OUTAGE_S)
-            finally:
-                s3.resume()
-            say("S3 server resumed")
+            say(f"killing the S3 endpoint for {OUTAGE_S:.0f}s (SIGKILL relay pid {relay.pid}; "
+                f"moto pid {s3.pid} keeps the objects)")
+            relay.kill()
+            time.sleep(OUTAGE_S)
+            relay.start()
+            say(f"S3 endpoint back on {endpoint} (relay pid {relay.pid})")
 
         lake_root = s3.lake_root("integration")
         demo = AirflowDemoOptions(workdir=options.workdir / "airflow-demo", traffic_s=options.traffic_s,
                                   port=options.port, lake_root=lake_root, sql_alchemy_conn=postgres.url,
                                   shards=options.shards, during_traffic=outage,
-                                  spark_master=cluster.url if cluster is not None else None)
+                                  spark_master=cluster.url if cluster is not None else None,
+                                  # on the cluster, merge and syncpoint are SparkSubmitOperator tasks
+                                  warm_spark=cluster is None,
+                                  component_checks=(s3.check, relay.check, *(cluster.checks() if cluster else ())))
         code = on_airflow.run(demo, say)
         if code == 0:
             _check_lake(lake_root, options.shards, say)
@@ -112,9 +122,9 @@ def _stop(say: Say, what: Callable[[], str], stop: Callable[[], None]) -> None:
         say(f"stopping {name} failed: {exc!r}")
 
 
-def lake_environment(s3: S3Server) -> dict[str, str]:
+def lake_environment(endpoint: str) -> dict[str, str]:
     """The AWS variables every process of the run gets: its only way to the lake's store."""
-    return {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_REGION": REGION,
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 
 
@@ -153,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of traffic before the target TSO (default 60)")
     parser.add_argument("--port", type=int, default=IntegrationOptions.port, help="Airflow UI port (default 8080, or a free one)")
     parser.add_argument("--spark-cluster", action="store_true",
-                        help="experimental, does not pass end to end yet: the warm Spark on a standalone "
-                             "master and worker instead of local[*]")
-    parser.add_argument("--shards", type=int, default=SHARDS, help=f"puller shards (default {SHARDS}; more is experimental and does not pass yet)")
+                        help="merge and syncpoint as spark-submits on a standalone master and worker "
+                             "instead of a warm Spark on local[*]")
+    parser.add_argument("--shards", type=int, default=SHARDS, help=f"puller shards (default {SHARDS})")
     args = parser.parse_args(argv)
     return exit_code("integration", lambda: run(IntegrationOptions(
         workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port, spark_cluster=args.spark_cluster,

@@ -62,6 +62,11 @@ PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
 SPARK_CONNECT_PORT = 15002
+# A cluster master gets none of the local confs (tidelake.apply.spark_server); a small one-machine
+# cluster wants the same few partitions and one modest executor.
+CLUSTER_CONFS = {"spark.sql.shuffle.partitions": "4", "spark.databricks.delta.snapshotPartitions": "2",
+                 "spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.cores.max": "2",
+                 "spark.driver.host": "127.0.0.1"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,9 @@ class AirflowDemoOptions:
     shards: int = 1
     during_traffic: Callable[[Say], None] | None = None
     spark_master: str | None = None  # a standalone cluster (spark://) instead of local[*]
+    # Checks of the processes started around the demo (the integration's S3 server, its relay,
+    # the Spark cluster): one that dies fails the running stage with its own log named.
+    component_checks: tuple[Callable[[str], None], ...] = ()
 
 
 @dataclass
@@ -169,7 +177,8 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master or "local[*]"}),
         "TIDELAKE_CONFIG": str(paths.config),
         "TIDELAKE_MERGE_SCHEDULE": merge_schedule,
-        "TIDELAKE_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}),
+        "TIDELAKE_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                                           **(CLUSTER_CONFS if spark_master else {})}),
         "PYSPARK_PYTHON": sys.executable,
     })
     return env
@@ -243,7 +252,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
                                     spark_master=options.spark_master),
                         cwd=REPO)
         children.append(airflow)
-        checks = [child.check for child in children]
+        checks = [*options.component_checks, *(child.check for child in children)]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
         await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
                  airflow.log, checks, 3)
@@ -331,13 +340,6 @@ def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, 
                               merge={"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1},
                               spark={"remote": remote} if remote else None)
     return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
-
-
-# A cluster master gets none of the local confs (tidelake.apply.spark_server); a small one-machine
-# cluster wants the same few partitions and one modest executor.
-CLUSTER_CONFS = {"spark.sql.shuffle.partitions": "4", "spark.databricks.delta.snapshotPartitions": "2",
-                 "spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.cores.max": "2",
-                 "spark.driver.host": "127.0.0.1"}
 
 
 def _start_spark_server(paths: DemoPaths, say: Say, master: str | None = None) -> tuple[Child, ServerSettings]:

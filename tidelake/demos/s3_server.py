@@ -3,14 +3,13 @@
 It is moto's server mode (`moto_server`, PyPI moto[server]): a real HTTP server speaking the S3
 REST API, started as a child process and stopped by its pid. It answers conditional writes
 (`If-None-Match: *`, `If-Match`) with 412 like AWS S3, which delta-rs needs for concurrent commits
-from several puller shards (docs/stack.md §16). It keeps objects in memory: pausing it (SIGSTOP)
-models an unreachable store, but a restarted process starts empty.
+from several puller shards (docs/stack.md §16). It keeps objects in memory, so a restarted process
+starts empty: `make integration` kills a relay in front of it instead (tidelake.demos.tcp_relay).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import urllib.request
 from pathlib import Path
@@ -56,20 +55,13 @@ class S3Server:
         await_stage("s3 server", self._answers, timeout_s, self.log, checks=[self._child.check], interval_s=0.3)
         self._request("PUT", f"/{self.bucket}")
 
-    def pause(self) -> None:
-        """Freeze the process: connections hang as with a dead or partitioned store."""
-        assert self._child is not None
-        os.kill(self._child.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """Thaw a paused server; nothing for one that has exited (its pid may be reused)."""
-        assert self._child is not None
-        if self._child.process.poll() is None:
-            os.kill(self._child.process.pid, signal.SIGCONT)
+    def check(self, stage: str) -> None:
+        """Fail `stage` naming this server's log if the process has exited."""
+        if self._child is not None:
+            self._child.check(stage)
 
     def stop(self) -> None:
         if self._child is not None:
-            self.resume()
             self._child.stop(grace_s=10)
             self._child = None
 
