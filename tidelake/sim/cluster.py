@@ -66,7 +66,8 @@ class SimCluster:
                  store_version: str = "8.5.0", *, leader_failover_delay_s: float = 0.5,
                  split_check_interval_s: float = 1.0, region_max_keys: int = 20_000,
                  region_max_bytes: int = 16 << 20, gc_interval_s: float = 10.0, gc_life_time_s: float = 600.0,
-                 server_workers: int = 32, cdc_options: dict[str, Any] | None = None) -> None:
+                 server_workers: int = 32, cdc_options: dict[str, Any] | None = None,
+                 server_credentials: grpc.ServerCredentials | None = None) -> None:
         if n_stores < 1:
             raise InputError(f"n_stores must be at least 1, got {n_stores}")
         if store_ports is not None and len(store_ports) != n_stores:
@@ -90,6 +91,7 @@ class SimCluster:
         self._rng = random.Random(seed)
         self._workers = server_workers
         self._cdc_options = cdc_options or {}
+        self._server_credentials = server_credentials  # TLS on PD and every store, as TiDB's [security]
         self._pd_port = pd_port
         self._pd_server: grpc.Server | None = None
         self._stores = {i: _Store(i, (store_ports or [0] * n_stores)[i - 1]) for i in range(1, n_stores + 1)}
@@ -327,7 +329,11 @@ class SimCluster:
 
     def _bind(self, server: grpc.Server, port: int, what: str) -> int:
         try:
-            bound = server.add_insecure_port(f"{self.host}:{port}")
+            address = f"{self.host}:{port}"
+            if self._server_credentials is None:
+                bound = server.add_insecure_port(address)
+            else:
+                bound = server.add_secure_port(address, self._server_credentials)
         except RuntimeError as err:
             raise InputError(f"{what}: cannot listen on {self.host}:{port} ({err})") from err
         if not bound:
