@@ -3,6 +3,8 @@ cannot start here, so this compares the two (the integration itself runs in CI).
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -44,6 +46,69 @@ def test_compose_lake_is_on_the_s3_api_with_the_shards_of_the_integration(tmp_pa
     config = load_config(ROOT / "docker" / "changefeed.toml")
     assert is_s3(config.lake.root) and is_s3(S3Server(tmp_path).lake_root("integration"))
     assert config.puller.shards == SHARDS
+
+
+# Confs that name the host the executors reach the driver at: per deployment by nature.
+HOST_CONFS = ("spark.driver.host",)
+
+
+def _lake_layout(root: str, environ: dict[str, str]):
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.lake.object_store import lake_storage_options
+
+    return LakeLayout(root, lake_storage_options(root, None, environ=environ))
+
+
+def test_compose_runs_spark_jobs_on_its_master_with_the_settings_of_the_cluster_integration(tmp_path):
+    """`--spark-cluster` runs merge and syncpoint as SparkSubmitOperator tasks on a standalone
+    master; compose does the same, with the same confs and worker size."""
+    from tidelake.demos.spark_cluster import SparkCluster
+
+    services = _compose()
+    compose_env = services["airflow-scheduler"]["environment"]
+    ours = airflow_env(DemoPaths(tmp_path), 8080, "1m", base={}, spark_master="spark://127.0.0.1:7077")
+    assert "SPARK_REMOTE" not in compose_env and "SPARK_REMOTE" not in ours  # spark-submit, not a warm Spark
+    assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == urlparse(
+        json.loads(ours["AIRFLOW_CONN_SPARK_DEFAULT"])["host"]).scheme == "spark"
+    compose_conf, our_conf = json.loads(compose_env["TIDELAKE_SPARK_CONF"]), json.loads(ours["TIDELAKE_SPARK_CONF"])
+    assert set(compose_conf) == set(our_conf)
+    assert {k: v for k, v in compose_conf.items() if k not in HOST_CONFS} == {
+        k: v for k, v in our_conf.items() if k not in HOST_CONFS}
+    worker = services["spark-worker"]["command"]
+    cluster = SparkCluster(tmp_path)
+    assert worker[worker.index("--cores") + 1] == str(cluster.cores)
+    assert worker[worker.index("--memory") + 1] == cluster.memory
+    assert set(services["spark-worker"]["environment"]) >= set(lake_environment("http://x"))  # executors' s3a
+
+
+def test_compose_s3a_confs_are_the_ones_derived_from_its_aws_variables_as_in_the_integration(tmp_path, monkeypatch):
+    """The DAGs derive the s3a confs from the lake root and the AWS_* variables: compose writes
+    none by hand for them, and its warm-Spark profile's command line has exactly those."""
+    from tidelake.apply.s3a import hadoop_aws_package, s3a_confs
+    from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+
+    services = _compose()
+    compose_env = {k: str(v) for k, v in services["airflow-scheduler"]["environment"].items()}
+    config = load_config(ROOT / "docker" / "changefeed.toml")
+    derived = s3a_confs(_lake_layout(config.lake.root, compose_env), credentials=False)
+    integration_env = lake_environment("http://127.0.0.1:9000")
+    exercised = s3a_confs(_lake_layout(S3Server(tmp_path).lake_root("integration"), integration_env), credentials=False)
+    endpoint = "spark.hadoop.fs.s3a.endpoint"
+    assert set(derived) == set(exercised)
+    assert {k: v for k, v in derived.items() if k != endpoint} == {k: v for k, v in exercised.items() if k != endpoint}
+    assert derived[endpoint] == compose_env["AWS_ENDPOINT_URL"]
+    assert not [k for k in json.loads(compose_env["TIDELAKE_SPARK_CONF"]) if k.startswith("spark.hadoop.")]
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in compose_env.items():
+        monkeypatch.setenv(name, value)
+    submitted = spark_submit_kwargs(SparkSettings.from_env(compose_env), job="merge", app_name="m", lake=config.lake)
+    assert {k: submitted["conf"][k] for k in derived} == derived
+    assert hadoop_aws_package() in submitted["packages"].split(",")
+    connect = services["spark-connect"]["command"]
+    confs = dict(connect[i + 1].split("=", 1) for i, arg in enumerate(connect) if arg == "--conf")
+    assert {k: v for k, v in confs.items() if k.startswith("spark.hadoop.")} == derived
+    assert connect[connect.index("--packages") + 1] == hadoop_aws_package()
 
 
 def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tmp_path, monkeypatch):

@@ -74,7 +74,7 @@ def test_sim_service_command_is_accepted_by_the_tidelake_cli():
     assert args.command == "sim" and args.pd_port == 2379
 
 
-def test_the_warm_spark_service_is_a_tidelake_spark_server_the_airflow_tasks_reach():
+def test_the_optional_warm_spark_service_is_a_tidelake_spark_server_the_airflow_tasks_can_reach():
     from tidelake.cli import build_parser
     from tidelake.apply.s3a import hadoop_version
 
@@ -85,5 +85,7 @@ def test_the_warm_spark_service_is_a_tidelake_spark_server_the_airflow_tasks_rea
                                                                     "spark://spark-master:7077")
     assert args.packages == [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]  # the s3a lake
     assert f"{args.port}:{args.port}" in found["spark-connect"]["ports"]
-    for name in AIRFLOW_COMPONENTS:
-        assert found[name]["environment"]["SPARK_REMOTE"] == f"sc://spark-connect:{args.port}"
+    assert found["spark-connect"]["profiles"] == ["warm"]
+    for name in AIRFLOW_COMPONENTS:  # by default the tasks spark-submit to the master
+        assert "SPARK_REMOTE" not in found[name]["environment"]
+    assert f"SPARK_REMOTE: sc://spark-connect:{args.port}" in COMPOSE.read_text()  # how to switch

@@ -54,6 +54,11 @@ class AirflowApi:
             counts[run["state"]] = counts.get(run["state"], 0) + 1
         return counts
 
+    def succeeded(self, dag_id: str, task_id: str) -> int:
+        """How many instances of the task (each mapped index counts) succeeded, over all runs."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?task_id={task_id}&state=success&limit=1"
+        return self._call("GET", path)["total_entries"]
+
     def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> Any:
         headers = {"Content-Type": "application/json"}
         if auth:

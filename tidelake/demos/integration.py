@@ -104,7 +104,7 @@ def run(options: IntegrationOptions) -> int:
                                   shards=options.shards, during_traffic=outage,
                                   spark_master=cluster.url if cluster is not None else None,
                                   # on the cluster, merge and syncpoint are SparkSubmitOperator tasks
-                                  warm_spark=cluster is None,
+                                  warm_spark=cluster is None, required_tasks=("merge", "syncpoint"),
                                   component_checks=(s3.check, relay.check, *(cluster.checks() if cluster else ())))
         code = on_airflow.run(demo, say)
         if code == 0:

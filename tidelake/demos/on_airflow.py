@@ -94,6 +94,10 @@ class AirflowDemoOptions:
     # Checks of the processes started around the demo (the integration's S3 server, its relay,
     # the Spark cluster): one that dies fails the running stage with its own log named.
     component_checks: tuple[Callable[[str], None], ...] = ()
+    # Tasks of tidelake_merge that must have succeeded at least once before verify: the
+    # integration's proof that merge and syncpoint ran where it put them (a run's merges can
+    # all be folded into its syncpoint).
+    required_tasks: tuple[str, ...] = ()
 
 
 @dataclass
@@ -282,6 +286,9 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             options.during_traffic(say)
         _wait_merged(api, paths, target, options, checks, say)
         say.mark("traffic and merges")
+        if options.required_tasks:
+            _wait_tasks(api, paths, options, checks, say)
+            say.mark("merge and syncpoint tasks")
         api.set_paused("tidelake_merge", True)  # verify gets the CPU; the puller keeps up
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
@@ -329,6 +336,19 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
     for table in report[0].stopped():
         say(f"{table.table}: replication stopped: {table.reason or 'stopped'}")
     say(f"every table is merged past {target}")
+
+
+def _wait_tasks(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
+                checks: list[Callable[[str], None]], say: Say) -> None:
+    def missing() -> list[str]:
+        return [task for task in options.required_tasks if not api.succeeded("tidelake_merge", task)]
+
+    say("waiting until tidelake_merge's " + ", ".join(options.required_tasks) + " tasks have each succeeded once")
+    await_stage("merge and syncpoint tasks", lambda: not missing(), options.merge_timeout_s,
+                paths.airflow_home / "logs" / "dag_id=tidelake_merge", checks, 5,
+                waiting=lambda: "no success yet of " + ", ".join(missing()))
+    say("tidelake_merge: " + ", ".join(f"{task} succeeded {api.succeeded('tidelake_merge', task)}x"
+                                       for task in options.required_tasks))
 
 
 def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, syncpoint_interval: str,
