@@ -44,7 +44,8 @@ def test_compose_creates_the_replica_writers_pool_of_its_changefeed():
 
 def test_compose_lake_is_on_the_s3_api_with_the_shards_of_the_integration(tmp_path):
     config = load_config(ROOT / "docker" / "changefeed.toml")
-    assert is_s3(config.lake.root) and is_s3(S3Server(tmp_path).lake_root("integration"))
+    ours = S3Server(tmp_path).lake_root("integration")
+    assert is_s3(config.lake.root) and urlparse(config.lake.root).scheme == urlparse(ours).scheme  # one path in delta-rs
     assert config.puller.shards == SHARDS
 
 

@@ -61,8 +61,8 @@ def test_compose_changefeed_config_is_valid_and_points_at_the_compose_services()
     in_image = Path(env["TIDELAKE_CONFIG"])
     config = load_config(ROOT / in_image.relative_to("/opt/tidelake"))
     assert config.upstream.pd == ("pd:2379", "127.0.0.1:2379")
-    assert config.lake.root.startswith("s3a://")
-    bucket = config.lake.root.removeprefix("s3a://").split("/")[0]
+    assert config.lake.root.startswith("s3://")
+    bucket = config.lake.root.removeprefix("s3://").split("/")[0]
     assert f"lake/{bucket}" in services()["minio-init"]["command"][0]
 
 
