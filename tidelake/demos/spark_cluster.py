@@ -9,11 +9,10 @@ child process stopped by its pid. Executors the worker starts run this venv's Py
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
-from tidelake.demos.supervisor import Child, await_stage, free_port
+from tidelake.demos.supervisor import Child, accepting, await_stage, free_port
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -48,7 +47,7 @@ class SparkCluster:
         master = Child("spark master", [str(spark_class()), MASTER_CLASS, "--host", "127.0.0.1", "--port",
                                         str(self.port), "--webui-port", str(free_port(0))], self.master_log, env)
         self.children.append(master)
-        await_stage("spark master", lambda: _accepting(self.port), timeout_s, self.master_log, [master.check], 1)
+        await_stage("spark master", lambda: accepting(self.port), timeout_s, self.master_log, [master.check], 1)
         worker = Child("spark worker", [str(spark_class()), WORKER_CLASS, "--host", "127.0.0.1", "--cores",
                                         str(self.cores), "--memory", self.memory, "--webui-port", str(free_port(0)),
                                         self.url], self.worker_log, env)
@@ -67,10 +66,3 @@ class SparkCluster:
     def _worker_registered(self) -> bool:
         return "Successfully registered with master" in self.worker_log.read_text(errors="replace")
 
-
-def _accepting(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False

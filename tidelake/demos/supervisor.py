@@ -98,6 +98,15 @@ def await_stage(stage: str, ready: Callable[[], Any], timeout_s: float, log: Pat
         raise StageFailed(stage, str(exc), log) from None
 
 
+def accepting(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def free_port(preferred: int) -> int:
     """`preferred` if nothing listens there, else any free port (another Airflow may own 8080)."""
     for port in (preferred, 0):

@@ -20,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
-from tidelake.demos.supervisor import Child, await_stage
+from tidelake.demos.supervisor import Child, accepting, await_stage
 
 _CHUNK = 64 * 1024
 
@@ -76,7 +75,7 @@ class TcpRelay:
     def start(self, timeout_s: float = 30.0) -> None:
         command = [sys.executable, "-m", "tidelake.demos.tcp_relay", str(self.listen_port), str(self.upstream_port)]
         self._child = Child("s3 endpoint relay", command, self.log)
-        await_stage("s3 endpoint relay", self._accepting, timeout_s, self.log, [self._child.check], interval_s=0.2)
+        await_stage("s3 endpoint relay", lambda: accepting(self.listen_port), timeout_s, self.log, [self._child.check], interval_s=0.2)
 
     def check(self, stage: str) -> None:
         """Fail `stage` naming the relay's log if it exited (not while killed on purpose)."""
@@ -94,13 +93,6 @@ class TcpRelay:
         if self._child is not None:
             self._child.stop(grace_s=10)
             self._child = None
-
-    def _accepting(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.listen_port), timeout=1):
-                return True
-        except OSError:
-            return False
 
 
 if __name__ == "__main__":

@@ -398,18 +398,10 @@ def test_with_shards_the_lake_unreachable_during_join_polls_delays_a_join_withou
         sim, tmp_path, monkeypatch):
     """A dead S3 endpoint refuses connections and object_store gives up within seconds: a poll of
     the bootstrap requests then fails, and the next one takes the request up where it stood."""
-    from tidelake.lake.layout import LakeLayout
     from tidelake.lake.table_starts import StartState, TableStarts
 
     rng = random.Random(6)
-    lake = tmp_path / "lake"
-    tidb = shop(sim, 110, 111)
-    tidb.create_db(3, "other")
-    tidb.create_table(3, 121, "t121")  # owned by shard 1
-    doc = config_doc(sim, lake)
-    doc["puller"]["shards"] = 2
-    config = parse_config(doc, "test.toml")
-    starts = TableStarts(LakeLayout(str(lake)))
+    lake, tidb, config, starts = sharded_join_setup(sim, tmp_path)
     real_latest, real_mark, failed = TableStarts.latest, TableStarts.mark, []
 
     def refused(*args, **kwargs):
