@@ -167,3 +167,22 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
         integration.run(integration.IntegrationOptions(workdir=tmp_path, spark_cluster=True))
     assert stopped == ["spark", "postgres", "relay", "s3"]
     assert handlers == {integration.signal.SIGTERM: integration.on_airflow.interrupt}
+
+
+def test_the_cluster_check_reads_the_applications_the_master_registered(tmp_path):
+    import pytest
+
+    from tidelake.demos import integration
+    from tidelake.demos.spark_cluster import SparkCluster
+    from tidelake.demos.supervisor import StageFailed
+
+    cluster = SparkCluster(tmp_path)
+    tmp_path.joinpath("spark-master.log").write_text(
+        "26/11/27 08:43:18 INFO Master: Registering app tidelake-syncpoint\n"
+        "26/11/27 08:43:18 INFO Master: Registered app tidelake-syncpoint with ID app-20261127084318-0000\n")
+    assert cluster.registered_apps() == ["tidelake-syncpoint"]
+    with pytest.raises(StageFailed, match="registered no tidelake-merge application .*spark-master.log"):
+        integration._check_cluster(cluster, print)
+    with tmp_path.joinpath("spark-master.log").open("a") as log:
+        log.write("26/11/27 08:45:01 INFO Master: Registered app tidelake-merge with ID app-20261127084501-0001\n")
+    integration._check_cluster(cluster, print)

@@ -43,6 +43,7 @@ from tidelake.demos.tcp_relay import TcpRelay
 
 SHARDS = 2  # the puller shards of the run (and of docker/changefeed.toml)
 OUTAGE_S = 10.0
+CLUSTER_APPS = ("tidelake-merge", "tidelake-syncpoint")  # what --spark-cluster must see the master run
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ def run(options: IntegrationOptions) -> int:
         code = on_airflow.run(demo, say)
         if code == 0:
             _check_lake(lake_root, options.shards, say)
+            if cluster is not None:
+                _check_cluster(cluster, say)
         return code
 
 
@@ -143,6 +146,16 @@ def _check_lake(lake_root: str, shards: int, say: Say) -> None:
     if not cuts:
         raise StageFailed("syncpoint", f"no syncpoint recorded in {layout.syncpoints}")
     say(f"lake {lake_root}: watermarks of shards {sorted(pullers)}; {len(cuts)} syncpoint(s)")
+
+
+def _check_cluster(cluster: SparkCluster, say: Say) -> None:
+    """The merge and syncpoint tasks ran as applications of the standalone master."""
+    apps = cluster.registered_apps()
+    missing = [app for app in CLUSTER_APPS if app not in apps]
+    if missing:
+        raise StageFailed("spark cluster", f"the master registered no {', '.join(missing)} application "
+                          f"(registered: {', '.join(apps) or 'none'})", cluster.master_log)
+    say("Spark master ran " + ", ".join(f"{apps.count(app)} {app}" for app in CLUSTER_APPS) + " applications")
 
 
 def _timings(say: Say) -> None:

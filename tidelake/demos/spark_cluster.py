@@ -63,6 +63,13 @@ class SparkCluster:
             child.stop(grace_s=20)
         self.children = []
 
+    def registered_apps(self) -> list[str]:
+        """Names of the applications the master registered (spark-submitted jobs name themselves
+        `tidelake-<command>`, tidelake.cli.submitted)."""
+        marker = "INFO Master: Registered app "
+        lines = self.master_log.read_text(errors="replace").splitlines() if self.master_log.exists() else []
+        return [line.split(marker, 1)[1].rsplit(" with ID ", 1)[0] for line in lines if marker in line]
+
     def _worker_registered(self) -> bool:
         return "Successfully registered with master" in self.worker_log.read_text(errors="replace")
 
