@@ -13,8 +13,10 @@ Started here, each by its pid and with its own log, and stopped at the end whate
      workload and light faults, Airflow with LocalExecutor on PostgreSQL running the unchanged
      DAGs: the puller with two shards, merges and a syncpoint every minute; the S3 endpoint killed
      (SIGKILL of the relay) for 10 s while traffic runs and started again on the same port;
-     every table merged past a target; `tidelake verify` against the simulator.
-It passes when verify matches, each shard landed watermarks and a syncpoint was recorded. It
+     every table merged past a target and a merge and a syncpoint task succeeded (a run's
+     merges can all be done by its syncpoint); `tidelake verify` against the simulator.
+It passes when verify matches, each shard landed watermarks and a syncpoint was recorded (and,
+on the cluster, the master registered a merge and a syncpoint application). It
 prints how long each stage took and the load average. A failure names the stage and its log;
 a component that dies (S3 server, relay, Spark master or worker) fails the running stage with
 its own log named.
