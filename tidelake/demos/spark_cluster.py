@@ -9,6 +9,7 @@ child process stopped by its pid. Executors the worker starts run this venv's Py
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -41,7 +42,13 @@ class SparkCluster:
         return f"spark://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 180.0) -> None:
+        """A fresh master and worker: the logs and work folder of an earlier cluster here are
+        removed first (registered_apps reads this run's log only; each application leaves its
+        jars in the work folder)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        for log in (self.master_log, self.worker_log):
+            log.unlink(missing_ok=True)
+        shutil.rmtree(self.workdir / "work", ignore_errors=True)
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(self.workdir),
                "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable}
         master = Child("spark master", [str(spark_class()), MASTER_CLASS, "--host", "127.0.0.1", "--port",
