@@ -430,19 +430,17 @@ class _Section:
         return value
 
     def positive_int(self, key: str, default: int) -> int:
-        value = self._get(key, False)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.bad(key, "a positive integer", value)
-        return value
+        return self._int_at_least(key, default, 1, "a positive integer")
 
     def non_negative_int(self, key: str, default: int) -> int:
+        return self._int_at_least(key, default, 0, "an integer >= 0")
+
+    def _int_at_least(self, key: str, default: int, minimum: int, expected: str) -> int:
         value = self._get(key, False)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.bad(key, "an integer >= 0", value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.bad(key, expected, value)
         return value
 
     def port(self, key: str) -> int | None:
