@@ -31,6 +31,7 @@ from tidelake.apply.replica_schema import (
     COLUMN_MAPPING,
     COMMIT_TS_COLUMN,
     DELETED_COLUMN,
+    HIDDEN_COLUMNS,
     PARTITION_ID_COLUMN,
     TYPE_WIDENING,
     create_replica,
