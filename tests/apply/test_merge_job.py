@@ -341,10 +341,10 @@ def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
     lake.resolve()
     real = merge_job.apply_ddl
 
-    def refuse_add_column(spark_, layout, table, event, catalog, finish=None):
+    def refuse_add_column(spark_, layout, table, event, *rest):
         if event.query and "ADD COLUMN" in event.query.upper():
             raise UnsupportedDDL(f"refused {event.query}")
-        return real(spark_, layout, table, event, catalog, finish)
+        return real(spark_, layout, table, event, *rest)
 
     monkeypatch.setattr(merge_job, "apply_ddl", refuse_add_column)
     report = run_merge(spark, lake.layout, write_log=False)
