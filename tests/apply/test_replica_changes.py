@@ -101,7 +101,7 @@ def test_changes_between_any_two_checkpoints_replay_to_the_upstream(merged):
 
     lake, checkpoints = merged
     path = lake.layout.replica_path("shop", "orders")
-    recorded = dict(recorded_checkpoints(DeltaTable(path)))
+    recorded = dict(recorded_checkpoints(DeltaTable(path).history()))
     assert [c for c in checkpoints if c in recorded] == checkpoints  # every merge recorded its checkpoint
     # A range may not span the RENAME COLUMN (the replica was rewritten with a new schema there),
     # except one starting at the last checkpoint before it, after which the consumer renames too.
@@ -140,7 +140,7 @@ def test_a_range_starts_only_at_a_recorded_checkpoint_and_ends_at_the_latest_bef
     assert rounded.to_checkpoint == checkpoints[1]
     from tidelake.lake.replica_changes import recorded_checkpoints
 
-    before_rename = max(c for c, _ in recorded_checkpoints(DeltaTable(path)) if c < lake.renamed)
+    before_rename = max(c for c, _ in recorded_checkpoints(DeltaTable(path).history()) if c < lake.renamed)
     assert change_range(path, before_rename).to_checkpoint == checkpoints[-1]  # default: the current one
     nothing = change_range(path, checkpoints[2], checkpoints[2] + 1)
     assert nothing.empty and read_changes(nothing).num_rows == 0

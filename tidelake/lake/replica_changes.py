@@ -80,20 +80,20 @@ def _metadata(commit: dict, key: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def rewrites(table: DeltaTable) -> dict[int, int]:
-    """Delta version -> DDL commit ts of each kept commit that rewrote the replica for a DDL."""
-    found = {commit["version"]: _metadata(commit, REWRITE_METADATA_KEY) for commit in table.history()}
+def rewrites(commits: list[dict]) -> dict[int, int]:
+    """Delta version -> DDL commit ts of each of `commits` that rewrote the replica for a DDL."""
+    found = {commit["version"]: _metadata(commit, REWRITE_METADATA_KEY) for commit in commits}
     return {version: ts for version, ts in found.items() if ts is not None}
 
 
-def recorded_checkpoints(table: DeltaTable) -> list[tuple[int, int]]:
-    """(checkpoint, Delta version that recorded it), ascending, for the versions whose log is kept.
+def recorded_checkpoints(commits: list[dict]) -> list[tuple[int, int]]:
+    """(checkpoint, Delta version that recorded it), ascending, among `commits` (DeltaTable.history()).
 
     A commit that records a checkpoint names it in commitInfo.userMetadata; a DDL step may name it
     on several commits, and only the last of them carries the txn (tidelake.apply.ddl_apply), so
     the last version naming a checkpoint is the one that holds it."""
     last: dict[int, int] = {}
-    for commit in table.history():
+    for commit in commits:
         checkpoint = _metadata(commit, CHECKPOINT_METADATA_KEY)
         if checkpoint is not None:
             last[checkpoint] = max(last.get(checkpoint, -1), commit["version"])
@@ -108,13 +108,14 @@ def change_range(path: str, from_ts: int | None, to_ts: int | None = None,
     current = table.transaction_version(MERGE_APP_ID)
     if current is None:
         raise InputError(f"{path}: the replica has not recorded a checkpoint yet: no merge has run")
-    recorded = recorded_checkpoints(table)
+    commits = table.history()  # the kept log, read once for checkpoints, rewrites and the oldest version
+    recorded = recorded_checkpoints(commits)
     if not recorded:
         raise InputError(f"{path}: no commit in the kept Delta log names a checkpoint")
     points = [c for c, _ in recorded]
     upper = current if to_ts is None else to_ts
     if from_ts is None:
-        first_version = min(commit["version"] for commit in table.history())  # the oldest kept
+        first_version = min(commit["version"] for commit in commits)  # the oldest kept
     elif from_ts < points[0]:
         raise InputError(f"{path}: {from_ts} is older than the oldest checkpoint the Delta log still holds "
                          f"({points[0]}); the log before it was cleaned up (delta.logRetentionDuration)")
@@ -131,7 +132,7 @@ def change_range(path: str, from_ts: int | None, to_ts: int | None = None,
     if j < 0:
         raise InputError(f"{path}: no checkpoint at or before {upper} (the oldest kept is {points[0]})")
     to_checkpoint, last_version = recorded[j]
-    for version, ddl_ts in sorted(rewrites(table).items()):
+    for version, ddl_ts in sorted(rewrites(commits).items()):
         if version == first_version:
             first_version += 1  # the range starts right before the rewrite: it starts after it
         elif first_version < version <= last_version:
