@@ -14,6 +14,9 @@ runs spark_jobs/syncpoint.py: every replica to one aligned TSO, recorded as a cr
 (`tidelake snapshot-at TS`). [merge].parallel_jobs is the default of the groups param.
 
 Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).
+With [merge].run_on_new_data in the changefeed config, also a run whenever the changelog got
+changes its watermarks cover, at most one per that interval: an asset watched by a trigger in the
+triggerer (tidelake.orchestration.airflow.new_data_trigger).
 A scheduled or backfill run merges only changes committed before its data interval end, so
 `airflow backfill create --dag-id tidelake_merge --from-date ... --to-date ...` reproduces the
 replicas interval by interval; a manual run without a logical date merges to the latest.
@@ -26,15 +29,28 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import DAG, Asset, AssetAlias, Metadata, Param, TriggerRule, get_current_context, task
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetAlias,
+    AssetOrTimeSchedule,
+    AssetWatcher,
+    Metadata,
+    Param,
+    TriggerRule,
+    get_current_context,
+    task,
+)
 
 from tidelake.orchestration import connect_job, merge_run
 from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.assets import (
     ASSET_GROUP,
     asset_event_extra,
+    changelog_asset_uri,
     merge_alias_name,
     replica_asset_uri,
 )
@@ -47,6 +63,18 @@ SCHEDULE = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
 SPARK = SparkSettings.from_env()
 
 
+def schedule(feed: Changefeed):
+    """The cron timetable, or it OR the changelog asset when runs may also start on new data."""
+    floor_s = feed.config.merge.run_on_new_data_s
+    if floor_s is None:
+        return SCHEDULE
+    changefeed_id = feed.config.changefeed_id
+    watcher = AssetWatcher(name=f"tidelake-new-data-{changefeed_id}",
+                           trigger=NewDataTrigger(config_path=feed.config_path, floor_s=floor_s))
+    changelog = Asset(uri=changelog_asset_uri(changefeed_id), group=ASSET_GROUP, watchers=[watcher])
+    return AssetOrTimeSchedule(timetable=SCHEDULE, assets=changelog)
+
+
 def build(feed: Changefeed) -> DAG:
     changefeed_id = feed.config.changefeed_id
     schemas = merge_param_schemas(merge_run.table_choices(feed.config), feed.config.merge.parallel_jobs)
@@ -56,7 +84,7 @@ def build(feed: Changefeed) -> DAG:
     with DAG(
         dag_id=feed.dag_id("merge"),
         description=f"Merge changefeed {changefeed_id} into the replicas in {feed.config.lake.root}",
-        schedule=SCHEDULE,
+        schedule=schedule(feed),
         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
         catchup=False,
         max_active_runs=1,

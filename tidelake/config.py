@@ -128,6 +128,9 @@ class MergeConfig:
     # Like TiCDC's sync-point-interval (default 10m when enabled), off unless asked for.
     syncpoint_interval_s: int | None = None
     parallel_jobs: int = 4  # Spark jobs one merge run spreads its tables over (the `groups` param)
+    # Seconds at least between merge runs started by new data in the changelog (besides the cron
+    # schedule; tidelake.orchestration.new_data_watch); None: runs only by schedule and by hand.
+    run_on_new_data_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     merge_config = MergeConfig(
         syncpoint_interval_s=syncpoint_interval_s,
         parallel_jobs=merge.positive_int("parallel_jobs", MergeConfig.parallel_jobs),
+        run_on_new_data_s=merge.duration("run_on_new_data", 0.0) or None,
     )
     merge.done()
 

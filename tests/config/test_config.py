@@ -168,9 +168,12 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
     config = load_config(write(tmp_path, MINIMAL))
     assert config.merge.syncpoint_interval_s is None
     assert config.merge.parallel_jobs == 4
-    config = load_config(write(tmp_path, MINIMAL + '[merge]\nsyncpoint_interval = "10m"\nparallel_jobs = 1\n'))
+    assert config.merge.run_on_new_data_s is None
+    config = load_config(write(tmp_path, MINIMAL + '[merge]\nsyncpoint_interval = "10m"\nparallel_jobs = 1\n'
+                                                 'run_on_new_data = "30s"\n'))
     assert config.merge.syncpoint_interval_s == 600
     assert config.merge.parallel_jobs == 1
+    assert config.merge.run_on_new_data_s == 30
 
 
 @pytest.mark.parametrize(
@@ -180,7 +183,8 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
         ('syncpoint_interval = "500ms"', "[merge].syncpoint_interval: expected a whole number of seconds"),
         ("syncpoint_interval = 60", "[merge].syncpoint_interval: expected a duration like '5s', got 60"),
         ("parallel_jobs = 0", "[merge].parallel_jobs: expected a positive integer, got 0"),
-        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: parallel_jobs, syncpoint_interval)"),
+        ('run_on_new_data = "soon"', "[merge].run_on_new_data: expected a duration like '5s', got 'soon'"),
+        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: parallel_jobs, run_on_new_data, syncpoint_interval)"),
     ],
 )
 def test_merge_section_errors_name_the_key(tmp_path, section, message):

@@ -140,3 +140,26 @@ def test_replica_writers_of_an_s3_lake_share_one_pool_and_maintenance_takes_all_
     assert (pool.name, pool.slots, pool.required) == ("tidelake_writers__cf", 3, True)
     assert pool.task_args(exclusive=False) == {"pool": "tidelake_writers__cf", "pool_slots": 1}
     assert pool.task_args(exclusive=True) == {"pool": "tidelake_writers__cf", "pool_slots": 3}
+
+def test_run_on_new_data_adds_the_changelog_asset_and_its_watcher_to_the_schedule(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+    from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
+
+    config = write_changefeed(tmp_path, "main", merge={"run_on_new_data": "30s"})
+    monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags["tidelake_merge"]
+    assert isinstance(dag.timetable, AssetOrTimeSchedule)
+    assert isinstance(dag.timetable.timetable, CronDataIntervalTimetable)  # backfills keep their intervals
+    asset = dag.timetable.asset_condition
+    assert asset.uri == "tidelake://main/_tidelake/changelog"
+    (watcher,) = asset.watchers
+    assert isinstance(watcher.trigger, NewDataTrigger)
+    assert watcher.trigger.serialize()[1] == {"config_path": str(config), "floor_s": 30.0, "poll_s": 5.0}
+    serialized = DagSerialization.to_dict(dag)  # what the DAG processor stores, watchers included
+    assert "NewDataTrigger" in str(serialized)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from tidelake import tso
+from tidelake.lake.layout import TIDELAKE_DIR
 
 ASSET_SCHEME = "tidelake"
 ASSET_GROUP = "tidelake"
@@ -23,6 +24,13 @@ def replica_asset_uri(changefeed_id: str, table: str) -> str:
     """`tidelake://<changefeed>/<db>/<table>` for the replica of `db.table` (names URL-quoted)."""
     db, _, name = table.partition(".")
     return f"{ASSET_SCHEME}://{quote(changefeed_id, safe='')}/{quote(db, safe='')}/{quote(name, safe='')}"
+
+
+def changelog_asset_uri(changefeed_id: str) -> str:
+    """`tidelake://<changefeed>/_tidelake/changelog` for the changefeed's changelog (its path in the
+    lake; no replica has that name): the asset [merge].run_on_new_data schedules merge runs on.
+    Its events come from its watcher's trigger, not from a task."""
+    return f"{ASSET_SCHEME}://{quote(changefeed_id, safe='')}/{TIDELAKE_DIR}/changelog"
 
 
 def merge_alias_name(changefeed_id: str) -> str:

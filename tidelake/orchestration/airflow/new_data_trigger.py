@@ -1,0 +1,60 @@
+"""The triggerer side of [merge].run_on_new_data: an event trigger watching a changefeed's lake.
+
+Airflow's event-driven scheduling (airflow.sdk AssetWatcher; airflow/triggers/base.py
+BaseEventTrigger) runs this in the triggerer for as long as the merge DAG is deployed; every
+event it yields becomes an asset event of the changefeed's changelog asset, and the merge DAG,
+scheduled on that asset or its cron timetable, gets a run. The decision is
+tidelake.orchestration.new_data_watch; this class only polls and keeps going through errors (a
+lake unreachable for a while must not end the watch: the cron schedule would be all that is left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+from tidelake.config import load_config
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.orchestration.new_data_watch import NewDataWatch
+
+log = logging.getLogger(__name__)
+
+POLL_S = 5.0  # a poll reads the watermarks table: its latest checkpoint and a few commits
+
+
+class NewDataTrigger(BaseEventTrigger):
+    """Yields an event when the changefeed's changelog got changes its watermarks now cover."""
+
+    def __init__(self, *, config_path: str, floor_s: float, poll_s: float = POLL_S) -> None:
+        super().__init__()
+        self.config_path = config_path
+        self.floor_s = floor_s
+        self.poll_s = poll_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"config_path": self.config_path, "floor_s": self.floor_s, "poll_s": self.poll_s})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        layout = LakeLayout.from_config((await asyncio.to_thread(load_config, self.config_path)).lake)
+        watch = NewDataWatch(self.floor_s)
+        failing = False
+        while True:
+            try:
+                marks = await asyncio.to_thread(read_watermarks, layout)
+            except Exception as err:  # the lake is remote: an outage is a wait, not the end of the watch
+                if not failing:
+                    log.warning("cannot read the watermarks of %s (will retry every %.0f s): %s", layout.root, self.poll_s, err)
+                failing = True
+            else:
+                failing = False
+                event = watch.observe(marks, time.monotonic())
+                if event is not None:
+                    yield TriggerEvent(event)
+            await asyncio.sleep(self.poll_s)
