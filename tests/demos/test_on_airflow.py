@@ -39,9 +39,11 @@ def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_pat
     assert not config.filter.table_filter().should_replicate_table("demo", "t_12")  # workload scratch tables
     assert config.merge.syncpoint_interval_s == 60 and config.merge.parallel_jobs == 1
     assert config.spark.remote is None  # --cold-spark: spark-submit per merge task
+    assert config.merge.run_on_new_data_s is None  # --schedule-only
     write_demo_changefeed(paths.config, "127.0.0.1:2379", paths.lake, 450_000_000_000_000_000, "1m",
-                          remote="sc://127.0.0.1:15002")
+                          remote="sc://127.0.0.1:15002", run_on_new_data="15s")
     assert load_config(paths.config).spark.remote == "sc://127.0.0.1:15002"
+    assert load_config(paths.config).merge.run_on_new_data_s == 15
 
 
 def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_path):

@@ -54,6 +54,14 @@ class AirflowApi:
             counts[run["state"]] = counts.get(run["state"], 0) + 1
         return counts
 
+    def run_types(self, dag_id: str) -> dict[str, int]:
+        """Runs by how they started: scheduled, manual, backfill, asset_triggered."""
+        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+        counts: dict[str, int] = {}
+        for run in runs:
+            counts[run["run_type"]] = counts.get(run["run_type"], 0) + 1
+        return counts
+
     def succeeded(self, dag_id: str, task_id: str) -> int:
         """How many instances of the task (each mapped index counts) succeeded, over all runs."""
         path = f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?task_id={task_id}&state=success&limit=1"

@@ -12,7 +12,8 @@ Stages, each with a deadline and its own log file under <workdir>/logs:
      that exist before a changefeed's start need `tidelake bootstrap`); syncpoints every minute.
   3. `airflow standalone` (SQLite, LocalExecutor, simple auth manager) with the repo's DAGs and
      plugins, examples off, spark_default = local[*], DAGs unpaused: tidelake_puller runs
-     continuously, tidelake_merge every minute (thin Connect clients, or spark-submit per run).
+     continuously, tidelake_merge every minute and, through the triggerer, whenever new changes
+     are covered by the watermarks, at most every 15 s (thin Connect clients, or spark-submit per run).
   4. Traffic for a while, then wait until every replicated table is merged past a target TSO.
   5. `tidelake verify` (replica at checkpoint == snapshot read of the simulator at it) and a summary.
   6. Shut down: DAGs paused, Airflow, the Spark Connect server and the simulator terminated by
@@ -81,6 +82,9 @@ class AirflowDemoOptions:
     faults: str = "light"
     merge_schedule: str = "1m"
     syncpoint_interval: str = "1m"
+    # [merge].run_on_new_data: besides the schedule, a merge run when new changes are covered by
+    # the watermarks, at most this often (the triggerer watches the lake); None: schedule only.
+    run_on_new_data: str | None = "15s"
     startup_timeout_s: float = 600.0
     merge_timeout_s: float = 1200.0
     warm_spark: bool = True
@@ -244,7 +248,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         await_stage("simulator", paths.cluster_info.exists, 120, sim.log, [sim.check])
         pd = json.loads(paths.cluster_info.read_text())["pd"][0]
         write_demo_changefeed(paths.config, pd, paths.lake_uri, start_ts, options.syncpoint_interval,
-                              remote=spark_server[1].url if spark_server is not None else None, shards=options.shards)
+                              remote=spark_server[1].url if spark_server is not None else None, shards=options.shards,
+                              run_on_new_data=options.run_on_new_data)
         say.mark("simulator")
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
@@ -273,7 +278,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         for dag_id in DEMO_DAGS:
             await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
             api.set_paused(dag_id, False)
-        say(f"DAGs unpaused: tidelake_puller (continuous), tidelake_merge (every {options.merge_schedule}); "
+        on_data = f" and on new data, at most every {options.run_on_new_data}" if options.run_on_new_data else ""
+        say(f"DAGs unpaused: tidelake_puller (continuous), tidelake_merge (every {options.merge_schedule}{on_data}); "
             f"UI http://localhost:{port}")
         say.mark("airflow and the DAGs")
         await_stage("puller start", lambda: puller_started(paths.lake_uri), options.startup_timeout_s,
@@ -352,12 +358,15 @@ def _wait_tasks(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
 
 
 def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, syncpoint_interval: str,
-                          remote: str | None = None, shards: int = 1) -> Path:
+                          remote: str | None = None, shards: int = 1, run_on_new_data: str | None = None) -> Path:
     """The demo changefeed: the workload's database from `start_ts`, one Spark job per merge run
     (a 2-core laptop runs one JVM well, not four), on the Spark Connect server `remote` if given."""
+    merge = {"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1}
+    if run_on_new_data is not None:
+        merge["run_on_new_data"] = run_on_new_data
     doc = changefeed_document(CHANGEFEED_ID, [pd], lake, rules=[f"{DATABASE}.{t}" for t in TABLES],
                               start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s", "shards": shards},
-                              merge={"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1},
+                              merge=merge,
                               spark={"remote": remote} if remote else None)
     return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
 
@@ -407,7 +416,8 @@ def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
     print(status.stdout, end="", flush=True)
     cuts = read_syncpoints(LakeLayout(paths.lake_uri))
     runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items()))
-    say(f"tidelake_merge runs: {runs}; syncpoints recorded: {len(cuts)}"
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(api.run_types("tidelake_merge").items()))
+    say(f"tidelake_merge runs: {runs} ({kinds}); syncpoints recorded: {len(cuts)}"
         + (f" (latest {cuts[-1].ts}: `tidelake snapshot-at {cuts[-1].ts} --config {paths.config}`)" if cuts else ""))
     say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}  "
         f"(Browse > Replication: lag, pending DDL, syncpoints; JSON at /tidelake/api/status)")
@@ -454,10 +464,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-running", action="store_true", help="after verify, keep running until Ctrl-C (make up)")
     parser.add_argument("--cold-spark", action="store_true",
                         help="no Spark Connect server: every merge task is a spark-submit (a JVM per task)")
+    parser.add_argument("--schedule-only", action="store_true",
+                        help="merge runs by schedule only, not also when new changes are covered ([merge].run_on_new_data)")
     args = parser.parse_args(argv)
     return exit_code("demo", lambda: run(AirflowDemoOptions(
         workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port, keep_running=args.keep_running,
-        warm_spark=not args.cold_spark)))
+        warm_spark=not args.cold_spark, run_on_new_data=None if args.schedule_only else AirflowDemoOptions.run_on_new_data)))
 
 
 if __name__ == "__main__":
