@@ -110,6 +110,9 @@ class PullerConfig:
     # Local folder of the spill file for prewrites waiting for their commit beyond the feed's
     # memory budget (tidelake.capture.eventfeed.prewrites); checked writable when the puller starts.
     spill_dir: str = field(default_factory=tempfile.gettempdir)
+    # Seconds between rounds of compaction of the changelog's closed commit buckets by each
+    # puller shard (tidelake.lake.bucket_compaction).
+    compact_interval_s: float = 60.0
 
     def shard_of(self, logical_table_id: int) -> int:
         """Shard that pulls a table; all partitions of a table go with its logical id."""
@@ -283,6 +286,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         shards=puller.positive_int("shards", PullerConfig.shards),
         metrics_port=puller.port("metrics_port"),
         spill_dir=_folder(puller, "spill_dir", base) or tempfile.gettempdir(),
+        compact_interval_s=puller.duration("compact_interval", PullerConfig.compact_interval_s),
     )
     puller.done()
 

@@ -27,6 +27,10 @@ Failpoints (tidelake.failpoints, named in LANDER_FAILPOINTS) sit where a crash o
 matters: after the lander opens and before and after each of the three commits of a flush. The
 nemesis runner arms them to crash a puller inside a flush or fail its lake writes.
 
+Closed commit buckets of the tables a lander lands are compacted on a thread of their own every
+`compact_interval_s` (tidelake.lake.bucket_compaction), so the small files of frequent flushes do
+not pile up in front of every merge.
+
 Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
 streams), and is released as flushes land. The quota counts what the buffered rows take in memory
 (row_change.memory_bytes: their bytes plus Python's per-row cost), buffered and in flight; a
@@ -50,6 +54,7 @@ from dataclasses import dataclass, field
 
 from tidelake.errors import InputError, TidelakeError
 from tidelake.failpoints import failpoint
+from tidelake.lake.bucket_compaction import BucketCompactor
 from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
@@ -114,6 +119,7 @@ class Lander:
         bucket_seconds: int = DEFAULT_BUCKET_SECONDS,
         metrics: LanderMetrics | None = None,
         prune_interval_s: float = 60.0,
+        compact_interval_s: float = 60.0,
     ) -> None:
         if not _CHANGEFEED_ID.match(changefeed_id):
             raise InputError(f"changefeed id {changefeed_id!r} must match {_CHANGEFEED_ID.pattern}")
@@ -156,8 +162,13 @@ class Lander:
         self._flusher = threading.Thread(
             target=self._flush_loop, name=f"lander-{changefeed_id}", daemon=True
         )
-        failpoint("lander.open", self)  # before the flusher starts: a failed open leaves no thread behind
+        self._compactor = BucketCompactor(
+            layout, lambda: self.durable_watermarks()[0], compact_interval_s,
+            lambda files: self._metrics.compacted_files.labels(**self._labels).inc(files), changefeed_id,
+        )
+        failpoint("lander.open", self)  # before the threads start: a failed open leaves no thread behind
         self._flusher.start()
+        self._compactor.start()
 
     # --- producer side -------------------------------------------------------------------
 
@@ -231,6 +242,7 @@ class Lander:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        self._compactor.stop()
         if self._flusher is not threading.current_thread():
             self._flusher.join()
         self.flush()

@@ -33,6 +33,9 @@ class LanderMetrics:
                                       registry=registry)
         self.flush_seconds = Histogram("tidelake_lander_flush_seconds", "Flush latency", labels,
                                        registry=registry, buckets=FLUSH_BUCKETS)
+        self.compacted_files = Counter("tidelake_lander_compacted_files_total",
+                                       "Small changelog files of closed commit buckets rewritten into large ones",
+                                       labels, registry=registry)
         self.buffered_bytes = Gauge("tidelake_lander_buffered_bytes",
                                     "Memory of the rows buffered or in a flush (bytes plus ~300 B per row): "
                                     "what the memory quota and flush_size count", labels, registry=registry)

@@ -208,6 +208,7 @@ class PullerRunner:
         lander = self._lander = Lander(
             layout, self.feed_id, cfg.puller.memory_quota_bytes, cfg.puller.flush_interval_s,
             cfg.puller.flush_bytes, cfg.lake.commit_bucket_s, self.metrics.lander,
+            compact_interval_s=cfg.puller.compact_interval_s,
         )
         joins = self._table_joins = TableJoins(
             cfg.changefeed_id, (self.shard.index, self.shard.count), cfg.puller.shard_of, layout, lander, self._mu,
