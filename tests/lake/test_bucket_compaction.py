@@ -10,7 +10,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from prometheus_client import CollectorRegistry
 
-from tidelake.lake.bucket_compaction import BucketCompactor, closed_buckets_to_compact
+from tidelake.lake.bucket_compaction import BucketCompactor, closed_buckets_to_compact, compact_buckets
 from tidelake.lake.changelog_writer import bucket_label
 from tidelake.lake.lander import Lander
 from tidelake.lake.lander_metrics import LanderMetrics
@@ -125,5 +125,23 @@ def test_the_landers_own_thread_compacts_closed_buckets_and_counts_the_files(lay
         wait_until(lambda: files_per_bucket(layout)[bucket] == 1, 20, "the closed bucket compacted")
         wait_until(lambda: registry.get_sample_value("tidelake_lander_compacted_files_total", {"changefeed": CF}) == 3,
                    5, "the compacted files counted")
+    finally:
+        lander.close()
+
+
+def test_a_flush_committed_after_the_compactor_read_the_log_does_not_fail_the_rewrite(layout, make_rows, base_ms):
+    """The compactor's snapshot is older than the flush (another shard's or its own lander's):
+    delta-rs must commit the rewrite after it, since the flush added files to another partition."""
+    lander = Lander(layout, CF, flush_interval_s=3600, bucket_seconds=MINUTE, compact_interval_s=3600)
+    try:
+        for _ in range(3):
+            land(lander, make_rows(1, 4, at_ms=base_ms) + make_rows(2, 4, at_ms=base_ms))
+        stale = DeltaTable(layout.changelog)
+        late = make_rows(1, 4, at_ms=base_ms + 60_000) + make_rows(2, 4, at_ms=base_ms)  # table 2's bucket stays open
+        land(lander, late)
+        assert compact_buckets(stale, 1, [bucket_label(compose(base_ms, 0), MINUTE)]) == 3
+        assert files_per_bucket(layout)[(1, bucket_label(compose(base_ms, 0), MINUTE))] == 1
+        assert files_per_bucket(layout)[(2, bucket_label(compose(base_ms, 0), MINUTE))] == 4
+        assert sum(landed(layout).values()) == 3 * 8 + 8
     finally:
         lander.close()
