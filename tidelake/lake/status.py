@@ -52,6 +52,7 @@ the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_ut
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import StrEnum
@@ -83,6 +84,7 @@ from tidelake.lake.watermarks import Watermarks
 
 SCHEMA_VERSION = 1
 STATE_PENDING = "pending"
+STATUS_READERS = 16  # replica logs read at once
 
 
 class NowSource(StrEnum):
@@ -237,9 +239,12 @@ def collect_status(layout: LakeLayout, now_ts: int | None = None) -> StatusRepor
     entries = replica_entries(layout)
     merges = last_entries(layout)
     keys = list(dict.fromkeys([*entries, *history.live_tables()]))
-    tables = [
-        _table_status(key, entries.get(key), history, watermarks, merges.get(key), now_ts, layout) for key in keys
-    ]
+    # Each replica's log is its own read (a LIST and a few GETs on an object store): read them
+    # side by side; delta-rs releases the GIL while it reads.
+    with ThreadPoolExecutor(max_workers=STATUS_READERS) as pool:
+        tables = list(pool.map(
+            lambda key: _table_status(key, entries.get(key), history, watermarks, merges.get(key), now_ts, layout),
+            keys))
     tables.sort(key=lambda t: (t.state == ReplicaState.DROPPED, t.table))
     return StatusReport(
         lake=layout.root,
