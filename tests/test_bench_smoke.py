@@ -115,3 +115,13 @@ def test_bench_scale_resolves_every_table_and_reads_the_control_tables(tmp_path)
         assert len(run["rss_peak_mib_per_shard"]) == run["shards"]
     assert results["frontier"]["regions_in_tables"] > 0
     assert [p["flushes"] for p in results["history"]["points"]][-1] == 12
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bench_compaction_reads_the_same_window_from_fewer_files(tmp_path):
+    results = run_bench("bench_compaction.py", tmp_path, "--flushes", "30", "--rows-per-flush", "5", "--repeats", "1",
+                        timeout_s=600)
+    assert results["window_rows"] == 150 and results["rows_landed"] == 300
+    assert results["files_before"] == 30 and results["files_after"] == 1 and results["files_removed"] == 60
+    assert results["read_before_s"] > 0 and results["read_after_s"] > 0
