@@ -14,6 +14,9 @@ several tables applied in parallel threads of one session.
 What each DDL does is listed in the README "DDL support" section; anything else raises
 UnsupportedDDL, which stops that table only.
 
+Failpoints (tidelake.failpoints, named in DDL_FAILPOINTS and docs/nemesis.md §4): before the
+commit that records the DDL's ts (or creates the replica), and after a rewrite's overwrite.
+
 A replica's SCD2 history table (tidelake.apply.history_table) follows the same steps before the
 replica's last commit: the same schema convergence, and TRUNCATE / DROP or TRUNCATE PARTITION
 close the versions current at the DDL's ts instead of deleting rows. Its steps are skipped once its
@@ -53,6 +56,7 @@ from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError, TidelakeError
+from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import read_checkpoint, rewrite_metadata
 from tidelake.lake.history_table import history_checkpoint
 from tidelake.lake.layout import DdlSource, LakeLayout
@@ -62,6 +66,9 @@ from tidelake.lake.schema_history import DdlEvent, TableKey
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType, StructType
+
+
+DDL_FAILPOINTS = ("ddl_apply.before_commit", "ddl_apply.after_rewrite")
 
 
 class UnsupportedDDL(TidelakeError):
@@ -184,6 +191,7 @@ def apply_ddl(
         raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
                              f"at {event.commit_ts}: {event.query or 'no query'}")
     _sync_catalog(catalog, entry, event)
+    failpoint("ddl_apply.before_commit", entry.path)
     if finish is not None:
         finish(entry.path)
     else:
@@ -209,6 +217,7 @@ def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event
         raise NeedsBootstrap(f"{event.db}.{event.name} joined at {event.commit_ts} ({event.action_name}) with "
                              f"its existing rows: bootstrap its replica (tidelake bootstrap)")
     entry = catalog.assign(table, event.db, event.name, event.commit_ts)
+    failpoint("ddl_apply.before_commit", entry.path)
     if entry.state == ReplicaState.DROPPED and event.action == ActionType.RECOVER_TABLE:
         # RECOVER/FLASHBACK TABLE restores the rows the table had at its drop, which the replica kept.
         _converge_schema(_Replica(spark, entry.path, catalog.layout.storage_options), event)
@@ -363,6 +372,7 @@ def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
         if not casts:
             raise
         raise UnsupportedDDL(f"rewriting {replica.path} with its columns cast to the new types failed: {exc}") from exc
+    failpoint("ddl_apply.after_rewrite", replica.path)
 
 
 def _has(spark_schema: StructType, name: str) -> bool:

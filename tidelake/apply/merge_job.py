@@ -26,6 +26,10 @@ Tables also run in parallel as separate jobs (Airflow mapped tasks), never two j
 step that loses a Delta commit race (an OPTIMIZE of the replica compacting files the MERGE read
 raises ConcurrentDeleteReadException) is run again: each is idempotent by its txn version.
 
+Failpoints (tidelake.failpoints, named in MERGE_FAILPOINTS and docs/nemesis.md §4) sit where a
+crash of the run matters: as a table's turn starts, before and after each window's commit, after
+a DDL's last commit, and before the merge log's append. The nemesis arms them to crash a run.
+
 History and soft deletes (README "History for consumers"): a replica with an SCD2 history table
 gets each window's and each DDL's history commit BEFORE its own (tidelake.apply.history_table
 says why that is exactly-once); a replica with soft deletes is always MERGEd
@@ -59,6 +63,7 @@ from tidelake.apply.temp_view import source_view
 from tidelake.apply.txn_confs import txn_confs
 from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
+from tidelake.failpoints import failpoint
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import (
     checkpoint_metadata,
@@ -138,6 +143,8 @@ class MergeReport:
 
 
 ProgressFn = Callable[[MergeProgress], None]
+MERGE_FAILPOINTS = ("merge.next_table", "merge.before_commit", "merge.after_commit", "merge.after_ddl",
+                    "merge.before_log")
 T = TypeVar("T")
 CONFLICT_RETRIES = 3
 DEFAULT_THREADS = 2  # tables merged at once in one Spark application
@@ -211,6 +218,7 @@ def run_merge(
 
     def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
         started = datetime.now(timezone.utc)
+        failpoint("merge.next_table", key)
         session = spark
         try:
             session = sibling_session(spark) if parallel > 1 else spark
@@ -236,6 +244,7 @@ def run_merge(
             close_pass(spark, run_pass)
     report.tables = [result for result, _ in outcomes]
     if write_log:
+        failpoint("merge.before_log", report.run_id)
         append_entries(layout, [entry for _, entry in outcomes])
         write_merge_metrics(layout)  # README "Metrics"
     return report
@@ -354,6 +363,7 @@ def _merge_table(
                 partial(merge_window, spark, layout, path, info, physical_ids, lo, hi, stats, shared),
                 f"{result.table} window ({lo}, {hi}]",
             )
+            failpoint("merge.after_commit", path)
             result.checkpoint_after = hi
             result.windows += 1
             result.rows_in += rows_in
@@ -378,6 +388,7 @@ def _merge_table(
                 finish = _finish_ddl(spark, layout, event, stats, scd2)
                 retry_on_conflict(partial(apply_ddl, spark, layout, key, event, catalog, finish, scd2),
                                   f"{result.table} {event.action_name}")
+                failpoint("merge.after_ddl", key)
                 checkpoint = result.checkpoint_after = event.commit_ts
                 result.ddls_applied += 1
                 report(StepKind.DDL, checkpoint, f"{event.action_name} (job {event.job_id})")
@@ -521,6 +532,7 @@ def merge_window(
         # Nothing landed in the window: still a commit, so the checkpoint moves (the next
         # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
         with txn_confs(spark, hi), source_view(spark.createDataFrame([], target)) as view:
+            failpoint("merge.before_commit", path)
             spark.sql(f"MERGE INTO delta.{quote(path)} t USING {view} s ON false "
                       "WHEN NOT MATCHED THEN INSERT *").collect()
         return _metrics(path, version, hi, layout.storage_options)
@@ -578,6 +590,7 @@ def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, t
         condition += f" AND (s.{op} = 'put' OR {live_condition('t')})"  # a flagged row stays as it was deleted
         columns, values, updates = f"{columns}, {flag}", f"{values}, false", f"{updates}, t.{flag} = false"
     with source_view(source) as view:
+        failpoint("merge.before_commit", path)
         spark.sql(
             f"MERGE INTO delta.{quote(path)} t USING {view} s ON {condition} "
             f"WHEN MATCHED AND s.{op} = 'delete' THEN {delete} "
@@ -590,6 +603,7 @@ def _insert(spark: SparkSession, path: str, rows: DataFrame, columns: str, hi: i
     """Append `rows` (replica `columns` and more) in the commit that records checkpoint hi;
     Delta skips it when hi is recorded already."""
     with txn_confs(spark, hi), source_view(rows) as view:
+        failpoint("merge.before_commit", path)
         spark.sql(f"INSERT INTO delta.{quote(path)} ({columns}) SELECT {columns} FROM {view}").collect()
 
 

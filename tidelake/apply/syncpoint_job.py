@@ -8,6 +8,9 @@ still unknown. S must be >= every included checkpoint: merges capped with
 tidelake.lake.syncpoints.merge_cap never pass an unrecorded boundary, and before the first
 syncpoint the boundary is raised above every checkpoint.
 
+A failpoint (tidelake.failpoints, SYNCPOINT_FAILPOINTS, docs/nemesis.md §4) sits between reading
+the replicas' versions at S and recording the cut.
+
 Tables in the cut: those alive at S (created at or before S, not dropped at or before S) whose
 replica is not stopped; stopped tables are listed with their reason, never silently left out.
 """
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import (
     checkpoint_at_version,
     read_checkpoint,
@@ -41,6 +45,7 @@ from tidelake.lake.watermarks import Watermarks
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+SYNCPOINT_FAILPOINTS = ("syncpoint.before_record",)
 MergeFn = Callable[..., Any]  # run_merge(spark, layout, tables=[...], until_ts=S)
 _NO_LIMIT = 1 << 63
 
@@ -138,6 +143,7 @@ def run_syncpoint(
     if problems:
         return SyncpointResult(ts, SyncpointOutcome.INCOMPLETE, "; ".join(problems))
     syncpoint = Syncpoint(ts, replicas, excluded)
+    failpoint("syncpoint.before_record", ts)
     if not record_syncpoint(layout, syncpoint):
         return SyncpointResult(ts, SyncpointOutcome.ALREADY_RECORDED, f"{ts} was already recorded", syncpoint)
     return SyncpointResult(ts, SyncpointOutcome.RECORDED, None, syncpoint)
