@@ -8,7 +8,8 @@ import shutil
 import pytest
 from deltalake import DeltaTable
 
-from tidelake.nemesis.apply_check import check_replicas, merge_and_check
+from tidelake.nemesis.apply_check import check_replicas
+from tidelake.nemesis.merge_cycles import merge_cycles
 from tidelake.nemesis.schedule import bank_tables
 
 pytestmark = pytest.mark.spark
@@ -21,8 +22,10 @@ def merged(spark, landed, tmp_path_factory):
     tables = bank_tables(landed.tidb, "shop")
     # merging to mid leaves a 1 s boundary below every table's reach: the syncpoint is recordable
     # however slowly the workload ran (a midpoint of funded..final may have none above it)
-    report = merge_and_check(spark, str(lake), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts,
-                             landed.mid_ts, landed.final_ts)
+    merged = merge_cycles(spark, str(lake), landed.mid_ts, landed.final_ts)
+    assert merged.failures == []
+    report = check_replicas(spark, str(lake), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts,
+                            landed.final_ts)
     return lake, tables, report
 
 
@@ -43,7 +46,8 @@ def test_a_replica_changed_behind_the_merge_is_named(spark, landed, merged, tmp_
     shutil.copytree(lake, copy)
     replica = copy / "shop" / "bank_range"
     spark.sql(statement.format(path=replica))
-    report = check_replicas(spark, str(copy), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts)
+    report = check_replicas(spark, str(copy), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts,
+                            landed.final_ts)
     named = {(a.kind, a.ts) for a in report.anomalies}
     # only the new version shows it, at the checkpoint it keeps
     assert named == {(expected, DeltaTable(str(replica)).transaction_version("tidelake-merge"))}, report.anomalies[:3]

@@ -1,5 +1,6 @@
-"""The apply level (bank workload): merge cycles and a syncpoint over what landed, then every
-replica at every checkpoint it recorded, and every syncpoint, against the simulator's MVCC.
+"""The apply level's check (bank workload): every replica at every checkpoint it recorded, and
+every syncpoint, against the simulator's MVCC, after the merges of tidelake.nemesis.merge_cycles.
+It imports nothing of tidelake.apply or tidelake.lake (tests/nemesis/test_apply_check.py).
 
 Replicas carry column mapping, deletion vectors and type widening, which delta-rs (deltalake 1.6)
 refuses to scan, so replica rows are read with Spark's Delta reader (`versionAsOf`), Delta's
@@ -9,10 +10,13 @@ with deltalake; the syncpoints table is read with deltalake. Upstream rows come 
 their handles and balances read by handle_key and row_int.
 
 Every Delta version of a replica is checked, so a later commit that keeps the checkpoint (a
-compaction, a DDL step) must still show the upstream at it. Anomalies: `replica_lost`, `replica_phantom`, `replica_wrong_value` (a replica at a checkpoint
-or a syncpoint differs from the upstream at that ts), `syncpoint_total` (the bank tables at a
-syncpoint's versions do not sum to the total), `syncpoint_incomplete` (a bank table missing from
-a cut taken after the funding txn), `merge_failed`.
+compaction, a DDL step) must still show the upstream at it. Anomalies: `replica_lost`,
+`replica_phantom`, `replica_wrong_value` (a replica at a checkpoint or a syncpoint differs from
+the upstream at that ts), `replica_duplicate` (a row identity twice), `checkpoint_regressed` (a
+version records a lower checkpoint than an earlier one), `replica_behind` (the last checkpoint is
+below the final merge's ts), `syncpoint_total` (the bank tables at a syncpoint's versions do not
+sum to the total), `syncpoint_incomplete` (a bank table missing from a cut taken after the
+funding txn).
 """
 
 from __future__ import annotations
@@ -30,8 +34,6 @@ from tidelake.nemesis.row_int import int_column
 
 MERGE_APP_ID = "tidelake-merge"
 SYNCPOINTS_DIR = "_tidelake/syncpoints"
-MERGE_CHUNK_ROWS = 40  # small chunks: several checkpoints per merge run to check
-SYNCPOINT_INTERVAL_S = 1
 
 
 @dataclass(frozen=True)
@@ -54,43 +56,13 @@ class ApplyReport:
     syncpoints: list[int] = field(default_factory=list)  # the ts of each syncpoint checked
 
 
-def merge_and_check(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int, funded_ts: int,
-                    mid_ts: int, final_ts: int) -> ApplyReport:
-    """Merge to `mid_ts`, take a syncpoint, merge to `final_ts`; then check every replica version."""
-    failures = merge_cycles(spark, root, mid_ts, final_ts)
-    report = check_replicas(spark, root, mvcc, tables, total, funded_ts)
-    report.anomalies[:0] = failures
-    return report
-
-
-def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int) -> list[Anomaly]:
-    """The `tidelake merge` and `tidelake syncpoint` paths, in small chunks; their failures."""
-    from tidelake.apply.merge_job import run_merge
-    from tidelake.apply.syncpoint_job import SyncpointOutcome, run_syncpoint
-    from tidelake.lake.layout import LakeLayout
-
-    layout = LakeLayout(root)
-    failures = []
-
-    def merge(until_ts: int | None = None, **kwargs: Any) -> None:
-        report = run_merge(spark, layout, until_ts=until_ts, max_chunk_rows=MERGE_CHUNK_ROWS, **kwargs)
-        failures.extend(Anomaly("merge_failed", t.table_key, until_ts or 0, f"{t.table}: {t.reason}")
-                        for t in report.failed)
-
-    merge(mid_ts)
-    result = run_syncpoint(spark, layout, SYNCPOINT_INTERVAL_S, merge=lambda _s, _l, **kw: merge(**kw))
-    if result.outcome == SyncpointOutcome.INCOMPLETE:
-        failures.append(Anomaly("merge_failed", 0, result.ts or 0, f"syncpoint: {result.reason}"))
-    merge(final_ts)
-    return failures
-
-
-def check_replicas(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int,
-                   funded_ts: int) -> ApplyReport:
-    """Every version of every bank replica at the checkpoint it records, and every syncpoint."""
+def check_replicas(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int, funded_ts: int,
+                   final_ts: int) -> ApplyReport:
+    """Every version of every bank replica at the checkpoint it records (the last one at least
+    `final_ts`), and every syncpoint."""
     report = ApplyReport([])
     for table in tables:
-        _check_checkpoints(spark, root, mvcc, table, report)
+        _check_checkpoints(spark, root, mvcc, table, final_ts, report)
     _check_syncpoints(spark, root, mvcc, tables, total, funded_ts, report)
     return report
 
@@ -128,24 +100,34 @@ def _compare(what: str, table: BankTable, ts: int, got: dict[Any, int], want: di
             report.anomalies.append(Anomaly("replica_wrong_value", table.physical_ids[0], ts,
                                             f"{what}: row {identity} balance {got[identity]}, upstream {want[identity]}"))
     for identity in twice:
-        report.anomalies.append(Anomaly("replica_phantom", table.physical_ids[0], ts, f"{what}: row {identity} twice"))
+        report.anomalies.append(Anomaly("replica_duplicate", table.physical_ids[0], ts, f"{what}: row {identity} twice"))
 
 
-def _check_checkpoints(spark: Any, root: str, mvcc: Any, table: BankTable, report: ApplyReport) -> None:
+def _check_checkpoints(spark: Any, root: str, mvcc: Any, table: BankTable, final_ts: int,
+                       report: ApplyReport) -> None:
     path = os.path.join(root, table.db, table.name)
+    pid = table.physical_ids[0]
     if not DeltaTable.is_deltatable(path):
-        report.anomalies.append(Anomaly("replica_lost", table.physical_ids[0], 0, f"no replica at {path}"))
+        report.anomalies.append(Anomaly("replica_lost", pid, 0, f"no replica at {path}"))
         return
     delta = DeltaTable(path)
+    last = None
     for version in range(delta.version() + 1):  # every version, also those that keep a checkpoint
         delta.load_as_version(version)
         checkpoint = delta.transaction_version(MERGE_APP_ID)
         if checkpoint is None:
             continue
+        if last is not None and checkpoint < last:
+            report.anomalies.append(Anomaly("checkpoint_regressed", pid, checkpoint,
+                                            f"{table.name} v{version} records {checkpoint} after {last}"))
+        last = checkpoint
         got, twice = _replica(spark, path, version, table)
         _compare(f"{table.name} v{version} at checkpoint {checkpoint}", table, checkpoint, got,
                  _upstream(mvcc, table, checkpoint), twice, report)
         report.checkpoints += 1
+    if last is None or last < final_ts:
+        report.anomalies.append(Anomaly("replica_behind", pid, final_ts,
+                                        f"{table.name} is at checkpoint {last}, the last merge went to {final_ts}"))
 
 
 def _check_syncpoints(spark: Any, root: str, mvcc: Any, tables: list[BankTable], total: int, funded_ts: int,

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidelake.errors import InputError
-from tidelake.nemesis.plan import WORKLOADS
+from tidelake.nemesis.plan import LEVELS, WORKLOADS
 from tidelake.nemesis.schedule import ScheduleResult, run_schedule
-
-LEVELS = ("landing", "apply")
 
 
 @dataclass(frozen=True)
@@ -69,6 +67,9 @@ class BatchSummary:
             "seconds": round(self.seconds, 1),
             "load_average": list(os.getloadavg()),
             "faults": dict(sorted(self.faults.items())),
+            "merge_crashes": dict(sorted(sum((r.merge_crashes for r in self.results), Counter()).items())),
+            "checkpoints_checked": sum(r.checkpoints_checked for r in self.results),
+            "syncpoints_checked": sum(r.syncpoints_checked for r in self.results),
             "anomalies": dict(sorted(self.anomalies.items())),
             "failed_seeds": self.failed_seeds,
             "results": [{
@@ -77,6 +78,7 @@ class BatchSummary:
                 "anomalies": r.anomalies_by_kind(),
                 "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
                 "checkpoints_checked": r.checkpoints_checked, "syncpoints_checked": r.syncpoints_checked,
+                "merge_crashes": dict(sorted(r.merge_crashes.items())),
                 "first_anomalies": [a.__dict__ for a in r.anomalies[:5]],
                 "rerun": self.options.rerun_command(r.plan.seed),
             } for r in self.results],

@@ -10,10 +10,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from tidelake.apply.ddl_apply import DDL_FAILPOINTS
+from tidelake.apply.merge_job import MERGE_FAILPOINTS
+from tidelake.apply.syncpoint_job import SYNCPOINT_FAILPOINTS
 from tidelake.errors import InputError
 from tidelake.lake.lander import LANDER_FAILPOINTS
 
 WORKLOADS = ("bank", "mixed")
+LEVELS = ("landing", "apply")
 
 # Faults the simulator applies (tidelake.sim.faults), and the two the nemesis applies to the puller.
 SIM_FAULTS: dict[str, int] = {
@@ -42,16 +46,40 @@ class FaultEvent:
     duration_s: float = 0.0  # lake_write_error: how long writes there fail
 
 
+# The apply level's steps (tidelake.nemesis.merge_cycles), in order, and the apply failpoints a
+# crash of each can strike at. The bank workload's only DDLs are its CREATEs, applied by the
+# first merge; a rewrite needs a column change (the mixed workload's DDL).
+MERGE_CRASH = "merge_crash"
+MERGE_STEPS = ("merge_mid", "syncpoint", "merge_final")
+APPLY_FAILPOINTS = (*MERGE_FAILPOINTS, *DDL_FAILPOINTS, *SYNCPOINT_FAILPOINTS)
+DDL_POINTS = ("merge.after_ddl", "ddl_apply.before_commit")  # passed only where a DDL is applied
+ONCE_A_RUN = frozenset({"merge.before_log", *SYNCPOINT_FAILPOINTS})  # passed once per run: no nth pass above 1
+
+
+@dataclass(frozen=True)
+class MergeCrash:
+    """The merge run of `step` dies at the `nth` pass of apply failpoint `point`; a fresh run resumes."""
+
+    step: str
+    point: str
+    nth: int
+
+
 @dataclass(frozen=True)
 class SchedulePlan:
     seed: int
     workload: str
     duration_s: float
     events: tuple[FaultEvent, ...]
+    merge_crashes: tuple[MergeCrash, ...] = ()  # apply level only
 
 
-def draw_plan(seed: int, workload: str, duration_s: float) -> SchedulePlan:
-    """3 to 8 faults at uniform offsets over `duration_s` seconds of traffic."""
+def draw_plan(seed: int, workload: str, duration_s: float, level: str = "landing") -> SchedulePlan:
+    """3 to 8 faults at uniform offsets over `duration_s` seconds of traffic; at the apply level,
+    also 1 to 3 crashes of the merge (drawn from a second stream, so the landing faults of a seed
+    are the same at both levels)."""
+    if level not in LEVELS:
+        raise InputError(f"unknown nemesis level {level!r} (known: {', '.join(LEVELS)})")
     if workload not in WORKLOADS:
         raise InputError(f"unknown nemesis workload {workload!r} (known: {', '.join(WORKLOADS)})")
     if duration_s <= 0:
@@ -67,4 +95,30 @@ def draw_plan(seed: int, workload: str, duration_s: float) -> SchedulePlan:
             events.append(FaultEvent(at, kind, rng.choice(WRITE_ERROR_POINTS), round(rng.uniform(0.2, 1.0), 3)))
         else:
             events.append(FaultEvent(at, kind))
-    return SchedulePlan(seed, workload, duration_s, tuple(sorted(events, key=lambda e: e.at_s)))
+    crashes = draw_merge_crashes(seed, workload) if level == "apply" else ()
+    return SchedulePlan(seed, workload, duration_s, tuple(sorted(events, key=lambda e: e.at_s)), crashes)
+
+
+def crash_points(step: str, workload: str) -> tuple[str, ...]:
+    """The apply failpoints a merge crash in `step` can strike at with `workload`."""
+    ddl = step == "merge_mid" or workload != "bank"
+    points = [p for p in MERGE_FAILPOINTS if p not in DDL_POINTS]
+    if ddl:
+        points.extend(DDL_POINTS)
+    if workload != "bank":
+        points.append("ddl_apply.after_rewrite")
+    if step == "syncpoint":
+        points.extend(SYNCPOINT_FAILPOINTS)
+    return tuple(points)
+
+
+def draw_merge_crashes(seed: int, workload: str) -> tuple[MergeCrash, ...]:
+    rng = random.Random(f"{seed}:apply")
+    crashes = []
+    for _ in range(rng.randint(1, 3)):
+        step = rng.choice(MERGE_STEPS)
+        point = rng.choice(crash_points(step, workload))
+        crashes.append(MergeCrash(step, point, 1 if point in ONCE_A_RUN else rng.randint(1, 3)))
+    # A step's crashes strike in turn (each in a fresh run of it): DDL points first, since a run
+    # applies a table's pending DDL before its windows and a rerun does not apply it again.
+    return tuple(sorted(crashes, key=lambda c: (MERGE_STEPS.index(c.step), c.point not in DDL_POINTS)))

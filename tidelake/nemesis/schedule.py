@@ -27,11 +27,13 @@ from tidelake.config_writer import changefeed_document, config_from_document
 from tidelake.errors import TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.nemesis.apply_check import BankTable, merge_and_check
+from tidelake.nemesis.apply_check import BankTable, check_replicas
 from tidelake.nemesis.landing_check import Anomaly, BankSpec, check_landing, record_span
+from tidelake.nemesis.merge_cycles import merge_cycles
 from tidelake.nemesis.plan import (
     BETWEEN_FLUSHES,
     LAKE_WRITE_ERROR,
+    MERGE_CRASH,
     PULLER_CRASH,
     FaultEvent,
     SchedulePlan,
@@ -71,6 +73,7 @@ class ScheduleResult:
     txns: int = 0
     checkpoints_checked: int = 0  # apply level
     syncpoints_checked: int = 0
+    merge_crashes: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
     seconds: float = 0.0
 
     @property
@@ -94,8 +97,9 @@ def workload_preset(name: str) -> WorkloadPreset:
 def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, settle_timeout_s: float = 60.0,
                  workdir: Path | None = None, spark: Any = None) -> ScheduleResult:
     """Run the schedule of `seed` and check what landed; with a Spark session (bank workload),
-    merge it and check the replicas and syncpoints too. The lake is removed unless `workdir` is given."""
-    plan = draw_plan(seed, workload, duration_s)
+    merge it (crashing the merge as the apply-level plan says) and check the replicas and
+    syncpoints too. The lake is removed unless `workdir` is given."""
+    plan = draw_plan(seed, workload, duration_s, "apply" if spark is not None else "landing")
     root = workdir or Path(tempfile.mkdtemp(prefix=f"tidelake-nemesis-{seed}-"))
     started = time.monotonic()
     try:
@@ -150,8 +154,14 @@ def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) ->
         result.anomalies.extend(report.anomalies)
         result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
         if spark is not None and bank is not None:
-            applied = merge_and_check(spark, str(lake), cluster.mvcc, bank_tables(tidb), bank.total, bank.funded_ts,
-                                      (bank.funded_ts + final_ts) // 2, final_ts)
+            merged = merge_cycles(spark, str(lake), (bank.funded_ts + final_ts) // 2, final_ts, plan.merge_crashes)
+            result.merge_crashes = merged.struck
+            if merged.struck:
+                result.faults[MERGE_CRASH] += sum(merged.struck.values())
+            result.missed.update(merged.missed)
+            result.anomalies.extend(merged.failures)
+            applied = check_replicas(spark, str(lake), cluster.mvcc, bank_tables(tidb), bank.total, bank.funded_ts,
+                                     final_ts)
             result.anomalies.extend(applied.anomalies)
             result.checkpoints_checked, result.syncpoints_checked = applied.checkpoints, len(applied.syncpoints)
     return result
