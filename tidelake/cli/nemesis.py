@@ -2,7 +2,7 @@
 
 Runs N fault schedules (seeds S..S+N-1) against the simulator and the puller, each checked by the
 independent landing checker (tidelake.nemesis); `--level apply` (bank) also merges with local Spark,
-takes a syncpoint and checks the replicas. One line per schedule, then a summary; exit 1 on any
+crashing the merge at its failpoints, takes a syncpoint and checks the replicas. One line per schedule, then a summary; exit 1 on any
 anomaly, 0 otherwise.
 """
 
@@ -33,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--schedules", type=int, default=1, metavar="N", help="how many schedules (default 1)")
     parser.add_argument("--workload", default="bank", help="bank (default) or mixed")
     parser.add_argument("--level", default="landing",
-                        help="landing (default), or apply: also merge (local Spark), take a syncpoint and check every "
-                        "replica checkpoint and the syncpoint against the upstream (bank workload; run it under "
+                        help="landing (default), or apply: also merge (local Spark) with 1-3 crashes of the merge "
+                        "run at its failpoints, take a syncpoint and check every replica checkpoint and the syncpoint "
+                        "against the upstream (bank workload; run it under "
                         "`flock /tmp/tidelake-spark.lock` on a shared machine)")
     parser.add_argument("--duration", type=float, default=3.0, metavar="S",
                         help="seconds of traffic and faults per schedule (default 3)")
