@@ -1,5 +1,7 @@
-"""The apply-level check: merge cycles and a syncpoint over a landed bank lake pass it, and a
-replica changed behind the merge's back is named at the version that shows it."""
+"""The apply-level check: merge cycles and a syncpoint over a landed bank lake, with the merge
+crashed at a DDL's creation commit, between a syncpoint's reads and its record and after a
+window's commit (each followed by a fresh run), pass it; a replica changed behind the merge's
+back is named at the version that shows it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from deltalake import DeltaTable
 
 from tidelake.nemesis.apply_check import check_replicas
 from tidelake.nemesis.merge_cycles import merge_cycles
+from tidelake.nemesis.plan import MergeCrash
 from tidelake.nemesis.schedule import bank_tables
 
 pytestmark = pytest.mark.spark
@@ -22,8 +25,11 @@ def merged(spark, landed, tmp_path_factory):
     tables = bank_tables(landed.tidb, "shop")
     # merging to mid leaves a 1 s boundary below every table's reach: the syncpoint is recordable
     # however slowly the workload ran (a midpoint of funded..final may have none above it)
-    merged = merge_cycles(spark, str(lake), landed.mid_ts, landed.final_ts)
+    crashes = [MergeCrash("merge_mid", "ddl_apply.before_commit", 2), MergeCrash("merge_mid", "merge.next_table", 3),
+               MergeCrash("syncpoint", "syncpoint.before_record", 1), MergeCrash("merge_final", "merge.after_commit", 1)]
+    merged = merge_cycles(spark, str(lake), landed.mid_ts, landed.final_ts, crashes)
     assert merged.failures == []
+    assert merged.struck == {c.point: 1 for c in crashes} and not merged.missed
     report = check_replicas(spark, str(lake), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts,
                             landed.final_ts)
     return lake, tables, report
@@ -39,6 +45,7 @@ def test_merged_replicas_and_the_syncpoint_equal_the_upstream(landed, merged):
 @pytest.mark.parametrize("statement, expected", [
     ("UPDATE delta.`{path}` SET balance = balance + 1 WHERE id = 1", "replica_wrong_value"),
     ("DELETE FROM delta.`{path}` WHERE id = 2", "replica_lost"),
+    ("INSERT INTO delta.`{path}` SELECT * FROM delta.`{path}` WHERE id = 3", "replica_duplicate"),  # applied twice
 ])
 def test_a_replica_changed_behind_the_merge_is_named(spark, landed, merged, tmp_path, statement, expected):
     lake, tables, _ = merged
@@ -51,3 +58,10 @@ def test_a_replica_changed_behind_the_merge_is_named(spark, landed, merged, tmp_
     named = {(a.kind, a.ts) for a in report.anomalies}
     # only the new version shows it, at the checkpoint it keeps
     assert named == {(expected, DeltaTable(str(replica)).transaction_version("tidelake-merge"))}, report.anomalies[:3]
+
+
+def test_a_replica_left_behind_the_last_merge_is_named(spark, landed, merged):
+    lake, tables, _ = merged
+    report = check_replicas(spark, str(lake), landed.cluster.mvcc, tables, landed.bank.total,
+                            landed.bank.funded_ts, landed.final_ts + (1 << 40))
+    assert [a.kind for a in report.anomalies] == ["replica_behind"] * len(tables), report.anomalies[:3]

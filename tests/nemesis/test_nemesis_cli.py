@@ -1,5 +1,6 @@
 """`tidelake nemesis`: a few seeded landing-level schedules end to end (the long run is the
-documented command and the slow test), reproducible plans, and bad input refused in one line."""
+documented command; the slow tests add 50 landing schedules of each workload and one apply
+schedule crashing the merge), reproducible plans, and bad input refused in one line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tidelake.cli import main
 from tidelake.nemesis.plan import CRASH_POINTS, FAULT_KINDS, draw_plan
+from tidelake.nemesis.schedule import run_schedule
 
 
 def test_seeded_schedules_run_clean_and_say_so(tmp_path, capsys):
@@ -62,3 +64,15 @@ def test_fifty_schedules_of_each_workload_run_clean(tmp_path):
         record = json.loads(out.read_text())
         assert code == 0, record["failed_seeds"]
         assert record["schedules_run"] == 50 and sum(record["faults"].values()) >= 100
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_an_apply_schedule_crashing_the_merge_three_times_runs_clean(spark):
+    """Seed 7002 (~60 s): the first merge dies between the tables of its combined run, the
+    syncpoint's merge after a window's commit and again as a table's turn starts; fresh runs
+    resume, and every replica checkpoint and the syncpoint equal the upstream."""
+    result = run_schedule(7002, "bank", 2.0, spark=spark)
+    assert result.ok, result.anomalies[:3]
+    assert result.faults["merge_crash"] == sum(result.merge_crashes.values()) >= 2, result.missed
+    assert result.checkpoints_checked >= 9 and result.syncpoints_checked >= 1
