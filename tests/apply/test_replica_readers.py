@@ -89,10 +89,12 @@ def test_replicas_read_alike_by_deltalake_polars_and_spark_until_a_ddl_needs_a_f
 @pytest.mark.spark
 def test_a_rewrite_interrupted_before_its_checkpoint_is_not_done_twice(spark, tmp_path):
     """A crash after the rewrite's overwrite commit and before the commit that records the DDL's
-    checkpoint: the rerun finds the replica converged and only records the checkpoint."""
+    checkpoint (its failpoint, docs/nemesis.md §4): the rerun finds the replica converged and only
+    records the checkpoint."""
     from deltalake import DeltaTable
 
     from tidelake.apply.ddl_apply import apply_ddl, record_checkpoint
+    from tidelake.failpoints import armed
     from tidelake.lake.checkpoint import read_checkpoint
     from tidelake.lake.schema_history import SchemaHistory
 
@@ -112,11 +114,11 @@ def test_a_rewrite_interrupted_before_its_checkpoint_is_not_done_twice(spark, tm
 
     record_checkpoint(spark, path, event.barrier)  # no change between the last merge and the DDL's barrier
 
-    def crash(_path: str) -> None:
-        raise RuntimeError("killed before the checkpoint commit")
+    def crash(name: str, _owner: object) -> None:
+        raise RuntimeError(f"killed at {name}")
 
-    with pytest.raises(RuntimeError, match="killed"):
-        apply_ddl(spark, lake.layout, key, event, finish=crash)
+    with armed(["ddl_apply.after_rewrite"], crash), pytest.raises(RuntimeError, match="killed at ddl_apply.after"):
+        apply_ddl(spark, lake.layout, key, event)
     rewritten = DeltaTable(path).version()
     assert read_checkpoint(path) < ddl_ts and "remark" in DeltaTable(path).schema().to_arrow().names
     path, version = _merged(spark, lake)
