@@ -21,10 +21,9 @@ from tidelake.apply.replica_schema import (
     replica_columns,
     stored_columns,
 )
+from tidelake.codec.compiled_row import CompiledRowDecoder
 from tidelake.codec.keys import decode_record_key
-from tidelake.codec.row import decode_row
 from tidelake.codec.schema import TableInfo
-from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError
 
 _ARROW = {
@@ -56,13 +55,15 @@ def replica_ddl(info: TableInfo) -> str:
 
 
 class RowDecoder:
-    """Decodes (raw record key, row value) pairs of one table into replica-shaped Arrow batches."""
+    """Decodes (raw record key, row value) pairs of one table into replica-shaped Arrow batches:
+    a row per pair (CompiledRowDecoder), then one Arrow array per column and batch."""
 
     def __init__(self, info: TableInfo, commit_ts: int) -> None:
         self.info = info
         self.schema = replica_arrow_schema(info)
-        self._stored = stored_columns(info)
-        self._hidden = [name for name, _, _ in replica_columns(info)][len(self._stored):]
+        stored = stored_columns(info)
+        self.rows = CompiledRowDecoder(info, stored)
+        self._hidden = [name for name, _, _ in replica_columns(info)][len(stored):]
         self._commit_ts = commit_ts
 
     def batches(self, pairs: Iterable[tuple[bytes, bytes]], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
@@ -76,18 +77,21 @@ class RowDecoder:
             yield self.batch(chunk)
 
     def batch(self, pairs: list[tuple[bytes, bytes]]) -> pa.RecordBatch:
-        values: list[list] = [[] for _ in self.schema]
-        n = len(self._stored)
+        spark_row = self.rows.spark_row
+        rows: list[list] = []
+        handles: list[int | bytes] = []
+        physical_ids: list[int] = []
         for key, value in pairs:
             try:
                 physical_id, handle = decode_record_key(key)
-                row = decode_row(value, self.info, handle)
-                for i, column in enumerate(self._stored):
-                    values[i].append(spark_value(row.get(column.name), column.field_type))
+                rows.append(spark_row(value, handle))
             except InputError as exc:
                 raise InputError(f"table {self.info.name} row {key.hex()}: {exc}") from None
-            hidden = {COMMIT_TS_COLUMN: self._commit_ts, ROWID_COLUMN: handle, PARTITION_ID_COLUMN: physical_id}
-            for j, name in enumerate(self._hidden):
-                values[n + j].append(hidden[name])
-        arrays = [pa.array(col, type=f.type) for col, f in zip(values, self.schema)]
+            handles.append(handle)
+            physical_ids.append(physical_id)
+        hidden = {COMMIT_TS_COLUMN: [self._commit_ts] * len(rows), ROWID_COLUMN: handles,
+                  PARTITION_ID_COLUMN: physical_ids}
+        columns = [*zip(*rows)] if rows else [[] for _ in self.rows.columns]
+        columns += [hidden[name] for name in self._hidden]
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, self.schema)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -7,6 +7,8 @@ that say which space they are in, is what stops the puller comparing keys across
 
 from __future__ import annotations
 
+import struct
+
 from tidelake.codec.datum import INT_FLAG, Datum, decode_datum, decode_datums
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.codec.number import decode_int, encode_int
@@ -25,6 +27,10 @@ MAX_INT48 = (1 << 48) - 1
 # docs/wire.md §12.1, docs/encoding.md §2.4: mysql.tidb_ddl_job / tidb_ddl_history
 DDL_JOB_TABLE_ID = MAX_INT48 - 1
 DDL_HISTORY_TABLE_ID = MAX_INT48 - 3
+
+_T = TABLE_PREFIX[0]
+_INT_RECORD_KEY = struct.Struct(">xQ2xQ")  # 't' tid '_r' handle, both EncodeInt (§2.1)
+_INT64_BIAS = 1 << 63
 
 # docs/encoding.md §2.1: kv.NewCommonHandle pads shorter handles so they never look like ints.
 COMMON_HANDLE_MIN_LEN = 9
@@ -89,6 +95,10 @@ def table_id_of(key: bytes) -> int:
 
 def decode_record_key(key: bytes) -> tuple[int, int | bytes]:
     """(table id, handle): an int for 19-byte keys, else the common handle bytes (§11 step 3)."""
+    if len(key) == INT_HANDLE_KEY_LEN and key[0] == _T and key[9:11] == RECORD_SEP:
+        # the common int-handle key in one unpack: EncodeInt is uint64(v) ^ 1<<63, i.e. v + 2^63 (§1.1)
+        table_id, handle = _INT_RECORD_KEY.unpack(key)
+        return table_id - _INT64_BIAS, handle - _INT64_BIAS
     if not is_record_key(key):
         raise InputError(f"not a record key: expected 't'<8 bytes>'_r' at byte 0, got {key[:11].hex()!r}")
     table_id = decode_int(key, 1)[0]

@@ -184,37 +184,44 @@ def spark_value(value: Any, field_type: FieldType) -> Any:
     """Convert a decoded value (the codec's Python value model) to the Python value Spark/Arrow expects."""
     if value is None:
         return None
+    return spark_converter(field_type)(value)
+
+
+def spark_converter(field_type: FieldType) -> Callable[[Any], Any]:
+    """`spark_value` for one column type with the mapping resolved once: decoders convert many
+    values of one column, and finding the mapping row costs more than most conversions. The
+    returned function takes a non-NULL value."""
     spark = spark_type(field_type)
     tp = field_type.tp
+
+    def expect(kinds: type | tuple[type, ...]) -> Callable[[Any], Any]:
+        def check(value: Any) -> Any:
+            _expect(value, kinds, field_type)
+            return value
+
+        return check
+
     if tp == TYPE_NEWDECIMAL:
-        _expect(value, Decimal, field_type)
         if spark == "STRING":
-            return format(value, "f")
-        return _fit_decimal(value, field_type.flen, field_type.decimal)
+            return lambda value: format(expect(Decimal)(value), "f")
+        return lambda value: _fit_decimal(expect(Decimal)(value), field_type.flen, field_type.decimal)
     if spark == "DECIMAL(20,0)":
-        _expect(value, int, field_type)
-        return Decimal(value)
+        return lambda value: Decimal(expect(int)(value))
     if tp in (TYPE_DATE, TYPE_NEWDATE, TYPE_DATETIME, TYPE_TIMESTAMP):
-        return _time_value(value, field_type)
+        return lambda value: _time_value(value, field_type)
     if tp == TYPE_DURATION:
-        _expect(value, timedelta, field_type)
-        return duration_to_nanos(value) // 1000
+        return lambda value: duration_to_nanos(expect(timedelta)(value)) // 1000
     if tp == TYPE_JSON:
-        return json_text_from_value(value)
+        return json_text_from_value
     if tp == TYPE_TIDB_VECTOR_FLOAT32:
-        _expect(value, (list, tuple), field_type)
-        return [float(v) for v in value]
+        return lambda value: [float(v) for v in expect((list, tuple))(value)]
     if spark == "BINARY":
-        _expect(value, (bytes, bytearray, memoryview), field_type)
-        return bytes(value)
+        return lambda value: bytes(expect((bytes, bytearray, memoryview))(value))
     if spark == "STRING":
-        _expect(value, str, field_type)
-        return value
+        return expect(str)
     if spark in ("FLOAT", "DOUBLE"):
-        _expect(value, (float, int), field_type)
-        return float(value)
-    _expect(value, int, field_type)
-    return value
+        return lambda value: float(expect((float, int))(value))
+    return expect(int)
 
 
 def _fit_decimal(value: Decimal, precision: int, scale: int) -> Decimal:
