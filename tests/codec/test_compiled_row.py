@@ -48,6 +48,7 @@ COLUMNS = [
     ("f64", ft(mt.TYPE_DOUBLE), st.floats(allow_nan=False)),
     ("dec", ft(mt.TYPE_NEWDECIMAL, flen=10, decimal=2),
      st.decimals(min_value=Decimal("-99999999.99"), max_value=Decimal("99999999.99"), places=2)),
+    ("d0", ft(mt.TYPE_NEWDECIMAL, flen=20, decimal=0), st.decimals(min_value=-(10**20) + 1, max_value=10**20 - 1, places=0)),
     ("wide", ft(mt.TYPE_NEWDECIMAL, flen=60, decimal=10),
      st.decimals(min_value=Decimal("-1e40"), max_value=Decimal("1e40"), places=10)),
     ("dt", ft(mt.TYPE_DATE), st.dates(min_value=date(1000, 1, 1))),
@@ -83,19 +84,19 @@ ADDED = [
 
 
 def _table(handle: str):
-    columns = [(name, f) for name, f, _ in COLUMNS]
+    types = {name: f for name, f, _ in COLUMNS}
     kw: dict = {}
     if handle == "int_pk":
-        columns[6] = ("i64", ft(mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG))
+        types["i64"] = ft(mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG)
         kw = {"pk_is_handle": True}
     elif handle == "uint_pk":
-        columns[7] = ("u64", ft(mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG | mt.UNSIGNED_FLAG))
+        types["u64"] = ft(mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG | mt.UNSIGNED_FLAG)
         kw = {"pk_is_handle": True}
     elif handle == "common":
-        columns[17] = ("vc", ft(mt.TYPE_VARCHAR, flag=mt.NOT_NULL_FLAG, flen=64))
-        columns[4] = ("i32", ft(mt.TYPE_LONG, flag=mt.NOT_NULL_FLAG))
+        types["vc"] = ft(mt.TYPE_VARCHAR, flag=mt.NOT_NULL_FLAG, flen=64)
+        types["i32"] = ft(mt.TYPE_LONG, flag=mt.NOT_NULL_FLAG)
         kw = {"is_common_handle": True, "primary": ["vc", "i32"]}
-    return make_table(columns, **kw)
+    return make_table(list(types.items()), **kw)
 
 
 def _with_added(table, added: list[int]):

@@ -28,6 +28,8 @@ from typing import Any
 
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.common_handle import decode_common_handle, pk_columns
+from tidelake.codec.decimal import MAX_BIN_PRECISION, decimal_bin_decoder, decimal_bin_size
+from tidelake.codec.mytime import MAX_FSP, unpack_time
 from tidelake.codec.row import _missing_value, _readable_columns, decode_row
 from tidelake.codec.row_v2 import CODEC_VER, FLAG_LARGE, HEADER_LEN
 from tidelake.codec.row_value import decode_value
@@ -73,7 +75,29 @@ def value_converter(field_type: FieldType) -> Converter:
         return _then(read, to_spark) if spark.startswith("DECIMAL") else read
     if tp in mt.STRING_TYPES and spark in ("STRING", "BINARY"):
         return _binary if mt.is_binary_string(field_type) else bytes.decode
+    if tp == mt.TYPE_NEWDECIMAL and 1 <= field_type.flen <= MAX_BIN_PRECISION and 0 <= field_type.decimal <= field_type.flen:
+        return _decimal(field_type, to_spark, spark.startswith("DECIMAL"))
+    fsp = max(field_type.decimal, 0)  # as row_value reads packed times
+    if tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE, mt.TYPE_DATETIME, mt.TYPE_TIMESTAMP) and fsp <= MAX_FSP:
+        return lambda data: to_spark(unpack_time(_unsigned(data), tp, fsp))
     return lambda data: to_spark(decode_value(data, field_type))
+
+
+def _decimal(field_type: FieldType, to_spark: Converter, fits: bool) -> Converter:
+    """A DECIMAL value as TiDB writes it for this column: `precision frac` bytes equal to the
+    column's (Length/Frac come from the column, docs/encoding.md §6), then the MyDecimal. Its
+    digits then fit the Spark DECIMAL(p,s) as they are: `_fit_decimal` would change nothing."""
+    precision, frac = field_type.flen, field_type.decimal
+    read = decimal_bin_decoder(precision, frac)
+    length = 2 + decimal_bin_size(precision, frac)
+
+    def convert(data: bytes) -> Any:
+        if len(data) != length or data[0] != precision or data[1] != frac:
+            return to_spark(decode_value(data, field_type))
+        value = read(data, 2)[0]
+        return value if fits else to_spark(value)
+
+    return convert
 
 
 class _Plan:

@@ -5,7 +5,9 @@ with exact `decimal.Decimal` arithmetic: values are rebuilt from their digit str
 through floats.
 """
 
+from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from functools import lru_cache
 
 from tidelake.errors import InputError
 
@@ -15,6 +17,7 @@ _DIGITS_PER_WORD = 9
 _WORD_SIZE = 4
 # MyDecimal holds at most 9 words of 9 digits; MySQL limits DECIMAL to 65 digits and 30 decimals.
 MAX_BIN_PRECISION = 81
+_INVERT = bytes(255 - b for b in range(256))  # one's complement of each byte, for bytes.translate
 # A context wide enough that quantize/round never raise for any legal DECIMAL.
 _EXACT = Context(prec=200, rounding=ROUND_HALF_UP)
 
@@ -51,32 +54,44 @@ def _group_sizes(precision: int, frac: int) -> list[tuple[int, int]]:
 
 def decode_decimal_bin(buf: bytes, offset: int, precision: int, frac: int) -> tuple[Decimal, int]:
     """Read one MyDecimal at `offset`; returns the value (scale = frac) and the offset after it."""
+    return decimal_bin_decoder(precision, frac)(buf, offset)
+
+
+@lru_cache(maxsize=256)
+def decimal_bin_decoder(precision: int, frac: int) -> Callable[[bytes, int], tuple[Decimal, int]]:
+    """`decode_decimal_bin` for one (precision, frac), with the word layout worked out once:
+    row decoders read many values of one column."""
     size = decimal_bin_size(precision, frac)
-    if offset < 0 or len(buf) - offset < size:
-        raise InputError(
-            f"decimal ({precision},{frac}) needs {size} bytes at offset {offset}, only {max(len(buf) - offset, 0)} left"
-        )
-    raw = bytearray(buf[offset : offset + size])
-    # docs/encoding.md §6 FromBin: sign bit clear = negative; flip it, then undo the one's complement.
-    negative = (raw[0] & 0x80) == 0
-    raw[0] ^= 0x80
-    if negative:
-        raw = bytearray(b ^ 0xFF for b in raw)
-    digits: list[str] = []
+    groups = []
     pos = 0
     for ndigits, nbytes in _group_sizes(precision, frac):
-        word = int.from_bytes(raw[pos : pos + nbytes], "big")
-        if word >= 10**ndigits:
-            raise InputError(f"corrupt decimal ({precision},{frac}) at offset {offset}: group {word} exceeds {ndigits} digits")
-        digits.append(str(word).zfill(ndigits))
+        groups.append((pos, pos + nbytes, ndigits, 10**ndigits))
         pos += nbytes
-    text = "".join(digits)
-    intg = precision - frac
-    literal = (text[:intg] or "0") + ("." + text[intg:] if frac else "")
-    value = Decimal(literal)
-    if negative and value != 0:
-        value = value.copy_negate()
-    return value, offset + size
+
+    def decode(buf: bytes, offset: int) -> tuple[Decimal, int]:
+        if offset < 0 or len(buf) - offset < size:
+            raise InputError(
+                f"decimal ({precision},{frac}) needs {size} bytes at offset {offset}, only {max(len(buf) - offset, 0)} left"
+            )
+        raw = bytearray(buf[offset : offset + size])
+        # docs/encoding.md §6 FromBin: sign bit clear = negative; flip it, then undo the one's complement.
+        negative = (raw[0] & 0x80) == 0
+        raw[0] ^= 0x80
+        if negative:
+            raw = raw.translate(_INVERT)
+        digits = 0
+        for start, stop, ndigits, limit in groups:
+            word = int.from_bytes(raw[start:stop], "big")
+            if word >= limit:
+                raise InputError(
+                    f"corrupt decimal ({precision},{frac}) at offset {offset}: group {word} exceeds {ndigits} digits"
+                )
+            digits = digits * limit + word
+        # the digits with exponent -frac: the value's scale is the column's frac, -0 reads as 0
+        sign = "-" if negative and digits else ""
+        return Decimal(f"{sign}{digits}E-{frac}" if frac else f"{sign}{digits}"), offset + size
+
+    return decode
 
 
 def encode_decimal_bin(value: Decimal, precision: int, frac: int) -> bytes:
