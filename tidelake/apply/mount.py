@@ -35,10 +35,11 @@ from tidelake.apply.replica_schema import (
 )
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.common_handle import decode_common_handle
+from tidelake.codec.compiled_row import CompiledRowDecoder
 from tidelake.codec.keys import decode_record_key
 from tidelake.codec.row import decode_row
 from tidelake.codec.schema import ColumnInfo, TableInfo
-from tidelake.codec.spark_types import spark_value
+from tidelake.codec.spark_types import spark_converter
 from tidelake.errors import InputError
 from tidelake.lake.row_change import OP_DELETE, OP_PUT
 
@@ -128,41 +129,58 @@ class _BatchDecoder:
             if column is None and not special:
                 raise InputError(f"replica column {f.name!r} is not a column of table {table.name!r} in this window")
             self.targets.append(_Target(f.name, f.type, None if special else column))
+        self.upstream = [t.column for t in self.targets if t.column is not None and not t.match]
+        self.puts = CompiledRowDecoder(table, self.upstream)  # puts are most rows: the compiled decoder
+        self.to_spark = [spark_converter(c.field_type) for c in self.upstream]
+        self.has_match = any(t.match for t in self.targets)
+        self.has_rowid = not table.is_common_handle and table.handle_column() is None  # as decode_row (§5)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         data = batch.to_pydict()
-        out: list[list[Any]] = [[] for _ in self.targets]
-        rows = zip(*(data[c] for c in MOUNT_INPUT_COLUMNS))
-        has_match = any(t.match for t in self.targets)
-        for table_id, commit_ts, op, key, value, old_value in rows:
+        upstream: list[list[Any]] = []
+        before: list[dict[str, Any]] = []
+        rowids: list[Any] = []
+        spark_row = self.puts.spark_row
+        for table_id, commit_ts, op, key, value, old_value in zip(*(data[c] for c in MOUNT_INPUT_COLUMNS)):
             try:
-                values = self._row(op, key, value, old_value)
-                before = self._before(key, old_value, values) if has_match else values
+                _, handle = decode_record_key(key)
+                if op == OP_PUT:
+                    upstream.append(spark_row(value, handle))
+                else:
+                    upstream.append(self._spark_row(self._deleted(op, handle, old_value)))
+                if self.has_match:
+                    before.append(self._before(handle, old_value, value if op == OP_PUT else None))
             except InputError as exc:
                 raise InputError(
                     f"table {self.table.name!r} (physical id {table_id}) change at commit ts {commit_ts}, "
                     f"key {key.hex()}: {exc}"
                 ) from None
-            for slot, target in zip(out, self.targets):
-                if target.column is not None:
-                    raw = (before if target.match else values).get(target.column.name)
-                    slot.append(None if raw is None else spark_value(raw, target.column.field_type))
-                elif target.name == COMMIT_TS_COLUMN:
-                    slot.append(commit_ts)
-                elif target.name == MOUNT_OP_COLUMN:
-                    slot.append(op)
-                elif target.name == PARTITION_ID_COLUMN:
-                    slot.append(table_id)
-                else:
-                    slot.append(values.get(ROWID_COLUMN))
-        arrays = [pa.array(col, type=t.arrow_type) for col, t in zip(out, self.targets)]
+            rowids.append(handle if self.has_rowid else None)
+        columns = iter([*zip(*upstream)] if upstream else [[] for _ in self.upstream])
+        arrays = []
+        for target in self.targets:
+            if target.match:
+                col, conv = target.column, spark_converter(target.column.field_type)
+                values = [None if (v := b.get(col.name)) is None else conv(v) for b in before]
+            elif target.column is not None:
+                values = next(columns)
+            elif target.name == COMMIT_TS_COLUMN:
+                values = data["commit_ts"]
+            elif target.name == MOUNT_OP_COLUMN:
+                values = data["op"]
+            elif target.name == PARTITION_ID_COLUMN:
+                values = data["table_id"]
+            else:
+                values = rowids
+            arrays.append(pa.array(values, type=target.arrow_type))
         arrays += [batch.column(name).cast(self.schema.field(name).type) for name in self.carried]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _row(self, op: str, key: bytes, value: bytes, old_value: bytes) -> dict[str, Any]:
-        _, handle = decode_record_key(key)
-        if op == OP_PUT:
-            return decode_row(value, self.table, handle)
+    def _spark_row(self, values: dict[str, Any]) -> list[Any]:
+        return [None if (v := values.get(c.name)) is None else conv(v) for c, conv in zip(self.upstream, self.to_spark)]
+
+    def _deleted(self, op: str, handle: int | bytes, old_value: bytes) -> dict[str, Any]:
+        """A delete's values: its key columns (from the old value for a common handle, see module doc)."""
         if op != OP_DELETE:
             raise InputError(f"op {op!r} is neither put nor delete")
         if old_value and self.table.is_common_handle:
@@ -172,14 +190,16 @@ class _BatchDecoder:
                 pass  # an old value written before a DDL; the handle still names the row
         return key_values(self.table, handle)
 
-    def _before(self, key: bytes, old_value: bytes, values: dict[str, Any]) -> dict[str, Any]:
+    def _before(self, handle: int | bytes, old_value: bytes, put_value: bytes | None) -> dict[str, Any]:
         """Key column values of the row the key held before the window (see module doc)."""
         if old_value:
             try:
-                return decode_row(old_value, self.table, decode_record_key(key)[1])
+                return decode_row(old_value, self.table, handle)
             except InputError:
                 pass  # an old value written before a DDL; the row's own key values still name it
-        return values
+        if put_value is not None:
+            return decode_row(put_value, self.table, handle)
+        return self._deleted(OP_DELETE, handle, old_value)
 
 
 def mount_schema(replica_schema: StructType, table: TableInfo | None = None) -> StructType:
