@@ -66,6 +66,16 @@ def test_bench_puller_every_path_delivers_every_committed_row(tmp_path):
     assert all(v > 0 and math.isfinite(v) for v in results["ratios"].values())
 
 
+def test_bench_bootstrap_every_decoder_and_read_path_gets_every_row(tmp_path):
+    results = run_bench("bench_bootstrap.py", tmp_path, "--rows", "3000", "--regions", "3", "--shape", "wide",
+                        "--no-spark")
+    assert results["regions"] == 3
+    assert {r["path"]: r["rows"] for r in results["runs"]} == {
+        "ceiling (KvScan, no decoding)": 3000, "decode only: reference": 3000, "decode only: RowDecoder": 3000,
+        "decode only: mount": 3000, "local: read + decode": 3000}
+    assert all(math.isfinite(v) and v > 0 for v in results["ratios"].values())
+
+
 @pytest.mark.slow
 def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
     results = run_bench("bench_lag.py", tmp_path, "--duration", "4", "--warmup", "1", "--rate", "20",
