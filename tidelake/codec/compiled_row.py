@@ -30,7 +30,7 @@ from tidelake.codec import mysql_types as mt
 from tidelake.codec.common_handle import decode_common_handle, pk_columns
 from tidelake.codec.decimal import MAX_BIN_PRECISION, decimal_bin_decoder, decimal_bin_size
 from tidelake.codec.mytime import MAX_FSP, unpack_time
-from tidelake.codec.row import _missing_value, _readable_columns, decode_row
+from tidelake.codec.row import missing_value, readable_columns, decode_row
 from tidelake.codec.row_v2 import CODEC_VER, FLAG_LARGE, HEADER_LEN
 from tidelake.codec.row_value import decode_value
 from tidelake.codec.schema import ColumnInfo, FieldType, TableInfo
@@ -127,7 +127,7 @@ class CompiledRowDecoder:
         self.fallbacks = 0  # rows the reference decoder took (tests and benches read it)
         self._to_spark = [spark_converter(c.field_type) for c in self.columns]
         self._from_bytes = [value_converter(c.field_type) for c in self.columns]
-        self._readable = {c.id for c in _readable_columns(table)}
+        self._readable = {c.id for c in readable_columns(table)}
         pk = table.handle_column()
         self._pk_slot = next((i for i, c in enumerate(self.columns) if pk is not None and c.id == pk.id), None)
         self._pk_unsigned = pk is not None and mt.is_unsigned(pk.field_type.flag)
@@ -194,7 +194,7 @@ class CompiledRowDecoder:
         stored: list[tuple[int, int, Converter]] = []
         keyed: list[tuple[int, str, Converter]] = []
         output_ids = {c.id for slot, c in enumerate(self.columns) if slot != self._pk_slot}
-        checked = [(position[c.id], c.field_type) for c in _readable_columns(self.table)
+        checked = [(position[c.id], c.field_type) for c in readable_columns(self.table)
                    if c.id in position and c.id not in output_ids]
         for slot, column in enumerate(self.columns):
             if slot == self._pk_slot or column.id not in self._readable:
@@ -206,7 +206,7 @@ class CompiledRowDecoder:
             elif column.id in in_key:
                 keyed.append((slot, column.name, self._to_spark[slot]))
             else:
-                missing = _missing_value(column)
+                missing = missing_value(column)
                 template[slot] = None if missing is None else self._to_spark[slot](missing)
         plan = _Plan(struct.Struct(f"<{n_not_null}{'I' if width == 4 else 'H'}"), len(header), template, stored, keyed, checked)
         if len(self._plans) >= _MAX_PLANS:

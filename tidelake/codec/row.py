@@ -46,7 +46,7 @@ def _is_virtual(column: ColumnInfo) -> bool:
     return column.is_generated and not column.generated_stored
 
 
-def _readable_columns(table: TableInfo) -> list[ColumnInfo]:
+def readable_columns(table: TableInfo) -> list[ColumnInfo]:
     """Public stored columns; virtual generated columns are never stored, so they are left out."""
     return [c for c in table.columns if c.state == STATE_PUBLIC and not _is_virtual(c)]
 
@@ -57,7 +57,7 @@ def _in_column(column: ColumnInfo, offset: int, exc: InputError) -> InputError:
 
 def _stored_values(value: bytes, table: TableInfo) -> tuple[dict[int, Any], frozenset[int]]:
     """Column id -> value for the columns present in the row, and the ids present as NULL."""
-    columns = {c.id: c for c in _readable_columns(table)}
+    columns = {c.id: c for c in readable_columns(table)}
     out: dict[int, Any] = {}
     if is_row_v2(value):
         row = parse_row_v2(value)
@@ -103,7 +103,7 @@ def _handle_values(table: TableInfo, handle: int | bytes | None) -> dict[str, An
     return {pk.name: handle & _U64 if mt.is_unsigned(pk.field_type.flag) else handle}
 
 
-def _missing_value(column: ColumnInfo) -> Any:
+def missing_value(column: ColumnInfo) -> Any:
     """docs/encoding.md §5: origin_default, else NULL if nullable, else the type's zero value."""
     default = origin_default(column)
     if default is not None:
@@ -126,7 +126,7 @@ def decode_row(value: bytes, table: TableInfo, handle: int | bytes | None = None
     from_key = _handle_values(table, handle)
     pk = table.handle_column()
     result: dict[str, Any] = {}
-    for column in sorted(_readable_columns(table), key=lambda c: c.offset):
+    for column in sorted(readable_columns(table), key=lambda c: c.offset):
         if pk is not None and column.id == pk.id:
             if column.name in from_key:
                 result[column.name] = from_key[column.name]
@@ -139,7 +139,7 @@ def decode_row(value: bytes, table: TableInfo, handle: int | bytes | None = None
         elif table.is_common_handle and _is_pk_column(table, column) and handle is None:
             continue
         else:
-            result[column.name] = _missing_value(column)
+            result[column.name] = missing_value(column)
     if EXTRA_HANDLE_NAME in from_key:
         result[EXTRA_HANDLE_NAME] = from_key[EXTRA_HANDLE_NAME]
     return result
