@@ -9,7 +9,6 @@ what merge compares it with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
@@ -65,16 +64,6 @@ class RowDecoder:
         self.rows = CompiledRowDecoder(info, stored)
         self._hidden = [name for name, _, _ in replica_columns(info)][len(stored):]
         self._commit_ts = commit_ts
-
-    def batches(self, pairs: Iterable[tuple[bytes, bytes]], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
-        chunk: list[tuple[bytes, bytes]] = []
-        for pair in pairs:
-            chunk.append(pair)
-            if len(chunk) >= batch_rows:
-                yield self.batch(chunk)
-                chunk = []
-        if chunk:
-            yield self.batch(chunk)
 
     def batch(self, pairs: list[tuple[bytes, bytes]]) -> pa.RecordBatch:
         spark_row = self.rows.spark_row

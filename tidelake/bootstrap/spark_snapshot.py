@@ -51,7 +51,7 @@ def _range_reader(pd_endpoints: list[str], tls: TlsConfig | None, info_json: str
                             rows_acc.add(rows)
                             bytes_acc.add(nbytes)
 
-                        yield from decoder.batches(scan_range(reader, key_range, ts, counted), batch_rows)
+                        yield from map(decoder.batch, scan_range(reader, key_range, ts, counted, batch_rows))
                         ranges_acc.add(1)
         finally:
             pd.close()
