@@ -5,6 +5,8 @@
               decoder), bootstrap's RowDecoder (tidelake.codec.compiled_row inside)
               and merge's mount decoder (tidelake.apply.mount) on the same rows as changelog puts
   local       SnapshotReader + RowDecoder into replica Arrow batches in this process
+  processes   --processes N: N processes, each reading every N-th range as `local` does (what each
+              Spark task runs, without Spark), to see the read scale with workers
   spark       one Spark task per region range (tidelake.bootstrap.spark_snapshot) on --master
 Ratios are against the ceiling; "per core" divides the Spark rate by the cores its tasks had.
 
@@ -102,6 +104,28 @@ def mount_decoder(info: TableInfo, schema: pa.Schema, ts: int):
     return decode
 
 
+def read_part(pd_address: str, info_json: str, ranges: list, ts: int) -> int:
+    """One worker of the --processes read: its own PD client and SnapshotReader, like a Spark task."""
+    pd = PDClient([pd_address])
+    try:
+        with SnapshotReader(pd) as reader:
+            quiet = TableProgress("bench.t", len(ranges), 1e9, io.StringIO())
+            return read_table(reader, TableInfo.from_json(info_json), ranges, ts, quiet).num_rows
+    finally:
+        pd.close()
+
+
+def processes_read(n: int, pd_address: str, info: TableInfo, ranges: list, ts: int) -> tuple[int, Timer]:
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(n) as pool:
+        pool.map(abs, range(n))  # workers started and this module imported before timing
+        parts = [(pd_address, json.dumps(info.to_json()), ranges[i::n], ts) for i in range(n)]
+        with Timer() as timer:
+            rows = sum(pool.starmap(read_part, parts))
+    return rows, timer
+
+
 def decode_rate(decode, pairs: list[tuple[bytes, bytes]]) -> tuple[int, Timer]:
     rows = 0
     with Timer() as timer:
@@ -118,6 +142,7 @@ def main() -> None:
                         help="narrow: bigint PK, varchar, int; wide: also decimal, datetime, text with NULLs, "
                              "tinyint, bigint unsigned")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--processes", type=int, default=0, help="also read with N worker processes")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark read")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args()
@@ -170,6 +195,9 @@ def main() -> None:
                 decode_runs[name] = rows / timer.cpu_s
                 record(f"decode only: {name}", rows, timer)
             del pairs, sample
+        if args.processes:
+            rows, timer = processes_read(args.processes, sim.pd_address, info, ranges, ts)
+            record(f"{args.processes} processes: read + decode", rows, timer, min(args.processes, os.cpu_count() or 1))
         spark_run = None
         if not args.no_spark:
             from tidelake.apply.session import get_session
@@ -191,6 +219,10 @@ def main() -> None:
         "RowDecoder (rows per CPU s) / ceiling": decode_runs["RowDecoder"] / ceiling["rows_per_s"],
         "local / ceiling": local["rows_per_s"] / ceiling["rows_per_s"],
     }
+    for run in results["runs"]:
+        if run["path"].endswith("processes: read + decode"):
+            ratios["processes / ceiling"] = run["rows_per_s"] / ceiling["rows_per_s"]
+            ratios["processes per core / ceiling"] = run["rows_per_s"] / run["cores"] / ceiling["rows_per_s"]
     if spark_run is not None:
         ratios["spark / ceiling"] = spark_run["rows_per_s"] / ceiling["rows_per_s"]
         ratios["spark per core / ceiling"] = spark_run["rows_per_s"] / spark_run["cores"] / ceiling["rows_per_s"]
