@@ -43,7 +43,8 @@ COLUMNS = [
     ("i32", ft(mt.TYPE_LONG), st.integers(-(1 << 31), (1 << 31) - 1)),
     ("u32", ft(mt.TYPE_LONG, flag=mt.UNSIGNED_FLAG), st.integers(0, (1 << 32) - 1)),
     ("i64", ft(mt.TYPE_LONGLONG), st.integers(-(1 << 63), (1 << 63) - 1)),
-    ("u64", ft(mt.TYPE_LONGLONG, flag=mt.UNSIGNED_FLAG), st.integers(0, (1 << 64) - 1)),
+    # above int64 too: an UNSIGNED PK's handle is then a negative int64 (docs/encoding.md §5)
+    ("u64", ft(mt.TYPE_LONGLONG, flag=mt.UNSIGNED_FLAG), st.integers(0, (1 << 64) - 1) | st.integers(1 << 63, (1 << 64) - 1)),
     ("f32", ft(mt.TYPE_FLOAT), st.floats(width=32, allow_nan=False)),
     ("f64", ft(mt.TYPE_DOUBLE), st.floats(allow_nan=False)),
     ("dec", ft(mt.TYPE_NEWDECIMAL, flen=10, decimal=2),

@@ -8,12 +8,13 @@ dicts and looks up the Spark mapping of every value, which made it ~90% of a boo
 for a fixed list of columns, faster:
 - The row v2 header (docs/encoding.md §3.1; tidb `pkg/util/rowcodec/row.go` fromBytes) up to the
   end of the column-id lists is the same for every row with the same present and NULL columns,
-  so it keys a plan, built once: which data slot feeds which output column, the struct that
-  reads the end offsets, and the output row with NULLs, missing-column defaults (§5, as
-  `decode_row` fills them) and Spark conversions already applied.
-- Each column's converter is chosen once: compact integers and UTF-8 / binary strings are read
-  straight from the bytes (§3.3, tidb `pkg/util/rowcodec/decoder.go` decodeColDatum); other
-  types go through the reference `decode_value` and `spark_converter`, resolved once.
+  so it keys a plan, built once and compiled to a Python function: which data slot feeds which
+  output column, the bounds checks of the end offsets, NULLs and missing-column defaults (§5, as
+  `decode_row` fills them, already converted) as constants. A row costs one call, no loop.
+- Each column's converter is chosen once: compact integers, UTF-8 / binary strings, decimals and
+  packed times are read straight from the bytes (§3.3, §6, §7; tidb
+  `pkg/util/rowcodec/decoder.go` decodeColDatum); other types go through the reference
+  `decode_value` and `spark_converter`, resolved once.
 - Anything the fast path does not take (row v1, a row without a handle, a header or value it
   cannot read) is decoded by `decode_row`, which gives the value or raises its own error: the
   fast path never decides alone that a row is bad.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from operator import le
 from typing import Any
 
 from tidelake.codec import mysql_types as mt
@@ -37,7 +37,6 @@ from tidelake.codec.schema import ColumnInfo, FieldType, TableInfo
 from tidelake.codec.spark_types import spark_converter, spark_type
 
 Converter = Callable[[Any], Any]
-_U64 = (1 << 64) - 1
 # docs/encoding.md §3.3: compact integers are 1, 2, 4 or 8 bytes, little-endian
 _SIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "b"), (2, "h"), (4, "i"), (8, "q"))}
 _UNSIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))}
@@ -100,24 +99,6 @@ def _decimal(field_type: FieldType, to_spark: Converter, fits: bool) -> Converte
     return convert
 
 
-class _Plan:
-    """How rows with one row-v2 header become output rows."""
-
-    __slots__ = ("ends", "ends_at", "data_start", "template", "stored", "keyed", "checked")
-
-    def __init__(self, ends: struct.Struct, ends_at: int, template: list[Any], stored: list[tuple[int, int, Converter]],
-                 keyed: list[tuple[int, str, Converter]], checked: list[tuple[int, FieldType]]) -> None:
-        self.ends = ends  # reads the data end offsets, which follow the column-id lists
-        self.ends_at = ends_at
-        self.data_start = ends_at + ends.size
-        self.template = template
-        self.stored = stored  # (output slot, position among the not-NULL columns, converter)
-        self.keyed = keyed  # (output slot, column name, converter): common-handle columns from the key
-        # (position, type) of stored values no output takes (an int PK TiDB did not skip, a column
-        # left out of the output): decode_row decodes them, so a bad one is its error too
-        self.checked = checked
-
-
 class CompiledRowDecoder:
     """Spark values of `columns` for row values of one table schema (see module doc)."""
 
@@ -149,68 +130,72 @@ class CompiledRowDecoder:
         if value[0] != CODEC_VER or handle is None:
             raise _Fallback
         width = 4 if value[1] & FLAG_LARGE else 1
-        header_end = HEADER_LEN + ((value[2] | value[3] << 8) + (value[4] | value[5] << 8)) * width
-        header = value[:header_end]
-        plan = self._plans.get(header)
-        if plan is None:
-            plan = self._plan(header, width)
-        ends = plan.ends.unpack_from(value, plan.ends_at)
-        start = plan.data_start
-        starts = (0, *ends)
-        if ends and (start + ends[-1] > len(value) or not all(map(le, starts, ends))):
-            raise _Fallback
-        out = plan.template.copy()
-        for slot, k, conv in plan.stored:
-            out[slot] = conv(value[start + starts[k]:start + ends[k]])
-        for k, field_type in plan.checked:
-            decode_value(value[start + starts[k]:start + ends[k]], field_type)
-        if self.table.is_common_handle:
-            if type(handle) is not bytes:
-                raise _Fallback
-            key_values = decode_common_handle(self.table, handle)
-            for slot, name, conv in plan.keyed:
-                key_value = key_values[name]
-                out[slot] = None if key_value is None else conv(key_value)
-        elif type(handle) is not int:
-            raise _Fallback
-        elif self._pk_slot is not None:
-            pk = handle & _U64 if self._pk_unsigned else handle
-            out[self._pk_slot] = self._to_spark[self._pk_slot](pk) if self._pk_decimal else pk
-        return out
+        header = value[:HEADER_LEN + ((value[2] | value[3] << 8) + (value[4] | value[5] << 8)) * width]
+        row = self._plans.get(header)
+        if row is None:
+            row = self._plan(header, width)
+        return row(value, handle)
 
-    def _plan(self, header: bytes, width: int) -> _Plan:
+    def _plan(self, header: bytes, width: int) -> Callable[[bytes, int | bytes], list[Any]]:
         """decode_row's choice for every output column, for rows with this header (docs/encoding.md
         §5, §11): the int PK from the key; a stored value; NULL; a common-handle column from the
-        key; else the column's missing value."""
+        key; else the column's missing value. Compiled to one Python function: the slots, bounds
+        and constants are literals there, so a row costs one call and no loop. Its source holds
+        only generated names and numbers; converters, constants and column names are bound in its
+        namespace."""
         n_not_null, n_null = struct.unpack_from("<HH", header, 2)
-        code = "I" if width == 4 else "B"
-        ids = struct.unpack_from(f"<{n_not_null + n_null}{code}", header, HEADER_LEN)
+        ids = struct.unpack_from(f"<{n_not_null + n_null}{'I' if width == 4 else 'B'}", header, HEADER_LEN)
         if len(header) != HEADER_LEN + len(ids) * width:
             raise _Fallback
         position = {col_id: k for k, col_id in enumerate(ids[:n_not_null])}  # the last one wins, as in parse_row_v2
         nulls = set(ids[n_not_null:])
         in_key = {c.id for c, _ in pk_columns(self.table)} if self.table.is_common_handle else set()
-        template: list[Any] = [None] * len(self.columns)
-        stored: list[tuple[int, int, Converter]] = []
-        keyed: list[tuple[int, str, Converter]] = []
+        ends_at = len(header)
+        data = ends_at + n_not_null * (4 if width == 4 else 2)  # end offsets are uint32 / uint16 (§3.1)
+        names: dict[str, Any] = {"_Fallback": _Fallback, "_ends": struct.Struct(f"<{n_not_null}{'I' if width == 4 else 'H'}").unpack_from,
+                                 "_decode_value": decode_value, "_key_values": decode_common_handle, "_table": self.table}
+
+        def stored(k: int) -> str:
+            return f"value[{data} + {f'e{k - 1}' if k else 0}:{data} + e{k}]"
+
+        lines = ["def row(value, handle):"]
+        if n_not_null:
+            ends = ", ".join(f"e{k}" for k in range(n_not_null))
+            lines += [f"    {ends}, = _ends(value, {ends_at})",
+                      f"    if not 0 <= {' <= '.join(f'e{k}' for k in range(n_not_null))} or {data} + e{n_not_null - 1} > len(value):",
+                      "        raise _Fallback"]
+        # stored values no output takes (an int PK TiDB did not skip, a column left out of the
+        # output): decode_row decodes them, so a bad one is its error too
         output_ids = {c.id for slot, c in enumerate(self.columns) if slot != self._pk_slot}
-        checked = [(position[c.id], c.field_type) for c in readable_columns(self.table)
-                   if c.id in position and c.id not in output_ids]
+        for c in readable_columns(self.table):
+            if c.id in position and c.id not in output_ids:
+                names[f"_type{c.id}"] = c.field_type
+                lines.append(f"    _decode_value({stored(position[c.id])}, _type{c.id})")
+        if self.table.is_common_handle:
+            lines += ["    if type(handle) is not bytes:", "        raise _Fallback", "    key = _key_values(_table, handle)"]
+        else:
+            lines += ["    if type(handle) is not int:", "        raise _Fallback"]
+        slots = []
         for slot, column in enumerate(self.columns):
-            if slot == self._pk_slot or column.id not in self._readable:
-                continue
-            if column.id in position:
-                stored.append((slot, position[column.id], self._from_bytes[slot]))
-            elif column.id in nulls:
-                continue
+            names[f"_convert{slot}"] = self._from_bytes[slot]
+            names[f"_to_spark{slot}"] = self._to_spark[slot]
+            names[f"_name{slot}"] = column.name
+            if slot == self._pk_slot:
+                pk = "(handle & 0xFFFFFFFFFFFFFFFF)" if self._pk_unsigned else "handle"
+                slots.append(f"_to_spark{slot}({pk})" if self._pk_decimal else pk)
+            elif column.id not in self._readable or column.id in nulls and column.id not in position:
+                slots.append("None")
+            elif column.id in position:
+                slots.append(f"_convert{slot}({stored(position[column.id])})")
             elif column.id in in_key:
-                keyed.append((slot, column.name, self._to_spark[slot]))
+                slots.append(f"(None if (v := key[_name{slot}]) is None else _to_spark{slot}(v))")
             else:
                 missing = missing_value(column)
-                template[slot] = None if missing is None else self._to_spark[slot](missing)
-        plan = _Plan(struct.Struct(f"<{n_not_null}{'I' if width == 4 else 'H'}"), len(header), template, stored, keyed, checked)
+                names[f"_missing{slot}"] = None if missing is None else self._to_spark[slot](missing)
+                slots.append(f"_missing{slot}")
+        lines.append(f"    return [{', '.join(slots)}]")
+        exec(compile("\n".join(lines), f"<row plan of {self.table.name}>", "exec"), names)  # noqa: S102 - see docstring
         if len(self._plans) >= _MAX_PLANS:
             self._plans.clear()
-        self._plans[header] = plan
-        return plan
-
+        self._plans[header] = names["row"]
+        return names["row"]
