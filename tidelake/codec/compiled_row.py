@@ -40,7 +40,11 @@ Converter = Callable[[Any], Any]
 # docs/encoding.md §3.3: compact integers are 1, 2, 4 or 8 bytes, little-endian
 _SIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "b"), (2, "h"), (4, "i"), (8, "q"))}
 _UNSIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))}
-_MAX_PLANS = 4096  # distinct (present, NULL) column sets kept; a table has few in practice
+# Distinct (present, NULL) column sets compiled per decoder. TiDB leaves a NULL out of the row
+# when the column has no default (docs/encoding.md §3.4), so a table with many optional columns
+# can give almost every row its own header: past this many, rows with a new header go to the
+# reference decoder (a compile costs ~100x a reference decode, and a plan ~100 KB at 200 columns).
+_MAX_PLANS = 64
 
 
 class _Fallback(Exception):
@@ -72,7 +76,7 @@ def value_converter(field_type: FieldType) -> Converter:
         signed = tp == mt.TYPE_YEAR or (tp != mt.TYPE_BIT and not mt.is_unsigned(field_type.flag))
         read = _signed if signed else _unsigned
         return _then(read, to_spark) if spark.startswith("DECIMAL") else read
-    if tp in mt.STRING_TYPES and spark in ("STRING", "BINARY"):
+    if tp in mt.STRING_TYPES:
         return _binary if mt.is_binary_string(field_type) else bytes.decode
     if tp == mt.TYPE_NEWDECIMAL and 1 <= field_type.flen <= MAX_BIN_PRECISION and 0 <= field_type.decimal <= field_type.flen:
         return _decimal(field_type, to_spark, spark.startswith("DECIMAL"))
@@ -105,7 +109,7 @@ class CompiledRowDecoder:
     def __init__(self, table: TableInfo, columns: Sequence[ColumnInfo]) -> None:
         self.table = table
         self.columns = list(columns)
-        self.fallbacks = 0  # rows the reference decoder took (tests and benches read it)
+        self.fallbacks = 0  # rows the reference decoder took: bad bytes, rare types, new headers past _MAX_PLANS
         self._to_spark = [spark_converter(c.field_type) for c in self.columns]
         self._from_bytes = [value_converter(c.field_type) for c in self.columns]
         self._readable = {c.id for c in readable_columns(table)}
@@ -133,6 +137,8 @@ class CompiledRowDecoder:
         header = value[:HEADER_LEN + ((value[2] | value[3] << 8) + (value[4] | value[5] << 8)) * width]
         row = self._plans.get(header)
         if row is None:
+            if len(self._plans) >= _MAX_PLANS:
+                raise _Fallback
             row = self._plan(header, width)
         return row(value, handle)
 
@@ -195,7 +201,5 @@ class CompiledRowDecoder:
                 slots.append(f"_missing{slot}")
         lines.append(f"    return [{', '.join(slots)}]")
         exec(compile("\n".join(lines), f"<row plan of {self.table.name}>", "exec"), names)  # noqa: S102 - see docstring
-        if len(self._plans) >= _MAX_PLANS:
-            self._plans.clear()
         self._plans[header] = names["row"]
         return names["row"]

@@ -102,8 +102,6 @@ def decode_record_key(key: bytes) -> tuple[int, int | bytes]:
     if not is_record_key(key):
         raise InputError(f"not a record key: expected 't'<8 bytes>'_r' at byte 0, got {key[:11].hex()!r}")
     table_id = decode_int(key, 1)[0]
-    if len(key) == INT_HANDLE_KEY_LEN:
-        return table_id, decode_int(key, RECORD_PREFIX_LEN)[0]
     if len(key) < RECORD_PREFIX_LEN + COMMON_HANDLE_MIN_LEN:
         raise InputError(
             f"record key handle at byte {RECORD_PREFIX_LEN} is {len(key) - RECORD_PREFIX_LEN} bytes: "

@@ -202,25 +202,31 @@ def spark_converter(field_type: FieldType) -> Callable[[Any], Any]:
         return check
 
     if tp == TYPE_NEWDECIMAL:
+        decimal = expect(Decimal)
         if spark == "STRING":
-            return lambda value: format(expect(Decimal)(value), "f")
-        return lambda value: _fit_decimal(expect(Decimal)(value), field_type.flen, field_type.decimal)
+            return lambda value: format(decimal(value), "f")
+        return lambda value: _fit_decimal(decimal(value), field_type.flen, field_type.decimal)
     if spark == "DECIMAL(20,0)":
-        return lambda value: Decimal(expect(int)(value))
+        integer = expect(int)
+        return lambda value: Decimal(integer(value))
     if tp in (TYPE_DATE, TYPE_NEWDATE, TYPE_DATETIME, TYPE_TIMESTAMP):
         return lambda value: _time_value(value, field_type)
     if tp == TYPE_DURATION:
-        return lambda value: duration_to_nanos(expect(timedelta)(value)) // 1000
+        duration = expect(timedelta)
+        return lambda value: duration_to_nanos(duration(value)) // 1000
     if tp == TYPE_JSON:
         return json_text_from_value
     if tp == TYPE_TIDB_VECTOR_FLOAT32:
-        return lambda value: [float(v) for v in expect((list, tuple))(value)]
+        sequence = expect((list, tuple))
+        return lambda value: [float(v) for v in sequence(value)]
     if spark == "BINARY":
-        return lambda value: bytes(expect((bytes, bytearray, memoryview))(value))
+        raw = expect((bytes, bytearray, memoryview))
+        return lambda value: bytes(raw(value))
     if spark == "STRING":
         return expect(str)
     if spark in ("FLOAT", "DOUBLE"):
-        return lambda value: float(expect((float, int))(value))
+        number = expect((float, int))
+        return lambda value: float(number(value))
     return expect(int)
 
 
