@@ -71,6 +71,24 @@ def test_environment_overrides(tmp_path):
     assert kwargs["packages"].split(",") == [delta_package(), "org.example:x:1"]
 
 
+def test_a_jar_folder_replaces_packages_with_the_classpath_of_driver_and_executors(tmp_path):
+    """TIDELAKE_SPARK_JARS: nothing for spark-submit to resolve or ship (tidelake.apply.spark_jars);
+    a folder lacking a package the lake needs is refused with the command that fills it."""
+    from tidelake.apply.s3a import hadoop_aws_package
+    from tidelake.apply.spark_jars import MANIFEST
+
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / MANIFEST).write_text(delta_package() + "\n")
+    settings = SparkSettings.from_env({"TIDELAKE_SPARK_JARS": str(jars)})
+    kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig(str(tmp_path / "lake")))
+    assert "packages" not in kwargs and "spark.jars.ivySettings" not in kwargs["conf"]
+    assert kwargs["conf"]["spark.driver.extraClassPath"] == kwargs["conf"]["spark.executor.extraClassPath"] == f"{jars}/*"
+    with pytest.raises(InputError, match=f"TIDELAKE_SPARK_JARS={jars}: holds no jars of {hadoop_aws_package()} .*"
+                                         f"tidelake spark-jars {jars}"):
+        spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig("s3://lake/prod"))
+
+
 @pytest.mark.parametrize("raw", ["{nope", "[1, 2]"])
 def test_bad_conf_json_names_the_variable(raw):
     with pytest.raises(InputError, match="TIDELAKE_SPARK_CONF"):

@@ -17,7 +17,7 @@ from tidelake.errors import TidelakeError
 
 COMMANDS = ("decode", "sim", "pull", "bootstrap", "merge", "syncpoint", "maintenance", "status", "verify", "snapshot",
             "changes", "catalog",
-            "demo", "nemesis", "spark_server")
+            "demo", "nemesis", "spark_server", "spark_jars")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,10 @@ Deployment knobs are environment variables of the Airflow workers (documented in
   TIDELAKE_SPARK_CONF      JSON object of extra Spark confs (object store endpoints, memory)
   TIDELAKE_SPARK_PACKAGES  extra Maven coordinates, comma-separated
   TIDELAKE_SPARK_JOBS_DIR  folder of the spark_jobs/*.py entry points
+  TIDELAKE_SPARK_JARS      a folder holding the packages' jars on the Airflow workers and every
+                           Spark node (`tidelake spark-jars DIR` fills it): the jobs then put it on
+                           the driver's and executors' classpath instead of `--packages`, and no
+                           application copies jars (tidelake.apply.spark_jars)
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 import tidelake
 from tidelake.apply.s3a import lake_packages, s3a_confs
 from tidelake.apply.session import DELTA_CONFS, IVY_SETTINGS, delta_package
+from tidelake.apply.spark_jars import class_path, installed_packages
 from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
@@ -48,6 +53,7 @@ class SparkSettings:
     extra_conf: dict[str, str] = field(default_factory=dict)
     extra_packages: tuple[str, ...] = ()
     jobs_dir: Path = _REPO_ROOT / "spark_jobs"
+    jars_dir: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
@@ -66,6 +72,7 @@ class SparkSettings:
             extra_conf={str(k): str(v) for k, v in extra_conf.items()},
             extra_packages=packages,
             jobs_dir=Path(env.get("TIDELAKE_SPARK_JOBS_DIR", "").strip() or _REPO_ROOT / "spark_jobs"),
+            jars_dir=Path(jars) if (jars := env.get("TIDELAKE_SPARK_JARS", "").strip()) else None,
         )
 
 
@@ -92,10 +99,12 @@ def spark_submit_kwargs(
     (tidelake.apply.session.apply_s3a_credentials)."""
     application = settings.jobs_dir / f"{job}.py"
     layout = LakeLayout.from_config(lake)
+    packages = packages_for(layout, settings)
     conf = {
         **DELTA_CONFS,
         **s3a_confs(layout, credentials=False),
-        "spark.jars.ivySettings": str(IVY_SETTINGS),
+        **(_jar_confs(settings.jars_dir, packages) if settings.jars_dir is not None
+           else {"spark.jars.ivySettings": str(IVY_SETTINGS)}),
         "spark.pyspark.python": settings.python,
         "spark.pyspark.driver.python": settings.python,
         **settings.extra_conf,
@@ -104,14 +113,26 @@ def spark_submit_kwargs(
         "application": str(application),
         "conn_id": settings.conn_id,
         "name": app_name,
-        "packages": ",".join(packages_for(layout, settings)),
         "conf": conf,
         "env_vars": {"PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python},
         "deploy_mode": "client",
     }
+    if settings.jars_dir is None:
+        kwargs["packages"] = ",".join(packages)
     if application_args is not None:
         kwargs["application_args"] = list(application_args)
     return kwargs
+
+
+def _jar_confs(folder: Path, packages: list[str]) -> dict[str, str]:
+    """The classpath confs of a TIDELAKE_SPARK_JARS folder, which must hold every package the job
+    needs (checked on the Airflow worker, where the driver runs; the Spark nodes are expected
+    to hold the same folder)."""
+    missing = [p for p in packages if p not in installed_packages(folder)]
+    if missing:
+        raise InputError(f"TIDELAKE_SPARK_JARS={folder}: holds no jars of {', '.join(missing)} "
+                         f"(fill it with `tidelake spark-jars {folder}`)")
+    return {"spark.driver.extraClassPath": class_path(folder), "spark.executor.extraClassPath": class_path(folder)}
 
 
 def build_package_zip(dest_dir: str | Path) -> Path:
