@@ -46,9 +46,10 @@ demo: $(STAMP) protos
 up: $(STAMP) protos
 	$(PY) -m tidelake.demos.on_airflow --keep-running $(DEMO_ARGS)
 
-# The production parts on loopback: S3 API server, PostgreSQL, Airflow (LocalExecutor), the puller,
-# merges, a syncpoint and verify on an s3:// lake with two puller shards and the S3 endpoint killed
-# for 10 s (tidelake/demos/integration.py); 7-13 minutes on 2 cores.
+# The production parts on loopback: S3 API server, PostgreSQL, a Spark standalone master and worker,
+# Airflow (LocalExecutor), the puller, merges, a syncpoint, a bootstrap, maintenance and verify on an
+# s3:// lake with two puller shards and the S3 endpoint killed for 10 s (tidelake/demos/integration.py).
+# INTEGRATION_ARGS=--local-spark runs the Spark jobs on local[*] instead of the cluster.
 INTEGRATION_ARGS ?=
 
 integration: $(STAMP) protos postgres

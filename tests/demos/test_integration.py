@@ -61,14 +61,18 @@ def _lake_layout(root: str, environ: dict[str, str]):
 
 
 def test_compose_runs_spark_jobs_on_its_master_with_the_settings_of_the_cluster_integration(tmp_path):
-    """`--spark-cluster` runs merge and syncpoint as SparkSubmitOperator tasks on a standalone
-    master; compose does the same, with the same confs and worker size."""
+    """`make integration` runs the Spark jobs as SparkSubmitOperator tasks on a standalone master
+    with the jars in a folder on each node; compose does the same, with the same confs and worker size."""
     from tidelake.demos.spark_cluster import SparkCluster
 
     services = _compose()
     compose_env = services["airflow-scheduler"]["environment"]
-    ours = airflow_env(DemoPaths(tmp_path), 8080, "1m", base={}, spark_master="spark://127.0.0.1:7077")
+    ours = airflow_env(DemoPaths(tmp_path), 8080, "1m", base={}, spark_master="spark://127.0.0.1:7077",
+                       spark_jars=tmp_path / "spark-jars")
     assert "SPARK_REMOTE" not in compose_env and "SPARK_REMOTE" not in ours  # spark-submit, not a warm Spark
+    assert "TIDELAKE_SPARK_JARS" in compose_env and "TIDELAKE_SPARK_JARS" in ours  # jars on each node's classpath
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    assert f"RUN tidelake spark-jars {compose_env['TIDELAKE_SPARK_JARS']}\n" in dockerfile
     assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == urlparse(
         json.loads(ours["AIRFLOW_CONN_SPARK_DEFAULT"])["host"]).scheme == "spark"
     compose_conf, our_conf = json.loads(compose_env["TIDELAKE_SPARK_CONF"]), json.loads(ours["TIDELAKE_SPARK_CONF"])
@@ -86,7 +90,9 @@ def test_compose_s3a_confs_are_the_ones_derived_from_its_aws_variables_as_in_the
     """The DAGs derive the s3a confs from the lake root and the AWS_* variables: compose writes
     none by hand for them, and its warm-Spark profile's command line has exactly those."""
     from tidelake.apply.s3a import hadoop_aws_package, s3a_confs
-    from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+    from tidelake.apply.session import delta_package
+    from tidelake.apply.spark_jars import MANIFEST
+    from tidelake.orchestration.spark_submit import SparkSettings, packages_for, spark_submit_kwargs
 
     services = _compose()
     compose_env = {k: str(v) for k, v in services["airflow-scheduler"]["environment"].items()}
@@ -103,9 +109,14 @@ def test_compose_s3a_confs_are_the_ones_derived_from_its_aws_variables_as_in_the
         monkeypatch.delenv(name)
     for name, value in compose_env.items():
         monkeypatch.setenv(name, value)
-    submitted = spark_submit_kwargs(SparkSettings.from_env(compose_env), job="merge", app_name="m", lake=config.lake)
+    jars = tmp_path / "spark-jars"  # the image's folder, filled with what `tidelake spark-jars` records
+    jars.mkdir()
+    (jars / MANIFEST).write_text(f"{delta_package()}\n{hadoop_aws_package()}\n")
+    settings = SparkSettings.from_env({**compose_env, "TIDELAKE_SPARK_JARS": str(jars)})
+    submitted = spark_submit_kwargs(settings, job="merge", app_name="m", lake=config.lake)
     assert {k: submitted["conf"][k] for k in derived} == derived
-    assert hadoop_aws_package() in submitted["packages"].split(",")
+    assert hadoop_aws_package() in packages_for(_lake_layout(config.lake.root, compose_env), settings)
+    assert "packages" not in submitted and submitted["conf"]["spark.executor.extraClassPath"] == f"{jars}/*"
     connect = services["spark-connect"]["command"]
     confs = dict(connect[i + 1].split("=", 1) for i, arg in enumerate(connect) if arg == "--conf")
     assert {k: v for k, v in confs.items() if k.startswith("spark.hadoop.")} == derived
@@ -156,6 +167,7 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
     monkeypatch.setattr(integration, "Postgres", lambda: Database("postgres", fails=True))
     monkeypatch.setattr(integration, "SparkCluster", lambda _: Component("spark", fails=True))
     monkeypatch.setattr(integration, "lake_environment", lambda _: {})
+    monkeypatch.setattr(integration, "_install_jars", lambda folder: stopped.append("jars installed"))
 
     def interrupted(*_: object) -> int:
         raise KeyboardInterrupt
@@ -164,8 +176,8 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
     monkeypatch.setattr(integration.on_airflow, "run", interrupted)
     monkeypatch.setattr(integration.signal, "signal", lambda signum, handler: handlers.setdefault(signum, handler))
     with pytest.raises(KeyboardInterrupt):
-        integration.run(integration.IntegrationOptions(workdir=tmp_path, spark_cluster=True))
-    assert stopped == ["spark", "postgres", "relay", "s3"]
+        integration.run(integration.IntegrationOptions(workdir=tmp_path))  # the cluster is the default
+    assert stopped == ["jars installed", "spark", "postgres", "relay", "s3"]
     assert handlers == {integration.signal.SIGTERM: integration.on_airflow.interrupt}
 
 
@@ -177,12 +189,37 @@ def test_the_cluster_check_reads_the_applications_the_master_registered(tmp_path
     from tidelake.demos.supervisor import StageFailed
 
     cluster = SparkCluster(tmp_path)
-    tmp_path.joinpath("spark-master.log").write_text(
-        "26/11/27 08:43:18 INFO Master: Registering app tidelake-syncpoint\n"
-        "26/11/27 08:43:18 INFO Master: Registered app tidelake-syncpoint with ID app-20261127084318-0000\n")
+    log = tmp_path.joinpath("spark-master.log")
+    log.write_text("26/11/27 08:43:18 INFO Master: Registering app tidelake-syncpoint\n"
+                   "26/11/27 08:43:18 INFO Master: Registered app tidelake-syncpoint with ID app-20261127084318-0000\n")
     assert cluster.registered_apps() == ["tidelake-syncpoint"]
-    with pytest.raises(StageFailed, match="registered no tidelake-merge application .*spark-master.log"):
+    with pytest.raises(StageFailed, match="registered no tidelake-merge, tidelake-bootstrap, tidelake-maintenance "
+                                          "application .*spark-master.log"):
         integration._check_cluster(cluster, print)
-    with tmp_path.joinpath("spark-master.log").open("a") as log:
-        log.write("26/11/27 08:45:01 INFO Master: Registered app tidelake-merge with ID app-20261127084501-0001\n")
+    for i, app in enumerate(("tidelake-merge", "tidelake-bootstrap")):
+        with log.open("a") as out:
+            out.write(f"26/11/27 08:45:0{i} INFO Master: Registered app {app} with ID app-20261127084501-000{i + 1}\n")
+    with pytest.raises(StageFailed, match="registered no tidelake-maintenance application"):
+        integration._check_cluster(cluster, print)
+    with log.open("a") as out:
+        out.write("26/11/27 08:47:00 INFO Master: Registered app tidelake-maintenance with ID app-20261127084700-0003\n")
     integration._check_cluster(cluster, print)
+
+
+def test_a_spark_master_or_worker_that_cannot_start_fails_its_stage_naming_its_log(tmp_path, monkeypatch):
+    """`make integration` names the component and its log when the cluster does not come up."""
+    import pytest
+
+    from tidelake.demos import spark_cluster
+    from tidelake.demos.supervisor import StageFailed
+
+    launcher = tmp_path / "spark-class"
+    launcher.write_text("#!/bin/sh\necho \"no JVM for $1\"; exit 3\n")
+    launcher.chmod(0o755)
+    monkeypatch.setattr(spark_cluster, "spark_class", lambda: launcher)
+    cluster = spark_cluster.SparkCluster(tmp_path / "spark")
+    with pytest.raises(StageFailed, match=r"stage 'spark master' failed: spark master exited with code 3 "
+                                          rf"\(log: {cluster.master_log}\)"):
+        cluster.start(timeout_s=20)
+    assert "no JVM for org.apache.spark.deploy.master.Master" in cluster.master_log.read_text()
+    cluster.stop()

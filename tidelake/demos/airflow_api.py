@@ -48,19 +48,25 @@ class AirflowApi:
             self._call("PATCH", f"/api/v2/pools/{name}", body)
 
     def run_states(self, dag_id: str) -> dict[str, int]:
-        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
-        counts: dict[str, int] = {}
-        for run in runs:
-            counts[run["state"]] = counts.get(run["state"], 0) + 1
-        return counts
+        return self._count_runs(dag_id, "state")
 
     def run_types(self, dag_id: str) -> dict[str, int]:
         """Runs by how they started: scheduled, manual, backfill, asset_triggered."""
-        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+        return self._count_runs(dag_id, "run_type")
+
+    def _count_runs(self, dag_id: str, field: str) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for run in runs:
-            counts[run["run_type"]] = counts.get(run["run_type"], 0) + 1
+        for run in self.runs(dag_id):
+            counts[run[field]] = counts.get(run[field], 0) + 1
         return counts
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        """A manual run with these params, now; its run id."""
+        return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """Every run of the DAG (id, state, run type), oldest first."""
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=id")["dag_runs"]
 
     def succeeded(self, dag_id: str, task_id: str) -> int:
         """How many instances of the task (each mapped index counts) succeeded, over all runs."""

@@ -5,18 +5,23 @@ Started here, each by its pid and with its own log, and stopped at the end whate
      reached only through a TCP relay (tidelake.demos.tcp_relay) on the endpoint every process
      gets through the standard AWS_* variables;
   2. PostgreSQL (a throwaway cluster, tidelake.demos.postgres), Airflow's metadata database;
-  3. with `--spark-cluster`, a Spark standalone master and worker (tidelake.demos.spark_cluster):
-     the merge and syncpoint tasks are then SparkSubmitOperator tasks on that master (client
-     mode, Delta and hadoop-aws resolved from the Ivy cache and shipped to the executors) instead
-     of thin clients of a warm Spark on local[*];
+  3. a Spark standalone master and worker (tidelake.demos.spark_cluster), and the Delta and
+     hadoop-aws jars resolved once into a folder both put on their classpath
+     (TIDELAKE_SPARK_JARS, tidelake.apply.spark_jars): merge, syncpoint, bootstrap and
+     maintenance are SparkSubmitOperator tasks on that master (client mode); `--local-spark`
+     leaves the cluster out, and they are then thin clients of a warm Spark on local[*]
+     (bootstrap a spark-submit on local[*]);
   4. then the Airflow demo path (tidelake.demos.on_airflow) on them: the simulator with the mixed
      workload and light faults, Airflow with LocalExecutor on PostgreSQL running the unchanged
      DAGs: the puller with two shards, merges and a syncpoint every minute; the S3 endpoint killed
      (SIGKILL of the relay) for 10 s while traffic runs and started again on the same port;
      every table merged past a target and a merge and a syncpoint task succeeded (a run's
-     merges can all be done by its syncpoint); `tidelake verify` against the simulator.
+     merges can all be done by its syncpoint); then a tidelake_bootstrap run adds a table
+     outside the changefeed's filter (BOOTSTRAP_TABLE) to the running changefeed, and the
+     scheduled run of tidelake_maintenance compacts and vacuums; `tidelake verify` against the
+     simulator, the bootstrapped table included.
 It passes when verify matches, each shard landed watermarks and a syncpoint was recorded (and,
-on the cluster, the master registered a merge and a syncpoint application). It
+on the cluster, the master registered each of CLUSTER_APPS). It
 prints how long each stage took and the load average. A failure names the stage and its log;
 a component that dies (S3 server, relay, Spark master or worker) fails the running stage with
 its own log named.
@@ -28,6 +33,7 @@ import argparse
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -45,7 +51,10 @@ from tidelake.demos.tcp_relay import TcpRelay
 
 SHARDS = 2  # the puller shards of the run (and of docker/changefeed.toml)
 OUTAGE_S = 10.0
-CLUSTER_APPS = ("tidelake-merge", "tidelake-syncpoint")  # what --spark-cluster must see the master run
+# What the master must have run (spark-submitted jobs name themselves tidelake-<command>).
+CLUSTER_APPS = ("tidelake-merge", "tidelake-syncpoint", "tidelake-bootstrap", "tidelake-maintenance")
+# A table of the workload that the demo's changefeed filter leaves out (on_airflow.TABLES).
+BOOTSTRAP_TABLE = f"{on_airflow.DATABASE}.sessions"
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ class IntegrationOptions:
     workdir: Path = REPO / ".tidelake" / "integration"
     traffic_s: float = 60.0
     port: int = 8080
-    spark_cluster: bool = False
+    spark_cluster: bool = True
     shards: int = SHARDS
 
 
@@ -67,6 +76,7 @@ def run(options: IntegrationOptions) -> int:
     s3 = S3Server(options.workdir / "s3")
     postgres = Postgres()
     cluster = SparkCluster(options.workdir / "spark") if options.spark_cluster else None
+    jars = options.workdir / "spark-jars" if options.spark_cluster else None
     with contextlib.ExitStack() as stops:
         stops.callback(_timings, say)
         stops.callback(say.mark, "shutdown")
@@ -91,7 +101,10 @@ def run(options: IntegrationOptions) -> int:
             stops.callback(_stop, say, lambda: "the Spark master and worker", cluster.stop)
             cluster.start()
             say.mark("spark cluster")
-            say(f"Spark master {cluster.url}")
+            say(f"Spark master {cluster.url}; resolving the Delta and hadoop-aws jars into {jars} once "
+                f"(kept between runs)")
+            _install_jars(jars)
+            say.mark("spark jars")
 
         def outage(say: Say) -> None:
             say(f"killing the S3 endpoint for {OUTAGE_S:.0f}s (SIGKILL relay pid {relay.pid}; "
@@ -105,9 +118,10 @@ def run(options: IntegrationOptions) -> int:
         demo = AirflowDemoOptions(workdir=options.workdir / "airflow-demo", traffic_s=options.traffic_s,
                                   port=options.port, lake_root=lake_root, sql_alchemy_conn=postgres.url,
                                   shards=options.shards, during_traffic=outage,
-                                  spark_master=cluster.url if cluster is not None else None,
-                                  # on the cluster, merge and syncpoint are SparkSubmitOperator tasks
+                                  spark_master=cluster.url if cluster is not None else None, spark_jars=jars,
+                                  # on the cluster, the Spark jobs are SparkSubmitOperator tasks
                                   warm_spark=cluster is None, required_tasks=("merge", "syncpoint"),
+                                  bootstrap_tables=(BOOTSTRAP_TABLE,), maintenance=True,
                                   component_checks=(s3.check, relay.check, *(cluster.checks() if cluster else ())))
         code = on_airflow.run(demo, say)
         if code == 0:
@@ -133,6 +147,16 @@ def lake_environment(endpoint: str) -> dict[str, str]:
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 
 
+def _install_jars(folder: Path) -> None:
+    """`tidelake spark-jars` as a deployment runs it; a failure names its log."""
+    log = folder.with_suffix(".log")
+    with log.open("w") as out:
+        code = subprocess.run([sys.executable, "-m", "tidelake", "spark-jars", str(folder)], stdout=out,
+                              stderr=subprocess.STDOUT, cwd=REPO).returncode
+    if code != 0:
+        raise StageFailed("spark jars", f"tidelake spark-jars exited with code {code}", log)
+
+
 def _check_lake(lake_root: str, shards: int, say: Say) -> None:
     """Every shard landed its own watermarks, and a syncpoint was recorded."""
     from tidelake.lake.layout import LakeLayout
@@ -151,7 +175,7 @@ def _check_lake(lake_root: str, shards: int, say: Say) -> None:
 
 
 def _check_cluster(cluster: SparkCluster, say: Say) -> None:
-    """The merge and syncpoint tasks ran as applications of the standalone master."""
+    """The Spark tasks of the run were applications of the standalone master."""
     apps = cluster.registered_apps()
     missing = [app for app in CLUSTER_APPS if app not in apps]
     if missing:
@@ -177,13 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traffic", type=float, default=IntegrationOptions.traffic_s, metavar="S",
                         help="seconds of traffic before the target TSO (default 60)")
     parser.add_argument("--port", type=int, default=IntegrationOptions.port, help="Airflow UI port (default 8080, or a free one)")
-    parser.add_argument("--spark-cluster", action="store_true",
-                        help="merge and syncpoint as spark-submits on a standalone master and worker "
-                             "instead of a warm Spark on local[*]")
+    parser.add_argument("--local-spark", action="store_true",
+                        help="no Spark cluster: merge, syncpoint and maintenance on a warm Spark on local[*], "
+                             "bootstrap a spark-submit on local[*] (a quicker local run)")
     parser.add_argument("--shards", type=int, default=SHARDS, help=f"puller shards (default {SHARDS})")
     args = parser.parse_args(argv)
     return exit_code("integration", lambda: run(IntegrationOptions(
-        workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port, spark_cluster=args.spark_cluster,
+        workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port, spark_cluster=not args.local_spark,
         shards=args.shards)))
 
 

@@ -59,6 +59,8 @@ DATABASE = "demo"
 # keeps the Spark work of a first demo within minutes on a laptop.
 TABLES = ("orders", "accounts", "events", "metrics", "type_zoo")
 DEMO_DAGS = ("tidelake_puller", "tidelake_merge")
+# Run once by `make integration` after the merges (AirflowDemoOptions.bootstrap_tables, maintenance).
+BOOTSTRAP_DAG, MAINTENANCE_DAG = "tidelake_bootstrap", "tidelake_maintenance"
 PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md §6
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
@@ -102,6 +104,12 @@ class AirflowDemoOptions:
     # integration's proof that merge and syncpoint ran where it put them (a run's merges can
     # all be folded into its syncpoint).
     required_tasks: tuple[str, ...] = ()
+    # Then, before verify, each until its run succeeded: a manual tidelake_bootstrap of these
+    # tables (outside the demo's filter: they join the running changefeed), and with
+    # `maintenance` the scheduled run of tidelake_maintenance that unpausing it creates.
+    bootstrap_tables: tuple[str, ...] = ()
+    maintenance: bool = False
+    spark_jars: Path | None = None  # TIDELAKE_SPARK_JARS of Airflow (tidelake.apply.spark_jars)
 
 
 @dataclass
@@ -161,7 +169,8 @@ def sim_command(options: AirflowDemoOptions, info_file: Path) -> list[str]:
 
 
 def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None,
-                sql_alchemy_conn: str | None = None, spark_master: str | None = None) -> dict[str, str]:
+                sql_alchemy_conn: str | None = None, spark_master: str | None = None,
+                spark_jars: Path | None = None) -> dict[str, str]:
     """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
     connections would silently change the demo)."""
@@ -189,6 +198,8 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
                                            **(CLUSTER_CONFS if spark_master else {})}),
         "PYSPARK_PYTHON": sys.executable,
     })
+    if spark_jars is not None:
+        env["TIDELAKE_SPARK_JARS"] = str(spark_jars)
     return env
 
 
@@ -258,7 +269,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         airflow = Child("airflow standalone", [sys.executable, "-m", "airflow", "standalone"],
                         paths.logs / "airflow.log",
                         airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn,
-                                    spark_master=options.spark_master),
+                                    spark_master=options.spark_master, spark_jars=options.spark_jars),
                         cwd=REPO)
         children.append(airflow)
         checks = [*options.component_checks, *(child.check for child in children)]
@@ -295,6 +306,12 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         if options.required_tasks:
             _wait_tasks(api, paths, options, checks, say)
             say.mark("merge and syncpoint tasks")
+        if options.bootstrap_tables:
+            _bootstrap(api, paths, options, checks, say)
+            say.mark("bootstrap")
+        if options.maintenance:
+            _maintenance(api, paths, options, checks, say)
+            say.mark("maintenance")
         api.set_paused("tidelake_merge", True)  # verify gets the CPU; the puller keeps up
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
@@ -355,6 +372,49 @@ def _wait_tasks(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
                 waiting=lambda: "no success yet of " + ", ".join(missing()))
     say("tidelake_merge: " + ", ".join(f"{task} succeeded {api.succeeded('tidelake_merge', task)}x"
                                        for task in options.required_tasks))
+
+
+def _bootstrap(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
+               checks: list[Callable[[str], None]], say: Say) -> None:
+    tables = list(options.bootstrap_tables)
+    await_stage(f"parse {BOOTSTRAP_DAG}", lambda: api.dag(BOOTSTRAP_DAG), options.startup_timeout_s, paths.logs,
+                checks, 3)
+    api.set_paused(BOOTSTRAP_DAG, False)  # a manual run of a paused DAG stays queued; it has no schedule
+    run_id = api.trigger(BOOTSTRAP_DAG, {"tables": tables})
+    say(f"{BOOTSTRAP_DAG}: run {run_id} bootstraps {', '.join(tables)} into the running changefeed")
+    _await_run(api, BOOTSTRAP_DAG, lambda runs: next((r for r in runs if r["dag_run_id"] == run_id), None),
+               "bootstrap", paths, options, checks)
+    say(f"{BOOTSTRAP_DAG}: run {run_id} succeeded")
+
+
+def _maintenance(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
+                 checks: list[Callable[[str], None]], say: Say) -> None:
+    """Unpausing a DAG with catchup=False makes the scheduler create the run of its latest
+    interval: that run is the integration's one maintenance (a manual trigger besides it would
+    make two, which is how an earlier integration ran maintenance twice)."""
+    await_stage(f"parse {MAINTENANCE_DAG}", lambda: api.dag(MAINTENANCE_DAG), options.startup_timeout_s, paths.logs,
+                checks, 3)
+    api.set_paused(MAINTENANCE_DAG, False)
+    say(f"{MAINTENANCE_DAG} unpaused: its scheduled run of the latest interval compacts, vacuums and retires changelog")
+    _await_run(api, MAINTENANCE_DAG, lambda runs: runs[0] if runs else None, "maintenance", paths, options, checks)
+    api.set_paused(MAINTENANCE_DAG, True)
+    runs = api.runs(MAINTENANCE_DAG)
+    say(f"{MAINTENANCE_DAG}: run {runs[0]['dag_run_id']} succeeded; {len(runs)} run(s) in all")
+
+
+def _await_run(api: AirflowApi, dag_id: str, which: Callable[[list[dict]], dict | None], stage: str,
+               paths: DemoPaths, options: AirflowDemoOptions, checks: list[Callable[[str], None]]) -> None:
+    """Until the chosen run of `dag_id` succeeded; a failed run fails the stage with its task logs named."""
+    logs = paths.airflow_home / "logs" / f"dag_id={dag_id}"
+
+    def succeeded() -> bool:
+        run = which(api.runs(dag_id))
+        if run is not None and run["state"] == "failed":
+            raise StageFailed(stage, f"{dag_id} run {run['dag_run_id']} failed", logs / f"run_id={run['dag_run_id']}")
+        return run is not None and run["state"] == "success"
+
+    await_stage(stage, succeeded, options.merge_timeout_s, logs, checks, 5,
+                waiting=lambda: f"{dag_id}: " + ", ".join(f"{n} {s}" for s, n in sorted(api.run_states(dag_id).items())))
 
 
 def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, syncpoint_interval: str,
@@ -445,7 +505,7 @@ def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> N
     then the Spark Connect server and the simulator, each by its pid (children in reverse order)."""
     say("shutting down, in reverse start order: " + ", ".join(child.name for child in reversed(children)))
     api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
-    for dag_id in DEMO_DAGS:
+    for dag_id in (*DEMO_DAGS, BOOTSTRAP_DAG, MAINTENANCE_DAG):
         try:
             api.set_paused(dag_id, True)
         except (OSError, urllib.error.URLError, ValueError, KeyError):
