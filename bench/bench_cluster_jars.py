@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,13 +103,15 @@ def main() -> None:
             subprocess.run(command(kwargs, "local[1]", [str(tmp_path / "t-local"), str(args.rows)]), check=True,
                            capture_output=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
             results["ceiling_local_s"] = round(time.monotonic() - t0, 1)
+            results["vs_ceiling"] = {way: round(statistics.median(results[way]["app_s"]) / results["ceiling_local_s"], 2)
+                                     for way in ways}
         finally:
             cluster.stop()
-    print("| way | seconds per application | bytes left in the worker's work folder per application |")
-    print("|---|---|---|")
+    print("| way | seconds per application | median vs ceiling | bytes left in the worker's work folder per application |")
+    print("|---|---|---|---|")
     for way in ways:
-        print(f"| {way} | {results[way]['app_s']} | {results[way]['work_bytes']} |")
-    print(f"| local[1] ceiling (jar folder) | {results['ceiling_local_s']} | - |")
+        print(f"| {way} | {results[way]['app_s']} | {results['vs_ceiling'][way]} | {results[way]['work_bytes']} |")
+    print(f"| local[1] ceiling (jar folder) | {results['ceiling_local_s']} | 1.00 | - |")
     print(f"jar folder: {results['jar_folder_bytes']} bytes, filled in {results['install_s']}s")
     if args.json is not None:
         args.json.write_text(json.dumps({"environment": env, "results": results}, indent=2))

@@ -112,6 +112,17 @@ def test_bench_merge_merges_every_round_of_every_table(tmp_path):
     assert 0 < results["append_ceiling"]["rows"] <= second["rows_out"] + third["rows_out"]
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bench_cluster_jars_runs_each_way_on_the_cluster_and_the_jar_folder_leaves_no_jars(tmp_path):
+    results = run_bench("bench_cluster_jars.py", tmp_path, "--apps", "1", "--rows", "100", timeout_s=900)
+    for way in ("packages", "jars_dir"):
+        assert len(results[way]["app_s"]) == len(results[way]["work_bytes"]) == 1
+    # --packages leaves every resolved jar behind; the folder on the classpath leaves none of them
+    assert results["packages"]["work_bytes"][0] > results["jar_folder_bytes"] > 100 * results["jars_dir"]["work_bytes"][0]
+    assert results["ceiling_local_s"] > 0 and set(results["vs_ceiling"]) == {"packages", "jars_dir"}
+
+
 def test_bench_scale_resolves_every_table_and_reads_the_control_tables(tmp_path):
     results = run_bench("bench_scale.py", tmp_path, "--tables", "20", "--regions", "200", "--steady", "3",
                         "--shards", "1,2", "--light-rate", "20", "--hot-rate", "10", "--history-flushes", "12")
