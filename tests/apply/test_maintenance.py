@@ -11,7 +11,7 @@ from deltalake import DeltaTable, write_deltalake
 from lake.ddl_jobs import DdlFeed, Upstream
 
 from tidelake import tso
-from tidelake.apply.maintenance import changelog_checkpoints, run_maintenance
+from tidelake.apply.maintenance import LISTING_CONF, VACUUM_LISTING_TASKS, changelog_checkpoints, run_maintenance
 from tidelake.lake.changelog_writer import ChangelogWriter, commit_properties
 from tidelake.lake.checkpoint import MERGE_APP_ID, read_checkpoint
 from tidelake.lake.ddl_log import DdlLog
@@ -66,7 +66,17 @@ def test_retention_optimize_vacuum(spark, tmp_path):
     files_before = _parquet_files(path)
     assert len(files_before) == 2
 
-    report = run_maintenance(spark, layout, vacuum_retention_hours=0)
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("maintenance-test", "run_maintenance")
+    try:
+        report = run_maintenance(spark, layout, vacuum_retention_hours=0)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup("maintenance-test")
+              for s in tracker.getJobInfo(j).stageIds]
+    # VACUUM's file listing ran with VACUUM_LISTING_TASKS tasks, not Spark's default 10,000
+    assert stages and max(stage.numTasks for stage in stages if stage is not None) <= VACUUM_LISTING_TASKS
+    assert spark.conf.get(LISTING_CONF, None) is None  # the session is left as it was
     left = DeltaTable(layout.changelog).to_pyarrow_table(columns=["table_id", "commit_ts"]).to_pylist()
     # whole buckets below the checkpoint's bucket went, for the retired id too; later buckets stay;
     # table 999 has no replica and keeps everything

@@ -41,6 +41,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+# VACUUM lists a table's files with as many tasks as this conf says (delta-io/delta VacuumCommand
+# `gc`: DeltaFileOperations.recursiveListDirs with fileListingParallelism), Spark's default 10,000:
+# on a one-worker cluster, 10,000 tasks of ~10 ms, 100 s per table whatever its size. A replica
+# has a few directories (its partitions), so unless the session sets it, VACUUM here lists with
+# VACUUM_LISTING_TASKS.
+LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+VACUUM_LISTING_TASKS = 8
 _log = logging.getLogger(__name__)
 
 
@@ -114,6 +121,9 @@ def run_maintenance(
         previous = spark.conf.get(RETENTION_CHECK_CONF, None)
         if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
             spark.conf.set(RETENTION_CHECK_CONF, "false")
+        listing_set = spark.conf.get(LISTING_CONF, None) is not None
+        if not listing_set:
+            spark.conf.set(LISTING_CONF, str(VACUUM_LISTING_TASKS))
         try:
             for path in paths:
                 _vacuum(spark, path, vacuum_retention_hours)
@@ -126,5 +136,7 @@ def run_maintenance(
                 spark.conf.unset(RETENTION_CHECK_CONF)
             else:
                 spark.conf.set(RETENTION_CHECK_CONF, previous)
+            if not listing_set:
+                spark.conf.unset(LISTING_CONF)
     return report
 
