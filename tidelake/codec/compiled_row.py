@@ -118,7 +118,7 @@ class CompiledRowDecoder:
         self._pk_unsigned = pk is not None and mt.is_unsigned(pk.field_type.flag)
         # an int PK's Spark type is an integer (kept as is) or, for BIGINT UNSIGNED, DECIMAL(20,0)
         self._pk_decimal = self._pk_slot is not None and spark_type(pk.field_type).startswith("DECIMAL")
-        self._plans: dict[bytes, _Plan] = {}
+        self._plans: dict[bytes, Callable[[bytes, int | bytes], list[Any]]] = {}
 
     def spark_row(self, value: bytes, handle: int | bytes | None) -> list[Any]:
         """The output row: equal to the reference, `[spark_value(decode_row(value, table,
