@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from deltalake.exceptions import CommitFailedError
 
 from tidelake.apply.replica_schema import quote
+from tidelake.apply.txn_confs import session_confs
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
@@ -118,25 +119,17 @@ def run_maintenance(
             except CommitFailedError as exc:  # a puller appended meanwhile: the next run compacts
                 _log.warning("changelog compaction lost a commit race, left for the next run: %s", exc)
     if vacuum:
-        previous = spark.conf.get(RETENTION_CHECK_CONF, None)
+        confs = {}
         if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
-            spark.conf.set(RETENTION_CHECK_CONF, "false")
-        listing_set = spark.conf.get(LISTING_CONF, None) is not None
-        if not listing_set:
-            spark.conf.set(LISTING_CONF, str(VACUUM_LISTING_TASKS))
-        try:
+            confs[RETENTION_CHECK_CONF] = "false"
+        if spark.conf.get(LISTING_CONF, None) is None:
+            confs[LISTING_CONF] = str(VACUUM_LISTING_TASKS)
+        with session_confs(spark, confs):
             for path in paths:
                 _vacuum(spark, path, vacuum_retention_hours)
                 report.vacuumed.append(path)
             if changelog is not None:
                 vacuum_changelog(changelog, vacuum_retention_hours)
                 report.vacuumed.append(layout.changelog)
-        finally:
-            if previous is None:
-                spark.conf.unset(RETENTION_CHECK_CONF)
-            else:
-                spark.conf.set(RETENTION_CHECK_CONF, previous)
-            if not listing_set:
-                spark.conf.unset(LISTING_CONF)
     return report
 

@@ -35,13 +35,14 @@ def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> 
     own session (tidelake.apply.session.sibling_session: newSession() locally, a cloned server-side
     session over Spark Connect). Previous values are restored.
     """
-    with _session_confs(spark, {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(version),
+    with session_confs(spark, {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(version),
                                 USER_METADATA_CONF: checkpoint_metadata(version)}):
         yield
 
 
 @contextmanager
-def _session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+def session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    """Set session confs for the block; each gets its previous value (or none) back after it."""
     saved = {k: spark.conf.get(k, None) for k in confs}
     for key, value in confs.items():
         spark.conf.set(key, value)
