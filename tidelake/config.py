@@ -42,6 +42,7 @@ GC_TTL_MIN_S = 3.0
 # What PD accepts as a safepoint TTL: seconds as int64 (pdpb.UpdateServiceGCSafePointRequest.TTL).
 GC_TTL_MAX_S = float((1 << 63) - 1)
 PD_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")
+MIN_COMMIT_BUCKET_S = 60  # a changelog bucket's partition label names its minute
 _PD_ADDRESS = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})/?$")
 
 
@@ -272,8 +273,10 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     if "://" not in lake_root:
         lake_root = str((base / lake_root).resolve())
     commit_bucket_s = lake.duration("commit_bucket", 3600.0)
-    if commit_bucket_s < 1 or commit_bucket_s != int(commit_bucket_s):
-        raise lake.bad("commit_bucket", "a whole number of seconds >= 1s like '1h'", lake.raw("commit_bucket"))
+    # Bucket labels have minute resolution (layout.BUCKET_FORMAT): shorter buckets would share one.
+    if commit_bucket_s < MIN_COMMIT_BUCKET_S or commit_bucket_s != int(commit_bucket_s):
+        raise lake.bad("commit_bucket", "a whole number of seconds >= 1m like '1h' (partition labels name the "
+                       "minute)", lake.raw("commit_bucket"))
     options = lake.section("storage_options")
     storage_options = options.string_table()
     lake.done()

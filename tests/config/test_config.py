@@ -114,6 +114,7 @@ def test_sizes_and_durations():
         ("puller", "metrics_port", "70000", r"\[puller\]\.metrics_port: expected a TCP port number 1-65535, got 70000"),
         ("puller", "shard", "2", r"\[puller\]\.shard: unknown key \(valid here: "),
         ("lake", "commit_bucket", "'90ms'", r"\[lake\]\.commit_bucket: expected a whole number of seconds"),
+        ("lake", "commit_bucket", "'30s'", r"\[lake\]\.commit_bucket: expected .* >= 1m .*minute.*got '30s'"),
         ("filter", "rules", "['db-1.t']", r"\[filter\]\.rules: table filter rule 'db-1\.t'.*unexpected special character"),
         ("filter", "case_sensitive", "'no'", r"\[filter\]\.case_sensitive: expected true or false, got 'no'"),
         ("upstream", "gc_ttl", "86400", r"\[upstream\]\.gc_ttl: expected a duration like '5s', got 86400"),
