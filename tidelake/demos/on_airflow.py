@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -344,8 +345,13 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
         worst = f", worst lag {max(lags):.0f}s" if lags else ""
         return f"{len(tables) - len(behind)}/{len(tables)} tables past the target{worst}"
 
+    lags: list[float] = []  # the worst replica's lag at each poll, from the first merge on
+
     def done() -> bool:
         report[0] = collect_status(layout)
+        live = [t.lag_seconds for t in report[0].tables if t.lag_seconds is not None]
+        if live:
+            lags.append(max(live))
         if time.monotonic() - last_line[0] >= 20:
             last_line[0] = time.monotonic()
             runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items())) or "none yet"
@@ -356,6 +362,11 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
                 paths.airflow_home / "logs", checks, 5,
                 waiting=lambda: "tables behind: " + (", ".join(t.table for t in report[0].behind(target))
                                                     or "no tables replicated yet"))
+    if lags:
+        ranked = sorted(lags)
+        p50, p95 = (ranked[max(0, math.ceil(q * len(ranked)) - 1)] for q in (0.5, 0.95))  # nearest rank
+        say(f"replica lag while merging (worst table, every 5 s from the first merge, {len(ranked)} samples): "
+            f"p50 {p50:.0f}s, p95 {p95:.0f}s, max {ranked[-1]:.0f}s")
     for table in report[0].stopped():
         say(f"{table.table}: replication stopped: {table.reason or 'stopped'}")
     say(f"every table is merged past {target}")
