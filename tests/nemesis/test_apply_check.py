@@ -1,7 +1,8 @@
 """The apply-level check: merge cycles and a syncpoint over a landed bank lake, with the merge
 crashed at a DDL's creation commit, between a syncpoint's reads and its record and after a
-window's commit (each followed by a fresh run), pass it; a replica changed behind the merge's
-back is named at the version that shows it."""
+window's commit (each followed by a fresh run), a lost acknowledgement of a window's commit and a
+failed syncpoint record (each reported, then a fresh run), and maintenance before the final merge,
+pass it; a replica changed behind the merge's back is named at the version that shows it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from deltalake import DeltaTable
 
 from tidelake.nemesis.apply_check import check_replicas
 from tidelake.nemesis.merge_cycles import merge_cycles
-from tidelake.nemesis.plan import MergeCrash
+from tidelake.nemesis.plan import MERGE_CRASH, MERGE_WRITE_ERROR, MergeFault
 from tidelake.nemesis.schedule import bank_tables
 
 pytestmark = pytest.mark.spark
@@ -25,10 +26,15 @@ def merged(spark, landed, tmp_path_factory):
     tables = bank_tables(landed.tidb, "shop")
     # merging to mid leaves a 1 s boundary below every table's reach: the syncpoint is recordable
     # however slowly the workload ran (a midpoint of funded..final may have none above it)
-    crashes = [MergeCrash("merge_mid", "ddl_apply.before_commit", 2), MergeCrash("merge_mid", "merge.next_table", 3),
-               MergeCrash("syncpoint", "syncpoint.before_record", 1), MergeCrash("merge_final", "merge.after_commit", 1)]
-    merged = merge_cycles(spark, str(lake), landed.mid_ts, landed.final_ts, crashes)
-    assert merged.failures == []
+    faults = [MergeFault("merge_mid", "ddl_apply.before_commit", 2), MergeFault("merge_mid", "merge.next_table", 3),
+              MergeFault("merge_mid", "merge.after_commit", 1, MERGE_WRITE_ERROR),
+              MergeFault("syncpoint", "syncpoint.before_record", 1),
+              MergeFault("syncpoint", "syncpoint.before_record", 1, MERGE_WRITE_ERROR),
+              MergeFault("merge_final", "merge.after_commit", 1)]
+    merged = merge_cycles(spark, str(lake), landed.mid_ts, landed.final_ts, faults, maintenance=True)
+    assert merged.failures == [] and merged.maintained
+    assert merged.write_errors == {"merge.after_commit": 1, "syncpoint.before_record": 1}
+    crashes = [f for f in faults if f.kind == MERGE_CRASH]
     # the final merge may have nothing left to do (the syncpoint's cut can reach the final ts), so
     # its crash may find no commit to follow; every other crash must strike
     final = {c.point for c in crashes if c.step == "merge_final"}

@@ -67,6 +67,7 @@ def _nemesis(args: argparse.Namespace) -> int:
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
               + (f", {result.checkpoints_checked} checkpoints, {result.syncpoints_checked} syncpoints"
+                 + (" (maintenance between merges)" if result.maintained else "")
                  if options.level == "apply" else "") + "; "
               f"anomalies: {anomalies}", flush=True)
         for anomaly in result.anomalies[:3]:

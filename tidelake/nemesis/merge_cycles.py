@@ -1,13 +1,18 @@
 """The apply level's merges: the `tidelake merge` and `tidelake syncpoint` paths over what
-landed, with the plan's merge crashes, each followed by a fresh run of the same step.
+landed, with the plan's merge crashes and write errors, each followed by a fresh run of the same
+step, and the `tidelake maintenance` path between them when the plan says so.
 
 Steps, in order: a merge up to a ts halfway through the traffic (it also applies the CREATEs), a
-syncpoint with a 1 s interval (it merges every table to S first), a merge up to the final TSO.
-Merges go in chunks of MERGE_CHUNK_ROWS changes, so a run records several checkpoints and passes
-several commits to crash at. A crash armed for a step strikes in its first run; the step then runs
-again with the step's next crash armed, and so on, until a run of it completes. A crash whose
-point no run of its step passed often enough is `missed`. This module drives the product's merge;
-the verdict is tidelake.nemesis.apply_check's, which shares no code with it.
+syncpoint with a 1 s interval (it merges every table to S first), maintenance (compaction, VACUUM
+at the default retention, and the changelog retention that deletes what every replica merged), a
+merge up to the final TSO. Merges go in chunks of MERGE_CHUNK_ROWS changes, so a run records
+several checkpoints and passes several commits to fail at. A fault armed for a step strikes in its
+first run; the step then runs again with the step's next fault armed, and so on, until a run of it
+completes. A fault whose point no run of its step passed often enough is `missed`. A run a write
+error struck must report a failure (raise, or name a failed table or an incomplete syncpoint),
+else the anomaly is `write_error_hidden`; what it reports is expected and not `merge_failed`.
+This module drives the product's merge; the verdict is tidelake.nemesis.apply_check's, which
+shares no code with it.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidelake.apply.maintenance import run_maintenance
 from tidelake.apply.merge_job import run_merge
 from tidelake.apply.syncpoint_job import SyncpointOutcome, run_syncpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.nemesis.landing_check import Anomaly
-from tidelake.nemesis.merge_crash import MergeCrashed, MergeCrashSwitch
-from tidelake.nemesis.plan import MERGE_STEPS, MergeCrash
+from tidelake.nemesis.merge_crash import MergeCrashed, MergeCrashSwitch, MergeWriteError
+from tidelake.nemesis.plan import MERGE_CRASH, MERGE_STEPS, MergeFault
 
 MERGE_CHUNK_ROWS = 40  # small chunks: several checkpoints per merge run to check
 SYNCPOINT_INTERVAL_S = 1
@@ -32,11 +38,15 @@ SYNCPOINT_INTERVAL_S = 1
 class MergeCycles:
     failures: list[Anomaly] = field(default_factory=list)  # `merge_failed`: a run that reported a failure
     struck: Counter[str] = field(default_factory=Counter)  # crashes by failpoint
+    write_errors: Counter[str] = field(default_factory=Counter)  # write errors that struck, by failpoint
     missed: Counter[str] = field(default_factory=Counter)
+    maintained: bool = False
 
 
-def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int, crashes: Sequence[MergeCrash] = ()) -> MergeCycles:
-    """Merge to `mid_ts`, take a syncpoint, merge to `final_ts`, crashing the runs `crashes` name."""
+def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int, faults: Sequence[MergeFault] = (),
+                 maintenance: bool = False) -> MergeCycles:
+    """Merge to `mid_ts`, take a syncpoint, maybe run maintenance, merge to `final_ts`, failing the
+    runs `faults` name."""
     layout = LakeLayout(root)
     out = MergeCycles()
 
@@ -55,20 +65,37 @@ def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int, crashes: Seq
     switch = MergeCrashSwitch()
     with switch.armed():
         for step in MERGE_STEPS:
-            _run_step(steps[step], [c for c in crashes if c.step == step], switch, out)
+            if step == "merge_final" and maintenance:
+                run_maintenance(spark, layout)
+                out.maintained = True
+            _run_step(steps[step], [f for f in faults if f.step == step], switch, out)
     return out
 
 
-def _run_step(run: Callable[[], None], crashes: list[MergeCrash], switch: MergeCrashSwitch, out: MergeCycles) -> None:
-    for i, crash in enumerate(crashes):
-        switch.crash_at(crash)
+def _run_step(run: Callable[[], None], faults: list[MergeFault], switch: MergeCrashSwitch, out: MergeCycles) -> None:
+    for i, fault in enumerate(faults):
+        switch.fault_at(fault)
+        reported = len(out.failures)
+        raised = False
         try:
             run()
         except MergeCrashed:
-            out.struck[crash.point] += 1
-            continue  # a fresh run of the step, with its next crash armed
+            out.struck[fault.point] += 1
+            continue  # a fresh run of the step, with its next fault armed
+        except MergeWriteError:
+            raised = True
         finally:
+            struck = switch.write_error_struck
             switch.restart()
-        out.missed.update(c.point for c in crashes[i:])  # the run completed: this and later crashes did not strike
+        if struck:
+            out.write_errors[fault.point] += 1
+            if raised or len(out.failures) > reported:
+                del out.failures[reported:]  # the run reported the error it met, as it must
+            else:
+                out.failures.append(Anomaly("write_error_hidden", 0, 0, f"{fault.step}: a write error at pass "
+                                            f"{fault.nth} of {fault.point} struck and the run reported no failure"))
+            continue
+        # the run completed untouched: this and later faults did not strike
+        out.missed.update(f.point if f.kind == MERGE_CRASH else f"{f.kind}:{f.point}" for f in faults[i:])
         return
     run()

@@ -47,22 +47,31 @@ class FaultEvent:
 
 
 # The apply level's steps (tidelake.nemesis.merge_cycles), in order, and the apply failpoints a
-# crash of each can strike at. The bank workload's only DDLs are its CREATEs, applied by the
+# fault of each can strike at. The bank workload's only DDLs are its CREATEs, applied by the
 # first merge; a rewrite needs a column change (the mixed workload's DDL).
 MERGE_CRASH = "merge_crash"
+# A lake write error of the merge: at a `before_` point a failed commit (of a window, a DDL, the
+# syncpoint's record or the merge log), at merge.after_commit a lost acknowledgement (the replica
+# commit landed, the run was told it failed). Unlike a crash, the run goes on and reports it.
+MERGE_WRITE_ERROR = "merge_write_error"
+MERGE_FAULT_KINDS = (MERGE_CRASH, MERGE_WRITE_ERROR)
 MERGE_STEPS = ("merge_mid", "syncpoint", "merge_final")
 APPLY_FAILPOINTS = (*MERGE_FAILPOINTS, *DDL_FAILPOINTS, *SYNCPOINT_FAILPOINTS)
 DDL_POINTS = ("merge.after_ddl", "ddl_apply.before_commit")  # passed only where a DDL is applied
 ONCE_A_RUN = frozenset({"merge.before_log", *SYNCPOINT_FAILPOINTS})  # passed once per run: no nth pass above 1
+WRITE_ERROR_COMMITS = frozenset({"merge.before_commit", "merge.after_commit", "merge.before_log",
+                                 "ddl_apply.before_commit", *SYNCPOINT_FAILPOINTS})
 
 
 @dataclass(frozen=True)
-class MergeCrash:
-    """The merge run of `step` dies at the `nth` pass of apply failpoint `point`; a fresh run resumes."""
+class MergeFault:
+    """The merge run of `step` meets `kind` at the `nth` pass of apply failpoint `point`; after a
+    crash a fresh run resumes, after a write error the run goes on and the step runs again."""
 
     step: str
     point: str
     nth: int
+    kind: str = MERGE_CRASH
 
 
 @dataclass(frozen=True)
@@ -71,13 +80,15 @@ class SchedulePlan:
     workload: str
     duration_s: float
     events: tuple[FaultEvent, ...]
-    merge_crashes: tuple[MergeCrash, ...] = ()  # apply level only
+    merge_faults: tuple[MergeFault, ...] = ()  # apply level only
+    maintenance: bool = False  # apply level: a maintenance run between the syncpoint and the final merge
 
 
 def draw_plan(seed: int, workload: str, duration_s: float, level: str = "landing") -> SchedulePlan:
     """3 to 8 faults at uniform offsets over `duration_s` seconds of traffic; at the apply level,
-    also 1 to 3 crashes of the merge (drawn from a second stream, so the landing faults of a seed
-    are the same at both levels)."""
+    also 1 to 3 crashes of the merge and 0 to 2 write errors of it, and maintenance between merges
+    in half of the schedules (each from its own random stream, so the landing faults and the merge
+    crashes of a seed are the ones it drew before write errors and maintenance were added)."""
     if level not in LEVELS:
         raise InputError(f"unknown nemesis level {level!r} (known: {', '.join(LEVELS)})")
     if workload not in WORKLOADS:
@@ -95,12 +106,20 @@ def draw_plan(seed: int, workload: str, duration_s: float, level: str = "landing
             events.append(FaultEvent(at, kind, rng.choice(WRITE_ERROR_POINTS), round(rng.uniform(0.2, 1.0), 3)))
         else:
             events.append(FaultEvent(at, kind))
-    crashes = draw_merge_crashes(seed, workload) if level == "apply" else ()
-    return SchedulePlan(seed, workload, duration_s, tuple(sorted(events, key=lambda e: e.at_s)), crashes)
+    events = tuple(sorted(events, key=lambda e: e.at_s))
+    if level != "apply":
+        return SchedulePlan(seed, workload, duration_s, events)
+    extra = random.Random(f"{seed}:apply-write")
+    faults = [*_draw_merge_faults(random.Random(f"{seed}:apply"), workload, 1, 3, MERGE_CRASH),
+              *_draw_merge_faults(extra, workload, 0, 2, MERGE_WRITE_ERROR)]
+    # A step's faults strike in turn (each in a fresh run of it): DDL points first, since a run
+    # applies a table's pending DDL before its windows and a rerun does not apply it again.
+    faults.sort(key=lambda f: (MERGE_STEPS.index(f.step), f.point not in DDL_POINTS))
+    return SchedulePlan(seed, workload, duration_s, events, tuple(faults), extra.random() < 0.5)
 
 
-def crash_points(step: str, workload: str) -> tuple[str, ...]:
-    """The apply failpoints a merge crash in `step` can strike at with `workload`."""
+def fault_points(step: str, workload: str, kind: str = MERGE_CRASH) -> tuple[str, ...]:
+    """The apply failpoints a merge fault of `kind` in `step` can strike at with `workload`."""
     ddl = step == "merge_mid" or workload != "bank"
     points = [p for p in MERGE_FAILPOINTS if p not in DDL_POINTS]
     if ddl:
@@ -109,16 +128,15 @@ def crash_points(step: str, workload: str) -> tuple[str, ...]:
         points.append("ddl_apply.after_rewrite")
     if step == "syncpoint":
         points.extend(SYNCPOINT_FAILPOINTS)
+    if kind == MERGE_WRITE_ERROR:
+        points = [p for p in points if p in WRITE_ERROR_COMMITS]
     return tuple(points)
 
 
-def draw_merge_crashes(seed: int, workload: str) -> tuple[MergeCrash, ...]:
-    rng = random.Random(f"{seed}:apply")
-    crashes = []
-    for _ in range(rng.randint(1, 3)):
+def _draw_merge_faults(rng: random.Random, workload: str, least: int, most: int, kind: str) -> list[MergeFault]:
+    faults = []
+    for _ in range(rng.randint(least, most)):
         step = rng.choice(MERGE_STEPS)
-        point = rng.choice(crash_points(step, workload))
-        crashes.append(MergeCrash(step, point, 1 if point in ONCE_A_RUN else rng.randint(1, 3)))
-    # A step's crashes strike in turn (each in a fresh run of it): DDL points first, since a run
-    # applies a table's pending DDL before its windows and a rerun does not apply it again.
-    return tuple(sorted(crashes, key=lambda c: (MERGE_STEPS.index(c.step), c.point not in DDL_POINTS)))
+        point = rng.choice(fault_points(step, workload, kind))
+        faults.append(MergeFault(step, point, 1 if point in ONCE_A_RUN else rng.randint(1, 3), kind))
+    return faults

@@ -34,6 +34,7 @@ from tidelake.nemesis.plan import (
     BETWEEN_FLUSHES,
     LAKE_WRITE_ERROR,
     MERGE_CRASH,
+    MERGE_WRITE_ERROR,
     PULLER_CRASH,
     FaultEvent,
     SchedulePlan,
@@ -74,6 +75,8 @@ class ScheduleResult:
     checkpoints_checked: int = 0  # apply level
     syncpoints_checked: int = 0
     merge_crashes: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
+    merge_write_errors: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
+    maintained: bool = False  # apply level: maintenance ran between the syncpoint and the final merge
     seconds: float = 0.0
 
     @property
@@ -154,10 +157,14 @@ def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) ->
         result.anomalies.extend(report.anomalies)
         result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
         if spark is not None and bank is not None:
-            merged = merge_cycles(spark, str(lake), (bank.funded_ts + final_ts) // 2, final_ts, plan.merge_crashes)
-            result.merge_crashes = merged.struck
+            merged = merge_cycles(spark, str(lake), (bank.funded_ts + final_ts) // 2, final_ts, plan.merge_faults,
+                                  plan.maintenance)
+            result.merge_crashes, result.merge_write_errors = merged.struck, merged.write_errors
+            result.maintained = merged.maintained
             if merged.struck:
                 result.faults[MERGE_CRASH] += sum(merged.struck.values())
+            if merged.write_errors:
+                result.faults[MERGE_WRITE_ERROR] += sum(merged.write_errors.values())
             result.missed.update(merged.missed)
             result.anomalies.extend(merged.failures)
             applied = check_replicas(spark, str(lake), cluster.mvcc, bank_tables(tidb), bank.total, bank.funded_ts,
