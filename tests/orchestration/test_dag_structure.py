@@ -161,5 +161,9 @@ def test_run_on_new_data_adds_the_changelog_asset_and_its_watcher_to_the_schedul
     (watcher,) = asset.watchers
     assert isinstance(watcher.trigger, NewDataTrigger)
     assert watcher.trigger.serialize()[1] == {"config_path": str(config), "floor_s": 30.0, "poll_s": 5.0}
-    serialized = DagSerialization.to_dict(dag)  # what the DAG processor stores, watchers included
-    assert "NewDataTrigger" in str(serialized)
+    # what the DAG processor stores and the scheduler reads back: the watcher's trigger and kwargs
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag)).timetable.asset_condition
+    assert stored.uri == asset.uri
+    assert [(w.name, w.trigger) for w in stored.watchers] == [(watcher.name, {
+        "classpath": "tidelake.orchestration.airflow.new_data_trigger.NewDataTrigger",
+        "kwargs": {"config_path": str(config), "floor_s": 30.0, "poll_s": 5.0}})]
