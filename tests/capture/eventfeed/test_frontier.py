@@ -38,9 +38,18 @@ def test_random_forwards_match_brute_force(seed):
             model[point - lo] = ts
         assert frontier.frontier() == min(model)
     assert expand(frontier, lo, hi) == model
-    # neighbouring pieces never carry the same ts (merged), so node count stays bounded by changes
-    pieces = [t for _, _, t in frontier.spans()]
-    assert all(x != y for x, y in zip(pieces, pieces[1:]))
+
+
+def test_rounds_over_the_same_regions_update_their_pieces_in_place():
+    """Every region forwards its own piece each round, often to the same ts as its neighbours:
+    the pieces stay one per region (no node added per round), and the frontier follows the slowest."""
+    regions = [(k(0), k(10)), (k(10), k(20)), (k(20), k(30))]
+    frontier = SpanFrontier(k(0), k(30), 1)
+    for ts in range(2, 50):
+        for i, (start, end) in enumerate(regions):
+            frontier.forward(start, end, ts if i != 1 else ts - 1)
+        assert frontier.frontier() == ts - 1
+        assert [(s, e) for s, e, _ in frontier.spans()] == regions
 
 
 def test_initial_ts_covers_whole_span_until_every_piece_resolves():

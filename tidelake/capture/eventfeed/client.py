@@ -553,19 +553,17 @@ class EventFeedClient:
     def _on_resolved(self, feeds: list[_RegionFeed], ts: int) -> None:
         if self._done.is_set():
             return
-        by_subscription: dict[int, _Subscription] = {}
+        advanced: dict[int, list[_RegionFeed]] = {}
         for feed in feeds:
-            if not feed.state.handle_resolved(ts):
-                continue
-            sub = feed.subscription
-            self._sink.on_resolved(sub.table_id, feed.state.span, ts)
-            with sub.mutex:
-                if feed.state.stopped:
-                    continue
-                sub.frontier.forward(feed.state.span[0], feed.state.span[1], ts)
-            by_subscription[sub.id] = sub
-        for sub in by_subscription.values():
-            with sub.mutex:  # held while reporting so one table's reports stay in order
+            if feed.state.handle_resolved(ts):
+                self._sink.on_resolved(feed.subscription.table_id, feed.state.span, ts)
+                advanced.setdefault(feed.subscription.id, []).append(feed)
+        for moved in advanced.values():
+            sub = moved[0].subscription
+            with sub.mutex:  # one hold per table: its regions' forwards, then its report, in order
+                for feed in moved:
+                    if not feed.state.stopped:
+                        sub.frontier.forward(feed.state.span[0], feed.state.span[1], ts)
                 table_ts = sub.frontier.frontier()
                 if table_ts > sub.reported_ts and not sub.stopped:
                     sub.reported_ts = table_ts
@@ -649,25 +647,29 @@ class EventFeedClient:
 
 
 class _Router:
-    """StreamHandler that hands each event to the worker owning its region."""
+    """StreamHandler that hands each event to the worker owning its subscription (table).
+
+    All of a subscription's regions share one worker, so a region's rows still come before the
+    resolved ts that covers them, and a ResolvedTs message (TiKV sends one per subscription per
+    store per tick, kvproto cdcpb.proto ChangeDataEvent.resolved_ts) is one hand-off and one
+    wakeup, not one per worker its regions hash to (bench/README.md "Scale")."""
 
     def __init__(self, client: EventFeedClient) -> None:
         self._client = client
 
     def _submit(self, feed: _RegionFeed, fn: Callable[[], None]) -> None:
         workers = self._client._workers
-        workers.submit(workers.index_of(feed.target.region.id), fn)
+        workers.submit(workers.index_of(feed.subscription.id), fn)
 
     def on_entries(self, token: _RegionFeed, rows: list[cdcpb_pb2.Event.Row]) -> None:
         self._submit(token, lambda: self._client._on_rows(token, rows))
 
     def on_resolved(self, tokens: list[_RegionFeed], ts: int) -> None:
-        workers = self._client._workers
-        groups: dict[int, list[_RegionFeed]] = {}
-        for feed in tokens:
-            groups.setdefault(workers.index_of(feed.target.region.id), []).append(feed)
-        for index, feeds in groups.items():
-            workers.submit(index, lambda feeds=feeds: self._client._on_resolved(feeds, ts))
+        by_subscription: dict[int, list[_RegionFeed]] = {}
+        for feed in tokens:  # one subscription per message as TiKV groups them; any other grouping stays ordered
+            by_subscription.setdefault(feed.subscription.id, []).append(feed)
+        for feeds in by_subscription.values():
+            self._submit(feeds[0], lambda feeds=feeds: self._client._on_resolved(feeds, ts))
 
     def on_error(self, token: _RegionFeed, error: cdcpb_pb2.Error) -> None:
         self._submit(token, lambda: self._client._on_error(token, error))

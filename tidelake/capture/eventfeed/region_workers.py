@@ -1,7 +1,8 @@
-"""Fixed pool of worker threads; all work for one region runs on the same thread, in order.
+"""Fixed pool of worker threads; all work for one key (a subscription) runs on the same thread, in order.
 
-Hashing the region id to a worker keeps a region's rows, resolved ts and errors ordered (rows
-before the resolved ts that covers them) while different regions proceed in parallel. Queues are
+Hashing the subscription to a worker keeps each of its regions' rows, resolved ts and errors
+ordered (rows before the resolved ts that covers them) while different tables proceed in
+parallel. Queues are
 bounded so a slow sink blocks the stream readers, and gRPC flow control slows TiKV down. What
 waits in them is outside the memory quota, and it is not only the event: a queued event keeps its
 whole gRPC ChangeDataEvent response alive (cdcpb.proto; one response carries many regions' events,
@@ -37,8 +38,8 @@ class RegionWorkers:
     def count(self) -> int:
         return len(self._queues)
 
-    def index_of(self, region_id: int) -> int:
-        return region_id % len(self._queues)
+    def index_of(self, key: int) -> int:
+        return key % len(self._queues)
 
     def start(self) -> None:
         for thread in self._threads:
