@@ -15,7 +15,7 @@ from tidelake.cli import main
 from tidelake.config import HistoryConfig
 from tidelake.lake.history_table import history_path
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.status import replica_entries
+from tidelake.lake.replica_catalog import read_entries
 
 DB = "shop"
 CONFIG = HistoryConfig(scd2=(f"{DB}.orders",), soft_deletes=(f"{DB}.orders",))
@@ -75,7 +75,7 @@ def lake(spark, tmp_path_factory):
 
 
 def orders_paths(layout: LakeLayout) -> tuple[str, str]:
-    replica = next(e.path for e in replica_entries(layout).values() if (e.db, e.name) == (DB, "orders"))
+    replica = next(e.path for e in read_entries(layout).values() if (e.db, e.name) == (DB, "orders"))
     return replica, history_path(layout, replica)
 
 

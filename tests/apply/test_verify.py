@@ -68,9 +68,9 @@ def built(spark, tmp_path_factory):
 
 
 def replica_path(layout: LakeLayout, table: str) -> str:
-    from tidelake.lake.status import replica_entries
+    from tidelake.lake.replica_catalog import read_entries
 
-    return next(e.path for e in replica_entries(layout).values() if f"{e.db}.{e.name}" == table)
+    return next(e.path for e in read_entries(layout).values() if f"{e.db}.{e.name}" == table)
 
 
 @pytest.mark.spark

@@ -6,19 +6,37 @@ watermarks table, the DDL jobs SimTiDB returned, and the checkpoint the merge wa
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
+from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from tests.capture.pull_harness import make_config, wait_resolved
 from tidelake import tso
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.cli import main
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.control import read_control
+from tidelake.lake.history_table import SOFT_DELETES_PROPERTY
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.merge_log import (
+    MERGE_LOG_SCHEMA,
+    MergeLogEntry,
+    MergeStatus,
+    append_entries,
+    last_entries,
+    merge_log_path,
+)
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.status import (
     SCHEMA_VERSION,
     STATE_PENDING,
+    FactsSource,
     NowSource,
     StatusReport,
     TableStatus,
@@ -33,11 +51,11 @@ DB = "demo"
 TABLE_KEYS = {
     "table", "table_key", "state", "reason", "path", "physical_ids", "resolved_ts", "resolved_utc", "barrier_ts",
     "barrier_utc", "checkpoint_ts", "checkpoint_utc", "lag_seconds", "bound", "blocked", "pending_ddl",
-    "last_merge", "last_error", "reader_features", "deltalake_readable", "soft_deletes", "history",
+    "last_merge", "last_error", "reader_features", "deltalake_readable", "soft_deletes", "history", "facts_source",
 }
 REPORT_KEYS = {
     "schema_version", "generated_at", "now_ts", "now_utc", "now_source", "lake", "ddl_resolved_ts",
-    "ddl_resolved_utc", "changelog_version", "tables",
+    "ddl_resolved_utc", "changelog_version", "exact", "tables",
 }
 
 
@@ -136,6 +154,41 @@ def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pull
     assert "demo.orders" in text and "deltalake ✓" in text
 
 
+class _Died(Exception):
+    pass
+
+
+def _die(name: str, owner: object) -> None:
+    raise _Died(name)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(1200)
+def test_a_merge_that_dies_before_its_log_append_leaves_status_behind_the_replica_never_ahead(pulled, spark):
+    from tidelake.apply.merge_job import run_merge
+    from tidelake.failpoints import armed
+
+    cluster, tidb, layout, puller = pulled
+    ids = tidb.physical_ids(TableFilter.parse((f"{DB}.*",)))
+    first = cluster.tso.next()
+    wait_resolved(layout.root, dict.fromkeys(ids, first), first, puller)
+    assert not run_merge(spark, layout, until_ts=first, tables=[f"{DB}.events"]).failed
+    with tidb.txn() as txn:
+        txn.insert(DB, "events", {"k": 100})
+    second = cluster.tso.next()
+    wait_resolved(layout.root, dict.fromkeys(ids, second), second, puller)
+    with armed(["merge.before_log"], _die), pytest.raises(_Died):
+        run_merge(spark, layout, until_ts=second, tables=[f"{DB}.events"])
+    path = by_name(collect_status(layout))[f"{DB}.events"].path
+    real = _real_checkpoint(path)
+    cheap = by_name(collect_status(layout))[f"{DB}.events"]
+    assert real == second and cheap.facts_source == FactsSource.MERGE_LOG and cheap.checkpoint_ts == first < real
+    exact = by_name(collect_status(layout, exact=True))[f"{DB}.events"]
+    assert exact.facts_source == FactsSource.REPLICA and exact.checkpoint_ts == real
+    assert not run_merge(spark, layout, until_ts=second, tables=[f"{DB}.events"]).failed  # an idle run logs again
+    assert by_name(collect_status(layout))[f"{DB}.events"].checkpoint_ts == real
+
+
 def test_status_of_an_empty_lake_writes_nothing(tmp_path):
     report = collect_status(LakeLayout(str(tmp_path)))
     assert report.tables == [] and report.changelog_version == -1
@@ -158,3 +211,100 @@ def test_behind_counts_tables_without_a_replica_and_leaves_out_stopped_and_dropp
     report = StatusReport("lake", target, NowSource.PD, None, 0, tables)
     assert [t.table for t in report.behind(target)] == ["demo.b", "demo.c"]
     assert [t.table for t in report.stopped()] == ["demo.d"]
+
+
+# ---- where a replica's facts come from: the merge log, or the replica's own log -----------------
+
+def _commit(path: str, checkpoint: int, properties: dict[str, str] | None = None) -> None:
+    """One commit recording `checkpoint` as the merge's txn, as every merge commit does."""
+    data = pa.table({"id": pa.array([checkpoint % 1000], pa.int64())})
+    write_deltalake(path, data, mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(MERGE_APP_ID, checkpoint)]))
+    if properties:  # Spark sets them on real replicas; delta-rs refuses unknown keys on write
+        DeltaTable(path).alter.set_table_properties(properties, raise_if_not_exists=False)
+
+
+def _logged(layout: LakeLayout, key: int, name: str, checkpoint: int, facts: ReplicaFacts | None) -> None:
+    now = datetime.now(timezone.utc)
+    append_entries(layout, [MergeLogEntry("run", key, name, MergeStatus.MERGED, None, checkpoint, 1, 0, 1, 1, 0.1, None,
+                                          now, now, facts)])
+
+
+def _real_checkpoint(path: str) -> int | None:
+    """The replica's txn version read straight from its Delta log."""
+    return DeltaTable(path).transaction_version(MERGE_APP_ID)
+
+
+@pytest.fixture
+def merged_lake(pulled, tmp_path):
+    """A copy of the pulled lake's control tables with a replica of each table written by delta-rs
+    (a merge's commits: rows + the merge txn) and a merge-log entry for each, as a merge run leaves."""
+    _, _, source, _ = pulled
+    shutil.copytree(source.tidelake_root, f"{tmp_path}/_tidelake")
+    layout = LakeLayout(str(tmp_path))
+    catalog = ReplicaCatalog(layout)
+    base = read_watermarks(layout).ddl_resolved - 1000
+    history = read_control(layout).history
+    keys = {history.current_name(k)[1]: k for k in history.live_tables()}
+    replicas = {}
+    for name in ("orders", "events"):
+        entry = catalog.assign(keys[name], DB, name, base)
+        _commit(entry.path, base, {SOFT_DELETES_PROPERTY: "true"} if name == "orders" else None)
+        _logged(layout, entry.table_key, f"{DB}.{name}", base, read_replica_facts(layout, entry.path))
+        replicas[name] = entry
+    return layout, replicas, base
+
+
+def test_status_takes_replica_facts_from_the_merge_log(merged_lake):
+    layout, replicas, base = merged_lake
+    tables = by_name(collect_status(layout))
+    orders = tables[f"{DB}.orders"]
+    assert orders.facts_source == FactsSource.MERGE_LOG and orders.checkpoint_ts == base
+    assert orders.checkpoint_ts == _real_checkpoint(replicas["orders"].path)
+    assert orders.soft_deletes is True and tables[f"{DB}.events"].soft_deletes is False
+    assert (orders.reader_features, orders.deltalake_readable, orders.history) == ([], True, None)
+
+
+def test_a_crash_between_the_replica_commit_and_the_merge_log_leaves_status_behind_never_ahead(merged_lake):
+    layout, replicas, base = merged_lake
+    path = replicas["orders"].path
+    _commit(path, base + 500)  # the run committed, then died before its merge-log append
+    real = _real_checkpoint(path)
+    cheap = by_name(collect_status(layout))[f"{DB}.orders"]
+    assert real == base + 500 and cheap.checkpoint_ts == base < real  # behind, as documented
+    exact = by_name(collect_status(layout, exact=True))[f"{DB}.orders"]
+    assert exact.facts_source == FactsSource.REPLICA and exact.checkpoint_ts == real
+    # the table's next run logs what it reads: status catches up
+    _logged(layout, replicas["orders"].table_key, f"{DB}.orders", real, read_replica_facts(layout, path))
+    assert by_name(collect_status(layout))[f"{DB}.orders"].checkpoint_ts == real
+
+
+def test_status_reads_the_replica_when_the_merge_log_names_another_folder_or_no_facts(merged_lake):
+    layout, replicas, base = merged_lake
+    # a rebuild: a new folder whose replica starts over BELOW what the log recorded for the old one
+    rebuilt = dataclasses.replace(replicas["orders"], path=replicas["orders"].path + "__rebuilt")
+    ReplicaCatalog(layout).upsert([rebuilt])
+    _commit(rebuilt.path, base - 700)
+    # a log entry without facts (a run that failed before the table's own handling, an older log)
+    _logged(layout, replicas["events"].table_key, f"{DB}.events", None, None)
+    tables = by_name(collect_status(layout))
+    orders, events = tables[f"{DB}.orders"], tables[f"{DB}.events"]
+    assert orders.facts_source == FactsSource.REPLICA and orders.checkpoint_ts == _real_checkpoint(rebuilt.path)
+    assert orders.checkpoint_ts == base - 700 and orders.soft_deletes is False
+    assert events.facts_source == FactsSource.REPLICA and events.checkpoint_ts == _real_checkpoint(replicas["events"].path)
+
+
+def test_a_merge_log_without_the_replica_column_gains_it_on_the_next_append(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    old_schema = pa.schema([f for f in MERGE_LOG_SCHEMA if f.name != "replica"])
+    now = datetime.now(timezone.utc)
+    old = MergeLogEntry("old", 1, "d.t", MergeStatus.MERGED, None, 5, 1, 0, 1, 1, 0.1, None, now, now)
+    row = {f.name: getattr(old, f.name) for f in old_schema}
+    write_deltalake(merge_log_path(layout), pa.Table.from_pylist([row], schema=old_schema))
+    facts = ReplicaFacts("p", 9, 1, (), False, False, None, None)
+    later = now + timedelta(seconds=1)
+    append_entries(layout, [MergeLogEntry("new", 2, "d.u", MergeStatus.MERGED, None, 9, 1, 0, 1, 1, 0.1, None,
+                                          later, later, facts)])
+    entries = last_entries(layout)
+    assert entries[1].replica is None and entries[1].checkpoint_after == 5
+    assert entries[2].replica == facts

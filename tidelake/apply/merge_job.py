@@ -76,6 +76,7 @@ from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.merge_metrics import write_merge_metrics
 from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
@@ -128,6 +129,7 @@ class TableResult:
     rows_out: int = 0
     duration_s: float = 0.0
     reason: str | None = None
+    replica: ReplicaFacts | None = None  # the replica's log once the run was done with the table
 
 
 @dataclass
@@ -318,6 +320,7 @@ def _log_entry(run_id: str, r: TableResult, started: datetime) -> MergeLogEntry:
     return MergeLogEntry(
         run_id, int(r.table_key), r.table, r.status, r.checkpoint_before, r.checkpoint_after, r.windows,
         r.ddls_applied, r.rows_in, r.rows_out, r.duration_s, r.reason, started, datetime.now(timezone.utc),
+        r.replica,
     )
 
 
@@ -418,8 +421,21 @@ def _merge_table(
             result.checkpoint_after = read_checkpoint(entry.path, layout.storage_options)
         report(StepKind.DONE, result.checkpoint_after, f"error: {result.reason}")
     finally:
+        result.replica = _facts_after(layout, catalog, key)
         result.duration_s = time.monotonic() - started
     return result
+
+
+def _facts_after(layout: LakeLayout, catalog: ReplicaCatalog, key: TableKey) -> ReplicaFacts | None:
+    """The replica's facts for the merge log (status reads them there), read after the table's
+    last commit of the run; None when it has no replica or they cannot be read (status then reads
+    the replica itself)."""
+    try:
+        entry = catalog.get(key)
+        return None if entry is None else read_replica_facts(layout, entry.path)
+    except Exception:  # noqa: BLE001 - the facts are for status only; the run's outcome stands
+        log.warning("table %s: replica facts not read for the merge log", key, exc_info=True)
+        return None
 
 
 def _table_options(spark: SparkSession, layout: LakeLayout, entry: ReplicaEntry | None,

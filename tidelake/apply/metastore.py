@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import ReplicaState
-from tidelake.lake.status import replica_entries
+from tidelake.lake.replica_catalog import ReplicaState, read_entries
 from tidelake.lake.syncpoints import ReplicaAt, Syncpoint, read_syncpoints
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ def sync_catalog(spark: SparkSession, layout: LakeLayout) -> CatalogSync:
     result = CatalogSync()
     registered = registered_tables(spark)
     wanted: dict[str, tuple[str, str] | None] = {}
-    entries = sorted(replica_entries(layout).values(), key=lambda e: e.table_key)
+    entries = sorted(read_entries(layout).values(), key=lambda e: e.table_key)
     for entry in entries:
         name = None if entry.state == ReplicaState.DROPPED else (entry.db.lower(), entry.name.lower())
         wanted[_normal_location(entry.path)] = name

@@ -60,9 +60,8 @@ from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, history_path
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState
+from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState, read_entries
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.lake.status import replica_entries
 from tidelake.upstream.errors import BelowGCSafepointError, UpstreamError
 from tidelake.upstream.schema_snapshot import SchemaSnapshot, load_schema
 
@@ -360,7 +359,7 @@ class Verifier:
 
     def run(self, tables: Iterable[str] = ()) -> VerifyReport:
         history = SchemaHistory.load(self.layout)
-        entries = replica_entries(self.layout)
+        entries = read_entries(self.layout)
         wanted = tables_to_verify(entries, history, list(tables))
         verdicts, histories = [], []
         for key in wanted:

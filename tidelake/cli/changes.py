@@ -31,13 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _changes(args: argparse.Namespace) -> int:
     from tidelake.lake.replica_changes import change_range, read_changes
-    from tidelake.lake.status import replica_entries
+    from tidelake.lake.replica_catalog import read_entries
 
     layout = resolve_target(args).layout
     db, dot, name = args.table.partition(".")
     if not dot:
         raise InputError(f"--table {args.table!r}: give the table as DB.TABLE")
-    entry = next((e for e in replica_entries(layout).values() if (e.db, e.name) == (db, name)), None)
+    entry = next((e for e in read_entries(layout).values() if (e.db, e.name) == (db, name)), None)
     if entry is None:
         raise InputError(f"--table {args.table}: no replica of that name in {layout.root}")
     rng = change_range(entry.path, args.from_ts, args.to_ts, layout.storage_options)

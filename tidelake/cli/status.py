@@ -1,4 +1,4 @@
-"""`tidelake status [--json] [--config FILE | --lake PATH [--pd ADDR]]`: watermarks, lag, pending DDL.
+"""`tidelake status [--json] [--exact] [--config FILE | --lake PATH [--pd ADDR]]`: watermarks, lag, pending DDL.
 
 The JSON form is the stable schema documented in tidelake.lake.status.
 """
@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_target_arguments(parser, pd=True)
     parser.add_argument("--json", action="store_true", help="print the stable JSON document instead of a table")
+    parser.add_argument("--exact", action="store_true",
+                        help="read every replica's own Delta log instead of what its last merge recorded "
+                             "(slower with many replicas; see tidelake.lake.status)")
     parser.set_defaults(handler=_status)
 
 
@@ -42,7 +45,7 @@ def _status(args: argparse.Namespace) -> int:
             now_ts = pd.get_ts()
         finally:
             pd.close()
-    report = collect_status(target.layout, now_ts)
+    report = collect_status(target.layout, now_ts, exact=args.exact)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -337,7 +337,7 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
 
     layout = LakeLayout(paths.lake_uri)
     last_line = [0.0]
-    report = [collect_status(layout)]
+    report = [collect_status(layout, exact=True)]  # waits for replicas: their own checkpoints
 
     def describe() -> str:
         behind, tables = report[0].behind(target), report[0].tables
@@ -348,7 +348,7 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
     lags: list[float] = []  # the worst replica's lag at each poll, from the first merge on
 
     def done() -> bool:
-        report[0] = collect_status(layout)
+        report[0] = collect_status(layout, exact=True)
         live = [t.lag_seconds for t in report[0].tables if t.lag_seconds is not None]
         if live:
             lags.append(max(live))

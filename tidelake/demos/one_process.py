@@ -153,7 +153,7 @@ def _run(options: OneProcessOptions, workdir: Path, console: Console) -> DemoRes
 
         pd = PDClient([cluster.pd_address], caller_id="tidelake-demo")
         try:
-            status = collect_status(layout, pd.get_ts())
+            status = collect_status(layout, pd.get_ts(), exact=True)
         finally:
             pd.close()
     return DemoResult(workdir, final_ts, verify_report, status, cycles, tour.ran, dict(faults.applied),

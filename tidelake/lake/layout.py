@@ -176,8 +176,11 @@ def open_or_create(
     schema: pa.Schema,
     partitions: tuple[str, ...] = (),
     properties: dict[str, str] | None = None,
+    added_columns: int = 0,
 ) -> DeltaTable:
-    """Open a tidelake table, creating it on first use; a concurrent creator simply wins."""
+    """Open a tidelake table, creating it on first use; a concurrent creator simply wins. A table
+    written before the last `added_columns` columns of `schema` were added may lack them (its
+    writer adds them with a schema merge)."""
     if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
         try:
             DeltaTable.create(
@@ -192,6 +195,8 @@ def open_or_create(
         except CommitFailedError:
             pass  # another puller created it between our check and our commit
     table = DeltaTable(path, storage_options=layout.storage_options)
-    if pa.schema(table.schema().to_arrow()) != schema:
+    found = pa.schema(table.schema().to_arrow())
+    older = [pa.schema(list(schema)[:len(schema) - n]) for n in range(1, added_columns + 1)]
+    if found != schema and found not in older:
         raise InputError(f"{path} is not a tidelake table of the expected schema")
     return table

@@ -22,7 +22,8 @@ from datetime import datetime, timezone
 from enum import StrEnum
 
 import pyarrow as pa
-from deltalake.exceptions import CommitFailedError
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from tenacity import (
     retry,
     retry_if_exception_type,
@@ -78,6 +79,21 @@ def catalog_path(layout: LakeLayout) -> str:
     return f"{layout.tidelake_root}/replicas"
 
 
+def _entries_of(table: DeltaTable) -> dict[int, ReplicaEntry]:
+    rows = table.to_pyarrow_table().to_pylist()
+    return {r["table_key"]: ReplicaEntry(**{k: r[k] for k in ReplicaEntry.__dataclass_fields__}) for r in rows}
+
+
+def read_entries(layout: LakeLayout) -> dict[int, ReplicaEntry]:
+    """The catalog read-only, in one replay of its log (status reads it on every call); a lake
+    nobody merged into yet has none, and gets none."""
+    try:
+        table = DeltaTable(catalog_path(layout), storage_options=layout.storage_options)
+    except TableNotFoundError:
+        return {}
+    return _entries_of(table)
+
+
 class ReplicaCatalog:
     """Read and upsert the catalog; every method reads the latest table version."""
 
@@ -87,8 +103,7 @@ class ReplicaCatalog:
 
     def entries(self) -> dict[int, ReplicaEntry]:
         self._table.update_incremental()
-        rows = self._table.to_pyarrow_table().to_pylist()
-        return {r["table_key"]: ReplicaEntry(**{k: r[k] for k in ReplicaEntry.__dataclass_fields__}) for r in rows}
+        return _entries_of(self._table)
 
     def get(self, table_key: int) -> ReplicaEntry | None:
         return self.entries().get(int(table_key))

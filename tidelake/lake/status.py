@@ -1,10 +1,26 @@
 """`tidelake status`: where each replica stands (docs/design.md §2) and how far it lags.
 
 Everything is read from the lake without Spark (delta-rs reads the Delta logs): watermarks,
-the DDL history, the replica catalog, each replica's checkpoint and the merge log. PD, when
-given, supplies "now" as a TSO; otherwise the wall clock does (lag is then only as good as the
-clocks agree). The per-table values are the ones merge planning uses (merge_plan.window_upper),
-so status shows exactly why a table can or cannot advance.
+the DDL history, the replica catalog, the merge log and, where needed, replicas' own logs. PD,
+when given, supplies "now" as a TSO; otherwise the wall clock does (lag is then only as good as
+the clocks agree). The per-table values are the ones merge planning uses
+(merge_plan.window_upper), so status shows exactly why a table can or cannot advance.
+
+Where the checkpoint comes from. A replica's checkpoint, reader features, soft deletes and
+history table (tidelake.lake.replica_facts) are in its Delta log, but replaying 1,000 logs takes
+seconds (bench/README.md "Scale"). So status takes them from the table's last
+merge-log entry, which the merge fills by reading the replica after its last commit of the run,
+when that entry names the replica's current path; it reads the replica itself when there is no
+such entry (a bootstrapped replica not merged since, a log written before the merge recorded
+facts, a run that failed before the table's own handling), or when the entry names another
+folder (a rebuilt replica). `exact` (`tidelake status --exact`) reads every replica.
+The logged checkpoint is never AHEAD of the replica: the merge reads it after committing, and
+a replica's checkpoint only grows at one path (a rebuild starts a new folder). It can be
+BEHIND: a run that commits and dies before its merge-log append leaves the previous entry,
+until the table's next run logs again (every run logs every table it visits, idle ones too).
+Callers that wait for a replica to reach a ts therefore read exactly (the demos do), or accept
+waiting one more run. Not covered: a replica changed by hand (deleted and bootstrapped again at
+the same folder, a Delta RESTORE) shows its last logged facts until its next run; `--exact`.
 
 JSON (`tidelake status --json`, `StatusReport.to_json()`), schema_version 1. Additive changes keep
 the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_utc` ISO-8601 twin
@@ -18,6 +34,7 @@ the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_ut
       "lake": str,                                 lake root
       "ddl_resolved_ts": int | null, "ddl_resolved_utc": str | null,
       "changelog_version": int,                    -1 before the first puller flush
+      "exact": bool,                               every replica read from its own log
       "tables": [{
         "table": "db.name",                        current upstream name
         "table_key": int,                          stable identity (TiDB id at CREATE)
@@ -45,6 +62,9 @@ the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_ut
         "history": null | {"path": str,            its SCD2 history table (README "History for
                            "checkpoint_ts": int | null,          consumers"), with the ts it holds
                            "since_ts": int | null}               every change up to, and from
+        "facts_source": "merge_log" | "replica" | null   where checkpoint_ts, reader_features,
+                                                   soft_deletes and history came from (null: no
+                                                   replica in the catalog)
       }]
     }
 """
@@ -58,27 +78,14 @@ from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any
 
-from deltalake import DeltaTable
-
 from tidelake import tso
-from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.control import read_control
-from tidelake.lake.history_table import (
-    HISTORY_APP_ID,
-    SINCE_PROPERTY,
-    SOFT_DELETES_PROPERTY,
-    history_path,
-)
+from tidelake.lake.history_table import history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, last_entries
 from tidelake.lake.merge_plan import window_upper
-from tidelake.lake.replica_catalog import (
-    ReplicaCatalog,
-    ReplicaEntry,
-    ReplicaState,
-    catalog_path,
-)
-from tidelake.lake.replica_readers import reader_needs
+from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState, read_entries
+from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import Watermarks
 
@@ -92,6 +99,13 @@ class NowSource(StrEnum):
 
     PD = "pd"
     WALL_CLOCK = "wall_clock"
+
+
+class FactsSource(StrEnum):
+    """Where a replica's checkpoint, reader features, soft deletes and history came from."""
+
+    MERGE_LOG = "merge_log"  # the table's last merge-log entry (what its last run read)
+    REPLICA = "replica"  # the replica's own Delta log, read now
 
 
 def utc_text(ts: int | None) -> str | None:
@@ -150,6 +164,7 @@ class TableStatus:
     deltalake_readable: bool | None = None
     soft_deletes: bool | None = None
     history: HistoryStatus | None = None
+    facts_source: str | None = None  # FactsSource; None: no replica in the catalog
 
     def to_json(self) -> dict[str, Any]:
         merge = self.last_merge
@@ -185,6 +200,7 @@ class TableStatus:
             "deltalake_readable": self.deltalake_readable,
             "soft_deletes": self.soft_deletes,
             "history": None if self.history is None else self.history.to_json(),
+            "facts_source": self.facts_source,
         }
 
 
@@ -197,6 +213,7 @@ class StatusReport:
     changelog_version: int
     tables: list[TableStatus]
     generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    exact: bool = False  # every replica's facts read from its own log
 
     def behind(self, ts: int) -> list[TableStatus]:
         """Live tables whose replica has not reached `ts` (no replica yet counts; stopped ones do not)."""
@@ -218,33 +235,27 @@ class StatusReport:
             "ddl_resolved_ts": self.ddl_resolved_ts,
             "ddl_resolved_utc": utc_text(self.ddl_resolved_ts),
             "changelog_version": self.changelog_version,
+            "exact": self.exact,
             "tables": [t.to_json() for t in self.tables],
         }
 
 
-def replica_entries(layout: LakeLayout) -> dict[int, ReplicaEntry]:
-    """The replica catalog, read-only: a lake nobody merged into yet has none (and gets none)."""
-    if not DeltaTable.is_deltatable(catalog_path(layout), storage_options=layout.storage_options):
-        return {}
-    return ReplicaCatalog(layout).entries()
-
-
-def collect_status(layout: LakeLayout, now_ts: int | None = None) -> StatusReport:
-    """Status of every replicated table; `now_ts` is PD's TSO when the caller has one."""
+def collect_status(layout: LakeLayout, now_ts: int | None = None, exact: bool = False) -> StatusReport:
+    """Status of every replicated table; `now_ts` is PD's TSO when the caller has one. Each replica's
+    facts come from its last merge-log entry where that entry can be trusted, else from the
+    replica's own log; `exact` reads every replica's log (module docstring, "Where the checkpoint
+    comes from")."""
     source = NowSource.PD if now_ts is not None else NowSource.WALL_CLOCK
     if now_ts is None:
         now_ts = tso.compose(int(time.time() * 1000))
     control = read_control(layout)
     watermarks, history = control.watermarks, control.history
-    entries = replica_entries(layout)
+    entries = read_entries(layout)
     merges = last_entries(layout)
     keys = list(dict.fromkeys([*entries, *history.live_tables()]))
-    # Each replica's log is its own read (a LIST and a few GETs on an object store): read them
-    # side by side; delta-rs releases the GIL while it reads.
-    with ThreadPoolExecutor(max_workers=STATUS_READERS) as pool:
-        tables = list(pool.map(
-            lambda key: _table_status(key, entries.get(key), history, watermarks, merges.get(key), now_ts, layout),
-            keys))
+    facts = _replica_facts(layout, entries, merges, exact)
+    tables = [_table_status(key, entries.get(key), facts.get(key), history, watermarks, merges.get(key), now_ts, layout)
+              for key in keys]
     tables.sort(key=lambda t: (t.state == ReplicaState.DROPPED, t.table))
     return StatusReport(
         lake=layout.root,
@@ -253,35 +264,48 @@ def collect_status(layout: LakeLayout, now_ts: int | None = None) -> StatusRepor
         ddl_resolved_ts=watermarks.ddl_resolved or None,
         changelog_version=watermarks.changelog_version,
         tables=tables,
+        exact=exact,
     )
 
 
-def _history_status(layout: LakeLayout, replica_path: str) -> HistoryStatus | None:
-    path = history_path(layout, replica_path)
-    table = open_replica(path, layout.storage_options)
-    if table is None:
-        return None
-    since = table.metadata().configuration.get(SINCE_PROPERTY)
-    return HistoryStatus(path, table.transaction_version(HISTORY_APP_ID), int(since) if since else None)
+def _replica_facts(layout: LakeLayout, entries: dict[int, ReplicaEntry], merges: dict[int, MergeLogEntry],
+                   exact: bool) -> dict[int, tuple[ReplicaFacts | None, str]]:
+    """Each catalogued replica's facts and where they came from (FactsSource)."""
+    found: dict[int, tuple[ReplicaFacts | None, str]] = {}
+    unread: list[ReplicaEntry] = []
+    for key, entry in entries.items():
+        merge = merges.get(key)
+        logged = None if merge is None else merge.replica
+        if not exact and logged is not None and logged.path == entry.path:
+            found[key] = (logged, FactsSource.MERGE_LOG)
+        else:
+            unread.append(entry)
+    # Each replica's log is its own read (a LIST and a few GETs on an object store): read them
+    # side by side; delta-rs releases the GIL while it reads.
+    with ThreadPoolExecutor(max_workers=STATUS_READERS) as pool:
+        for entry, read in zip(unread, pool.map(lambda e: read_replica_facts(layout, e.path), unread)):
+            found[entry.table_key] = (read, FactsSource.REPLICA)
+    return found
 
 
-def _table_status(key: int, entry: ReplicaEntry | None, history: SchemaHistory, watermarks: Watermarks,
-                  merge: MergeLogEntry | None, now_ts: int, layout: LakeLayout) -> TableStatus:
+def _table_status(key: int, entry: ReplicaEntry | None, read: tuple[ReplicaFacts | None, str] | None,  # None: no entry
+                  history: SchemaHistory, watermarks: Watermarks, merge: MergeLogEntry | None, now_ts: int,
+                  layout: LakeLayout) -> TableStatus:
     if entry is None:
         db, name = history.current_name(key)
         status = TableStatus(f"{db}.{name}", key, STATE_PENDING)
         checkpoint = None
     else:
         status = TableStatus(f"{entry.db}.{entry.name}", key, entry.state, entry.path, entry.reason)
-        # One replay of the replica's log for its checkpoint and protocol: status of 1,000
-        # replicas is 1,000 log reads, not 3,000 (bench/README.md "Scale").
-        replica = open_replica(entry.path, layout.storage_options)
-        checkpoint = None if replica is None else replica.transaction_version(MERGE_APP_ID)
-        if replica is not None:
-            needs = reader_needs(replica)
+        facts, status.facts_source = read
+        checkpoint = None if facts is None else facts.checkpoint
+        if facts is not None:
+            needs = facts.reader_needs
             status.reader_features, status.deltalake_readable = list(needs.features), needs.deltalake_readable
-            status.soft_deletes = replica.metadata().configuration.get(SOFT_DELETES_PROPERTY) == "true"
-            status.history = _history_status(layout, entry.path)
+            status.soft_deletes = facts.soft_deletes
+            if facts.history:
+                status.history = HistoryStatus(history_path(layout, entry.path), facts.history_checkpoint,
+                                               facts.history_since)
     status.last_merge = merge
     if merge is not None and merge.status in (MergeStatus.ERROR, MergeStatus.STOPPED):
         status.last_error = merge.reason
