@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
@@ -23,14 +23,7 @@ from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.control import read_control
 from tidelake.lake.history_table import SOFT_DELETES_PROPERTY
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import (
-    MERGE_LOG_SCHEMA,
-    MergeLogEntry,
-    MergeStatus,
-    append_entries,
-    last_entries,
-    merge_log_path,
-)
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.status import (
@@ -292,19 +285,3 @@ def test_status_reads_the_replica_when_the_merge_log_names_another_folder_or_no_
     assert orders.facts_source == FactsSource.REPLICA and orders.checkpoint_ts == _real_checkpoint(rebuilt.path)
     assert orders.checkpoint_ts == base - 700 and orders.soft_deletes is False
     assert events.facts_source == FactsSource.REPLICA and events.checkpoint_ts == _real_checkpoint(replicas["events"].path)
-
-
-def test_a_merge_log_without_the_replica_column_gains_it_on_the_next_append(tmp_path):
-    layout = LakeLayout(str(tmp_path))
-    old_schema = pa.schema([f for f in MERGE_LOG_SCHEMA if f.name != "replica"])
-    now = datetime.now(timezone.utc)
-    old = MergeLogEntry("old", 1, "d.t", MergeStatus.MERGED, None, 5, 1, 0, 1, 1, 0.1, None, now, now)
-    row = {f.name: getattr(old, f.name) for f in old_schema}
-    write_deltalake(merge_log_path(layout), pa.Table.from_pylist([row], schema=old_schema))
-    facts = ReplicaFacts("p", 9, 1, (), False, False, None, None)
-    later = now + timedelta(seconds=1)
-    append_entries(layout, [MergeLogEntry("new", 2, "d.u", MergeStatus.MERGED, None, 9, 1, 0, 1, 1, 0.1, None,
-                                          later, later, facts)])
-    entries = last_entries(layout)
-    assert entries[1].replica is None and entries[1].checkpoint_after == 5
-    assert entries[2].replica == facts

@@ -18,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from tenacity import (
@@ -105,13 +106,20 @@ def append_entries(layout: LakeLayout, entries: Sequence[MergeLogEntry]) -> None
 
 
 def last_entries(layout: LakeLayout) -> dict[int, MergeLogEntry]:
-    """The latest entry of each table key (by finish time)."""
+    """The latest entry of each table key (by finish time).
+    The log holds a row per table per run: they are sorted and picked in Arrow, and only the
+    picked rows become Python objects (status reads this on every call)."""
     if not DeltaTable.is_deltatable(merge_log_path(layout), storage_options=layout.storage_options):
         return {}
-    rows = DeltaTable(merge_log_path(layout), storage_options=layout.storage_options).to_pyarrow_table().to_pylist()
+    table = DeltaTable(merge_log_path(layout), storage_options=layout.storage_options).to_pyarrow_table()
+    if table.num_rows == 0:
+        return {}
+    table = table.take(pc.sort_indices(table, [("table_key", "ascending"), ("finished_at", "ascending")]))
+    keys = table.column("table_key").combine_chunks()
+    last_of_key = pa.concat_arrays([pc.not_equal(keys[1:], keys[:-1]), pa.array([True])])
     names = [f.name for f in fields(MergeLogEntry)]
     latest: dict[int, MergeLogEntry] = {}
-    for row in sorted(rows, key=lambda r: r["finished_at"]):
+    for row in table.filter(last_of_key).to_pylist():
         row["replica"] = ReplicaFacts.from_row(row.get("replica"))
-        latest[row["table_key"]] = MergeLogEntry(**{n: row[n] for n in names})
+        latest[row["table_key"]] = MergeLogEntry(**{n: row.get(n) for n in names})
     return latest
