@@ -19,24 +19,38 @@ reads psutil CPU and RSS. It reports, per shard count:
   PD             RPCs the simulated PD received during the run, by method;
   control        after the run: watermarks and DDL table rows, Delta versions, files, and read times
                  (`read_watermarks`, `read_control`), and `collect_status` latency.
+With --compare-puller DIR (a checkout of another version, e.g. main), the first shard count runs
+--compare-rounds more times for each version, alternating (DIR, this, DIR, this...) on the same
+upstream and traffic: before/after puller CPU at the same size and load.
 Then, in this process:
   frontier       cost of one resolved ts through the span frontier with the real region layout:
                  forward + frontier() per region, and per round over all regions;
   history        --history-flushes watermark flushes of --tables rows into a fresh table (a puller
                  of that many tables flushing once a second for that many seconds), read time of
                  the watermarks table sampled as the history grows;
+  status         with --status-replicas R > 0, on the first run's lake: R of its tables get a replica
+                 written with delta-rs as a merge leaves it (--replica-commits commits, each with
+                 rows and the merge's txn; every 10th with soft deletes and a history table), and
+                 one merge-log append with each replica's facts (the merge's own read). Then
+                 `collect_status` as status and the page run it (facts from the merge log),
+                 `collect_status(exact=True)` (every replica's log), each against the ceiling of
+                 one replica's log replay (`read_replica_facts`, median) measured in the same run;
+                 then status and the Replication page's report (`page_report`) once the merge log
+                 holds --merge-log-runs runs over them all;
   merge          with --merge-tables K > 0: K more tables created after a new changefeed's start
                  (tables of a start snapshot would need a bootstrap first), 20 rows each, pulled
                  by one shard; then `tidelake merge` of them with /tmp/tidelake-spark.lock held
                  (Spark): its wall time and tables/min, and status latency with K replicas.
 
     .venv/bin/python bench/bench_scale.py [--tables 1000] [--regions 10000] [--shards 1,4]
-        [--steady 60] [--history-flushes 1200] [--merge-tables 0] [--json PATH]
+        [--steady 60] [--history-flushes 1200] [--status-replicas 1000] [--merge-tables 0]
+        [--compare-puller DIR] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import os
 import random
@@ -48,9 +62,12 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psutil
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,11 +77,19 @@ from tidelake.capture.eventfeed.frontier import SpanFrontier  # noqa: E402
 from tidelake.capture.eventfeed.span_divider import intersect  # noqa: E402
 from tidelake.codec.keys import record_key, table_record_span_encoded  # noqa: E402
 from tidelake.codec.memcomparable_bytes import encode_bytes  # noqa: E402
+from tidelake.config import load_config  # noqa: E402
 from tidelake.config_writer import changefeed_document, write_config  # noqa: E402
 from tidelake.lake.control import read_control  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
-from tidelake.lake.status import collect_status  # noqa: E402
+from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
+from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, SOFT_DELETES_PROPERTY, history_path  # noqa: E402
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries  # noqa: E402
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry  # noqa: E402
+from tidelake.lake.replica_facts import read_replica_facts  # noqa: E402
+from tidelake.lake.status import FactsSource, collect_status  # noqa: E402
 from tidelake.lake.watermarks import WatermarkWriter, read_watermarks  # noqa: E402
+from tidelake.orchestration.changefeeds import Changefeed  # noqa: E402
+from tidelake.orchestration.page_report import page_report  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 
@@ -195,13 +220,15 @@ class Traffic:
 class Shards:
     """`tidelake pull --shard I/N` children; their progress lines (parsed on threads), CPU and RSS."""
 
-    def __init__(self, config: Path, count: int, log_dir: Path) -> None:
+    def __init__(self, config: Path, count: int, log_dir: Path, source: Path | None = None) -> None:
         self.count = count
+        env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
         self.procs = [subprocess.Popen(
             [sys.executable, "-m", "tidelake", "pull", "--config", str(config), "--shard", f"{i}/{count}",
-             "--progress-interval", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             "--progress-interval", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            cwd=source, env=env)
             for i in range(count)]
-        self.log_paths = [log_dir / f"shards{count}-{i}.log" for i in range(count)]
+        self.log_paths = [log_dir / f"shards{count}-{i}-{time.monotonic_ns()}.log" for i in range(count)]
         self.lag: list[tuple[float, float] | None] = [None] * count  # (monotonic, worst table lag s)
         self.tables = [0] * count  # physical tables each shard pulls (its last progress line)
         self._threads = [threading.Thread(target=self._read, args=(i,), daemon=True) for i in range(count)]
@@ -257,18 +284,21 @@ class Shards:
             thread.join(5)
 
 
-def puller_run(up: Upstream, traffic: Traffic, shards: int, args: argparse.Namespace, tmp: Path) -> dict:
-    lake = tmp / f"lake-{shards}"
-    doc = changefeed_document(f"scale{shards}", [up.cluster.pd_address], lake, rules=[f"{DATABASE}.*"],
+def puller_run(up: Upstream, traffic: Traffic, shards: int, args: argparse.Namespace, tmp: Path,
+               source: Path | None = None, label: str = "") -> dict:
+    """One changefeed from T0 pulled by `shards` children (run from the checkout `source` when
+    given: --compare-puller), through start, catch-up and --steady seconds of steady state."""
+    lake = tmp / f"lake-{shards}{label}"
+    doc = changefeed_document(f"scale{shards}{label}", [up.cluster.pd_address], lake, rules=[f"{DATABASE}.*"],
                               start_ts=up.start_ts, gc_ttl="30m",
                               puller={"flush_interval": args.flush_interval, "memory_quota": args.quota,
                                       "shards": shards})
-    config = write_config(tmp / f"scale{shards}.toml", doc)
+    config = write_config(tmp / f"scale{shards}{label}.toml", doc)
     pd_before = up.cluster.pd_calls.snapshot()
     rows_before, txns_before = traffic.rows, traffic.txns
     traffic.ddl_allowed.clear()
     started = time.monotonic()
-    group = Shards(config, shards, tmp)
+    group = Shards(config, shards, tmp, source)
     all_resolved_s = caught_up_s = None
     lags: list[float] = []
     try:
@@ -313,7 +343,7 @@ def puller_run(up: Upstream, traffic: Traffic, shards: int, args: argparse.Names
                 pd_after.get(k, 0) - pd_before.get(k, 0)}
     layout = LakeLayout(str(lake))
     result = {
-        "shards": shards, "physical_tables": len(up.physical_ids()), "regions": len(up.cluster.regions.all()),
+        "shards": shards, "puller": label or "this checkout", "physical_tables": len(up.physical_ids()), "regions": len(up.cluster.regions.all()),
         "all_resolved_s": all_resolved_s, "caught_up_s": caught_up_s, "catchup_cpu_s": catchup_cpu,
         "steady_s": steady_wall, "lag_p50_s": percentile(lags, 50) if lags else None,
         "lag_p95_s": percentile(lags, 95) if lags else None, "lag_max_s": max(lags) if lags else None,
@@ -326,7 +356,7 @@ def puller_run(up: Upstream, traffic: Traffic, shards: int, args: argparse.Names
         "ddls": traffic.ddls, "watermark_read_during_steady_ms": [1000 * x for x in reads_during],
         "control": control_tables(layout),
     }
-    print(f"# {shards} shard(s): all resolved {all_resolved_s:.1f} s, caught up {caught_up_s:.1f} s, "
+    print(f"# {shards} shard(s){label}: all resolved {all_resolved_s:.1f} s, caught up {caught_up_s:.1f} s, "
           f"lag p95 {result['lag_p95_s']}, cores {result['steady_cores']:.2f}", flush=True)
     return result
 
@@ -363,6 +393,66 @@ def control_tables(layout: LakeLayout) -> dict:
 
 
 # ---- in-process measurements ------------------------------------------------------------------
+
+def _merge_commit(path: str, txn_app: str, version: int) -> None:
+    """A commit as a merge window leaves one: rows plus the app's txn (version = the checkpoint)."""
+    rows = pa.table({"id": pa.array([version % 997], pa.int64()), "_tidb_commit_ts": pa.array([version], pa.int64())})
+    write_deltalake(path, rows, mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(txn_app, version)]))
+
+
+def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: int) -> dict:
+    """`replicas` replicas as merges leave them and their merge-log entries, then status latency;
+    then status and the Replication page's report once the merge log holds `runs` runs over every
+    table."""
+    feed = Changefeed(str(config), load_config(config), True)
+    layout = LakeLayout.from_config(feed.config.lake)
+    history = read_control(layout).history
+    keys = sorted(history.live_tables())[:replicas]
+    catalog = ReplicaCatalog(layout)
+    began = time.perf_counter()
+    entries, now = [], datetime.now(timezone.utc)
+    names = {key: history.current_name(key) for key in keys}
+    for start in range(0, len(keys), 10):  # as merges of 10 new tables each leave the catalog
+        catalog.upsert([ReplicaEntry(key, *names[key], layout.replica_path(*names[key]), state_ts=ts)
+                        for key in keys[start:start + 10]])
+    for i, key in enumerate(keys):
+        db, name = names[key]
+        path = layout.replica_path(db, name)
+        for c in range(commits):
+            _merge_commit(path, MERGE_APP_ID, ts + c)
+        if i % 10 == 0:  # soft deletes and an SCD2 history table, as [history] turns them on
+            DeltaTable(path).alter.set_table_properties({SOFT_DELETES_PROPERTY: "true"}, raise_if_not_exists=False)
+            _merge_commit(history_path(layout, path), HISTORY_APP_ID, ts + commits - 1)
+            DeltaTable(history_path(layout, path)).alter.set_table_properties(
+                {SINCE_PROPERTY: str(ts)}, raise_if_not_exists=False)
+        facts = read_replica_facts(layout, path)
+        entries.append(MergeLogEntry("bench", key, f"{db}.{name}", MergeStatus.MERGED, ts, ts + commits - 1, commits,
+                                     0, commits, commits, 0.1, None, now, now, facts))
+    append_entries(layout, entries)
+    build_s = time.perf_counter() - began
+    paths = [layout.replica_path(*names[k]) for k in keys[:50]]
+    one_read = statistics.median(_timed(lambda p=p: read_replica_facts(layout, p))[0] for p in paths)
+    cheap_s, cheap = _timed(lambda: collect_status(layout), 3)
+    exact_s, exact = _timed(lambda: collect_status(layout, exact=True), 3)
+    from_log = sum(t.facts_source == FactsSource.MERGE_LOG for t in cheap.tables)
+    mismatched = [t.table for t, e in zip(cheap.tables, exact.tables) if t.checkpoint_ts != e.checkpoint_ts]
+    if mismatched:
+        raise RuntimeError(f"status from the merge log disagrees with the replicas for {mismatched[:5]}")
+    for run in range(1, runs):  # later runs over every table, as a scheduled merge logs them
+        later = now + timedelta(seconds=run)
+        append_entries(layout, [dataclasses.replace(e, run_id=f"bench{run}", started_at=later, finished_at=later)
+                                for e in entries])
+    aged_s, aged = _timed(lambda: collect_status(layout), 3)
+    page_s, _ = _timed(lambda: page_report(feed), 3)
+    return {"replicas": len(keys), "commits_per_replica": commits, "tables": len(cheap.tables), "build_s": build_s,
+            "replica_read_ms": 1000 * one_read, "status_ms": 1000 * cheap_s, "status_from_merge_log": from_log,
+            "status_exact_ms": 1000 * exact_s, "status_in_replica_reads": cheap_s / one_read,
+            "exact_in_replica_reads": exact_s / one_read, "merge_log_runs": runs,
+            "merge_log_rows": runs * len(entries), "status_ms_after_runs": 1000 * aged_s,
+            "page_ms_after_runs": 1000 * page_s,
+            "status_from_merge_log_after_runs": sum(t.facts_source == FactsSource.MERGE_LOG for t in aged.tables)}
+
 
 def frontier_cost(up: Upstream) -> dict:
     """Forward every region of every table once (a resolved-ts round) through real-layout frontiers."""
@@ -471,7 +561,7 @@ def print_report(results: dict) -> None:
     rows = []
     for r in runs:
         c = r["control"]
-        rows.append([r["shards"], r["all_resolved_s"], r["caught_up_s"], r["lag_p50_s"], r["lag_p95_s"],
+        rows.append([f"{r['shards']} ({r.get('puller', 'this checkout')})", r["all_resolved_s"], r["caught_up_s"], r["lag_p50_s"], r["lag_p95_s"],
                      r["lag_max_s"], r["steady_cores"], r["cpu_ms_per_1000_rows"], r["traffic_rows_per_s"],
                      max(r["rss_peak_mib_per_shard"]), max(r["threads_peak_per_shard"]),
                      c["watermark_rows"], c["watermarks"]["versions"], c["watermarks_read_ms"],
@@ -492,6 +582,15 @@ def print_report(results: dict) -> None:
         print(markdown_table(["flushes", "read ms", "versions", "checkpoints", "data files", "log MiB"],
                              [[p["flushes"], p["read_ms"], p["versions"], p.get("checkpoints", 0),
                                p.get("data_files", 0), p["log_mib"]] for p in h["points"]]))
+    st = results.get("status")
+    if st:
+        print(f"\nstatus with {st['replicas']:,} replicas ({st['commits_per_replica']} merge commits each, built in "
+              f"{st['build_s']:.0f} s): {st['status_ms']:.0f} ms from the merge log ({st['status_from_merge_log']:,} "
+              f"tables), {st['status_exact_ms']:.0f} ms exact; one replica's log read {st['replica_read_ms']:.2f} ms; "
+              f"status = {st['status_in_replica_reads']:.0f} replica reads, exact = "
+              f"{st['exact_in_replica_reads']:.0f}; with {st['merge_log_runs']} runs in the merge log "
+              f"({st['merge_log_rows']:,} rows): status {st['status_ms_after_runs']:.0f} ms, page "
+              f"{st['page_ms_after_runs']:.0f} ms")
     print(f"\nload average (1, 5, 15 min) at the end: {results['load_end']}")
 
 
@@ -519,7 +618,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--flush-interval", default="1s")
     parser.add_argument("--quota", default="256MiB")
     parser.add_argument("--history-flushes", type=int, default=0, help="0: skip the watermark history phase")
+    parser.add_argument("--status-replicas", type=int, default=0, help="0: skip the status-with-replicas phase")
+    parser.add_argument("--replica-commits", type=int, default=5, help="merge commits per replica of that phase")
+    parser.add_argument("--merge-log-runs", type=int, default=100, help="merge runs in the merge log of that phase")
     parser.add_argument("--merge-tables", type=int, default=0, help="0: skip the Spark merge phase")
+    parser.add_argument("--compare-puller", help="a checkout (e.g. `git worktree add` of main) whose puller "
+                        "also runs on the same upstream, interleaved with this one, for before/after CPU")
+    parser.add_argument("--compare-rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
@@ -536,7 +641,17 @@ def main(argv: list[str] | None = None) -> dict:
                 "create_s": up.create_s, "split_s": up.split_s, "backlog_s": up.backlog_s}
             traffic.start()
             results["runs"] = [puller_run(up, traffic, int(n), args, tmp) for n in args.shards.split(",")]
+            if args.compare_puller:  # before/after on one upstream and load: other, this, other, this...
+                shards = int(args.shards.split(",")[0])
+                for round_ in range(args.compare_rounds):
+                    results["runs"].append(puller_run(up, traffic, shards, args, tmp, Path(args.compare_puller),
+                                                      f"_other{round_ + 1}"))
+                    results["runs"].append(puller_run(up, traffic, shards, args, tmp, None, f"_this{round_ + 2}"))
             traffic.stop()
+            if args.status_replicas:
+                first = tmp / f"scale{args.shards.split(',')[0]}.toml"
+                results["status"] = status_at_scale(first, args.status_replicas, args.replica_commits,
+                                                    args.merge_log_runs, up.cluster.tso.next())
             results["traffic_errors"] = traffic.errors
             results["frontier"] = frontier_cost(up)
             merge_lake = merge_landed(up, args.merge_tables, tmp) if args.merge_tables else None
