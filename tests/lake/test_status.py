@@ -230,11 +230,13 @@ def _real_checkpoint(path: str) -> int | None:
 
 @pytest.fixture
 def merged_lake(pulled, tmp_path):
-    """A copy of the pulled lake's control tables with a replica of each table written by delta-rs
-    (a merge's commits: rows + the merge txn) and a merge-log entry for each, as a merge run leaves."""
+    """A copy of the pulled lake's watermarks and DDL history with a replica of each table written
+    by delta-rs (a merge's commits: rows + the merge txn) and a merge-log entry for each, as a merge
+    run leaves them."""
     _, _, source, _ = pulled
-    shutil.copytree(source.tidelake_root, f"{tmp_path}/_tidelake")
     layout = LakeLayout(str(tmp_path))
+    for table in ("watermarks", "ddl"):
+        shutil.copytree(getattr(source, table), getattr(layout, table))
     catalog = ReplicaCatalog(layout)
     base = read_watermarks(layout).ddl_resolved - 1000
     history = read_control(layout).history
