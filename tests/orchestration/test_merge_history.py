@@ -44,3 +44,36 @@ def test_run_throughput_is_changes_over_the_runs_wall_time(tmp_path):
     assert [(r.run_id, r.tables, r.changes, r.seconds) for r in runs] == [("a", 2, 400, 10.0), ("b", 1, 50, 5.0)]
     assert runs[0].changes_per_s == 40.0
     assert [r.run_id for r in merge_history(layout, runs=1).runs] == ["b"]
+
+
+def test_many_runs_over_many_tables_match_a_plain_recount(tmp_path):
+    """Runs appended out of finish order, errors without a checkpoint: the last points per table
+    and the last runs, recounted here row by row."""
+    import random
+
+    layout = LakeLayout(str(tmp_path))
+    rng = random.Random(5)
+    finishes = rng.sample(range(1, 5000), 30)
+    written = []
+    for run, at in enumerate(finishes):
+        finished = T0 + timedelta(seconds=at)
+        batch = [entry(key, finished - timedelta(milliseconds=rng.randrange(0, 900)),
+                       None if rng.random() < 0.2 else finished - timedelta(seconds=rng.randrange(0, 600)),
+                       run=f"r{run}", rows=rng.randrange(0, 50), seconds=rng.randrange(1, 9))
+                 for key in rng.sample(range(12), 7)]
+        append_entries(layout, batch)
+        written += batch
+    history = merge_history(layout, points=4, runs=5)
+    expected_lag = {}
+    for e in sorted(written, key=lambda e: e.finished_at):
+        if e.checkpoint_after is not None:
+            lag = max((e.finished_at - tso.to_datetime(e.checkpoint_after)).total_seconds(), 0.0)
+            expected_lag.setdefault(e.table_key, []).append(LagPoint(e.finished_at, lag))
+    assert history.lag == {k: v[-4:] for k, v in expected_lag.items()}
+    by_run = {}
+    for e in written:
+        by_run.setdefault(e.run_id, []).append(e)
+    expected_runs = sorted(((max(e.finished_at for e in es), run, min(e.started_at for e in es),
+                             len({e.table_key for e in es}), sum(e.rows_in for e in es))
+                            for run, es in by_run.items()))[-5:]
+    assert [(r.finished_at, r.run_id, r.started_at, r.tables, r.changes) for r in history.runs] == expected_runs
