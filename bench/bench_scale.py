@@ -434,6 +434,7 @@ def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: in
     paths = [layout.replica_path(*names[k]) for k in keys[:50]]
     one_read = statistics.median(_timed(lambda p=p: read_replica_facts(layout, p))[0] for p in paths)
     cheap_s, cheap = _timed(lambda: collect_status(layout), 3)
+    young_page_s, _ = _timed(lambda: page_report(feed), 3)
     exact_s, exact = _timed(lambda: collect_status(layout, exact=True), 3)
     from_log = sum(t.facts_source == FactsSource.MERGE_LOG for t in cheap.tables)
     mismatched = [t.table for t, e in zip(cheap.tables, exact.tables) if t.checkpoint_ts != e.checkpoint_ts]
@@ -447,6 +448,7 @@ def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: in
     page_s, _ = _timed(lambda: page_report(feed), 3)
     return {"replicas": len(keys), "commits_per_replica": commits, "tables": len(cheap.tables), "build_s": build_s,
             "replica_read_ms": 1000 * one_read, "status_ms": 1000 * cheap_s, "status_from_merge_log": from_log,
+            "page_ms": 1000 * young_page_s,
             "status_exact_ms": 1000 * exact_s, "status_in_replica_reads": cheap_s / one_read,
             "exact_in_replica_reads": exact_s / one_read, "merge_log_runs": runs,
             "merge_log_rows": runs * len(entries), "status_ms_after_runs": 1000 * aged_s,
@@ -586,7 +588,7 @@ def print_report(results: dict) -> None:
     if st:
         print(f"\nstatus with {st['replicas']:,} replicas ({st['commits_per_replica']} merge commits each, built in "
               f"{st['build_s']:.0f} s): {st['status_ms']:.0f} ms from the merge log ({st['status_from_merge_log']:,} "
-              f"tables), {st['status_exact_ms']:.0f} ms exact; one replica's log read {st['replica_read_ms']:.2f} ms; "
+              f"tables; page {st['page_ms']:.0f} ms), {st['status_exact_ms']:.0f} ms exact; one replica's log read {st['replica_read_ms']:.2f} ms; "
               f"status = {st['status_in_replica_reads']:.0f} replica reads, exact = "
               f"{st['exact_in_replica_reads']:.0f}; with {st['merge_log_runs']} runs in the merge log "
               f"({st['merge_log_rows']:,} rows): status {st['status_ms_after_runs']:.0f} ms, page "
