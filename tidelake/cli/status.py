@@ -26,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_target_arguments(parser, pd=True)
     parser.add_argument("--json", action="store_true", help="print the stable JSON document instead of a table")
     parser.add_argument("--exact", action="store_true",
-                        help="read every replica's own Delta log instead of what its last merge recorded "
-                             "(slower with many replicas; see tidelake.lake.status)")
+                        help="read every replica's own Delta log instead of what its last merge run recorded "
+                             "(exact after a merge run that died before logging; slower with many replicas)")
     parser.set_defaults(handler=_status)
 
 
