@@ -18,7 +18,6 @@ mapping, deletion vectors, type widening).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
