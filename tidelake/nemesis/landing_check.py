@@ -255,7 +255,8 @@ def _check_table(tid: int, ts: int, start: int, rows: list[Change], up: _Upstrea
             report.anomalies.append(Anomaly("lost", tid, ts, f"{op} of key {key.hex()} at {cts} not landed "
                                             f"by watermark {ts}"))
     state = up.snapshot(start) if start else {}
-    last: dict[bytes, int] = {}
+    # a key with no landed change after start was last changed where the snapshot at start says
+    last: dict[bytes, int] = {key: up.commit_ts_at(key, start) for key in state}
     for (key, cts), (op, value) in sorted(landed.items(), key=lambda item: item[0][1]):
         if cts <= start:
             continue
