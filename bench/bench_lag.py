@@ -47,6 +47,8 @@ from bench._common import (  # noqa: E402
     print_environment,
     write_json,
 )
+from deltalake import DeltaTable  # noqa: E402
+
 from tidelake import tso  # noqa: E402
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.config import parse_size  # noqa: E402
@@ -209,9 +211,10 @@ def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: 
           f"({backlog_bytes / MIB:.0f} MiB key+value) and one transaction of {txn_rows:,} rows, "
           f"{len(value)} B values, flush interval {flush_interval}\n")
     print(markdown_table(
-        ["case", "memory quota", "s", "rows/s", "base RSS MiB", "peak RSS MiB", "growth MiB", "growth / quota"],
-        [[r["case"], r["quota"], r["seconds"], r["rows_per_s"], r["rss_base_mib"], r["rss_peak_mib"],
-          r["rss_growth_mib"], r["growth_per_quota"]] for r in runs]))
+        ["case", "memory quota", "s", "rows/s", "commits", "base RSS MiB", "peak RSS MiB", "growth MiB",
+         "growth / quota"],
+        [[r["case"], r["quota"], r["seconds"], r["rows_per_s"], r["changelog_commits"], r["rss_base_mib"],
+          r["rss_peak_mib"], r["rss_growth_mib"], r["growth_per_quota"]] for r in runs]))
     fits = _fits(runs)
     for case, fit in fits.items():
         print(f"\n{case}: growth = {fit['slope']:.2f} x quota + {fit['intercept_mib']:.0f} MiB "
@@ -220,12 +223,18 @@ def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: 
             "value_bytes": len(value), "runs": runs, "fits": fits}
 
 
-def _run_result(case: str, quota: str, rows: int, seconds: float, base: int, peak: int) -> dict:
+def _run_result(case: str, quota: str, rows: int, seconds: float, base: int, peak: int, commits: int) -> dict:
     quota_mib = parse_size(quota) / MIB
     growth = (peak - base) / MIB
     return {"case": case, "quota": quota, "quota_mib": quota_mib, "rows": rows, "seconds": seconds,
             "rows_per_s": rows / seconds, "rss_base_mib": base / MIB, "rss_peak_mib": peak / MIB,
-            "rss_growth_mib": growth, "growth_per_quota": growth / quota_mib}
+            "rss_growth_mib": growth, "growth_per_quota": growth / quota_mib, "changelog_commits": commits}
+
+
+def _commits(lake: Path) -> int:
+    """Changelog commits of the run (its flushes with rows): a Delta write's native memory and
+    delta-rs's I/O threads grow with their count, not only with the rows."""
+    return DeltaTable(LakeLayout(str(lake)).changelog).version()
 
 
 def _fits(runs: list[dict]) -> dict:
@@ -263,7 +272,7 @@ def _catch_up(cluster: SimCluster, tmp: Path, quota: str, start_ts: int, rows: i
         pull.stop()
     # RSS when the feed came up (imports, schema, lander open): what the quota adds to
     base = next((b for t, b in rss.samples if t >= pull.first_progress), rss.first)
-    return _run_result("backlog", quota, rows, seconds, base, rss.peak)
+    return _run_result("backlog", quota, rows, seconds, base, rss.peak, _commits(lake))
 
 
 def _big_txn(cluster: SimCluster, tmp: Path, quota: str, table_id: int, first_handle: int, rows: int, value: bytes,
@@ -296,7 +305,7 @@ def _big_txn(cluster: SimCluster, tmp: Path, quota: str, table_id: int, first_ha
             seconds = time.monotonic() - started
     finally:
         pull.stop()
-    result = _run_result("txn", quota, rows, seconds, base, rss.peak)
+    result = _run_result("txn", quota, rows, seconds, base, rss.peak, _commits(lake))
     result["rss_peak_before_commit_mib"] = prewritten / MIB  # while only prewrites were waiting
     return result
 

@@ -90,6 +90,7 @@ def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
         ("backlog", "1MiB"), ("txn", "1MiB"), ("backlog", "4MiB"), ("txn", "4MiB")]
     assert [r["rows"] for r in runs] == [3000, 2000] * 2
     assert all(r["rows_per_s"] > 0 and r["rss_peak_mib"] >= r["rss_base_mib"] > 0 for r in runs)
+    assert all(r["changelog_commits"] >= 1 for r in runs)
     assert set(results["backpressure"]["fits"]) == {"backlog", "txn"}
 
 
