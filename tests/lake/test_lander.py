@@ -12,6 +12,7 @@ from tidelake.errors import InputError
 from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander import Lander, LanderClosedError
+from tidelake.lake.resident_memory import ResidentGrowth
 from tidelake.lake.row_change import memory_bytes
 from tidelake.lake.watermarks import WatermarkWriter, read_watermarks
 
@@ -351,3 +352,77 @@ def test_retry_that_finds_another_pullers_commit_stops_the_lander(layout, open_l
         old.add_rows(make_rows(41, 1))
     assert not {(r.commit_ts, r.key) for r in lost} & set(_changelog(layout))
     assert read_watermarks(layout).table_resolved == {}
+
+
+class _Rss:
+    """A settable RSS reading for ResidentGrowth: the process 'grows' when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000
+
+    def read(self) -> int:
+        return self.now
+
+
+def _flush_sizes(layout, rows) -> list[int]:
+    """memory_bytes of each landed flush, in flush order, from the changelog itself."""
+    by_key = {(r.commit_ts, r.key): r for r in rows}
+    table = DeltaTable(layout.changelog).to_pyarrow_table()
+    flushes: dict[int, list] = {}
+    for seq, ts, key in zip(table["flush_seq"].to_pylist(), table["commit_ts"].to_pylist(),
+                            table["key"].to_pylist()):
+        flushes.setdefault(seq, []).append(by_key[(ts, key)])
+    return [memory_bytes(flushes[seq]) for seq in sorted(flushes)]
+
+
+def test_rss_backpressure_never_stalls_and_every_flush_carries_the_floor(layout, open_lander, make_rows):
+    """The process stays over its quota all along (as when its fixed native memory alone exceeds
+    it): rows still land, in flushes of at least the floor each, not one row at a time."""
+    rss = _Rss()
+    batches = [make_rows(41, 4) for _ in range(60)]
+    rows = [r for b in batches for r in b]
+    floor = memory_bytes(rows) // 6
+    lander = open_lander(memory_quota_bytes=10 * memory_bytes(rows), flush_bytes=10 * memory_bytes(rows),
+                         resident=ResidentGrowth(rss.read), floor_bytes=floor)
+    lander.resolve(41, 1)  # the feed is up: the base is taken here
+    rss.now += 100 * memory_bytes(rows)  # far over the quota, and never coming back
+
+    def produce():
+        for batch in batches:
+            lander.add_rows(batch)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(60)
+    assert not producer.is_alive(), "add_rows must never block for good"
+    lander.flush()
+    assert len(_changelog(layout)) == len(rows)
+    sizes = _flush_sizes(layout, rows)
+    assert len(sizes) >= 3, sizes  # without the RSS check the quota would have taken them all in one
+    assert all(size >= floor for size in sizes[:-1]), (floor, sizes)
+
+
+def test_rows_under_the_floor_are_taken_even_when_the_process_is_over(layout, open_lander, make_rows):
+    rss = _Rss()
+    rows = make_rows(41, 20)
+    lander = open_lander(memory_quota_bytes=10 * memory_bytes(rows), resident=ResidentGrowth(rss.read),
+                         floor_bytes=memory_bytes(rows))
+    lander.resolve(41, 1)
+    rss.now += 100 * memory_bytes(rows)
+    for row in rows[:-1]:  # together just under the floor: none of these waits for a flush
+        lander.add_rows([row])
+    assert lander.buffered_bytes() == memory_bytes(rows[:-1])
+    assert _changelog(layout) == []  # nothing was flushed to make room
+
+
+def test_without_rss_growth_only_the_quota_applies(layout, open_lander, make_rows):
+    rss = _Rss()
+    rows = make_rows(41, 40)
+    lander = open_lander(memory_quota_bytes=memory_bytes(rows), flush_bytes=memory_bytes(rows),
+                         resident=ResidentGrowth(rss.read), floor_bytes=1)
+    lander.resolve(41, 1)
+    rss.now += memory_bytes(rows) // 2  # grown, but by less than the quota
+    for row in rows:
+        lander.add_rows([row])  # none blocks: the quota holds them all
+    lander.flush()
+    assert _flush_sizes(layout, rows) == [memory_bytes(rows)]

@@ -92,7 +92,7 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         shard,
         RunOptions(max_run_s=args.max_run_seconds, progress_interval_s=args.progress_interval,
                    metrics_port=config.puller.metrics_port_of(shard.index) if args.metrics_port is None
-                   else args.metrics_port),
+                   else args.metrics_port, watch_rss=True),
         progress=lambda p: print(_progress_line(runner.feed_id, p), file=sys.stderr, flush=True),
     )
     for sig in (signal.SIGTERM, signal.SIGINT):

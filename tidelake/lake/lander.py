@@ -35,6 +35,15 @@ Memory is bounded: add_rows blocks while the quota is full (the puller then stop
 streams), and is released as flushes land. The quota counts what the buffered rows take in memory
 (row_change.memory_bytes: their bytes plus Python's per-row cost), buffered and in flight; a
 flush's own working memory does not grow with it (ChangelogWriter.append writes in slices).
+What the rows do not account for (gRPC responses, a Delta write's native buffers, allocator
+caches: ~80 MiB measured, whatever the quota; resident_memory.py) is counted by watching the
+process itself, when the lander is given its process's `resident` growth (`tidelake pull` owns its
+process; a lander sharing one, as in tests, is not): add_rows also blocks while the RSS has grown
+by more than the quota since the feed came up, leaving the other half of the 1.5 x quota the
+puller is held to for a flush's working memory. That check has a floor, so it can slow landing
+but never stop it: rows are always taken while less than `floor_bytes` are buffered (a flush in
+flight does not count), so every flush carries at least that much, and with nothing buffered or
+in flight any rows are taken. Where the RSS is unreadable only the quota applies.
 
 Shutdown: call close() (it flushes and stops). A SIGTERM handler should only set a flag or
 start close() on another thread: code that blocks inside a signal handler can deadlock with the
@@ -59,6 +68,7 @@ from tidelake.lake.changelog_writer import ChangelogWriter, LakeConflictError
 from tidelake.lake.ddl_log import DdlLog, DdlRow
 from tidelake.lake.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
+from tidelake.lake.resident_memory import ResidentGrowth
 from tidelake.lake.row_change import RowChange, check_ops, memory_bytes
 from tidelake.lake.watermark_retirement import retired_watermark_ids
 from tidelake.lake.watermarks import WatermarkWriter
@@ -72,6 +82,10 @@ LANDER_FAILPOINTS = (
     "lander.before_ddl", "lander.after_ddl",
     "lander.before_watermarks", "lander.after_watermarks",
 )
+# The floor of the RSS check is this fraction of a flush: a flush under memory pressure still
+# carries at least an eighth of a full one (8 MiB by default), so commits stay few (bench/README.md
+# "Memory under backpressure": a quarter held ~15 MiB more RSS at a 64 MiB quota).
+FLOOR_DIVISOR = 8
 # TiCDC's changefeed id rule (pkg/config: ^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$), shard suffixes too.
 _CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")
 
@@ -120,6 +134,8 @@ class Lander:
         metrics: LanderMetrics | None = None,
         prune_interval_s: float = 60.0,
         compact_interval_s: float = 60.0,
+        resident: ResidentGrowth | None = None,
+        floor_bytes: int | None = None,
     ) -> None:
         if not _CHANGEFEED_ID.match(changefeed_id):
             raise InputError(f"changefeed id {changefeed_id!r} must match {_CHANGEFEED_ID.pattern}")
@@ -129,6 +145,8 @@ class Lander:
         self._writer = uuid.uuid4().hex  # names this instance in every commit it makes
         self._quota = memory_quota_bytes
         self._flush_bytes = min(flush_bytes, memory_quota_bytes)
+        self._resident = resident
+        self._floor = self._flush_bytes // FLOOR_DIVISOR if floor_bytes is None else floor_bytes
         self._interval = flush_interval_s
         self._changelog = ChangelogWriter(layout, self.app_id, bucket_seconds)
         self._ddl_log = DdlLog(layout, self.app_id)
@@ -177,7 +195,9 @@ class Lander:
         check_ops(rows)
         nbytes = memory_bytes(rows)
         with self._cond:
-            while self._used() > 0 and self._used() + nbytes > self._quota:
+            if self._resident is not None:
+                self._resident.mark_base()
+            while self._used() > 0 and (self._used() + nbytes > self._quota or self._grown_too_much(nbytes)):
                 self._check_open()
                 self._flush_wanted = True
                 self._cond.notify_all()
@@ -199,6 +219,8 @@ class Lander:
     def resolve(self, table_id: int, ts: int) -> None:
         """No change of physical table `table_id` <= ts is still to be added."""
         with self._cond:
+            if self._resident is not None:
+                self._resident.mark_base()
             if ts > self._reported.table_resolved.get(table_id, 0):
                 self._reported.table_resolved[table_id] = ts
 
@@ -272,6 +294,7 @@ class Lander:
             self._next_seq += 1
             self._rows, self._ddl, self._buffered = [], [], 0
             self._in_flight = batch
+            self._cond.notify_all()  # the buffer is empty again: a producer held by the floor goes on
             return batch
 
     def _land(self, batch: _Batch) -> None:
@@ -389,6 +412,11 @@ class Lander:
                 backoff = min(backoff * 2, 30.0)
 
     # --- helpers -------------------------------------------------------------------------
+
+    def _grown_too_much(self, nbytes: int) -> bool:
+        """The process grew by more than the quota, and this flush's floor is already buffered."""
+        return (self._resident is not None and self._buffered >= self._floor
+                and self._resident.growth() + nbytes > self._quota)
 
     def _used(self) -> int:
         return self._buffered + (self._in_flight.memory if self._in_flight else 0)

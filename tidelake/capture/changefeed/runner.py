@@ -47,6 +47,7 @@ from tidelake.lake.changelog_writer import LakeConflictError
 from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.lander import Lander, LanderClosedError
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.resident_memory import ResidentGrowth
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.upstream_identity import check_cluster, check_schema_version, remember_cluster
 from tidelake.lake.watermarks import read_by_puller
@@ -101,6 +102,9 @@ class RunOptions:
     metrics_port: int | None = None  # serve /metrics here while running (0: a free port); None: no endpoint
     metrics_addr: str = "0.0.0.0"
     feed: FeedOptions = field(default_factory=FeedOptions)
+    # The puller has its process to itself: its lander also holds back while the process's RSS grew
+    # by more than the memory quota (tidelake.lake.resident_memory; `tidelake pull` sets it).
+    watch_rss: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,7 @@ class PullerRunner:
             layout, self.feed_id, cfg.puller.memory_quota_bytes, cfg.puller.flush_interval_s,
             cfg.puller.flush_bytes, cfg.lake.commit_bucket_s, self.metrics.lander,
             compact_interval_s=cfg.puller.compact_interval_s,
+            resident=ResidentGrowth() if self.options.watch_rss else None,
         )
         joins = self._table_joins = TableJoins(
             cfg.changefeed_id, (self.shard.index, self.shard.count), cfg.puller.shard_of, layout, lander, self._mu,

@@ -1,0 +1,46 @@
+"""How much this process's resident memory (RSS) has grown since its feed came up.
+
+The lander's memory quota counts what its buffered rows take (row_change.memory_bytes), but a
+puller catching up holds more than its rows, none of it visible to Python: the gRPC responses its
+queued events pin (up to 6 MiB each), a Delta write's native buffers (delta-rs, Arrow), allocator
+caches and the threads of delta-rs's runtime. Measured at a 64 MiB quota, that was ~80 MiB beyond
+the rows, and it does not shrink with the quota (bench/README.md "Memory under backpressure").
+Modelling each part would break with every library or allocator version; the RSS the kernel
+reports counts all of them. So the lander also stops taking rows while the process has grown by
+more than its quota (lander.py says how a floor keeps that from ever stopping it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+_STATM = "/proc/self/statm"
+
+
+def resident_bytes() -> int | None:
+    """This process's RSS (Linux /proc/self/statm, field 2, in pages); None where unavailable."""
+    try:
+        with open(_STATM, "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ResidentGrowth:
+    """RSS now minus RSS at `mark_base()`'s first call (0 before it, or without an RSS reading).
+
+    The lander marks the base when the first rows or resolved ts arrive: the process has imported
+    everything and its feed is connected, so what it holds then is not data waiting to land."""
+
+    def __init__(self, read: Callable[[], int | None] = resident_bytes) -> None:
+        self._read = read
+        self._base: int | None = None
+
+    def mark_base(self) -> None:
+        if self._base is None:
+            self._base = self._read()
+
+    def growth(self) -> int:
+        now = self._read() if self._base is not None else None
+        return 0 if now is None or self._base is None else now - self._base
