@@ -59,6 +59,7 @@ def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     assert (runner.shard.index, runner.shard.count) == (1, 2)
     assert runner.options.max_run_s == 600.0
     assert runner.options.metrics_port == 9465  # [puller].metrics_port + the shard index
+    assert runner.options.watch_rss  # the task has its process to itself: its RSS growth counts against the quota
     assert result == {"rows": 5, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
     assert operator.execution_timeout == timedelta(seconds=600) + SHUTDOWN_GRACE
 

@@ -67,7 +67,10 @@ class PullerOperator(BaseOperator):
         self._runner = PullerRunner(
             config,
             shard,
-            RunOptions(max_run_s=float(self.max_run_seconds), metrics_port=config.puller.metrics_port_of(shard.index)),
+            # Airflow runs each task in a process of its own, so the memory quota also holds the
+            # process's RSS growth back, as under `tidelake pull` (tidelake.lake.resident_memory).
+            RunOptions(max_run_s=float(self.max_run_seconds), metrics_port=config.puller.metrics_port_of(shard.index),
+                       watch_rss=True),
             progress=lambda p: log.info(
                 "%d tables, %d rows (%.0f/s), DDL lag %.1fs, max table lag %.1fs, buffer %.1f MiB",
                 p.tables, p.rows, p.rows_per_s, p.ddl_lag_s, max(p.table_lag_s.values(), default=0.0),
