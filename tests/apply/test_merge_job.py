@@ -29,6 +29,15 @@ from tidelake.lake.watermarks import read_watermarks
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 
 
+@pytest.fixture(autouse=True)
+def spark_windows(monkeypatch):
+    """Every window through Spark: these tests cover that path (and patch its steps); small
+    windows on the driver are tests/apply/test_driver_window.py's."""
+    from tidelake.apply import merge_job
+
+    monkeypatch.setattr(merge_job, "DRIVER_WINDOW_MAX_ROWS", -1)
+
+
 class Crash(Exception):
     pass
 

@@ -42,3 +42,12 @@ def test_retries_are_bounded_and_other_errors_are_not_retried():
     with pytest.raises(MetadataChangedException):
         retry_on_conflict(step, "t window")
     assert len(calls) == 1
+
+
+def test_a_driver_window_that_lost_a_delta_rs_commit_race_is_rerun():
+    """delta-rs refuses a commit racing one of the same txn app id (tidelake.apply.driver_window)."""
+    from deltalake.exceptions import CommitFailedError
+
+    step, calls = flaky([CommitFailedError("Failed to commit transaction: Concurrent transaction failed.")], (0, 0))
+    assert retry_on_conflict(step, "t window") == (0, 0)
+    assert len(calls) == 2

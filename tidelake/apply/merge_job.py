@@ -4,7 +4,9 @@ Per table, until the plan has nothing left:
   checkpoint (the replica's Delta txn) -> plan -> for each chunk (lo, hi]: read the changelog
   window with partition pruning, keep the last change per row key, decode (mount), INSERT (no
   key of the window has a row at lo: tidelake.lake.window_keys) or MERGE into the replica with
-  txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl.
+  txn (MERGE_APP_ID, hi) in the same commit -> at a barrier, apply_ddl. A window of at most
+  DRIVER_WINDOW_MAX_ROWS changes does the same on the driver with delta-rs, without a Spark job
+  (tidelake.apply.driver_window), when the replica allows it.
 
 Why this is exactly-once: the checkpoint moves only inside the commit that writes the rows up
 to it (invariant 3), and Delta skips an INSERT or MERGE whose txn version is not above the recorded one,
@@ -19,8 +21,8 @@ physical id + put in another) are two rows, deleted and inserted. A common handl
 keys, so one raw key can change its PK string ('ab' -> 'AB' under a _ci collation): such tables
 match the replica on the PK as it was before the window (tidelake.apply.mount.match_columns).
 
-Up to `threads` tables merge at once, each in its own session of the same application
-(tidelake.apply.session.sibling_session: the txn confs are per session): a window is mostly Delta's driver-side planning between
+Up to `threads` tables merge at once, each thread in its own session of the same application
+(tidelake.apply.session.sibling_session: the txn confs are per session; a thread's tables reuse it): a window is mostly Delta's driver-side planning between
 small jobs, so two tables overlap well even on two cores (1.45x measured, bench/README.md).
 Tables also run in parallel as separate jobs (Airflow mapped tasks), never two jobs on one table. A MERGE or DDL
 step that loses a Delta commit race (an OPTIMIZE of the replica compacting files the MERGE read
@@ -39,7 +41,9 @@ table; once on, every merge keeps it, whichever way it is started.
 
 from __future__ import annotations
 
+import json
 import logging
+import queue
 import random
 import time
 import uuid
@@ -54,8 +58,9 @@ from typing import TYPE_CHECKING, TypeVar
 from tidelake.apply.changelog_reader import Window, collapse_last_change, read_changes
 from tidelake.apply.ddl_apply import UnsupportedDDL, apply_ddl, leaves_replica_unchanged, record_checkpoint
 from tidelake.apply.history_table import create_history, write_history
-from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount
-from tidelake.apply.replica_schema import COMMIT_TS_COLUMN, DELETED_COLUMN, key_columns, quote, read_replica_struct
+from tidelake.apply import driver_window
+from tidelake.apply.mount import MOUNT_OP_COLUMN, match_columns, mount, mount_arrow
+from tidelake.apply.replica_schema import COMMIT_TS_COLUMN, DELETED_COLUMN, key_columns, quote
 from tidelake.apply.run_pass import RunPass, close_pass, open_pass
 from tidelake.apply.session import release_session, sibling_session
 from tidelake.apply.soft_deletes import enable_soft_deletes, has_soft_deletes, live_condition
@@ -66,9 +71,10 @@ from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.changelog_writer import bucket_seconds_of
 from tidelake.lake.checkpoint import (
+    MERGE_APP_ID,
     checkpoint_metadata,
+    open_replica,
     read_checkpoint,
-    replica_version,
 )
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
@@ -80,11 +86,13 @@ from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.merge_metrics import write_merge_metrics
 from tidelake.lake.merge_plan import (
     DEFAULT_CHUNK_ROWS,
+    ChangelogFiles,
     FileStat,
     TableMergePlan,
     changelog_file_stats,
     estimated_rows,
     plan_table,
+    read_changelog_files,
 )
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
@@ -92,6 +100,7 @@ from tidelake.lake.watermarks import Watermarks
 from tidelake.lake.window_keys import WindowKeys, window_keys
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable as DeltaLog
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -163,8 +172,10 @@ def retry_on_conflict(step: Callable[[], T], what: str) -> T:
         ConcurrentWriteException,
     )
 
+    from deltalake.exceptions import CommitFailedError  # delta-rs' (tidelake.apply.driver_window)
+
     races = (ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
-             ConcurrentTransactionException, ConcurrentWriteException)
+             ConcurrentTransactionException, ConcurrentWriteException, CommitFailedError)
     attempt = 0
     while True:
         try:
@@ -209,30 +220,39 @@ def run_merge(
         keys = _start_rebuild(layout, history, rebuild, keys)
     report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), watermarks)
     parallel = min(threads, len(keys))
+    files = read_changelog_files(layout)  # after the watermarks (invariant 2): it holds all they cover
     firsts: dict[TableKey, FirstPlan] = {}
     if len(keys) > 1:
         catalog = ReplicaCatalog(layout)
         for key in keys:
-            first = _first_plan(layout, catalog, history, watermarks, key, until_ts, max_chunk_rows)
+            first = _first_plan(layout, catalog, history, watermarks, key, until_ts, max_chunk_rows, files)
             if first is not None:
                 firsts[key] = first
     run_pass = _open_run_pass(spark, layout, firsts)
 
+    idle_sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()  # one per thread, reused by its tables
+    sessions: list[SparkSession] = []
+
     def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
         started = datetime.now(timezone.utc)
         failpoint("merge.next_table", key)
-        session = spark
+        session = None
         try:
-            session = sibling_session(spark) if parallel > 1 else spark
-            result = _merge_table(session, layout, ReplicaCatalog(layout), history, watermarks, key, until_ts,
-                                  max_chunk_rows, progress, firsts.get(key), run_pass, history_config)
+            if parallel > 1:
+                try:
+                    session = idle_sessions.get_nowait()
+                except queue.Empty:
+                    session = sibling_session(spark)
+                    sessions.append(session)
+            result = _merge_table(session or spark, layout, ReplicaCatalog(layout), history, watermarks, key,
+                                  until_ts, max_chunk_rows, progress, firsts.get(key), run_pass, history_config, files)
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
                                  reason=explain_failure(layout, exc))
         finally:
-            if session is not spark:
-                release_session(session)
+            if session is not None:
+                idle_sessions.put(session)
         return result, _log_entry(report.run_id, result, started)
 
     try:
@@ -242,6 +262,8 @@ def run_merge(
             with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
                 outcomes = list(pool.map(merge_one, keys))
     finally:
+        for session in sessions:
+            release_session(session)
         if run_pass is not None:
             close_pass(spark, run_pass)
     report.tables = [result for result, _ in outcomes]
@@ -262,14 +284,14 @@ class FirstPlan:
 
 
 def _first_plan(layout: LakeLayout, catalog: ReplicaCatalog, history: SchemaHistory, watermarks: Watermarks,
-                key: TableKey, until_ts: int | None, max_chunk_rows: int) -> FirstPlan | None:
+                key: TableKey, until_ts: int | None, max_chunk_rows: int, files: ChangelogFiles) -> FirstPlan | None:
     """None when the table's own handling decides (stopped, dropped, an error it will report)."""
     try:
         entry = catalog.get(key)
         if entry is not None and entry.state != ReplicaState.ACTIVE:
             return None
         checkpoint = read_checkpoint(entry.path, layout.storage_options) if entry is not None else None
-        stats = _stats(layout, history, key, checkpoint, watermarks)
+        stats = _stats(layout, history, key, checkpoint, watermarks, files)
         plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
                           passes=leaves_replica_unchanged)
     except Exception:  # reported by _merge_table, which plans again
@@ -289,7 +311,8 @@ def _open_run_pass(spark: SparkSession, layout: LakeLayout, firsts: dict[TableKe
             continue
         lo, hi = plan.chunks[0]
         rows = estimated_rows(first.stats, lo, hi)
-        if _no_files(first.stats, lo, hi) or rows > NEW_KEYS_CHECK_MAX_ROWS or total + rows > RUN_PASS_MAX_ROWS:
+        if (_no_files(first.stats, lo, hi) or rows <= DRIVER_WINDOW_MAX_ROWS or rows > NEW_KEYS_CHECK_MAX_ROWS
+                or total + rows > RUN_PASS_MAX_ROWS):  # a small window is read on the driver
             continue
         total += rows
         windows[key] = Window(tuple(plan.physical_ids), lo, hi)
@@ -337,6 +360,7 @@ def _merge_table(
     first: FirstPlan | None = None,
     run_pass: RunPass | None = None,
     history_config: HistoryConfig | None = None,
+    files: ChangelogFiles | None = None,
 ) -> TableResult:
     result = TableResult(int(key), table_name(history, key))
     started = time.monotonic()
@@ -379,7 +403,7 @@ def _merge_table(
             if first is not None and first.checkpoint == checkpoint:  # planned before the run pass
                 stats, plan = first.stats, first.plan
             else:
-                stats = _stats(layout, history, key, checkpoint, watermarks)
+                stats = _stats(layout, history, key, checkpoint, watermarks, files)
                 plan = plan_table(key, checkpoint, watermarks, history, until_ts, stats, max_chunk_rows,
                                   passes=leaves_replica_unchanged)
             first = None
@@ -506,13 +530,14 @@ def merge_at_ddl_ts(
 
 
 def _stats(
-    layout: LakeLayout, history: SchemaHistory, key: TableKey, checkpoint: int | None, watermarks: Watermarks
+    layout: LakeLayout, history: SchemaHistory, key: TableKey, checkpoint: int | None, watermarks: Watermarks,
+    files: ChangelogFiles | None = None,
 ) -> list[FileStat]:
     if checkpoint is None:
         return []
     ids = history.physical_ids_at(key, checkpoint)
     resolved = [watermarks.table_resolved.get(pid, checkpoint) for pid in ids]
-    return changelog_file_stats(layout, ids, checkpoint, max(resolved, default=checkpoint))
+    return changelog_file_stats(layout, ids, checkpoint, max(resolved, default=checkpoint), files)
 
 
 def merge_window(
@@ -531,6 +556,10 @@ def merge_window(
     `stats` (changelog file stats read after the watermarks) lets an empty window skip the read;
     `shared` is the window's collapsed changes and keys from the run pass (tidelake.apply.run_pass).
 
+    A window of at most DRIVER_WINDOW_MAX_ROWS changes (by `stats`) into a replica delta-rs may
+    write is read, decoded and committed on the driver (tidelake.apply.driver_window), the same
+    commits as below without a Spark job.
+
     What the keys held at lo (tidelake.lake.window_keys, told on the driver from the window's old
     values: no Spark job) decides the commits:
     - no key held a row (and the replica is at lo): ONE INSERT of the keys' last puts;
@@ -541,9 +570,16 @@ def merge_window(
     session and over Spark Connect, where DeltaTable needs Delta's Connect server plugin, which
     Maven Central does not serve for Spark 4.2 (docs/stack.md §15)."""
     from deltalake import DeltaTable as DeltaLog
+    from pyspark.sql.types import StructType
 
-    target = read_replica_struct(path, layout.storage_options)
-    version = replica_version(path, layout.storage_options)
+    replica = open_replica(path, layout.storage_options)  # once per attempt: its schema, version, checkpoint
+    if replica is None:
+        raise InputError(f"no replica at {path}")
+    target = StructType.fromJson(json.loads(replica.schema().to_json()))
+    if (stats is not None and estimated_rows(stats, lo, hi) <= DRIVER_WINDOW_MAX_ROWS
+            and driver_window.writable(replica, target)):
+        return _merge_on_driver(layout, replica, path, info, physical_ids, lo, hi, stats, target)
+    version = replica.version()
     if _no_files(stats, lo, hi):
         # Nothing landed in the window: still a commit, so the checkpoint moves (the next
         # barrier becomes reachable). An insert-only MERGE of no rows never scans the replica.
@@ -570,19 +606,40 @@ def merge_window(
     # A replica with soft deletes holds keys deleted upstream, which come back without an old
     # value: it is always MERGEd (tidelake.apply.soft_deletes).
     soft = has_soft_deletes(target)
-    done = read_checkpoint(path, layout.storage_options)
+    done = replica.transaction_version(MERGE_APP_ID)
     if kinds is not None and kinds.held == 0 and done in (None, lo) and not soft:
         _insert(spark, path, mount(collapsed.where(collapsed["op"] == OP_PUT), info, target), columns, hi)
         return _metrics(path, version, hi, layout.storage_options, kinds.keys)
     if soft:
-        from pyspark.sql.types import StructType
-
         target = StructType([f for f in target.fields if f.name != DELETED_COLUMN])
     with txn_confs(spark, hi):
         _merge(spark, path, mount(collapsed, info, target), info, target, soft)
     return _metrics(path, version, hi, layout.storage_options)
 
 
+def _merge_on_driver(layout: LakeLayout, replica: DeltaLog, path: str, info: TableInfo, physical_ids: Sequence[int],
+                     lo: int, hi: int, stats: Sequence[FileStat], target: StructType) -> tuple[int, int]:
+    """merge_window's commits made with delta-rs on the driver (tidelake.apply.driver_window)."""
+    import pyarrow.compute as pc
+
+    done = replica.transaction_version(MERGE_APP_ID)
+    if done is not None and done >= hi:  # as Spark's Delta skips a write whose txn is recorded
+        return 0, 0
+    collapsed = None if _no_files(stats, lo, hi) else driver_window.read_window(layout, physical_ids, lo, hi)
+    if collapsed is None or collapsed.num_rows == 0:
+        driver_window.record_only(replica, path, hi)
+        return 0, 0
+    columns = [f.name for f in target.fields]
+    mounted = mount_arrow(collapsed, info, target)
+    if driver_window.held_keys(collapsed) == 0 and done in (None, lo):  # see merge_window
+        puts = mounted.filter(pc.equal(mounted[MOUNT_OP_COLUMN], OP_PUT)).select(columns)
+        return collapsed.num_rows, driver_window.append(replica, path, puts, hi)
+    return driver_window.merge(replica, path, mounted, _match_condition(info), columns, MOUNT_OP_COLUMN, hi)
+
+
+# Windows of at most this many changes (estimated from file stats) are applied on the driver with
+# delta-rs (tidelake.apply.driver_window) when the replica allows; larger ones by Spark.
+DRIVER_WINDOW_MAX_ROWS = 200_000
 # Above this many changes (estimated from file stats) a window's keys are not classified on the
 # driver (tidelake.lake.window_keys holds the window's keys in memory): it goes through MERGE.
 NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
@@ -592,9 +649,7 @@ def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, t
            soft: bool = False) -> None:
     """MERGE the mounted `source` into the replica (under the caller's commit confs). With `soft`
     deletes, a delete flags the row (and its commit ts) and a put clears the flag."""
-    keys = key_columns(info)
-    match = match_columns(info)  # a common handle's row is found by its PK before the window
-    condition = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in keys)
+    condition = _match_condition(info)
     columns = ", ".join(quote(f.name) for f in target.fields)
     values = ", ".join(f"s.{quote(f.name)}" for f in target.fields)
     updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in target.fields)
@@ -613,6 +668,13 @@ def _merge(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, t
             f"WHEN MATCHED THEN UPDATE SET {updates} "
             f"WHEN NOT MATCHED AND s.{op} = 'put' THEN INSERT ({columns}) VALUES ({values})"
         ).collect()
+
+
+def _match_condition(info: TableInfo) -> str:
+    """The MERGE's ON clause: replica key columns = the source's (a common handle's row is found by
+    its PK before the window, tidelake.apply.mount.match_columns)."""
+    match = match_columns(info)
+    return " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in key_columns(info))
 
 
 def _insert(spark: SparkSession, path: str, rows: DataFrame, columns: str, hi: int) -> None:

@@ -232,3 +232,14 @@ def mount(
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     mounter = RowMounter(json.dumps(table.to_json()), arrow_schema, tuple(carried))
     return changes.select(*MOUNT_INPUT_COLUMNS, *carried).mapInArrow(mounter, schema)
+
+
+def mount_arrow(changes: pa.Table, table: TableInfo, replica_schema: StructType) -> pa.Table:
+    """mount() on the driver: the same decoder over an Arrow table of MOUNT_INPUT_COLUMNS (a small
+    window applied with delta-rs, tidelake.apply.driver_window)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(mount_schema(replica_schema, table), timezone="UTC")
+    decoder = _BatchDecoder(table, schema)
+    batches = [decoder.decode(b) for b in changes.select(list(MOUNT_INPUT_COLUMNS)).combine_chunks().to_batches()]
+    return pa.Table.from_batches(batches, schema=schema)

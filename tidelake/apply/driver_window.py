@@ -1,0 +1,168 @@
+"""Small windows applied on the driver with delta-rs: no Spark job.
+
+Why: a Spark INSERT or MERGE commit of a window costs ~1.5-2.7 s whatever its size: a Delta
+snapshot rebuild (3 jobs), source materialisation, the file-matching and rewrite jobs (about 12
+jobs for a MERGE) and the driver's planning between them (bench/README.md "Per-table costs of a
+small window"). The window's rows are few; reading, collapsing and decoding them on the driver
+and committing with delta-rs takes tens of milliseconds for an append and a few hundred for a
+MERGE. Above `DRIVER_WINDOW_MAX_ROWS` changes (tidelake.apply.merge_job) Spark does it.
+
+Same rows, same commits, as the Spark path of tidelake.apply.merge_job.merge_window:
+- read: the window's changelog rows (partition- and commit-ts-pruned, latest version), collapsed
+  to each raw key's last change with the rule of
+  tidelake.apply.changelog_reader.collapse_last_change, the old value of the key's first change
+  kept (what the replica holds at lo);
+- decode: the mount decoder (tidelake.apply.mount), the same code Spark's mapInArrow runs;
+- commit: ONE commit per window, an append of the puts when no key held a row at lo (and the
+  replica is at lo), otherwise one MERGE with the same clauses as Spark's; a window with no
+  change is a commit of the txn alone, so the checkpoint still moves.
+
+Exactly-once is the Spark path's: the commit records the txn (MERGE_APP_ID, hi) and the
+checkpoint's userMetadata in the same commit as the rows (delta-rs CommitProperties
+app_transactions, docs/stack.md §11). Spark's Delta skips a write whose txn version is already
+recorded; here the checkpoint is read first and a recorded hi skips the write. A commit racing
+another job's commit of the same app id fails in delta-rs' conflict checker ("Concurrent
+transaction failed", CommitFailedError), and merge_job retries the whole window, which reads the
+checkpoint again.
+
+Only replicas every Delta writer may write go this way (`writable`): no deletion vectors, column
+mapping, type widening or other table feature beyond change data feed, and no soft deletes. With
+change data feed on, delta-rs writes the MERGE's change files as Spark does; an append's inserts
+are read from its added files. A checkpoint is written every CHECKPOINT_INTERVAL versions, the
+cadence Spark's Delta keeps, so Spark readers of a replica merged only here replay short logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tidelake.failpoints import failpoint
+from tidelake.lake.changelog_writer import bucket_label, bucket_seconds_of
+from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.row_change import OP_PUT
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    from tidelake.codec.schema import TableInfo
+
+# Writer features (and legacy writer versions up to 4) that delta-rs writes as Spark does.
+_WRITABLE_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed"})
+CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
+_READ_COLUMNS = ["table_id", "commit_ts", "op", "key", "value", "old_value", "flush_seq"]
+
+
+def writable(replica: DeltaTable, target: StructType) -> bool:
+    """Whether this replica may be written by delta-rs here (see the module doc)."""
+    from tidelake.apply.soft_deletes import has_soft_deletes
+
+    protocol = replica.protocol()
+    if protocol.min_reader_version > 1 or has_soft_deletes(target):
+        return False
+    if protocol.min_writer_version <= 4:
+        return "delta.columnMapping.mode" not in replica.metadata().configuration
+    return set(protocol.writer_features or ()) <= _WRITABLE_FEATURES
+
+
+def read_window(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: int) -> pa.Table:
+    """The last change of each raw key of (lo, hi] (MOUNT_INPUT_COLUMNS), read with delta-rs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable as DeltaLog
+
+    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
+    seconds = bucket_seconds_of(changelog)
+    window = (ds.field("table_id").isin([int(p) for p in physical_ids])
+              & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
+              & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
+              & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
+    rows = changelog.to_pyarrow_dataset().to_table(columns=_READ_COLUMNS, filter=window)
+    if rows.num_rows == 0:
+        return rows.drop_columns(["flush_seq"])
+    rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
+    # The last change: highest commit ts, a put over a delete at one ts, then the latest landing.
+    last = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
+                                            ("is_put", "ascending"), ("flush_seq", "ascending")]))
+    # The old value of the first change by (commit ts, landing): the row at lo.
+    first = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
+                                             ("flush_seq", "ascending")]))
+    last = last.filter(_boundary(last["key"], at_end=True))
+    old = first.filter(_boundary(first["key"], at_end=False))["old_value"]  # same key order as `last`
+    return pa.table({"table_id": last["table_id"], "commit_ts": last["commit_ts"], "op": last["op"],
+                     "key": last["key"], "value": last["value"], "old_value": old})
+
+
+def _boundary(keys: pa.ChunkedArray, at_end: bool) -> pa.Array:
+    """True at the last (at_end) or first row of each run of equal keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key = keys.combine_chunks()
+    differs = pc.not_equal(key[1:], key[:-1])
+    edge = pa.array([True])
+    return pa.concat_arrays([differs, edge] if at_end else [edge, differs])
+
+
+def held_keys(collapsed: pa.Table) -> int:
+    """Keys of the window that held a row at lo (a non-empty old value of their first change)."""
+    import pyarrow.compute as pc
+
+    held = pc.greater(pc.fill_null(pc.binary_length(collapsed["old_value"]), 0), 0)
+    return int(pc.sum(pc.cast(held, "int64")).as_py() or 0)
+
+
+def commit_properties(hi: int) -> object:
+    """The txn and userMetadata that make a commit record checkpoint `hi`."""
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(app_transactions=[Transaction(MERGE_APP_ID, hi)],
+                            custom_metadata={"userMetadata": checkpoint_metadata(hi)})
+
+
+def append(replica: DeltaTable, path: str, rows: pa.Table, hi: int) -> int:
+    """Append `rows` (replica columns) in the commit that records `hi`; the rows written."""
+    from deltalake import write_deltalake
+
+    failpoint("merge.before_commit", path)
+    write_deltalake(replica, rows, mode="append", commit_properties=commit_properties(hi))
+    _checkpoint(replica)
+    return rows.num_rows
+
+
+def merge(replica: DeltaTable, path: str, source: pa.Table, condition: str, columns: Sequence[str],
+          op_column: str, hi: int) -> tuple[int, int]:
+    """One MERGE of the mounted `source`: (source rows, replica rows written)."""
+    from tidelake.apply.replica_schema import quote
+
+    op = f"s.{quote(op_column)}"
+    failpoint("merge.before_commit", path)
+    metrics = (replica.merge(source, condition, source_alias="s", target_alias="t",
+                             commit_properties=commit_properties(hi))
+               .when_matched_delete(f"{op} = 'delete'")
+               .when_matched_update({quote(c): f"s.{quote(c)}" for c in columns})
+               .when_not_matched_insert({quote(c): f"s.{quote(c)}" for c in columns}, f"{op} = 'put'")
+               .execute())
+    _checkpoint(replica)
+    written = sum(int(metrics.get(k, 0)) for k in
+                  ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
+    return int(metrics.get("num_source_rows", 0)), written
+
+
+def record_only(replica: DeltaTable, path: str, hi: int) -> None:
+    """A commit of the txn alone: a window without changes still moves the checkpoint."""
+    failpoint("merge.before_commit", path)
+    replica.create_write_transaction([], mode="append", schema=replica.schema(),
+                                     partition_by=replica.metadata().partition_columns or None,
+                                     commit_properties=commit_properties(hi))
+    _checkpoint(replica)
+
+
+def _checkpoint(replica: DeltaTable) -> None:
+    replica.update_incremental()
+    if replica.version() % CHECKPOINT_INTERVAL == 0:
+        replica.create_checkpoint()
