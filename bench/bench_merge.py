@@ -11,7 +11,9 @@ not the merge, the slow part). Two rounds:
 With --tables N > 1 every table gets the same writes, and a round 3 like round 2 is merged with
 --threads tables at once (run_merge's threads) where round 2 merges them one after another; then
 a "small" round gives every table --small-rows changes and merges them all in one run with
---threads: tables_per_min.
+--threads: tables_per_min. With --small-tables K the small round is over K more tables instead
+(created at the start, given --small-rows inserts merged in round 1, then --small-rows changes each):
+tables_per_min of K small tables measured in the same run as a --rows window of the first table.
 Ceiling, same Spark session: the rows rounds 2 (and 3) left in the first replica (decoded, replica columns,
 cached and counted first) appended to a new Delta table with `mode("append")`: the cost of writing
 those rows without reading the changelog, decoding, collapsing or MERGE.
@@ -37,7 +39,7 @@ one, in the same run on a new lake: JSON `connect` holds its results, `connect_v
 ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--tables 1] [--threads 2] [--small-rows 100] [--samples 5] [--compare-deletion-vectors | --compare-append]
+        [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append]
         [--compare-rewrite] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
@@ -119,6 +121,13 @@ class _Upstream:
         return tso.next()
 
 
+def _write_small(layout: LakeLayout, upstreams: list[_Upstream], rows: int, txn_rows: int, update_ratio: float,
+                 errors: list) -> None:
+    lasts = [(u.info.id, u.write(rows, txn_rows, update_ratio)) for u in upstreams]
+    for table_id, last in lasts:
+        _wait_durable(layout, table_id, last, errors)
+
+
 def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_error: list) -> None:
     deadline = time.monotonic() + 600
     while True:
@@ -195,7 +204,7 @@ DELETION_VECTORS, APPEND_PATHS = "deletion vectors", "append paths"
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
         compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
-        compare_rewrite: bool = False) -> dict:
+        compare_rewrite: bool = False, small_tables: int = 0) -> dict:
     from tidelake.apply.session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -229,27 +238,34 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                     tidb.create_database(DATABASE)
                     names = [TABLE] + [f"{TABLE}_{i}" for i in range(2, tables + 1)]
                     upstreams = [_Upstream(cluster, tidb, name, seed) for name in names]
+                    smalls = [_Upstream(cluster, tidb, f"small_{i}", seed + i) for i in range(small_tables)]
+                    only = [f"{DATABASE}.{name}" for name in names] if smalls else None
                     plan = [(1, 0.0, threads), (2, update_ratio, 1)] + ([(3, update_ratio, threads)] if tables > 1 else [])
                     rounds = []
                     for n, ratio, merge_threads in plan:
                         for upstream in upstreams:
                             last = upstream.write(rows, txn_rows, ratio)
                             _wait_durable(layout, upstream.info.id, last, errors)
+                        if n == 1 and smalls:
+                            _write_small(layout, smalls, small_rows, txn_rows, 0.0, errors)
                         variant = DELETION_VECTORS if compare_deletion_vectors else APPEND_PATHS if compare_append else None
-                        if n == 1 or variant is None:
-                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads)})
+                        if n == 1 and smalls:
+                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads),
+                                           "small_tables_created": small_tables})
+                        elif n == 1 or variant is None:
+                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads, only=only)})
                         else:
                             rounds.append({"round": n, **_merge_one_by_one(spark, layout, names, variant)})
                         if n == 1 and compare_deletion_vectors:
                             _enable_deletion_vectors(spark, ReplicaCatalog(layout).find(DATABASE, TABLE).path)
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
                     ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
-                    if tables > 1:
-                        lasts = [(u.info.id, u.write(small_rows, txn_rows, update_ratio)) for u in upstreams]
-                        for table_id, last in lasts:
-                            _wait_durable(layout, table_id, last, errors)
-                        rounds.append({"round": "small", "changes": small_rows * tables,
-                                       **_merge(spark, layout, names, threads)})
+                    if tables > 1 or smalls:
+                        small = smalls or upstreams
+                        _write_small(layout, small, small_rows, txn_rows, update_ratio, errors)
+                        rounds.append({"round": "small", "changes": small_rows * len(small), "tables": len(small),
+                                       **_merge(spark, layout, [u.name for u in small], threads,
+                                                only=[f"{DATABASE}.{u.name}" for u in small] if smalls else None)})
                     fixed = _fixed_cost(spark, layout, upstreams[0], samples, errors, replica, f"{tmp}/append-1")
                     rewrite = _rewrite_vs_in_place(spark, layout, tidb, upstreams[:2], errors, ceiling) \
                         if compare_rewrite else None
@@ -385,12 +401,13 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: di
                              [[a["table"], a["on"], a["seconds"], " ".join(a["commits"]), a["files_added"],
                                a["deletion_vectors_added"], a["rows_out"]] for a in measured["alone"]]))
         print(f"with / without {variant} (s) = {on['seconds'] / off_s:.2f}")
-    if len(rounds) > 2:
+    if len(rounds) > 2 and rounds[2]["round"] == 3:
         results["threads_speedup"] = measured["seconds"] / rounds[2]["seconds"]
         print(f"round 2 s / round 3 s ({rounds[2]['threads']} threads vs 1) = {results['threads_speedup']:.2f}")
-        small = rounds[3]
-        results["tables_per_min"] = tables * 60 / small["seconds"]
-        print(f"small round: {tables} tables x {small['changes'] // tables} changes in one run "
+    small = next((r for r in rounds if r["round"] == "small"), None)
+    if small is not None:
+        results["tables_per_min"] = small["tables"] * 60 / small["seconds"]
+        print(f"small round: {small['tables']} tables x {small['changes'] // small['tables']} changes in one run "
               f"({small['threads']} threads): {results['tables_per_min']:.1f} tables/min")
     return results
 
@@ -406,6 +423,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tables", type=int, default=1, help="tables, each given the same writes")
     parser.add_argument("--threads", type=int, default=2, help="run_merge threads of rounds 1 and 3")
     parser.add_argument("--small-rows", type=int, default=100, help="changes per table of the small round")
+    parser.add_argument("--small-tables", type=int, default=0,
+                        help="the small round over this many more tables (default: the --tables ones)")
     parser.add_argument("--samples", type=int, default=5, help="1-change windows (of each kind) and 1-row appends")
     parser.add_argument("--compare-deletion-vectors", action="store_true",
                         help="time round 2 per table, the first with deletion vectors (needs --tables 2+)")
@@ -419,8 +438,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
-    if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1:
-        parser.error("--tables, --threads, --samples and --small-rows must be at least 1")
+    if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1 or args.small_tables < 0:
+        parser.error("--tables, --threads, --samples and --small-rows must be at least 1, --small-tables at least 0")
     if (args.compare_deletion_vectors or args.compare_append or args.compare_rewrite) and args.tables < 2:
         parser.error("--compare-deletion-vectors, --compare-append and --compare-rewrite need --tables 2 or more")
     if args.compare_deletion_vectors and args.compare_append:
@@ -431,7 +450,8 @@ def main(argv: list[str] | None = None) -> dict:
     env = print_environment()
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
-                                 args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite)
+                                 args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite,
+                                 args.small_tables)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
