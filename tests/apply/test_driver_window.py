@@ -36,11 +36,11 @@ def last_commit(path: str) -> dict:
 
 
 def test_windows_on_the_driver_are_one_commit_each_and_exactly_once(spark, tmp_path):
-    """All-new keys are one append, a mixed window one MERGE (an update, deletes and new keys in
-    both partitions, changes landed twice), a window without changes a commit of the checkpoint alone;
-    a crash before a commit leaves replica and checkpoint as they were and the rerun converges, a
-    crash after it leaves nothing to redo, and a retried window whose checkpoint is recorded
-    writes nothing."""
+    """A new replica is created by delta-rs; all-new keys are one append, a mixed window one MERGE
+    (an update, deletes and new keys in both partitions, changes landed twice), a window without
+    changes a commit of the checkpoint alone; a crash before a commit leaves replica and
+    checkpoint as they were and the rerun converges, a crash after it leaves nothing to redo, and
+    a retried window whose checkpoint is recorded writes nothing."""
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
     lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")],
@@ -49,6 +49,8 @@ def test_windows_on_the_driver_are_one_commit_each_and_exactly_once(spark, tmp_p
     path = lambda: ReplicaCatalog(lake.layout).find("shop", "orders").path  # noqa: E731
     created = lake.resolve()
     assert run_merge(spark, lake.layout).tables[0].checkpoint_after == created
+    creation = DeltaTable(path()).history()[-1]  # no column name needs column mapping: delta-rs creates it
+    assert creation["engineInfo"].startswith("delta-rs") and creation["operation"] == "CREATE TABLE"
 
     with lake.txn() as t:
         for i in range(1, 7):

@@ -56,3 +56,21 @@ def test_two_tables_claiming_one_name_at_once_get_two_paths(tmp_path):
         entries = list(pool.map(claim, (10, 11, 12, 13)))
     assert len({e.path for e in entries}) == 4
     assert {e.path for e in ReplicaCatalog(layout).entries().values()} == {e.path for e in entries}
+
+
+def test_the_catalog_is_compacted_once_upserts_left_many_files(tmp_path):
+    """Each new table's upsert adds a file and every read scans them all: past MAX_FILES an upsert
+    rewrites the catalog, and every entry reads back as it was written."""
+    from deltalake import DeltaTable
+
+    from tidelake.lake.replica_catalog import MAX_FILES, catalog_path
+
+    layout = LakeLayout(str(tmp_path / "lake"))
+    catalog = ReplicaCatalog(layout)
+    for key in range(1, MAX_FILES + 3):
+        catalog.assign(key, "db", f"t{key}", ts=key)
+    files = len(DeltaTable(catalog_path(layout)).file_uris())
+    assert files <= MAX_FILES
+    entries = ReplicaCatalog(layout).entries()
+    assert sorted(entries) == list(range(1, MAX_FILES + 3))
+    assert all(entries[k].name == f"t{k}" and entries[k].path == layout.replica_path("db", f"t{k}") for k in entries)

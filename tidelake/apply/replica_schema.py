@@ -33,7 +33,7 @@ from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
-from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -179,11 +179,24 @@ def create_replica(
     and CDF (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION; tidelake.bootstrap.replica_write).
     Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`.
     """
-    current = read_checkpoint(path, storage_options)
+    from deltalake import DeltaTable, Schema
+
+    from tidelake.apply.driver_window import commit_properties
+
+    replica = open_replica(path, storage_options)
+    current = None if replica is None else replica.transaction_version(MERGE_APP_ID)
     if current is not None and current >= checkpoint_ts:
         return False
+    properties = creation_properties(info)
+    if replica is None and COLUMN_MAPPING.keys().isdisjoint(properties):
+        # No Spark job: delta-rs writes the same first commit (schema, properties, txn) in ~10 ms,
+        # against ~1 s for Spark's empty write (bench/README.md "Per-table costs of a small window").
+        DeltaTable.create(path, Schema.from_json(replica_struct(info).json()), mode="error",
+                          configuration=properties, storage_options=storage_options,
+                          commit_properties=commit_properties(checkpoint_ts))
+        return True
     writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
-    for key, value in {**creation_properties(info), **writer_txn_options(checkpoint_ts)}.items():
+    for key, value in {**properties, **writer_txn_options(checkpoint_ts)}.items():
         writer = writer.option(key, value)
     writer.save(path)
     return True

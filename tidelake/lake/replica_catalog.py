@@ -15,6 +15,7 @@ delta-rs with a retry on commit conflicts (merges of different tables update it 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
@@ -35,6 +36,8 @@ from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout, open_or_create
 
 _ASSIGN_LOCK = threading.Lock()
+MAX_FILES = 32  # data files of the catalog before an upsert compacts it
+log = logging.getLogger(__name__)
 
 class ReplicaState(StrEnum):
     """A replica's lifecycle in the catalog."""
@@ -160,13 +163,29 @@ class ReplicaCatalog:
             self.upsert([updated])
         return updated
 
+    def upsert(self, entries: Iterable[ReplicaEntry]) -> None:
+        self._merge(entries)
+        self._compact()
+
+    def _compact(self) -> None:
+        """Rewrite the catalog into one file once it has more than MAX_FILES: each upsert of a new
+        table adds a file, and every read scans them all (a merge run creating 1,000 replicas spent
+        a third of its time reading the catalog). A compaction losing a commit race to an upsert is
+        left to the next one."""
+        if len(self._table.file_uris()) <= MAX_FILES:
+            return
+        try:
+            self._table.optimize.compact()
+        except CommitFailedError:
+            log.debug("catalog compaction lost a commit race; the next upsert compacts", exc_info=True)
+
     @retry(
         retry=retry_if_exception_type(CommitFailedError),
         stop=stop_after_attempt(8),
         wait=wait_random_exponential(multiplier=0.05, max=2),
         reraise=True,
     )
-    def upsert(self, entries: Iterable[ReplicaEntry]) -> None:
+    def _merge(self, entries: Iterable[ReplicaEntry]) -> None:
         now = datetime.now(timezone.utc)
         rows = [{**asdict(e), "updated_at": now} for e in entries]
         data = pa.Table.from_pylist(rows, schema=CATALOG_SCHEMA)
