@@ -27,6 +27,10 @@ round 2 merges the tables one at a time, so the same changes are timed with and 
 INSERT of new keys (tidelake.apply.merge_job.merge_window), the others
 with every window one MERGE, as before: both ways over the same changes in one run.
 
+--compare-driver (needs --tables 2 or more): round 2 merges the tables one at a time, the first with
+windows of at most DRIVER_WINDOW_MAX_ROWS changes on the driver (tidelake.apply.driver_window), the
+others through Spark: both over the same changes in one run.
+
 --compare-rewrite (needs --tables 2 or more): at the end, the second table gets column mapping (as
 replicas had before issue #16) and every table then gets a RENAME COLUMN upstream; each is merged
 alone: the first is rewritten (one overwrite of every row, so every Delta reader keeps reading it),
@@ -39,7 +43,7 @@ one, in the same run on a new lake: JSON `connect` holds its results, `connect_v
 ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
-        [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append]
+        [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]
         [--compare-rewrite] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
@@ -162,6 +166,19 @@ def _enable_deletion_vectors(spark, path: str) -> None:
 
 
 @contextmanager
+def _spark_windows():
+    """Every window through Spark: no window on the driver (tidelake.apply.driver_window)."""
+    from tidelake.apply import merge_job
+
+    saved = merge_job.DRIVER_WINDOW_MAX_ROWS
+    merge_job.DRIVER_WINDOW_MAX_ROWS = -1
+    try:
+        yield
+    finally:
+        merge_job.DRIVER_WINDOW_MAX_ROWS = saved
+
+
+@contextmanager
 def _one_merge_per_window():
     """Every window as one MERGE, as before issue #12 item 3: no INSERT of new keys."""
     from tidelake.apply import merge_job
@@ -183,11 +200,11 @@ def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str
     for name in tables:
         path = ReplicaCatalog(layout).find(DATABASE, name).path
         before = DeltaTable(path).version()
-        plain = variant == APPEND_PATHS and name != TABLE
-        with _one_merge_per_window() if plain else nullcontext():
+        plain = variant in (APPEND_PATHS, DRIVER_WINDOWS) and name != TABLE
+        with (_spark_windows() if variant == DRIVER_WINDOWS else _one_merge_per_window()) if plain else nullcontext():
             merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"])
         history = DeltaTable(path).history(DeltaTable(path).version() - before)
-        files = sum(int(h.get("operationMetrics", {}).get("numTargetFilesAdded", 0)) for h in history)
+        files = sum(_metric(h, "numTargetFilesAdded", "num_target_files_added") for h in history)
         dvs = sum(int(h.get("operationMetrics", {}).get("numTargetDeletionVectorsAdded", 0)) for h in history)
         alone.append({"table": name, "variant": variant, "on": name == TABLE, "seconds": merged["seconds"],
                       "files_added": files, "deletion_vectors_added": dvs,
@@ -198,13 +215,19 @@ def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str
             "checkpoint": None, "alone": alone}
 
 
-DELETION_VECTORS, APPEND_PATHS = "deletion vectors", "append paths"
+def _metric(commit: dict, spark_name: str, delta_rs_name: str) -> int:
+    """A commit's operation metric as Spark's Delta or delta-rs names it."""
+    metrics = commit.get("operationMetrics") or {}
+    return int(metrics.get(spark_name, metrics.get(delta_rs_name, 0)))
+
+
+DELETION_VECTORS, APPEND_PATHS, DRIVER_WINDOWS = "deletion vectors", "append paths", "driver windows"
 
 
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
         compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
-        compare_rewrite: bool = False, small_tables: int = 0) -> dict:
+        compare_rewrite: bool = False, small_tables: int = 0, compare_driver: bool = False) -> dict:
     from tidelake.apply.session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -248,7 +271,8 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                             _wait_durable(layout, upstream.info.id, last, errors)
                         if n == 1 and smalls:
                             _write_small(layout, smalls, small_rows, txn_rows, 0.0, errors)
-                        variant = DELETION_VECTORS if compare_deletion_vectors else APPEND_PATHS if compare_append else None
+                        variant = (DELETION_VECTORS if compare_deletion_vectors else APPEND_PATHS if compare_append
+                                   else DRIVER_WINDOWS if compare_driver else None)
                         if n == 1 and smalls:
                             rounds.append({"round": n, **_merge(spark, layout, names, merge_threads),
                                            "small_tables_created": small_tables})
@@ -401,6 +425,14 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: di
                              [[a["table"], a["on"], a["seconds"], " ".join(a["commits"]), a["files_added"],
                                a["deletion_vectors_added"], a["rows_out"]] for a in measured["alone"]]))
         print(f"with / without {variant} (s) = {on['seconds'] / off_s:.2f}")
+        if variant == DRIVER_WINDOWS:  # the first table took the code's path: the headline rate is its
+            results["merge_rows_per_s"] = on["rows_out"] / on["seconds"]
+            results["ratio_vs_append"] = results["merge_rows_per_s"] / ceiling["rows_per_s"]
+            spark_rate = statistics.median(a["rows_out"] / a["seconds"] for a in off)
+            results["spark_merge_rows_per_s"] = spark_rate
+            print(f"round 2 rows written/s: driver {results['merge_rows_per_s']:,.0f}, Spark {spark_rate:,.0f}; "
+                  f"driver / append = {results['ratio_vs_append']:.3f}, Spark / append = "
+                  f"{spark_rate / ceiling['rows_per_s']:.3f}")
     if len(rounds) > 2 and rounds[2]["round"] == 3:
         results["threads_speedup"] = measured["seconds"] / rounds[2]["seconds"]
         print(f"round 2 s / round 3 s ({rounds[2]['threads']} threads vs 1) = {results['threads_speedup']:.2f}")
@@ -431,6 +463,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--compare-append", action="store_true",
                         help="time round 2 per table, the first with the INSERT path, the others "
                              "one MERGE per window (needs --tables 2+)")
+    parser.add_argument("--compare-driver", action="store_true",
+                        help="time round 2 per table, the first with small windows on the driver (delta-rs), "
+                             "the others through Spark (needs --tables 2+)")
     parser.add_argument("--compare-rewrite", action="store_true",
                         help="at the end, a RENAME COLUMN rewritten vs in place with column mapping (needs --tables 2+)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
@@ -440,10 +475,12 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1 or args.small_tables < 0:
         parser.error("--tables, --threads, --samples and --small-rows must be at least 1, --small-tables at least 0")
-    if (args.compare_deletion_vectors or args.compare_append or args.compare_rewrite) and args.tables < 2:
-        parser.error("--compare-deletion-vectors, --compare-append and --compare-rewrite need --tables 2 or more")
-    if args.compare_deletion_vectors and args.compare_append:
-        parser.error("--compare-deletion-vectors and --compare-append are separate runs")
+    compares = (args.compare_deletion_vectors, args.compare_append, args.compare_driver)
+    if (any(compares) or args.compare_rewrite) and args.tables < 2:
+        parser.error("--compare-deletion-vectors, --compare-append, --compare-driver and --compare-rewrite "
+                     "need --tables 2 or more")
+    if sum(compares) > 1:
+        parser.error("--compare-deletion-vectors, --compare-append and --compare-driver are separate runs")
     if args.remote is not None and args.remote != "start" and not args.remote.startswith("sc://"):
         parser.error("--remote takes a Spark Connect URL (sc://host:port) or 'start'")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
@@ -451,7 +488,7 @@ def main(argv: list[str] | None = None) -> dict:
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
                                  args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite,
-                                 args.small_tables)
+                                 args.small_tables, args.compare_driver)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
