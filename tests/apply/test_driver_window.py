@@ -2,7 +2,8 @@
 and the same exactly-once as the Spark path, checked against the upstream replay
 (lake_fixtures.FedLake.expected_rows) at every checkpoint, read back by Spark.
 
-tests/apply/test_merge_job.py covers the Spark path (it turns this one off).
+tests/apply/test_merge_job.py covers the Spark path (it turns this one off), and a common handle's
+PK change inside its collation key on both.
 """
 
 from __future__ import annotations
@@ -141,26 +142,3 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
     assert DeltaTable(path).version() == version + 1  # the other job's commit only
     lake.close()
 
-
-def test_a_common_handle_pk_change_inside_its_collation_key_on_the_driver(spark, tmp_path):
-    """The driver's MERGE finds a common handle's row by its PK before the window, as Spark's."""
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("crm"))
-    lake.ddl(lake.up.create_table("crm", "users", [("name", "varchar(20)", "pk"), ("n", "int")]))
-    with lake.txn() as t:
-        t.put("crm", "users", {"name": "ab", "n": 1})
-        t.put("crm", "users", {"name": "cd", "n": 1})
-    lake.resolve()
-    assert run_merge(spark, lake.layout).tables[0].status == MergeStatus.MERGED
-    with lake.txn() as t:
-        t.put("crm", "users", {"name": "ab ", "n": 2})
-        t.put("crm", "users", {"name": "cd ", "n": 2})
-    with lake.txn() as t:
-        t.put("crm", "users", {"name": "ab  ", "n": 3})
-        t.delete("crm", "users", {"name": "cd ", "n": 2})
-    upper = lake.resolve()
-    (result,) = run_merge(spark, lake.layout).tables
-    path = ReplicaCatalog(lake.layout).get(result.table_key).path
-    assert result.checkpoint_after == upper and last_commit(path)["engineInfo"].startswith("delta-rs")
-    assert replica_rows(spark, path) == lake.expected_rows("crm", "users", upper)
-    lake.close()

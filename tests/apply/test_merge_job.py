@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.capture.pull_harness import sim  # noqa: F401 (fixture of the end-to-end test)
 from tidelake import tso
-from tidelake.apply.merge_job import merge_window, run_merge
+from tidelake.apply.merge_job import DRIVER_WINDOW_MAX_ROWS, merge_window, run_merge
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.merge_log import MergeStatus, last_entries
 from tidelake.lake.merge_metrics import merge_metrics_path
@@ -274,12 +274,18 @@ def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exact
     lake.close()
 
 
-def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path):
+@pytest.mark.parametrize("window_path", ["spark", "driver"])
+def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_path, monkeypatch, window_path):
     """A clustered VARCHAR PK keeps the collation key in the handle (utf8mb4_bin trims trailing
     spaces; _ci collations fold case), so 'ab' -> 'ab  ' is one put on the same raw key while the
     replica holds the original string. The MERGE must find the row by its value before the window
     (the first change's old value): matching the new string inserts a second row, and matching a
-    delete's own old value, written inside the window, misses the row the replica has."""
+    delete's own old value, written inside the window, misses the row the replica has. Through
+    Spark and on the driver (tidelake.apply.driver_window) alike."""
+    from tidelake.apply import merge_job
+
+    if window_path == "driver":
+        monkeypatch.setattr(merge_job, "DRIVER_WINDOW_MAX_ROWS", DRIVER_WINDOW_MAX_ROWS)
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("crm"))
     lake.ddl(lake.up.create_table("crm", "users", [("name", "varchar(20)", "pk"), ("n", "int")]))
@@ -298,6 +304,8 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
     (result,) = run_merge(spark, lake.layout, write_log=False).tables
     assert result.status == MergeStatus.MERGED and result.checkpoint_after == upper
     path = ReplicaCatalog(lake.layout).get(result.table_key).path
+    engine = DeltaTable(path).history(1)[0]["engineInfo"]
+    assert engine.startswith("delta-rs") == (window_path == "driver")
     assert replica_rows(spark, path) == lake.expected_rows("crm", "users", upper)
     lake.close()
 

@@ -38,10 +38,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tidelake.failpoints import failpoint
-from tidelake.lake.changelog_writer import bucket_label, bucket_seconds_of
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
+from tidelake.lake.window_keys import read_window_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -73,20 +73,8 @@ def read_window(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
     """The last change of each raw key of (lo, hi] (MOUNT_INPUT_COLUMNS), read with delta-rs."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-    from deltalake import DeltaTable as DeltaLog
 
-    changelog = DeltaLog(layout.changelog, storage_options=layout.storage_options)
-    seconds = bucket_seconds_of(changelog)
-    window = (ds.field("table_id").isin([int(p) for p in physical_ids])
-              & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
-              & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
-              & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
-    # The partition filter prunes the file list in delta-rs before pyarrow builds a fragment per file:
-    # a dataset of the whole changelog costs time in its file count (1,000 tables: ~20% of a run).
-    ids = [str(int(p)) for p in physical_ids]
-    rows = changelog.to_pyarrow_dataset(partitions=[("table_id", "in", ids)]).to_table(columns=_READ_COLUMNS,
-                                                                                      filter=window)
+    rows = read_window_rows(layout, physical_ids, lo, hi, _READ_COLUMNS)
     if rows.num_rows == 0:
         return rows.drop_columns(["flush_seq"])
     rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))

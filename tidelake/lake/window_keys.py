@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tidelake.lake.changelog_writer import bucket_label, bucket_seconds_of
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -43,17 +47,8 @@ def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
     commit-ts range leave."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-    from deltalake import DeltaTable
 
-    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
-    seconds = bucket_seconds_of(changelog)
-    window = (ds.field("table_id").isin([int(p) for p in physical_ids])
-              & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
-              & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
-              & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
-    rows = changelog.to_pyarrow_dataset().to_table(columns=["key", "commit_ts", "flush_seq", "op", "old_value"],
-                                                   filter=window)
+    rows = read_window_rows(layout, physical_ids, lo, hi, ["key", "commit_ts", "flush_seq", "op", "old_value"])
     if rows.num_rows == 0:
         return WindowKeys(0, 0)
     # Same order as the merge's collapse (tidelake.apply.changelog_reader.collapse_last_change): by
@@ -65,6 +60,27 @@ def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
     first = pa.concat_arrays([pa.array([True]), pc.not_equal(key[1:], key[:-1])])
     absent = pc.equal(pc.binary_length(rows["old_value"].combine_chunks()), 0)
     return WindowKeys(keys=_count(first), new=_count(pc.and_(first, absent)))
+
+
+def read_window_rows(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: int,
+                     columns: Sequence[str]) -> pa.Table:
+    """`columns` of the changelog rows of `physical_ids` with lo < commit_ts <= hi (latest version),
+    read with delta-rs. The table_id partition filter prunes the file list in delta-rs before
+    pyarrow builds a fragment per file: a dataset of the whole changelog costs time in its file
+    count (1,000 tables: a fifth of a merge run, bench/README.md "Per-table costs of a small window")."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
+    seconds = bucket_seconds_of(changelog)
+    window = (ds.field("table_id").isin([int(p) for p in physical_ids])
+              & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
+              & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
+              & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
+    ids = [str(int(p)) for p in physical_ids]
+    return changelog.to_pyarrow_dataset(partitions=[("table_id", "in", ids)]).to_table(columns=list(columns),
+                                                                                      filter=window)
+
 
 def _count(mask: object) -> int:
     import pyarrow.compute as pc
