@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tidelake.apply.txn_confs import delta_rs_commit_properties
 from tidelake.failpoints import failpoint
-from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.window_keys import read_window_rows
@@ -109,20 +109,12 @@ def held_keys(collapsed: pa.Table) -> int:
     return int(pc.sum(pc.cast(held, "int64")).as_py() or 0)
 
 
-def commit_properties(hi: int) -> object:
-    """The txn and userMetadata that make a commit record checkpoint `hi`."""
-    from deltalake import CommitProperties, Transaction
-
-    return CommitProperties(app_transactions=[Transaction(MERGE_APP_ID, hi)],
-                            custom_metadata={"userMetadata": checkpoint_metadata(hi)})
-
-
 def append(replica: DeltaTable, path: str, rows: pa.Table, hi: int) -> int:
     """Append `rows` (replica columns) in the commit that records `hi`; the rows written."""
     from deltalake import write_deltalake
 
     failpoint("merge.before_commit", path)
-    write_deltalake(replica, rows, mode="append", commit_properties=commit_properties(hi))
+    write_deltalake(replica, rows, mode="append", commit_properties=delta_rs_commit_properties(hi))
     _checkpoint(replica)
     return rows.num_rows
 
@@ -135,7 +127,7 @@ def merge(replica: DeltaTable, path: str, source: pa.Table, condition: str, colu
     op = f"s.{quote(op_column)}"
     failpoint("merge.before_commit", path)
     metrics = (replica.merge(source, condition, source_alias="s", target_alias="t",
-                             commit_properties=commit_properties(hi))
+                             commit_properties=delta_rs_commit_properties(hi))
                .when_matched_delete(f"{op} = 'delete'")
                .when_matched_update({quote(c): f"s.{quote(c)}" for c in columns})
                .when_not_matched_insert({quote(c): f"s.{quote(c)}" for c in columns}, f"{op} = 'put'")
@@ -151,7 +143,7 @@ def record_only(replica: DeltaTable, path: str, hi: int) -> None:
     failpoint("merge.before_commit", path)
     replica.create_write_transaction([], mode="append", schema=replica.schema(),
                                      partition_by=replica.metadata().partition_columns or None,
-                                     commit_properties=commit_properties(hi))
+                                     commit_properties=delta_rs_commit_properties(hi))
     _checkpoint(replica)
 
 

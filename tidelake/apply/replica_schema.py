@@ -29,7 +29,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from tidelake.apply.txn_confs import writer_txn_options
+from tidelake.apply.txn_confs import delta_rs_commit_properties, writer_txn_options
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
@@ -181,8 +181,6 @@ def create_replica(
     """
     from deltalake import DeltaTable, Schema
 
-    from tidelake.apply.driver_window import commit_properties
-
     replica = open_replica(path, storage_options)
     current = None if replica is None else replica.transaction_version(MERGE_APP_ID)
     if current is not None and current >= checkpoint_ts:
@@ -193,7 +191,7 @@ def create_replica(
         # against ~1 s for Spark's empty write (bench/README.md "Per-table costs of a small window").
         DeltaTable.create(path, Schema.from_json(replica_struct(info).json()), mode="error",
                           configuration=properties, storage_options=storage_options,
-                          commit_properties=commit_properties(checkpoint_ts))
+                          commit_properties=delta_rs_commit_properties(checkpoint_ts))
         return True
     writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
     for key, value in {**properties, **writer_txn_options(checkpoint_ts)}.items():

@@ -1,4 +1,5 @@
-"""Spark's side of the checkpoint: the txn (app id, version) a replica write records.
+"""Spark's side of the checkpoint: the txn (app id, version) a replica write records (and the same
+for a delta-rs write, tidelake.apply.driver_window).
 
 Delta skips a write whose txn version is <= the one recorded for the app, and records it in the
 same commit as the rows (docs/stack.md §11 "Idempotent writes"); tidelake.lake.checkpoint reads
@@ -25,6 +26,15 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 def writer_txn_options(version: int, app_id: str = MERGE_APP_ID) -> dict[str, str]:
     """DataFrameWriter options recording checkpoint `version` in the write's commit."""
     return {"txnAppId": app_id, "txnVersion": str(version), "userMetadata": checkpoint_metadata(version)}
+
+
+def delta_rs_commit_properties(version: int, app_id: str = MERGE_APP_ID) -> object:
+    """delta-rs CommitProperties recording checkpoint `version` in the commit (docs/stack.md §11:
+    delta-rs records the txn but does not skip a recorded version; the writer checks first)."""
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(app_transactions=[Transaction(app_id, version)],
+                            custom_metadata={"userMetadata": checkpoint_metadata(version)})
 
 
 @contextmanager
