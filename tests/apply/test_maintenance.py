@@ -3,6 +3,7 @@ retired physical id), OPTIMIZE compacting a replica's files, VACUUM deleting the
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from tidelake.lake.changelog_writer import ChangelogWriter, commit_properties
 from tidelake.lake.checkpoint import MERGE_APP_ID, read_checkpoint
 from tidelake.lake.ddl_log import DdlLog
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries, last_entries, merge_log_path
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.schema_history import SchemaHistory
@@ -90,23 +92,25 @@ def test_retention_optimize_vacuum(spark, tmp_path):
     assert sorted(r["id"] for r in DeltaTable(path).to_pyarrow_table().to_pylist()) == [start, truncated + HOUR]
 
 
+class Conf(dict):
+    def get(self, key, default=None):
+        return super().get(key, default)
+
+    def set(self, key, value):
+        self[key] = value
+
+    def unset(self, key):
+        self.pop(key, None)
+
+
+class NoSpark:  # no replica to touch: only the conf of the vacuum step is read
+    conf = Conf()
+
+
 def test_a_lost_changelog_compaction_race_is_one_line_and_vacuum_still_runs(tmp_path, monkeypatch, caplog):
     from deltalake.exceptions import CommitFailedError
 
     from tidelake.apply import maintenance
-
-    class Conf(dict):
-        def get(self, key, default=None):
-            return super().get(key, default)
-
-        def set(self, key, value):
-            self[key] = value
-
-        def unset(self, key):
-            self.pop(key, None)
-
-    class NoSpark:  # no replica to touch: only the conf of the vacuum step is read
-        conf = Conf()
 
     layout = LakeLayout(str(tmp_path))
     ChangelogWriter(layout, "puller").append([_change(1, tso.compose(1_800_000_000_000))], 1)
@@ -119,3 +123,23 @@ def test_a_lost_changelog_compaction_race_is_one_line_and_vacuum_still_runs(tmp_
     assert layout.changelog not in report.optimized and report.vacuumed == [layout.changelog]
     assert [r.message for r in caplog.records if "compaction lost" in r.message] == [
         "changelog compaction lost a commit race, left for the next run: a concurrent append won"]
+
+
+def test_maintenance_drops_merge_log_entries_past_the_retention_and_keeps_the_latest(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    t0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
+
+    def run(hours: float, keys: range) -> list[MergeLogEntry]:
+        at = t0 + timedelta(hours=hours)
+        return [MergeLogEntry(f"r{hours}", key, f"d.t{key}", MergeStatus.MERGED, None, key, 1, 0, 1, 1, 0.1, None,
+                              at, at) for key in keys]
+
+    for hours in range(0, 30, 2):
+        append_entries(layout, run(hours, range(3)))
+    latest = last_entries(layout, {0, 1, 2})
+    report = run_maintenance(NoSpark(), layout, changelog_retention=False, merge_log_retention=timedelta(hours=10))
+    kept = DeltaTable(merge_log_path(layout)).to_pyarrow_table(columns=["finished_at"]).column("finished_at")
+    assert report.merge_log_rows_deleted == 3 * 9  # runs at hours 0..16 finished more than 10 h before hour 28
+    assert min(kept.to_pylist()) == t0 + timedelta(hours=18)
+    assert report.optimized[merge_log_path(layout)] > 1
+    assert last_entries(layout, {0, 1, 2}) == latest

@@ -59,6 +59,8 @@ CLI_CASES = {
                                      "--join-timeout must be a finite number"),
     "maintenance --vacuum-retention-hours nan": (
         lambda t: ["maintenance", "--lake", str(t), "--vacuum-retention-hours", "nan"], "must be a finite number >= 0"),
+    "maintenance --merge-log-retention-hours 1": (
+        lambda t: ["maintenance", "--lake", str(t), "--merge-log-retention-hours", "1"], "must be a finite number >= 4"),
     "sim --rate nan": (lambda t: ["sim", "--rate", "nan"], "--rate must be a finite number > 0, got nan"),
     "sim --duration inf": (lambda t: ["sim", "--duration", "inf"], "--duration must be a finite number > 0"),
     "sim --progress-interval nan": (lambda t: ["sim", "--progress-interval", "nan"], "--progress-interval must be"),

@@ -1,4 +1,5 @@
-"""The merge log: the latest entry per table, and logs written before the `replica` column."""
+"""The merge log: the latest entry per table, its bounded reads and maintenance, and logs written
+before the `replica` column or the table properties."""
 
 from __future__ import annotations
 
@@ -6,16 +7,24 @@ import random
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
-from deltalake import write_deltalake
+import pyarrow.compute  # noqa: F401  (pa.compute)
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from tidelake.errors import InputError
 
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.merge_log import (
+    MERGE_LOG_PROPERTIES,
     MERGE_LOG_SCHEMA,
+    RECENT,
     MergeLogEntry,
     MergeStatus,
     append_entries,
     last_entries,
     merge_log_path,
+    recent_entries,
+    trim,
 )
 from tidelake.lake.replica_facts import ReplicaFacts
 
@@ -57,3 +66,78 @@ def test_a_merge_log_without_the_replica_column_gains_it_on_the_next_append(tmp_
     entries = last_entries(layout)
     assert entries[1] == old and entries[1].replica is None
     assert entries[2].replica == facts
+
+
+def recount(written: list[MergeLogEntry], keys) -> dict[int, MergeLogEntry]:
+    """The latest entry per key among those within RECENT of the newest, row by row."""
+    newest = max(e.finished_at for e in written)
+    out: dict[int, MergeLogEntry] = {}
+    for e in written:
+        if e.finished_at >= newest - RECENT and (keys is None or e.table_key in keys):
+            if e.table_key not in out or e.finished_at > out[e.table_key].finished_at:
+                out[e.table_key] = e
+    return out
+
+
+def many_runs(layout: LakeLayout, rng: random.Random, runs: int = 40) -> list[MergeLogEntry]:
+    """Runs 10 minutes apart over 20 tables (some skipped, one only in early runs, appended out of
+    order), the last far enough from the first that the early ones fall out of RECENT."""
+    written = []
+    order = list(range(runs))
+    rng.shuffle(order)
+    for run in order:
+        tables = [k for k in range(20) if rng.random() < 0.7 and (k != 19 or run < 5)]
+        batch = [entry(f"r{run}", key, 600 * run + rng.randrange(0, 300), 1000 * run + key) for key in tables]
+        append_entries(layout, batch)
+        written += batch
+    return written
+
+
+def test_status_reads_newest_files_first_and_finds_what_a_full_recount_finds(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    written = many_runs(layout, random.Random(7))
+    for keys in (None, {1, 2}, set(range(19)), {19}, {99}, set()):
+        assert last_entries(layout, keys) == recount(written, keys)
+    assert 19 not in last_entries(layout, {19})  # only in runs older than RECENT: status reads its replica
+
+
+def test_maintenance_trim_keeps_what_status_and_the_page_read(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    written = many_runs(layout, random.Random(8), runs=60)
+    asked = (None, frozenset({3}), frozenset(range(19)))
+    before = {k: last_entries(layout, k) for k in asked}
+    assert before == {k: recount(written, k) for k in asked}
+    page_before = recent_entries(layout, ["run_id", "table_key", "finished_at"])
+    log = DeltaTable(merge_log_path(layout))
+    newest = max(e.finished_at for e in written)
+    deleted, compacted = trim(log, RECENT + timedelta(hours=1))
+    kept = DeltaTable(merge_log_path(layout)).to_pyarrow_table(columns=["finished_at"]).column("finished_at")
+    assert deleted == sum(e.finished_at < newest - RECENT - timedelta(hours=1) for e in written) > 0
+    assert pa.compute.min(kept).as_py() >= newest - RECENT - timedelta(hours=1)
+    assert compacted > 1 and len(DeltaTable(merge_log_path(layout)).file_uris()) == 1
+    assert {k: last_entries(layout, k) for k in before} == before
+    page_after = recent_entries(layout, ["run_id", "table_key", "finished_at"])
+    assert page_after[1] == page_before[1] == newest
+    assert sorted(page_after[0].to_pylist(), key=str) == sorted(page_before[0].to_pylist(), key=str)
+    configuration = DeltaTable(merge_log_path(layout)).metadata().configuration
+    assert {k: configuration.get(k) for k in MERGE_LOG_PROPERTIES} == MERGE_LOG_PROPERTIES
+
+
+def test_a_log_from_before_bounded_reads_is_read_and_trimmed(tmp_path):
+    """An old lake's log: no table properties, no `replica` column, one file for all runs."""
+    layout = LakeLayout(str(tmp_path))
+    old_schema = pa.schema([f for f in MERGE_LOG_SCHEMA if f.name != "replica"])
+    old = [entry(f"r{run}", key, 3600 * run, run) for run in range(8) for key in range(3)]
+    write_deltalake(merge_log_path(layout), pa.Table.from_pylist(
+        [{f.name: getattr(e, f.name) for f in old_schema} for e in old], schema=old_schema))
+    assert last_entries(layout, {0, 1, 2}) == recount(old, None)
+    trim(DeltaTable(merge_log_path(layout)), RECENT)
+    assert last_entries(layout, {0, 1, 2}) == recount(old, None)
+    assert DeltaTable(merge_log_path(layout)).to_pyarrow_table().num_rows == 3 * 5  # runs 3..7 within RECENT
+
+
+def test_a_retention_shorter_than_what_readers_read_is_refused(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    append_entries(layout, [entry("r", 1, 0, 1)])
+    with pytest.raises(InputError, match="merge log retention"):
+        trim(DeltaTable(merge_log_path(layout)), RECENT - timedelta(minutes=1))

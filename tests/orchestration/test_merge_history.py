@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from tidelake import tso
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.lake.merge_log import RECENT, MergeLogEntry, MergeStatus, append_entries
 from tidelake.orchestration.merge_history import LagPoint, merge_history
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc)
@@ -77,3 +77,14 @@ def test_many_runs_over_many_tables_match_a_plain_recount(tmp_path):
                              len({e.table_key for e in es}), sum(e.rows_in for e in es))
                             for run, es in by_run.items()))[-5:]
     assert [(r.finished_at, r.run_id, r.started_at, r.tables, r.changes) for r in history.runs] == expected_runs
+
+
+def test_only_the_recent_merge_log_is_shown_and_the_window_says_so(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    old, new = T0 - RECENT - timedelta(minutes=1), T0
+    append_entries(layout, [entry(1, old, old - timedelta(seconds=5), run="old")])
+    append_entries(layout, [entry(1, new, new - timedelta(seconds=7), run="new")])
+    history = merge_history(layout)
+    assert history.lag == {1: [LagPoint(new, 7.0)]} and [r.run_id for r in history.runs] == ["new"]
+    assert history.window_json() == {"since": (new - RECENT).isoformat(), "until": new.isoformat(),
+                                     "hours": RECENT.total_seconds() / 3600}

@@ -65,6 +65,9 @@ def test_page_shows_watermarks_ddl_and_last_merge_escaped():
     assert "shop.old: stopped" in page  # a syncpoint lists the tables left out of its cut
     assert 'data-table="shop.orders"' in page and "Apply throughput" in page
     assert "last run: 100 changes over 1 table in 1.0 s (100 changes/s)" in page
+    window = {"since": "2026-05-01T04:01:09+00:00", "until": "2026-05-01T08:01:09+00:00", "hours": 4.0}
+    assert "Merge history of the last 4 hours before the newest merge (2026-05-01 08:01 UTC)" in render_page(
+        [{**report(table()), "history_window": window}])
 
 
 def test_stopped_table_shows_its_reason_and_empty_lake_says_so():

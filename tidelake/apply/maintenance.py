@@ -8,10 +8,13 @@
   the replica that id belongs to (tidelake.lake.retention). Ids of tables without a replica, or
   whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
 - History tables (docs/history.md) are compacted and vacuumed like their replicas.
+- The merge log loses entries older than its retention (default a week), is rewritten ordered by
+  finish time and vacuumed (tidelake.lake.merge_log.trim), so status and the page read a
+  bounded part of it.
 
-The changelog is compacted and vacuumed with delta-rs, never with Spark: pullers append to it
-with delta-rs while maintenance runs, and on an object store only delta-rs commits with a
-conditional PUT. Spark's S3 log store assumes a single writer and could overwrite a puller's
+The changelog and the merge log are compacted and vacuumed with delta-rs, never with Spark:
+pullers and merge runs append to them with delta-rs while maintenance runs, and on an object
+store only delta-rs commits with a conditional PUT. Spark's S3 log store assumes a single writer and could overwrite a puller's
 commit of the same version (docs/stack.md §16). Replicas are written by Spark alone.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from deltalake.exceptions import CommitFailedError
@@ -28,6 +32,7 @@ from tidelake.apply.txn_confs import session_confs
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.retention import (
     DEFAULT_VACUUM_RETENTION_HOURS,
@@ -58,6 +63,7 @@ class MaintenanceReport:
     vacuumed: list[str] = field(default_factory=list)
     changelog_rows_deleted: int = 0
     changelog_checkpoints: dict[int, int] = field(default_factory=dict)
+    merge_log_rows_deleted: int = 0
 
 
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
@@ -99,6 +105,8 @@ def run_maintenance(
     optimize: bool = True,
     vacuum: bool = True,
     changelog_retention: bool = True,
+    merge_log: bool = True,
+    merge_log_retention: timedelta = DEFAULT_RETENTION,
 ) -> MaintenanceReport:
     """One maintenance pass over the lake; each step is idempotent, so a retried run is safe."""
     report = MaintenanceReport()
@@ -131,5 +139,11 @@ def run_maintenance(
             if changelog is not None:
                 vacuum_changelog(changelog, vacuum_retention_hours)
                 report.vacuumed.append(layout.changelog)
+    log = open_merge_log(layout) if merge_log else None
+    if log is not None:
+        try:
+            report.merge_log_rows_deleted, report.optimized[merge_log_path(layout)] = trim(log, merge_log_retention)
+        except CommitFailedError as exc:  # a merge run appended meanwhile: the next run trims
+            _log.warning("merge log upkeep lost a commit race, left for the next run: %s", exc)
     return report
 

@@ -8,17 +8,29 @@ why a table is waiting, stopped or failing) and, in `replica`, what the replica'
 the run was done with the table (tidelake.lake.replica_facts): status reads 1,000 replicas'
 facts from here instead of 1,000 logs. Logs written before that column have no `replica`; the
 first append adds it (schema merge, a metadata change Delta allows on append).
+
+Bounded reads. The log gains a file and a row per table every run (1.4M rows a day at one run a
+minute over 1,000 tables), so nothing reads all of it. Readers look back RECENT from the newest
+entry: status reads the newest files first and stops once every table it asks for is found
+(`last_entries`), the page reads the files whose finished_at stats reach into RECENT
+(`recent_entries`); delta-rs gives each file its min/max as a pyarrow fragment guarantee.
+`tidelake maintenance` deletes entries older than a retention (never shorter than RECENT, so it
+never deletes a row a reader looks at), rewrites the rest ordered by finish time (files of
+disjoint time ranges, so the stats keep pruning) and vacuums (`trim`). The table keeps its log
+short like the watermarks table (MERGE_LOG_PROPERTIES); lakes created before get them at their
+first maintenance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from tenacity import (
@@ -28,6 +40,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout, open_or_create
 from tidelake.lake.replica_facts import REPLICA_FACTS_TYPE, ReplicaFacts
 
@@ -61,6 +74,23 @@ MERGE_LOG_SCHEMA = pa.schema(
         pa.field("replica", REPLICA_FACTS_TYPE, nullable=True),
     ]
 )
+
+
+# How far back from the newest entry status and the page look: 48 runs at the default 5-minute
+# merge schedule, what the page charts (merge_history.DEFAULT_RUNS).
+RECENT = timedelta(hours=4)
+# What maintenance keeps by default: a week of runs, for reading by hand (Spark, delta-rs).
+DEFAULT_RETENTION = timedelta(days=7)
+# One commit per run: a checkpoint every 10 keeps a read's log replay short; removed files
+# (retention, compaction) and old commits are dropped after a day, as readers only need the
+# latest version (the watermarks table does the same, tidelake.lake.layout).
+MERGE_LOG_PROPERTIES = {
+    "delta.checkpointInterval": "10",
+    "delta.logRetentionDuration": "interval 1 days",
+    "delta.deletedFileRetentionDuration": "interval 1 days",
+}
+VACUUM_HOURS = 24
+_FINISHED = "finished_at"
 
 
 @dataclass(frozen=True)
@@ -99,27 +129,148 @@ def append_entries(layout: LakeLayout, entries: Sequence[MergeLogEntry]) -> None
     """Append one run's entries in one commit."""
     if not entries:
         return
-    table = open_or_create(layout, merge_log_path(layout), MERGE_LOG_SCHEMA, added_columns=1)
+    table = open_or_create(layout, merge_log_path(layout), MERGE_LOG_SCHEMA, properties=MERGE_LOG_PROPERTIES,
+                           added_columns=1)
     rows = [{**asdict(e), "replica": None if e.replica is None else e.replica.to_row()} for e in entries]
     data = pa.Table.from_pylist(rows, schema=MERGE_LOG_SCHEMA)
     write_deltalake(table, data, mode="append", schema_mode="merge")
 
 
-def last_entries(layout: LakeLayout) -> dict[int, MergeLogEntry]:
-    """The latest entry of each table key (by finish time).
-    The log holds a row per table per run: they are sorted and picked in Arrow, and only the
-    picked rows become Python objects (status reads this on every call)."""
-    if not DeltaTable.is_deltatable(merge_log_path(layout), storage_options=layout.storage_options):
-        return {}
-    table = DeltaTable(merge_log_path(layout), storage_options=layout.storage_options).to_pyarrow_table()
+def open_merge_log(layout: LakeLayout) -> DeltaTable | None:
+    path = merge_log_path(layout)
+    if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
+        return None
+    return DeltaTable(path, storage_options=layout.storage_options)
+
+
+def _us(when: datetime | timedelta) -> int:
+    return (when - EPOCH if isinstance(when, datetime) else when) // timedelta(microseconds=1)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class _Files:
+    """The log as a pyarrow dataset, its files by their newest finished_at (µs) with the newest
+    first (a file without stats, None, comes first and is always read), and where RECENT starts
+    (None: no file has stats, the window is cut after reading)."""
+
+    dataset: ds.Dataset
+    newest_first: list[tuple[ds.Fragment, int | None]]
+    since_us: int | None
+
+    @classmethod
+    def of(cls, table: DeltaTable) -> _Files:
+        dataset = table.to_pyarrow_dataset()
+        actions = pa.table(table.get_add_actions(flatten=True))
+        stat = f"max.{_FINISHED}"
+        newest = dict(zip(actions.column("path").to_pylist(),
+                          pc.cast(actions.column(stat), pa.int64()).to_pylist() if stat in actions.column_names
+                          else [None] * actions.num_rows))
+        files = sorted(((f, newest.get(f.path)) for f in dataset.get_fragments()),
+                       key=lambda f: (f[1] is not None, -(f[1] or 0)))
+        known = [at for _, at in files if at is not None]
+        return cls(dataset, files, known[0] - _us(RECENT) if known else None)
+
+    def read(self, upto: int | None = None, start: int = 0, columns: list[str] | None = None) -> pa.Table:
+        """Rows within RECENT of the files [start, upto) (all from `start` when None)."""
+        part = ds.FileSystemDataset([f for f, _ in self.newest_first[start:upto]], self.dataset.schema,
+                                    self.dataset.format, self.dataset.filesystem)
+        finished = self.dataset.schema.field(_FINISHED).type
+        if self.since_us is not None:
+            return part.to_table(columns=columns, filter=ds.field(_FINISHED) >= pa.scalar(self.since_us).cast(finished))
+        table = part.to_table(columns=columns)
+        if table.num_rows == 0:
+            return table
+        since = pc.subtract(pc.max(pc.cast(table.column(_FINISHED), pa.int64())), _us(RECENT))
+        return table.filter(pc.greater_equal(pc.cast(table.column(_FINISHED), pa.int64()), since))
+
+    def older_than_recent(self, index: int) -> bool:
+        at = self.newest_first[index][1]
+        return self.since_us is not None and at is not None and at < self.since_us
+
+
+def _latest_rows(table: pa.Table) -> pa.Table:
+    """The row of each table key that finished last."""
     if table.num_rows == 0:
-        return {}
-    table = table.take(pc.sort_indices(table, [("table_key", "ascending"), ("finished_at", "ascending")]))
+        return table
+    table = table.take(pc.sort_indices(table, [("table_key", "ascending"), (_FINISHED, "ascending")]))
     keys = table.column("table_key").combine_chunks()
     last_of_key = pa.concat_arrays([pc.not_equal(keys[1:], keys[:-1]), pa.array([True])])
+    return table.filter(last_of_key)
+
+
+def last_entries(layout: LakeLayout, keys: set[int] | None = None) -> dict[int, MergeLogEntry]:
+    """The latest entry of each table key (by finish time) among those within RECENT of the
+    newest entry: of `keys`, or of every key when None. Files are read newest first, twice as
+    many each step, until every asked key is found with an entry later than any unread file's
+    newest; a key without an entry within RECENT is absent (status then reads its replica).
+    Only the picked rows become Python objects (status reads this on every call)."""
+    log = open_merge_log(layout)
+    if log is None:
+        return {}
+    files = _Files.of(log)
+    found = files.read(upto=0)
+    done, step = 0, 1
+    while done < len(files.newest_first) and not files.older_than_recent(done):
+        batch = files.read(start=done, upto=done + step)
+        found = _latest_rows(pa.concat_tables([found, batch], promote_options="default"))
+        done, step = done + step, 2 * step
+        if keys is not None and done < len(files.newest_first) and _all_final(found, keys, files.newest_first[done][1]):
+            break
+    if keys is not None:  # others read on the way may have later entries in files left unread
+        found = found.filter(pc.is_in(found.column("table_key"), pa.array(sorted(keys), pa.int64())))
     names = [f.name for f in fields(MergeLogEntry)]
     latest: dict[int, MergeLogEntry] = {}
-    for row in table.filter(last_of_key).to_pylist():
+    for row in found.to_pylist():
         row["replica"] = ReplicaFacts.from_row(row.get("replica"))
         latest[row["table_key"]] = MergeLogEntry(**{n: row.get(n) for n in names})
     return latest
+
+
+def _all_final(found: pa.Table, keys: set[int], unread_newest_us: int | None) -> bool:
+    """Every key of `keys` has an entry later than any unread file's newest."""
+    if unread_newest_us is None:
+        return False
+    mine = found.filter(pc.is_in(found.column("table_key"), pa.array(sorted(keys), pa.int64())))
+    if mine.num_rows < len(keys):
+        return False
+    return not keys or pc.min(pc.cast(mine.column(_FINISHED), pa.int64())).as_py() > unread_newest_us
+
+
+def recent_entries(layout: LakeLayout, columns: list[str]) -> tuple[pa.Table, datetime | None]:
+    """`columns` of every entry that finished within RECENT of the newest one, and when the newest
+    finished (None: an empty log); only the files whose stats reach into RECENT are read."""
+    log = open_merge_log(layout)
+    wanted = list(dict.fromkeys([*columns, _FINISHED]))
+    if log is None:
+        return pa.table({c: pa.array([], MERGE_LOG_SCHEMA.field(c).type) for c in columns}), None
+    files = _Files.of(log)
+    upto = next((i for i in range(len(files.newest_first)) if files.older_than_recent(i)), None)
+    table = files.read(upto=upto, columns=wanted)
+    if table.num_rows == 0:
+        return table.select(columns), None
+    return table.select(columns), pc.max(table.column(_FINISHED)).as_py()
+
+
+def trim(log: DeltaTable, retention: timedelta) -> tuple[int, int]:
+    """Maintenance of the merge log: delete entries that finished `retention` before the newest,
+    rewrite the rest ordered by finish time and vacuum what that removed. Returns (rows deleted,
+    files compacted). `retention` shorter than RECENT would delete what status and the page read."""
+    if retention < RECENT:
+        raise InputError(f"merge log retention {retention} is shorter than what status and the page read ({RECENT})")
+    configured = log.metadata().configuration
+    missing = {k: v for k, v in MERGE_LOG_PROPERTIES.items() if configured.get(k) != v}
+    if missing:  # a log created before MERGE_LOG_PROPERTIES
+        log.alter.set_table_properties(missing, raise_if_not_exists=False)
+    files = _Files.of(log)
+    deleted = 0
+    if files.since_us is not None:
+        cutoff = files.since_us + _us(RECENT) - _us(retention)
+        deleted = int(log.delete(f"{_FINISHED} < '{(EPOCH + timedelta(microseconds=cutoff)).isoformat()}'")
+                      ["num_deleted_rows"])
+    # Z-order on one column is a sort: each output file holds one range of finish times.
+    compacted = int(log.optimize.z_order([_FINISHED])["numFilesRemoved"])
+    log.vacuum(VACUUM_HOURS, dry_run=False)
+    return deleted, compacted

@@ -11,9 +11,9 @@ history table (tidelake.lake.replica_facts) are in its Delta log, but replaying 
 seconds (bench/README.md "Scale"). So status takes them from the table's last
 merge-log entry, which the merge fills by reading the replica after its last commit of the run,
 when that entry names the replica's current path; it reads the replica itself when there is no
-such entry (a bootstrapped replica not merged since, a log written before the merge recorded
-facts, a run that failed before the table's own handling), or when the entry names another
-folder (a rebuilt replica). `exact` (`tidelake status --exact`) reads every replica.
+such entry within merge_log.RECENT of the log's newest (a bootstrapped replica not merged since,
+a table not merged for hours, a log written before the merge recorded facts, a run that failed
+before the table's own handling), or when the entry names another folder (a rebuilt replica). `exact` (`tidelake status --exact`) reads every replica.
 The logged checkpoint is never AHEAD of the replica: the merge reads it after committing, and
 a replica's checkpoint only grows at one path (a rebuild starts a new folder). It can be
 BEHIND: a run that commits and dies before its merge-log append leaves the previous entry,
@@ -251,7 +251,7 @@ def collect_status(layout: LakeLayout, now_ts: int | None = None, exact: bool = 
     control = read_control(layout)
     watermarks, history = control.watermarks, control.history
     entries = read_entries(layout)
-    merges = last_entries(layout)
+    merges = last_entries(layout, {k for k, e in entries.items() if e.state != ReplicaState.DROPPED})
     keys = list(dict.fromkeys([*entries, *history.live_tables()]))
     facts = _replica_facts(layout, entries, merges, exact)
     tables = [_table_status(key, entries.get(key), facts.get(key), history, watermarks, merges.get(key), now_ts, layout)

@@ -6,7 +6,8 @@ changes it applied. From those the page draws two pictures an operator looks at 
   time of checkpoint_after (rows without a checkpoint, e.g. errors, are no points);
 - apply throughput per run: changes applied over the run's wall time (first start to last finish
   of its tables), so a run of many small tables is not counted as the sum of their durations.
-The merge log is read once for both.
+The merge log is read once for both, and only its last merge_log.RECENT (4 hours before the newest
+entry): the page says so (`MergeHistory.newest`, the report's `history_window`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from tidelake import tso
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import merge_log_path
+from tidelake.lake.merge_log import RECENT, recent_entries
 
 DEFAULT_POINTS = 48
 DEFAULT_RUNS = 48
@@ -67,18 +67,26 @@ class RunThroughput:
 class MergeHistory:
     lag: dict[int, list[LagPoint]]
     runs: list[RunThroughput]
+    newest: datetime | None = None  # the newest entry's finish; what is shown starts RECENT before
+
+    def window_json(self) -> dict[str, object] | None:
+        """The page report's `history_window`: which stretch of the merge log the charts cover."""
+        if self.newest is None:
+            return None
+        return {"since": (self.newest - RECENT).isoformat(), "until": self.newest.isoformat(),
+                "hours": RECENT.total_seconds() / 3600}
 
 
 def merge_history(layout: LakeLayout, points: int = DEFAULT_POINTS, runs: int = DEFAULT_RUNS) -> MergeHistory:
-    """Per table key its last `points` lag points, and the last `runs` runs, oldest first. The log
-    holds a row per table per run (100,000 after 100 runs of 1,000 tables): it is grouped, sorted
-    and cut in Arrow, and only what the page shows becomes Python objects."""
-    path = merge_log_path(layout)
-    if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
+    """Per table key its last `points` lag points, and the last `runs` runs, oldest first, within
+    RECENT. That still holds a row per table per run (48,000 at the default 5-minute schedule over
+    1,000 tables): it is grouped, sorted and cut in Arrow, and only what the page shows becomes
+    Python objects."""
+    log, newest = recent_entries(layout, ["run_id", "table_key", "checkpoint_after", "rows_in", "started_at",
+                                          "finished_at"])
+    if newest is None:
         return MergeHistory({}, [])
-    log = DeltaTable(path, storage_options=layout.storage_options).to_pyarrow_table(
-        columns=["run_id", "table_key", "checkpoint_after", "rows_in", "started_at", "finished_at"])
-    return MergeHistory(_lag_points(log, points), _last_runs(log, runs))
+    return MergeHistory(_lag_points(log, points), _last_runs(log, runs), newest)
 
 
 def _lag_points(log: pa.Table, points: int) -> dict[int, list[LagPoint]]:

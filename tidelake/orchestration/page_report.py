@@ -20,8 +20,9 @@ SYNCPOINTS_SHOWN = 10
 def page_report(feed: Changefeed) -> dict[str, Any]:
     """`tidelake status --json` of one changefeed plus what the page adds: the changefeed id,
     each table's recent lag (`lag_history`: {"at", "lag_s"} after each of its last merges), the
-    last merge runs' throughput (`apply_runs`) and the latest syncpoints (newest first: ts,
-    number of tables in the cut, tables left out and why)."""
+    last merge runs' throughput (`apply_runs`), the stretch of the merge log both cover
+    (`history_window`: {"since", "until", "hours"}, null before the first merge) and the latest
+    syncpoints (newest first: ts, number of tables in the cut, tables left out and why)."""
     layout = LakeLayout.from_config(feed.config.lake)
     report = collect_status(layout).to_json()
     history = merge_history(layout)
@@ -33,4 +34,4 @@ def page_report(feed: Changefeed) -> dict[str, Any]:
         for sp in read_syncpoints(layout)[-SYNCPOINTS_SHOWN:]
     ]
     return {"changefeed": feed.config.changefeed_id, **report, "apply_runs": apply_runs,
-            "syncpoints": syncpoints[::-1]}
+            "history_window": history.window_json(), "syncpoints": syncpoints[::-1]}
