@@ -36,7 +36,9 @@ Then, in this process:
                  `collect_status(exact=True)` (every replica's log), each against the ceiling of
                  one replica's log replay (`read_replica_facts`, median) measured in the same run;
                  then status and the Replication page's report (`page_report`) once the merge log
-                 holds --merge-log-runs runs over them all;
+                 holds --merge-log-runs runs over them all, --merge-log-interval seconds apart,
+                 against the ceiling of reading the whole log; then both after the merge log's
+                 maintenance (`merge_log.trim`, the default retention);
   merge          with --merge-tables K > 0: K more tables created after a new changefeed's start
                  (tables of a start snapshot would need a bootstrap first), 20 rows each, pulled
                  by one shard; then `tidelake merge` of them with /tmp/tidelake-spark.lock held
@@ -83,7 +85,15 @@ from tidelake.lake.control import read_control  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
 from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, SOFT_DELETES_PROPERTY, history_path  # noqa: E402
-from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries  # noqa: E402
+from tidelake.lake.merge_log import (  # noqa: E402
+    DEFAULT_RETENTION,
+    MergeLogEntry,
+    MergeStatus,
+    append_entries,
+    merge_log_path,
+    open_merge_log,
+    trim,
+)
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry  # noqa: E402
 from tidelake.lake.replica_facts import read_replica_facts  # noqa: E402
 from tidelake.lake.status import FactsSource, collect_status  # noqa: E402
@@ -401,10 +411,11 @@ def _merge_commit(path: str, txn_app: str, version: int) -> None:
                     commit_properties=CommitProperties(app_transactions=[Transaction(txn_app, version)]))
 
 
-def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: int) -> dict:
+def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: int, interval_s: float) -> dict:
     """`replicas` replicas as merges leave them and their merge-log entries, then status latency;
     then status and the Replication page's report once the merge log holds `runs` runs over every
-    table."""
+    table, `interval_s` apart, against the ceiling of reading the whole log; then both again after
+    the merge log's maintenance (`merge_log.trim`)."""
     feed = Changefeed(str(config), load_config(config), True)
     layout = LakeLayout.from_config(feed.config.lake)
     history = read_control(layout).history
@@ -440,12 +451,22 @@ def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: in
     mismatched = [t.table for t, e in zip(cheap.tables, exact.tables) if t.checkpoint_ts != e.checkpoint_ts]
     if mismatched:
         raise RuntimeError(f"status from the merge log disagrees with the replicas for {mismatched[:5]}")
+    began_runs = time.perf_counter()
     for run in range(1, runs):  # later runs over every table, as a scheduled merge logs them
-        later = now + timedelta(seconds=run)
+        later = now + timedelta(seconds=run * interval_s)
         append_entries(layout, [dataclasses.replace(e, run_id=f"bench{run}", started_at=later, finished_at=later)
                                 for e in entries])
+    runs_s = time.perf_counter() - began_runs
+    log_path = merge_log_path(layout)
+    files = len(DeltaTable(log_path).file_uris())
+    full_s, _ = _timed(lambda: DeltaTable(log_path).to_pyarrow_table(), 3)  # the whole log: what main read
     aged_s, aged = _timed(lambda: collect_status(layout), 3)
-    page_s, _ = _timed(lambda: page_report(feed), 3)
+    page_s, page = _timed(lambda: page_report(feed), 3)
+    trim_s, (deleted, compacted) = _timed(lambda: trim(open_merge_log(layout), DEFAULT_RETENTION))
+    trimmed_s, trimmed = _timed(lambda: collect_status(layout), 3)
+    trimmed_page_s, _ = _timed(lambda: page_report(feed), 3)
+    if [t.checkpoint_ts for t in trimmed.tables] != [t.checkpoint_ts for t in exact.tables]:
+        raise RuntimeError("status after the merge log's maintenance disagrees with the replicas")
     return {"replicas": len(keys), "commits_per_replica": commits, "tables": len(cheap.tables), "build_s": build_s,
             "replica_read_ms": 1000 * one_read, "status_ms": 1000 * cheap_s, "status_from_merge_log": from_log,
             "page_ms": 1000 * young_page_s,
@@ -453,7 +474,13 @@ def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: in
             "exact_in_replica_reads": exact_s / one_read, "merge_log_runs": runs,
             "merge_log_rows": runs * len(entries), "status_ms_after_runs": 1000 * aged_s,
             "page_ms_after_runs": 1000 * page_s,
-            "status_from_merge_log_after_runs": sum(t.facts_source == FactsSource.MERGE_LOG for t in aged.tables)}
+            "status_from_merge_log_after_runs": sum(t.facts_source == FactsSource.MERGE_LOG for t in aged.tables),
+            "merge_log_interval_s": interval_s, "merge_log_write_s": runs_s, "merge_log_files": files,
+            "merge_log_full_read_ms": 1000 * full_s, "page_window": page["history_window"],
+            "page_runs_shown": len(page["apply_runs"]), "trim_s": trim_s, "trim_rows_deleted": deleted,
+            "trim_files_compacted": compacted, "merge_log_files_after_trim": len(DeltaTable(log_path).file_uris()),
+            "status_ms_after_trim": 1000 * trimmed_s, "page_ms_after_trim": 1000 * trimmed_page_s,
+            "status_from_merge_log_after_trim": sum(t.facts_source == FactsSource.MERGE_LOG for t in trimmed.tables)}
 
 
 def frontier_cost(up: Upstream) -> dict:
@@ -592,7 +619,12 @@ def print_report(results: dict) -> None:
               f"status = {st['status_in_replica_reads']:.0f} replica reads, exact = "
               f"{st['exact_in_replica_reads']:.0f}; with {st['merge_log_runs']} runs in the merge log "
               f"({st['merge_log_rows']:,} rows): status {st['status_ms_after_runs']:.0f} ms, page "
-              f"{st['page_ms_after_runs']:.0f} ms")
+              f"{st['page_ms_after_runs']:.0f} ms ({st['page_runs_shown']} runs shown; whole log "
+              f"{st['merge_log_files']:,} files read in {st['merge_log_full_read_ms']:.0f} ms; written in "
+              f"{st['merge_log_write_s']:.0f} s); maintenance {st['trim_s']:.1f} s ({st['trim_files_compacted']:,} "
+              f"files compacted, {st['trim_rows_deleted']:,} rows deleted, {st['merge_log_files_after_trim']} left), "
+              f"then status {st['status_ms_after_trim']:.0f} ms ({st['status_from_merge_log_after_trim']:,} from "
+              f"the log), page {st['page_ms_after_trim']:.0f} ms")
     print(f"\nload average (1, 5, 15 min) at the end: {results['load_end']}")
 
 
@@ -623,6 +655,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--status-replicas", type=int, default=0, help="0: skip the status-with-replicas phase")
     parser.add_argument("--replica-commits", type=int, default=5, help="merge commits per replica of that phase")
     parser.add_argument("--merge-log-runs", type=int, default=100, help="merge runs in the merge log of that phase")
+    parser.add_argument("--merge-log-interval", type=float, default=300.0,
+                        help="seconds between those runs' finish times (default: the default merge schedule)")
     parser.add_argument("--merge-tables", type=int, default=0, help="0: skip the Spark merge phase")
     parser.add_argument("--compare-puller", help="a checkout (e.g. `git worktree add` of main) whose puller "
                         "also runs on the same upstream, interleaved with this one, for before/after CPU")
@@ -653,7 +687,8 @@ def main(argv: list[str] | None = None) -> dict:
             if args.status_replicas:
                 first = tmp / f"scale{args.shards.split(',')[0]}.toml"
                 results["status"] = status_at_scale(first, args.status_replicas, args.replica_commits,
-                                                    args.merge_log_runs, up.cluster.tso.next())
+                                                    args.merge_log_runs, up.cluster.tso.next(),
+                                                    args.merge_log_interval)
             results["traffic_errors"] = traffic.errors
             results["frontier"] = frontier_cost(up)
             merge_lake = merge_landed(up, args.merge_tables, tmp) if args.merge_tables else None
