@@ -141,3 +141,16 @@ def test_a_retention_shorter_than_what_readers_read_is_refused(tmp_path):
     append_entries(layout, [entry("r", 1, 0, 1)])
     with pytest.raises(InputError, match="merge log retention"):
         trim(DeltaTable(merge_log_path(layout)), RECENT - timedelta(minutes=1))
+
+
+def test_a_log_without_file_stats_is_read_whole_and_cut_to_the_same_window(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    DeltaTable.create(merge_log_path(layout), MERGE_LOG_SCHEMA, configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    written = many_runs(layout, random.Random(9))
+    assert "max.finished_at" not in pa.table(DeltaTable(merge_log_path(layout)).get_add_actions(flatten=True)).column_names
+    for keys in (None, frozenset({1, 2}), frozenset({19})):
+        assert last_entries(layout, keys) == recount(written, keys)
+    newest = max(e.finished_at for e in written)
+    shown, until = recent_entries(layout, ["run_id", "table_key"])
+    assert until == newest and sorted(shown.to_pylist(), key=str) == sorted(
+        ({"run_id": e.run_id, "table_key": e.table_key} for e in written if e.finished_at >= newest - RECENT), key=str)

@@ -143,18 +143,19 @@ def open_merge_log(layout: LakeLayout) -> DeltaTable | None:
     return DeltaTable(path, storage_options=layout.storage_options)
 
 
-def _us(when: datetime | timedelta) -> int:
-    return (when - EPOCH if isinstance(when, datetime) else when) // timedelta(microseconds=1)
-
-
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _us(span: timedelta) -> int:
+    return span // timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
 class _Files:
     """The log as a pyarrow dataset, its files by their newest finished_at (µs) with the newest
-    first (a file without stats, None, comes first and is always read), and where RECENT starts
-    (None: no file has stats, the window is cut after reading)."""
+    first, and where RECENT starts. A file without stats (None; tidelake's writers, delta-rs and
+    Spark, always write them) comes first and is always read; when no file has stats, all are
+    read and the window is cut after reading (since_us None)."""
 
     dataset: ds.Dataset
     newest_first: list[tuple[ds.Fragment, int | None]]
@@ -211,8 +212,8 @@ def last_entries(layout: LakeLayout, keys: set[int] | None = None) -> dict[int, 
     if log is None:
         return {}
     files = _Files.of(log)
-    found = files.read(upto=0)
-    done, step = 0, 1
+    found = files.read(upto=0)  # empty, of the log's schema
+    done, step = 0, 1 if files.since_us is not None else len(files.newest_first)
     while done < len(files.newest_first) and not files.older_than_recent(done):
         batch = files.read(start=done, upto=done + step)
         found = _latest_rows(pa.concat_tables([found, batch], promote_options="default"))
