@@ -31,7 +31,7 @@ from enum import StrEnum
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from tenacity import (
     retry,
@@ -90,6 +90,12 @@ MERGE_LOG_PROPERTIES = {
     "delta.deletedFileRetentionDuration": "interval 1 days",
 }
 VACUUM_HOURS = 24
+# Compacted files of at most ~1 MiB, in row groups of a few runs over 1,000 tables: a read of the
+# last minutes after a compaction decodes the row groups whose stats reach them, not the file.
+COMPACTED_FILE_BYTES = 1 << 20
+COMPACTED_ROW_GROUP = 8192
+# What status reads of the log first: two runs at the default schedule.
+FIRST_LOOK = timedelta(minutes=10)
 _FINISHED = "finished_at"
 
 
@@ -151,45 +157,35 @@ def _us(span: timedelta) -> int:
 
 
 @dataclass(frozen=True)
-class _Files:
-    """The log as a pyarrow dataset, its files by their newest finished_at (µs) with the newest
-    first, and where RECENT starts. A file without stats (None; tidelake's writers, delta-rs and
-    Spark, always write them) comes first and is always read; when no file has stats, all are
-    read and the window is cut after reading (since_us None)."""
+class _Window:
+    """The log and its newest finish time by the files' stats (µs; None when no file has stats,
+    which tidelake's writers, delta-rs and Spark, always write: then it is found by reading)."""
 
-    dataset: ds.Dataset
-    newest_first: list[tuple[ds.Fragment, int | None]]
-    since_us: int | None
+    table: DeltaTable
+    newest_us: int | None
 
     @classmethod
-    def of(cls, table: DeltaTable) -> _Files:
-        dataset = table.to_pyarrow_dataset()
+    def of(cls, table: DeltaTable) -> _Window:
         actions = pa.table(table.get_add_actions(flatten=True))
         stat = f"max.{_FINISHED}"
-        newest = dict(zip(actions.column("path").to_pylist(),
-                          pc.cast(actions.column(stat), pa.int64()).to_pylist() if stat in actions.column_names
-                          else [None] * actions.num_rows))
-        files = sorted(((f, newest.get(f.path)) for f in dataset.get_fragments()),
-                       key=lambda f: (f[1] is not None, -(f[1] or 0)))
-        known = [at for _, at in files if at is not None]
-        return cls(dataset, files, known[0] - _us(RECENT) if known else None)
+        newest = pc.max(pc.cast(actions.column(stat), pa.int64())).as_py() if stat in actions.column_names else None
+        return cls(table, newest)
 
-    def read(self, upto: int | None = None, start: int = 0, columns: list[str] | None = None) -> pa.Table:
-        """Rows within RECENT of the files [start, upto) (all from `start` when None)."""
-        part = ds.FileSystemDataset([f for f, _ in self.newest_first[start:upto]], self.dataset.schema,
-                                    self.dataset.format, self.dataset.filesystem)
-        finished = self.dataset.schema.field(_FINISHED).type
-        if self.since_us is not None:
-            return part.to_table(columns=columns, filter=ds.field(_FINISHED) >= pa.scalar(self.since_us).cast(finished))
-        table = part.to_table(columns=columns)
+    def read_since(self, start_us: int, columns: list[str] | None = None) -> pa.Table:
+        """Rows that finished at or after `start_us`; delta-rs picks the files by their stats."""
+        start = EPOCH + timedelta(microseconds=start_us)
+        dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=[(_FINISHED, ">=", start)])
+        return dataset.to_table(columns=columns, filter=ds.field(_FINISHED) >= pa.scalar(start, MERGE_LOG_SCHEMA.field(_FINISHED).type))
+
+    def read_recent(self, columns: list[str] | None = None) -> pa.Table:
+        """Rows within RECENT of the newest."""
+        if self.newest_us is not None:
+            return self.read_since(self.newest_us - _us(RECENT), columns)
+        table = self.table.to_pyarrow_table(columns=columns)
         if table.num_rows == 0:
             return table
-        since = pc.subtract(pc.max(pc.cast(table.column(_FINISHED), pa.int64())), _us(RECENT))
-        return table.filter(pc.greater_equal(pc.cast(table.column(_FINISHED), pa.int64()), since))
-
-    def older_than_recent(self, index: int) -> bool:
-        at = self.newest_first[index][1]
-        return self.since_us is not None and at is not None and at < self.since_us
+        finished = pc.cast(table.column(_FINISHED), pa.int64())
+        return table.filter(pc.greater_equal(finished, pc.subtract(pc.max(finished), _us(RECENT))))
 
 
 def _latest_rows(table: pa.Table) -> pa.Table:
@@ -204,23 +200,24 @@ def _latest_rows(table: pa.Table) -> pa.Table:
 
 def last_entries(layout: LakeLayout, keys: set[int] | None = None) -> dict[int, MergeLogEntry]:
     """The latest entry of each table key (by finish time) among those within RECENT of the
-    newest entry: of `keys`, or of every key when None. Files are read newest first, twice as
-    many each step, until every asked key is found with an entry later than any unread file's
-    newest; a key without an entry within RECENT is absent (status then reads its replica).
-    Only the picked rows become Python objects (status reads this on every call)."""
-    log = open_merge_log(layout)
-    if log is None:
+    newest entry: of `keys`, or of every key when None. The newest FIRST_LOOK is read first, twice
+    as far back each time a key of `keys` is missing, up to RECENT: every row left unread finished
+    before every row read. A key without an entry within RECENT is absent (status then reads its
+    replica). Only the picked rows become Python objects (status reads this on every call)."""
+    table = open_merge_log(layout)
+    if table is None:
         return {}
-    files = _Files.of(log)
-    found = files.read(upto=0)  # empty, of the log's schema
-    done, step = 0, 1 if files.since_us is not None else len(files.newest_first)
-    while done < len(files.newest_first) and not files.older_than_recent(done):
-        batch = files.read(start=done, upto=done + step)
-        found = _latest_rows(pa.concat_tables([found, batch], promote_options="default"))
-        done, step = done + step, 2 * step
-        if keys is not None and done < len(files.newest_first) and _all_final(found, keys, files.newest_first[done][1]):
-            break
-    if keys is not None:  # others read on the way may have later entries in files left unread
+    log = _Window.of(table)
+    if log.newest_us is None or keys is None:
+        found = _latest_rows(log.read_recent())
+    else:
+        since, back = log.newest_us - _us(RECENT), _us(FIRST_LOOK)
+        while True:
+            found = _latest_rows(log.read_since(max(log.newest_us - back, since)))
+            if log.newest_us - back <= since or _has_all(found, keys):
+                break
+            back *= 2
+    if keys is not None:
         found = found.filter(pc.is_in(found.column("table_key"), pa.array(sorted(keys), pa.int64())))
     names = [f.name for f in fields(MergeLogEntry)]
     latest: dict[int, MergeLogEntry] = {}
@@ -230,29 +227,20 @@ def last_entries(layout: LakeLayout, keys: set[int] | None = None) -> dict[int, 
     return latest
 
 
-def _all_final(found: pa.Table, keys: set[int], unread_newest_us: int | None) -> bool:
-    """Every key of `keys` has an entry later than any unread file's newest."""
-    if unread_newest_us is None:
-        return False
-    mine = found.filter(pc.is_in(found.column("table_key"), pa.array(sorted(keys), pa.int64())))
-    if mine.num_rows < len(keys):
-        return False
-    return not keys or pc.min(pc.cast(mine.column(_FINISHED), pa.int64())).as_py() > unread_newest_us
+def _has_all(found: pa.Table, keys: set[int]) -> bool:
+    return (pc.sum(pc.is_in(found.column("table_key"), pa.array(sorted(keys), pa.int64()))).as_py() or 0) >= len(keys)
 
 
 def recent_entries(layout: LakeLayout, columns: list[str]) -> tuple[pa.Table, datetime | None]:
     """`columns` of every entry that finished within RECENT of the newest one, and when the newest
     finished (None: an empty log); only the files whose stats reach into RECENT are read."""
-    log = open_merge_log(layout)
-    wanted = list(dict.fromkeys([*columns, _FINISHED]))
-    if log is None:
+    table = open_merge_log(layout)
+    if table is None:
         return pa.table({c: pa.array([], MERGE_LOG_SCHEMA.field(c).type) for c in columns}), None
-    files = _Files.of(log)
-    upto = next((i for i in range(len(files.newest_first)) if files.older_than_recent(i)), None)
-    table = files.read(upto=upto, columns=wanted)
-    if table.num_rows == 0:
-        return table.select(columns), None
-    return table.select(columns), pc.max(table.column(_FINISHED)).as_py()
+    recent = _Window.of(table).read_recent(list(dict.fromkeys([*columns, _FINISHED])))
+    if recent.num_rows == 0:
+        return recent.select(columns), None
+    return recent.select(columns), pc.max(recent.column(_FINISHED)).as_py()
 
 
 def trim(log: DeltaTable, retention: timedelta) -> tuple[int, int]:
@@ -265,13 +253,14 @@ def trim(log: DeltaTable, retention: timedelta) -> tuple[int, int]:
     missing = {k: v for k, v in MERGE_LOG_PROPERTIES.items() if configured.get(k) != v}
     if missing:  # a log created before MERGE_LOG_PROPERTIES
         log.alter.set_table_properties(missing, raise_if_not_exists=False)
-    files = _Files.of(log)
+    newest = _Window.of(log).newest_us
     deleted = 0
-    if files.since_us is not None:
-        cutoff = files.since_us + _us(RECENT) - _us(retention)
+    if newest is not None:
+        cutoff = newest - _us(retention)
         deleted = int(log.delete(f"{_FINISHED} < '{(EPOCH + timedelta(microseconds=cutoff)).isoformat()}'")
                       ["num_deleted_rows"])
     # Z-order on one column is a sort: each output file holds one range of finish times.
-    compacted = int(log.optimize.z_order([_FINISHED])["numFilesRemoved"])
+    compacted = int(log.optimize.z_order([_FINISHED], target_size=COMPACTED_FILE_BYTES, writer_properties=WriterProperties(
+        max_row_group_size=COMPACTED_ROW_GROUP))["numFilesRemoved"])
     log.vacuum(VACUUM_HOURS, dry_run=False)
     return deleted, compacted
