@@ -14,8 +14,8 @@
 
 The changelog and the merge log are compacted and vacuumed with delta-rs, never with Spark:
 pullers and merge runs append to them with delta-rs while maintenance runs, and on an object
-store only delta-rs commits with a conditional PUT. Spark's S3 log store assumes a single writer and could overwrite a puller's
-commit of the same version (docs/stack.md §16). Replicas are written by Spark alone.
+store only delta-rs commits with a conditional PUT. Spark's S3 log store assumes a single writer
+and could overwrite a puller's commit of the same version (docs/stack.md §16). Replicas are written by Spark alone.
 """
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ first append adds it (schema merge, a metadata change Delta allows on append).
 
 Bounded reads. The log gains a file and a row per table every run (1.4M rows a day at one run a
 minute over 1,000 tables), so nothing reads all of it. Readers look back RECENT from the newest
-entry: status reads the newest files first and stops once every table it asks for is found
-(`last_entries`), the page reads the files whose finished_at stats reach into RECENT
-(`recent_entries`); delta-rs gives each file its min/max as a pyarrow fragment guarantee.
-`tidelake maintenance` deletes entries older than a retention (never shorter than RECENT, so it
-never deletes a row a reader looks at), rewrites the rest ordered by finish time (files of
-disjoint time ranges, so the stats keep pruning) and vacuums (`trim`). The table keeps its log
-short like the watermarks table (MERGE_LOG_PROPERTIES); lakes created before get them at their
-first maintenance.
+entry and delta-rs picks the files whose finished_at stats reach that far (file pruning by the
+min/max of the Delta log's add actions): status reads the last FIRST_LOOK, further back only
+while a table it asks for is missing (`last_entries`); the page reads all of RECENT
+(`recent_entries`). `tidelake maintenance` deletes entries older than a retention (never shorter
+than RECENT, so it never deletes a row a reader looks at), rewrites the rest ordered by finish
+time in small files and row groups, so the stats keep pruning, and vacuums (`trim`). The table
+keeps its log short like the watermarks table (MERGE_LOG_PROPERTIES); lakes created before get
+them at their first maintenance.
 """
 
 from __future__ import annotations
@@ -175,7 +175,8 @@ class _Window:
         """Rows that finished at or after `start_us`; delta-rs picks the files by their stats."""
         start = EPOCH + timedelta(microseconds=start_us)
         dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=[(_FINISHED, ">=", start)])
-        return dataset.to_table(columns=columns, filter=ds.field(_FINISHED) >= pa.scalar(start, MERGE_LOG_SCHEMA.field(_FINISHED).type))
+        at_least = ds.field(_FINISHED) >= pa.scalar(start, MERGE_LOG_SCHEMA.field(_FINISHED).type)
+        return dataset.to_table(columns=columns, filter=at_least)
 
     def read_recent(self, columns: list[str] | None = None) -> pa.Table:
         """Rows within RECENT of the newest."""
@@ -248,7 +249,8 @@ def trim(log: DeltaTable, retention: timedelta) -> tuple[int, int]:
     rewrite the rest ordered by finish time and vacuum what that removed. Returns (rows deleted,
     files compacted). `retention` shorter than RECENT would delete what status and the page read."""
     if retention < RECENT:
-        raise InputError(f"merge log retention {retention} is shorter than what status and the page read ({RECENT})")
+        raise InputError(f"merge log retention {retention} is shorter than what status and the page read "
+                         f"({RECENT})")
     configured = log.metadata().configuration
     missing = {k: v for k, v in MERGE_LOG_PROPERTIES.items() if configured.get(k) != v}
     if missing:  # a log created before MERGE_LOG_PROPERTIES
@@ -260,7 +262,8 @@ def trim(log: DeltaTable, retention: timedelta) -> tuple[int, int]:
         deleted = int(log.delete(f"{_FINISHED} < '{(EPOCH + timedelta(microseconds=cutoff)).isoformat()}'")
                       ["num_deleted_rows"])
     # Z-order on one column is a sort: each output file holds one range of finish times.
-    compacted = int(log.optimize.z_order([_FINISHED], target_size=COMPACTED_FILE_BYTES, writer_properties=WriterProperties(
-        max_row_group_size=COMPACTED_ROW_GROUP))["numFilesRemoved"])
+    small = WriterProperties(max_row_group_size=COMPACTED_ROW_GROUP)
+    metrics = log.optimize.z_order([_FINISHED], target_size=COMPACTED_FILE_BYTES, writer_properties=small)
+    compacted = int(metrics["numFilesRemoved"])
     log.vacuum(VACUUM_HOURS, dry_run=False)
     return deleted, compacted
