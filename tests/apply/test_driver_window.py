@@ -8,6 +8,8 @@ PK change inside its collation key on both.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from deltalake import DeltaTable
 from lake_fixtures import FedLake, replica_rows
@@ -142,3 +144,27 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
     assert DeltaTable(path).version() == version + 1  # the other job's commit only
     lake.close()
 
+
+
+def test_a_replica_with_wide_decimals_is_merged_by_spark_and_found_by_a_filtered_read(spark, tmp_path):
+    """deltalake 1.6 writes a decimal's min/max file stats through an int64 or a float, clamped or
+    rounded above 15 digits: a Spark `WHERE` that skips files by those stats would miss the row.
+    BIGINT UNSIGNED (DECIMAL(20,0)) and DECIMAL(20,2) replicas therefore stay on the Spark path."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("app"))
+    lake.ddl(lake.up.create_table("app", "t", [("id", "bigint unsigned", "pk"), ("amount", "decimal(20,2)")]))
+    lake.resolve()
+    run_merge(spark, lake.layout)
+    with lake.txn() as t:
+        t.put("app", "t", {"id": 2**64 - 1, "amount": Decimal("123456789012345678.91")})
+        t.put("app", "t", {"id": 7, "amount": Decimal("-0.01")})
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    path = ReplicaCatalog(lake.layout).find("app", "t").path
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
+    assert not last_commit(path)["engineInfo"].startswith("delta-rs")
+    found = spark.read.format("delta").load(path).where(
+        "id = 18446744073709551615 AND amount = 123456789012345678.91").count()
+    assert found == 1
+    assert replica_rows(spark, path) == lake.expected_rows("app", "t", upper)
+    lake.close()

@@ -26,7 +26,11 @@ transaction failed", CommitFailedError), and merge_job retries the whole window,
 checkpoint again.
 
 Only replicas whose table features delta-rs writes go this way (`writable`): change data feed and
-timestampNtz, no deletion vectors, column mapping or type widening; and no soft deletes. With
+timestampNtz, no deletion vectors, column mapping or type widening; no soft deletes; and no
+DECIMAL wider than EXACT_DECIMAL_STATS_DIGITS digits (BIGINT UNSIGNED and BIT(64) are DECIMAL(20,0)):
+deltalake 1.6 writes a decimal's min/max file stats through an int64 or a float, clamped or rounded
+above that, and Delta readers that skip files by those stats (Spark's `WHERE d = ...`, deltalake's
+filters) then miss rows. With
 change data feed on, delta-rs writes the MERGE's change files as Spark does; an append's inserts
 are read from its added files. A checkpoint is written every CHECKPOINT_INTERVAL versions, the
 cadence Spark's Delta keeps, so Spark readers of a replica merged only here replay short logs.
@@ -34,6 +38,7 @@ cadence Spark's Delta keeps, so Spark readers of a replica merged only here repl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -42,6 +47,8 @@ from tidelake.failpoints import failpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.window_keys import read_window_rows
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,15 +59,22 @@ if TYPE_CHECKING:
 _READER_FEATURES = frozenset({"timestampNtz"})
 _WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "timestampNtz"})
 CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
+# A float64 holds every decimal of up to 15 significant digits exactly (see the module doc).
+EXACT_DECIMAL_STATS_DIGITS = 15
 _READ_COLUMNS = ["table_id", "commit_ts", "op", "key", "value", "old_value", "flush_seq"]
 
 
 def writable(replica: DeltaTable, target: StructType) -> bool:
     """Whether this replica may be written by delta-rs here (see the module doc)."""
+    from pyspark.sql.types import DecimalType
+
     from tidelake.apply.soft_deletes import has_soft_deletes
 
     protocol = replica.protocol()
     if has_soft_deletes(target) or protocol.min_reader_version not in (1, 3):  # legacy 2: column mapping
+        return False
+    if any(isinstance(f.dataType, DecimalType) and f.dataType.precision > EXACT_DECIMAL_STATS_DIGITS
+           for f in target.fields):
         return False
     if not set(protocol.reader_features or ()) <= _READER_FEATURES:
         return False
@@ -148,6 +162,12 @@ def record_only(replica: DeltaTable, path: str, hi: int) -> None:
 
 
 def _checkpoint(replica: DeltaTable) -> None:
-    replica.update_incremental()
-    if replica.version() % CHECKPOINT_INTERVAL == 0:
-        replica.create_checkpoint()
+    """A checkpoint every CHECKPOINT_INTERVAL versions. The window's commit has landed by now, so a
+    failed checkpoint is only logged, as Spark's Delta does: the next one covers it."""
+    try:
+        replica.update_incremental()
+        if replica.version() % CHECKPOINT_INTERVAL == 0:
+            replica.create_checkpoint()
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("checkpoint of replica %s failed after its commit; left for the next one", replica.table_uri,
+                    exc_info=True)
