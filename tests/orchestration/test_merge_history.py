@@ -23,15 +23,15 @@ def entry(key, finished, checkpoint_at, status=MergeStatus.MERGED, run="r", rows
 
 def test_lag_after_each_merge_oldest_first_and_limited(tmp_path):
     layout = LakeLayout(str(tmp_path))
-    assert merge_history(layout).lag == {} and merge_history(layout).runs == []
+    assert merge_history(layout).lag() == {} and merge_history(layout).runs == []
     five, ten = T0 + timedelta(minutes=5), T0 + timedelta(minutes=10)
     append_entries(layout, [entry(1, five, T0 + timedelta(minutes=4, seconds=30), run="b"),
                             entry(2, five, T0, run="b")])
     append_entries(layout, [entry(1, T0, T0 - timedelta(seconds=20), run="a"),
                             entry(1, ten, None, MergeStatus.ERROR, run="c")])
     history = merge_history(layout)
-    assert history.lag == {1: [LagPoint(T0, 20.0), LagPoint(five, 30.0)], 2: [LagPoint(five, 300.0)]}
-    assert merge_history(layout, points=1).lag[1] == [LagPoint(five, 30.0)]
+    assert history.lag() == {1: [LagPoint(T0, 20.0), LagPoint(five, 30.0)], 2: [LagPoint(five, 300.0)]}
+    assert merge_history(layout, points=1).lag()[1] == [LagPoint(five, 30.0)]
 
 
 def test_run_throughput_is_changes_over_the_runs_wall_time(tmp_path):
@@ -69,7 +69,10 @@ def test_many_runs_over_many_tables_match_a_plain_recount(tmp_path):
         if e.checkpoint_after is not None:
             lag = max((e.finished_at - tso.to_datetime(e.checkpoint_after)).total_seconds(), 0.0)
             expected_lag.setdefault(e.table_key, []).append(LagPoint(e.finished_at, lag))
-    assert history.lag == {k: v[-4:] for k, v in expected_lag.items()}
+    assert history.lag() == {k: v[-4:] for k, v in expected_lag.items()}
+    assert history.recent_lags() == {k: [p.lag_s for p in v[-4:]] for k, v in expected_lag.items()}
+    some = sorted(expected_lag)[::3]
+    assert history.lag(some) == {k: expected_lag[k][-4:] for k in some}
     by_run = {}
     for e in written:
         by_run.setdefault(e.run_id, []).append(e)
@@ -85,6 +88,6 @@ def test_only_the_recent_merge_log_is_shown_and_the_window_says_so(tmp_path):
     append_entries(layout, [entry(1, old, old - timedelta(seconds=5), run="old")])
     append_entries(layout, [entry(1, new, new - timedelta(seconds=7), run="new")])
     history = merge_history(layout)
-    assert history.lag == {1: [LagPoint(new, 7.0)]} and [r.run_id for r in history.runs] == ["new"]
+    assert history.lag() == {1: [LagPoint(new, 7.0)]} and [r.run_id for r in history.runs] == ["new"]
     assert history.window_json() == {"since": (new - RECENT).isoformat(), "until": new.isoformat(),
                                      "hours": RECENT.total_seconds() / 3600}

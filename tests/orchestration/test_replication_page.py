@@ -30,6 +30,11 @@ def history(*lags, start_minute=0):
     return [{"at": f"2026-05-01T08:{start_minute + i:02d}:00+00:00", "lag_s": lag} for i, lag in enumerate(lags)]
 
 
+def lags(*values, start_minute=0):
+    """A charted table's `lag_recent` and `lag_history`, as the page report gives them."""
+    return {"lag_recent": list(values), "lag_history": history(*values, start_minute=start_minute)}
+
+
 RUNS = [{"run_id": "a", "finished_at": "2026-05-01T08:00:09+00:00", "tables": 2, "changes": 200, "seconds": 4.0,
          "changes_per_s": 50.0},
         {"run_id": "b", "finished_at": "2026-05-01T08:01:09+00:00", "tables": 1, "changes": 100, "seconds": 1.0,
@@ -40,7 +45,7 @@ def table(**overrides):
     base = {
         "table": "shop.orders", "table_key": 7, "state": "active", "reason": None, "path": "/l/shop/orders",
         "physical_ids": [7], "resolved_ts": TS + 10, "barrier_ts": TS + 5, "checkpoint_ts": TS, "lag_seconds": 4.5,
-        "bound": "barrier", "blocked": None, "last_error": None, "lag_history": history(3.0, 9.0, 4.5),
+        "bound": "barrier", "blocked": None, "last_error": None, **lags(3.0, 9.0, 4.5),
         "pending_ddl": {"job_id": 3, "commit_ts": TS + 6, "commit_utc": "x", "action": "add column",
                         "query": "ALTER TABLE orders ADD c INT /* <script> */"},
         "last_merge": {"run_id": "r", "status": "merged", "finished_at": "2026-05-01T08:00:09Z",
@@ -71,7 +76,8 @@ def test_page_shows_watermarks_ddl_and_last_merge_escaped():
 
 
 def test_stopped_table_shows_its_reason_and_empty_lake_says_so():
-    stopped = table(state="stopped", last_error="unsupported DDL: modify column type", lag_history=[],
+    stopped = table(state="stopped", last_error="unsupported DDL: modify column type", lag_recent=[],
+                    lag_history=[],
                     pending_ddl=None, last_merge=None, blocked="stopped by an unsupported DDL")
     page = render_page([report(stopped)])
     assert "(stopped)" in page and "unsupported DDL: modify column type" in page
@@ -96,15 +102,15 @@ def test_lag_formatting():
 
 
 def test_lag_chart_keeps_the_worst_tables_on_one_time_axis():
-    tables = [table(table=f"db.t{i}", lag_history=history(1.0, float(i), start_minute=i)) for i in range(10)]
-    tables.append(table(table="db.never", lag_history=[]))
+    tables = [table(table=f"db.t{i}", **lags(1.0, float(i), start_minute=i)) for i in range(10)]
+    tables.append(table(table="db.never", lag_recent=[], lag_history=[]))
     chart = lag_chart(tables, width=100, height=50, limit=3)
     assert [s.label for s in chart.series] == ["db.t9", "db.t8", "db.t7"]  # highest lag after the last merge
     assert chart.left_out == 7 and chart.max_lag_s == 9.0
     assert (chart.start.minute, chart.end.minute) == (7, 10)  # the span the shown tables cover
     first = [tuple(map(float, p.split(","))) for p in chart.series[0].points.split()]
     assert first[0][0] == round(200 / 3, 1) and first[-1] == (100.0, 0.0)  # db.t9 from 08:09 to 08:10, at the top
-    assert lag_chart([table(lag_history=[])]) is None
+    assert lag_chart([table(lag_recent=[], lag_history=[])]) is None
 
 
 def test_throughput_bars_scale_to_the_fastest_run():
@@ -155,8 +161,9 @@ def test_a_real_browser_draws_the_lag_lines_and_throughput_bars(tmp_path):
             for key in (1, 2, 3)
         ])
     history = merge_history(layout)
-    tables = [table(table=f"shop.t{key}", table_key=key, lag_history=[p.to_json() for p in history.lag[key]])
-              for key in (1, 2, 3)]
+    recent, points = history.recent_lags(), history.lag()
+    tables = [table(table=f"shop.t{key}", table_key=key, lag_recent=recent[key],
+                    lag_history=[p.to_json() for p in points[key]]) for key in (1, 2, 3)]
     runs = [r.to_json() for r in history.runs]
     html = render_page([{**report(*tables), "apply_runs": runs}])
     image = chromium_screenshot(html, tmp_path)

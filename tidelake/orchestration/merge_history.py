@@ -13,6 +13,7 @@ entry): the page says so (`MergeHistory.newest`, the report's `history_window`).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -65,9 +66,30 @@ class RunThroughput:
 
 @dataclass(frozen=True)
 class MergeHistory:
-    lag: dict[int, list[LagPoint]]
+    """What the page draws from the merge log. Each table's lag points stay in Arrow (`points`:
+    table_key, finished_at, lag_s; by table, oldest first): every table's sparkline needs only its
+    lags (`recent_lags`), and only the few charted tables need their points as objects (`lag`)."""
+
+    points: pa.Table
     runs: list[RunThroughput]
     newest: datetime | None = None  # the newest entry's finish; what is shown starts RECENT before
+
+    def recent_lags(self) -> dict[int, list[float]]:
+        """Per table key the lags of its points, oldest first."""
+        keys = pc.run_end_encode(self.points.column("table_key").combine_chunks())
+        offsets = pa.concat_arrays([pa.array([0], pa.int32()), keys.run_ends.cast(pa.int32())])
+        lags = pa.ListArray.from_arrays(offsets, self.points.column("lag_s").combine_chunks())
+        return dict(zip(keys.values.to_pylist(), lags.to_pylist()))
+
+    def lag(self, keys: Iterable[int] | None = None) -> dict[int, list[LagPoint]]:
+        """Per table key (of `keys`, default all) its points, oldest first."""
+        points = self.points
+        if keys is not None:
+            points = points.filter(pc.is_in(points.column("table_key"), pa.array(sorted(set(keys)), pa.int64())))
+        lag: dict[int, list[LagPoint]] = defaultdict(list)
+        for key, at, seconds in zip(*(points.column(c).to_pylist() for c in ("table_key", "finished_at", "lag_s"))):
+            lag[key].append(LagPoint(at, seconds))
+        return dict(lag)
 
     def window_json(self) -> dict[str, object] | None:
         """The page report's `history_window`: which stretch of the merge log the charts cover."""
@@ -80,32 +102,35 @@ class MergeHistory:
 def merge_history(layout: LakeLayout, points: int = DEFAULT_POINTS, runs: int = DEFAULT_RUNS) -> MergeHistory:
     """Per table key its last `points` lag points, and the last `runs` runs, oldest first, within
     RECENT. That still holds a row per table per run (48,000 at the default 5-minute schedule over
-    1,000 tables): it is grouped, sorted and cut in Arrow, and only what the page shows becomes
-    Python objects."""
+    1,000 tables): it is grouped, sorted and cut in Arrow, and no per-row Python object is made."""
     log, newest = recent_entries(layout, ["run_id", "table_key", "checkpoint_after", "rows_in", "started_at",
                                           "finished_at"])
     if newest is None:
-        return MergeHistory({}, [])
+        return MergeHistory(_EMPTY_POINTS, [])
     return MergeHistory(_lag_points(log, points), _last_runs(log, runs), newest)
 
 
-def _lag_points(log: pa.Table, points: int) -> dict[int, list[LagPoint]]:
+_EMPTY_POINTS = pa.table({"table_key": pa.array([], pa.int64()),
+                          "finished_at": pa.array([], pa.timestamp("us", tz="UTC")),
+                          "lag_s": pa.array([], pa.float64())})
+
+
+def _lag_points(log: pa.Table, points: int) -> pa.Table:
     merged = log.filter(pc.is_valid(log.column("checkpoint_after")))
     if merged.num_rows == 0:
-        return {}
+        return _EMPTY_POINTS
     merged = merged.take(pc.sort_indices(merged, [("table_key", "ascending"), ("finished_at", "ascending")]))
-    keys = merged.column("table_key").combine_chunks()
-    starts = [0, *(i + 1 for i in pc.indices_nonzero(pc.not_equal(keys[1:], keys[:-1])).to_pylist())]
-    ends = [*starts[1:], merged.num_rows]
-    kept = merged.take(pa.array([i for s, e in zip(starts, ends) for i in range(max(s, e - points), e)], pa.int64()))
+    # A row is kept when fewer than `points` rows of its table follow it: its 1-based position
+    # is above its table's run end (exclusive) minus `points`.
+    ends = pc.run_end_encode(merged.column("table_key").combine_chunks()).run_ends
+    row_end = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, ends))
+    position = pc.cumulative_sum(pa.repeat(pa.scalar(1, row_end.type), merged.num_rows))
+    kept = merged.filter(pc.greater(position, pc.subtract(row_end, points)))
     finished_us = pc.cast(kept.column("finished_at"), pa.int64())
     checkpoint_us = pc.multiply(pc.shift_right(kept.column("checkpoint_after"), tso.PHYSICAL_SHIFT_BITS), 1000)
     lag_s = pc.divide(pc.cast(pc.max_element_wise(pc.subtract(finished_us, checkpoint_us), 0), pa.float64()), 1e6)
-    lag: dict[int, list[LagPoint]] = defaultdict(list)
-    for key, at, seconds in zip(kept.column("table_key").to_pylist(), kept.column("finished_at").to_pylist(),
-                                lag_s.to_pylist()):
-        lag[key].append(LagPoint(at, seconds))
-    return dict(lag)
+    return pa.table({"table_key": kept.column("table_key"), "finished_at": kept.column("finished_at"),
+                     "lag_s": lag_s})
 
 
 def _last_runs(log: pa.Table, runs: int) -> list[RunThroughput]:

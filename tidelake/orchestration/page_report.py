@@ -13,25 +13,35 @@ from tidelake.lake.status import collect_status
 from tidelake.lake.syncpoints import read_syncpoints
 from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.merge_history import merge_history
+from tidelake.orchestration.plugin_views import charted_tables
 
 SYNCPOINTS_SHOWN = 10
+PAGE_VERSION = 2
 
 
 def page_report(feed: Changefeed) -> dict[str, Any]:
-    """`tidelake status --json` of one changefeed plus what the page adds: the changefeed id,
-    each table's recent lag (`lag_history`: {"at", "lag_s"} after each of its last merges), the
-    last merge runs' throughput (`apply_runs`), the stretch of the merge log both cover
-    (`history_window`: {"since", "until", "hours"}, null before the first merge) and the latest
-    syncpoints (newest first: ts, number of tables in the cut, tables left out and why)."""
+    """`tidelake status --json` of one changefeed plus what the page adds (`page_version` 2):
+    the changefeed id; each table's `lag_recent` (its lag after each of its last merges, oldest
+    first: the row's sparkline) and `lag_history` ({"at", "lag_s"} of the same merges) for the
+    CHART_TABLES tables the lag chart draws, [] for the others; the last merge runs' throughput
+    (`apply_runs`); the stretch of the merge log both cover (`history_window`: {"since",
+    "until", "hours"}, null before the first merge) and the latest syncpoints (newest first: ts,
+    number of tables in the cut, tables left out and why).
+    Version 1 (no `page_version`) had `lag_history` on every table and no `lag_recent`: with
+    1,000 tables that was 48,000 timestamped points made and serialized for 8 lines drawn."""
     layout = LakeLayout.from_config(feed.config.lake)
     report = collect_status(layout).to_json()
     history = merge_history(layout)
+    recent = history.recent_lags()
     for table in report["tables"]:
-        table["lag_history"] = [point.to_json() for point in history.lag.get(table["table_key"], [])]
+        table["lag_recent"] = recent.get(table["table_key"], [])
+    charted = history.lag(t["table_key"] for t in charted_tables(report["tables"]))
+    for table in report["tables"]:
+        table["lag_history"] = [point.to_json() for point in charted.get(table["table_key"], [])]
     apply_runs = [run.to_json() for run in history.runs]
     syncpoints = [
         {"ts": sp.ts, "tables": len(sp.replicas), "excluded": sp.excluded}
         for sp in read_syncpoints(layout)[-SYNCPOINTS_SHOWN:]
     ]
-    return {"changefeed": feed.config.changefeed_id, **report, "apply_runs": apply_runs,
-            "history_window": history.window_json(), "syncpoints": syncpoints[::-1]}
+    return {"changefeed": feed.config.changefeed_id, "page_version": PAGE_VERSION, **report,
+            "apply_runs": apply_runs, "history_window": history.window_json(), "syncpoints": syncpoints[::-1]}

@@ -80,16 +80,21 @@ def _plot_y(value: float, top: float, height: float) -> float:
     return height - (max(value, 0.0) / top) * height
 
 
+def charted_tables(tables: Sequence[Mapping[str, Any]], limit: int = CHART_TABLES) -> list[Mapping[str, Any]]:
+    """The `limit` tables the lag chart draws: the highest lag after their last merge first
+    (`lag_recent`); the page report gives only these their `lag_history`."""
+    merged = [t for t in tables if t.get("lag_recent")]
+    return sorted(merged, key=lambda t: -t["lag_recent"][-1])[:limit]
+
+
 def lag_chart(tables: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH, height: int = CHART_HEIGHT,
               limit: int = CHART_TABLES) -> LagChart | None:
-    """The `limit` tables with the highest lag after their last merge, each a polyline of its
-    lag history over the time span all of them cover; None when no table has a point yet."""
-    histories = [(t["table"], [(datetime.fromisoformat(p["at"]), p["lag_s"]) for p in t["lag_history"]])
-                 for t in tables if t.get("lag_history")]
-    if not histories:
+    """The charted tables (`charted_tables`), each a polyline of its lag history over the time
+    span all of them cover; None when no table has a point yet."""
+    shown = [(t["table"], [(datetime.fromisoformat(p["at"]), p["lag_s"]) for p in t["lag_history"]])
+             for t in charted_tables(tables, limit) if t["lag_history"]]
+    if not shown:
         return None
-    histories.sort(key=lambda item: -item[1][-1][1])
-    shown = histories[:limit]
     start = min(points[0][0] for _, points in shown)
     end = max(points[-1][0] for _, points in shown)
     span = max((end - start).total_seconds(), 1e-9)
@@ -100,7 +105,7 @@ def lag_chart(tables: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH, hei
             f"{(at - start).total_seconds() / span * width:.1f},{_plot_y(lag, top, height):.1f}" for at, lag in points
         )
         series.append(Series(name, PALETTE[i % len(PALETTE)], coords, points[-1][1]))
-    return LagChart(series, top, start, end, len(histories) - len(shown))
+    return LagChart(series, top, start, end, sum(1 for t in tables if t.get("lag_recent")) - len(shown))
 
 
 def throughput_chart(runs: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH,
@@ -131,11 +136,6 @@ def format_clock(at: datetime) -> str:
     return f"{at.astimezone(timezone.utc):%H:%M:%S}"
 
 
-def lag_values(history: Sequence[Mapping[str, Any]]) -> list[float]:
-    """The lags of a table's `lag_history`, for its sparkline."""
-    return [point["lag_s"] for point in history]
-
-
 def format_lag(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -154,7 +154,7 @@ def _environment() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(ts=format_ts, lag=format_lag, sparkline=sparkline_points, lag_values=lag_values,
+    env.filters.update(ts=format_ts, lag=format_lag, sparkline=sparkline_points,
                        clock=format_clock)
     return env
 
