@@ -91,3 +91,25 @@ def test_only_the_recent_merge_log_is_shown_and_the_window_says_so(tmp_path):
     assert history.lag() == {1: [LagPoint(new, 7.0)]} and [r.run_id for r in history.runs] == ["new"]
     assert history.window_json() == {"since": (new - RECENT).isoformat(), "until": new.isoformat(),
                                      "hours": RECENT.total_seconds() / 3600}
+
+
+def test_the_charted_tables_are_those_with_the_highest_last_lag(tmp_path):
+    """What the page report gives every table (its recent lags) picks the tables the chart draws:
+    recounted from the entries written, the highest lag after each table's last merge."""
+    import random
+
+    from tidelake.orchestration.plugin_views import charted_tables
+
+    layout = LakeLayout(str(tmp_path))
+    rng = random.Random(11)
+    last = {}
+    for run in range(4):
+        finished = T0 + timedelta(minutes=run)
+        batch = [entry(key, finished, finished - timedelta(seconds=rng.randrange(0, 900)), run=f"r{run}")
+                 for key in range(20)]
+        append_entries(layout, batch)
+        last.update({e.table_key: (e.finished_at - tso.to_datetime(e.checkpoint_after)).total_seconds() for e in batch})
+    recent = merge_history(layout).recent_lags()
+    tables = [{"table_key": key, "lag_recent": recent.get(key, [])} for key in range(25)]  # 20..24: never merged
+    worst = sorted(last, key=lambda k: (-last[k], k))[:5]
+    assert [t["table_key"] for t in charted_tables(tables, limit=5)] == worst
