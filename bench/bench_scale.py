@@ -35,8 +35,9 @@ Then, in this process:
                  `collect_status` as status and the page run it (facts from the merge log),
                  `collect_status(exact=True)` (every replica's log), each against the ceiling of
                  one replica's log replay (`read_replica_facts`, median) measured in the same run;
-                 then status and the Replication page's report (`page_report`) once the merge log
-                 holds --merge-log-runs runs over them all, --merge-log-interval seconds apart,
+                 then status and the Replication page's report (`page_report`, then its JSON and
+                 its HTML) once the merge log holds --merge-log-runs runs over them all,
+                 --merge-log-interval seconds apart,
                  against the ceiling of reading the whole log; then both after the merge log's
                  maintenance (`merge_log.trim`, the default retention);
   merge          with --merge-tables K > 0: K more tables created after a new changefeed's start
@@ -54,6 +55,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
+import json
 import os
 import random
 import re
@@ -100,6 +102,7 @@ from tidelake.lake.status import FactsSource, collect_status  # noqa: E402
 from tidelake.lake.watermarks import WatermarkWriter, read_watermarks  # noqa: E402
 from tidelake.orchestration.changefeeds import Changefeed  # noqa: E402
 from tidelake.orchestration.page_report import page_report  # noqa: E402
+from tidelake.orchestration.plugin_views import render_page  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 
@@ -462,6 +465,8 @@ def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: in
     full_s, _ = _timed(lambda: DeltaTable(log_path).to_pyarrow_table(), 3)  # the whole log: what main read
     aged_s, aged = _timed(lambda: collect_status(layout), 3)
     page_s, page = _timed(lambda: page_report(feed), 3)
+    page_json_s, page_json = _timed(lambda: json.dumps(page), 3)  # what the JSON endpoint serializes
+    page_html_s, _ = _timed(lambda: render_page([page]), 3)
     trim_s, (deleted, compacted) = _timed(lambda: trim(open_merge_log(layout), DEFAULT_RETENTION))
     trimmed_s, trimmed = _timed(lambda: collect_status(layout), 3)
     trimmed_page_s, _ = _timed(lambda: page_report(feed), 3)
@@ -474,6 +479,8 @@ def status_at_scale(config: Path, replicas: int, commits: int, runs: int, ts: in
             "exact_in_replica_reads": exact_s / one_read, "merge_log_runs": runs,
             "merge_log_rows": runs * len(entries), "status_ms_after_runs": 1000 * aged_s,
             "page_ms_after_runs": 1000 * page_s,
+            "page_json_ms_after_runs": 1000 * page_json_s, "page_json_bytes_after_runs": len(page_json),
+            "page_render_ms_after_runs": 1000 * page_html_s,
             "status_from_merge_log_after_runs": sum(t.facts_source == FactsSource.MERGE_LOG for t in aged.tables),
             "merge_log_interval_s": interval_s, "merge_log_write_s": runs_s, "merge_log_files": files,
             "merge_log_full_read_ms": 1000 * full_s, "page_window": page["history_window"],
@@ -619,7 +626,9 @@ def print_report(results: dict) -> None:
               f"status = {st['status_in_replica_reads']:.0f} replica reads, exact = "
               f"{st['exact_in_replica_reads']:.0f}; with {st['merge_log_runs']} runs in the merge log "
               f"({st['merge_log_rows']:,} rows): status {st['status_ms_after_runs']:.0f} ms, page "
-              f"{st['page_ms_after_runs']:.0f} ms ({st['page_runs_shown']} runs shown; whole log "
+              f"{st['page_ms_after_runs']:.0f} ms + JSON {st['page_json_ms_after_runs']:.0f} ms "
+              f"({st['page_json_bytes_after_runs'] / MIB:.1f} MiB) or HTML {st['page_render_ms_after_runs']:.0f} ms "
+              f"({st['page_runs_shown']} runs shown; whole log "
               f"{st['merge_log_files']:,} files read in {st['merge_log_full_read_ms']:.0f} ms; written in "
               f"{st['merge_log_write_s']:.0f} s); maintenance {st['trim_s']:.1f} s ({st['trim_files_compacted']:,} "
               f"files compacted, {st['trim_rows_deleted']:,} rows deleted, {st['merge_log_files_after_trim']} left), "
