@@ -98,7 +98,7 @@ def test_the_charted_tables_are_those_with_the_highest_last_lag(tmp_path):
     recounted from the entries written, the highest lag after each table's last merge."""
     import random
 
-    from tidelake.orchestration.plugin_views import charted_tables
+    from tidelake.orchestration.page_report import charted_tables
 
     layout = LakeLayout(str(tmp_path))
     rng = random.Random(11)

@@ -6,6 +6,7 @@ be rendered from a lake alone (tools/page_screenshot.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tidelake.lake.layout import LakeLayout
@@ -13,10 +14,17 @@ from tidelake.lake.status import collect_status
 from tidelake.lake.syncpoints import read_syncpoints
 from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.merge_history import merge_history
-from tidelake.orchestration.plugin_views import charted_tables
 
 SYNCPOINTS_SHOWN = 10
+CHART_TABLES = 8  # lines on the lag chart
 PAGE_VERSION = 2
+
+
+def charted_tables(tables: Sequence[Mapping[str, Any]], limit: int = CHART_TABLES) -> list[Mapping[str, Any]]:
+    """The `limit` tables the lag chart draws: the highest lag after their last merge first
+    (`lag_recent`); the page report gives only these their `lag_history`."""
+    merged = [t for t in tables if t.get("lag_recent")]
+    return sorted(merged, key=lambda t: -t["lag_recent"][-1])[:limit]
 
 
 def page_report(feed: Changefeed) -> dict[str, Any]:

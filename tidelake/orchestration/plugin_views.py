@@ -16,12 +16,12 @@ from typing import Any
 import jinja2
 
 from tidelake import tso
+from tidelake.orchestration.page_report import CHART_TABLES, charted_tables
 
 SPARK_WIDTH = 160
 SPARK_HEIGHT = 28
 CHART_WIDTH = 560
 CHART_HEIGHT = 160
-CHART_TABLES = 8
 # Distinguishable on white and for the common colour-vision deficiencies (Okabe-Ito).
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#f0e442")
 
@@ -78,13 +78,6 @@ class ThroughputChart:
 
 def _plot_y(value: float, top: float, height: float) -> float:
     return height - (max(value, 0.0) / top) * height
-
-
-def charted_tables(tables: Sequence[Mapping[str, Any]], limit: int = CHART_TABLES) -> list[Mapping[str, Any]]:
-    """The `limit` tables the lag chart draws: the highest lag after their last merge first
-    (`lag_recent`); the page report gives only these their `lag_history`."""
-    merged = [t for t in tables if t.get("lag_recent")]
-    return sorted(merged, key=lambda t: -t["lag_recent"][-1])[:limit]
 
 
 def lag_chart(tables: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH, height: int = CHART_HEIGHT,
