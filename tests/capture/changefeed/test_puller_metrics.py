@@ -26,7 +26,7 @@ from tidelake import tso
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.cli import main
 from tidelake.codec.keys import record_key, table_record_span_encoded, to_region_key
-from tidelake.config_writer import write_config
+from tidelake.config_writer import config_from_document, write_config
 from tidelake.lake.layout import LakeLayout
 from tidelake.wait import wait_until
 
@@ -50,6 +50,12 @@ def scrape_checkpoint_past(run: PullerThread, ts: int):
     """A scrape once the GC checkpoint (min durable watermark) is at or past `ts`, else None."""
     samples = scrape(run)
     return samples if value(samples, "tidelake_puller_checkpoint_time_seconds") >= tso.physical_ms(ts) / 1000 else None
+
+
+def scrape_spilled(run: PullerThread, spilled: bool):
+    """A scrape once prewrites wait in the spill file (spilled) or none do (not spilled), else None."""
+    samples = scrape(run)
+    return samples if bool(value(samples, "tidelake_puller_prewrite_spilled_rows")) == spilled else None
 
 
 def value(samples, name: str, **labels: str) -> float:
@@ -148,3 +154,32 @@ def test_a_metrics_port_in_use_or_out_of_range_is_one_line_and_exit_2(sim, tmp_p
     bad.write_text(path.read_text().replace("[puller]\n", "[puller]\nmetrics_port = 0\n"))
     assert main(["pull", "--config", str(bad)]) == 2
     assert "metrics_port" in capsys.readouterr().err
+
+
+def test_waiting_prewrites_beyond_their_share_of_the_memory_quota_spill_and_land_in_full(sim, tmp_path):
+    """A 64 KiB memory quota gives waiting prewrites 1 KiB of memory: most of a 40-row transaction
+    waits in the spill file until its commit, and every row lands as the upstream committed it."""
+    lake = tmp_path / "lake"
+    tidb = TiDBWrites(sim)
+    tidb.create_db(SHOP, "shop")
+    tidb.create_table(SHOP, 110, "t110")
+    doc = config_doc(sim, lake)
+    doc["puller"]["memory_quota"] = "64KiB"
+    config = config_from_document(doc, "test.toml")
+    with PullerThread(config, metrics_port=0) as run:
+        start = start_ts(lake, run)
+        keys = [record_key(110, h) for h in range(40)]
+        txn_start = sim.tso.next()
+        sim.mvcc.prewrite([("put", k, bytes([i]) * 100) for i, k in enumerate(keys)], keys[0], txn_start, 60_000)
+        samples = wait_until(lambda: scrape_spilled(run, True), 20, "prewrites in the spill file")
+        held = value(samples, "tidelake_puller_prewrite_memory_bytes")
+        assert 0 < held <= 1024
+        assert 0 < value(samples, "tidelake_puller_prewrite_spilled_rows") < 40
+        commit_ts = sim.tso.next()
+        sim.mvcc.commit(keys, txn_start, commit_ts)
+        wait_resolved(lake, {110: commit_ts}, 0, run)
+        rows = landed(lake, 110)
+        assert {(r["key"], r["value"]) for r in rows} == {(k, v) for _, k, _, _, v in oracle(sim, 110, start)}
+        assert len(rows) == 40
+        samples = wait_until(lambda: scrape_spilled(run, False), 20, "the spill file drained")
+        assert value(samples, "tidelake_puller_prewrite_memory_bytes") == 0

@@ -38,7 +38,7 @@ from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
-from tidelake.capture.eventfeed.prewrites import check_spill_dir
+from tidelake.capture.eventfeed.prewrites import check_spill_dir, memory_for_quota as prewrite_memory_for_quota
 from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
@@ -227,7 +227,9 @@ class PullerRunner:
                 grace = self.options.retire_grace_s or max(60.0, 6 * cfg.puller.flush_interval_s)
                 self._retirement = Retirement(layout, cfg.changefeed_id, self.shard.count, cfg.gc_service_id,
                                               lambda service: pd.update_service_gc_safepoint(service, 0, 0), grace)
-            feed_options = replace(self.options.feed, spill_dir=cfg.puller.spill_dir)
+            feed_options = replace(self.options.feed, spill_dir=cfg.puller.spill_dir,
+                                   prewrite_memory_bytes=prewrite_memory_for_quota(
+                                       cfg.puller.memory_quota_bytes, self.options.feed.prewrite_memory_bytes))
             feed = self._feed = EventFeedClient(pd, _Sink(self), feed_options, cfg.upstream.tls,
                                                 lock_resolver=RegionLockResolver(pd, cfg.upstream.tls)).start()
             subscriptions = {DDL_JOB_TABLE_ID: feed.subscribe(DDL_JOB_TABLE_ID, _span(DDL_JOB_TABLE_ID), ddl_start)}

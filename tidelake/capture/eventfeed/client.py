@@ -129,7 +129,8 @@ class FeedOptions:
     idle_check_s: float = 10.0
     # Unmatched prewrites held in memory, all regions together; more wait in a local spill file
     # until their commit (prewrites.py): a huge transaction costs disk, not memory. The spill
-    # file goes in spill_dir ([puller].spill_dir; None: tempfile's folder).
+    # file goes in spill_dir ([puller].spill_dir; None: tempfile's folder). A changefeed's puller
+    # takes 1/64 of its memory quota, at most this (prewrites.memory_for_quota).
     prewrite_memory_bytes: int = 16 << 20
     spill_dir: str | None = None
 

@@ -32,6 +32,12 @@ ENTRY_OVERHEAD_BYTES = 350
 
 Prewrite = tuple[bytes, bytes, int]  # value, old value, generation
 
+# The in-memory budget is this share of the puller's memory quota, at most the feed's cap
+# (16 MiB: the share at the 1 GiB default quota). Waiting prewrites are outside the lander's row
+# count and cannot be held back, so at a small quota a fixed 16 MiB plus what their arrival costs
+# left the lander its floor (bench/README.md "Memory under backpressure").
+QUOTA_SHARE = 1 / 64
+
 _SPILL_PREFIX = "tidelake-prewrites-"
 
 log = logging.getLogger(__name__)
@@ -43,6 +49,11 @@ def check_spill_dir(folder: str | None) -> None:
     fd, name = tempfile.mkstemp(prefix=_SPILL_PREFIX, dir=folder)
     os.close(fd)
     os.unlink(name)
+
+
+def memory_for_quota(quota_bytes: int, cap_bytes: int) -> int:
+    """The in-memory budget of waiting prewrites under a puller memory quota of `quota_bytes`."""
+    return min(cap_bytes, int(quota_bytes * QUOTA_SHARE))
 
 
 class PrewriteBudget:
