@@ -78,8 +78,8 @@ def read_window_rows(layout: LakeLayout, physical_ids: Sequence[int], lo: int, h
               & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
               & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
     ids = [str(int(p)) for p in physical_ids]
-    return changelog.to_pyarrow_dataset(partitions=[("table_id", "in", ids)]).to_table(columns=list(columns),
-                                                                                      filter=window)
+    dataset = changelog.to_pyarrow_dataset(file_pruning_predicate=[("table_id", "in", ids)])
+    return dataset.to_table(columns=list(columns), filter=window)
 
 
 def _count(mask: object) -> int:
