@@ -34,6 +34,16 @@ def crash(name: str, owner: object) -> None:
     raise Crash(f"injected at {name}")
 
 
+def _merged_empty_table(spark, tmp_path, columns: list[tuple]) -> FedLake:
+    """A lake with table app.t of `columns`, its replica created by a first merge."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("app"))
+    lake.ddl(lake.up.create_table("app", "t", columns))
+    lake.resolve()
+    run_merge(spark, lake.layout)
+    return lake
+
+
 def last_commit(path: str) -> dict:
     return DeltaTable(path).history(1)[0]
 
@@ -115,11 +125,7 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
     """Another job (an abandoned Airflow attempt) commits the same window between this job's read
     of the checkpoint and its commit: delta-rs refuses the commit (the same txn app id), the window
     is retried, finds its checkpoint recorded and writes nothing: the rows are in once."""
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("app"))
-    lake.ddl(lake.up.create_table("app", "t", [("id", "bigint", "pk"), ("v", "int")]))
-    lake.resolve()
-    run_merge(spark, lake.layout)
+    lake = _merged_empty_table(spark, tmp_path, [("id", "bigint", "pk"), ("v", "int")])
     with lake.txn() as t:
         for i in range(1, 4):
             t.put("app", "t", {"id": i, "v": i})
@@ -150,11 +156,7 @@ def test_a_replica_with_wide_decimals_is_merged_by_spark_and_found_by_a_filtered
     """deltalake 1.6 writes a decimal's min/max file stats through an int64 or a float, clamped or
     rounded above 15 digits: a Spark `WHERE` that skips files by those stats would miss the row.
     BIGINT UNSIGNED (DECIMAL(20,0)) and DECIMAL(20,2) replicas therefore stay on the Spark path."""
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.ddl(lake.up.create_schema("app"))
-    lake.ddl(lake.up.create_table("app", "t", [("id", "bigint unsigned", "pk"), ("amount", "decimal(20,2)")]))
-    lake.resolve()
-    run_merge(spark, lake.layout)
+    lake = _merged_empty_table(spark, tmp_path, [("id", "bigint unsigned", "pk"), ("amount", "decimal(20,2)")])
     with lake.txn() as t:
         t.put("app", "t", {"id": 2**64 - 1, "amount": Decimal("123456789012345678.91")})
         t.put("app", "t", {"id": 7, "amount": Decimal("-0.01")})
