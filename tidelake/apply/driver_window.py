@@ -9,8 +9,8 @@ MERGE. Above `DRIVER_WINDOW_MAX_ROWS` changes (tidelake.apply.merge_job) Spark d
 
 Same rows, same commits, as the Spark path of tidelake.apply.merge_job.merge_window:
 - read: the window's changelog rows (partition- and commit-ts-pruned, latest version), collapsed
-  to each raw key's last change with the rule of
-  tidelake.apply.changelog_reader.collapse_last_change, the old value of the key's first change
+  to each raw key's last change by tidelake.lake.window_keys.last_changes (the rule of Spark's
+  tidelake.apply.changelog_reader.collapse_last_change), the old value of the key's first change
   kept (what the replica holds at lo);
 - decode: the mount decoder (tidelake.apply.mount), the same code Spark's mapInArrow runs;
 - commit: ONE commit per window, an append of the puts when no key held a row at lo (and the
@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING
 from tidelake.apply.txn_confs import delta_rs_commit_properties
 from tidelake.failpoints import failpoint
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.row_change import OP_PUT
-from tidelake.lake.window_keys import read_window_rows
+from tidelake.lake.window_keys import last_changes, read_window_rows
 
 log = logging.getLogger(__name__)
 
@@ -85,34 +84,7 @@ def writable(replica: DeltaTable, target: StructType) -> bool:
 
 def read_window(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: int) -> pa.Table:
     """The last change of each raw key of (lo, hi] (MOUNT_INPUT_COLUMNS), read with delta-rs."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    rows = read_window_rows(layout, physical_ids, lo, hi, _READ_COLUMNS)
-    if rows.num_rows == 0:
-        return rows.drop_columns(["flush_seq"])
-    rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
-    # The last change: highest commit ts, a put over a delete at one ts, then the latest landing.
-    last = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
-                                            ("is_put", "ascending"), ("flush_seq", "ascending")]))
-    # The old value of the first change by (commit ts, landing): the row at lo.
-    first = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
-                                             ("flush_seq", "ascending")]))
-    last = last.filter(_boundary(last["key"], at_end=True))
-    old = first.filter(_boundary(first["key"], at_end=False))["old_value"]  # same key order as `last`
-    return pa.table({"table_id": last["table_id"], "commit_ts": last["commit_ts"], "op": last["op"],
-                     "key": last["key"], "value": last["value"], "old_value": old})
-
-
-def _boundary(keys: pa.ChunkedArray, at_end: bool) -> pa.Array:
-    """True at the last (at_end) or first row of each run of equal keys."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    key = keys.combine_chunks()
-    differs = pc.not_equal(key[1:], key[:-1])
-    edge = pa.array([True])
-    return pa.concat_arrays([differs, edge] if at_end else [edge, differs])
+    return last_changes(read_window_rows(layout, physical_ids, lo, hi, _READ_COLUMNS))
 
 
 def held_keys(collapsed: pa.Table) -> int:

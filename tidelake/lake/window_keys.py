@@ -45,21 +45,48 @@ def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
     """Classify the keys of the changelog window (lo, hi] of `physical_ids` (latest version),
     reading only `key, commit_ts, flush_seq, op, old_value` of the files the partitions and the
     commit-ts range leave."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = read_window_rows(layout, physical_ids, lo, hi, ["key", "commit_ts", "flush_seq", "op", "old_value"])
     if rows.num_rows == 0:
         return WindowKeys(0, 0)
-    # Same order as the merge's collapse (tidelake.apply.changelog_reader.collapse_last_change): by
-    # commit ts, a put after a delete at one ts, then landing order.
-    rows = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
-    rows = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
-                                            ("is_put", "ascending"), ("flush_seq", "ascending")]))
-    key = rows["key"].combine_chunks()
-    first = pa.concat_arrays([pa.array([True]), pc.not_equal(key[1:], key[:-1])])
-    absent = pc.equal(pc.binary_length(rows["old_value"].combine_chunks()), 0)
-    return WindowKeys(keys=_count(first), new=_count(pc.and_(first, absent)))
+    collapsed = last_changes(rows)
+    absent = pc.equal(pc.binary_length(collapsed["old_value"]), 0)
+    return WindowKeys(keys=collapsed.num_rows, new=_count(absent))
+
+
+def last_changes(rows: pa.Table) -> pa.Table:
+    """One row per raw key of a window's changelog rows (`key, commit_ts, op, flush_seq, old_value`
+    and any other columns): the key's last change (highest commit ts, a put over a delete at one
+    ts, then the latest landing) with the old value of its FIRST change by (commit ts, landing),
+    i.e. the row the key held at lo. The same rule as Spark's
+    tidelake.apply.changelog_reader.collapse_last_change, in Arrow for windows read on the driver;
+    tests/lake/test_last_changes.py holds the two to one reference."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if rows.num_rows == 0:
+        return rows.drop_columns(["flush_seq"])
+    ordered = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
+    last = ordered.take(pc.sort_indices(ordered, [("key", "ascending"), ("commit_ts", "ascending"),
+                                                  ("is_put", "ascending"), ("flush_seq", "ascending")]))
+    first = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
+                                             ("flush_seq", "ascending")]))
+    last = last.filter(_run_edge(last["key"], at_end=True))
+    old = first.filter(_run_edge(first["key"], at_end=False))["old_value"]  # same key order as `last`
+    kept = [name for name in rows.column_names if name not in ("old_value", "flush_seq")]
+    return pa.table({**{name: last[name] for name in kept}, "old_value": old})
+
+
+def _run_edge(keys: pa.ChunkedArray, at_end: bool) -> pa.Array:
+    """True at the last (at_end) or first row of each run of equal keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key = keys.combine_chunks()
+    differs = pc.not_equal(key[1:], key[:-1])
+    edge = pa.array([True])
+    return pa.concat_arrays([differs, edge] if at_end else [edge, differs])
 
 
 def read_window_rows(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: int,
