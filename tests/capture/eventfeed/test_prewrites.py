@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import random
 
 import pytest
 
@@ -22,15 +23,15 @@ def test_memory_stays_within_the_budget_and_spilled_prewrites_come_back():
     budget = PrewriteBudget(10 * entry)
     waiting = UnmatchedPrewrites(budget)
     for i in range(1000):  # one transaction of 1000 rows, 10 fit in memory
-        waiting.put(50, _key(i), (b"v" * 100, b"", 0))
+        waiting.put_many([(50, _key(i), (b"v" * 100, b"", 0))])
         assert budget.used <= budget.memory_bytes
     assert len(waiting) == 1000 and budget.used == 10 * entry and budget.spilled == 990
     assert waiting.get(50, _key(999)) == (b"v" * 100, b"", 0)
-    waiting.put(50, _key(999), (b"w" * 100, b"o", 1))  # a later generation replaces it where it is
+    waiting.put_many([(50, _key(999), (b"w" * 100, b"o", 1))])  # a later generation replaces it where it is
     assert waiting.get(50, _key(999)) == (b"w" * 100, b"o", 1) and budget.spilled == 990
     for i in range(1000):  # the commits take them
-        assert waiting.get(50, _key(i)) is not None
-        waiting.delete(50, _key(i))
+        assert waiting.take(50, _key(i)) == ((b"w" * 100, b"o", 1) if i == 999 else (b"v" * 100, b"", 0))
+        assert waiting.take(50, _key(i)) is None
     assert len(waiting) == 0 and budget.used == 0 and budget.spilled == 0
     budget.close()
 
@@ -39,20 +40,20 @@ def test_the_spill_file_is_freed_when_it_empties_and_a_new_one_opens_at_the_next
     budget = PrewriteBudget(0, str(tmp_path))
     waiting = UnmatchedPrewrites(budget)
     for i in range(3):
-        waiting.put(50, _key(i), (b"v" * 5000, b"", 0))
+        waiting.put_many([(50, _key(i), (b"v" * 5000, b"", 0))])
     assert len(_open_files_in(tmp_path)) == 1
     for i in range(3):
-        waiting.delete(50, _key(i))
+        waiting.take(50, _key(i))
     assert budget.spilled == 0 and _open_files_in(tmp_path) == []  # its disk is given back
     assert waiting.get(50, _key(0)) is None
-    waiting.put(60, _key(7), (b"n", b"", 1))  # the next transaction spills into a new file
+    waiting.put_many([(60, _key(7), (b"n", b"", 1))])  # the next transaction spills into a new file
     assert len(_open_files_in(tmp_path)) == 1 and waiting.get(60, _key(7)) == (b"n", b"", 1)
     other = UnmatchedPrewrites(budget)
-    other.put(61, _key(8), (b"m", b"", 1))
+    other.put_many([(61, _key(8), (b"m", b"", 1))])
     del waiting  # a dropped region's rows were the last but one: the file stays for `other`
     gc.collect()
     assert budget.spilled == 1 and len(_open_files_in(tmp_path)) == 1
-    other.delete(61, _key(8))
+    other.take(61, _key(8))
     assert _open_files_in(tmp_path) == []
     budget.close()
 
@@ -60,9 +61,9 @@ def test_the_spill_file_is_freed_when_it_empties_and_a_new_one_opens_at_the_next
 def test_a_dropped_region_frees_its_memory_and_its_spilled_rows():
     budget = PrewriteBudget(2000)
     kept, dropped = UnmatchedPrewrites(budget), UnmatchedPrewrites(budget)
-    kept.put(7, _key(0), (b"k", b"", 0))
+    kept.put_many([(7, _key(0), (b"k", b"", 0))])
     for i in range(20):
-        dropped.put(9, _key(i), (b"x" * 200, b"", 0))
+        dropped.put_many([(9, _key(i), (b"x" * 200, b"", 0))])
     assert budget.spilled > 0
     del dropped  # the region's feed ended (error, unsubscribe): its state goes away
     gc.collect()
@@ -87,7 +88,7 @@ def _open_files_in(folder) -> list[str]:
 def test_the_spill_file_is_in_spill_dir_and_has_no_name(tmp_path):
     budget = PrewriteBudget(0, str(tmp_path))
     waiting = UnmatchedPrewrites(budget)
-    waiting.put(5, _key(1), (b"v" * 1000, b"", 0))
+    waiting.put_many([(5, _key(1), (b"v" * 1000, b"", 0))])
     assert budget.spilled == 1
     assert list(tmp_path.iterdir()) == []  # no name left in the folder ...
     held = _open_files_in(tmp_path)
@@ -112,11 +113,11 @@ def test_one_log_line_when_spilling_starts_and_one_when_it_drains(tmp_path, capl
     waiting = UnmatchedPrewrites(budget)
     with caplog.at_level(logging.INFO, logger="tidelake.capture.eventfeed.prewrites"):
         for i in range(5):
-            waiting.put(1, _key(i), (b"v" * 10, b"", 0))  # the first fits, 4 spill
+            waiting.put_many([(1, _key(i), (b"v" * 10, b"", 0))])  # the first fits, 4 spill
         assert [r.getMessage() for r in caplog.records] == [
             f"prewrites waiting for their commit passed the 0.0 MiB memory budget: the rest spill to {tmp_path}"]
         for i in range(5):
-            waiting.delete(1, _key(i))
+            waiting.take(1, _key(i))
     assert len(caplog.records) == 2
     assert caplog.records[1].getMessage() == "prewrite spill drained: 4 rows spilled since it started, its file is closed"
     budget.close()
@@ -125,10 +126,38 @@ def test_one_log_line_when_spilling_starts_and_one_when_it_drains(tmp_path, capl
 def test_after_close_the_store_refuses_instead_of_answering_from_an_empty_file(tmp_path):
     budget = PrewriteBudget(0, str(tmp_path))
     waiting = UnmatchedPrewrites(budget)
-    waiting.put(3, _key(1), (b"v", b"", 0))
+    waiting.put_many([(3, _key(1), (b"v", b"", 0))])
     budget.close()
-    for call in (lambda: waiting.get(3, _key(1)), lambda: waiting.delete(3, _key(1)),
-                 lambda: waiting.put(3, _key(2), (b"w", b"", 0))):
+    for call in (lambda: waiting.get(3, _key(1)), lambda: waiting.take(3, _key(1)),
+                 lambda: waiting.put_many([(3, _key(2), (b"w", b"", 0))])):
         with pytest.raises(PullerError, match="prewrites used after the event feed closed their store"):
             call()
     assert _open_files_in(tmp_path) == []
+
+
+def test_a_batch_keeps_the_newer_prewrite_of_each_lock_in_memory_and_in_the_spill_file():
+    # Against a model applying docs/wire.md §9.4 one row at a time: a PREWRITE replaces the waiting
+    # one of its (start_ts, key) unless its value is empty (a heartbeat) or its generation older.
+    rng = random.Random(7)
+    for memory_entries in (0, 3, 1000):  # all spilled, some in memory, all in memory
+        budget = PrewriteBudget(memory_entries * (ENTRY_OVERHEAD_BYTES + len(_key(0)) + 8))
+        waiting = UnmatchedPrewrites(budget)
+        model: dict[tuple[int, bytes], tuple[bytes, bytes, int]] = {}
+        for _ in range(40):
+            batch = [(rng.choice((5, 6)), _key(rng.randrange(12)),
+                      (rng.choice((b"", b"a" * 8, b"b" * 8)), rng.choice((b"", b"o")), rng.randrange(3)))
+                     for _ in range(rng.randrange(1, 9))]
+            waiting.put_many(batch)
+            for start_ts, key, prewrite in batch:
+                old = model.get((start_ts, key))
+                if old is None or (prewrite[0] and prewrite[2] >= old[2]):
+                    model[(start_ts, key)] = prewrite
+            if rng.random() < 0.3:  # a commit or rollback takes one
+                start_ts, key = rng.choice((5, 6)), _key(rng.randrange(12))
+                assert waiting.take(start_ts, key) == model.pop((start_ts, key), None)
+            assert len(waiting) == len(model)
+            assert {k: waiting.get(*k) for k in model} == model
+            assert budget.used <= budget.memory_bytes
+        if memory_entries == 0:
+            assert budget.used == 0 and budget.spilled == len(model)
+        budget.close()

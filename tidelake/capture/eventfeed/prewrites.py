@@ -96,17 +96,30 @@ class PrewriteBudget:
         with self._lock:
             self._used -= nbytes
 
-    def spill_put(self, owner: int, start_ts: int, key: bytes, prewrite: Prewrite) -> bool:
-        """Store or replace; True if the entry is new."""
+    def spill_put(self, owner: int, entries: list[tuple[int, bytes, Prewrite]]) -> int:
+        """Store `entries` in order, each unless the spilled prewrite of its (start_ts, key) wins
+        (`supersedes`); returns how many (start_ts, key) are new. One SQLite transaction for all:
+        a row per statement and commit kept the region worker slower than a transaction's
+        arriving prewrites (bench/README.md "Memory under backpressure")."""
         with self._lock:
             self._check_open()
             self._reap()
             db = self._open()
-            new = db.execute("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)",
-                             (owner, start_ts, key, *prewrite)).rowcount == 1
-            if not new:
-                db.execute("UPDATE p SET value = ?, old_value = ?, generation = ? "
-                           "WHERE owner = ? AND start_ts = ? AND key = ?", (*prewrite, owner, start_ts, key))
+            db.execute("BEGIN")
+            try:
+                # Each new (start_ts, key) as its first entry, then every entry in order replaces
+                # what is there if it supersedes it: the same result as one entry at a time.
+                new = db.executemany("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)",
+                                     [(owner, start_ts, key, *prewrite) for start_ts, key, prewrite in entries]).rowcount
+                if new < len(entries):
+                    db.executemany(
+                        "UPDATE p SET value = ?1, old_value = ?2, generation = ?3 WHERE owner = ?4 AND start_ts = ?5 "
+                        "AND key = ?6 AND length(?1) > 0 AND ?3 >= generation",
+                        [(*prewrite, owner, start_ts, key) for start_ts, key, prewrite in entries])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
             self._spilled += new
             self._spills += new
             return new
@@ -121,16 +134,18 @@ class PrewriteBudget:
                 (owner, start_ts, key)).fetchone()
             return None if row is None else (row[0], row[1], row[2])
 
-    def spill_delete(self, owner: int, start_ts: int, key: bytes) -> bool:
+    def spill_take(self, owner: int, start_ts: int, key: bytes) -> Prewrite | None:
+        """Remove and return the spilled prewrite of (start_ts, key), None if there is none."""
         with self._lock:
             self._check_open()
             if self._db is None:
-                return False
-            deleted = self._db.execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ?",
-                                       (owner, start_ts, key)).rowcount
-            self._spilled -= deleted
+                return None
+            rows = self._db.execute(
+                "DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ? RETURNING value, old_value, generation",
+                (owner, start_ts, key)).fetchall()
+            self._spilled -= len(rows)
             self._drop_if_empty()
-            return deleted > 0
+            return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     def forget(self, owner: int, state: list[int]) -> None:
         """A region's waiting prewrites are dropped (its feed ended); `state` is [in-memory bytes,
@@ -219,29 +234,51 @@ class UnmatchedPrewrites:
             found = self._budget.spill_get(self._owner, start_ts, key)
         return found
 
-    def put(self, start_ts: int, key: bytes, prewrite: Prewrite) -> None:
-        """Store or replace the prewrite of (start_ts, key)."""
-        k = (start_ts, key)
-        old = self._memory.pop(k, None)
-        if old is not None:
-            self._release(_size(key, old))
-        nbytes = _size(key, prewrite)
-        if (old is not None or not self._state[1]) and self._budget.charge(nbytes):
-            self._memory[k] = prewrite  # not on disk: nothing spilled, or it was in memory
-            self._state[0] += nbytes
-        elif self._budget.spill_put(self._owner, start_ts, key, prewrite):
-            self._state[1] += 1
+    def put_many(self, entries: list[tuple[int, bytes, Prewrite]]) -> None:
+        """Store each (start_ts, key, prewrite) in order unless the waiting prewrite of its
+        (start_ts, key) wins (`supersedes`). Spilled entries go to the file together."""
+        to_spill: list[tuple[int, bytes, Prewrite]] = []
+        for start_ts, key, prewrite in entries:
+            k = (start_ts, key)
+            old = self._memory.get(k)
+            if old is not None:
+                if not supersedes(prewrite, old):
+                    continue
+                del self._memory[k]
+                self._release(_size(key, old))
+            # In memory only while nothing of this region is spilled, or in place of its old entry:
+            # a key is never both in memory and in the file.
+            nbytes = _size(key, prewrite)
+            if (old is not None or not (self._state[1] or to_spill)) and self._budget.charge(nbytes):
+                self._memory[k] = prewrite
+                self._state[0] += nbytes
+            else:
+                to_spill.append((start_ts, key, prewrite))
+        if to_spill:
+            self._state[1] += self._budget.spill_put(self._owner, to_spill)
 
-    def delete(self, start_ts: int, key: bytes) -> None:
+    def take(self, start_ts: int, key: bytes) -> Prewrite | None:
+        """Remove and return the prewrite of (start_ts, key), None if none waits."""
         old = self._memory.pop((start_ts, key), None)
         if old is not None:
             self._release(_size(key, old))
-        elif self._state[1] and self._budget.spill_delete(self._owner, start_ts, key):
+            return old
+        if not self._state[1]:
+            return None
+        found = self._budget.spill_take(self._owner, start_ts, key)
+        if found is not None:
             self._state[1] -= 1
+        return found
 
     def _release(self, nbytes: int) -> None:
         self._state[0] -= nbytes
         self._budget.release(nbytes)
+
+
+def supersedes(new: Prewrite, old: Prewrite) -> bool:
+    """A PREWRITE replaces the waiting one of its lock unless it has no value (a txn heartbeat
+    rewrite) or an older generation (docs/wire.md §9.4)."""
+    return bool(new[0]) and new[2] >= old[2]
 
 
 def _size(key: bytes, prewrite: Prewrite) -> int:

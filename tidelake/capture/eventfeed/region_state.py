@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
-from tidelake.capture.eventfeed.prewrites import PrewriteBudget, UnmatchedPrewrites
+from tidelake.capture.eventfeed.prewrites import Prewrite, PrewriteBudget, UnmatchedPrewrites
 from tidelake.codec.keys import TABLE_PREFIX_LEN, table_id_of
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
@@ -69,13 +69,18 @@ class RegionFeedState:
     def handle_rows(self, rows: list[Row]) -> list[RowChange]:
         """Apply one Entries event; return the committed changes it completes, in order."""
         out: list[RowChange] = []
+        prewrites: list[tuple[int, bytes, Prewrite]] = []  # a run of PREWRITEs, stored together
         for row in rows:
             kind = row.type
             if kind != _INITIALIZED and not self._key_in_span(row.key):
                 continue  # docs/wire.md §9.4: rows outside the region's sub-span are dropped
             if kind == _PREWRITE:
-                self._put_prewrite(row)
-            elif kind == _COMMIT:
+                prewrites.append((row.start_ts, row.key, (row.value, row.old_value, row.generation)))
+                continue
+            if prewrites:  # before anything that may look them up
+                self._unmatched.put_many(prewrites)
+                prewrites = []
+            if kind == _COMMIT:
                 if self._match(row, self.initialized):
                     self._emit_commit(row, out)
                 elif self.initialized:
@@ -90,7 +95,7 @@ class RegionFeedState:
                 out.append(self._row_change(row))
             elif kind == _ROLLBACK:
                 if self.initialized:
-                    self._unmatched.delete(row.start_ts, row.key)
+                    self._unmatched.take(row.start_ts, row.key)
                 else:
                     self._cached_rollbacks.append(row)
             elif kind == _INITIALIZED:
@@ -99,6 +104,8 @@ class RegionFeedState:
                 raise ProtocolViolationError(
                     f"region {self.region_id}: row of unknown type {kind} for key {row.key.hex()}"
                 )
+        if prewrites:
+            self._unmatched.put_many(prewrites)
         return out
 
     def handle_resolved(self, ts: int) -> bool:
@@ -121,27 +128,20 @@ class RegionFeedState:
                          self.region_id, row.key.hex(), row.start_ts)
         rollbacks, self._cached_rollbacks = self._cached_rollbacks, []
         for row in rollbacks:
-            self._unmatched.delete(row.start_ts, row.key)
-
-    def _put_prewrite(self, row: Row) -> None:
-        value = row.value
-        existing = self._unmatched.get(row.start_ts, row.key)
-        if existing is not None:
-            # An empty-value PREWRITE for a known lock is a txn heartbeat rewrite (§9.4).
-            if not value or row.generation < existing[2]:
-                return
-        self._unmatched.put(row.start_ts, row.key, (value, row.old_value, row.generation))
+            self._unmatched.take(row.start_ts, row.key)
 
     def _match(self, commit: Row, initialized: bool) -> bool:
-        prewrite = self._unmatched.get(commit.start_ts, commit.key)
-        if prewrite is None:
-            return False
-        value, old_value, generation = prewrite
-        if not initialized and (not value or generation != 0):
-            return False  # the scan may still deliver the real prewrite (§9.4)
-        self._unmatched.delete(commit.start_ts, commit.key)
-        commit.value = value
-        commit.old_value = old_value
+        if initialized:
+            prewrite = self._unmatched.take(commit.start_ts, commit.key)
+            if prewrite is None:
+                return False
+        else:
+            prewrite = self._unmatched.get(commit.start_ts, commit.key)
+            if prewrite is None or not prewrite[0] or prewrite[2] != 0:
+                return False  # the scan may still deliver the real prewrite (§9.4)
+            self._unmatched.take(commit.start_ts, commit.key)
+        commit.value = prewrite[0]
+        commit.old_value = prewrite[1]
         return True
 
     def _emit_commit(self, row: Row, out: list[RowChange]) -> None:
