@@ -426,3 +426,17 @@ def test_without_rss_growth_only_the_quota_applies(layout, open_lander, make_row
         lander.add_rows([row])  # none blocks: the quota holds them all
     lander.flush()
     assert _flush_sizes(layout, rows) == [memory_bytes(rows)]
+
+
+def test_the_flush_loop_gives_freed_memory_back_after_its_flushes_in_a_watched_process(layout, open_lander,
+                                                                                     make_rows):
+    trimmed_after_landing = threading.Event()
+
+    def trim():
+        if len(_changelog(layout)) == 3:
+            trimmed_after_landing.set()
+
+    lander = open_lander(flush_interval_s=0.05, resident=ResidentGrowth(_Rss().read, trim=trim))
+    lander.add_rows(make_rows(41, 3))
+    lander.resolve(41, 1)
+    assert trimmed_after_landing.wait(60), "no flush of the loop gave memory back once the rows landed"

@@ -404,6 +404,8 @@ class Lander:
             try:
                 self.flush()
                 backoff = self._interval
+                if self._resident is not None:  # the flush's rows and buffers are free now
+                    self._resident.release_freed()
             except LakeConflictError:
                 log.exception("lander of %s stopped", self.app_id)
                 return

@@ -8,10 +8,17 @@ the rows, and it does not shrink with the quota (bench/README.md "Memory under b
 Modelling each part would break with every library or allocator version; the RSS the kernel
 reports counts all of them. So the lander also stops taking rows while the process has grown by
 more than its quota (lander.py says how a floor keeps that from ever stopping it).
+
+glibc malloc keeps memory freed in the middle of its heaps resident until it is reused (only the
+top is given back by itself): after a burst (a transaction's prewrites arriving, gRPC messages,
+SQLite pages) the puller held ~10-20 MiB of such free memory while delta-rs and Arrow, which use
+other allocators, could not reuse it. `release_freed` (malloc_trim) gives it back; the lander
+calls it after each flush of a process it watches (bench/README.md "Memory under backpressure").
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
 
@@ -27,14 +34,27 @@ def resident_bytes() -> int | None:
         return None
 
 
+def _malloc_trim() -> Callable[[], None] | None:
+    """glibc's malloc_trim(0): return every free page of every malloc arena to the kernel; None
+    where there is none (musl, macOS)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0)
+
+
 class ResidentGrowth:
     """RSS now minus RSS at `mark_base()`'s first call (0 before it, or without an RSS reading).
 
     The lander marks the base when the first rows or resolved ts arrive: the process has imported
     everything and its feed is connected, so what it holds then is not data waiting to land."""
 
-    def __init__(self, read: Callable[[], int | None] = resident_bytes) -> None:
+    def __init__(self, read: Callable[[], int | None] = resident_bytes,
+                 trim: Callable[[], None] | None = _malloc_trim()) -> None:
         self._read = read
+        self._trim = trim
         self._base: int | None = None
 
     def mark_base(self) -> None:
@@ -44,3 +64,8 @@ class ResidentGrowth:
     def growth(self) -> int:
         now = self._read() if self._base is not None else None
         return 0 if now is None or self._base is None else now - self._base
+
+    def release_freed(self) -> None:
+        """Give the memory malloc holds freed back to the kernel (glibc; nothing elsewhere)."""
+        if self._trim is not None:
+            self._trim()
