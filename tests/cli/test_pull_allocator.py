@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tidelake.cli.pull import GLIBC_ARENAS, GLIBC_ARENAS_ENV, JEMALLOC_CONF, JEMALLOC_ENV
+from tidelake.cli.pull import ARROW_POOL_ENV, GLIBC_ARENAS, GLIBC_ARENAS_ENV, JEMALLOC_CONF, JEMALLOC_ENV
 
 # Records the variable at the moment deltalake is first imported, then runs `tidelake pull` on a
 # config that does not exist (it stops with exit 2 after the puller's imports).
@@ -92,3 +92,21 @@ def test_pull_limits_glibc_to_two_arenas_unless_the_user_chose():
     assert _arenas(env) == ("True", GLIBC_ARENAS)
     # the check can fail: without the limit the same threads take arenas of their own
     assert _arenas({**env, GLIBC_ARENAS_ENV: "6"}) == ("False", 6)
+
+
+# `tidelake pull` on a config that does not exist, then the pool pyarrow allocates from by default.
+ARROW_POOL = """
+from tidelake.cli import main
+rc = main(["pull", "--config", "/nonexistent/cf.toml"])
+import pyarrow as pa
+print(rc, pa.default_memory_pool().backend_name)
+"""
+
+
+def test_pull_puts_pyarrow_on_the_system_allocator_unless_the_user_chose():
+    env = {k: v for k, v in os.environ.items() if k != ARROW_POOL_ENV}
+    done = subprocess.run([sys.executable, "-c", ARROW_POOL], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.split() == ["2", "system"], done.stderr
+    chosen = subprocess.run([sys.executable, "-c", ARROW_POOL], capture_output=True, text=True,
+                            env={**env, ARROW_POOL_ENV: "jemalloc"}, timeout=120)
+    assert chosen.stdout.split() == ["2", "jemalloc"], chosen.stderr

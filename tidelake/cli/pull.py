@@ -38,6 +38,13 @@ GLIBC_ARENAS_ENV = "MALLOC_ARENA_MAX"
 GLIBC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc <malloc.h>
 
+# pyarrow allocates with mimalloc by default, which kept each flush's freed Arrow buffers resident
+# (20-30 MiB at a 64 MiB quota) where neither glibc nor delta-rs's jemalloc could reuse them. From
+# the system allocator they are glibc's free memory, which the lander gives back after each flush
+# (tidelake/lake/resident_memory.py; bench/README.md "Memory under backpressure"). An
+# ARROW_DEFAULT_MEMORY_POOL the user set wins. Only here, for the same reason as the jemalloc setting.
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -80,10 +87,22 @@ def limit_malloc_arenas(arenas: int = GLIBC_ARENAS) -> bool:
     return mallopt(_M_ARENA_MAX, arenas) == 1
 
 
+def arrow_on_system_malloc() -> bool:
+    """Make pyarrow's default memory pool the system allocator's unless ARROW_DEFAULT_MEMORY_POOL
+    is set; False when it was left alone."""
+    if os.environ.get(ARROW_POOL_ENV):
+        return False
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    return True
+
+
 def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     too_late = "deltalake" in sys.modules
     os.environ.setdefault(JEMALLOC_ENV, JEMALLOC_CONF)
     limit_malloc_arenas()
+    arrow_on_system_malloc()
     from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
     from tidelake.lake.lake_check import check_lake_root
