@@ -9,9 +9,11 @@ memory quota, logpuller/puller_memory_quota.go, charges the region events in fli
 matcher), so one huge transaction can take the process down. Here a prewrite that does not fit
 `PrewriteBudget.memory_bytes` goes to a private SQLite database in `[puller].spill_dir` (SQLite's
 page cache is a few MiB), and its commit takes it from there. Memory per waiting prewrite is then
-bounded whatever the transaction's size; the cost is a disk write and read per spilled row, and
-disk about the size of the largest open transaction's rows. The file's name is removed as soon as
-it is open, so nothing is left behind however the process ends (a folder on tmpfs is memory again).
+bounded whatever the transaction's size; the cost is a disk write and read per spilled row (an
+event's prewrites are written in one SQLite transaction, a commit takes its row with one
+statement), and disk about the size of the largest open transaction's rows. The file's name is
+removed as soon as it is open, so nothing is left behind however the process ends (a folder on
+tmpfs is memory again).
 """
 
 from __future__ import annotations
@@ -109,8 +111,8 @@ class PrewriteBudget:
             try:
                 # Each new (start_ts, key) as its first entry, then every entry in order replaces
                 # what is there if it supersedes it: the same result as one entry at a time.
-                new = db.executemany("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)",
-                                     [(owner, start_ts, key, *prewrite) for start_ts, key, prewrite in entries]).rowcount
+                rows = [(owner, start_ts, key, *prewrite) for start_ts, key, prewrite in entries]
+                new = db.executemany("INSERT OR IGNORE INTO p VALUES (?, ?, ?, ?, ?, ?)", rows).rowcount
                 if new < len(entries):
                     db.executemany(
                         "UPDATE p SET value = ?1, old_value = ?2, generation = ?3 WHERE owner = ?4 AND start_ts = ?5 "

@@ -8,7 +8,8 @@ waits in them is outside the memory quota, and it is not only the event: a queue
 whole gRPC ChangeDataEvent response alive (cdcpb.proto; one response carries many regions' events,
 up to ~6 MiB measured at a backlog), so 64 per worker bound the count, not the bytes (256 held
 ~12 MiB more RSS than 64 catching up a backlog; copying events out of their responses gained
-nothing measurable, bench/README.md "Memory under backpressure").
+nothing measurable; through a 200k-row transaction's prewrites, with this queue full, 4 held as
+much as 64: bench/README.md "Memory under backpressure").
 """
 
 from __future__ import annotations
