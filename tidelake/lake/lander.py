@@ -36,14 +36,16 @@ streams), and is released as flushes land. The quota counts what the buffered ro
 (row_change.memory_bytes: their bytes plus Python's per-row cost), buffered and in flight; a
 flush's own working memory does not grow with it (ChangelogWriter.append writes in slices).
 What the rows do not account for (gRPC responses, a Delta write's native buffers, allocator
-caches: ~80 MiB measured, whatever the quota; resident_memory.py) is counted by watching the
+caches: tens of MiB whatever the quota; resident_memory.py) is counted by watching the
 process itself, when the lander is given its process's `resident` growth (`tidelake pull` owns its
 process; a lander sharing one, as in tests, is not): add_rows also blocks while the RSS has grown
 by more than the quota since the feed came up, leaving the other half of the 1.5 x quota the
 puller is held to for a flush's working memory. That check has a floor, so it can slow landing
 but never stop it: rows are always taken while less than `floor_bytes` are buffered (a flush in
 flight does not count), so every flush carries at least that much, and with nothing buffered or
-in flight any rows are taken. Where the RSS is unreadable only the quota applies.
+in flight any rows are taken. Where the RSS is unreadable only the quota applies. After each flush
+of its loop such a lander also gives the memory malloc keeps freed back to the kernel
+(ResidentGrowth.release_freed).
 
 Shutdown: call close() (it flushes and stops). A SIGTERM handler should only set a flag or
 start close() on another thread: code that blocks inside a signal handler can deadlock with the
