@@ -1,5 +1,6 @@
-"""delta-rs's jemalloc setting is the puller's alone: `tidelake pull` sets it before deltalake is
-imported, importing tidelake elsewhere (DAG parsing, notebooks) leaves the environment alone."""
+"""The allocator settings are the puller's alone: `tidelake pull` sets delta-rs's jemalloc before
+deltalake is imported, limits glibc's arenas and puts pyarrow on the system allocator; importing
+tidelake elsewhere (DAG parsing, notebooks) leaves the environment alone."""
 
 from __future__ import annotations
 
