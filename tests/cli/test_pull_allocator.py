@@ -11,7 +11,13 @@ import sys
 
 import pytest
 
-from tidelake.cli.pull import ARROW_POOL_ENV, GLIBC_ARENAS, GLIBC_ARENAS_ENV, JEMALLOC_CONF, JEMALLOC_ENV
+from tidelake.capture.changefeed.process_memory import (
+    ARROW_POOL_ENV,
+    GLIBC_ARENAS,
+    GLIBC_ARENAS_ENV,
+    JEMALLOC_CONF,
+    JEMALLOC_ENV,
+)
 
 # Records the variable at the moment deltalake is first imported, then runs `tidelake pull` on a
 # config that does not exist (it stops with exit 2 after the puller's imports).
@@ -58,7 +64,7 @@ def test_pull_warns_when_deltalake_came_first():
 # the limit allows), then counts the arenas glibc reports in malloc_info.
 ARENAS = """
 import ctypes, os, sys, tempfile, threading
-from tidelake.cli.pull import limit_malloc_arenas
+from tidelake.capture.changefeed.process_memory import limit_malloc_arenas
 print(limit_malloc_arenas())
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p

@@ -42,9 +42,14 @@ class FakeRunner:
 
 
 def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
+    import tidelake.capture.changefeed.process_memory as process_memory
     import tidelake.capture.changefeed.runner as runner_module
 
+    tuned_before_runner = []
+    monkeypatch.setattr(process_memory, "tune_allocators",
+                        lambda: tuned_before_runner.append(not FakeRunner.instances[n:]) or False)
     monkeypatch.setattr(runner_module, "PullerRunner", FakeRunner)
+    n = len(FakeRunner.instances)
     doc = changefeed_document("tests", ["127.0.0.1:1"], "lake", puller={"shards": 2, "metrics_port": 9464})
     config = write_config(tmp_path / "tests.toml", doc)
     operator = PullerOperator(task_id="pull", config_path=str(config), shard="1/2", max_run_seconds=600)
@@ -60,6 +65,7 @@ def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     assert runner.options.max_run_s == 600.0
     assert runner.options.metrics_port == 9465  # [puller].metrics_port + the shard index
     assert runner.options.watch_rss  # the task has its process to itself: its RSS growth counts against the quota
+    assert tuned_before_runner == [True]  # and the allocator settings of `tidelake pull`, before the runner
     assert result == {"rows": 5, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
     assert operator.execution_timeout == timedelta(seconds=600) + SHUTDOWN_GRACE
 

@@ -8,43 +8,16 @@ resumes from the durable watermarks.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import math
-import os
 import signal
 import sys
 import threading
 
+from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
 from tidelake.errors import InputError
 
 log = logging.getLogger(__name__)
-
-# delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s by default: under a
-# backlog the puller's RSS then holds every recent flush's working memory (~20 MiB more, bench/
-# README.md "Memory under backpressure"). jemalloc reads this once, when delta-rs first allocates
-# (at its import), so the puller sets it before importing deltalake; a value the user set wins.
-# Only here: it would change every process that imports tidelake (Airflow's DAG parsing, polars).
-JEMALLOC_ENV = "_RJEM_MALLOC_CONF"
-JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
-
-# glibc malloc gives each thread that allocates an arena of its own, up to 8 per core, and each
-# arena keeps its freed memory: the puller's gRPC, region-worker and delta-rs I/O threads (dozens
-# while catching up) then held ~20-35 MiB more RSS than with two arenas, at the same speed (bench/
-# README.md "Memory under backpressure"). glibc sizes its arena limit when a thread first needs a
-# new arena, so the puller sets it (mallopt M_ARENA_MAX) before its threads start; a
-# MALLOC_ARENA_MAX the user set wins. Only here, for the same reason as the jemalloc setting.
-GLIBC_ARENAS_ENV = "MALLOC_ARENA_MAX"
-GLIBC_ARENAS = 2
-_M_ARENA_MAX = -8  # glibc <malloc.h>
-
-# pyarrow allocates with mimalloc by default, which kept each flush's freed Arrow buffers resident
-# (20-30 MiB at a 64 MiB quota) where neither glibc nor delta-rs's jemalloc could reuse them. From
-# the system allocator they are glibc's free memory, which the lander gives back after each flush
-# (tidelake/lake/resident_memory.py; bench/README.md "Memory under backpressure"). An
-# ARROW_DEFAULT_MEMORY_POOL the user set wins. Only here, for the same reason as the jemalloc setting.
-ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -75,34 +48,8 @@ def _pull(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def limit_malloc_arenas(arenas: int = GLIBC_ARENAS) -> bool:
-    """mallopt(M_ARENA_MAX, arenas) unless MALLOC_ARENA_MAX is set; False where there is no glibc
-    mallopt (musl, macOS) or it refused."""
-    if os.environ.get(GLIBC_ARENAS_ENV):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return mallopt(_M_ARENA_MAX, arenas) == 1
-
-
-def arrow_on_system_malloc() -> bool:
-    """Make pyarrow's default memory pool the system allocator's unless ARROW_DEFAULT_MEMORY_POOL
-    is set; False when it was left alone."""
-    if os.environ.get(ARROW_POOL_ENV):
-        return False
-    import pyarrow as pa
-
-    pa.set_memory_pool(pa.system_memory_pool())
-    return True
-
-
 def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
-    too_late = "deltalake" in sys.modules
-    os.environ.setdefault(JEMALLOC_ENV, JEMALLOC_CONF)
-    limit_malloc_arenas()
-    arrow_on_system_malloc()
+    too_late = tune_allocators()
     from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
     from tidelake.lake.lake_check import check_lake_root
@@ -120,8 +67,7 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     )
     logging.getLogger("tidelake.capture.changefeed.runner").setLevel(logging.INFO)
     if too_late:
-        log.warning("deltalake was imported before `tidelake pull` set %s=%s: delta-rs keeps freed memory "
-                    "10 s longer (more RSS under a backlog)", JEMALLOC_ENV, JEMALLOC_CONF)
+        warn_jemalloc_too_late("`tidelake pull`")
     config = load_config(args.config)
     check_lake_root(LakeLayout.from_config(config.lake))
     if args.shard is not None:

@@ -59,6 +59,12 @@ class PullerOperator(BaseOperator):
         self._runner = None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
+
+        # The task process runs nothing but this shard: the allocator settings of `tidelake pull`
+        # apply here too, before the runner's imports and threads.
+        if tune_allocators():
+            warn_jemalloc_too_late("the puller task")
         from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
         from tidelake.config import load_config
 
