@@ -1,0 +1,99 @@
+"""The apply check of the mixed workload: a small mixed lake (every table kind, the 25 types of
+type_zoo, a TRUNCATE, an ADD COLUMN with a default over existing rows, a DROP PARTITION) merged
+with a crash after a DDL's apply, equals the upstream at every checkpoint and the syncpoint, every
+column of every row; replicas changed behind the merge's back are named, each anomaly kind on the
+table and version that shows it, a damaged value on each damaged column."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.capture.pull_harness import make_config, small_sim, wait_resolved
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.nemesis.merge_cycles import merge_cycles
+from tidelake.nemesis.mixed_check import check_mixed_replicas
+from tidelake.nemesis.plan import MergeFault
+from tidelake.nemesis.schedule import workload_preset
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.sim.workload import DdlOp, WorkloadPlanner, WorkloadRunner
+from tidelake.table_filter import TableFilter
+
+pytestmark = pytest.mark.spark
+
+DB = "shop"
+RULES = ("shop*.*",)
+SEED = 200  # its DDL: TRUNCATE type_zoo, ADD COLUMN events.added_1 DOUBLE DEFAULT ..., DROP PARTITION metrics p0
+SETUP_OPS, TRAFFIC_OPS = 8, 48
+
+
+@pytest.fixture(scope="module")
+def mixed(spark, tmp_path_factory):
+    """(cluster, lake, final ts, check report) of the merged mixed lake; the cluster stays up."""
+    lake = tmp_path_factory.mktemp("mixed") / "lake"
+    with small_sim() as cluster:
+        tidb = SimTiDB(cluster)
+        workload = WorkloadRunner(tidb, workload_preset("mixed"), seed=SEED, database=DB)
+        with PullerThread(make_config(cluster, lake, rules=RULES)) as puller:
+            wait_resolved(lake, {}, 1, puller)
+            workload.run_ops(SETUP_OPS)
+            created = cluster.tso.next()
+            workload.run_ops(TRAFFIC_OPS)
+            workload.stop()  # the lock-holding txns commit
+            final = cluster.tso.next()
+            ids = tidb.physical_ids(TableFilter.parse(RULES))
+            wait_resolved(lake, {pid: final for pid in ids}, final, puller)
+        assert workload.counters.errors == 0, workload.counters.last_error
+        crash = MergeFault("merge_mid", "merge.after_ddl", 2)  # after the second CREATE's apply
+        merged = merge_cycles(spark, str(lake), (created + final) // 2, final, [crash])
+        assert merged.failures == [] and merged.struck == {"merge.after_ddl": 1}
+        yield cluster, lake, final, check_mixed_replicas(spark, str(lake), cluster.mvcc, DB, final)
+
+
+def test_the_plan_holds_the_ddl_this_test_is_about():
+    ops = WorkloadPlanner(workload_preset("mixed"), SEED, DB).take(SETUP_OPS + TRAFFIC_OPS)[SETUP_OPS:]
+    assert [op.method for op in ops if isinstance(op, DdlOp)] == ["truncate_table", "add_column", "drop_partition"]
+
+
+def test_merged_mixed_replicas_equal_the_upstream_column_by_column(mixed):
+    _, _, _, report = mixed
+    assert report.anomalies == []
+    # 7 tables, each checked at its CREATE and at least at the two merges' ends
+    assert report.checkpoints >= 21 and len(report.syncpoints) == 1
+    assert report.values > 1000
+    assert set(report.unchecked) <= {"ddl_in_flight"}, report.unchecked
+
+
+def test_damaged_replicas_are_named_by_kind_table_and_column(spark, mixed, tmp_path):
+    cluster, lake, final, _ = mixed
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    path = {name: str(copy / DB / name) for name in ("type_zoo", "orders", "accounts", "sessions", "metrics")}
+    zoo_id = spark.sql(f"SELECT min(id) FROM delta.`{path['type_zoo']}`").first()[0]
+    assert zoo_id is not None
+    damaged = {"c_5": "7", "c_6": "0.5", "c_8": "0.25", "c_9": "DATE'1999-09-09'",
+               "c_11": "TIMESTAMP_NTZ'1999-09-09 09:09:09.123456'", "c_12": "TIMESTAMP'1999-09-09 09:09:09.123Z'",
+               "c_13": "1", "c_15": "4095", "c_16": "'{\"damaged\": true}'", "c_19": "X'DEADBEEF'",
+               "c_23": "'purple'", "c_24": "'z'"}
+    spark.sql(f"UPDATE delta.`{path['type_zoo']}` SET {', '.join(f'{c} = {v}' for c, v in damaged.items())} "
+              f"WHERE id = {zoo_id}")
+    order_id = spark.sql(f"SELECT min(id) FROM delta.`{path['orders']}`").first()[0]
+    spark.sql(f"DELETE FROM delta.`{path['orders']}` WHERE id = {order_id}")
+    spark.sql(f"INSERT INTO delta.`{path['accounts']}` SELECT * FROM delta.`{path['accounts']}` LIMIT 1")
+    spark.sql(f"INSERT INTO delta.`{path['sessions']}` SELECT id + 1000000000, * EXCEPT (id) "
+              f"FROM delta.`{path['sessions']}` LIMIT 1")
+    spark.sql(f"ALTER TABLE delta.`{path['metrics']}` ADD COLUMNS (extra INT)")
+    report = check_mixed_replicas(spark, str(copy), cluster.mvcc, DB, final)
+    named = {}
+    for anomaly in report.anomalies:
+        table = anomaly.detail.split(" ")[0].split("/")[-1]
+        named.setdefault((anomaly.kind, table), []).append(anomaly)
+    assert set(named) == {("replica_wrong_value", "type_zoo"), ("replica_lost", "orders"),
+                          ("replica_duplicate", "accounts"), ("replica_phantom", "sessions"),
+                          ("replica_schema", "metrics")}, report.anomalies[:5]
+    wrong = {a.detail.split(" column ")[1].split(" ")[0] for a in named[("replica_wrong_value", "type_zoo")]}
+    assert wrong == set(damaged)
+    for (_, table), anomalies in named.items():  # only the damaging version shows it, at the checkpoint it keeps
+        assert {a.ts for a in anomalies} == {DeltaTable(path[table]).transaction_version("tidelake-merge")}
