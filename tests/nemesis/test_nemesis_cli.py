@@ -46,7 +46,6 @@ def test_a_seed_always_draws_the_same_plan():
     (["--schedules", "0"], "--schedules must be at least 1"),
     (["--workload", "tpcc"], "--workload 'tpcc'"),
     (["--level", "replica"], "--level 'replica'"),
-    (["--level", "apply", "--workload", "mixed"], "--level apply checks the bank workload only"),
     (["--duration", "-1"], "--duration must be in (0, 600]"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):

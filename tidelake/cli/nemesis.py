@@ -1,7 +1,7 @@
 """`tidelake nemesis --seed S --schedules N [--workload bank|mixed] [--level landing|apply] [--json FILE]`.
 
 Runs N fault schedules (seeds S..S+N-1) against the simulator and the puller, each checked by the
-independent landing checker (tidelake.nemesis); `--level apply` (bank) also merges with local Spark,
+independent landing checker (tidelake.nemesis); `--level apply` also merges with local Spark,
 crashing the merge at its failpoints, takes a syncpoint and checks the replicas. One line per schedule, then a summary; exit 1 on any
 anomaly, 0 otherwise.
 """
@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--level", default="landing",
                         help="landing (default), or apply: also merge (local Spark) with 1-3 crashes of the merge "
                         "run at its failpoints, take a syncpoint and check every replica checkpoint and the syncpoint "
-                        "against the upstream (bank workload; run it under "
+                        "against the upstream (every column of every row for mixed; run it under "
                         "`flock /tmp/tidelake-spark.lock` on a shared machine)")
     parser.add_argument("--duration", type=float, default=3.0, metavar="S",
                         help="seconds of traffic and faults per schedule (default 3)")
@@ -67,8 +68,11 @@ def _nemesis(args: argparse.Namespace) -> int:
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
               + (f", {result.checkpoints_checked} checkpoints, {result.syncpoints_checked} syncpoints"
+                 + (f", {result.values_checked} values" if result.values_checked else "")
                  + (" (maintenance between merges)" if result.maintained else "")
                  if options.level == "apply" else "") + "; "
+              + ("unchecked: " + " ".join(f"{k}={n}" for k, n in sorted(result.unchecked.items())) + "; "
+                 if result.unchecked else "") +
               f"anomalies: {anomalies}", flush=True)
         for anomaly in result.anomalies[:3]:
             print(f"  {anomaly.kind} (table {anomaly.table_id}, ts {anomaly.ts}): {anomaly.detail}", flush=True)
@@ -84,8 +88,11 @@ def _nemesis(args: argparse.Namespace) -> int:
     faults = ", ".join(f"{k} {n}" for k, n in sorted(summary.faults.items()))
     anomalies = ", ".join(f"{k} {n}" for k, n in sorted(summary.anomalies.items())) or "none"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    unchecked = sum((r.unchecked for r in summary.results), Counter())
     print(f"summary: {len(summary.results)} schedules in {summary.seconds:.0f}s (load {load}); "
-          f"faults: {sum(summary.faults.values())} ({faults}); anomalies: {anomalies}", file=sys.stdout)
+          f"faults: {sum(summary.faults.values())} ({faults}); "
+          + (f"unchecked: {', '.join(f'{k} {n}' for k, n in sorted(unchecked.items()))}; " if unchecked else "")
+          + f"anomalies: {anomalies}", file=sys.stdout)
     if summary.failed_seeds:
         print(f"failed seeds: {' '.join(map(str, summary.failed_seeds))}")
     return 1 if summary.failed_seeds else 0

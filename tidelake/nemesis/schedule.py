@@ -29,7 +29,8 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.nemesis.apply_check import BankTable, check_replicas
 from tidelake.nemesis.landing_check import Anomaly, BankSpec, check_landing, record_span
-from tidelake.nemesis.merge_cycles import merge_cycles
+from tidelake.nemesis.merge_cycles import MergeCycles, merge_cycles
+from tidelake.nemesis.mixed_check import check_mixed_replicas
 from tidelake.nemesis.plan import (
     BETWEEN_FLUSHES,
     LAKE_WRITE_ERROR,
@@ -77,6 +78,8 @@ class ScheduleResult:
     merge_crashes: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
     merge_write_errors: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
     maintained: bool = False  # apply level: maintenance ran between the syncpoint and the final merge
+    values_checked: int = 0  # apply level, mixed: replica column values compared with the upstream
+    unchecked: Counter[str] = field(default_factory=Counter)  # apply level, mixed: not compared, by reason
     seconds: float = 0.0
 
     @property
@@ -99,9 +102,9 @@ def workload_preset(name: str) -> WorkloadPreset:
 
 def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, settle_timeout_s: float = 60.0,
                  workdir: Path | None = None, spark: Any = None) -> ScheduleResult:
-    """Run the schedule of `seed` and check what landed; with a Spark session (bank workload),
-    merge it (crashing the merge as the apply-level plan says) and check the replicas and
-    syncpoints too. The lake is removed unless `workdir` is given."""
+    """Run the schedule of `seed` and check what landed; with a Spark session, merge it (crashing
+    the merge as the apply-level plan says) and check the replicas and syncpoints too. The lake is
+    removed unless `workdir` is given."""
     plan = draw_plan(seed, workload, duration_s, "apply" if spark is not None else "landing")
     root = workdir or Path(tempfile.mkdtemp(prefix=f"tidelake-nemesis-{seed}-"))
     started = time.monotonic()
@@ -156,22 +159,33 @@ def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) ->
         report = check_landing(str(lake), cluster.mvcc, bank)
         result.anomalies.extend(report.anomalies)
         result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
-        if spark is not None and bank is not None:
-            merged = merge_cycles(spark, str(lake), (bank.funded_ts + final_ts) // 2, final_ts, plan.merge_faults,
-                                  plan.maintenance)
-            result.merge_crashes, result.merge_write_errors = merged.struck, merged.write_errors
-            result.maintained = merged.maintained
-            if merged.struck:
-                result.faults[MERGE_CRASH] += sum(merged.struck.values())
-            if merged.write_errors:
-                result.faults[MERGE_WRITE_ERROR] += sum(merged.write_errors.values())
-            result.missed.update(merged.missed)
-            result.anomalies.extend(merged.failures)
+        if spark is None:
+            return result
+        merged = merge_cycles(spark, str(lake), (funded_ts + final_ts) // 2, final_ts, plan.merge_faults,
+                              plan.maintenance)
+        _count_merges(merged, result)
+        if bank is not None:
             applied = check_replicas(spark, str(lake), cluster.mvcc, bank_tables(tidb), bank.total, bank.funded_ts,
                                      final_ts)
             result.anomalies.extend(applied.anomalies)
             result.checkpoints_checked, result.syncpoints_checked = applied.checkpoints, len(applied.syncpoints)
+        else:
+            mixed = check_mixed_replicas(spark, str(lake), cluster.mvcc, DATABASE, final_ts)
+            result.anomalies.extend(mixed.anomalies)
+            result.checkpoints_checked, result.syncpoints_checked = mixed.checkpoints, len(mixed.syncpoints)
+            result.values_checked, result.unchecked = mixed.values, mixed.unchecked
     return result
+
+
+def _count_merges(merged: MergeCycles, result: ScheduleResult) -> None:
+    result.merge_crashes, result.merge_write_errors = merged.struck, merged.write_errors
+    result.maintained = merged.maintained
+    if merged.struck:
+        result.faults[MERGE_CRASH] += sum(merged.struck.values())
+    if merged.write_errors:
+        result.faults[MERGE_WRITE_ERROR] += sum(merged.write_errors.values())
+    result.missed.update(merged.missed)
+    result.anomalies.extend(merged.failures)
 
 
 def _start_puller(config: ChangefeedConfig) -> PullerThread:
