@@ -1,6 +1,6 @@
 """`tidelake nemesis`: a few seeded landing-level schedules end to end (the long run is the
 documented command; the slow tests add 50 landing schedules of each workload and one apply
-schedule crashing the merge), reproducible plans, and bad input refused in one line."""
+schedule of each workload crashing the merge), reproducible plans, and bad input refused in one line."""
 
 from __future__ import annotations
 
@@ -75,3 +75,15 @@ def test_an_apply_schedule_crashing_the_merge_three_times_runs_clean(spark):
     assert result.ok, result.anomalies[:3]
     assert result.faults["merge_crash"] == sum(result.merge_crashes.values()) >= 2, result.missed
     assert result.checkpoints_checked >= 9 and result.syncpoints_checked >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_mixed_apply_schedule_crashing_the_merge_runs_clean(spark):
+    """Seed 8001 (~2.5 min): the mixed workload with its DDL, three merge crashes and a merge write
+    error; every replica checkpoint equals the upstream column by column."""
+    result = run_schedule(8001, "mixed", 2.0, spark=spark)
+    assert result.ok, result.anomalies[:3]
+    assert result.faults["merge_crash"] == sum(result.merge_crashes.values()) >= 2, result.missed
+    assert result.checkpoints_checked >= 20 and result.values_checked > 1000
+    assert set(result.unchecked) <= {"ddl_in_flight"}, result.unchecked
