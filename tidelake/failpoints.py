@@ -5,13 +5,32 @@ place. Nothing happens unless an action is armed for `name`; then the action run
 may raise (a simulated crash, a lake write error). `owner` is the object passing the point, so an
 action can aim at one instance (one puller's lander) while others pass untouched. Unarmed, a
 failpoint costs one dict lookup.
+
+A process can also be armed from its environment, as fail-rs reads FAILPOINTS (tikv/fail-rs
+src/lib.rs `FailScenario::setup`, `Action::from_str`) and pingcap/failpoint GO_FAILPOINTS:
+TIDELAKE_FAILPOINTS is read once, at import, in a subset of fail-rs's syntax (docs/nemesis.md §2):
+
+    name=actions[;name=actions...]      actions: action[->action...]      action: [cnt*]task
+    task: off | kill | sleep(ms)
+
+Each pass takes the first action in the chain that still has passes left (an action without a
+count never runs out): `lander.after_changelog=2*off->kill` lets two passes through and SIGKILLs
+the process at the third. A malformed value is refused as a whole (InputError naming the variable
+and the bad part): the process never starts half-armed.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tidelake.errors import InputError
 
 Action = Callable[[str, object], None]
 
@@ -47,3 +66,97 @@ def armed(names: Iterable[str], action: Action) -> Iterator[None]:
         yield
     finally:
         disarm(names)
+
+
+ENV = "TIDELAKE_FAILPOINTS"
+TASKS = ("off", "kill", "sleep")
+_ACTION = re.compile(r"(?:(\d+)\*)?([a-z]+)(?:\((\d+)\))?")
+_NAME = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
+
+
+@dataclass
+class _Step:
+    task: str
+    arg: int  # sleep: milliseconds
+    left: int | None  # passes this step still takes; None: no count, it never runs out
+
+
+class EnvChain:
+    """One failpoint's chain of actions from the environment; passes are counted under a lock, so
+    threads passing the point at once take distinct passes."""
+
+    def __init__(self, name: str, steps: list[_Step]) -> None:
+        self.name = name
+        self._steps = steps
+        self._mu = threading.Lock()
+
+    def __call__(self, name: str, owner: object) -> None:
+        with self._mu:
+            step = next((s for s in self._steps if s.left is None or s.left > 0), None)
+            if step is None:
+                return
+            if step.left is not None:
+                step.left -= 1
+        if step.task == "sleep":
+            time.sleep(step.arg / 1000)
+        elif step.task == "kill":
+            kill_self(name)
+
+
+def kill_self(name: str) -> None:
+    """SIGKILL this process at failpoint `name`: no handler, no flush, no cleanup runs (one line on
+    stderr first, written unbuffered, says where)."""
+    os.write(2, f"failpoint {name}: kill (SIGKILL of pid {os.getpid()})\n".encode())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def parse_env(value: str) -> dict[str, EnvChain]:
+    """The chains of a TIDELAKE_FAILPOINTS value; InputError naming the first bad part."""
+    chains: dict[str, EnvChain] = {}
+    for entry in (e.strip() for e in value.split(";")):
+        if not entry:
+            continue
+        name, sep, actions = (part.strip() for part in entry.partition("="))
+        if not sep or not _NAME.fullmatch(name):
+            raise InputError(f"{ENV}: {entry!r} is not name=actions (e.g. lander.after_changelog=2*off->kill)")
+        if name in chains:
+            raise InputError(f"{ENV}: failpoint {name} is armed twice")
+        chains[name] = EnvChain(name, [_parse_step(name, a.strip()) for a in actions.split("->")])
+    return chains
+
+
+def _parse_step(name: str, text: str) -> _Step:
+    match = _ACTION.fullmatch(text)
+    task = match.group(2) if match else ""
+    if match is None or task not in TASKS:
+        raise InputError(f"{ENV}: {name}: action {text!r} is not [cnt*]task with task one of off, kill, sleep(ms)"
+                         + (" (fail-rs's p% frequency is not supported)" if "%" in text else ""))
+    arg = match.group(3)
+    if (task == "sleep") != (arg is not None):
+        raise InputError(f"{ENV}: {name}: action {text!r}: " + ("sleep takes milliseconds, e.g. sleep(100)"
+                                                                 if task == "sleep" else f"{task} takes no argument"))
+    count = match.group(1)
+    return _Step(task, int(arg or 0), None if count is None else int(count))
+
+
+def env_names() -> tuple[str, ...]:
+    """The failpoints this process armed from its environment."""
+    return tuple(_from_env)
+
+
+def check_env_names(known: Iterable[str], command: str) -> None:
+    """Refuse environment-armed names that `command` never passes (a typo would never strike)."""
+    known = tuple(known)
+    unknown = [n for n in _from_env if n not in known]
+    if unknown:
+        raise InputError(f"{ENV}: {', '.join(unknown)} is not a failpoint of {command} (known: {', '.join(known)})")
+
+
+def _arm_from(environ: Mapping[str, str]) -> dict[str, EnvChain]:
+    chains = parse_env(environ.get(ENV, ""))  # everything parsed before anything is armed
+    with _mu:
+        _actions.update(chains)
+    return chains
+
+
+_from_env = _arm_from(os.environ)
