@@ -1,9 +1,11 @@
-"""`tidelake nemesis --seed S --schedules N [--workload bank|mixed] [--level landing|apply] [--json FILE]`.
+"""`tidelake nemesis --seed S --schedules N [--workload bank|mixed] [--level landing|apply]
+[--pullers thread|process [--shards N]] [--json FILE]`.
 
 Runs N fault schedules (seeds S..S+N-1) against the simulator and the puller, each checked by the
 independent landing checker (tidelake.nemesis); `--level apply` also merges with local Spark,
-crashing the merge at its failpoints, takes a syncpoint and checks the replicas. One line per schedule, then a summary; exit 1 on any
-anomaly, 0 otherwise.
+crashing the merge at its failpoints, takes a syncpoint and checks the replicas; `--pullers process`
+runs the changefeed as `tidelake pull` shard processes and SIGKILLs them. One line per schedule,
+then a summary; exit 1 on any anomaly, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "run at its failpoints, take a syncpoint and check every replica checkpoint and the syncpoint "
                         "against the upstream (every column of every row for mixed; run it under "
                         "`flock /tmp/tidelake-spark.lock` on a shared machine)")
+    parser.add_argument("--pullers", default="thread",
+                        help="thread (default): one puller on a thread of the nemesis, its crashes simulated at the "
+                        "lander's failpoints; process: the changefeed as `tidelake pull` child processes, one per "
+                        "shard, its crashes real SIGKILLs (at once, or at a lander failpoint armed through "
+                        "TIDELAKE_FAILPOINTS), lake write errors not applied (landing level only)")
+    parser.add_argument("--shards", type=int, default=1, metavar="N",
+                        help="with --pullers process: how many shard processes ([puller].shards, default 1)")
     parser.add_argument("--duration", type=float, default=3.0, metavar="S",
                         help="seconds of traffic and faults per schedule (default 3)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every schedule's result and the summary here")
@@ -50,13 +59,15 @@ def _nemesis(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC core's own notices would interleave with the lines
     from tidelake.nemesis.batch import BatchOptions, run_batch
 
-    options = BatchOptions(args.seed, args.schedules, args.workload, args.level, args.duration)
+    options = BatchOptions(args.seed, args.schedules, args.workload, args.level, args.duration, args.pullers,
+                           args.shards)
     if args.log is not None:
         logging.basicConfig(filename=str(args.log), level=logging.WARNING,
                             format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     else:
         logging.disable(logging.CRITICAL)  # injected failures log loudly by design; the verdict is the check
-    print(f"nemesis: {options.schedules} {options.level}-level schedules of the {options.workload} workload, "
+    pullers = "" if options.pullers == "thread" else f", {options.shards} puller shard process(es)"
+    print(f"nemesis: {options.schedules} {options.level}-level schedules of the {options.workload} workload{pullers}, "
           f"seeds {options.seed}..{options.seed + options.schedules - 1}; rerun one with: "
           f"{options.rerun_command(options.seed)}", flush=True)
 
@@ -64,6 +75,10 @@ def _nemesis(args: argparse.Namespace) -> int:
         faults = " ".join(f"{k}={n}" for k, n in sorted(result.faults.items())) or "none"
         if result.missed:
             faults += " (armed, not struck: " + " ".join(f"{k}={n}" for k, n in sorted(result.missed.items())) + ")"
+        if result.skipped:
+            faults += " (not applied: " + " ".join(f"{k}={n}" for k, n in sorted(result.skipped.items())) + ")"
+        if options.pullers == "process":
+            faults += "; SIGKILLs: " + (" ".join(f"{k}={n}" for k, n in sorted(result.kills.items())) or "none")
         anomalies = " ".join(f"{k}={n}" for k, n in result.anomalies_by_kind().items()) or "none"
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
@@ -89,8 +104,11 @@ def _nemesis(args: argparse.Namespace) -> int:
     anomalies = ", ".join(f"{k} {n}" for k, n in sorted(summary.anomalies.items())) or "none"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     unchecked = sum((r.unchecked for r in summary.results), Counter())
+    kills = ""
+    if options.pullers == "process":
+        kills = "; SIGKILLs: " + (", ".join(f"{k} {n}" for k, n in sorted(summary.kills.items())) or "none")
     print(f"summary: {len(summary.results)} schedules in {summary.seconds:.0f}s (load {load}); "
-          f"faults: {sum(summary.faults.values())} ({faults}); "
+          f"faults: {sum(summary.faults.values())} ({faults}){kills}; "
           + (f"unchecked: {', '.join(f'{k} {n}' for k, n in sorted(unchecked.items()))}; " if unchecked else "")
           + f"anomalies: {anomalies}", file=sys.stdout)
     if summary.failed_seeds:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidelake.errors import InputError
-from tidelake.nemesis.plan import LEVELS, WORKLOADS
+from tidelake.nemesis.plan import LEVELS, PULLER_MODES, WORKLOADS
 from tidelake.nemesis.schedule import ScheduleResult, run_schedule
 
 
@@ -21,6 +21,8 @@ class BatchOptions:
     workload: str = "bank"
     level: str = "landing"
     duration_s: float = 3.0
+    pullers: str = "thread"
+    shards: int = 1
 
     def __post_init__(self) -> None:
         if self.schedules < 1:
@@ -31,10 +33,20 @@ class BatchOptions:
             raise InputError(f"--level {self.level!r}: known are {', '.join(LEVELS)}")
         if not 0 < self.duration_s <= 600:
             raise InputError(f"--duration must be in (0, 600] seconds, got {self.duration_s}")
+        if self.pullers not in PULLER_MODES:
+            raise InputError(f"--pullers {self.pullers!r}: known are {', '.join(PULLER_MODES)}")
+        if not 1 <= self.shards <= 8:
+            raise InputError(f"--shards must be in [1, 8], got {self.shards}")
+        if self.shards > 1 and self.pullers != "process":
+            raise InputError(f"--shards {self.shards} runs the changefeed as {self.shards} `tidelake pull` processes: "
+                             "add --pullers process")
+        if self.pullers == "process" and self.level != "landing":
+            raise InputError("--pullers process runs landing-level schedules only: drop --level apply")
 
     def rerun_command(self, seed: int) -> str:
         return (f"tidelake nemesis --seed {seed} --schedules 1 --workload {self.workload} --level {self.level} "
-                f"--duration {self.duration_s:g}")
+                f"--duration {self.duration_s:g}"
+                + (f" --pullers process --shards {self.shards}" if self.pullers == "process" else ""))
 
 
 @dataclass
@@ -48,6 +60,10 @@ class BatchSummary:
         return sum((r.faults for r in self.results), Counter())
 
     @property
+    def kills(self) -> Counter[str]:
+        return sum((r.kills for r in self.results), Counter())
+
+    @property
     def anomalies(self) -> Counter[str]:
         return sum((Counter(r.anomalies_by_kind()) for r in self.results), Counter())
 
@@ -59,11 +75,14 @@ class BatchSummary:
         return {
             "options": {"seed": self.options.seed, "schedules": self.options.schedules,
                         "workload": self.options.workload, "level": self.options.level,
-                        "duration_s": self.options.duration_s},
+                        "duration_s": self.options.duration_s, "pullers": self.options.pullers,
+                        "shards": self.options.shards},
             "schedules_run": len(self.results),
             "seconds": round(self.seconds, 1),
             "load_average": list(os.getloadavg()),
             "faults": dict(sorted(self.faults.items())),
+            "puller_kills": dict(sorted(self.kills.items())),
+            "skipped": dict(sorted(sum((r.skipped for r in self.results), Counter()).items())),
             "merge_crashes": dict(sorted(sum((r.merge_crashes for r in self.results), Counter()).items())),
             "merge_write_errors": dict(sorted(sum((r.merge_write_errors for r in self.results), Counter()).items())),
             "maintenance_runs": sum(r.maintained for r in self.results),
@@ -76,6 +95,7 @@ class BatchSummary:
             "results": [{
                 "seed": r.plan.seed, "seconds": round(r.seconds, 2), "txns": r.txns,
                 "faults": dict(sorted(r.faults.items())), "missed": dict(sorted(r.missed.items())),
+                "puller_kills": dict(sorted(r.kills.items())), "skipped": dict(sorted(r.skipped.items())),
                 "anomalies": r.anomalies_by_kind(),
                 "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
                 "checkpoints_checked": r.checkpoints_checked, "syncpoints_checked": r.syncpoints_checked,
@@ -95,7 +115,8 @@ def run_batch(options: BatchOptions, on_result: Callable[[ScheduleResult], None]
     started = time.monotonic()
     spark = _spark() if options.level == "apply" else None
     for i in range(options.schedules):
-        result = run_schedule(options.seed + i, options.workload, options.duration_s, spark=spark)
+        result = run_schedule(options.seed + i, options.workload, options.duration_s, spark=spark,
+                              pullers=options.pullers, shards=options.shards)
         summary.results.append(result)
         summary.seconds = time.monotonic() - started
         on_result(result)

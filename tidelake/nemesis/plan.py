@@ -18,6 +18,7 @@ from tidelake.lake.lander import LANDER_FAILPOINTS
 
 WORKLOADS = ("bank", "mixed")
 LEVELS = ("landing", "apply")
+PULLER_MODES = ("thread", "process")  # the changefeed on a thread of the nemesis, or as `tidelake pull` shards
 
 # Faults the simulator applies (tidelake.sim.faults), and the two the nemesis applies to the puller.
 SIM_FAULTS: dict[str, int] = {
@@ -33,6 +34,7 @@ BETWEEN_FLUSHES = "between_flushes"
 # Where a puller crash strikes: at once (between flushes), or when its lander next passes a
 # point of a flush (before a commit, or after it landed and before the next one).
 CRASH_POINTS = (BETWEEN_FLUSHES, *(p for p in LANDER_FAILPOINTS if p != "lander.open"))
+DDL_CRASH_POINTS = frozenset({"lander.before_ddl", "lander.after_ddl"})  # passed in flushes carrying DDL only
 # A lake write error at an `after_` point is a lost acknowledgement: the commit landed, the
 # writer was told it failed.
 WRITE_ERROR_POINTS = tuple(p for p in LANDER_FAILPOINTS if p != "lander.open")
@@ -116,6 +118,15 @@ def draw_plan(seed: int, workload: str, duration_s: float, level: str = "landing
     # applies a table's pending DDL before its windows and a rerun does not apply it again.
     faults.sort(key=lambda f: (MERGE_STEPS.index(f.step), f.point not in DDL_POINTS))
     return SchedulePlan(seed, workload, duration_s, events, tuple(faults), extra.random() < 0.5)
+
+
+def crash_shards(plan: SchedulePlan, shards: int) -> dict[int, int]:
+    """Process mode: the shard each puller crash kills, by its index in `plan.events`, drawn from
+    a stream of its own (the plan stays the thread mode's). A crash at a DDL point kills shard 0,
+    the only shard that lands DDL."""
+    rng = random.Random(f"{plan.seed}:shards")
+    return {i: 0 if e.point in DDL_CRASH_POINTS else rng.randrange(shards)
+            for i, e in enumerate(plan.events) if e.kind == PULLER_CRASH}
 
 
 def fault_points(step: str, workload: str, kind: str = MERGE_CRASH) -> tuple[str, ...]:

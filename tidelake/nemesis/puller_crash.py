@@ -1,4 +1,5 @@
-"""Crashes and lake write errors for a puller on a thread, through the lander's failpoints.
+"""Crashes and lake write errors for a puller on a thread, through the lander's failpoints (the
+nemesis's default `--pullers thread`; tidelake.nemesis.puller_processes is the process mode).
 
 A puller in the caller's process cannot be SIGKILLed, so a crash is made to look like one to the
 lake: from the crash point on, its lander commits nothing more (every later failpoint of that
@@ -12,10 +13,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
+from contextlib import ExitStack
 
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.config import ChangefeedConfig
 from tidelake.errors import TidelakeError
 from tidelake.failpoints import Action, armed
 from tidelake.lake.lander import LANDER_FAILPOINTS
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.nemesis.landing_check import Anomaly
+from tidelake.nemesis.plan import BETWEEN_FLUSHES, LAKE_WRITE_ERROR, PULLER_CRASH, FaultEvent
+
+CRASH_POINT_WAIT_S = 2.0  # a crash armed at a flush point the lander does not pass by then strikes at once
 
 
 class PullerCrashed(TidelakeError):
@@ -92,3 +103,87 @@ class CrashSwitch:
                     self._error_struck = True
                     self.write_errors_struck += 1
                 raise LakeWriteError(f"injected lake write error at {name}")
+
+
+class ThreadPullers:
+    """The changefeed as one PullerThread; a crash stops the crashed one and starts a new one."""
+
+    def __init__(self, config: ChangefeedConfig, faults: Counter[str], missed: Counter[str],
+                 anomalies: list[Anomaly]) -> None:
+        self._config = config
+        self._faults, self._missed, self._anomalies = faults, missed, anomalies
+        self.kills: Counter[str] = Counter()  # no process is killed in this mode
+        self.skipped: Counter[str] = Counter()
+        self._switch = CrashSwitch()
+        self._armed = 0
+        self._stack = ExitStack()
+        self._puller: PullerThread | None = None
+
+    def start(self) -> ThreadPullers:
+        self._stack.enter_context(self._switch.armed())
+        self._puller = self._start()
+        return self
+
+    def ready(self, layout: LakeLayout) -> bool:
+        return bool(read_watermarks(layout).ddl_resolved)
+
+    def check(self) -> None:
+        self._puller.check()
+
+    def begin_traffic(self) -> None:
+        """Crashes are aimed when they strike; nothing to prepare."""
+
+    def crash(self, index: int, event: FaultEvent) -> None:
+        if event.point == BETWEEN_FLUSHES:
+            self._switch.crash_now()
+        else:
+            self._switch.crash_at(event.point)
+            if not self._switch.crashed.wait(CRASH_POINT_WAIT_S):  # no flush passed the point: crash between flushes
+                self._switch.cancel_crash()
+                self._switch.crash_now()
+                self._missed[event.point] += 1
+        self._faults[PULLER_CRASH] += 1
+        self._stop_puller()
+        if self._puller.error is not None:
+            self._record_failure()
+        self._puller = self._start()
+
+    def fail_writes(self, event: FaultEvent) -> None:
+        self._armed += 1
+        self._switch.fail_writes(event.point, event.duration_s)
+
+    def replace_failed(self) -> None:
+        """A puller that stopped with an error nobody injected: recorded, and a new one started."""
+        if self._puller.error is not None:
+            self._record_failure()
+            self._stop_puller()
+            self._puller = self._start()
+
+    def end_faults(self) -> None:
+        """Undo the temporary faults; count the write errors that struck and the ones that did not."""
+        self._switch.clear_errors()
+        self._switch.cancel_crash()
+        self._faults[LAKE_WRITE_ERROR] += self._switch.write_errors_struck
+        self._missed[LAKE_WRITE_ERROR] += self._armed - self._switch.write_errors_struck
+
+    def stop(self) -> None:
+        try:
+            if self._puller is not None:
+                self._stop_puller()
+        finally:
+            self._stack.close()
+
+    def _start(self) -> PullerThread:
+        return PullerThread(self._config, progress_interval_s=3600, gc_advance_interval_s=1.0).start()
+
+    def _stop_puller(self) -> None:
+        """Stop it gracefully; one that does not stop within its timeout is the anomaly `puller_hung`."""
+        try:
+            self._puller.stop()
+        except TidelakeError as err:
+            self._anomalies.append(Anomaly("puller_hung", 0, 0, str(err)))
+
+    def _record_failure(self) -> None:
+        error = self._puller.error
+        line = (str(error).splitlines() or [type(error).__name__])[0]
+        self._anomalies.append(Anomaly("puller_failed", 0, 0, f"{type(error).__name__}: {line}"))

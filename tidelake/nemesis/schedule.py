@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.config import ChangefeedConfig
-from tidelake.config_writer import changefeed_document, config_from_document
-from tidelake.errors import TidelakeError
+from tidelake.config import parse_duration
+from tidelake.config_writer import changefeed_document, config_from_document, write_config
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.nemesis.apply_check import BankTable, check_replicas
@@ -32,16 +30,15 @@ from tidelake.nemesis.landing_check import Anomaly, BankSpec, check_landing, rec
 from tidelake.nemesis.merge_cycles import MergeCycles, merge_cycles
 from tidelake.nemesis.mixed_check import check_mixed_replicas
 from tidelake.nemesis.plan import (
-    BETWEEN_FLUSHES,
     LAKE_WRITE_ERROR,
     MERGE_CRASH,
     MERGE_WRITE_ERROR,
     PULLER_CRASH,
-    FaultEvent,
     SchedulePlan,
     draw_plan,
 )
-from tidelake.nemesis.puller_crash import CrashSwitch
+from tidelake.nemesis.puller_crash import ThreadPullers
+from tidelake.nemesis.puller_processes import ProcessPullers
 from tidelake.sim.cluster import SimCluster
 from tidelake.sim.faults import FaultInjector, FaultProfile
 from tidelake.sim.tidb.session import SimTiDB
@@ -58,7 +55,6 @@ SETUP_OPS = {"bank": 1 + len(BANK_TABLES) + 1, "mixed": 8}
 # Temporary faults short enough to end inside a schedule of a few seconds.
 PROFILE = FaultProfile("nemesis", "faults applied one by one by the nemesis", 0.0, (), busy_ms=300, slow_ms=100,
                        window_s=1.0, store_down_s=1.0, pd_down_s=1.0)
-CRASH_POINT_WAIT_S = 2.0  # a crash armed at a flush point the lander does not pass by then strikes at once
 FLUSH_INTERVAL = "200ms"
 
 
@@ -77,6 +73,8 @@ class ScheduleResult:
     syncpoints_checked: int = 0
     merge_crashes: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
     merge_write_errors: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
+    kills: Counter[str] = field(default_factory=Counter)  # process mode: real SIGKILLs by where they struck
+    skipped: Counter[str] = field(default_factory=Counter)  # process mode: lake write errors not applied
     maintained: bool = False  # apply level: maintenance ran between the syncpoint and the final merge
     values_checked: int = 0  # apply level, mixed: replica column values compared with the upstream
     unchecked: Counter[str] = field(default_factory=Counter)  # apply level, mixed: not compared, by reason
@@ -101,15 +99,17 @@ def workload_preset(name: str) -> WorkloadPreset:
 
 
 def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, settle_timeout_s: float = 60.0,
-                 workdir: Path | None = None, spark: Any = None) -> ScheduleResult:
+                 workdir: Path | None = None, spark: Any = None, pullers: str = "thread",
+                 shards: int = 1) -> ScheduleResult:
     """Run the schedule of `seed` and check what landed; with a Spark session, merge it (crashing
-    the merge as the apply-level plan says) and check the replicas and syncpoints too. The lake is
-    removed unless `workdir` is given."""
+    the merge as the apply-level plan says) and check the replicas and syncpoints too.
+    `pullers="process"` runs the changefeed as `shards` `tidelake pull` processes and its crashes
+    as real SIGKILLs. The lake is removed unless `workdir` is given."""
     plan = draw_plan(seed, workload, duration_s, "apply" if spark is not None else "landing")
     root = workdir or Path(tempfile.mkdtemp(prefix=f"tidelake-nemesis-{seed}-"))
     started = time.monotonic()
     try:
-        result = _run(plan, root / "lake", settle_timeout_s, spark)
+        result = _run(plan, root, settle_timeout_s, spark, pullers, shards)
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -117,44 +117,38 @@ def run_schedule(seed: int, workload: str = "bank", duration_s: float = 3.0, set
     return result
 
 
-def _run(plan: SchedulePlan, lake: Path, settle_timeout_s: float, spark: Any) -> ScheduleResult:
+def _run(plan: SchedulePlan, root: Path, settle_timeout_s: float, spark: Any, mode: str, shards: int) -> ScheduleResult:
     result = ScheduleResult(plan)
+    lake = root / "lake"
     cluster = SimCluster(n_stores=3, seed=plan.seed, leader_failover_delay_s=0.2, split_check_interval_s=0,
                          gc_interval_s=0, server_workers=8, cdc_options={"min_ts_interval_s": 0.2})
     with cluster:
         tidb = SimTiDB(cluster)
         preset = workload_preset(plan.workload)
         workload = WorkloadRunner(tidb, preset, seed=plan.seed, database=DATABASE)
-        config = config_from_document(changefeed_document(
-            "nemesis", [cluster.pd_address], lake, rules=RULES, gc_ttl="10m",
-            puller={"flush_interval": FLUSH_INTERVAL}), "nemesis")
+        doc = changefeed_document("nemesis", [cluster.pd_address], lake, rules=RULES, gc_ttl="10m",
+                                  puller={"flush_interval": FLUSH_INTERVAL, "shards": shards})
         layout = LakeLayout(str(lake))
         injector = FaultInjector(cluster, PROFILE, plan.seed)
-        switch = CrashSwitch()
-        with switch.armed():
-            puller = _start_puller(config)
+        pullers = _pullers(mode, plan, doc, root, result).start()
+        try:
+            wait_until(lambda: pullers.ready(layout), 60, "the pullers' first flush", check=pullers.check)
+            workload.run_ops(SETUP_OPS[plan.workload])
+            funded_ts = cluster.tso.next()
+            workload.start()
             try:
-                wait_until(lambda: read_watermarks(layout).ddl_resolved, 30, "the puller's first flush",
-                           check=puller.check)
-                workload.run_ops(SETUP_OPS[plan.workload])
-                funded_ts = cluster.tso.next()
-                workload.start()
-                try:
-                    puller = _strike(plan, injector, switch, puller, config, result)
-                    armed = sum(1 for e in plan.events if e.kind == LAKE_WRITE_ERROR)
-                    result.faults[LAKE_WRITE_ERROR] += switch.write_errors_struck
-                    result.missed[LAKE_WRITE_ERROR] += armed - switch.write_errors_struck
-                    result.faults, result.missed = +result.faults, +result.missed  # no zero counts
-                finally:
-                    workload.stop()
-                    injector.stop()
-                    switch.clear_errors()
-                    switch.cancel_crash()
-                result.faults.update(injector.applied)
-                result.txns = workload.counters.txns
-                puller, final_ts = _settle(cluster, tidb, layout, puller, config, settle_timeout_s, result)
+                _strike(plan, injector, pullers)
             finally:
-                _stop(puller, result)
+                workload.stop()
+                injector.stop()
+                pullers.end_faults()
+            result.faults.update(injector.applied)
+            result.txns = workload.counters.txns
+            final_ts = _settle(cluster, tidb, layout, pullers, settle_timeout_s, result)
+        finally:
+            pullers.stop()
+        result.faults, result.missed = +result.faults, +result.missed  # no zero counts
+        result.kills, result.skipped = pullers.kills, pullers.skipped
         bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
         report = check_landing(str(lake), cluster.mvcc, bank)
         result.anomalies.extend(report.anomalies)
@@ -188,88 +182,54 @@ def _count_merges(merged: MergeCycles, result: ScheduleResult) -> None:
     result.anomalies.extend(merged.failures)
 
 
-def _start_puller(config: ChangefeedConfig) -> PullerThread:
-    return PullerThread(config, progress_interval_s=3600, gc_advance_interval_s=1.0).start()
+def _pullers(mode: str, plan: SchedulePlan, doc: dict[str, Any], root: Path,
+             result: ScheduleResult) -> ThreadPullers | ProcessPullers:
+    if mode == "thread":
+        return ThreadPullers(config_from_document(doc, "nemesis"), result.faults, result.missed, result.anomalies)
+    config = write_config(root / "changefeed.toml", doc)
+    return ProcessPullers(config, doc["changefeed"]["id"], doc["puller"]["shards"], plan,
+                          parse_duration(FLUSH_INTERVAL), root / "pullers", result.faults, result.missed,
+                          result.anomalies)
 
 
-def _stop(puller: PullerThread, result: ScheduleResult) -> None:
-    """Stop it gracefully; one that does not stop within its timeout is the anomaly `puller_hung`."""
-    try:
-        puller.stop()
-    except TidelakeError as err:
-        result.anomalies.append(Anomaly("puller_hung", 0, 0, str(err)))
-
-
-def _strike(plan: SchedulePlan, injector: FaultInjector, switch: CrashSwitch, puller: PullerThread,
-            config: ChangefeedConfig, result: ScheduleResult) -> PullerThread:
-    """Apply each event at its offset, until the traffic's duration; returns the puller running then."""
+def _strike(plan: SchedulePlan, injector: FaultInjector, pullers: ThreadPullers | ProcessPullers) -> None:
+    """Apply each event at its offset, until the traffic's duration."""
+    pullers.begin_traffic()
     begin = time.monotonic()
-    for event in plan.events:
+    for index, event in enumerate(plan.events):
         delay = begin + event.at_s - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         if event.kind == PULLER_CRASH:
-            puller = _crash(event, switch, puller, config, result)
+            pullers.crash(index, event)
         elif event.kind == LAKE_WRITE_ERROR:
-            switch.fail_writes(event.point, event.duration_s)
+            pullers.fail_writes(event)
         else:
             try:
                 injector.apply(event.kind)  # counted by the injector when it found a target
             except Exception:  # noqa: BLE001 - a fault with no target now (a region moved) is skipped
                 log.exception("fault %s did not apply", event.kind)
-        if puller.error is not None:
-            puller = _replace_failed(puller, config, result)
+        pullers.replace_failed()
     left = begin + plan.duration_s - time.monotonic()
     if left > 0:
         time.sleep(left)
-    return puller
 
 
-def _crash(event: FaultEvent, switch: CrashSwitch, puller: PullerThread, config: ChangefeedConfig,
-           result: ScheduleResult) -> PullerThread:
-    if event.point == BETWEEN_FLUSHES:
-        switch.crash_now()
-    else:
-        switch.crash_at(event.point)
-        if not switch.crashed.wait(CRASH_POINT_WAIT_S):  # no flush passed the point: crash between flushes
-            switch.cancel_crash()
-            switch.crash_now()
-            result.missed[event.point] += 1
-    result.faults[PULLER_CRASH] += 1
-    _stop(puller, result)
-    if puller.error is not None:
-        _record_puller_failure(puller, result)
-    return _start_puller(config)
-
-
-def _replace_failed(puller: PullerThread, config: ChangefeedConfig, result: ScheduleResult) -> PullerThread:
-    _record_puller_failure(puller, result)
-    _stop(puller, result)
-    return _start_puller(config)
-
-
-def _record_puller_failure(puller: PullerThread, result: ScheduleResult) -> None:
-    error = puller.error
-    line = (str(error).splitlines() or [type(error).__name__])[0]
-    result.anomalies.append(Anomaly("puller_failed", 0, 0, f"{type(error).__name__}: {line}"))
-
-
-def _settle(cluster: SimCluster, tidb: SimTiDB, layout: LakeLayout, puller: PullerThread, config: ChangefeedConfig,
-            timeout_s: float, result: ScheduleResult) -> tuple[PullerThread, int]:
+def _settle(cluster: SimCluster, tidb: SimTiDB, layout: LakeLayout, pullers: ThreadPullers | ProcessPullers,
+            timeout_s: float, result: ScheduleResult) -> int:
     """Until the watermarks of every replicated table pass a TSO taken after the last write; that TSO."""
     final_ts = cluster.tso.next()
     ids = tidb.physical_ids(TableFilter.parse(RULES))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if puller.error is not None:
-            puller = _replace_failed(puller, config, result)
+        pullers.replace_failed()
         if read_watermarks(layout).reached(final_ts, ids):
-            return puller, final_ts
+            return final_ts
         time.sleep(0.1)
     lagging = read_watermarks(layout).lagging(final_ts, ids)
     result.anomalies.append(Anomaly("stuck", 0, final_ts, f"watermarks below {final_ts} after {timeout_s:.0f}s: "
                                     f"physical ids {lagging[:5]}"))
-    return puller, final_ts
+    return final_ts
 
 
 def _bank_spec(cluster: SimCluster, tidb: SimTiDB, preset: WorkloadPreset, funded_before: int) -> BankSpec:
