@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Each schedule (seed S+i, reproducible from it) runs the simulator with a workload and the "
         "puller under a random schedule of faults (region churn, stream resets, busy and restarted stores, PD "
         "outages, duplicated and reordered delivery, puller crashes inside flushes, lake write errors), then "
-        "checks the changelog at every durable watermark against the simulator's MVCC.",
+        "checks the changelog at every durable watermark against the simulator's MVCC. With --pullers process "
+        "the changefeed runs as `tidelake pull` shard processes and a puller crash is a real SIGKILL, at once or "
+        "at a lander failpoint (docs/nemesis.md §2.3).",
     )
     parser.add_argument("--seed", type=int, required=True, help="seed of the first schedule")
     parser.add_argument("--schedules", type=int, default=1, metavar="N", help="how many schedules (default 1)")
