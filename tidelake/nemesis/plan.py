@@ -34,6 +34,7 @@ BETWEEN_FLUSHES = "between_flushes"
 # Where a puller crash strikes: at once (between flushes), or when its lander next passes a
 # point of a flush (before a commit, or after it landed and before the next one).
 CRASH_POINTS = (BETWEEN_FLUSHES, *(p for p in LANDER_FAILPOINTS if p != "lander.open"))
+CRASH_POINT_WAIT_S = 2.0  # a crash armed at a point not passed by then after its offset strikes at once
 DDL_CRASH_POINTS = frozenset({"lander.before_ddl", "lander.after_ddl"})  # passed in flushes carrying DDL only
 # A lake write error at an `after_` point is a lost acknowledgement: the commit landed, the
 # writer was told it failed.

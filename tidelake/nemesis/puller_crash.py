@@ -24,9 +24,7 @@ from tidelake.lake.lander import LANDER_FAILPOINTS
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.nemesis.landing_check import Anomaly
-from tidelake.nemesis.plan import BETWEEN_FLUSHES, LAKE_WRITE_ERROR, PULLER_CRASH, FaultEvent
-
-CRASH_POINT_WAIT_S = 2.0  # a crash armed at a flush point the lander does not pass by then strikes at once
+from tidelake.nemesis.plan import BETWEEN_FLUSHES, CRASH_POINT_WAIT_S, LAKE_WRITE_ERROR, PULLER_CRASH, FaultEvent
 
 
 class PullerCrashed(TidelakeError):

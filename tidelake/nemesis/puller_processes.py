@@ -31,6 +31,7 @@ from tidelake.lake.watermarks import read_by_puller
 from tidelake.nemesis.landing_check import Anomaly
 from tidelake.nemesis.plan import (
     BETWEEN_FLUSHES,
+    CRASH_POINT_WAIT_S,
     DDL_CRASH_POINTS,
     LAKE_WRITE_ERROR,
     PULLER_CRASH,
@@ -39,7 +40,6 @@ from tidelake.nemesis.plan import (
     crash_shards,
 )
 
-CRASH_POINT_WAIT_S = 2.0  # as the thread mode: an armed crash not struck by then is a kill at once
 STOP_TIMEOUT_S = 60.0
 # Seconds from a process's start to its lander's first flush (imports, PD, the schema read) and,
 # for the first processes, from their start to the traffic's: subtracted from an armed crash's
