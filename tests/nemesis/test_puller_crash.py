@@ -4,6 +4,7 @@ lander on the same lake lands; injected write errors fail only for their window.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from deltalake import DeltaTable
@@ -62,7 +63,9 @@ def test_crash_now_kills_only_the_current_lander(switch, layout, make_rows):
     assert _landed(layout) == 1
 
 
-def test_write_errors_fail_for_their_window_then_the_retry_lands(switch, layout, make_rows):
+def test_write_errors_fail_for_their_window_then_the_retry_lands(switch, layout, make_rows, monkeypatch):
+    now = [time.monotonic()]  # the switch's clock, moved by hand: a slow flush cannot outlast the window
+    monkeypatch.setattr("tidelake.nemesis.puller_crash.time", SimpleNamespace(monotonic=lambda: now[0]))
     lander = _lander(layout)
     rows = make_rows(41, 2)
     lander.add_rows(rows)
@@ -71,7 +74,7 @@ def test_write_errors_fail_for_their_window_then_the_retry_lands(switch, layout,
     with pytest.raises(LakeWriteError):
         lander.flush()
     assert read_watermarks(layout).table_resolved == {41: rows[-1].commit_ts}
-    time.sleep(0.35)
+    now[0] += 0.35
     lander.flush()  # the retry finds its own commit and skips it
     assert _landed(layout) == 2
     assert not switch.crashed.is_set()
