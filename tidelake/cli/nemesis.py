@@ -80,7 +80,7 @@ def _nemesis(args: argparse.Namespace) -> int:
         if result.skipped:
             faults += " (not applied: " + " ".join(f"{k}={n}" for k, n in sorted(result.skipped.items())) + ")"
         if options.pullers == "process":
-            faults += "; SIGKILLs: " + (" ".join(f"{k}={n}" for k, n in sorted(result.kills.items())) or "none")
+            faults += "; SIGKILLs: " + (" ".join(f"{k}={n}" for k, n in sorted(result.puller_kills.items())) or "none")
         anomalies = " ".join(f"{k}={n}" for k, n in result.anomalies_by_kind().items()) or "none"
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
@@ -108,7 +108,7 @@ def _nemesis(args: argparse.Namespace) -> int:
     unchecked = sum((r.unchecked for r in summary.results), Counter())
     kills = ""
     if options.pullers == "process":
-        kills = "; SIGKILLs: " + (", ".join(f"{k} {n}" for k, n in sorted(summary.kills.items())) or "none")
+        kills = "; SIGKILLs: " + (", ".join(f"{k} {n}" for k, n in sorted(summary.puller_kills.items())) or "none")
     print(f"summary: {len(summary.results)} schedules in {summary.seconds:.0f}s (load {load}); "
           f"faults: {sum(summary.faults.values())} ({faults}){kills}; "
           + (f"unchecked: {', '.join(f'{k} {n}' for k, n in sorted(unchecked.items()))}; " if unchecked else "")

@@ -60,8 +60,8 @@ class BatchSummary:
         return sum((r.faults for r in self.results), Counter())
 
     @property
-    def kills(self) -> Counter[str]:
-        return sum((r.kills for r in self.results), Counter())
+    def puller_kills(self) -> Counter[str]:
+        return sum((r.puller_kills for r in self.results), Counter())
 
     @property
     def anomalies(self) -> Counter[str]:
@@ -81,7 +81,7 @@ class BatchSummary:
             "seconds": round(self.seconds, 1),
             "load_average": list(os.getloadavg()),
             "faults": dict(sorted(self.faults.items())),
-            "puller_kills": dict(sorted(self.kills.items())),
+            "puller_kills": dict(sorted(self.puller_kills.items())),
             "skipped": dict(sorted(sum((r.skipped for r in self.results), Counter()).items())),
             "merge_crashes": dict(sorted(sum((r.merge_crashes for r in self.results), Counter()).items())),
             "merge_write_errors": dict(sorted(sum((r.merge_write_errors for r in self.results), Counter()).items())),
@@ -95,7 +95,7 @@ class BatchSummary:
             "results": [{
                 "seed": r.plan.seed, "seconds": round(r.seconds, 2), "txns": r.txns,
                 "faults": dict(sorted(r.faults.items())), "missed": dict(sorted(r.missed.items())),
-                "puller_kills": dict(sorted(r.kills.items())), "skipped": dict(sorted(r.skipped.items())),
+                "puller_kills": dict(sorted(r.puller_kills.items())), "skipped": dict(sorted(r.skipped.items())),
                 "anomalies": r.anomalies_by_kind(),
                 "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
                 "checkpoints_checked": r.checkpoints_checked, "syncpoints_checked": r.syncpoints_checked,

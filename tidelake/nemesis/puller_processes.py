@@ -4,11 +4,13 @@ A crash between flushes is os.kill(SIGKILL) of the shard's process. A crash at a
 is armed in the process's environment when it starts (TIDELAKE_FAILPOINTS, tidelake.failpoints):
 `point=N*off->kill`, so the process SIGKILLs itself at the (N+1)-th pass of the point, inside a
 flush. N is the number of flushes expected before the crash's offset (PASS_EVERY_INTERVALS; 0 for
-the DDL points, passed only in flushes carrying DDL), so a crash may strike before its offset; one that has not struck 2 s after its offset is a kill at once, counted as "armed, not
-struck". A monitor thread starts a shard again as soon as its process is gone (armed with that
-shard's next crash at a point, if any); an exit nobody caused is the anomaly `puller_failed`.
-Lake write errors cannot be injected into another process's writes: in this mode they are not
-applied (`skipped`), the thread mode covers them.
+the DDL points, passed only in flushes carrying DDL), so a crash may strike before its offset; one
+that has not struck 2 s after its offset is a kill at once, counted as "armed, not struck". A
+kill at once falls wherever the process is, a Delta commit's file writes included. A monitor
+thread starts a shard again as soon as its process is gone (armed with that shard's next crash at
+a point, if any); an exit nobody caused is the anomaly `puller_failed`. Lake write errors cannot
+be injected into another process's writes: in this mode they are not applied (`skipped`), the
+thread mode covers them.
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ class ProcessPullers:
                     if code is None:
                         continue
                     armed = self._armed[shard]
-                    if code == -signal.SIGKILL and armed is not None:
+                    if code == -signal.SIGKILL and armed is not None and self._killed_itself(shard, armed):
                         self._pending.discard(armed)
                         self._faults[PULLER_CRASH] += 1
                         self.kills[self._events[armed].point] += 1
@@ -201,3 +203,9 @@ class ProcessPullers:
                     else:
                         self._failed(shard, code)
                     self._spawn(shard)
+
+    def _killed_itself(self, shard: int, armed: int) -> bool:
+        """Its stderr has the failpoint's line (tidelake.failpoints.kill_self): not another SIGKILL."""
+        path = self._stderr[shard]
+        said = f"failpoint {self._events[armed].point}: kill"
+        return path is not None and any(line.startswith(said) for line in path.read_text(errors="replace").splitlines())

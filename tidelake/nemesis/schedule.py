@@ -73,7 +73,7 @@ class ScheduleResult:
     syncpoints_checked: int = 0
     merge_crashes: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
     merge_write_errors: Counter[str] = field(default_factory=Counter)  # apply level: struck, by failpoint
-    kills: Counter[str] = field(default_factory=Counter)  # process mode: real SIGKILLs by where they struck
+    puller_kills: Counter[str] = field(default_factory=Counter)  # process mode: real SIGKILLs by where they struck
     skipped: Counter[str] = field(default_factory=Counter)  # process mode: lake write errors not applied
     maintained: bool = False  # apply level: maintenance ran between the syncpoint and the final merge
     values_checked: int = 0  # apply level, mixed: replica column values compared with the upstream
@@ -148,7 +148,7 @@ def _run(plan: SchedulePlan, root: Path, settle_timeout_s: float, spark: Any, mo
         finally:
             pullers.stop()
         result.faults, result.missed = +result.faults, +result.missed  # no zero counts
-        result.kills, result.skipped = pullers.kills, pullers.skipped
+        result.puller_kills, result.skipped = pullers.kills, pullers.skipped
         bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
         report = check_landing(str(lake), cluster.mvcc, bank)
         result.anomalies.extend(report.anomalies)
