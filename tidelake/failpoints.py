@@ -85,8 +85,7 @@ class EnvChain:
     """One failpoint's chain of actions from the environment; passes are counted under a lock, so
     threads passing the point at once take distinct passes."""
 
-    def __init__(self, name: str, steps: list[_Step]) -> None:
-        self.name = name
+    def __init__(self, steps: list[_Step]) -> None:
         self._steps = steps
         self._mu = threading.Lock()
 
@@ -121,7 +120,7 @@ def parse_env(value: str) -> dict[str, EnvChain]:
             raise InputError(f"{ENV}: {entry!r} is not name=actions (e.g. lander.after_changelog=2*off->kill)")
         if name in chains:
             raise InputError(f"{ENV}: failpoint {name} is armed twice")
-        chains[name] = EnvChain(name, [_parse_step(name, a.strip()) for a in actions.split("->")])
+        chains[name] = EnvChain([_parse_step(name, a.strip()) for a in actions.split("->")])
     return chains
 
 
