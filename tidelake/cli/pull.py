@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import signal
 import sys
 import threading
