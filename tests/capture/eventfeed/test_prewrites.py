@@ -7,10 +7,12 @@ import gc
 import logging
 import os
 import random
+import sqlite3
 
 import pytest
 
 from tidelake.capture.errors import PullerError
+from tidelake.capture.eventfeed import prewrites
 from tidelake.capture.eventfeed.prewrites import ENTRY_OVERHEAD_BYTES, PrewriteBudget, UnmatchedPrewrites, check_spill_dir
 
 
@@ -18,7 +20,11 @@ def _key(i: int) -> bytes:
     return b"t\x80\x00\x00\x00\x00\x00\x00\x2a_r" + i.to_bytes(8, "big")
 
 
-def test_memory_stays_within_the_budget_and_spilled_prewrites_come_back():
+# Both ways a commit takes its spilled prewrite: DELETE ... RETURNING, and read-then-delete for an
+# SQLite older than 3.35.
+@pytest.mark.parametrize("delete_returning", [True, False])
+def test_memory_stays_within_the_budget_and_spilled_prewrites_come_back(monkeypatch, delete_returning):
+    monkeypatch.setattr(prewrites, "_DELETE_RETURNING", delete_returning)
     entry = ENTRY_OVERHEAD_BYTES + len(_key(0)) + 100
     budget = PrewriteBudget(10 * entry)
     waiting = UnmatchedPrewrites(budget)
@@ -161,3 +167,30 @@ def test_a_batch_keeps_the_newer_prewrite_of_each_lock_in_memory_and_in_the_spil
         if memory_entries == 0:
             assert budget.used == 0 and budget.spilled == len(model)
         budget.close()
+
+
+def test_a_failed_spill_write_raises_its_own_error_not_the_rollback_s(tmp_path, monkeypatch):
+    budget = PrewriteBudget(0, str(tmp_path))
+    waiting = UnmatchedPrewrites(budget)
+    waiting.put_many([(50, _key(1), (b"v", b"", 0))])  # the file is open
+    real = budget._db
+
+    class Full:
+        """The connection of a full disk: SQLite ends the transaction itself and says so."""
+        in_transaction = False
+
+        def execute(self, sql, *args):
+            if sql == "ROLLBACK":
+                raise AssertionError("rolled back with no transaction open")
+            return real.execute(sql, *args)
+
+        def executemany(self, sql, rows):
+            real.execute("ROLLBACK")
+            raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(budget, "_db", Full())
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        waiting.put_many([(50, _key(2), (b"v", b"", 0))])
+    monkeypatch.setattr(budget, "_db", real)
+    assert waiting.take(50, _key(1)) == (b"v", b"", 0)
+    budget.close()

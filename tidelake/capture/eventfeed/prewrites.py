@@ -18,6 +18,7 @@ tmpfs is memory again).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -41,6 +42,9 @@ Prewrite = tuple[bytes, bytes, int]  # value, old value, generation
 QUOTA_SHARE = 1 / 64
 
 _SPILL_PREFIX = "tidelake-prewrites-"
+# A commit takes its spilled prewrite with one DELETE ... RETURNING where SQLite has it (3.35,
+# 2021); Pythons linked against an older system SQLite (RHEL 8: 3.26) read, then delete.
+_DELETE_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,11 @@ class PrewriteBudget:
                         [(*prewrite, owner, start_ts, key) for start_ts, key, prewrite in entries])
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # After some errors (a full disk) SQLite has already ended the transaction; a
+                # ROLLBACK's own error must not hide the real one.
+                if db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
                 raise
             self._spilled += new
             self._spills += new
@@ -142,9 +150,14 @@ class PrewriteBudget:
             self._check_open()
             if self._db is None:
                 return None
-            rows = self._db.execute(
-                "DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ? RETURNING value, old_value, generation",
-                (owner, start_ts, key)).fetchall()
+            where = (owner, start_ts, key)
+            if _DELETE_RETURNING:
+                rows = self._db.execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ? "
+                                        "RETURNING value, old_value, generation", where).fetchall()
+            else:
+                rows = self._db.execute("SELECT value, old_value, generation FROM p WHERE owner = ? AND start_ts = ? "
+                                        "AND key = ?", where).fetchall()
+                self._db.execute("DELETE FROM p WHERE owner = ? AND start_ts = ? AND key = ?", where)
             self._spilled -= len(rows)
             self._drop_if_empty()
             return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
