@@ -408,6 +408,8 @@ class Lander:
                 backoff = self._interval
                 if self._resident is not None:  # the flush's rows and buffers are free now
                     self._resident.release_freed()
+                    with self._cond:  # a producer held by the RSS check looks again, after the trim
+                        self._cond.notify_all()
             except LakeConflictError:
                 log.exception("lander of %s stopped", self.app_id)
                 return
