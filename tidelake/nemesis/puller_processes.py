@@ -107,6 +107,7 @@ class ProcessPullers:
         if event.point != BETWEEN_FLUSHES and self._struck[index].wait(CRASH_POINT_WAIT_S):
             return  # counted by the monitor when the process died at the point
         with self._mu:
+            self._reap_exited(shard)  # an exit the monitor has not seen yet is judged as it would be
             if event.point != BETWEEN_FLUSHES:
                 if self._struck[index].is_set():
                     return
@@ -190,19 +191,25 @@ class ProcessPullers:
         """Start a shard again once its process is gone: count a kill at its armed point, or a failure."""
         while not self._stopping.wait(POLL_S):
             with self._mu:
-                for shard, proc in enumerate(self._procs):
-                    code = proc.poll() if proc is not None else None
-                    if code is None:
-                        continue
-                    armed = self._armed[shard]
-                    if code == -signal.SIGKILL and armed is not None and self._killed_itself(shard, armed):
-                        self._pending.discard(armed)
-                        self._faults[PULLER_CRASH] += 1
-                        self.kills[self._events[armed].point] += 1
-                        self._struck[armed].set()
-                    else:
-                        self._failed(shard, code)
-                    self._spawn(shard)
+                for shard in range(self._shards):
+                    self._reap_exited(shard)
+
+    def _reap_exited(self, shard: int) -> None:
+        """If the shard's process has exited, say how (a kill at its armed point, else a failure)
+        and start it again."""
+        proc = self._procs[shard]
+        code = proc.poll() if proc is not None else None
+        if code is None:
+            return
+        armed = self._armed[shard]
+        if code == -signal.SIGKILL and armed is not None and self._killed_itself(shard, armed):
+            self._pending.discard(armed)
+            self._faults[PULLER_CRASH] += 1
+            self.kills[self._events[armed].point] += 1
+            self._struck[armed].set()
+        else:
+            self._failed(shard, code)
+        self._spawn(shard)
 
     def _killed_itself(self, shard: int, armed: int) -> bool:
         """Its stderr has the failpoint's line (tidelake.failpoints.kill_self): not another SIGKILL."""
