@@ -75,3 +75,13 @@ def test_run_length_from_the_environment():
     assert run_seconds_from_env({"TIDELAKE_PULL_RUN_SECONDS": "900"}) == 900
     with pytest.raises(InputError, match="TIDELAKE_PULL_RUN_SECONDS"):
         run_seconds_from_env({"TIDELAKE_PULL_RUN_SECONDS": "1h"})
+
+
+def test_a_bad_config_fails_the_task_in_one_line_without_retries(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    (tmp_path / "bad.toml").write_text("[puller\n")
+    operator = PullerOperator(task_id="pull", config_path=str(tmp_path / "bad.toml"), shard="0/1", max_run_seconds=60)
+    with pytest.raises(AirflowFailException) as failed:
+        operator.execute(context={})
+    assert "bad.toml" in str(failed.value) and "\n" not in str(failed.value)

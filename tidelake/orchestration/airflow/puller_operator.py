@@ -59,6 +59,12 @@ class PullerOperator(BaseOperator):
         self._runner = None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
+
+        with input_errors_fail_the_task():  # a bad config or TIDELAKE_FAILPOINTS: one line, no retries
+            return self._pull()
+
+    def _pull(self) -> dict[str, Any]:
         from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
 
         # The task process runs nothing but this shard: the allocator settings of `tidelake pull`
@@ -67,7 +73,12 @@ class PullerOperator(BaseOperator):
             warn_jemalloc_too_late("the puller task")
         from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
         from tidelake.config import load_config
+        from tidelake.failpoints import ENV, check_env_names, env_names
+        from tidelake.lake.lander import LANDER_FAILPOINTS
 
+        check_env_names(LANDER_FAILPOINTS, "the puller task")  # as `tidelake pull`: a misspelt point never strikes
+        if env_names():
+            log.warning("failpoints armed from %s: %s", ENV, os.environ[ENV])
         config = load_config(self.config_path)
         shard = Shard.parse(self.shard)
         self._runner = PullerRunner(
