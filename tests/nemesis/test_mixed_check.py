@@ -7,6 +7,7 @@ table and version that shows it, a damaged value on each damaged column."""
 from __future__ import annotations
 
 import shutil
+from decimal import Decimal
 
 import pytest
 from deltalake import DeltaTable
@@ -14,7 +15,7 @@ from deltalake import DeltaTable
 from tests.capture.pull_harness import make_config, small_sim, wait_resolved
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.nemesis.merge_cycles import merge_cycles
-from tidelake.nemesis.mixed_check import check_mixed_replicas
+from tidelake.nemesis.mixed_check import _replica_value, check_mixed_replicas, same_value
 from tidelake.nemesis.plan import MergeFault
 from tidelake.nemesis.schedule import workload_preset
 from tidelake.sim.tidb.session import SimTiDB
@@ -97,3 +98,16 @@ def test_damaged_replicas_are_named_by_kind_table_and_column(spark, mixed, tmp_p
     assert wrong == set(damaged)
     for (_, table), anomalies in named.items():  # only the damaging version shows it, at the checkpoint it keeps
         assert {a.ts for a in anomalies} == {DeltaTable(path[table]).transaction_version("tidelake-merge")}
+
+
+def test_values_must_match_in_kind_not_only_under_python_equality():
+    assert same_value({"a": [1, 2.5, None, "x"]}, {"a": [1, 2.5, None, "x"]})
+    assert not same_value(True, 1) and not same_value(1, 1.0) and not same_value(Decimal(1), 1)
+    assert not same_value({"a": [True]}, {"a": [1]})  # a JSON literal read as a number, deep inside
+    assert not same_value([1.0], [1])
+    unsigned = {"type": {"Tp": 8, "Flag": 32}}  # BIGINT UNSIGNED, a DECIMAL(20,0) in the replica
+    assert _replica_value(Decimal(18446744073709551615), unsigned) == 18446744073709551615
+    assert not same_value(_replica_value(1.0, unsigned), 1)  # a replica that turned it into a double
+    decimal = {"type": {"Tp": 246, "Flag": 0}}
+    assert not same_value(_replica_value(1.5, decimal), Decimal("1.5"))
+    assert same_value(_replica_value(Decimal("1.50"), decimal), Decimal("1.5"))

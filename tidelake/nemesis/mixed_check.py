@@ -228,9 +228,22 @@ def _compare_row(what: str, table: UpstreamTable, ts: int, identity: Any, got: d
         if name not in got:
             continue  # the column is missing from the replica: replica_schema said so
         report.values += 1
-        if got[name] != value:
+        if not same_value(got[name], value):
             report.anomalies.append(Anomaly("replica_wrong_value", table.id, ts, f"{what}: row {identity} column "
                                             f"{name} is {got[name]!r:.80}, upstream {value!r:.80}"))
+
+
+def same_value(got: Any, want: Any) -> bool:
+    """Equal AND of the same kind, through JSON's nesting: Python's == takes True for 1, 1 for 1.0
+    and Decimal(1) for 1, which would let a decoder that mixes JSON literals and numbers, or
+    integers and doubles, pass."""
+    if type(got) is not type(want):
+        return False
+    if isinstance(got, dict):
+        return got.keys() == want.keys() and all(same_value(got[k], want[k]) for k in got)
+    if isinstance(got, list):
+        return len(got) == len(want) and all(same_value(a, b) for a, b in zip(got, want))
+    return bool(got == want)
 
 
 def _replica_value(value: Any, column: dict | None) -> Any:
@@ -241,10 +254,10 @@ def _replica_value(value: Any, column: dict | None) -> Any:
         return value
     ft = column["type"]
     tp = ft["Tp"]
-    if tp == NEWDECIMAL:
-        return Decimal(str(value))
-    if (tp == LONGLONG and ft.get("Flag", 0) & UNSIGNED_FLAG) or tp == BIT:
-        return int(value)
+    if tp == NEWDECIMAL:  # a Spark DECIMAL, or text above 38 digits; a double would have lost digits
+        return Decimal(value) if isinstance(value, (Decimal, str)) else value
+    if (tp == LONGLONG and ft.get("Flag", 0) & UNSIGNED_FLAG) or tp == BIT:  # DECIMAL(20,0)
+        return int(value) if isinstance(value, Decimal) and value == value.to_integral_value() else value
     if tp == JSON:
         return json.loads(value)
     if tp in STRINGS and ft.get("Charset") == "binary":
