@@ -119,7 +119,11 @@ class ThreadPullers:
 
     def start(self) -> ThreadPullers:
         self._stack.enter_context(self._switch.armed())
-        self._puller = self._start()
+        try:
+            self._puller = self._start()
+        except BaseException:
+            self._stack.close()  # a puller that did not start leaves no failpoint armed
+            raise
         return self
 
     def ready(self, layout: LakeLayout) -> bool:

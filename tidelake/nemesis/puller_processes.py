@@ -83,8 +83,13 @@ class ProcessPullers:
     def start(self) -> ProcessPullers:
         self._logs.mkdir(parents=True, exist_ok=True)
         with self._mu:
-            for shard in range(self._shards):
-                self._spawn(shard)
+            try:
+                for shard in range(self._shards):
+                    self._spawn(shard)
+            except BaseException:
+                for shard in range(self._shards):  # no orphan of a start that failed part way
+                    self._kill(shard)
+                raise
         self._monitor.start()
         return self
 
