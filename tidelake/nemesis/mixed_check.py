@@ -110,7 +110,7 @@ def check_mixed_replicas(spark: Any, root: str, mvcc: Any, databases: str, final
         if table.db.startswith(databases) and table.id not in seen:
             report.anomalies.append(Anomaly("replica_lost", table.id, final_ts,
                                             f"{table.db}.{table.name} has no replica"))
-    _check_syncpoints(spark, root, upstream, followed, report)
+    _check_syncpoints(spark, root, upstream, followed, databases, report)
     return report
 
 
@@ -267,7 +267,7 @@ def _replica_value(value: Any, column: dict | None) -> Any:
     return value
 
 
-def _check_syncpoints(spark: Any, root: str, upstream: _Upstream, followed: dict[str, list[int]],
+def _check_syncpoints(spark: Any, root: str, upstream: _Upstream, followed: dict[str, list[int]], databases: str,
                       report: MixedReport) -> None:
     """Each replica a syncpoint lists, at the version it lists, equals the upstream at S; a table
     the upstream had at S with no entry is `syncpoint_incomplete`."""
@@ -289,9 +289,8 @@ def _check_syncpoints(spark: Any, root: str, upstream: _Upstream, followed: dict
             listed.add(table.id)
             _compare_version(spark, replica, entry["version"], table, ts, f"{_short(replica)} at syncpoint {ts}",
                              upstream, report)
-        for ids in followed.values():
-            table = next((upstream.tables(ts)[i] for i in ids if i in upstream.tables(ts)), None)
-            if table is not None and table.id not in listed:
+        for table in upstream.tables(ts).values():  # also tables whose replica is gone since (dropped)
+            if table.db.startswith(databases) and table.id not in listed:
                 report.anomalies.append(Anomaly("syncpoint_incomplete", table.id, ts,
                                                 f"{table.db}.{table.name} is not in the syncpoint at {ts}"))
         report.syncpoints.append(ts)
