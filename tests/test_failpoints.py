@@ -113,3 +113,9 @@ def test_a_process_armed_before_the_watermarks_commit_lands_no_watermark(tmp_pat
     layout = LakeLayout(str(lake))
     assert read_watermarks(layout).table_resolved == {}
     assert len(DeltaTable(layout.changelog).to_pyarrow_table()) == 10
+
+
+def test_a_process_says_which_failpoints_its_environment_armed(tmp_path):
+    armed = _run("lander.before_watermarks=kill", "-m", "tidelake", "pull", "--config", str(tmp_path / "cf.toml"))
+    assert armed.returncode == 2  # no such config: the warning came first
+    assert f"failpoints armed from {ENV}: lander.before_watermarks=kill" in armed.stderr

@@ -21,6 +21,7 @@ and the bad part): the process never starts half-armed.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -31,6 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tidelake.errors import InputError
+
+log = logging.getLogger(__name__)
 
 Action = Callable[[str, object], None]
 
@@ -138,17 +141,15 @@ def _parse_step(name: str, text: str) -> _Step:
     return _Step(task, int(arg or 0), None if count is None else int(count))
 
 
-def env_names() -> tuple[str, ...]:
-    """The failpoints this process armed from its environment."""
-    return tuple(_from_env)
-
-
 def check_env_names(known: Iterable[str], command: str) -> None:
-    """Refuse environment-armed names that `command` never passes (a typo would never strike)."""
+    """Refuse environment-armed names that `command` never passes (a typo would never strike), and
+    log what is armed: a process that may SIGKILL itself says so first."""
     known = tuple(known)
     unknown = [n for n in _from_env if n not in known]
     if unknown:
         raise InputError(f"{ENV}: {', '.join(unknown)} is not a failpoint of {command} (known: {', '.join(known)})")
+    if _from_env:
+        log.warning("failpoints armed from %s: %s", ENV, os.environ.get(ENV, ""))
 
 
 def _arm_from(environ: Mapping[str, str]) -> dict[str, EnvChain]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import signal
 import sys
 import threading
@@ -53,12 +52,10 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     too_late = tune_allocators()
     from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
     from tidelake.config import load_config
-    from tidelake.failpoints import ENV, check_env_names, env_names
+    from tidelake.failpoints import check_env_names
     from tidelake.lake.lake_check import check_lake_root
     from tidelake.lake.lander import LANDER_FAILPOINTS
     from tidelake.lake.layout import LakeLayout
-
-    check_env_names(LANDER_FAILPOINTS, "tidelake pull")  # a misspelt point would never strike
 
     for name in ("max_run_seconds", "progress_interval"):
         value = getattr(args, name)
@@ -71,8 +68,7 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("tidelake.capture.changefeed.runner").setLevel(logging.INFO)
-    if env_names():
-        log.warning("failpoints armed from %s: %s", ENV, os.environ[ENV])
+    check_env_names(LANDER_FAILPOINTS, "tidelake pull")
     if too_late:
         warn_jemalloc_too_late("`tidelake pull`")
     config = load_config(args.config)

@@ -47,12 +47,11 @@ def window_keys(layout: LakeLayout, physical_ids: Sequence[int], lo: int, hi: in
     commit-ts range leave."""
     import pyarrow.compute as pc
 
-    rows = read_window_rows(layout, physical_ids, lo, hi, ["key", "commit_ts", "flush_seq", "op", "old_value"])
+    rows = read_window_rows(layout, physical_ids, lo, hi, ["key", "commit_ts", "flush_seq", "old_value"])
     if rows.num_rows == 0:
         return WindowKeys(0, 0)
-    collapsed = last_changes(rows)
-    absent = pc.equal(pc.binary_length(collapsed["old_value"]), 0)
-    return WindowKeys(keys=collapsed.num_rows, new=_count(absent))
+    held_at_lo = first_old_values(rows)  # only the first change's old value decides: one sort
+    return WindowKeys(keys=len(held_at_lo), new=_count(pc.equal(pc.binary_length(held_at_lo), 0)))
 
 
 def last_changes(rows: pa.Table) -> pa.Table:
@@ -70,12 +69,21 @@ def last_changes(rows: pa.Table) -> pa.Table:
     ordered = rows.append_column("is_put", pc.equal(rows["op"], OP_PUT))
     last = ordered.take(pc.sort_indices(ordered, [("key", "ascending"), ("commit_ts", "ascending"),
                                                   ("is_put", "ascending"), ("flush_seq", "ascending")]))
-    first = rows.take(pc.sort_indices(rows, [("key", "ascending"), ("commit_ts", "ascending"),
-                                             ("flush_seq", "ascending")]))
     last = last.filter(_run_edge(last["key"], at_end=True))
-    old = first.filter(_run_edge(first["key"], at_end=False))["old_value"]  # same key order as `last`
+    old = first_old_values(rows)  # same key order as `last`
     kept = [name for name in rows.column_names if name not in ("old_value", "flush_seq")]
     return pa.table({**{name: last[name] for name in kept}, "old_value": old})
+
+
+def first_old_values(rows: pa.Table) -> pa.ChunkedArray:
+    """The old value of each key's first change by (commit ts, landing), in key order: what the
+    key held at lo (empty: no row)."""
+    import pyarrow.compute as pc
+
+    first = rows.select(["key", "commit_ts", "flush_seq", "old_value"])
+    first = first.take(pc.sort_indices(first, [("key", "ascending"), ("commit_ts", "ascending"),
+                                               ("flush_seq", "ascending")]))
+    return first.filter(_run_edge(first["key"], at_end=False))["old_value"]
 
 
 def _run_edge(keys: pa.ChunkedArray, at_end: bool) -> pa.Array:

@@ -73,12 +73,10 @@ class PullerOperator(BaseOperator):
             warn_jemalloc_too_late("the puller task")
         from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
         from tidelake.config import load_config
-        from tidelake.failpoints import ENV, check_env_names, env_names
+        from tidelake.failpoints import check_env_names
         from tidelake.lake.lander import LANDER_FAILPOINTS
 
-        check_env_names(LANDER_FAILPOINTS, "the puller task")  # as `tidelake pull`: a misspelt point never strikes
-        if env_names():
-            log.warning("failpoints armed from %s: %s", ENV, os.environ[ENV])
+        check_env_names(LANDER_FAILPOINTS, "the puller task")
         config = load_config(self.config_path)
         shard = Shard.parse(self.shard)
         self._runner = PullerRunner(
