@@ -155,6 +155,18 @@ class Upstream:
         return self._alter(db, name, ActionType.MULTI_SCHEMA_CHANGE,
                            f"ALTER TABLE {name} ADD COLUMN {add[0]}, DROP COLUMN {drop}", change)
 
+    def add_columns(self, db: str, name: str, specs: list[tuple]) -> DDLJob:
+        """ALTER TABLE ... ADD COLUMN a ..., ADD COLUMN b ...: one multi-schema change job."""
+        def change(info: TableInfo) -> None:
+            for spec in specs:
+                info.max_col_id += 1
+                col = build_column(column_def(spec), info.max_col_id, len(info.columns))
+                col.origin_default = col.default
+                info.columns.append(col)
+
+        added = ", ".join(f"ADD COLUMN {spec[0]}" for spec in specs)
+        return self._alter(db, name, ActionType.MULTI_SCHEMA_CHANGE, f"ALTER TABLE {name} {added}", change)
+
     def add_index(self, db: str, name: str) -> DDLJob:
         return self._alter(db, name, ActionType.ADD_INDEX, f"ALTER TABLE {name} ADD INDEX i1 (...)",
                            lambda info: None)

@@ -38,6 +38,7 @@ from tidelake.apply.replica_schema import (
     PARTITION_ID_COLUMN,
     TYPE_WIDENING,
     create_replica,
+    enable_schema_features,
     is_partitioned,
     key_columns,
     quote,
@@ -284,6 +285,7 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
             f"({key_columns(before)} -> {key_columns(after)}); re-bootstrap the table"
         )
     target = replica_struct(after)
+    enable_schema_features(replica.spark, replica.path, target, replica.storage_options)
     pairs = _match_columns(before, after)
     features = _features_of(replica)
     widen = TYPE_WIDENING.keys() <= features
@@ -297,9 +299,7 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
         if old is not None and new is not None:
             _rename_column(replica, old.name, new.name)
             _change_type(replica, event, new, target[new.name].dataType, widen)
-    for old, new in pairs:
-        if old is None:
-            _add_column(replica, after, new, target[new.name].dataType)
+    _add_columns(replica, after, [new for old, new in pairs if old is None], target)
 
 
 def _features_of(replica: _Replica) -> set[str]:
@@ -416,15 +416,19 @@ class _Replica:
         """Every row's `name` = the SQL `expression` over the row."""
         self.spark.sql(f"UPDATE delta.{quote(self.path)} SET {quote(name)} = {expression}").collect()
 
-    def fill_column(self, name: str, value: Any, tp: DataType) -> None:
-        """Every row's `name` = `value`, a Python value of Spark type `tp`: a one-row MERGE, since
-        UPDATE takes no parameters and a literal of every type is not worth spelling as SQL."""
+    def fill_columns(self, values: dict[str, tuple[Any, DataType]]) -> None:
+        """Every row's column `name` = `value` (a Python value of Spark type `tp`) for each
+        `name: (value, tp)`: a one-row MERGE, since UPDATE takes no parameters and a literal of
+        every type is not worth spelling as SQL."""
         from pyspark.sql.types import StructField, StructType
 
-        one = self.spark.createDataFrame([(value,)], StructType([StructField("v", tp, True)]))
+        names = list(values)
+        one = self.spark.createDataFrame([tuple(values[n][0] for n in names)],
+                                         StructType([StructField(f"v{i}", values[n][1], True) for i, n in enumerate(names)]))
+        sets = ", ".join(f"t.{quote(n)} = s.v{i}" for i, n in enumerate(names))
         with source_view(one) as view:
             self.spark.sql(f"MERGE INTO delta.{quote(self.path)} t USING {view} s ON true "
-                           f"WHEN MATCHED THEN UPDATE SET t.{quote(name)} = s.v").collect()
+                           f"WHEN MATCHED THEN UPDATE SET {sets}").collect()
 
 
 def _drop_column(replica: _Replica, name: str) -> None:
@@ -438,21 +442,27 @@ def _rename_column(replica: _Replica, old: str, new: str) -> None:
         replica.alter(f"RENAME COLUMN {quote(old)} TO {quote(new)}")
 
 
-def _add_column(replica: _Replica, after: TableInfo, col: ColumnInfo, tp: DataType) -> None:
-    """ADD COLUMN at the upstream position, then existing rows get the column's origin default
-    (what TiDB returns for rows written before the column existed; docs/encoding.md §5)."""
-    if not _has(replica.schema(), col.name):
-        order = [c.name for c in stored_columns(after)]
+def _add_columns(replica: _Replica, after: TableInfo, cols: list[ColumnInfo], target: StructType) -> None:
+    """ADD COLUMNS at their upstream positions in one ALTER, then existing rows get each column's
+    origin default (what TiDB returns for rows written before the column existed; docs/encoding.md
+    §5) in one MERGE. Every replica row predates the columns (checkpoint == barrier), so all of them
+    take the defaults; a rerun after a crash adds what is missing and sets the same values again."""
+    current = replica.schema()
+    order = [c.name for c in stored_columns(after)]
+    clauses = []
+    for col in cols:
+        if _has(current, col.name):
+            continue
         position = order.index(col.name)
         where = "FIRST" if position == 0 else f"AFTER {quote(order[position - 1])}"
         comment = f" COMMENT {_sql_string(col.comment)}" if col.comment else ""
-        replica.alter(f"ADD COLUMNS ({quote(col.name)} {tp.simpleString()}{comment} {where})")
-    value = spark_value(origin_default(col), col.field_type)
-    if value is None:
-        return
-    # Every replica row predates the column (checkpoint == barrier), so all of them take the
-    # default; a rerun after a crash sets the same value again.
-    replica.fill_column(col.name, value, tp)
+        clauses.append(f"{quote(col.name)} {target[col.name].dataType.simpleString()}{comment} {where}")
+    if clauses:
+        replica.alter(f"ADD COLUMNS ({', '.join(clauses)})")
+    defaults = {col.name: (spark_value(origin_default(col), col.field_type), target[col.name].dataType) for col in cols}
+    defaults = {name: pair for name, pair in defaults.items() if pair[0] is not None}
+    if defaults:
+        replica.fill_columns(defaults)
 
 
 def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType, widen: bool) -> None:

@@ -55,8 +55,13 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 # Table features delta-rs writes as Spark does (a DATETIME column gives a replica timestampNtz).
+# generatedColumns comes with every replica that moved from legacy writer version 4 to table
+# features (a DDL turning timestampNtz on); delta-rs computes generation expressions on write
+# (delta-io/delta-rs crates/core/src/operations/write/generated_columns.rs able_to_gc), and
+# replicas have none.
 _READER_FEATURES = frozenset({"timestampNtz"})
-_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "timestampNtz"})
+_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "timestampNtz",
+                              "generatedColumns"})
 CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
 # A float64 holds every decimal of up to 15 significant digits exactly (see the module doc).
 EXACT_DECIMAL_STATS_DIGITS = 15

@@ -120,6 +120,32 @@ def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
         spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
 
 
+def schema_features(struct: StructType) -> set[str]:
+    """The Delta table features a table of schema `struct` needs: timestampNtz for a TIMESTAMP_NTZ
+    column (DATETIME upstream)."""
+    from pyspark.sql.types import ArrayType, TimestampNTZType
+
+    def holds_ntz(tp: DataType) -> bool:
+        return isinstance(tp, TimestampNTZType) or (isinstance(tp, ArrayType) and holds_ntz(tp.elementType))
+
+    return {"timestampNtz"} if any(holds_ntz(f.dataType) for f in struct.fields) else set()
+
+
+def enable_schema_features(spark: SparkSession, path: str, struct: StructType,
+                           storage_options: dict[str, str] | None = None) -> None:
+    """Turn on the table features `struct` needs that the table at `path` lacks, before a DDL brings
+    such a column in: Delta turns them on by itself only when it creates a table, and refuses an
+    ALTER or a schema-changing overwrite without them (DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT).
+    Every reader of README "Who can read a replica" reads timestampNtz. Owner: tidelake.apply.ddl_apply."""
+    from deltalake import DeltaTable
+
+    protocol = DeltaTable(path, storage_options=storage_options).protocol()
+    missing = schema_features(struct) - set(protocol.reader_features or ())
+    if missing:
+        pairs = ", ".join(f"'delta.feature.{name}' = 'supported'" for name in sorted(missing))
+        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
+
+
 def quote(name: str) -> str:
     """Spark SQL identifier quoting."""
     return "`" + name.replace("`", "``") + "`"
