@@ -17,6 +17,7 @@ reader does not know raises Unchecked, which the check counts: it never passes s
 
 from __future__ import annotations
 
+import base64
 import struct
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -156,6 +157,15 @@ def packed_time(packed: int, tp: int) -> date | datetime | int | None:
     return wall
 
 
+def duration_micros(text: str) -> int:
+    """Signed microseconds of a TIME text `[-]HH:MM:SS[.ffffff]`."""
+    negative = text.startswith("-")
+    hours, minutes, seconds = text.lstrip("-").split(":")
+    whole, _, fraction = seconds.partition(".")
+    micros = ((int(hours) * 60 + int(minutes)) * 60 + int(whole)) * 1_000_000 + int(fraction.ljust(6, "0"))
+    return -micros if negative else micros
+
+
 def epoch_micros(instant: datetime) -> int:
     """Microseconds since the Unix epoch of an aware datetime."""
     delta = instant - _EPOCH
@@ -164,11 +174,14 @@ def epoch_micros(instant: datetime) -> int:
 
 def missing_value(column: dict) -> Any:
     """What a row that does not hold the column reads as (docs/encoding.md §5): its origin default,
-    else NULL when nullable; the defaults the mixed workload adds (ints, DECIMAL, DOUBLE, text,
-    DATE, DATETIME) are parsed, any other raises Unchecked."""
+    else NULL when nullable. TiDB keeps the default as text (a TIMESTAMP's in UTC) and a BIT's as
+    base64 bytes in `origin_default_bit`; a type whose default this reader does not parse raises
+    Unchecked."""
     text = column.get("origin_default")
     ft = column["type"]
     tp = ft["Tp"]
+    if tp == BIT and column.get("origin_default_bit") is not None:
+        return int.from_bytes(base64.b64decode(column["origin_default_bit"]), "big")
     if text is None:
         if ft.get("Flag", 0) & NOT_NULL_FLAG:
             raise Unchecked(f"NOT NULL column {column['name']['O']} missing without a default")
@@ -182,8 +195,14 @@ def missing_value(column: dict) -> Any:
         return Decimal(str(text))
     if tp in STRINGS and ft.get("Charset") != "binary":
         return str(text)
+    if tp in (ENUM, SET):
+        return str(text)
     if tp in (DATE, NEWDATE):
         return date.fromisoformat(str(text)[:10])
     if tp == DATETIME:
         return datetime.fromisoformat(str(text))
+    if tp == TIMESTAMP:
+        return epoch_micros(datetime.fromisoformat(str(text)).replace(tzinfo=timezone.utc))
+    if tp == DURATION:
+        return duration_micros(str(text))
     raise Unchecked(f"origin default of type {tp}")

@@ -185,10 +185,12 @@ def default_json(value: Any, field_type: FieldType) -> Any:
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, timedelta):
-        seconds = int(value.total_seconds())
-        sign = "-" if seconds < 0 else ""
-        seconds = abs(seconds)
-        return f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        micros = abs(value) // timedelta(microseconds=1)
+        seconds, fraction = divmod(micros, 1_000_000)
+        sign = "-" if value < timedelta(0) else ""
+        text = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        fsp = max(field_type.decimal, 0)
+        return f"{text}.{fraction:06d}"[: len(text) + 1 + fsp] if fsp else text
     if isinstance(value, (int, float, Decimal, str)):
         return str(value)
     raise InputError(f"default value {value!r}: unsupported type {type(value).__name__}")
