@@ -3,7 +3,7 @@
   decode      the row decoding alone on the scanned pairs, in rows per CPU-second: the reference
               (decode_row + spark_value per value, what bootstrap did before the compiled
               decoder), bootstrap's RowDecoder (tidelake.codec.compiled_row inside)
-              and merge's mount decoder (tidelake.apply.mount) on the same rows as changelog puts
+              and merge's mount decoder (tidelake.merge.mount) on the same rows as changelog puts
   local       SnapshotReader + RowDecoder into replica Arrow batches in this process
   processes   --processes N: N processes, each reading every N-th range as `local` does (what each
               Spark task runs, without Spark), to see the read scale with workers
@@ -29,8 +29,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Timer, markdown_table, print_environment, write_json  # noqa: E402
-from tidelake.apply.replica_schema import stored_columns  # noqa: E402
-from tidelake.bootstrap.plan import KeyRange, region_ranges  # noqa: E402
+from tidelake.merge.replica_schema import stored_columns  # noqa: E402
+from tidelake.bootstrap.snapshot_plan import KeyRange, region_ranges  # noqa: E402
 from tidelake.bootstrap.progress import TableProgress  # noqa: E402
 from tidelake.bootstrap.replica_rows import RowDecoder, replica_arrow_schema  # noqa: E402
 from tidelake.bootstrap.snapshot_read import read_table  # noqa: E402
@@ -87,7 +87,7 @@ def reference_batch(info: TableInfo, schema: pa.Schema, ts: int, pairs: list[tup
 
 def mount_decoder(info: TableInfo, schema: pa.Schema, ts: int):
     """Merge's decoder over the pairs as changelog puts (no Spark: the function mapInArrow runs)."""
-    from tidelake.apply.mount import MOUNT_OP_COLUMN, RowMounter
+    from tidelake.merge.mount import MOUNT_OP_COLUMN, RowMounter
     from tidelake.lake.row_change import OP_PUT
 
     output = schema.append(pa.field(MOUNT_OP_COLUMN, pa.string()))
@@ -201,7 +201,7 @@ def main() -> None:
             record(f"{args.processes} processes: read + decode", rows, timer, min(args.processes, os.cpu_count() or 1))
         spark_run = None
         if not args.no_spark:
-            from tidelake.apply.session import get_session
+            from tidelake.spark.spark_session import get_session
 
             spark = get_session("bench-bootstrap", master=args.master)
             spark.range(1).count()  # the JVM warm before timing

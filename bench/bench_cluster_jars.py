@@ -1,5 +1,5 @@
 """What a Spark application on a standalone cluster pays for its jars: `--packages` against a
-TIDELAKE_SPARK_JARS folder (tidelake.apply.spark_jars), in the same run on the same cluster.
+TIDELAKE_SPARK_JARS folder (tidelake.spark.cluster_jars), in the same run on the same cluster.
 
 A master and a worker as `make integration` starts them (tidelake.demos.spark_cluster); each
 application is submitted with the SparkSubmitOperator kwargs of the DAGs
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from _common import print_environment
 
-from tidelake.apply.s3a import hadoop_aws_package
-from tidelake.apply.session import delta_package
-from tidelake.apply.spark_jars import install_jars
-from tidelake.apply.spark_server import spark_submit
+from tidelake.spark.s3a import hadoop_aws_package
+from tidelake.spark.spark_session import delta_package
+from tidelake.spark.cluster_jars import install_jars
+from tidelake.spark.connect_server import spark_submit
 from tidelake.config import LakeConfig
 from tidelake.demos.spark_cluster import SparkCluster
 from tidelake.orchestration.spark_submit import SparkSettings, build_package_zip, spark_submit_kwargs

@@ -1,10 +1,10 @@
 """What compacting closed commit buckets buys a merge: reading a window of many flush files vs the
-same window after the puller's compaction (tidelake.lake.bucket_compaction), in one run.
+same window after the puller's compaction (tidelake.capture.landing.bucket_compaction), in one run.
 
 The real Lander lands --flushes flushes of --rows-per-flush changes of one table into one closed
 hour bucket (each flush leaves one file there, as a 2 s flush interval does under steady traffic),
 plus the same into a second table so the window read prunes partitions as a merge's does. Then,
-in one Spark session (the merge's own reader, tidelake.apply.changelog_reader.read_windows):
+in one Spark session (the merge's own reader, tidelake.merge.changelog_reader.read_windows):
   before   the window read and counted --repeats times over the flush files (first read is warm-up);
   compact  BucketCompactor.compact_once() with the table's watermark past the bucket (timed);
   after    the same reads over the compacted files: the ceiling this run measures.
@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Timer, markdown_table, median, print_environment, write_json  # noqa: E402
-from tidelake.lake.bucket_compaction import BucketCompactor  # noqa: E402
-from tidelake.lake.changelog_writer import bucket_label  # noqa: E402
-from tidelake.lake.lander import Lander  # noqa: E402
+from tidelake.capture.landing.bucket_compaction import BucketCompactor  # noqa: E402
+from tidelake.lake.commit_buckets import bucket_label  # noqa: E402
+from tidelake.capture.landing.lander import Lander  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.row_change import RowChange  # noqa: E402
 from tidelake.tso import compose  # noqa: E402
@@ -73,7 +73,7 @@ def _log_load_s(layout: LakeLayout) -> float:
 
 
 def _reads(spark, layout: LakeLayout, lo: int, hi: int, repeats: int) -> tuple[float, int]:
-    from tidelake.apply.changelog_reader import Window, read_windows
+    from tidelake.merge.changelog_reader import Window, read_windows
 
     times, count = [], 0
     for i in range(repeats + 1):
@@ -86,7 +86,7 @@ def _reads(spark, layout: LakeLayout, lo: int, hi: int, repeats: int) -> tuple[f
 
 
 def run(flushes: int, rows_per_flush: int, repeats: int) -> dict:
-    from tidelake.apply.session import get_session
+    from tidelake.spark.spark_session import get_session
 
     now_ms = int(time.time() * 1000)
     bucket_start_ms = now_ms - now_ms % HOUR_MS - 2 * HOUR_MS  # a closed bucket two hours back

@@ -25,11 +25,8 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 from deltalake import write_deltalake
 
-from tidelake.lake.changelog_writer import (
-    ChangelogWriter,
-    commit_properties,
-    rows_to_arrow,
-)
+from tidelake.capture.landing.changelog_writer import ChangelogWriter, rows_to_arrow
+from tidelake.capture.landing.app_txn import commit_properties
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 from tidelake.tso import compose
@@ -79,7 +76,7 @@ def run(sizes: list[int], repeats: int, value_bytes: int, tables: int, spark: bo
     jvm_pid = 0
     try:
         if spark:
-            from tidelake.apply.session import get_session
+            from tidelake.spark.spark_session import get_session
 
             started = time.perf_counter()
             session = get_session("bench-lander", master="local[2]")

@@ -24,11 +24,11 @@ appends of one row in the same session (append_1row_s). Medians.
 (delta.enableDeletionVectors, as replicas had before issue #16), the others keep the default (off), and
 round 2 merges the tables one at a time, so the same changes are timed with and without them in one run.
 --compare-append (needs --tables 2 or more): round 2 merges the tables one at a time, the first with the
-INSERT of new keys (tidelake.apply.merge_job.merge_window), the others
+INSERT of new keys (tidelake.merge.merge_job.merge_window), the others
 with every window one MERGE, as before: both ways over the same changes in one run.
 
 --compare-driver (needs --tables 2 or more): round 2 merges the tables one at a time, the first with
-windows of at most DRIVER_WINDOW_MAX_ROWS changes on the driver (tidelake.apply.driver_window), the
+windows of at most DRIVER_WINDOW_MAX_ROWS changes on the driver (tidelake.merge.driver_window), the
 others through Spark: both over the same changes in one run.
 
 --compare-rewrite (needs --tables 2 or more): at the end, the second table gets column mapping (as
@@ -64,8 +64,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Timer, markdown_table, print_environment, write_json  # noqa: E402
-from tidelake.apply.replica_schema import COMMIT_TS_COLUMN  # noqa: E402
-from tidelake.capture.changefeed.runner import PullerRunner, RunOptions  # noqa: E402
+from tidelake.merge.replica_schema import COMMIT_TS_COLUMN  # noqa: E402
+from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions  # noqa: E402
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.codec.row import encode_row  # noqa: E402
 from tidelake.config import parse_config  # noqa: E402
@@ -147,7 +147,7 @@ def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_erro
 
 def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: list[str] | None = None) -> dict:
     """One run over every bench table (or `only`); rows summed over them, the checkpoint of the first."""
-    from tidelake.apply.merge_job import run_merge
+    from tidelake.merge.merge_job import run_merge
 
     with Timer() as timer:
         report = run_merge(spark, layout, tables=only, write_log=False, threads=threads)
@@ -160,15 +160,15 @@ def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: lis
 
 
 def _enable_deletion_vectors(spark, path: str) -> None:
-    from tidelake.apply.replica_schema import enable_properties
+    from tidelake.merge.replica_schema import enable_properties
 
     enable_properties(spark, path, {"delta.enableDeletionVectors": "true"})
 
 
 @contextmanager
 def _spark_windows():
-    """Every window through Spark: no window on the driver (tidelake.apply.driver_window)."""
-    from tidelake.apply import merge_job
+    """Every window through Spark: no window on the driver (tidelake.merge.driver_window)."""
+    from tidelake.merge import merge_job
 
     saved = merge_job.DRIVER_WINDOW_MAX_ROWS
     merge_job.DRIVER_WINDOW_MAX_ROWS = -1
@@ -181,7 +181,7 @@ def _spark_windows():
 @contextmanager
 def _one_merge_per_window():
     """Every window as one MERGE, as before issue #12 item 3: no INSERT of new keys."""
-    from tidelake.apply import merge_job
+    from tidelake.merge import merge_job
 
     saved = merge_job.NEW_KEYS_CHECK_MAX_ROWS
     merge_job.NEW_KEYS_CHECK_MAX_ROWS = -1  # no window is small enough to have its keys told apart
@@ -228,7 +228,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
         compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
         compare_rewrite: bool = False, small_tables: int = 0, compare_driver: bool = False) -> dict:
-    from tidelake.apply.session import connect_session, get_session
+    from tidelake.spark.spark_session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
     started = time.perf_counter()
@@ -308,7 +308,7 @@ def _rewrite_vs_in_place(spark, layout: LakeLayout, tidb: SimTiDB, upstreams: li
     (in place), each table alone."""
     from deltalake import DeltaTable
 
-    from tidelake.apply.replica_schema import COLUMN_MAPPING, enable_properties
+    from tidelake.merge.replica_schema import COLUMN_MAPPING, enable_properties
 
     paths = [ReplicaCatalog(layout).find(DATABASE, u.name).path for u in upstreams]
     enable_properties(spark, paths[1], COLUMN_MAPPING)
@@ -317,7 +317,7 @@ def _rewrite_vs_in_place(spark, layout: LakeLayout, tidb: SimTiDB, upstreams: li
     last = upstreams[0].cluster.tso.next()
     for upstream in upstreams:
         _wait_durable(layout, upstream.info.id, last, errors)
-    from tidelake.apply.merge_job import run_merge
+    from tidelake.merge.merge_job import run_merge
 
     timed = []
     for upstream, path in zip(upstreams, paths):
@@ -507,19 +507,19 @@ def _measure_connect(remote: str, argv: list[str]) -> dict:
     of a server started here on local[2] (as the local measurement) and stopped after."""
     if remote != "start":
         return _connect_child(remote, argv)
-    from tidelake.apply import spark_server
+    from tidelake.spark import connect_server
     from tidelake.demos.supervisor import free_port
 
     with tempfile.TemporaryDirectory(prefix="bench-spark-server-") as folder:
-        settings = spark_server.ServerSettings(Path(folder), port=free_port(spark_server.DEFAULT_PORT),
+        settings = connect_server.ServerSettings(Path(folder), port=free_port(connect_server.DEFAULT_PORT),
                                                master="local[2]")
         with Timer() as timer:
-            spark_server.start(settings)
+            connect_server.start(settings)
         print(f"\nSpark Connect server started in {timer.wall_s:.1f} s (paid once, not per merge run)")
         try:
             return {**_connect_child(settings.url, argv), "server_start_s": timer.wall_s}
         finally:
-            spark_server.stop(settings)
+            connect_server.stop(settings)
 
 
 def _connect_child(url: str, argv: list[str]) -> dict:

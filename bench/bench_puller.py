@@ -65,7 +65,7 @@ from tidelake.codec.keys import (  # noqa: E402
     to_region_key,  # noqa: E402
 )
 from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2  # noqa: E402
-from tidelake.lake.lander import Lander  # noqa: E402
+from tidelake.capture.landing.lander import Lander  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.replay import RegionHistory, load_histories, record_options  # noqa: E402

@@ -87,7 +87,7 @@ from tidelake.lake.control import read_control  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
 from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, SOFT_DELETES_PROPERTY, history_path  # noqa: E402
-from tidelake.lake.merge_log import (  # noqa: E402
+from tidelake.merge.merge_log import (
     DEFAULT_RETENTION,
     MergeLogEntry,
     MergeStatus,
@@ -98,8 +98,9 @@ from tidelake.lake.merge_log import (  # noqa: E402
 )
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry  # noqa: E402
 from tidelake.lake.replica_facts import read_replica_facts  # noqa: E402
-from tidelake.lake.status import FactsSource, collect_status  # noqa: E402
-from tidelake.lake.watermarks import WatermarkWriter, read_watermarks  # noqa: E402
+from tidelake.status.status_report import FactsSource, collect_status  # noqa: E402
+from tidelake.capture.landing.watermark_writer import WatermarkWriter  # noqa: E402
+from tidelake.lake.watermarks import read_watermarks
 from tidelake.orchestration.changefeeds import Changefeed  # noqa: E402
 from tidelake.orchestration.page_report import page_report  # noqa: E402
 from tidelake.orchestration.plugin_views import render_page  # noqa: E402

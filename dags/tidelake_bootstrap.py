@@ -5,7 +5,7 @@ selects; a table outside the filter is added to the RUNNING changefeed) and `at_
 empty = PD's current TSO). One spark-submit of spark_jobs/bootstrap.py: large tables are read by
 the executors, one task per region range. It holds a PD service GC safepoint for the whole run,
 refuses a ts older than the GC safepoint, and is safe to re-trigger after a failure (finished
-replicas are skipped, partial ones rewritten). Logic: tidelake.bootstrap.runner.
+replicas are skipped, partial ones rewritten). Logic: tidelake.bootstrap.bootstrap_run.
 """
 
 from __future__ import annotations

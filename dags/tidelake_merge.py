@@ -22,7 +22,7 @@ A scheduled or backfill run merges only changes committed before its data interv
 replicas interval by interval; a manual run without a logical date merges to the latest.
 Trigger params: tables, until_ts or until_time, rebuild (one table replayed from its CREATE into a
 new replica, refused unless the changelog still holds all its changes), dry_run, groups. Logic:
-tidelake.orchestration.merge_run.
+tidelake.orchestration.merge_dag.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from airflow.sdk import (
     task,
 )
 
-from tidelake.orchestration import connect_job, merge_run
+from tidelake.orchestration import connect_job, merge_dag
+from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
-from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.assets import (
     ASSET_GROUP,
@@ -77,7 +77,7 @@ def schedule(feed: Changefeed):
 
 def build(feed: Changefeed) -> DAG:
     changefeed_id = feed.config.changefeed_id
-    schemas = merge_param_schemas(merge_run.table_choices(feed.config), feed.config.merge.parallel_jobs)
+    schemas = merge_param_schemas(merge_dag.table_choices(feed.config), feed.config.merge.parallel_jobs)
     alias = AssetAlias(merge_alias_name(changefeed_id))
     submit = spark_submit_kwargs(SPARK, job="merge", app_name="tidelake merge", lake=feed.config.lake)
     submit.pop("name")
@@ -97,7 +97,7 @@ def build(feed: Changefeed) -> DAG:
         @task
         def plan(config_path: str, **context) -> list[dict]:
             with input_errors_fail_the_task():
-                planned = merge_run.plan_run(config_path, context["params"], context)
+                planned = merge_dag.plan_run(config_path, context["params"], context)
             context["ti"].xcom_push(key="before", value=planned["before"])
             context["ti"].xcom_push(key="syncpoint", value=planned["syncpoint"])
             return planned["merge_jobs"]
@@ -105,7 +105,7 @@ def build(feed: Changefeed) -> DAG:
         @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS)
         def publish(config_path: str, **context):
             before = context["ti"].xcom_pull(task_ids="plan", key="before")
-            for table, state in merge_run.changed_after_run(config_path, before).items():
+            for table, state in merge_dag.changed_after_run(config_path, before).items():
                 asset = Asset(uri=replica_asset_uri(changefeed_id, table), group=ASSET_GROUP)
                 yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
 

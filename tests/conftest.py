@@ -25,7 +25,7 @@ settings.load_profile("tidelake")
 @pytest.fixture(scope="session")
 def spark():
     """One Delta-enabled local Spark session for the whole run; mark tests with @pytest.mark.spark."""
-    from tidelake.apply.session import get_session
+    from tidelake.spark.spark_session import get_session
 
     session = get_session("tidelake-tests", master="local[2]")
     yield session
@@ -36,14 +36,14 @@ def spark():
 def connect_server(tmp_path_factory):
     """A warm Spark Connect server (tidelake spark-server) on a free loopback port for the run;
     yields its settings (url, pid and log files)."""
-    from tidelake.apply import spark_server
     from tidelake.demos.supervisor import free_port
+    from tidelake.spark import connect_server
 
-    settings = spark_server.ServerSettings(tmp_path_factory.mktemp("spark-server"), port=free_port(15002),
+    settings = connect_server.ServerSettings(tmp_path_factory.mktemp("spark-server"), port=free_port(15002),
                                            master="local[2]")
-    spark_server.start(settings)
+    connect_server.start(settings)
     yield settings
-    spark_server.stop(settings)
+    connect_server.stop(settings)
 
 
 # pyspark's functions (F.col, ...) build Connect or classic expressions by this variable, which
@@ -55,7 +55,7 @@ CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 @pytest.fixture(scope="session")
 def connect_spark(connect_server):
     """A Spark Connect client session of the run's server (its own server-side session)."""
-    from tidelake.apply.session import connect_session
+    from tidelake.spark.spark_session import connect_session
 
     was = os.environ.get(CONNECT_MODE)
     session = connect_session(connect_server.url)

@@ -79,7 +79,7 @@ def test_a_process_with_a_malformed_value_does_not_start(tmp_path):
 # Two flushes of a real lander: rows of table 41 up to ts 2000, then more up to ts 3000.
 FLUSHES = """
 import sys
-from tidelake.lake.lander import Lander
+from tidelake.capture.landing.lander import Lander
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 

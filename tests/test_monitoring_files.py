@@ -13,8 +13,8 @@ import yaml
 
 from tidelake import tso
 from tidelake.capture.changefeed.puller_metrics import PullerMetrics, PullerState
-from tidelake.lake.merge_log import MergeLogEntry, MergeStatus
-from tidelake.lake.merge_metrics import merge_registry
+from tidelake.merge.merge_log import MergeLogEntry, MergeStatus
+from tidelake.merge.merge_metrics import merge_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "monitoring" / "prometheus" / "tidelake-alerts.yml"

@@ -112,7 +112,7 @@ class PullerConfig:
     # memory budget (tidelake.capture.eventfeed.prewrites); checked writable when the puller starts.
     spill_dir: str = field(default_factory=tempfile.gettempdir)
     # Seconds between rounds of compaction of the changelog's closed commit buckets by each
-    # puller shard (tidelake.lake.bucket_compaction).
+    # puller shard (tidelake.capture.landing.bucket_compaction).
     compact_interval_s: float = 60.0
 
     def shard_of(self, logical_table_id: int) -> int:
@@ -128,7 +128,7 @@ class PullerConfig:
 class MergeConfig:
     """How the orchestrated merge runs (tidelake_merge DAG); `tidelake merge` ignores it."""
 
-    # Seconds between cross-table syncpoints (tidelake.lake.syncpoints); None: no syncpoints.
+    # Seconds between cross-table syncpoints (tidelake.syncpoint.records); None: no syncpoints.
     # Like TiCDC's sync-point-interval (default 10m when enabled), off unless asked for.
     syncpoint_interval_s: int | None = None
     parallel_jobs: int = 4  # Spark jobs one merge run spreads its tables over (the `groups` param)
@@ -156,7 +156,7 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class CatalogConfig:
-    """Where `tidelake catalog sync` registers the replicas (tidelake.apply.metastore)."""
+    """Where `tidelake catalog sync` registers the replicas (tidelake.consumers.metastore)."""
 
     # Folder of Spark's embedded Hive metastore (Derby); None: replicas are not registered.
     metastore_dir: str | None = None

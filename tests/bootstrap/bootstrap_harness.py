@@ -9,12 +9,12 @@ from datetime import timezone
 
 from pyspark.sql.types import TimestampType
 
-from tidelake.apply.replica_schema import HIDDEN_COLUMNS, stored_columns
 from tidelake.codec.keys import record_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.codec.spark_types import spark_value
 from tidelake.config import ChangefeedConfig
 from tidelake.config_writer import changefeed_document, config_from_document
+from tidelake.merge.replica_schema import HIDDEN_COLUMNS, stored_columns
 from tidelake.sim.tidb.session import SimTiDB
 
 COLUMNS = [("id", "bigint", "pk"), ("v", "varchar(32)"), ("n", "int")]

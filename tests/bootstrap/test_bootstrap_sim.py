@@ -24,11 +24,10 @@ from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     config_doc,
     sim,
 )
-from tidelake.apply.merge_job import run_merge
 from tidelake.bootstrap import replica_write, snapshot_read
-from tidelake.bootstrap.runner import Bootstrap, BootstrapOptions
+from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
+from tidelake.capture.changefeed.puller_runner import Shard
 from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.capture.changefeed.runner import Shard
 from tidelake.cli import main
 from tidelake.config_writer import write_config
 from tidelake.lake.checkpoint import read_checkpoint
@@ -36,6 +35,7 @@ from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.table_starts import StartState, TableStarts
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.merge.merge_job import run_merge
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.sim.workload import WorkloadRunner
 from tidelake.wait import wait_until

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tidelake.bootstrap.runner import JOIN_ATTEMPTS, Bootstrap, BootstrapOptions
+from tidelake.bootstrap.bootstrap_run import JOIN_ATTEMPTS, Bootstrap, BootstrapOptions
 from tidelake.config import parse_config
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout

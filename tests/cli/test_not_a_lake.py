@@ -99,7 +99,7 @@ def test_a_lake_with_its_control_tables_is_accepted(tmp_path):
 
 def test_the_airflow_merge_plan_refuses_what_is_not_a_lake(tmp_path):
     from tidelake.errors import InputError
-    from tidelake.orchestration.merge_run import plan_run
+    from tidelake.orchestration.merge_dag import plan_run
 
     (tmp_path / "plain").write_text("x")
     config = write_config(tmp_path / "cf.toml", changefeed_document("cf", [UNREACHABLE_PD], tmp_path / "plain"))
@@ -110,7 +110,7 @@ def test_the_airflow_merge_plan_refuses_what_is_not_a_lake(tmp_path):
 @pytest.mark.parametrize("make", [lambda lake: None, lambda lake: lake.mkdir()], ids=["missing", "empty"])
 def test_a_scheduled_merge_before_the_first_flush_plans_nothing_and_does_not_fail(tmp_path, make):
     """The first scheduled run of `make demo` came before the puller's first flush and failed."""
-    from tidelake.orchestration.merge_run import plan_run
+    from tidelake.orchestration.merge_dag import plan_run
 
     make(tmp_path / "lake")
     config = write_config(tmp_path / "cf.toml", changefeed_document("cf", [UNREACHABLE_PD], tmp_path / "lake"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tidelake.apply.verify import TableVerdict, Verdict, VerifyReport
-from tidelake.cli.verify import print_report
+from tidelake.cli.verify_command import print_report
+from tidelake.verify.verifier import TableVerdict, Verdict, VerifyReport
 
 
 def _last_line(report: VerifyReport, capsys) -> str:

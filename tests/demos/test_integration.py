@@ -89,10 +89,10 @@ def test_compose_runs_spark_jobs_on_its_master_with_the_settings_of_the_cluster_
 def test_compose_s3a_confs_are_the_ones_derived_from_its_aws_variables_as_in_the_integration(tmp_path, monkeypatch):
     """The DAGs derive the s3a confs from the lake root and the AWS_* variables: compose writes
     none by hand for them, and its warm-Spark profile's command line has exactly those."""
-    from tidelake.apply.s3a import hadoop_aws_package, s3a_confs
-    from tidelake.apply.session import delta_package
-    from tidelake.apply.spark_jars import MANIFEST
     from tidelake.orchestration.spark_submit import SparkSettings, packages_for, spark_submit_kwargs
+    from tidelake.spark.cluster_jars import MANIFEST
+    from tidelake.spark.s3a import hadoop_aws_package, s3a_confs
+    from tidelake.spark.spark_session import delta_package
 
     services = _compose()
     compose_env = {k: str(v) for k, v in services["airflow-scheduler"]["environment"].items()}

@@ -45,7 +45,7 @@ def test_demo_rejects_a_used_workdir_and_a_bad_duration(tmp_path):
 def test_full_demo_verifies_every_replica(spark, tmp_path):
     from rich.console import Console
 
-    from tidelake.apply.verify import Verdict
+    from tidelake.verify.verifier import Verdict
 
     result = run_demo(OneProcessOptions(tmp_path / "demo", duration_s=20, seed=2, keep=True), Console())
     assert result.ok, [(v.table, v.status, v.note) for v in result.verify.tables]
@@ -66,7 +66,7 @@ def assert_every_reader_agrees(spark, lake) -> None:
     from deltalake import DeltaTable
 
     from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.status import collect_status
+    from tidelake.status.status_report import collect_status
 
     def local(value):
         # Spark's collect() gives a TIMESTAMP as naive local time; delta-rs an aware UTC one.

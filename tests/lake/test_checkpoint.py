@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from tidelake.lake.changelog_writer import commit_properties
+from tidelake.capture.landing.app_txn import commit_properties
 from tidelake.lake.checkpoint import (
     MERGE_APP_ID,
     checkpoint_at_version,

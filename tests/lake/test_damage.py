@@ -11,10 +11,10 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from tests.capture.pull_harness import config_doc, sim  # noqa: F401 (sim is a fixture)
+from tidelake.capture.landing.lander import Lander
 from tidelake.cli import main
 from tidelake.config_writer import write_config
 from tidelake.lake.damage import explain_failure, find_damage, first_line
-from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 

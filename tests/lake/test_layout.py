@@ -6,9 +6,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from tidelake.capture.landing.changelog_writer import ChangelogWriter
+from tidelake.capture.landing.ddl_writer import DdlWriter
+from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import ChangelogWriter, bucket_label
-from tidelake.lake.ddl_log import DdlLog
+from tidelake.lake.commit_buckets import bucket_label
 from tidelake.lake.layout import (
     BUCKET_SECONDS_PROPERTY,
     CHANGELOG_SCHEMA,
@@ -17,7 +19,6 @@ from tidelake.lake.layout import (
     LakeLayout,
     spark_ddl,
 )
-from tidelake.lake.watermarks import WatermarkWriter
 from tidelake.tso import compose
 
 
@@ -38,7 +39,7 @@ def test_replica_path_rejects_names_that_escape_the_folder(db, table):
 
 def test_tables_are_created_with_the_contract_schemas(layout):
     ChangelogWriter(layout, "tidelake-puller/cf", bucket_seconds=600)
-    DdlLog(layout, "tidelake-puller/cf")
+    DdlWriter(layout, "tidelake-puller/cf")
     WatermarkWriter(layout, "tidelake-puller/cf")
     changelog = DeltaTable(layout.changelog)
     assert pa.schema(changelog.schema().to_arrow()).equals(CHANGELOG_SCHEMA)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from ddl_jobs import DdlFeed, Upstream
 
+from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.codec.ddl_job import ActionType
-from tidelake.lake.ddl_log import DdlLog
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.schema_history import SchemaHistory
 
@@ -130,7 +130,7 @@ def test_load_from_the_ddl_table_equals_rows(tmp_path):
     up, feed = _shop()
     feed.run(up.add_column("shop", "orders", ("c", "int")))
     layout = LakeLayout(str(tmp_path))
-    log = DdlLog(layout, "puller-1")
+    log = DdlWriter(layout, "puller-1")
     log.insert(feed.rows, seq=1)
     log.insert(feed.rows, seq=2)  # a replayed delivery is stored once
     loaded = SchemaHistory.load(layout)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from tidelake.lake.watermarks import Watermarks, WatermarkWriter, read_watermarks
+from tidelake.capture.landing.watermark_writer import WatermarkWriter
+from tidelake.lake.watermarks import Watermarks, read_watermarks
 
 
 def test_empty_lake_has_no_watermarks(layout):
@@ -55,8 +56,8 @@ def test_a_long_history_is_read_from_a_recent_checkpoint(layout):
 def test_a_watermarks_table_of_an_earlier_version_gets_the_current_properties(tmp_path):
     from deltalake import DeltaTable
 
-    from tidelake.lake.layout import WATERMARKS_PARTITIONS, WATERMARKS_PROPERTIES, LakeLayout
-    from tidelake.lake.watermarks import WATERMARKS_SCHEMA, WatermarkWriter
+    from tidelake.capture.landing.watermark_writer import WatermarkWriter
+    from tidelake.lake.layout import WATERMARKS_PARTITIONS, WATERMARKS_PROPERTIES, WATERMARKS_SCHEMA, LakeLayout
 
     layout = LakeLayout(str(tmp_path))
     DeltaTable.create(layout.watermarks, WATERMARKS_SCHEMA, partition_by=list(WATERMARKS_PARTITIONS))

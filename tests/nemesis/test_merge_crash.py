@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import tidelake.apply
+import tidelake.merge
 import tidelake.nemesis.apply_check as apply_check
+import tidelake.syncpoint
 from tidelake.failpoints import failpoint
 from tidelake.nemesis.landing_check import Anomaly
 from tidelake.nemesis.merge_crash import MergeCrashed, MergeCrashSwitch, MergeWriteError
@@ -65,9 +66,10 @@ def test_unarmed_failpoints_do_nothing():
         failpoint(name, None)
 
 
-def test_every_apply_failpoint_is_passed_in_the_apply_code():
+def test_every_apply_failpoint_is_passed_in_the_merge_and_syncpoint_code():
     """A renamed or removed failpoint would turn its crashes into silent misses."""
-    source = "\n".join(p.read_text() for p in Path(tidelake.apply.__file__).parent.glob("*.py"))
+    rooms = [Path(tidelake.merge.__file__).parent, Path(tidelake.syncpoint.__file__).parent]
+    source = "\n".join(p.read_text() for room in rooms for p in room.rglob("*.py"))
     passed = set(re.findall(r'failpoint\("([a-z_.]+)"', source))
     assert passed == set(APPLY_FAILPOINTS)
 
@@ -146,4 +148,4 @@ def test_the_apply_checker_imports_nothing_of_the_merge_or_the_lake_readers():
     tree = ast.parse(Path(apply_check.__file__).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not {m for m in imported if m and m.startswith(("tidelake.apply", "tidelake.lake", "tidelake.codec"))}
+    assert not {m for m in imported if m and m.startswith(("tidelake.merge", "tidelake.lake", "tidelake.codec"))}

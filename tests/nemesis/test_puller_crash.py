@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from deltalake import DeltaTable
 
-from tidelake.lake.lander import Lander
+from tidelake.capture.landing.lander import Lander
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.nemesis.puller_crash import CrashSwitch, LakeWriteError, PullerCrashed
 

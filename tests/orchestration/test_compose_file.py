@@ -76,7 +76,7 @@ def test_sim_service_command_is_accepted_by_the_tidelake_cli():
 
 def test_the_optional_warm_spark_service_is_a_tidelake_spark_server_the_airflow_tasks_can_reach():
     from tidelake.cli import build_parser
-    from tidelake.apply.s3a import hadoop_version
+    from tidelake.spark.s3a import hadoop_version
 
     found = services()
     command = found["spark-connect"]["command"]

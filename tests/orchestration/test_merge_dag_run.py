@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from airflow_test_env import REPO, write_changefeed
+from merge.lake_fixtures import FedLake
 
-from tests.apply.lake_fixtures import FedLake
 from tidelake import tso
 from tidelake.lake.checkpoint import read_checkpoint, replica_version
 from tidelake.lake.replica_catalog import ReplicaCatalog

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from tidelake import tso
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import RECENT, MergeLogEntry, MergeStatus, append_entries
+from tidelake.merge.merge_log import RECENT, MergeLogEntry, MergeStatus, append_entries
 from tidelake.orchestration.merge_history import LagPoint, merge_history
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=timezone.utc)

@@ -95,7 +95,7 @@ def test_dry_run_and_groups_are_typed():
 
 
 def test_a_rebuild_merges_only_its_table_and_passes_it_to_the_spark_job():
-    from tidelake.orchestration.merge_run import merge_job_args
+    from tidelake.orchestration.merge_dag import merge_job_args
 
     request = parse_merge_request({**defaults(), "rebuild": " shop.orders "}, KNOWN)
     assert request.rebuild == "shop.orders" and request.tables == ("shop.orders",)

@@ -34,7 +34,7 @@ class FakeRunner:
         self.stopped.set()
 
     def run(self):
-        from tidelake.capture.changefeed.runner import RunSummary
+        from tidelake.capture.changefeed.puller_runner import RunSummary
 
         assert self.stopped.wait(30), "never asked to stop"
         self.flushed = True
@@ -43,7 +43,7 @@ class FakeRunner:
 
 def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     import tidelake.capture.changefeed.process_memory as process_memory
-    import tidelake.capture.changefeed.runner as runner_module
+    import tidelake.capture.changefeed.puller_runner as runner_module
 
     tuned_before_runner = []
     monkeypatch.setattr(process_memory, "tune_allocators",

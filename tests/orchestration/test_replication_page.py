@@ -11,7 +11,7 @@ from PIL import Image
 
 from tidelake import tso
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.merge.merge_log import MergeLogEntry, MergeStatus, append_entries
 from tidelake.orchestration.merge_history import merge_history
 from tidelake.orchestration.plugin_views import (
     CHART_HEIGHT,

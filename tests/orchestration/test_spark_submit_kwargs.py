@@ -13,8 +13,6 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tidelake.apply.s3a import hadoop_version
-from tidelake.apply.session import DELTA_CONFS, delta_package
 from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.orchestration.spark_submit import (
@@ -22,6 +20,8 @@ from tidelake.orchestration.spark_submit import (
     build_package_zip,
     spark_submit_kwargs,
 )
+from tidelake.spark.s3a import hadoop_version
+from tidelake.spark.spark_session import DELTA_CONFS, delta_package
 
 
 @pytest.fixture(autouse=True)
@@ -72,10 +72,10 @@ def test_environment_overrides(tmp_path):
 
 
 def test_a_jar_folder_replaces_packages_with_the_classpath_of_driver_and_executors(tmp_path):
-    """TIDELAKE_SPARK_JARS: nothing for spark-submit to resolve or ship (tidelake.apply.spark_jars);
+    """TIDELAKE_SPARK_JARS: nothing for spark-submit to resolve or ship (tidelake.spark.cluster_jars);
     a folder lacking a package the lake needs is refused with the command that fills it."""
-    from tidelake.apply.s3a import hadoop_aws_package
-    from tidelake.apply.spark_jars import MANIFEST
+    from tidelake.spark.cluster_jars import MANIFEST
+    from tidelake.spark.s3a import hadoop_aws_package
 
     jars = tmp_path / "jars"
     jars.mkdir()
@@ -100,7 +100,7 @@ def test_package_zip_is_importable_alone_and_reused(tmp_path):
     assert build_package_zip(tmp_path) == first
     names = zipfile.ZipFile(first).namelist()
     assert "tidelake/tso.py" in names
-    assert "tidelake/apply/ivysettings.xml" in names
+    assert "tidelake/spark/ivysettings.xml" in names
     assert not any("__pycache__" in n for n in names)
     probe = "import tidelake.tso, sys; print(tidelake.tso.__file__)"
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(first)!r}); {probe}"],

@@ -11,9 +11,9 @@ import pytest
 from tidelake import tso
 from tidelake.config import parse_config
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.syncpoints import Syncpoint, next_boundary, record_syncpoint
-from tidelake.orchestration.merge_run import syncpoint_cap, syncpoint_skip_reason
+from tidelake.orchestration.merge_dag import syncpoint_cap, syncpoint_skip_reason
 from tidelake.orchestration.params import MergeRequest
+from tidelake.syncpoint.records import Syncpoint, next_boundary, record_syncpoint
 
 EVERYTHING = MergeRequest(tables=None, until_ts=None, dry_run=False, groups=4)
 T0 = tso.from_datetime(datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc))
@@ -68,8 +68,9 @@ def test_restricted_runs_take_no_syncpoint(merge, request_, run_type, reason):
 
 
 def test_a_syncpoint_is_not_due_until_the_ddl_watermark_passes_the_next_boundary(tmp_path):
-    from tests.apply.lake_fixtures import FedLake
-    from tidelake.orchestration.merge_run import syncpoint_not_due
+    from merge.lake_fixtures import FedLake
+
+    from tidelake.orchestration.merge_dag import syncpoint_not_due
 
     lake = FedLake(str(tmp_path / "lake"))
     assert syncpoint_not_due(lake.layout, None) is None

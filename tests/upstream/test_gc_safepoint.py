@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tidelake.upstream.errors import BelowGCSafepointError
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
+from tidelake.upstream.upstream_errors import BelowGCSafepointError
 
 
 def held(sim, service_id: str):

@@ -12,9 +12,9 @@ from upstream_writes import commit, rows
 
 from tidelake.codec.keys import record_key, table_record_span, table_split_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
-from tidelake.upstream.errors import BelowGCSafepointError
 from tidelake.upstream.kv_snapshot import ScanProgress, SnapshotReader
 from tidelake.upstream.region_request import RegionRequestSender
+from tidelake.upstream.upstream_errors import BelowGCSafepointError
 
 TABLE = 100
 

@@ -15,9 +15,9 @@ from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.kvproto import pdpb_pb2, pdpb_pb2_grpc
 from tidelake.sim.cluster import SimCluster
 from tidelake.sim.pd_service import PdService
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
+from tidelake.upstream.upstream_errors import UpstreamError
 
 
 def test_discovery_learns_cluster_id_and_leader(sim, pd):

@@ -11,8 +11,8 @@ import pytest
 from tidelake.codec import meta_keys
 from tidelake.codec.keys import record_key
 from tidelake.table_filter import TableFilter
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.schema_snapshot import load_schema
+from tidelake.upstream.upstream_errors import UpstreamError
 
 DATA = Path(__file__).resolve().parents[1] / "codec" / "data"
 

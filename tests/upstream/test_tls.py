@@ -15,8 +15,8 @@ from tidelake.config import TlsConfig
 from tidelake.errors import InputError
 from tidelake.kvproto import pdpb_pb2_grpc
 from tidelake.upstream.channels import credentials
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
+from tidelake.upstream.upstream_errors import UpstreamError
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 

@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import uuid
 
+from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.codec.schema import TableInfo
-from tidelake.lake.ddl_log import (
-    DdlLog,
-    has_snapshot_row,
-    snapshot_rows,
-    start_snapshot_ts,
-)
+from tidelake.lake.ddl_log import has_snapshot_row, snapshot_rows, start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.table_filter import TableFilter
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.schema_snapshot import SchemaSnapshot
 from tidelake.upstream.schema_tracker import SchemaTracker
+from tidelake.upstream.upstream_errors import UpstreamError
 
 BOOTSTRAP_APP_PREFIX = "tidelake-bootstrap/"
 
@@ -46,7 +42,7 @@ def claim_start(layout: LakeLayout, changefeed_id: str, snapshot: SchemaSnapshot
 
     tracker = SchemaTracker(snapshot, table_filter, no_reload)
     # A writer id lets a commit whose acknowledgement the store lost count as ours (commit_once).
-    DdlLog(layout, BOOTSTRAP_APP_PREFIX + changefeed_id).insert(snapshot_rows(tracker, snapshot.schema_version),
+    DdlWriter(layout, BOOTSTRAP_APP_PREFIX + changefeed_id).insert(snapshot_rows(tracker, snapshot.schema_version),
                                                                  snapshot.ts, writer=uuid.uuid4().hex)
     landed = start_snapshot_ts(layout)
     if landed != snapshot.ts:

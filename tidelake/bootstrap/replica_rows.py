@@ -1,6 +1,6 @@
 """Snapshot rows -> replica rows as Arrow batches, in the replica's own schema.
 
-The columns are tidelake.apply.replica_schema's (upstream columns by name and mapped type, then
+The columns are tidelake.merge.replica_schema's (upstream columns by name and mapped type, then
 the hidden `_tidb_commit_ts`, `_tidb_rowid`, `_tidb_partition_id`). A snapshot read at T does not
 return each row's commit ts, so bootstrapped rows carry T: an upper bound of their last change
 and below every change the feed delivers afterwards (docs/metadata.md §4.2), which is
@@ -9,10 +9,13 @@ what merge compares it with.
 
 from __future__ import annotations
 
-
 import pyarrow as pa
 
-from tidelake.apply.replica_schema import (
+from tidelake.codec.compiled_row import CompiledRowDecoder
+from tidelake.codec.keys import decode_record_key
+from tidelake.codec.schema import TableInfo
+from tidelake.errors import InputError
+from tidelake.merge.replica_schema import (
     COMMIT_TS_COLUMN,
     PARTITION_ID_COLUMN,
     ROWID_COLUMN,
@@ -20,10 +23,6 @@ from tidelake.apply.replica_schema import (
     replica_columns,
     stored_columns,
 )
-from tidelake.codec.compiled_row import CompiledRowDecoder
-from tidelake.codec.keys import decode_record_key
-from tidelake.codec.schema import TableInfo
-from tidelake.errors import InputError
 
 _ARROW = {
     "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),

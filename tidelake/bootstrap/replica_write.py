@@ -3,7 +3,7 @@
 delta-spark 4.4 refuses a DataFrame write of rows that creates a table with column mapping AND
 change data feed (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION), so create_replica(rows=...)
 cannot be used here. The table is created first, empty and WITHOUT a checkpoint, with the
-replica schema and properties of tidelake.apply.replica_schema; the rows follow in one
+replica schema and properties of tidelake.merge.replica_schema; the rows follow in one
 overwrite carrying the txn (app id MERGE_APP_ID, version T; docs/stack.md §11). A table
 without a checkpoint is no replica to merge or verify, so a crash between the two commits, or
 during the data write (files written, never committed), leaves nothing that claims to be
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tidelake.apply.replica_schema import creation_properties, replica_struct
-from tidelake.apply.txn_confs import writer_txn_options
 from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.merge.replica_schema import creation_properties, replica_struct
+from tidelake.merge.txn_confs import writer_txn_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -13,9 +13,9 @@ from itertools import chain, islice
 
 import pyarrow as pa
 
-from tidelake.bootstrap.plan import KeyRange
 from tidelake.bootstrap.progress import TableProgress
 from tidelake.bootstrap.replica_rows import RowDecoder
+from tidelake.bootstrap.snapshot_plan import KeyRange
 from tidelake.codec.schema import TableInfo
 from tidelake.upstream.kv_snapshot import SnapshotReader
 

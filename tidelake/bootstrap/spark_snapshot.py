@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tidelake.bootstrap.plan import KeyRange
 from tidelake.bootstrap.progress import TableProgress
 from tidelake.bootstrap.replica_rows import replica_ddl
+from tidelake.bootstrap.snapshot_plan import KeyRange
 from tidelake.codec.schema import TableInfo
 from tidelake.config import TlsConfig
 

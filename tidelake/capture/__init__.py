@@ -5,6 +5,9 @@ store, one state machine per (subscription, region), one span frontier per table
 resolved ts is the minimum over its regions and never runs ahead of a row still to come. Rows
 leave it raw; nothing here decodes row values.
 
-`changefeed/` drives it for one changefeed: the DDL puller and schema tracking, tables joining
-the feed, shards, and the runner that lands rows and watermarks through `tidelake.lake`.
+`landing/` lands them: the lander buffers rows and commits changelog, DDL rows and watermarks in
+that order, with delta-rs, idempotently per flush.
+
+`changefeed/` drives both for one changefeed: the DDL puller and schema tracking, tables joining
+the feed, shards, and the runner.
 """

@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tidelake {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        importlib.import_module(f"tidelake.cli.{name}").register(subparsers)
+        importlib.import_module(f"tidelake.cli.{name}_command").register(subparsers)
     return parser
 
 

@@ -1,5 +1,5 @@
 """Which Spark a lake command runs on: `--remote URL` / `[spark] remote` / SPARK_REMOTE (a warm
-Spark Connect server, tidelake.apply.spark_server), else `--master` (local Spark)."""
+Spark Connect server, tidelake.spark.connect_server), else `--master` (local Spark)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from tidelake.cli import main
 
 
 def run_submitted(command: str, argv: Sequence[str]) -> int:
-    from tidelake.apply.session import get_session
+    from tidelake.spark.spark_session import get_session
 
     get_session(f"tidelake-{command}", local=False)
     return main([command, *argv])

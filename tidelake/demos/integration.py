@@ -7,7 +7,7 @@ Started here, each by its pid and with its own log, and stopped at the end whate
   2. PostgreSQL (a throwaway cluster, tidelake.demos.postgres), Airflow's metadata database;
   3. a Spark standalone master and worker (tidelake.demos.spark_cluster), and the Delta and
      hadoop-aws jars resolved once into a folder both put on their classpath
-     (TIDELAKE_SPARK_JARS, tidelake.apply.spark_jars): merge, syncpoint, bootstrap and
+     (TIDELAKE_SPARK_JARS, tidelake.spark.cluster_jars): merge, syncpoint, bootstrap and
      maintenance are SparkSubmitOperator tasks on that master (client mode); `--local-spark`
      leaves the cluster out, and they are then thin clients of a warm Spark on local[*]
      (bootstrap a spark-submit on local[*]);
@@ -160,8 +160,8 @@ def _install_jars(folder: Path) -> None:
 def _check_lake(lake_root: str, shards: int, say: Say) -> None:
     """Every shard landed its own watermarks, and a syncpoint was recorded."""
     from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.syncpoints import read_syncpoints
     from tidelake.lake.watermarks import read_by_puller
+    from tidelake.syncpoint.records import read_syncpoints
 
     layout = LakeLayout(lake_root)
     pullers = read_by_puller(layout)

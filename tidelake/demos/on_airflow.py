@@ -4,7 +4,7 @@ Stages, each with a deadline and its own log file under <workdir>/logs:
   1. `tidelake sim` as a child process: PD + 3 TiKV stores on loopback, the `mixed` workload at
      2 txn/s (DML of every handle kind, a DDL every ~100 s, lock-holding txns, hot keys) and
      light region faults (splits, merges, leader transfers).
-  2. A warm Spark: a Spark Connect server with Delta on loopback (tidelake.apply.spark_server),
+  2. A warm Spark: a Spark Connect server with Delta on loopback (tidelake.spark.connect_server),
      started now so its JVM start and Ivy resolution overlap Airflow's; `--cold-spark` leaves it
      out (each merge task is then a spark-submit, as against a cluster).
      A changefeed.toml pointing at the simulator, with `[spark] remote` naming the server. Its
@@ -49,7 +49,7 @@ from tidelake.errors import InputError
 from tidelake.orchestration.writer_pool import writer_pool
 
 if TYPE_CHECKING:
-    from tidelake.apply.spark_server import ServerSettings
+    from tidelake.spark.connect_server import ServerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 CHANGEFEED_ID = "demo"
@@ -66,7 +66,7 @@ PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
 SPARK_CONNECT_PORT = 15002
-# A cluster master gets none of the local confs (tidelake.apply.spark_server); a small one-machine
+# A cluster master gets none of the local confs (tidelake.spark.connect_server); a small one-machine
 # cluster wants the same few partitions and one modest executor.
 CLUSTER_CONFS = {"spark.sql.shuffle.partitions": "4", "spark.databricks.delta.snapshotPartitions": "2",
                  "spark.ui.enabled": "false", "spark.executor.memory": "1g", "spark.cores.max": "2",
@@ -110,7 +110,7 @@ class AirflowDemoOptions:
     # `maintenance` the scheduled run of tidelake_maintenance that unpausing it creates.
     bootstrap_tables: tuple[str, ...] = ()
     maintenance: bool = False
-    spark_jars: Path | None = None  # TIDELAKE_SPARK_JARS of Airflow (tidelake.apply.spark_jars)
+    spark_jars: Path | None = None  # TIDELAKE_SPARK_JARS of Airflow (tidelake.spark.cluster_jars)
 
 
 @dataclass
@@ -278,7 +278,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
                  airflow.log, checks, 3)
         if spark_server is not None:
-            from tidelake.apply.spark_server import accepting
+            from tidelake.spark.connect_server import accepting
 
             await_stage("spark connect server", lambda: accepting(spark_server[1]), options.startup_timeout_s,
                         spark_server[0].log, checks, 2)
@@ -333,7 +333,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
 def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: AirflowDemoOptions,
                  checks: list[Callable[[str], None]], say: Say) -> None:
     from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.status import collect_status
+    from tidelake.status.status_report import collect_status
 
     layout = LakeLayout(paths.lake_uri)
     last_line = [0.0]
@@ -444,9 +444,9 @@ def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, 
 
 def _start_spark_server(paths: DemoPaths, say: Say, master: str | None = None) -> tuple[Child, ServerSettings]:
     """The warm Spark as a demo child: the server JVM itself, so shutdown stops it by its pid."""
-    from tidelake.apply.s3a import lake_packages, s3a_confs, s3a_credential_env
-    from tidelake.apply.spark_server import ServerSettings, server_command
     from tidelake.lake.layout import LakeLayout
+    from tidelake.spark.connect_server import ServerSettings, server_command
+    from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_env
 
     settings = ServerSettings(paths.logs, port=free_port(SPARK_CONNECT_PORT), master=master or "local[*]")
     lake = LakeLayout(paths.lake_uri)  # an s3 lake: hadoop-aws and the s3a confs of its options
@@ -480,7 +480,7 @@ def _verify(paths: DemoPaths) -> bool:
 
 def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
     from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.syncpoints import read_syncpoints
+    from tidelake.syncpoint.records import read_syncpoints
 
     status = subprocess.run([sys.executable, "-m", "tidelake", "status", "--config", str(paths.config)],
                             cwd=REPO, capture_output=True, text=True, env=tool_env())

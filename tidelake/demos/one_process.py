@@ -31,10 +31,10 @@ from tidelake.wait import wait_until
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tidelake.apply.verify import VerifyReport
     from tidelake.capture.changefeed.puller_thread import PullerThread
-    from tidelake.lake.status import StatusReport
     from tidelake.sim.cluster import SimCluster
+    from tidelake.status.status_report import StatusReport
+    from tidelake.verify.verifier import VerifyReport
 
 WORKLOAD_DB = "demo"
 CHANGEFEED_ID = "demo"
@@ -103,14 +103,14 @@ def run_demo(options: OneProcessOptions, console: Console) -> DemoResult:
 
 
 def _run(options: OneProcessOptions, workdir: Path, console: Console) -> DemoResult:
-    from tidelake.apply.merge_job import run_merge
     from tidelake.capture.changefeed.puller_thread import PullerThread
     from tidelake.config import load_config
-    from tidelake.lake.status import collect_status
+    from tidelake.merge.merge_job import run_merge
     from tidelake.sim.cluster import SimCluster
     from tidelake.sim.faults import FaultInjector
     from tidelake.sim.tidb.session import SimTiDB
     from tidelake.sim.workload import WorkloadRunner
+    from tidelake.status.status_report import collect_status
 
     lake = workdir / "lake"
     layout = LakeLayout(str(lake))
@@ -163,7 +163,7 @@ def _run(options: OneProcessOptions, workdir: Path, console: Console) -> DemoRes
 def _traffic_and_merges(options: OneProcessOptions, spark: Any, tour: DdlTour, layout: LakeLayout, puller: PullerThread,
                         say: Callable[[str], None]) -> int:
     """Merge cycles while traffic runs, the DDL tour spread over the duration; the cycle count."""
-    from tidelake.apply.merge_job import run_merge
+    from tidelake.merge.merge_job import run_merge
 
     cycles = 0
     deadline = time.monotonic() + options.duration_s
@@ -184,7 +184,7 @@ def _traffic_and_merges(options: OneProcessOptions, spark: Any, tour: DdlTour, l
 
 
 def _spark(master: str) -> Any:
-    from tidelake.apply.session import get_session
+    from tidelake.spark.spark_session import get_session
 
     # The demo prints its own progress; Spark's console progress bars would interleave with it.
     session = get_session("tidelake-demo", master=master, extra_confs={"spark.ui.showConsoleProgress": "false"})
@@ -193,9 +193,9 @@ def _spark(master: str) -> Any:
 
 
 def _verify(spark: Any, layout: LakeLayout, cluster: SimCluster, console: Console) -> VerifyReport:
-    from tidelake.apply.verify import Verifier
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
+    from tidelake.verify.verifier import Verifier
 
     pd = PDClient([cluster.pd_address], caller_id="tidelake-demo-verify")
     try:

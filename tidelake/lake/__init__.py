@@ -1,3 +1,3 @@
-"""The lake side: tidelake's own Delta tables (changelog, ddl, watermarks), the lander that the
-puller lands raw changes through, and the readers merge uses. The puller writes with delta-rs
-(no JVM in the long-running process); Spark reads the same standard Delta tables."""
+"""The lake's contracts every stage shares: where tidelake's own Delta tables live and what their
+columns are, the control tables (watermarks, DDL history, table starts) read in the order that keeps
+them consistent, replica checkpoints and the replica catalog. Read and written with delta-rs only."""

@@ -7,8 +7,8 @@ whose version is <= the recorded one, so a retried merge or DDL step is a no-op
 
 Only DML (MERGE/UPDATE/DELETE/INSERT) and DataFrame writes record it: CREATE TABLE and ALTER
 TABLE ignore the txn confs (checked against delta-spark 4.4), which is why DDL application ends
-with a DML or an empty append carrying the txn (tidelake.apply.ddl_apply); the writers' side of
-the txn is tidelake.apply.txn_confs.
+with a DML or an empty append carrying the txn (tidelake.merge.ddl_apply); the writers' side of
+the txn is tidelake.merge.txn_confs.
 
 Reading needs no Spark: delta-rs replays the log (JSON commits and checkpoint parquet) and
 answers `transaction_version` even for tables whose reader features it cannot scan (column
@@ -98,5 +98,5 @@ def checkpoint_metadata(version: int) -> str:
 
 def rewrite_metadata(ddl_ts: int) -> str:
     """commitInfo.userMetadata of the commit that rewrote a replica for the DDL committed at
-    `ddl_ts` (tidelake.apply.ddl_apply); change readers skip it (tidelake.lake.replica_changes)."""
+    `ddl_ts` (tidelake.merge.ddl_apply); change readers skip it (tidelake.consumers.replica_changes)."""
     return json.dumps({REWRITE_METADATA_KEY: ddl_ts})

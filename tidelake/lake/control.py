@@ -1,7 +1,7 @@
 """The watermarks and the DDL history, read in the one order that makes them consistent.
 
 A puller commits the DDL rows a flush covers before the watermark row that covers them
-(tidelake.lake.lander). So a DDL history read AFTER the watermarks holds every DDL at or below
+(tidelake.capture.landing.lander). So a DDL history read AFTER the watermarks holds every DDL at or below
 the DDL watermark it reports, and a barrier computed from the two is never above a DDL that
 was still to land (docs/design.md invariant 2). Everything that decides from both (merge,
 syncpoints, status, the merge DAG's plan) reads them here, never one by one.

@@ -1,33 +1,23 @@
 """The `ddl` table: DDL history the merge cuts barriers from (docs/design.md §3).
 
-Rows are inserted with a MERGE that only inserts absent keys, so a DDL job delivered twice (at-
-least-once pulling, a crash-replayed flush) is stored once. The key is the job plus the table
-it touched, because one job can touch several tables (RENAME TABLES, CREATE TABLES); rows of the
+One row per DDL job and table it touched (RENAME TABLES, CREATE TABLES touch several), stored
+once however often the puller delivers it (tidelake.capture.landing.ddl_writer); rows of the
 starting schema snapshot have job_id 0 and the snapshot ts as commit_ts.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
-from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
-from tidelake.lake.layout import (
-    DDL_KEY,
-    DDL_SCHEMA,
-    DdlSource,
-    LakeLayout,
-    open_or_create,
-)
+from tidelake.lake.layout import DdlSource, LakeLayout
 
 if TYPE_CHECKING:
     from tidelake.upstream.schema_tracker import SchemaTracker
@@ -54,40 +44,6 @@ class DdlRow:
     def __post_init__(self) -> None:
         if self.source not in (DdlSource.JOB, DdlSource.SNAPSHOT):
             raise InputError(f"ddl row of job {self.job_id} has source {self.source!r}")
-
-
-def ddl_rows_to_arrow(rows: Sequence[DdlRow]) -> pa.Table:
-    columns = list(zip(*(astuple(r) for r in rows))) if rows else [[] for _ in DDL_SCHEMA]
-    return pa.Table.from_arrays(
-        [pa.array(col, f.type) for col, f in zip(columns, DDL_SCHEMA)], schema=DDL_SCHEMA
-    )
-
-
-class DdlLog(AppTxnTable):
-    """Writes DDL rows for one app id, de-duplicated by DDL_KEY, idempotent per flush sequence."""
-
-    def __init__(self, layout: LakeLayout, app_id: str) -> None:
-        super().__init__(open_or_create(layout, layout.ddl, DDL_SCHEMA), app_id)
-
-    def insert(self, rows: Sequence[DdlRow], seq: int, writer: str = "") -> bool:
-        """Insert the rows not yet present as flush `seq`; False if that flush had landed."""
-        unique = list({tuple(getattr(r, k) for k in DDL_KEY): r for r in rows}.values())
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in DDL_KEY)
-
-        def write() -> None:
-            (
-                self._table.merge(
-                    ddl_rows_to_arrow(unique),
-                    predicate=predicate,
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=commit_properties(self.app_id, seq, writer),
-                )
-                .when_not_matched_insert_all()
-                .execute()
-            )
-
-        return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "ddl", writer)
 
 
 def start_snapshot_ts(layout: LakeLayout) -> int | None:

@@ -1,6 +1,6 @@
 """Where a replica's SCD type 2 history table lives and how far it got, read without Spark.
 
-A history table (README "History for consumers", written by tidelake.apply.history_table) sits at
+A history table (README "History for consumers", written by tidelake.merge.scd2_history) sits at
 `<lake>/_tidelake/history/<the replica's folder below the lake root>`. It is derived from the
 replica's folder, which is chosen once and never moves (tidelake.lake.replica_catalog), so it
 follows the replica through RENAME TABLE (no move) and DROP TABLE (kept), and a rebuilt replica
@@ -23,7 +23,7 @@ from tidelake.lake.layout import LakeLayout
 HISTORY_APP_ID = "tidelake-history"
 HISTORY_DIR = "history"
 SINCE_PROPERTY = "tidelake.history.since"
-# Set on a replica once soft deletes are on (tidelake.apply.soft_deletes); status reads it.
+# Set on a replica once soft deletes are on (tidelake.merge.soft_deletes); status reads it.
 SOFT_DELETES_PROPERTY = "tidelake.softDeletes"
 
 

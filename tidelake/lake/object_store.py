@@ -1,7 +1,7 @@
 """Where an object-store lake's endpoint, credentials and options come from, for both engines.
 
 delta-rs (the puller, bootstrap's control tables, status, retention) takes `storage_options`;
-Spark's s3a connector takes Hadoop confs (tidelake.apply.s3a). Both are derived from one set of
+Spark's s3a connector takes Hadoop confs (tidelake.spark.s3a). Both are derived from one set of
 options so the two engines always reach the same bucket with the same credentials:
 
 1. the standard AWS variables of the process (`AWS_ENDPOINT_URL`, `AWS_REGION`, ...), then

@@ -4,7 +4,7 @@ Reading it costs a replay of the replica's log and of its history table's (a LIS
 each on an object store; ~2-3 ms locally, bench/README.md "Scale"), so status of 1,000 replicas
 cannot afford it for every replica. The merge reads it
 once per table at the end of the table's part of a run and records it in the merge log
-(tidelake.lake.merge_log); status takes it from there (tidelake.lake.status says when it cannot).
+(tidelake.merge.merge_log); status takes it from there (tidelake.status.status_report says when it cannot).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A Delta protocol names what a reader must understand (delta-io/delta PROTOCOL.md "Protocol
 Evolution", "Table Features"): reader version 1 needs nothing; version 2 is the legacy protocol of
 column mapping; version 3 lists its reader features by name. A replica starts at version 1 and
-gains columnMapping / typeWidening with the first DDL that needs them (tidelake.apply.replica_schema).
+gains columnMapping / typeWidening with the first DDL that needs them (tidelake.merge.replica_schema).
 
 What deltalake (delta-rs, the reader Polars and pandas users reach through `DeltaTable`) supports is
 asked from the installed package: deltalake.table.MAX_SUPPORTED_READER_VERSION and

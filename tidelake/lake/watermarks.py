@@ -18,29 +18,20 @@ Each puller owns one partition (`puller` = its app id) and rewrites it whole on 
 rewrite carries the same app transaction as the flush, which makes a retry a no-op. Written
 values only ever grow: a restarted puller re-reporting older resolved ts cannot move them back.
 The one exception is a retired physical id no merge can need any more: its row leaves with that
-rewrite (tidelake.lake.watermark_retirement).
+rewrite (tidelake.capture.landing.watermark_retirement).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
+from deltalake import DeltaTable
 
-from tidelake.lake.changelog_writer import AppTxnTable, commit_once, commit_properties
-from tidelake.lake.layout import (
-    WATERMARKS_PARTITIONS,
-    WATERMARKS_PROPERTIES,
-    WATERMARKS_SCHEMA,
-    LakeLayout,
-    WatermarkKind,
-    open_or_create,
-)
+from tidelake.lake.layout import LakeLayout, WatermarkKind
 
 NO_VERSION = -1
 
@@ -63,7 +54,7 @@ class Watermarks:
         return self.ddl_resolved >= ts and not self.lagging(ts, physical_ids)
 
 
-def _fold(table: pa.Table) -> Watermarks:
+def fold_watermarks(table: pa.Table) -> Watermarks:
     """Combine rows of one or more pullers: a table's watermark is the lowest any puller claims
     (a table has one owner, so this only matters while ownership moves), versions the highest."""
     resolved: dict[int, int] = {}
@@ -86,7 +77,7 @@ def read_watermarks(layout: LakeLayout) -> Watermarks:
     if not DeltaTable.is_deltatable(layout.watermarks, storage_options=layout.storage_options):
         return Watermarks({}, 0, NO_VERSION)
     table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
-    return _fold(table.to_pyarrow_table())
+    return fold_watermarks(table.to_pyarrow_table())
 
 
 @dataclass(frozen=True)
@@ -106,84 +97,5 @@ def read_by_puller(layout: LakeLayout) -> dict[str, PullerMarks]:
     out = {}
     for name in sorted(set(table.column("puller").to_pylist())):
         rows = table.filter(pc.equal(table.column("puller"), name))
-        out[name] = PullerMarks(_fold(rows), pc.max(rows.column("updated_at")).as_py())
+        out[name] = PullerMarks(fold_watermarks(rows), pc.max(rows.column("updated_at")).as_py())
     return out
-
-
-def delete_pullers(layout: LakeLayout, pullers: list[str]) -> None:
-    """Drop the partitions of pullers that no longer run (a changefeed's previous shard layout)."""
-    table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
-    table.delete(" OR ".join(f"puller = {_quote(name)}" for name in pullers))
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _with_current_properties(table: DeltaTable) -> DeltaTable:
-    """A watermarks table created by an earlier version lacks WATERMARKS_PROPERTIES (its reads
-    then grow with the run): set them, a metadata-only commit; another shard setting them first
-    is as good."""
-    configured = table.metadata().configuration
-    missing = {k: v for k, v in WATERMARKS_PROPERTIES.items() if configured.get(k) != v}
-    if missing:
-        try:
-            table.alter.set_table_properties(missing, raise_if_not_exists=False)
-        except CommitFailedError:
-            pass
-        table.update_incremental()
-    return table
-
-
-class WatermarkWriter(AppTxnTable):
-    """Rewrites one puller's partition of the watermarks table."""
-
-    def __init__(self, layout: LakeLayout, puller: str) -> None:
-        self.puller = puller
-        table = open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA, WATERMARKS_PARTITIONS,
-                               WATERMARKS_PROPERTIES)
-        super().__init__(_with_current_properties(table), puller)
-
-    def load(self) -> Watermarks:
-        """This puller's durable watermarks."""
-        self._table.update_incremental()
-        rows = self._table.to_pyarrow_table(filters=[("puller", "=", self.puller)])
-        return _fold(rows)
-
-    def write(
-        self,
-        table_resolved: Mapping[int, int],
-        ddl_resolved: int,
-        changelog_version: int,
-        ddl_version: int,
-        seq: int,
-        writer: str = "",
-    ) -> bool:
-        """Replace this puller's rows as flush `seq`; False if that flush already wrote them."""
-        ids = sorted(table_resolved)
-        n = len(ids) + 1
-        data = pa.Table.from_arrays(
-            [
-                pa.repeat(pa.scalar(self.puller), n),
-                pa.array([WatermarkKind.TABLE] * len(ids) + [WatermarkKind.DDL]),
-                pa.array(ids + [0], pa.int64()),
-                pa.array([table_resolved[t] for t in ids] + [ddl_resolved], pa.int64()),
-                pa.repeat(pa.scalar(changelog_version, pa.int64()), n),
-                pa.repeat(pa.scalar(ddl_version, pa.int64()), n),
-                pa.repeat(pa.scalar(seq, pa.int64()), n),
-                pa.repeat(pa.scalar(datetime.now(timezone.utc), pa.timestamp("us", tz="UTC")), n),
-            ],
-            schema=WATERMARKS_SCHEMA,
-        )
-
-        def write() -> None:
-            write_deltalake(
-                self._table,
-                data,
-                mode="overwrite",
-                predicate=f"puller = {_quote(self.puller)}",
-                commit_properties=commit_properties(self.puller, seq, writer),
-            )
-
-        return commit_once(self._table, self.puller, seq, self.committed_seq, write, "watermarks", writer)
-

@@ -1,6 +1,6 @@
 """The apply level's check (bank workload): every replica at every checkpoint it recorded, and
 every syncpoint, against the simulator's MVCC, after the merges of tidelake.nemesis.merge_cycles.
-It imports nothing of tidelake.apply or tidelake.lake (tests/nemesis/test_apply_check.py).
+It imports nothing of tidelake.merge or tidelake.lake (tests/nemesis/test_apply_check.py).
 
 Replicas carry column mapping, deletion vectors and type widening, which delta-rs (deltalake 1.6)
 refuses to scan, so replica rows are read with Spark's Delta reader (`versionAsOf`), Delta's

@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidelake.apply.maintenance import run_maintenance
-from tidelake.apply.merge_job import run_merge
-from tidelake.apply.syncpoint_job import SyncpointOutcome, run_syncpoint
 from tidelake.lake.layout import LakeLayout
+from tidelake.maintenance.lake_upkeep import run_maintenance
+from tidelake.merge.merge_job import run_merge
 from tidelake.nemesis.landing_check import Anomaly
 from tidelake.nemesis.merge_crash import MergeCrashed, MergeCrashSwitch, MergeWriteError
 from tidelake.nemesis.plan import MERGE_CRASH, MERGE_STEPS, MergeFault
+from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 
 MERGE_CHUNK_ROWS = 40  # small chunks: several checkpoints per merge run to check
 SYNCPOINT_INTERVAL_S = 1

@@ -1,6 +1,6 @@
 """The apply level's check of the mixed workload: every replica at every Delta version that records
 a checkpoint, and every syncpoint, against the simulator's MVCC, every column of every row.
-It imports nothing of tidelake.apply, tidelake.lake or the codec (tests/nemesis/test_apply_check.py).
+It imports nothing of tidelake.merge, tidelake.lake or the codec (tests/nemesis/test_apply_check.py).
 
 Upstream: the tables at a ts come from the MVCC's meta keys (upstream_schema), rows from each
 physical id's record keys, identities from the keys (handle_key) and column values from the row
@@ -40,8 +40,18 @@ from deltalake import DeltaTable
 from tidelake.nemesis.apply_check import MERGE_APP_ID, SYNCPOINTS_DIR
 from tidelake.nemesis.handle_key import common_handle, int_handle
 from tidelake.nemesis.landing_check import Anomaly, record_span
-from tidelake.nemesis.row_values import BIT, JSON, LONGLONG, NEWDECIMAL, STRINGS, UNSIGNED_FLAG, TIMESTAMP
-from tidelake.nemesis.row_values import column_value, missing_value, row_columns
+from tidelake.nemesis.row_values import (
+    BIT,
+    JSON,
+    LONGLONG,
+    NEWDECIMAL,
+    STRINGS,
+    TIMESTAMP,
+    UNSIGNED_FLAG,
+    column_value,
+    missing_value,
+    row_columns,
+)
 from tidelake.nemesis.upstream_schema import UpstreamSchema, UpstreamTable
 from tidelake.nemesis.value_errors import Unchecked
 

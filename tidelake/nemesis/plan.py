@@ -10,11 +10,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tidelake.apply.ddl_apply import DDL_FAILPOINTS
-from tidelake.apply.merge_job import MERGE_FAILPOINTS
-from tidelake.apply.syncpoint_job import SYNCPOINT_FAILPOINTS
+from tidelake.capture.landing.lander import LANDER_FAILPOINTS
 from tidelake.errors import InputError
-from tidelake.lake.lander import LANDER_FAILPOINTS
+from tidelake.merge.ddl_apply import DDL_FAILPOINTS
+from tidelake.merge.merge_job import MERGE_FAILPOINTS
+from tidelake.syncpoint.cut import SYNCPOINT_FAILPOINTS
 
 WORKLOADS = ("bank", "mixed")
 LEVELS = ("landing", "apply")

@@ -17,10 +17,10 @@ from collections import Counter
 from contextlib import ExitStack
 
 from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.capture.landing.lander import LANDER_FAILPOINTS
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import TidelakeError
 from tidelake.failpoints import Action, armed
-from tidelake.lake.lander import LANDER_FAILPOINTS
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.nemesis.landing_check import Anomaly

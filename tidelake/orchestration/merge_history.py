@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from tidelake import tso
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.merge_log import RECENT, recent_entries
+from tidelake.merge.merge_log import RECENT, recent_entries
 
 DEFAULT_POINTS = 48
 DEFAULT_RUNS = 48

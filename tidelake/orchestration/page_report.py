@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.status import collect_status
-from tidelake.lake.syncpoints import read_syncpoints
 from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.merge_history import merge_history
+from tidelake.status.status_report import collect_status
+from tidelake.syncpoint.records import read_syncpoints
 
 SYNCPOINTS_SHOWN = 10
 CHART_TABLES = 8  # lines on the lag chart

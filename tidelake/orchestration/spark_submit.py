@@ -1,7 +1,7 @@
 """How tidelake's Spark entry points are submitted from Airflow: SparkSubmitOperator kwargs.
 
 One place decides the master (the `spark_default` connection; local[*] when none is defined,
-see operators.py), the Delta jars and confs (the same as tidelake.apply.session uses for local
+see operators.py), the Delta jars and confs (the same as tidelake.spark.spark_session uses for local
 sessions, so a job behaves alike under `tidelake merge` and under Airflow), the Python that
 executors run, and the tidelake package shipped to executors as a zip built at task time: the
 executors then run exactly the code of the driver that planned the work, even on a cluster
@@ -16,7 +16,7 @@ Deployment knobs are environment variables of the Airflow workers (documented in
   TIDELAKE_SPARK_JARS      a folder holding the packages' jars on the Airflow workers and every
                            Spark node (`tidelake spark-jars DIR` fills it): the jobs then put it on
                            the driver's and executors' classpath instead of `--packages`, and no
-                           application copies jars (tidelake.apply.spark_jars)
+                           application copies jars (tidelake.spark.cluster_jars)
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import tidelake
-from tidelake.apply.s3a import lake_packages, s3a_confs
-from tidelake.apply.session import DELTA_CONFS, IVY_SETTINGS, delta_package
-from tidelake.apply.spark_jars import class_path, installed_packages
 from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
+from tidelake.spark.cluster_jars import class_path, installed_packages
+from tidelake.spark.s3a import lake_packages, s3a_confs
+from tidelake.spark.spark_session import DELTA_CONFS, IVY_SETTINGS, delta_package
 
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
@@ -93,10 +93,10 @@ def spark_submit_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>.py (client deploy mode:
     the driver runs on the Airflow worker, which holds the changefeed config it reads). An s3
-    lake gets the s3a confs of its storage options (tidelake.apply.s3a) without credentials:
+    lake gets the s3a confs of its storage options (tidelake.spark.s3a) without credentials:
     these kwargs are built at DAG parse into the serialized DAG and the spark-submit command
     line, so s3a reads the worker's AWS_* variables and the job sets configured keys at start
-    (tidelake.apply.session.apply_s3a_credentials)."""
+    (tidelake.spark.spark_session.apply_s3a_credentials)."""
     application = settings.jobs_dir / f"{job}.py"
     layout = LakeLayout.from_config(lake)
     packages = packages_for(layout, settings)

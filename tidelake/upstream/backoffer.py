@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tidelake.errors import StopRequested
-from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.upstream_errors import UpstreamError
 
 # (base seconds, cap seconds), client-go config/retry/backoff.go (docs/metadata.md §2.5).
 KINDS: dict[str, tuple[float, float]] = {

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from tidelake.upstream.errors import BelowGCSafepointError, UpstreamError
 from tidelake.config import GC_TTL_MIN_S
 from tidelake.upstream.pd_client import PDClient
+from tidelake.upstream.upstream_errors import BelowGCSafepointError, UpstreamError
 
 log = logging.getLogger(__name__)
 

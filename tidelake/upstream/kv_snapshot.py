@@ -16,11 +16,11 @@ from tidelake.codec.keys import table_record_span
 from tidelake.config import TlsConfig
 from tidelake.kvproto import kvrpcpb_pb2
 from tidelake.upstream.backoffer import Backoffer
-from tidelake.upstream.errors import BelowGCSafepointError, UpstreamError
 from tidelake.upstream.lock_resolver import LockResolver, ReadLocks
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.region_cache import CachedRegion
 from tidelake.upstream.region_request import RegionRequestSender
+from tidelake.upstream.upstream_errors import BelowGCSafepointError, UpstreamError
 
 SCAN_BATCH = 256  # client-go scanBatchSize
 _GC_CHECK_INTERVAL_S = 10.0

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from tidelake import tso
 from tidelake.kvproto import kvrpcpb_pb2
 from tidelake.upstream.backoffer import Backoffer
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.region_cache import RegionMiss
 from tidelake.upstream.region_request import RegionRequestSender
+from tidelake.upstream.upstream_errors import UpstreamError
 
 log = logging.getLogger(__name__)
 

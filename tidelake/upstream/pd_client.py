@@ -22,11 +22,11 @@ from tenacity import (
 )
 
 from tidelake.config import TlsConfig
+from tidelake.errors import StopRequested
 from tidelake.kvproto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 from tidelake.upstream.channels import make_channel, strip_scheme
-from tidelake.errors import StopRequested
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
+from tidelake.upstream.upstream_errors import UpstreamError
 
 log = logging.getLogger(__name__)
 

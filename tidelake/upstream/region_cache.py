@@ -15,8 +15,8 @@ from sortedcontainers import SortedDict
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
 from tidelake.kvproto import kvrpcpb_pb2, metapb_pb2
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient, RegionInfo
+from tidelake.upstream.upstream_errors import UpstreamError
 
 
 class RegionMiss(Exception):

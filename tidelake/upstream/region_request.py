@@ -17,9 +17,9 @@ from tidelake.config import TlsConfig
 from tidelake.kvproto import errorpb_pb2, kvrpcpb_pb2, metapb_pb2, tikvpb_pb2_grpc
 from tidelake.upstream.backoffer import Backoffer
 from tidelake.upstream.channels import make_channel
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.region_cache import CachedRegion, RegionCache, RegionMiss
+from tidelake.upstream.upstream_errors import UpstreamError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from tidelake.codec import meta_keys
 from tidelake.codec.schema import STATE_PUBLIC, DBInfo, TableInfo
 from tidelake.errors import InputError
 from tidelake.table_filter import TableFilter, is_system_schema
-from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.upstream_errors import UpstreamError
 
 # docs/metadata.md §5.1: ids above this are reserved system objects, never user data.
 MAX_USER_GLOBAL_ID = 0xFFFFFFFFFFFF - 1000

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from tidelake import tso
 from tidelake.kvproto import pdpb_pb2
-from tidelake.upstream.errors import UpstreamError
+from tidelake.upstream.upstream_errors import UpstreamError
 
 _MAX_BATCH = 10_000
 _STOP = object()

@@ -9,7 +9,7 @@ import pytest
 from tests.capture.pull_harness import sim  # noqa: F401 (fixture)
 from tests.capture.tidb_writes import db_json, job_row, table_json
 from tidelake.capture.changefeed.ddl_puller import DdlPuller, Fence, JobRowDecoder
-from tidelake.capture.errors import PullerError
+from tidelake.capture.puller_errors import PullerError
 from tidelake.codec import meta_keys
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, record_key

@@ -8,13 +8,9 @@ from tidelake.capture.changefeed.reshard import (
     layout_of,
     missing_shards,
 )
+from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import (
-    PullerMarks,
-    Watermarks,
-    WatermarkWriter,
-    read_by_puller,
-)
+from tidelake.lake.watermarks import PullerMarks, Watermarks, read_by_puller
 
 P = "tidelake-puller/"
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)

@@ -24,14 +24,14 @@ from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     watermarks,
 )
 from tests.capture.tidb_writes import TiDBWrites
+from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions, Shard
 from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
 from tidelake.cli import main
 from tidelake.config import parse_config
 from tidelake.config_writer import write_config
 from tidelake.errors import InputError
 from tidelake.lake.layout import DdlSource, LakeLayout
-from tidelake.upstream.errors import BelowGCSafepointError
+from tidelake.upstream.upstream_errors import BelowGCSafepointError
 from tidelake.wait import wait_until
 
 SHOP = 2
@@ -192,11 +192,11 @@ def test_sigkill_at_any_point_then_restart_loses_nothing(sim, tmp_path):
 
 CRASH_AFTER = """
 import os, sys
-from tidelake.lake import changelog_writer, ddl_log, watermarks
-target = {"changelog": changelog_writer.ChangelogWriter.append, "ddl": ddl_log.DdlLog.insert,
-          "watermarks": watermarks.WatermarkWriter.write}[sys.argv[1]]
+from tidelake.capture.landing import changelog_writer, ddl_writer, watermark_writer
+target = {"changelog": changelog_writer.ChangelogWriter.append, "ddl": ddl_writer.DdlWriter.insert,
+          "watermarks": watermark_writer.WatermarkWriter.write}[sys.argv[1]]
 owner = target.__qualname__.split(".")[0]
-module = {"ChangelogWriter": changelog_writer, "DdlLog": ddl_log, "WatermarkWriter": watermarks}[owner]
+module = {"ChangelogWriter": changelog_writer, "DdlWriter": ddl_writer, "WatermarkWriter": watermark_writer}[owner]
 calls = []
 def crash_after(self, *args, **kwargs):
     result = target(self, *args, **kwargs)
@@ -303,9 +303,9 @@ def test_a_requested_table_is_marked_joined_only_once_its_join_is_durable(sim, t
     """Bootstrap reads the table at J as soon as it sees `joined`. Were the puller to die before
     landing the join (the table's schema row at J, its watermark J), the restart would feed the
     table while the DDL history never learns of it: its replica could never be merged."""
+    from tidelake.capture.landing.watermark_writer import WatermarkWriter
     from tidelake.lake.layout import LakeLayout
     from tidelake.lake.table_starts import StartState, TableStarts
-    from tidelake.lake.watermarks import WatermarkWriter
 
     lake = tmp_path / "lake"
     tidb = shop(sim, 110)

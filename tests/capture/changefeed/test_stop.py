@@ -19,8 +19,8 @@ from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     watermarks,
 )
 from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.config_writer import changefeed_document, config_from_document, write_config
-from tidelake.lake.changelog_writer import ChangelogWriter
 from tidelake.wait import wait_until
 
 STOP_WITHIN_S = 15.0  # one last attempt per request (PD timeout 10s) plus the final flush

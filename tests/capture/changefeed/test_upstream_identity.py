@@ -10,14 +10,14 @@ import pytest
 from tests.capture.changefeed.test_runner import shop, some_rows
 from tests.capture.pull_harness import changelog, ddl_rows, make_config, sim, wait_resolved  # noqa: F401
 from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.lake.layout import LakeLayout
-from tidelake.lake.upstream_identity import (
+from tidelake.capture.changefeed.upstream_identity import (
     UpstreamChangedError,
     check_cluster,
     check_schema_version,
     recorded_cluster_id,
     remember_cluster,
 )
+from tidelake.lake.layout import LakeLayout
 from tidelake.sim.cluster import SimCluster
 
 

@@ -11,12 +11,8 @@ from tests.capture.puller_fakes import (
     RecordingSink,
     ScriptedStore,
 )
-from tidelake.capture.errors import (
-    IncompatibleClusterError,
-    PrewriteNotMatchError,
-    PullerError,
-)
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
+from tidelake.capture.puller_errors import IncompatibleClusterError, PrewriteNotMatchError, PullerError
 from tidelake.codec.keys import record_key, table_record_span_encoded, to_region_key
 from tidelake.kvproto import cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2
 from tidelake.wait import wait_until

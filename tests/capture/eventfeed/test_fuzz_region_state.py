@@ -8,9 +8,9 @@ from fuzz_support import decodes_or_rejects
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed.prewrites import PrewriteBudget
 from tidelake.capture.eventfeed.region_state import RegionFeedState
+from tidelake.capture.puller_errors import PullerError
 from tidelake.codec.keys import record_key, table_record_span_encoded
 from tidelake.errors import InputError
 from tidelake.kvproto import cdcpb_pb2

@@ -11,9 +11,14 @@ import sqlite3
 
 import pytest
 
-from tidelake.capture.errors import PullerError
 from tidelake.capture.eventfeed import prewrites
-from tidelake.capture.eventfeed.prewrites import ENTRY_OVERHEAD_BYTES, PrewriteBudget, UnmatchedPrewrites, check_spill_dir
+from tidelake.capture.eventfeed.prewrites import (
+    ENTRY_OVERHEAD_BYTES,
+    PrewriteBudget,
+    UnmatchedPrewrites,
+    check_spill_dir,
+)
+from tidelake.capture.puller_errors import PullerError
 
 
 def _key(i: int) -> bytes:

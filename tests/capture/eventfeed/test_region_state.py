@@ -1,8 +1,8 @@
 import pytest
 
-from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.capture.eventfeed.prewrites import PrewriteBudget
 from tidelake.capture.eventfeed.region_state import RegionFeedState
+from tidelake.capture.puller_errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.codec.keys import record_key, table_record_span_encoded
 from tidelake.kvproto import cdcpb_pb2
 

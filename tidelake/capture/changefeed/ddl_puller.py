@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from tidelake.capture.errors import PullerError
+from tidelake.capture.puller_errors import PullerError
 from tidelake.codec import meta_keys
 from tidelake.codec.ddl_job import DDLJob
 from tidelake.codec.keys import DDL_JOB_TABLE_ID

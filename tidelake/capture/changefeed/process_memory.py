@@ -35,7 +35,7 @@ _M_ARENA_MAX = -8  # glibc <malloc.h>
 # pyarrow allocates with mimalloc by default, which kept each flush's freed Arrow buffers resident
 # (20-30 MiB at a 64 MiB quota) where neither glibc nor delta-rs's jemalloc could reuse them. From
 # the system allocator they are glibc's free memory, which the lander gives back after each flush
-# (tidelake/lake/resident_memory.py; bench/README.md "Memory under backpressure"). An
+# (tidelake/capture/landing/resident_memory.py; bench/README.md "Memory under backpressure"). An
 # ARROW_DEFAULT_MEMORY_POOL the user set wins. Only in a puller's process, as the jemalloc setting.
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 

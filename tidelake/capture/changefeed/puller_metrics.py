@@ -2,7 +2,7 @@
 
 Each runner has its own CollectorRegistry (not prometheus_client's default one), so several shards
 in one process, or tests, never mix their series. The registry holds the lander's metrics
-(tidelake.lake.lander_metrics: rows, bytes, flushes, flush latency, bytes buffered) and a
+(tidelake.capture.landing.lander_metrics: rows, bytes, flushes, flush latency, bytes buffered) and a
 collector that reads the runner's state at scrape time: per table resolved ts and lag, regions by
 state, region errors by kind, stream reconnects, the memory quota, the prewrites waiting for their
 commit (in memory and spilled to disk), and the GC safepoint held
@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tidelake import tso
-from tidelake.lake.lander_metrics import LanderMetrics
+from tidelake.capture.landing.lander_metrics import LanderMetrics
 
 
 @dataclass(frozen=True)

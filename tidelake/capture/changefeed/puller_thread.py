@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
+from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions, Shard
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import TidelakeError
 

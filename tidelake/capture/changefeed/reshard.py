@@ -22,10 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from tidelake.capture.landing.lander import APP_ID_PREFIX
+from tidelake.capture.landing.watermark_writer import delete_pullers
 from tidelake.config import SHARD_SUFFIX
-from tidelake.lake.lander import APP_ID_PREFIX
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.watermarks import PullerMarks, delete_pullers, read_by_puller
+from tidelake.lake.watermarks import PullerMarks, read_by_puller
 
 log = logging.getLogger(__name__)
 

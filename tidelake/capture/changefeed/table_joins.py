@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from tidelake import tso
 from tidelake.capture.changefeed.ddl_puller import DdlPuller
+from tidelake.capture.landing.lander import Lander
 from tidelake.lake.ddl_log import has_snapshot_row
-from tidelake.lake.lander import Lander
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.table_starts import (
     MISSED_JOIN,

@@ -23,7 +23,6 @@ from typing import Protocol
 import grpc
 
 from tidelake import tso
-from tidelake.capture.errors import IncompatibleClusterError, PullerError
 from tidelake.capture.eventfeed.backoff import backoff_s
 from tidelake.capture.eventfeed.delayed_tasks import DelayedTasks
 from tidelake.capture.eventfeed.frontier import SpanFrontier
@@ -43,6 +42,7 @@ from tidelake.capture.eventfeed.span_divider import (
 from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.capture.eventfeed.store_stream import StoreStream, StreamUnavailable
 from tidelake.capture.eventfeed.store_version import TICDC_VERSION, check_store_version
+from tidelake.capture.puller_errors import IncompatibleClusterError, PullerError
 from tidelake.config import TlsConfig
 from tidelake.errors import TidelakeError
 from tidelake.kvproto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2

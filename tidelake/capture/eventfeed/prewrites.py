@@ -27,7 +27,7 @@ import tempfile
 import threading
 import weakref
 
-from tidelake.capture.errors import PullerError
+from tidelake.capture.puller_errors import PullerError
 
 # What one in-memory entry costs beyond its key, value and old value: the (start_ts, key) tuple,
 # the (value, old value, generation) tuple, two ints, three bytes headers and the dict slot.

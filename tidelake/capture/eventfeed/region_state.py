@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from tidelake.capture.errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.capture.eventfeed.prewrites import Prewrite, PrewriteBudget, UnmatchedPrewrites
+from tidelake.capture.puller_errors import PrewriteNotMatchError, ProtocolViolationError
 from tidelake.codec.keys import TABLE_PREFIX_LEN, table_id_of
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError

@@ -17,10 +17,10 @@ from tidelake.config import TlsConfig
 from tidelake.errors import InputError
 from tidelake.kvproto import kvrpcpb_pb2
 from tidelake.upstream.backoffer import Backoffer
-from tidelake.upstream.errors import UpstreamError
 from tidelake.upstream.lock_resolver import LockResolver, ReadLocks
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.region_request import RegionRequestSender
+from tidelake.upstream.upstream_errors import UpstreamError
 
 SCAN_LOCK_LIMIT = 1024  # tiflow pkg/txnutil/lock_resolver.go scanLockLimit
 _BACKOFF_BUDGET_S = 20.0  # a pass gives up (and is retried on a later tick) after this much backing off

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tidelake.capture.errors import IncompatibleClusterError
+from tidelake.capture.puller_errors import IncompatibleClusterError
 from tidelake.kvproto import metapb_pb2
 
 # docs/wire.md §9.9: [7.1.0-alpha, 10.0.0)

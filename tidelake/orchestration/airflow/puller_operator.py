@@ -71,10 +71,10 @@ class PullerOperator(BaseOperator):
         # apply here too, before the runner's imports and threads.
         if tune_allocators():
             warn_jemalloc_too_late("the puller task")
-        from tidelake.capture.changefeed.runner import PullerRunner, RunOptions, Shard
+        from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions, Shard
+        from tidelake.capture.landing.lander import LANDER_FAILPOINTS
         from tidelake.config import load_config
         from tidelake.failpoints import check_env_names
-        from tidelake.lake.lander import LANDER_FAILPOINTS
 
         check_env_names(LANDER_FAILPOINTS, "the puller task")
         config = load_config(self.config_path)
@@ -83,7 +83,7 @@ class PullerOperator(BaseOperator):
             config,
             shard,
             # Airflow runs each task in a process of its own, so the memory quota also holds the
-            # process's RSS growth back, as under `tidelake pull` (tidelake.lake.resident_memory).
+            # process's RSS growth back, as under `tidelake pull` (tidelake.capture.landing.resident_memory).
             RunOptions(max_run_s=float(self.max_run_seconds), metrics_port=config.puller.metrics_port_of(shard.index),
                        watch_rss=True),
             progress=lambda p: log.info(

@@ -1,0 +1,149 @@
+"""Changelog append: exact contents, partitions, idempotency by app transaction."""
+
+from __future__ import annotations
+
+import pytest
+from deltalake import DeltaTable
+
+from tidelake.capture.landing.app_txn import LakeConflictError
+from tidelake.capture.landing.changelog_writer import ChangelogWriter
+from tidelake.lake.commit_buckets import bucket_label
+from tidelake.tso import compose
+
+APP = "tidelake-puller/cf"
+
+
+def _landed(layout):
+    return DeltaTable(layout.changelog).to_pyarrow_table()
+
+
+def test_append_lands_every_field(layout, make_rows):
+    rows = make_rows(41, 3) + make_rows(42, 2, op="delete")
+    writer = ChangelogWriter(layout, APP)
+    assert writer.append(rows, seq=1)
+    got = sorted(_landed(layout).to_pylist(), key=lambda r: r["key"])
+    want = sorted(rows, key=lambda r: r.key)
+    assert [(g["table_id"], g["commit_ts"], g["start_ts"], g["op"], g["key"], g["value"],
+             g["old_value"], g["region_id"], g["flush_seq"]) for g in got] == [
+        (r.table_id, r.commit_ts, r.start_ts, r.op, r.key, r.value, r.old_value, r.region_id, 1)
+        for r in want
+    ]
+    assert all(g["commit_bucket"] == bucket_label(g["commit_ts"], 3600) for g in got)
+
+
+def test_a_flush_larger_than_a_slice_is_one_commit_of_every_row(layout, make_rows, monkeypatch):
+    """The write streams the flush in slices (bounded memory); it must stay one commit, one
+    app transaction, with every row, or a crash between slices would land half a flush."""
+    from tidelake.capture.landing import changelog_writer
+    monkeypatch.setattr(changelog_writer, "APPEND_SLICE_ROWS", 7)
+    rows = make_rows(41, 30) + make_rows(42, 23, op="delete")
+    writer = ChangelogWriter(layout, APP)
+    before = DeltaTable(layout.changelog).version()
+    assert writer.append(rows, seq=4)
+    table = DeltaTable(layout.changelog)
+    assert table.version() == before + 1 and table.transaction_version(APP) == 4
+    got = sorted(zip(_landed(layout)["key"].to_pylist(), _landed(layout)["op"].to_pylist()))
+    assert got == sorted((r.key, r.op) for r in rows)
+
+
+def test_one_file_group_per_table_and_bucket(layout, make_rows, base_ms):
+    rows = make_rows(1, 2) + make_rows(1, 2, at_ms=base_ms + 3_600_000) + make_rows(2, 2)
+    ChangelogWriter(layout, APP).append(rows, seq=1)
+    partitions = {(p["table_id"], p["commit_bucket"]) for p in DeltaTable(layout.changelog).partitions()}
+    assert partitions == {
+        ("1", bucket_label(rows[0].commit_ts, 3600)),
+        ("1", bucket_label(rows[2].commit_ts, 3600)),
+        ("2", bucket_label(rows[4].commit_ts, 3600)),
+    }
+
+
+def test_same_sequence_twice_is_a_no_op(layout, make_rows):
+    writer = ChangelogWriter(layout, APP)
+    rows = make_rows(5, 4)
+    assert writer.append(rows, seq=1)
+    assert not writer.append(rows, seq=1)
+    assert not ChangelogWriter(layout, APP).append(rows, seq=1)
+    assert _landed(layout).num_rows == 4
+    assert writer.committed_seq() == 1
+    assert writer.append(rows, seq=2)
+    assert _landed(layout).num_rows == 8
+
+
+def test_other_app_ids_do_not_suppress_ours(layout, make_rows):
+    ChangelogWriter(layout, "tidelake-puller/other").append(make_rows(5, 1), seq=9)
+    assert ChangelogWriter(layout, APP).append(make_rows(5, 1), seq=1)
+    assert _landed(layout).num_rows == 2
+
+
+def test_concurrent_commit_under_same_app_id_is_refused(layout, make_rows, monkeypatch):
+    """A zombie puller commits our sequence between our check and our commit: delta-rs's
+    conflict checker sees the app transaction and our commit fails instead of landing twice."""
+    writer = ChangelogWriter(layout, APP)
+    ChangelogWriter(layout, APP).append(make_rows(5, 1), seq=1)
+    monkeypatch.setattr(writer, "committed_seq", lambda: 0)  # the check saw the old snapshot
+    with pytest.raises(LakeConflictError):
+        writer.append(make_rows(5, 1), seq=1)
+    assert _landed(layout).num_rows == 1
+
+
+def test_a_retention_delete_racing_an_append_does_not_stop_the_puller(layout, make_rows, base_ms, monkeypatch):
+    """Maintenance deletes merged buckets while the puller lands: delta-rs rejects the append
+    ("a concurrent transaction deleted data this operation read"). No commit of our app id came
+    in between, so this is no second puller: the append must be rebuilt and land, once."""
+    from tidelake.capture.landing import changelog_writer
+    from tidelake.maintenance.changelog_retention import delete_merged_changelog
+
+    old = make_rows(5, 2, at_ms=base_ms - 2 * 3_600_000)
+    writer = ChangelogWriter(layout, APP)
+    writer.append(old, seq=1)
+    real_write = changelog_writer.write_deltalake
+    raced = []
+
+    def retention_commits_first(*args, **kwargs):
+        if not raced:
+            raced.append(delete_merged_changelog(layout, {5: compose(base_ms - 3_600_000, 0)}))
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(changelog_writer, "write_deltalake", retention_commits_first)
+    new = make_rows(5, 3)
+    assert writer.append(new, seq=2)
+    assert raced == [2]
+    assert sorted(_landed(layout)["key"].to_pylist()) == sorted(r.key for r in new)
+    assert writer.committed_seq() == 2
+
+
+def _lost_ack_write(path, landed_by: str):
+    """A write whose commit lands (as `landed_by`) and then reports CommitFailedError, as an
+    object-store commit whose 2xx was lost and whose client retry failed against itself."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from tidelake.capture.landing.app_txn import commit_properties
+
+    def write() -> None:
+        write_deltalake(path, pa.table({"x": [1]}), mode="append",
+                        commit_properties=commit_properties("app", 1, landed_by))
+        raise CommitFailedError("version 1 already exists")
+
+    return write
+
+
+@pytest.mark.parametrize(("landed_by", "outcome"), [("me", False), ("someone-else", "conflict")])
+def test_a_lost_ack_is_ours_only_when_our_writer_landed_it(tmp_path, landed_by, outcome):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from tidelake.capture.landing.app_txn import LakeConflictError, commit_once
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"x": [0]}))
+    table = DeltaTable(path)
+    args = (table, "app", 1, lambda: table.transaction_version("app") or 0, _lost_ack_write(path, landed_by), "test")
+    if outcome == "conflict":
+        with pytest.raises(LakeConflictError, match="second puller"):
+            commit_once(*args, writer="me")
+    else:
+        assert commit_once(*args, writer="me") is False
+    table.update_incremental()
+    assert table.version() == 1 and table.transaction_version("app") == 1  # landed exactly once

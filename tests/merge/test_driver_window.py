@@ -1,0 +1,172 @@
+"""Small windows applied on the driver with delta-rs (tidelake.merge.driver_window): the same rows
+and the same exactly-once as the Spark path, checked against the upstream replay
+(lake_fixtures.FedLake.expected_rows) at every checkpoint, read back by Spark.
+
+tests/merge/test_merge_job.py covers the Spark path (it turns this one off), and a common handle's
+PK change inside its collation key on both.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from deltalake import DeltaTable
+from merge.lake_fixtures import FedLake, replica_rows
+
+from tidelake.failpoints import armed
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.lake.schema_history import SchemaHistory
+from tidelake.merge import driver_window, merge_job
+from tidelake.merge.merge_job import merge_window, run_merge
+from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.table_plan import changelog_file_stats
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+
+
+class Crash(Exception):
+    pass
+
+
+def crash(name: str, owner: object) -> None:
+    raise Crash(f"injected at {name}")
+
+
+def _merged_empty_table(spark, tmp_path, columns: list[tuple]) -> FedLake:
+    """A lake with table app.t of `columns`, its replica created by a first merge."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("app"))
+    lake.ddl(lake.up.create_table("app", "t", columns))
+    lake.resolve()
+    run_merge(spark, lake.layout)
+    return lake
+
+
+def last_commit(path: str) -> dict:
+    return DeltaTable(path).history(1)[0]
+
+
+def test_windows_on_the_driver_are_one_commit_each_and_exactly_once(spark, tmp_path):
+    """A new replica is created by delta-rs; all-new keys are one append, a mixed window one MERGE
+    (an update, deletes and new keys in both partitions, changes landed twice), a window without
+    changes a commit of the checkpoint alone; a crash before a commit leaves replica and
+    checkpoint as they were and the rerun converges, a crash after it leaves nothing to redo, and
+    a retried window whose checkpoint is recorded writes nothing."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")],
+                                  partitions=["p0", "p1"]))
+    row = lambda i, note="n": {"id": i, "note": f"{note}{i}"}  # noqa: E731
+    path = lambda: ReplicaCatalog(lake.layout).find("shop", "orders").path  # noqa: E731
+    created = lake.resolve()
+    assert run_merge(spark, lake.layout).tables[0].checkpoint_after == created
+    creation = DeltaTable(path()).history()[-1]  # no column name needs column mapping: delta-rs creates it
+    assert creation["engineInfo"].startswith("delta-rs") and creation["operation"] == "CREATE TABLE"
+
+    with lake.txn() as t:
+        for i in range(1, 7):
+            t.put("shop", "orders", row(i))
+    with lake.txn() as t:
+        t.put("shop", "orders", row(7))
+    with lake.txn() as t:
+        t.delete("shop", "orders", row(7))  # new and gone: nothing to write
+    lake.reland(lake.committed[:3])  # at-least-once landing
+    first = lake.resolve()
+    version = DeltaTable(path()).version()
+    with armed(["merge.before_commit"], crash):
+        (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.ERROR and "injected" in result.reason
+    assert read_checkpoint(path()) == created and DeltaTable(path()).version() == version
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == first
+    assert DeltaTable(path()).version() == version + 1  # one commit: the rows and the checkpoint
+    commit = last_commit(path())
+    assert commit["operation"] == "WRITE" and commit["engineInfo"].startswith("delta-rs")
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", first)
+    assert result.rows_out == len(lake.expected_rows("shop", "orders", first))
+
+    with lake.txn() as t:  # mixed: an update, two deletes (one per partition), new keys in both
+        t.put("shop", "orders", row(1, "u"))
+        t.delete("shop", "orders", row(2))
+        t.delete("shop", "orders", row(3))
+        t.put("shop", "orders", row(12))
+        t.put("shop", "orders", row(21))
+    lake.reland(lake.committed[-5:])
+    second = lake.resolve()
+    with armed(["merge.after_commit"], crash):
+        (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.ERROR and read_checkpoint(path()) == second
+    version = DeltaTable(path()).version()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.windows == 0 and DeltaTable(path()).version() == version  # nothing left to redo
+    assert last_commit(path())["operation"] == "MERGE"
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", second)
+
+    history = SchemaHistory.load(lake.layout)
+    info = history.table_info_at(history.find("shop", "orders"), second)
+    stats = changelog_file_stats(lake.layout, info.physical_ids(), first, second)
+    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), first, second, stats) == (0, 0)
+    assert DeltaTable(path()).version() == version  # a retried window: skipped by its recorded txn
+
+    idle = lake.resolve()  # no change: a commit of the checkpoint alone
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == idle
+    assert DeltaTable(path()).version() == version + 1 and DeltaTable(path()).history(1)[0]["userMetadata"]
+    assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", idle)
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1).load(path())
+    assert changes.where("_change_type = 'delete'").count() == 2  # the MERGE's change files
+    assert changes.where("_change_type = 'update_postimage'").count() == 1
+    lake.close()
+
+
+def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(spark, tmp_path, monkeypatch):
+    """Another job (an abandoned Airflow attempt) commits the same window between this job's read
+    of the checkpoint and its commit: delta-rs refuses the commit (the same txn app id), the window
+    is retried, finds its checkpoint recorded and writes nothing: the rows are in once."""
+    lake = _merged_empty_table(spark, tmp_path, [("id", "bigint", "pk"), ("v", "int")])
+    with lake.txn() as t:
+        for i in range(1, 4):
+            t.put("app", "t", {"id": i, "v": i})
+    upper = lake.resolve()
+    path = ReplicaCatalog(lake.layout).find("app", "t").path
+    real_read, raced = driver_window.read_window, []
+
+    def read_then_race(layout, ids, lo, hi):
+        if not raced:
+            raced.append(hi)
+            monkeypatch.setattr(merge_job.driver_window, "read_window", real_read)
+            history = SchemaHistory.load(layout)
+            info = history.table_info_at(history.find("app", "t"), lo)
+            stats = changelog_file_stats(layout, ids, lo, hi)
+            assert merge_window(spark, layout, path, info, ids, lo, hi, stats)[0] == 3  # the other job
+        return real_read(layout, ids, lo, hi)
+
+    monkeypatch.setattr(merge_job.driver_window, "read_window", read_then_race)
+    version = DeltaTable(path).version()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert raced == [upper] and result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
+    assert DeltaTable(path).version() == version + 1  # the other job's commit only
+    lake.close()
+
+
+
+def test_a_replica_with_wide_decimals_is_merged_by_spark_and_found_by_a_filtered_read(spark, tmp_path):
+    """deltalake 1.6 writes a decimal's min/max file stats through an int64 or a float, clamped or
+    rounded above 15 digits: a Spark `WHERE` that skips files by those stats would miss the row.
+    BIGINT UNSIGNED (DECIMAL(20,0)) and DECIMAL(20,2) replicas therefore stay on the Spark path."""
+    lake = _merged_empty_table(spark, tmp_path, [("id", "bigint unsigned", "pk"), ("amount", "decimal(20,2)")])
+    with lake.txn() as t:
+        t.put("app", "t", {"id": 2**64 - 1, "amount": Decimal("123456789012345678.91")})
+        t.put("app", "t", {"id": 7, "amount": Decimal("-0.01")})
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    path = ReplicaCatalog(lake.layout).find("app", "t").path
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
+    assert not last_commit(path)["engineInfo"].startswith("delta-rs")
+    found = spark.read.format("delta").load(path).where(
+        "id = 18446744073709551615 AND amount = 123456789012345678.91").count()
+    assert found == 1
+    assert replica_rows(spark, path) == lake.expected_rows("app", "t", upper)
+    lake.close()

@@ -1,1 +1,0 @@
-"""Apply: everything that runs on Spark (merge, DDL apply, mount, syncpoints, maintenance, verify)."""

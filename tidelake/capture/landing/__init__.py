@@ -1,0 +1,1 @@
+"""Landing: the puller's raw changes, DDL rows and watermarks committed to the lake, in that order."""

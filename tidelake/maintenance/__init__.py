@@ -1,0 +1,1 @@
+"""Maintenance: compaction and vacuum of the replicas and the changelog, changelog retention."""

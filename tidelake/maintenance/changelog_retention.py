@@ -1,0 +1,58 @@
+"""Changelog upkeep with delta-rs: drop whole partitions every replica has merged past, compact,
+vacuum. Pullers append with delta-rs meanwhile; on an object store only delta-rs commits with a
+conditional PUT, so the changelog is never written by Spark (docs/stack.md §16).
+
+Only buckets entirely at or below a table's checkpoint go, so the predicate names partition
+columns alone and the delete is metadata-only (remove actions, no Parquet rewritten); files
+disappear from disk at the next VACUUM. It never touches the buckets the lander appends to,
+because new events have commit ts above every checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from deltalake import DeltaTable
+
+from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
+from tidelake.lake.layout import LakeLayout
+
+# Delta's default: a shorter retention must be asked for explicitly (docs/stack.md §11).
+DEFAULT_VACUUM_RETENTION_HOURS = 168.0
+
+
+def delete_merged_changelog(layout: LakeLayout, checkpoints: Mapping[int, int]) -> int:
+    """Delete changelog partitions of each physical table id whose events are all <= its
+    checkpoint; returns the number of rows removed. One commit for all tables."""
+    if not checkpoints or not DeltaTable.is_deltatable(
+        layout.changelog, storage_options=layout.storage_options
+    ):
+        return 0
+    table = DeltaTable(layout.changelog, storage_options=layout.storage_options)
+    seconds = bucket_seconds_of(table)
+    # Every ts in a bucket that starts before bucket(checkpoint + 1) is <= checkpoint.
+    predicate = " OR ".join(
+        f"(table_id = {int(tid)} AND commit_bucket < '{bucket_label(ckpt + 1, seconds)}')"
+        for tid, ckpt in sorted(checkpoints.items())
+    )
+    metrics = table.delete(predicate)
+    return int(metrics.get("num_deleted_rows", 0))
+
+
+def open_changelog(layout: LakeLayout) -> DeltaTable | None:
+    """The changelog table, None before the first puller created it."""
+    if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
+        return None
+    return DeltaTable(layout.changelog, storage_options=layout.storage_options)
+
+
+def compact_changelog(changelog: DeltaTable) -> int:
+    """Bin-pack the small files each flush leaves (a dataChange=false commit); files removed."""
+    return int(changelog.optimize.compact()["numFilesRemoved"])
+
+
+def vacuum_changelog(changelog: DeltaTable, retention_hours: float) -> None:
+    """Delete files no version within `retention_hours` references (rounded up to whole hours)."""
+    changelog.vacuum(math.ceil(retention_hours), dry_run=False,
+                     enforce_retention_duration=retention_hours >= DEFAULT_VACUUM_RETENTION_HOURS)

@@ -1,0 +1,149 @@
+"""Lake upkeep: compact and vacuum the replicas and the changelog, drop merged changelog.
+
+- OPTIMIZE (bin-packing) merges the small files every MERGE commit leaves; it is a
+  dataChange=false commit, so it does not conflict with a concurrent merge's appends.
+- VACUUM removes files no version within the retention still references. It bounds time travel:
+  a syncpoint older than the retention can no longer be read (docs/stack.md §11).
+- Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
+  the replica that id belongs to (tidelake.maintenance.changelog_retention). Ids of tables without a replica, or
+  whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
+- History tables (docs/history.md) are compacted and vacuumed like their replicas.
+- The merge log loses entries older than its retention (default a week), is rewritten ordered by
+  finish time and vacuumed (tidelake.merge.merge_log.trim), so status and the page read a
+  bounded part of it.
+
+The changelog and the merge log are compacted and vacuumed with delta-rs, never with Spark:
+pullers and merge runs append to them with delta-rs while maintenance runs, and on an object
+store only delta-rs commits with a conditional PUT. Spark's S3 log store assumes a single writer
+and could overwrite a puller's commit of the same version (docs/stack.md §16). Replicas are written by Spark alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from deltalake.exceptions import CommitFailedError
+
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.history_table import history_checkpoint, history_path
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
+from tidelake.lake.schema_history import SchemaHistory
+from tidelake.maintenance.changelog_retention import (
+    DEFAULT_VACUUM_RETENTION_HOURS,
+    compact_changelog,
+    delete_merged_changelog,
+    open_changelog,
+    vacuum_changelog,
+)
+from tidelake.merge.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
+from tidelake.merge.replica_schema import quote
+from tidelake.merge.txn_confs import session_confs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+# VACUUM lists a table's files with as many tasks as this conf says (delta-io/delta VacuumCommand
+# `gc`: DeltaFileOperations.recursiveListDirs with fileListingParallelism), Spark's default 10,000:
+# on a one-worker cluster, 10,000 tasks of ~10 ms, 100 s per table whatever its size. A replica
+# has a few directories (its partitions), so unless the session sets it, VACUUM here lists with
+# VACUUM_LISTING_TASKS.
+LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+VACUUM_LISTING_TASKS = 8
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class MaintenanceReport:
+    optimized: dict[str, int] = field(default_factory=dict)  # path -> files removed by compaction
+    vacuumed: list[str] = field(default_factory=list)
+    changelog_rows_deleted: int = 0
+    changelog_checkpoints: dict[int, int] = field(default_factory=dict)
+    merge_log_rows_deleted: int = 0
+
+
+def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
+    """Physical id -> checkpoint of its replica, for every id the replica has merged (an id that
+    a TRUNCATE or DROP PARTITION retired before the checkpoint has all its events below it too).
+    A history table behind its replica (docs/history.md "Exactly once") holds it back: it still
+    reads the changelog from its own checkpoint."""
+    out: dict[int, int] = {}
+    for key, entry in catalog.entries().items():
+        if entry.state == ReplicaState.STOPPED or key not in history.tables():
+            continue
+        checkpoint = read_checkpoint(entry.path, layout.storage_options)
+        if checkpoint is None:
+            continue
+        behind = history_checkpoint(history_path(layout, entry.path), layout.storage_options)
+        checkpoint = min(checkpoint, behind) if behind is not None else checkpoint
+        for event in history.ddl_events(key):
+            if event.commit_ts > checkpoint:
+                break
+            for pid in (*event.physical_ids_before, *event.physical_ids_after):
+                out[pid] = checkpoint
+    return out
+
+
+# Delta SQL rather than delta.tables.DeltaTable, so maintenance also runs over Spark Connect.
+def _compact(spark: SparkSession, path: str) -> int:
+    metrics = spark.sql(f"OPTIMIZE delta.{quote(path)}").collect()[0]["metrics"]
+    return int(metrics["numFilesRemoved"])
+
+
+def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
+    spark.sql(f"VACUUM delta.{quote(path)} RETAIN {float(retention_hours)!r} HOURS").collect()
+
+
+def run_maintenance(
+    spark: SparkSession,
+    layout: LakeLayout,
+    vacuum_retention_hours: float = DEFAULT_VACUUM_RETENTION_HOURS,
+    optimize: bool = True,
+    vacuum: bool = True,
+    changelog_retention: bool = True,
+    merge_log: bool = True,
+    merge_log_retention: timedelta = DEFAULT_RETENTION,
+) -> MaintenanceReport:
+    """One maintenance pass over the lake; each step is idempotent, so a retried run is safe."""
+    report = MaintenanceReport()
+    history = SchemaHistory.load(layout)
+    catalog = ReplicaCatalog(layout)
+    if changelog_retention:
+        report.changelog_checkpoints = changelog_checkpoints(layout, history, catalog)
+        report.changelog_rows_deleted = delete_merged_changelog(layout, report.changelog_checkpoints)
+    paths = [e.path for e in catalog.entries().values() if read_checkpoint(e.path, layout.storage_options) is not None]
+    paths += [h for h in (history_path(layout, p) for p in paths) if history_checkpoint(h, layout.storage_options) is not None]
+    changelog = open_changelog(layout)
+    if optimize:
+        for path in paths:
+            report.optimized[path] = _compact(spark, path)
+        if changelog is not None:
+            try:
+                report.optimized[layout.changelog] = compact_changelog(changelog)
+            except CommitFailedError as exc:  # a puller appended meanwhile: the next run compacts
+                _log.warning("changelog compaction lost a commit race, left for the next run: %s", exc)
+    if vacuum:
+        confs = {}
+        if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
+            confs[RETENTION_CHECK_CONF] = "false"
+        if spark.conf.get(LISTING_CONF, None) is None:
+            confs[LISTING_CONF] = str(VACUUM_LISTING_TASKS)
+        with session_confs(spark, confs):
+            for path in paths:
+                _vacuum(spark, path, vacuum_retention_hours)
+                report.vacuumed.append(path)
+            if changelog is not None:
+                vacuum_changelog(changelog, vacuum_retention_hours)
+                report.vacuumed.append(layout.changelog)
+    log = open_merge_log(layout) if merge_log else None
+    if log is not None:
+        try:
+            report.merge_log_rows_deleted, report.optimized[merge_log_path(layout)] = trim(log, merge_log_retention)
+        except CommitFailedError as exc:  # a merge run appended meanwhile: the next run trims
+            _log.warning("merge log upkeep lost a commit race, left for the next run: %s", exc)
+    return report
+

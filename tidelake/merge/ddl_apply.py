@@ -1,0 +1,503 @@
+"""Apply one DDL to a replica at its barrier (docs/design.md invariant 4).
+
+The replica is converged to the state the job left upstream rather than replaying the SQL:
+columns are matched by TiDB column id (so RENAME COLUMN — action 12, docs/wire.md §12.5 —
+is a rename, not a drop and add), then by name (a lossy MODIFY COLUMN gives the column a new id
+upstream). Every step first looks at the replica and does only what is missing, so a rerun after
+a crash at any point converges to the same state. A column change that ALTER TABLE could only make
+by turning on a reader feature the replica lacks (column mapping, type widening) is made by one
+atomic rewrite instead, so the replica stays readable by every Delta reader. The LAST commit is an empty append carrying
+the txn (app "tidelake-merge", version = the DDL's commit ts): ALTER TABLE commits cannot carry
+it (tidelake.lake.checkpoint), and a writer option, unlike the txn session confs, is safe with
+several tables applied in parallel threads of one session.
+
+What each DDL does is listed in the README "DDL support" section; anything else raises
+UnsupportedDDL, which stops that table only.
+
+Failpoints (tidelake.failpoints, named in DDL_FAILPOINTS and docs/nemesis.md §4): before the
+commit that records the DDL's ts (or creates the replica), and after a rewrite's overwrite.
+
+A replica's SCD2 history table (tidelake.merge.scd2_history) follows the same steps before the
+replica's last commit: the same schema convergence, and TRUNCATE / DROP or TRUNCATE PARTITION
+close the versions current at the DDL's ts instead of deleting rows. Its steps are skipped once its
+own checkpoint reached the DDL's ts, which the finishing history commit records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidelake.codec import mysql_types as mt
+from tidelake.codec.column_default import origin_default
+from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.schema import ColumnInfo, TableInfo
+from tidelake.codec.spark_types import spark_value
+from tidelake.errors import InputError, TidelakeError
+from tidelake.failpoints import failpoint
+from tidelake.lake.checkpoint import read_checkpoint, rewrite_metadata
+from tidelake.lake.history_table import history_checkpoint
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
+from tidelake.lake.schema_history import DdlEvent, TableKey
+from tidelake.merge.replica_schema import (
+    COLUMN_MAPPING,
+    COMMIT_TS_COLUMN,
+    DELETED_COLUMN,
+    HIDDEN_COLUMNS,
+    PARTITION_ID_COLUMN,
+    TYPE_WIDENING,
+    create_replica,
+    enable_schema_features,
+    is_partitioned,
+    key_columns,
+    quote,
+    read_replica_struct,
+    replica_columns,
+    replica_struct,
+    stored_columns,
+)
+from tidelake.merge.scd2_history import close_versions
+from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
+from tidelake.merge.txn_confs import writer_txn_options
+from tidelake.merge.type_change import can_widen
+from tidelake.spark.temp_view import source_view
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+
+DDL_FAILPOINTS = ("ddl_apply.before_commit", "ddl_apply.after_rewrite")
+
+
+class UnsupportedDDL(TidelakeError):
+    """A DDL the replica cannot follow; the merge loop records it and stops only this table."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NeedsBootstrap(TidelakeError):
+    """The table entered the feed holding rows (start snapshot, RENAME into the filter...): an
+    empty replica would silently miss them, so its replica comes from a bootstrap instead."""
+
+
+# First events after which the table is really empty upstream (or the replica already exists).
+_EMPTY_STARTS = frozenset({ActionType.CREATE_TABLE, ActionType.CREATE_TABLES, ActionType.TRUNCATE_TABLE,
+                           ActionType.RECOVER_TABLE})
+
+
+class BarrierError(TidelakeError):
+    """apply_ddl called while the replica's checkpoint is not at the DDL's barrier."""
+
+
+# Jobs whose whole effect on the replica is the schema diff (often empty: index, comment, charset...).
+_SCHEMA_DIFF_ACTIONS = frozenset({
+    ActionType.ADD_COLUMN, ActionType.DROP_COLUMN, ActionType.MODIFY_COLUMN, ActionType.ADD_COLUMNS,
+    ActionType.DROP_COLUMNS, ActionType.MULTI_SCHEMA_CHANGE, ActionType.SET_DEFAULT_VALUE,
+    ActionType.ADD_INDEX, ActionType.DROP_INDEX, ActionType.DROP_INDEXES, ActionType.RENAME_INDEX,
+    ActionType.ALTER_INDEX_VISIBILITY, ActionType.ADD_COLUMNAR_INDEX, ActionType.ADD_PRIMARY_KEY,
+    ActionType.DROP_PRIMARY_KEY, ActionType.ADD_FOREIGN_KEY, ActionType.DROP_FOREIGN_KEY,
+    ActionType.ADD_CHECK_CONSTRAINT, ActionType.DROP_CHECK_CONSTRAINT, ActionType.ALTER_CHECK_CONSTRAINT,
+    ActionType.MODIFY_TABLE_COMMENT, ActionType.MODIFY_TABLE_CHARSET_AND_COLLATE, ActionType.REBASE_AUTO_ID,
+    ActionType.REBASE_AUTO_RANDOM_BASE, ActionType.MODIFY_TABLE_AUTO_ID_CACHE, ActionType.SHARD_ROW_ID,
+    ActionType.LOCK_TABLE, ActionType.UNLOCK_TABLE, ActionType.SET_TIFLASH_REPLICA,
+    ActionType.UPDATE_TIFLASH_REPLICA_STATUS, ActionType.ALTER_TABLE_ATTRIBUTES,
+    ActionType.ALTER_TABLE_PARTITION_ATTRIBUTES, ActionType.ALTER_TABLE_PARTITION_PLACEMENT,
+    ActionType.ALTER_TABLE_PLACEMENT, ActionType.ALTER_CACHE_TABLE, ActionType.ALTER_NO_CACHE_TABLE,
+    ActionType.ALTER_TABLE_STATS_OPTIONS, ActionType.ALTER_TTL_INFO, ActionType.ALTER_TTL_REMOVE,
+    ActionType.MODIFY_ENGINE_ATTRIBUTE, ActionType.ALTER_TABLE_MODE, ActionType.REFRESH_META,
+})
+_RENAMES = frozenset({ActionType.RENAME_TABLE, ActionType.RENAME_TABLES})
+_PARTITION_ACTIONS = frozenset({
+    ActionType.ADD_TABLE_PARTITION, ActionType.DROP_TABLE_PARTITION, ActionType.TRUNCATE_TABLE_PARTITION,
+})
+
+
+# Index flags TiDB sets on a column when an index over it is added or dropped (addIndexColumnFlag):
+# they change no stored byte of a row.
+_INDEX_FLAGS = mt.UNIQUE_KEY_FLAG | mt.MULTIPLE_KEY_FLAG
+
+
+def leaves_replica_unchanged(event: DdlEvent) -> bool:
+    """Whether `event` changes neither the replica (columns, types, key, physical ids, name) nor
+    how the table's rows decode, so a merge window may run across it instead of stopping at its
+    barrier: ADD/DROP INDEX, comments, defaults, table options and the like. Consecutive such
+    DDLs are thereby applied together, by the window that passes them."""
+    before, after = event.table_info_before, event.table_info_after
+    if before is None or after is None or event.action not in _SCHEMA_DIFF_ACTIONS:
+        return False
+    if (event.db_before, event.name_before) != (event.db, event.name):
+        return False
+    if before.physical_ids() != after.physical_ids() or key_columns(before) != key_columns(after):
+        return False
+    return _decoding_view(before) == _decoding_view(after)
+
+
+def _decoding_view(info: TableInfo) -> tuple:
+    """What the replica's columns and the row decoder read from a TableInfo (comments and
+    current defaults are not: rows carry their values, missing columns take the origin default)."""
+    columns = tuple(
+        (c.id, c.name, c.field_type.tp, c.field_type.flag & ~_INDEX_FLAGS, c.field_type.flen, c.field_type.decimal,
+         c.field_type.charset, c.field_type.collate, tuple(c.field_type.elems or ()), c.origin_default,
+         c.origin_default_bit, c.version, c.generated_stored)
+        for c in stored_columns(info)
+    )
+    replica = tuple((name, tp) for name, tp, _ in replica_columns(info))
+    return columns, replica, info.pk_is_handle, info.is_common_handle
+
+
+def apply_ddl(
+    spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None,
+    finish: Callable[[str], None] | None = None, history: str | None = None,
+) -> None:
+    """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts.
+
+    `finish(path)` makes the last commit, the one that records checkpoint event.commit_ts; the merge
+    passes one that also writes the rows committed at exactly that ts (docs/design.md invariant 4),
+    and first the history table's commit at that ts. Without it the commit is an empty append.
+    `history` is the path of the replica's history table, whose steps are taken here too."""
+    catalog = catalog or ReplicaCatalog(layout)
+    if event.creates_table:
+        _create(spark, catalog, table, event)
+        return
+    entry = catalog.get(table)
+    if entry is None:
+        raise InputError(f"table {table} ({event.db}.{event.name}) has no replica for DDL job {event.job_id}")
+    checkpoint = read_checkpoint(entry.path, layout.storage_options)
+    if checkpoint is not None and checkpoint >= event.commit_ts:
+        _sync_catalog(catalog, entry, event)  # a crash may have come between the marker and this
+        return
+    if checkpoint is None or checkpoint < event.barrier:
+        raise BarrierError(
+            f"replica of {event.db}.{event.name} is at checkpoint {checkpoint}, DDL job {event.job_id} "
+            f"({event.action_name}) needs {event.barrier}"
+        )
+    targets = [_Replica(spark, entry.path, layout.storage_options)]
+    if history is not None and (history_checkpoint(history, layout.storage_options) or -1) < event.commit_ts:
+        targets.append(_Replica(spark, history, layout.storage_options, is_history=True))
+    if event.drops_table:
+        pass  # the replica (and its history) keeps its rows as of the drop; the catalog marks it dropped
+    elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
+        _check_same_columns(event)
+        for target in targets:
+            _delete_physical_ids(target, event)
+    elif event.action in _RENAMES or event.action in _SCHEMA_DIFF_ACTIONS:
+        for target in targets:
+            _converge_schema(target, event)
+    else:
+        raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
+                             f"at {event.commit_ts}: {event.query or 'no query'}")
+    _sync_catalog(catalog, entry, event)
+    failpoint("ddl_apply.before_commit", entry.path)
+    if finish is not None:
+        finish(entry.path)
+    else:
+        record_checkpoint(spark, entry.path, event.commit_ts, layout.storage_options)
+
+
+def record_checkpoint(
+    spark: SparkSession, path: str, ts: int, storage_options: dict[str, str] | None = None
+) -> None:
+    """An empty append whose commit records checkpoint `ts` (skipped by Delta if already recorded).
+    It takes the replica's own current schema, so it fits whatever state the replica is in."""
+    from pyspark.sql.types import StructField, StructType
+
+    schema = StructType([StructField(f.name, f.dataType, True) for f in read_replica_struct(path, storage_options).fields])
+    writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
+    for key, value in writer_txn_options(ts).items():
+        writer = writer.option(key, value)
+    writer.save(path)
+
+
+def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event: DdlEvent) -> None:
+    if event.source == DdlSource.SNAPSHOT or event.action not in _EMPTY_STARTS:
+        raise NeedsBootstrap(f"{event.db}.{event.name} joined at {event.commit_ts} ({event.action_name}) with "
+                             f"its existing rows: bootstrap its replica (tidelake bootstrap)")
+    entry = catalog.assign(table, event.db, event.name, event.commit_ts)
+    failpoint("ddl_apply.before_commit", entry.path)
+    if entry.state == ReplicaState.DROPPED and event.action == ActionType.RECOVER_TABLE:
+        # RECOVER/FLASHBACK TABLE restores the rows the table had at its drop, which the replica kept.
+        _converge_schema(_Replica(spark, entry.path, catalog.layout.storage_options), event)
+        catalog.mark_active(table, event.commit_ts)
+        record_checkpoint(spark, entry.path, event.commit_ts, catalog.layout.storage_options)
+        return
+    create_replica(spark, entry.path, event.table_info_after, event.commit_ts, catalog.layout.storage_options)
+
+
+def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent) -> None:
+    if event.drops_table:
+        catalog.mark_dropped(entry.table_key, event.commit_ts)
+    elif (entry.db, entry.name) != (event.db, event.name):
+        catalog.rename(entry.table_key, event.db, event.name, event.commit_ts)
+
+
+# --- data-removing DDLs ------------------------------------------------------------------
+
+
+def _check_same_columns(event: DdlEvent) -> None:
+    before, after = event.table_info_before, event.table_info_after
+    if [c.id for c in stored_columns(before)] != [c.id for c in stored_columns(after)]:
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} also changed columns")
+    if key_columns(before) != key_columns(after):
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed the row key")
+
+
+def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
+    """TRUNCATE TABLE empties the replica; DROP/TRUNCATE PARTITION delete exactly those partitions' rows."""
+    removed = event.removed_physical_ids
+    if not removed:
+        return  # ADD PARTITION: new physical ids only
+    if set(removed) == set(event.physical_ids_before):
+        replica.remove(event.commit_ts)
+        return
+    if not is_partitioned(event.table_info_before):
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
+    ids = ", ".join(str(int(pid)) for pid in removed)
+    replica.remove(event.commit_ts, f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+
+
+# --- schema convergence ------------------------------------------------------------------
+
+
+def _match_columns(before: TableInfo, after: TableInfo) -> list[tuple[ColumnInfo | None, ColumnInfo | None]]:
+    """Pairs (before, after) by column id, then unmatched ones by name (a reorganising MODIFY COLUMN
+    gives the column a new id); (x, None) is a dropped column, (None, y) an added one."""
+    old = {c.id: c for c in stored_columns(before)}
+    new = {c.id: c for c in stored_columns(after)}
+    pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]] = [(old[i], new[i]) for i in new if i in old]
+    lost = {c.name.lower(): c for i, c in old.items() if i not in new}
+    for i, col in new.items():
+        if i not in old:
+            pairs.append((lost.pop(col.name.lower(), None), col))
+    pairs += [(c, None) for c in lost.values()]
+    return pairs
+
+
+def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
+    before, after = event.table_info_before, event.table_info_after
+    if key_columns(before) != key_columns(after):
+        raise UnsupportedDDL(
+            f"{event.action_name} of {event.db}.{event.name} changed the row key "
+            f"({key_columns(before)} -> {key_columns(after)}); re-bootstrap the table"
+        )
+    target = replica_struct(after)
+    enable_schema_features(replica.spark, replica.path, target, replica.storage_options)
+    pairs = _match_columns(before, after)
+    features = _features_of(replica)
+    widen = TYPE_WIDENING.keys() <= features
+    if not _features_needed(replica, pairs, target, widen) <= features:
+        _rewrite_replica(replica, pairs, target, event.commit_ts)
+        return
+    for old, new in pairs:
+        if new is None:
+            _drop_column(replica, old.name)
+    for old, new in pairs:
+        if old is not None and new is not None:
+            _rename_column(replica, old.name, new.name)
+            _change_type(replica, event, new, target[new.name].dataType, widen)
+    _add_columns(replica, after, [new for old, new in pairs if old is None], target)
+
+
+def _features_of(replica: _Replica) -> set[str]:
+    """The reader-feature properties (COLUMN_MAPPING, TYPE_WIDENING) the replica has on."""
+    from deltalake import DeltaTable
+
+    current = DeltaTable(replica.path, storage_options=replica.storage_options).metadata().configuration
+    return {k for k, v in {**COLUMN_MAPPING, **TYPE_WIDENING}.items() if current.get(k) == v}
+
+
+def _features_needed(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]],
+                     target: StructType, widen: bool) -> set[str]:
+    """The reader-feature properties that converging in place (ALTER TABLE) needs; a type change
+    is widened in place only on a replica that has type widening already (`widen`)."""
+    current = replica.schema()
+    needed: set[str] = set()
+    for old, new in pairs:
+        if new is None:
+            if _has(current, old.name):
+                needed |= COLUMN_MAPPING.keys()  # DROP COLUMN
+        elif old is not None:
+            if old.name != new.name and _has(current, old.name) and not (
+                    _has(current, new.name) and old.name.lower() != new.name.lower()):
+                needed |= COLUMN_MAPPING.keys()  # RENAME COLUMN
+            tp = _field_type(current, new.name if _has(current, new.name) else old.name)
+            if tp != target[new.name].dataType:
+                in_place = widen and can_widen(tp, target[new.name].dataType)
+                needed |= (TYPE_WIDENING if in_place else COLUMN_MAPPING).keys()
+    return needed
+
+
+def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]],
+                     target: StructType, ddl_ts: int) -> None:
+    """Converge by rewriting the replica in ONE overwrite commit instead of enabling a reader feature,
+    so deltalake, Polars and other readers without column mapping or type widening keep reading it
+    (README "Who can read a replica"). Columns are renamed, cast (ANSI: a value that does not
+    convert fails the DDL) and dropped in the rewrite, and added ones take their origin default.
+    The overwrite is atomic, so a rerun after a crash finds either the old schema (and rewrites)
+    or the target one (and has nothing left to do); it costs a read and a write of every row. Its
+    commit is marked (rewrite_metadata): its change data feed, a delete and an insert of every
+    row, is a schema change, not upstream row changes."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    current = replica.schema()
+    source = {new.name: old for old, new in pairs if new is not None}
+    added = {new.name: new for old, new in pairs if old is None and new is not None}
+    # Hidden columns the table lacks stay out (a history table has no _tidb_commit_ts), and columns
+    # that are not upstream's stay as they are, last (_tidb_deleted, a history table's versions).
+    upstream_before = {old.name.lower() for old, _ in pairs if old is not None}
+    fields = [f for f in target.fields if f.name not in HIDDEN_COLUMNS or _has(current, f.name)]
+    fields += [f for f in current.fields if f.name.lower() not in upstream_before and not _has(target, f.name)]
+    columns, casts = [], False
+    for field in fields:
+        old = source.get(field.name)
+        if field.name in added:
+            col = added[field.name]
+            value = F.lit(spark_value(origin_default(col), col.field_type)).cast(field.dataType)
+        else:
+            name = old.name if old is not None and _has(current, old.name) else field.name
+            value = F.col(quote(name))
+            if _field_type(current, name) != field.dataType:
+                value, casts = value.cast(field.dataType), True
+        columns.append(value.alias(field.name, metadata=field.metadata))
+    rows = replica.spark.read.format("delta").load(replica.path).select(*columns)
+    try:
+        (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+         .option("userMetadata", rewrite_metadata(ddl_ts)).save(replica.path))
+    except PySparkException as exc:
+        if not casts:
+            raise
+        raise UnsupportedDDL(f"rewriting {replica.path} with its columns cast to the new types failed: {exc}") from exc
+    failpoint("ddl_apply.after_rewrite", replica.path)
+
+
+def _has(spark_schema: StructType, name: str) -> bool:
+    return name.lower() in {f.name.lower() for f in spark_schema.fields}
+
+
+def _field_type(spark_schema: StructType, name: str) -> DataType:
+    return next(f.dataType for f in spark_schema.fields if f.name.lower() == name.lower())
+
+
+@dataclass(frozen=True)
+class _Replica:
+    """A replica, or its history table: both follow the same schema steps."""
+
+    spark: SparkSession
+    path: str
+    storage_options: dict[str, str] | None
+    is_history: bool = False
+
+    def schema(self) -> StructType:
+        return read_replica_struct(self.path, self.storage_options)
+
+    def alter(self, clause: str) -> None:
+        self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
+
+    # Delta SQL DML rather than delta.tables.DeltaTable, which Spark Connect lacks (merge_job.merge_window).
+    def remove(self, ts: int, where: str | None = None) -> None:
+        """Rows (`where`) gone upstream at `ts`: deleted, flagged on a replica with soft deletes,
+        their current versions closed in a history table. Each is a no-op when run again."""
+        if self.is_history:
+            close_versions(self.spark, self.path, ts, where)
+            return
+        if not has_soft_deletes(self.schema()):
+            self.spark.sql(f"DELETE FROM delta.{quote(self.path)}" + (f" WHERE {where}" if where else "")).collect()
+            return
+        condition = live_condition() + (f" AND ({where})" if where else "")
+        self.spark.sql(f"UPDATE delta.{quote(self.path)} SET {quote(DELETED_COLUMN)} = true, "
+                       f"{quote(COMMIT_TS_COLUMN)} = {int(ts)} WHERE {condition}").collect()
+
+    def set_column(self, name: str, expression: str) -> None:
+        """Every row's `name` = the SQL `expression` over the row."""
+        self.spark.sql(f"UPDATE delta.{quote(self.path)} SET {quote(name)} = {expression}").collect()
+
+    def fill_columns(self, values: dict[str, tuple[Any, DataType]]) -> None:
+        """Every row's column `name` = `value` (a Python value of Spark type `tp`) for each
+        `name: (value, tp)`: a one-row MERGE, since UPDATE takes no parameters and a literal of
+        every type is not worth spelling as SQL."""
+        from pyspark.sql.types import StructField, StructType
+
+        names = list(values)
+        one = self.spark.createDataFrame([tuple(values[n][0] for n in names)],
+                                         StructType([StructField(f"v{i}", values[n][1], True) for i, n in enumerate(names)]))
+        sets = ", ".join(f"t.{quote(n)} = s.v{i}" for i, n in enumerate(names))
+        with source_view(one) as view:
+            self.spark.sql(f"MERGE INTO delta.{quote(self.path)} t USING {view} s ON true "
+                           f"WHEN MATCHED THEN UPDATE SET {sets}").collect()
+
+
+def _drop_column(replica: _Replica, name: str) -> None:
+    if _has(replica.schema(), name):
+        replica.alter(f"DROP COLUMN {quote(name)}")
+
+
+def _rename_column(replica: _Replica, old: str, new: str) -> None:
+    current = replica.schema()
+    if old != new and _has(current, old) and not (_has(current, new) and old.lower() != new.lower()):
+        replica.alter(f"RENAME COLUMN {quote(old)} TO {quote(new)}")
+
+
+def _add_columns(replica: _Replica, after: TableInfo, cols: list[ColumnInfo], target: StructType) -> None:
+    """ADD COLUMNS at their upstream positions in one ALTER, then existing rows get each column's
+    origin default (what TiDB returns for rows written before the column existed; docs/encoding.md
+    §5) in one MERGE. Every replica row predates the columns (checkpoint == barrier), so all of them
+    take the defaults; a rerun after a crash adds what is missing and sets the same values again."""
+    current = replica.schema()
+    order = [c.name for c in stored_columns(after)]
+    clauses = []
+    for col in cols:
+        if _has(current, col.name):
+            continue
+        position = order.index(col.name)
+        where = "FIRST" if position == 0 else f"AFTER {quote(order[position - 1])}"
+        comment = f" COMMENT {_sql_string(col.comment)}" if col.comment else ""
+        clauses.append(f"{quote(col.name)} {target[col.name].dataType.simpleString()}{comment} {where}")
+    if clauses:
+        replica.alter(f"ADD COLUMNS ({', '.join(clauses)})")
+    defaults = {col.name: (spark_value(origin_default(col), col.field_type), target[col.name].dataType) for col in cols}
+    defaults = {name: pair for name, pair in defaults.items() if pair[0] is not None}
+    if defaults:
+        replica.fill_columns(defaults)
+
+
+def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType, widen: bool) -> None:
+    """Delta type widening where Delta allows it and the replica has it (`widen`; metadata only);
+    else rewrite the column with CAST into a new column (column mapping renames it into place)."""
+    name = col.name
+    current_schema = replica.schema()
+    tmp = f"__tidelake_retype_{event.commit_ts}_{col.id}"
+    if _has(current_schema, tmp):
+        _finish_retype(replica, name, tmp, target)
+        return
+    current = _field_type(current_schema, name)
+    if current == target:
+        return
+    if widen and can_widen(current, target):
+        replica.alter(f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
+        return
+    replica.alter(f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
+    _finish_retype(replica, name, tmp, target)
+
+
+def _finish_retype(replica: _Replica, name: str, tmp: str, target: DataType) -> None:
+    """Resume-safe tail of a retype: fill tmp from the old column (if it still exists), drop the
+    old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
+    DDL instead of silently becoming NULL."""
+    from pyspark.errors import PySparkException
+
+    if _has(replica.schema(), name):
+        try:
+            replica.set_column(tmp, f"CAST({quote(name)} AS {target.simpleString()})")
+        except PySparkException as exc:
+            raise UnsupportedDDL(f"column {name!r} cannot be cast to {target.simpleString()}: {exc}") from exc
+        replica.alter(f"DROP COLUMN {quote(name)}")
+    replica.alter(f"RENAME COLUMN {quote(tmp)} TO {quote(name)}")
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,91 @@
+"""Rebuild one replica from the retained changelog: a new, empty replica merged from the CREATE.
+
+Safe only when the changelog still holds every change of the table since its CREATE TABLE:
+  - the table entered the feed through a CREATE job (not the start snapshot, a rename into the
+    filter or a recover: its earlier rows are in no changelog; `tidelake bootstrap` rebuilds those);
+  - no changelog DELETE (retention, tidelake.maintenance.changelog_retention) ever named one of its physical ids;
+  - the changelog's Delta log still reaches version 0, so no DELETE can hide in cleaned-up log files.
+Anything else is refused with the reason, before any write.
+
+The rebuilt replica gets a NEW folder, recorded in the replica catalog in one upsert; the merge
+then sees a table without a checkpoint and replays it from its CREATE. The old folder stays as it
+was: readers holding it (and recorded syncpoints, which name their path and version) keep working,
+and it is removed by hand once nobody reads it. A retried rebuild starts over in another folder.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from deltalake import DeltaTable
+
+from tidelake.codec.ddl_job import ActionType
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
+from tidelake.lake.schema_history import SchemaHistory, TableKey
+
+_CREATES = frozenset({ActionType.CREATE_TABLE, ActionType.CREATE_TABLES})
+_TABLE_ID = re.compile(r"table_id\s*(?:=\s*(\d+)|IN\s*\(([^)]*)\))", re.IGNORECASE)
+
+
+def physical_ids_ever(history: SchemaHistory, table: TableKey) -> set[int]:
+    """Every physical id the table had (partitions, truncates): all hold changelog rows of it."""
+    ids: set[int] = set()
+    for event in history.ddl_events(table):
+        ids.update(event.physical_ids_before)
+        ids.update(event.physical_ids_after)
+    return ids
+
+
+def deleted_ids(predicate: str) -> set[int] | None:
+    """Physical ids a changelog DELETE predicate names; None when it names none (then it may have
+    touched any table). delta-rs normalizes predicates, e.g. `commit_bucket < 'x' AND (table_id =
+    105 OR table_id = 2)`, so ids are read wherever they appear."""
+    ids: set[int] = set()
+    for single, listed in _TABLE_ID.findall(predicate):
+        if single:
+            ids.add(int(single))
+        else:
+            ids.update(int(v) for v in re.findall(r"\d+", listed))
+    return ids or None
+
+
+def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey) -> str | None:
+    """Why the table cannot be rebuilt from the changelog; None when it can."""
+    db, name = history.current_name(table)
+    events = history.ddl_events(table)
+    first = events[0] if events else None
+    if first is None or first.source != DdlSource.JOB or first.action not in _CREATES:
+        how = "no DDL history" if first is None else f"{first.action_name} ({first.source}) at {first.commit_ts}"
+        return (f"{db}.{name} did not enter the changefeed by CREATE TABLE ({how}): its earlier rows are not "
+                f"in the changelog; rebuild it with the bootstrap (tidelake bootstrap / tidelake_bootstrap)")
+    if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
+        return None  # no changes landed yet: nothing was deleted either
+    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
+    commits = changelog.history()
+    if min((c.get("version", 0) for c in commits), default=0) > 0:
+        return (f"the changelog's Delta log no longer reaches its first version (log cleanup): cannot show that "
+                f"{db}.{name}'s changes since its CREATE were all kept")
+    ids = physical_ids_ever(history, table)
+    for commit in commits:
+        if str(commit.get("operation", "")).upper() != "DELETE":
+            continue
+        predicate = str((commit.get("operationParameters") or {}).get("predicate", ""))
+        named = deleted_ids(predicate)
+        if named is None or named & ids:
+            return (f"changelog retention deleted changes of {db}.{name} (changelog version {commit.get('version')}: "
+                    f"{predicate}): rebuild it with the bootstrap instead")
+    return None
+
+
+def start_rebuild(layout: LakeLayout, history: SchemaHistory, table: TableKey) -> ReplicaEntry:
+    """Point the catalog at a new empty folder for the table (the caller checked rebuild_refusal)."""
+    catalog = ReplicaCatalog(layout)
+    db, name = history.current_name(table)
+    entry = catalog.get(table)
+    base = layout.replica_path(db, name) if entry is None else entry.path.split("__rebuilt_")[0]
+    path = f"{base}__rebuilt_{time.time_ns() // 1_000_000}"
+    rebuilt = ReplicaEntry(int(table), db, name, path, ReplicaState.ACTIVE, None, 0)
+    catalog.upsert([rebuilt])
+    return rebuilt

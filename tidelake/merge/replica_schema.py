@@ -1,0 +1,226 @@
+"""The Delta schema of a replica, derived from the upstream TableInfo (docs/design.md §3).
+
+Columns: the table's stored columns in upstream order, named as upstream, typed by the one
+mapping table (tidelake.codec.spark_types), all nullable (TiDB enforces NOT NULL; a Delta
+constraint would only make ADD COLUMN ... NOT NULL on existing rows fail), then hidden columns:
+  _tidb_commit_ts      commit ts of the row's last change
+  _tidb_rowid          the row handle, for tables without a PRIMARY KEY handle
+  _tidb_partition_id   the physical (partition) id the row lives in, for partitioned tables:
+                       DROP/TRUNCATE PARTITION delete exactly these rows, and it is part of the
+                       merge key, so a row moving between partitions (delete in one physical id,
+                       insert in another at the same commit ts) merges correctly.
+  _tidb_deleted        only on replicas with soft deletes (tidelake.merge.soft_deletes): true on
+                       a row deleted upstream, which keeps its last values.
+Virtual generated columns are not stored in TiKV rows and are left out.
+
+A replica is created with change data feed only (a writer feature: every Delta reader can read it)
+and its first commit records the starting checkpoint (docs/stack.md §11–12: a DataFrame write takes
+both the table properties and the txn options; CREATE TABLE ignores the txn confs). The only
+reader feature a new replica may get is column mapping, at creation, when a column name is one
+Parquet cannot hold without it: DDLs that Delta would follow with type widening or column mapping
+rewrite the replica instead (tidelake.merge.ddl_apply), so every Delta reader can read it.
+Replicas that have those features (created before that choice, or with such a name) keep them
+and follow DDL in place (docs/stack.md §12).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from tidelake.codec.schema import ColumnInfo, TableInfo
+from tidelake.codec.spark_types import spark_type
+from tidelake.errors import InputError
+from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
+from tidelake.merge.txn_confs import delta_rs_commit_properties, writer_txn_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+COMMIT_TS_COLUMN = "_tidb_commit_ts"
+ROWID_COLUMN = "_tidb_rowid"
+PARTITION_ID_COLUMN = "_tidb_partition_id"
+DELETED_COLUMN = "_tidb_deleted"
+HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN, DELETED_COLUMN)
+
+REPLICA_PROPERTIES: dict[str, str] = {"delta.enableChangeDataFeed": "true"}
+COLUMN_MAPPING: dict[str, str] = {"delta.columnMapping.mode": "name"}  # reader feature columnMapping
+TYPE_WIDENING: dict[str, str] = {"delta.enableTypeWidening": "true"}  # reader feature typeWidening
+# Delta refuses these in a column name unless column mapping is on (delta-io/delta
+# SchemaUtils.checkFieldNames / DeltaErrors.invalidColumnName); TiDB allows them.
+_PARQUET_UNSAFE_NAME = re.compile(r"[ ,;{}()\n\t=]")
+
+
+def stored_columns(info: TableInfo) -> list[ColumnInfo]:
+    """Public columns whose values TiKV stores (virtual generated columns are computed on read)."""
+    return [c for c in info.public_columns() if not (c.is_generated and not c.generated_stored)]
+
+
+def has_rowid(info: TableInfo) -> bool:
+    """No integer PK handle and no clustered common handle: rows are keyed by _tidb_rowid."""
+    return not info.pk_is_handle and not info.is_common_handle
+
+
+def is_partitioned(info: TableInfo) -> bool:
+    return info.partition is not None and info.partition.enable and bool(info.partition.definitions)
+
+
+def key_columns(info: TableInfo) -> list[str]:
+    """Replica columns identifying a row: [_tidb_partition_id] + the handle (PK columns or _tidb_rowid)."""
+    if info.pk_is_handle:
+        handle = info.handle_column()
+        if handle is None:
+            raise InputError(f"table {info.name!r}: pk_is_handle but no PRIMARY KEY column flag")
+        keys = [handle.name]
+    elif info.is_common_handle:
+        primary = info.primary_index()
+        if primary is None:
+            raise InputError(f"table {info.name!r}: clustered index but no PRIMARY index")
+        keys = [c.name for c in primary.columns]
+    else:
+        keys = [ROWID_COLUMN]
+    return ([PARTITION_ID_COLUMN] if is_partitioned(info) else []) + keys
+
+
+def replica_columns(info: TableInfo) -> list[tuple[str, str, str]]:
+    """(name, Spark SQL type, comment) of every replica column, hidden ones last."""
+    cols = [(c.name, spark_type(c.field_type), c.comment) for c in stored_columns(info)]
+    clash = {n.lower() for n, _, _ in cols} & set(HIDDEN_COLUMNS)
+    if clash:
+        raise InputError(f"table {info.name!r}: column {sorted(clash)[0]} clashes with a tidelake hidden column")
+    cols.append((COMMIT_TS_COLUMN, "BIGINT", "commit ts of the row's last change"))
+    if has_rowid(info):
+        cols.append((ROWID_COLUMN, "BIGINT", "TiDB row handle (table without PRIMARY KEY handle)"))
+    if is_partitioned(info):
+        cols.append((PARTITION_ID_COLUMN, "BIGINT", "physical table id of the row's partition"))
+    return cols
+
+
+def creation_properties(info: TableInfo) -> dict[str, str]:
+    """The table properties a new replica of `info` starts with: column mapping only if a column name needs it."""
+    names = [name for name, _, _ in replica_columns(info)]
+    needs_mapping = any(_PARQUET_UNSAFE_NAME.search(n) for n in names)
+    return {**REPLICA_PROPERTIES, **(COLUMN_MAPPING if needs_mapping else {})}
+
+
+def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
+                      storage_options: dict[str, str] | None = None) -> None:
+    """Set `wanted` table properties the replica does not have yet (benches and tests give replicas
+    the features replicas of older releases have). Setting delta.columnMapping.mode or
+    delta.enableTypeWidening upgrades the protocol to the feature in the same commit (docs/stack.md
+    §12); a replica that has them already is left alone."""
+    from deltalake import DeltaTable
+
+    current = DeltaTable(path, storage_options=storage_options).metadata().configuration
+    missing = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if missing:
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
+
+
+def schema_features(struct: StructType) -> set[str]:
+    """The Delta table features a table of schema `struct` needs: timestampNtz for a TIMESTAMP_NTZ
+    column (DATETIME upstream)."""
+    from pyspark.sql.types import ArrayType, TimestampNTZType
+
+    def holds_ntz(tp: DataType) -> bool:
+        return isinstance(tp, TimestampNTZType) or (isinstance(tp, ArrayType) and holds_ntz(tp.elementType))
+
+    return {"timestampNtz"} if any(holds_ntz(f.dataType) for f in struct.fields) else set()
+
+
+def enable_schema_features(spark: SparkSession, path: str, struct: StructType,
+                           storage_options: dict[str, str] | None = None) -> None:
+    """Turn on the table features `struct` needs that the table at `path` lacks, before a DDL brings
+    such a column in: Delta turns them on by itself only when it creates a table, and refuses an
+    ALTER or a schema-changing overwrite without them (DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT).
+    Every reader of README "Who can read a replica" reads timestampNtz. Owner: tidelake.apply.ddl_apply."""
+    from deltalake import DeltaTable
+
+    protocol = DeltaTable(path, storage_options=storage_options).protocol()
+    missing = schema_features(struct) - set(protocol.reader_features or ())
+    if missing:
+        pairs = ", ".join(f"'delta.feature.{name}' = 'supported'" for name in sorted(missing))
+        spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
+
+
+def quote(name: str) -> str:
+    """Spark SQL identifier quoting."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def data_type(ddl: str) -> DataType:
+    """Spark DataType of a type string of the mapping table (parsed here: no JVM needed)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(), "BIGINT": T.LongType(),
+        "FLOAT": T.FloatType(), "DOUBLE": T.DoubleType(), "STRING": T.StringType(), "BINARY": T.BinaryType(),
+        "DATE": T.DateType(), "TIMESTAMP": T.TimestampType(), "TIMESTAMP_NTZ": T.TimestampNTZType(),
+        "BOOLEAN": T.BooleanType(),
+    }
+    text = ddl.strip().upper()
+    if text in simple:
+        return simple[text]
+    decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", text)
+    if decimal:
+        return T.DecimalType(int(decimal.group(1)), int(decimal.group(2)))
+    array = re.fullmatch(r"ARRAY<(.+)>", text)
+    if array:
+        return T.ArrayType(data_type(array.group(1)), True)
+    raise InputError(f"Spark type {ddl!r} is not one the replica type mapping produces")
+
+
+def replica_struct(info: TableInfo) -> StructType:
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType(
+        [
+            StructField(name, data_type(tp), True, {"comment": comment} if comment else {})
+            for name, tp, comment in replica_columns(info)
+        ]
+    )
+
+
+def read_replica_struct(path: str, storage_options: dict[str, str] | None = None) -> StructType:
+    """The replica's current Spark schema, read from its Delta log without a Spark job."""
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(DeltaTable(path, storage_options=storage_options).schema().to_json()))
+
+
+def create_replica(
+    spark: SparkSession,
+    path: str,
+    info: TableInfo,
+    checkpoint_ts: int,
+    storage_options: dict[str, str] | None = None,
+) -> bool:
+    """Create the EMPTY replica at `path` as of `checkpoint_ts`, properties and txn in ONE commit.
+
+    Empty only: delta-spark 4.4 refuses a creating write WITH rows on a table with column mapping
+    and CDF (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION; tidelake.bootstrap.replica_write).
+    Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`.
+    """
+    from deltalake import DeltaTable, Schema
+
+    replica = open_replica(path, storage_options)
+    current = None if replica is None else replica.transaction_version(MERGE_APP_ID)
+    if current is not None and current >= checkpoint_ts:
+        return False
+    properties = creation_properties(info)
+    if replica is None and COLUMN_MAPPING.keys().isdisjoint(properties):
+        # No Spark job: delta-rs writes the same first commit (schema, properties, txn) in ~10 ms,
+        # against ~1 s for Spark's empty write (bench/README.md "Per-table costs of a small window").
+        DeltaTable.create(path, Schema.from_json(replica_struct(info).json()), mode="error",
+                          configuration=properties, storage_options=storage_options,
+                          commit_properties=delta_rs_commit_properties(checkpoint_ts))
+        return True
+    writer = spark.createDataFrame([], replica_struct(info)).write.format("delta").mode("append")
+    for key, value in {**properties, **writer_txn_options(checkpoint_ts)}.items():
+        writer = writer.option(key, value)
+    writer.save(path)
+    return True

@@ -1,0 +1,80 @@
+"""One pass per merge run: the first window of every table read, collapsed and classified once.
+
+Reading the changelog is a Delta snapshot load and a scan per window; with many small tables a
+run paid it once per table. Instead the run reads the union of the tables' first windows in one
+partition-pruned scan (tidelake.merge.changelog_reader.read_windows), collapses it to each key's
+last change, caches it as a global temp view (the table threads use sibling sessions, which see
+global temp views and share the cache), and tells every table's keys apart in one aggregation
+job: what tidelake.merge.window_keys tells a single window on the driver. Each table then decodes
+(mounts) and writes its own rows from the cache with its own commits, so exactly-once is the
+per-table txn as before: the pass only reads.
+
+Only a table's first window of the run is shared (later chunks and windows after a DDL depend on
+the earlier commits); a window above NEW_KEYS_CHECK_MAX_ROWS estimated changes, or beyond
+RUN_PASS_MAX_ROWS for the whole pass (tidelake.merge.merge_job), keeps its own read.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidelake.lake.layout import LakeLayout
+from tidelake.merge.changelog_reader import Window, collapse_last_change, read_windows
+from tidelake.merge.window_keys import WindowKeys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class RunPass:
+    view: str  # global temp view of the collapsed windows, cached
+    windows: Mapping[Hashable, Window]
+    kinds: Mapping[Hashable, WindowKeys]
+
+    def source(self, session: SparkSession, table: Hashable, lo: int, hi: int) -> tuple[DataFrame, WindowKeys] | None:
+        """The collapsed changes of `table`'s window (lo, hi] in `session`, or None when the pass
+        did not read that window."""
+        from pyspark.sql import functions as F
+
+        window = self.windows.get(table)
+        if window is None or (window.lo, window.hi) != (lo, hi):
+            return None
+        rows = session.table(f"global_temp.{self.view}").where(F.col("table_id").isin(list(window.table_ids)))
+        return rows, self.kinds[table]
+
+
+def open_pass(spark: SparkSession, layout: LakeLayout, windows: Mapping[Hashable, Window],
+              bucket_seconds: int) -> RunPass:
+    """Read, collapse and cache `windows` (table -> its first window), and classify their keys."""
+    from pyspark.sql import functions as F
+
+    view = f"tidelake_pass_{uuid.uuid4().hex}"
+    collapse_last_change(read_windows(spark, layout, list(windows.values()), bucket_seconds)) \
+        .createOrReplaceGlobalTempView(view)
+    spark.catalog.cacheTable(f"global_temp.{view}")
+    try:
+        rows = spark.table(f"global_temp.{view}")
+        held = F.coalesce(F.length(rows["old_value"]), F.lit(0)) > 0
+        counts = rows.groupBy("table_id").agg(
+            F.count(F.lit(1)).alias("keys"), F.sum(held.cast("long")).alias("held")).collect()
+    except BaseException:
+        close_pass(spark, RunPass(view, {}, {}))
+        raise
+    by_pid = {int(r["table_id"]): (int(r["keys"]), int(r["held"] or 0)) for r in counts}
+    kinds = {}
+    for table, window in windows.items():
+        keys, held_keys = (sum(by_pid.get(int(p), (0, 0))[i] for p in window.table_ids) for i in range(2))
+        kinds[table] = WindowKeys(keys=keys, new=keys - held_keys)
+    return RunPass(view, dict(windows), kinds)
+
+
+def close_pass(spark: SparkSession, run_pass: RunPass) -> None:
+    """Drop the pass's cache and view (a long-lived Spark Connect server would keep them)."""
+    name = f"global_temp.{run_pass.view}"
+    if spark.catalog.tableExists(name):
+        spark.catalog.uncacheTable(name)
+        spark.catalog.dropGlobalTempView(run_pass.view)

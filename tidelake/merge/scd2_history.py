@@ -1,0 +1,224 @@
+"""SCD type 2 history of a replica: one row per upstream version of each row (README "History
+for consumers").
+
+Columns: the replica's upstream and key columns (not `_tidb_commit_ts`, which is the version's
+`_tidb_valid_from`, nor `_tidb_deleted`), then
+  _tidb_valid_from   commit ts of the change that wrote this version
+  _tidb_valid_to     commit ts of the key's next change (update or delete); NULL while current
+  _tidb_is_current   _tidb_valid_to IS NULL
+The rows valid at upstream TSO T are `_tidb_valid_from <= T AND (_tidb_valid_to IS NULL OR T <
+_tidb_valid_to)`, which is the upstream table at T.
+
+Every upstream commit of a key is a version, not only a merge window's last state: a window's
+changes are read from the changelog uncollapsed, one change kept per (key, commit ts) (landed
+duplicates, invariant 5; a put over a delete at one ts, as the merge's collapse does), and each
+put's valid_to is the commit ts of the key's next change (a window function over the key's
+changes by commit ts). The key's version open before the window is closed at its first change
+in the window. A delete closes and adds nothing.
+
+Exactly-once: the history table records how far it got as its own Delta txn
+(tidelake.lake.history_table.HISTORY_APP_ID, version = TSO) in the commit that writes the rows,
+and a step reads the changelog from THAT checkpoint, not from the replica's. The merge writes the
+history step before the replica's commit of the same window or DDL (tidelake.merge.merge_job), so
+after a crash the history is at most one step ahead: the rerun's history step is skipped by its
+txn version (or reads only what is missing), and the replica redoes its own. The MERGE also
+matches versions already present by (key, valid_from), so applying a range twice changes nothing.
+
+The table is created by seeding it from the replica at the replica's checkpoint c (each row a
+current version since its `_tidb_commit_ts`), in one commit that records c; SINCE_PROPERTY keeps c.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tidelake.codec.schema import TableInfo
+from tidelake.errors import InputError
+from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
+from tidelake.lake.commit_buckets import bucket_seconds_of
+from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, history_checkpoint
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.row_change import OP_PUT
+from tidelake.merge.changelog_reader import read_changes
+from tidelake.merge.mount import MOUNT_OP_COLUMN, match_columns, mount
+from tidelake.merge.replica_schema import (
+    COLUMN_MAPPING,
+    COMMIT_TS_COLUMN,
+    DELETED_COLUMN,
+    key_columns,
+    quote,
+    read_replica_struct,
+)
+from tidelake.merge.table_plan import FileStat
+from tidelake.merge.txn_confs import txn_confs, writer_txn_options
+from tidelake.spark.temp_view import source_view
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+VALID_FROM_COLUMN = "_tidb_valid_from"
+VALID_TO_COLUMN = "_tidb_valid_to"
+CURRENT_COLUMN = "_tidb_is_current"
+VERSION_COLUMNS = (VALID_FROM_COLUMN, VALID_TO_COLUMN, CURRENT_COLUMN)
+_NEXT_TS = "_tidelake_next_ts"
+_FIRST = "_tidelake_first"
+_KIND = "_tidelake_kind"
+
+
+def history_struct(replica: StructType) -> StructType:
+    """The history table's schema for a replica schema."""
+    from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+    clash = [f.name for f in replica.fields if f.name.lower() in VERSION_COLUMNS]
+    if clash:
+        raise InputError(f"replica column {clash[0]!r} clashes with a history table column")
+    fields = [f for f in replica.fields if f.name not in (COMMIT_TS_COLUMN, DELETED_COLUMN)]
+    return StructType([*fields, StructField(VALID_FROM_COLUMN, LongType(), True),
+                       StructField(VALID_TO_COLUMN, LongType(), True), StructField(CURRENT_COLUMN, BooleanType(), True)])
+
+
+def _mount_struct(history: StructType) -> StructType:
+    """What mount() decodes into for the history: its row columns plus the commit ts."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return StructType([*(f for f in history.fields if f.name not in VERSION_COLUMNS),
+                       StructField(COMMIT_TS_COLUMN, LongType(), True)])
+
+
+def create_history(spark: SparkSession, replica_path: str, path: str,
+                   storage_options: dict[str, str] | None = None) -> bool:
+    """Create the history table at `path`, seeded from the replica at its checkpoint, in one commit
+    recording that checkpoint, then record that checkpoint as SINCE_PROPERTY (a DataFrame write
+    sets only `delta.` properties). False when it exists already or the replica has no checkpoint
+    yet."""
+    from pyspark.sql import functions as F
+
+    existing = open_replica(path, storage_options)
+    if existing is not None:
+        if SINCE_PROPERTY not in existing.metadata().configuration:  # a crash after the first commit
+            _set_since(spark, path, open_replica(path, storage_options, version=0).transaction_version(HISTORY_APP_ID))
+        return False
+    replica = open_replica(replica_path, storage_options)
+    checkpoint = None if replica is None else replica.transaction_version(MERGE_APP_ID)
+    if checkpoint is None:
+        return False
+    rows = spark.read.format("delta").option("versionAsOf", replica.version()).load(replica_path)
+    if DELETED_COLUMN in rows.columns:  # a soft-deleted row is no version valid now
+        rows = rows.where(~F.coalesce(F.col(DELETED_COLUMN), F.lit(False)))
+    schema = history_struct(read_replica_struct(replica_path, storage_options))
+    seeded = rows.select(
+        *(F.col(quote(f.name)) for f in schema.fields if f.name not in VERSION_COLUMNS),
+        F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.lit(None).cast("bigint").alias(VALID_TO_COLUMN),
+        F.lit(True).alias(CURRENT_COLUMN))
+    properties = {}
+    if replica.metadata().configuration.get("delta.columnMapping.mode") == "name":
+        properties.update(COLUMN_MAPPING)  # names Parquet cannot hold without it, or renamed columns
+    writer = seeded.write.format("delta").mode("append")
+    for key, value in {**properties, **writer_txn_options(checkpoint, HISTORY_APP_ID)}.items():
+        writer = writer.option(key, value)
+    writer.save(path)
+    _set_since(spark, path, checkpoint)
+    return True
+
+
+def _set_since(spark: SparkSession, path: str, ts: int) -> None:
+    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{SINCE_PROPERTY}' = '{int(ts)}')")
+
+
+def write_history(
+    spark: SparkSession,
+    layout: LakeLayout,
+    path: str,
+    info: TableInfo,
+    physical_ids: Sequence[int],
+    hi: int,
+    stats: Sequence[FileStat] | None = None,
+    stats_from: int | None = None,
+) -> int:
+    """Bring the history table at `path` from its checkpoint h up to `hi`: every change of
+    (h, hi] of `physical_ids`, decoded with `info`, in ONE commit recording hi. Returns the versions
+    written (0 when h >= hi: done already). `stats` (changelog file stats from `stats_from` on) let
+    a window with no file skip the read; no physical ids (a dropped table) is an empty commit."""
+    h = history_checkpoint(path, layout.storage_options)
+    if h is None:
+        raise InputError(f"no history table at {path}")
+    if h >= hi:
+        return 0
+    history = read_replica_struct(path, layout.storage_options)
+    nothing_landed = stats is not None and stats_from is not None and stats_from <= h \
+        and not any(s.max_ts > h and s.min_ts <= hi for s in stats)
+    if not physical_ids or nothing_landed:  # no physical table (a drop, a recover) or no file: no read
+        _commit(spark, path, spark.createDataFrame([], _source_struct(history)), info, history, hi)
+        return 0
+    from deltalake import DeltaTable as DeltaLog
+
+    seconds = bucket_seconds_of(DeltaLog(layout.changelog, storage_options=layout.storage_options))
+    changes = read_changes(spark, layout, physical_ids, h, hi, bucket_seconds=seconds)
+    source = history_source(changes, info, history).cache()
+    try:
+        versions = source.where(source[_KIND] == "version").count()
+        _commit(spark, path, source, info, history, hi)
+    finally:
+        source.unpersist()
+    return versions
+
+
+def history_source(changes: DataFrame, info: TableInfo, history: StructType) -> DataFrame:
+    """The MERGE source of a window's raw changes: a 'version' row per put (valid_from its commit
+    ts, valid_to the key's next change) and a 'close' row per key at its first change, keyed by the
+    key's columns before that change (a common handle's PK as it was: mount's match columns)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    one = Window.partitionBy("key", "commit_ts").orderBy((F.col("op") == OP_PUT).desc(), F.col("flush_seq").desc())
+    by_key = Window.partitionBy("key").orderBy("commit_ts")
+    ordered = (changes.withColumn("_n", F.row_number().over(one)).where(F.col("_n") == 1)
+               .withColumn(_NEXT_TS, F.lead("commit_ts").over(by_key))
+               .withColumn(_FIRST, F.row_number().over(by_key) == 1))
+    mounted = mount(ordered, info, _mount_struct(history), carried=(_NEXT_TS, _FIRST))
+    row_columns = [f for f in history.fields if f.name not in VERSION_COLUMNS]
+    versions = mounted.where(F.col(MOUNT_OP_COLUMN) == OP_PUT).select(
+        *(F.col(quote(f.name)) for f in row_columns),
+        F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.col(_NEXT_TS).alias(VALID_TO_COLUMN),
+        F.col(_NEXT_TS).isNull().alias(CURRENT_COLUMN), F.lit("version").alias(_KIND))
+    keys, before = key_columns(info), match_columns(info)
+    closes = mounted.where(F.col(_FIRST)).select(
+        *((F.col(quote(before.get(f.name, f.name))) if f.name in keys else F.lit(None).cast(f.dataType)).alias(f.name)
+          for f in row_columns),
+        F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.lit(None).cast("bigint").alias(VALID_TO_COLUMN),
+        F.lit(None).cast("boolean").alias(CURRENT_COLUMN), F.lit("close").alias(_KIND))
+    return versions.unionByName(closes)
+
+
+def _source_struct(history: StructType) -> StructType:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([*(StructField(f.name, f.dataType, True) for f in history.fields),
+                       StructField(_KIND, StringType(), True)])
+
+
+def _commit(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, history: StructType, hi: int) -> None:
+    """One MERGE of `source` recording hi: close the open versions, add (or match again) the new ones."""
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_columns(info))
+    vf, vt, cur, kind = (quote(c) for c in (*VERSION_COLUMNS, _KIND))
+    columns = ", ".join(quote(f.name) for f in history.fields)
+    values = ", ".join(f"s.{quote(f.name)}" for f in history.fields)
+    updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in history.fields)
+    with txn_confs(spark, hi, HISTORY_APP_ID), source_view(source) as view:
+        spark.sql(
+            f"MERGE INTO delta.{quote(path)} t USING {view} s ON {on} AND ("
+            f"(s.{kind} = 'version' AND t.{vf} = s.{vf}) OR (s.{kind} = 'close' AND t.{vt} IS NULL AND t.{vf} < s.{vf})) "
+            f"WHEN MATCHED AND s.{kind} = 'close' THEN UPDATE SET t.{vt} = s.{vf}, t.{cur} = false "
+            f"WHEN MATCHED THEN UPDATE SET {updates} "
+            f"WHEN NOT MATCHED AND s.{kind} = 'version' THEN INSERT ({columns}) VALUES ({values})"
+        ).collect()
+
+
+def close_versions(spark: SparkSession, path: str, ts: int, where: str | None = None) -> None:
+    """End every version still current before `ts` (TRUNCATE TABLE, DROP/TRUNCATE PARTITION at
+    ts); `where` narrows it to some rows. Versions starting at ts are the DDL's own rows, kept."""
+    vf, vt, cur = (quote(c) for c in VERSION_COLUMNS)
+    condition = f"{vt} IS NULL AND {vf} < {int(ts)}" + (f" AND ({where})" if where else "")
+    spark.sql(f"UPDATE delta.{quote(path)} SET {vt} = {int(ts)}, {cur} = false WHERE {condition}").collect()

@@ -1,0 +1,66 @@
+"""Spark's side of the checkpoint: the txn (app id, version) a replica write records (and the same
+for a delta-rs write, tidelake.merge.driver_window).
+
+Delta skips a write whose txn version is <= the one recorded for the app, and records it in the
+same commit as the rows (docs/stack.md §11 "Idempotent writes"); tidelake.lake.checkpoint reads
+it back without Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Session confs honoured by MERGE/UPDATE/DELETE/INSERT (docs/stack.md §11); both must be set.
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def writer_txn_options(version: int, app_id: str = MERGE_APP_ID) -> dict[str, str]:
+    """DataFrameWriter options recording checkpoint `version` in the write's commit."""
+    return {"txnAppId": app_id, "txnVersion": str(version), "userMetadata": checkpoint_metadata(version)}
+
+
+def delta_rs_commit_properties(version: int, app_id: str = MERGE_APP_ID) -> object:
+    """delta-rs CommitProperties recording checkpoint `version` in the commit (docs/stack.md §11:
+    delta-rs records the txn but does not skip a recorded version; the writer checks first)."""
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(app_transactions=[Transaction(app_id, version)],
+                            custom_metadata={"userMetadata": checkpoint_metadata(version)})
+
+
+@contextmanager
+def txn_confs(spark: SparkSession, version: int, app_id: str = MERGE_APP_ID) -> Iterator[None]:
+    """Run one Spark DML (MERGE/UPDATE/DELETE/INSERT) so its commit records checkpoint `version`.
+
+    The confs are per SparkSession, not per thread: concurrent table merges must each use their
+    own session (tidelake.spark.spark_session.sibling_session: newSession() locally, a cloned server-side
+    session over Spark Connect). Previous values are restored.
+    """
+    with session_confs(spark, {TXN_APP_ID_CONF: app_id, TXN_VERSION_CONF: str(version),
+                                USER_METADATA_CONF: checkpoint_metadata(version)}):
+        yield
+
+
+@contextmanager
+def session_confs(spark: SparkSession, confs: dict[str, str]) -> Iterator[None]:
+    """Set session confs for the block; each gets its previous value (or none) back after it."""
+    saved = {k: spark.conf.get(k, None) for k in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -1,0 +1,274 @@
+"""What one tidelake_merge run does around its Spark jobs: plan and group the tables, build the
+job arguments, and read where each replica stands for the asset events.
+
+The plan here is the merge planner's (tidelake.merge.table_plan) run once on the Airflow side,
+for three reasons: the log of the run shows per table what will happen and why not (pending
+DDL, waiting watermarks), tables with nothing to do cost no Spark job, and the groups can be
+sized. The Spark job plans again from the then-current watermarks, so a plan that is a little
+stale is harmless: each job merges what is resolved when it runs, capped at the run's cap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tidelake import tso
+from tidelake.config import ChangefeedConfig
+from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
+from tidelake.lake.lake_check import check_lake_root, pulled_into
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.lake.schema_history import SchemaHistory, TableKey
+from tidelake.orchestration.assets import ReplicaVersion
+from tidelake.orchestration.params import MergeRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """One table's line in the run's plan."""
+
+    table: str
+    checkpoint: int | None  # None: no replica yet (the merge job creates it)
+    upper: int | None
+    has_work: bool
+    pending_ddl: str | None = None
+    blocked: str | None = None
+
+    def describe(self) -> str:
+        def at(ts: int | None) -> str:
+            return "-" if ts is None else f"{ts} ({tso.to_datetime(ts):%Y-%m-%d %H:%M:%S})"
+
+        if self.checkpoint is None:
+            return f"{self.table}: no replica yet, the merge creates it"
+        ddl = f"; next DDL: {self.pending_ddl}" if self.pending_ddl else ""
+        why = f"; waiting: {self.blocked}" if self.blocked else ""
+        idle = "" if self.has_work else "; nothing to do"
+        return f"{self.table}: checkpoint {at(self.checkpoint)} -> {at(self.upper)}{ddl}{why}{idle}"
+
+
+def live_tables(history: SchemaHistory) -> dict[str, TableKey]:
+    """Replicated tables by their current `db.table` name."""
+    return {".".join(history.current_name(key)): key for key in history.live_tables()}
+
+
+def replica_paths(layout: LakeLayout, tables: Mapping[str, TableKey]) -> dict[str, str | None]:
+    """Replica folder of each table from the replica catalog; None before its first merge."""
+    entries = ReplicaCatalog(layout).entries()
+    return {name: entries[key].path if key in entries else None for name, key in tables.items()}
+
+
+def plan_tables(
+    config: ChangefeedConfig, request: MergeRequest, cap_ts: int | None
+) -> list[PlanLine]:
+    """Per requested table: where it is, how far this run can take it, and what holds it back."""
+    from tidelake.lake.control import read_control
+    from tidelake.merge.ddl_apply import leaves_replica_unchanged
+    from tidelake.merge.table_plan import plan_table
+
+    layout = LakeLayout.from_config(config.lake)
+    control = read_control(layout)
+    watermarks, history = control.watermarks, control.history
+    known = live_tables(history)
+    names = list(request.tables or sorted(known))
+    paths = replica_paths(layout, {name: known[name] for name in names})
+    plans = []
+    for name in names:
+        path = paths[name]
+        checkpoint = None if path is None else read_checkpoint(path, layout.storage_options)
+        if checkpoint is None:
+            plans.append(PlanLine(name, checkpoint, None, has_work=True))
+            continue
+        plan = plan_table(known[name], checkpoint, watermarks, history, cap_ts, passes=leaves_replica_unchanged)
+        event = plan.barrier_event or history.next_ddl_after(known[name], checkpoint)
+        pending = None if event is None else f"{event.action_name} at {event.commit_ts}"
+        plans.append(PlanLine(name, checkpoint, plan.upper, not plan.idle, pending, plan.reason))
+    return plans
+
+
+def group_tables(tables: Sequence[str], groups: int) -> list[list[str]]:
+    """Spread tables over at most `groups` Spark jobs, round-robin in name order (stable across
+    runs, so a table's job name and logs stay where users look for them)."""
+    ordered = sorted(tables)
+    count = min(groups, len(ordered))
+    return [ordered[i::count] for i in range(count)]
+
+
+def merge_job_args(
+    config_path: str, tables: Iterable[str], until_ts: int | None, rebuild: str | None = None
+) -> list[str]:
+    """Arguments of spark_jobs/merge.py for one group of tables."""
+    args = ["--config", config_path]
+    for table in tables:
+        args += ["--table", table]
+    if until_ts is not None:
+        args += ["--until-ts", str(until_ts)]
+    if rebuild is not None:
+        args += ["--rebuild", rebuild]
+    return args
+
+
+def check_rebuild(config: ChangefeedConfig, table: str) -> None:
+    """Refuse a rebuild in the plan, before any Spark job, when the changelog cannot replay it."""
+    from tidelake.errors import InputError
+    from tidelake.merge.rebuild import rebuild_refusal
+
+    layout = LakeLayout.from_config(config.lake)
+    history = SchemaHistory.load(layout)
+    refusal = rebuild_refusal(layout, history, live_tables(history)[table])
+    if refusal is not None:
+        raise InputError(f"param 'rebuild': {refusal}")
+
+
+def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str, ReplicaVersion | None]:
+    """Checkpoint and Delta version of each replica now (None: no replica or no checkpoint yet)."""
+    layout = LakeLayout.from_config(config.lake)
+    known = live_tables(SchemaHistory.load(layout))
+    paths = replica_paths(layout, {t: known[t] for t in tables if t in known})
+    states: dict[str, ReplicaVersion | None] = {}
+    for table in tables:
+        path = paths.get(table)
+        at = None if path is None else checkpoint_version(path, layout.storage_options)
+        states[table] = None if at is None else ReplicaVersion(*at)
+    return states
+
+
+def states_to_xcom(states: Mapping[str, ReplicaVersion | None]) -> dict[str, Any]:
+    return {t: None if s is None else [s.checkpoint_ts, s.delta_version] for t, s in states.items()}
+
+
+def states_from_xcom(raw: Mapping[str, Any]) -> dict[str, ReplicaVersion | None]:
+    return {t: None if s is None else ReplicaVersion(int(s[0]), int(s[1])) for t, s in raw.items()}
+
+
+def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan task: validate the trigger params, cap the run, plan, and hand the Spark jobs
+    their arguments (one list per group) plus the replicas' states before the run."""
+    from tidelake.config import load_config
+    from tidelake.orchestration.backfill import run_cap_ts
+    from tidelake.orchestration.params import parse_merge_request
+
+    config = load_config(config_path)
+    layout = LakeLayout.from_config(config.lake)
+    check_lake_root(layout)
+    if not pulled_into(layout):
+        # The changefeed's own lake before the puller's first flush: a scheduled run that comes
+        # first has nothing to merge, which is not a failure (a lake of another kind still is).
+        log.info("nothing has been pulled into %s yet: nothing to merge", layout.root)
+        return {"merge_jobs": [], "before": {}, "syncpoint": False}
+    request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
+    cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
+    log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
+    plans = plan_tables(config, request, cap_ts)
+    for plan in plans:
+        log.info("%s", plan.describe())
+    todo = [p.table for p in plans if p.has_work]
+    if request.rebuild is not None:
+        check_rebuild(config, request.rebuild)
+        log.info("rebuild: %s gets a new replica replayed from its CREATE", request.rebuild)
+        todo = [request.rebuild]
+    if request.dry_run:
+        log.info("dry run: would merge %d of %d tables: %s", len(todo), len(plans), ", ".join(todo) or "none")
+        todo = []
+    groups = group_tables(todo, request.groups)
+    skip_syncpoint = syncpoint_skip_reason(config, request, context) or syncpoint_not_due(
+        layout, config.merge.syncpoint_interval_s)
+    if config.merge.syncpoint_interval_s is not None:
+        log.info("syncpoint: %s", f"not this run ({skip_syncpoint})" if skip_syncpoint else "due after the merges")
+    return {
+        "merge_jobs": [
+            {"application_args": merge_job_args(config_path, g, cap_ts, request.rebuild),
+             "name": job_name(config.changefeed_id, g)}
+            for g in groups
+        ],
+        # Every planned table, not only those with work: the syncpoint job may advance any of them.
+        "before": states_to_xcom(replica_states(config, [p.table for p in plans])),
+        "syncpoint": skip_syncpoint is None,
+    }
+
+
+def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None) -> int | None:
+    """With syncpoints on, no merge passes the first boundary above the last recorded syncpoint:
+    a table that ran past an unrecorded boundary would hold every later cut back until all the
+    others caught up with it (tidelake.syncpoint.records.merge_cap)."""
+    if interval_s is None:
+        return cap_ts
+    from tidelake.syncpoint.records import merge_cap
+
+    boundary = merge_cap(layout, interval_s)
+    caps = [c for c in (cap_ts, boundary) if c is not None]
+    return min(caps) if caps else None
+
+
+def syncpoint_not_due(layout: LakeLayout, interval_s: int | None) -> str | None:
+    """Why no new syncpoint can be reached yet, read without Spark (None: one may be): the next
+    boundary after the last cut must be below the DDL watermark, a bound on every table's reach
+    (tidelake.syncpoint.cut), so runs between boundaries start no Spark job for nothing."""
+    if interval_s is None:
+        return None
+    from tidelake.lake.watermarks import read_watermarks
+    from tidelake.syncpoint.records import next_boundary, read_syncpoints
+
+    recorded = read_syncpoints(layout)
+    if not recorded:
+        return None
+    boundary = next_boundary(recorded[-1].ts, interval_s)
+    ddl_resolved = read_watermarks(layout).ddl_resolved
+    if ddl_resolved < boundary:
+        return f"the next boundary {boundary} is above the DDL watermark {ddl_resolved}"
+    return None
+
+
+def syncpoint_skip_reason(config: ChangefeedConfig, request: MergeRequest, context: Mapping[str, Any]) -> str | None:
+    """Why this run takes no syncpoint (None: it takes one after its merges).
+
+    The syncpoint job merges EVERY table to the latest reachable boundary, so only runs that ask
+    for everything take one: not a dry run, a subset of tables, an until cap, or a backfill run
+    (a backfill reproduces past intervals; a cut at the latest boundary would jump past them)."""
+    if config.merge.syncpoint_interval_s is None:
+        return "syncpoints are off ([merge].syncpoint_interval is not set)"
+    if request.dry_run:
+        return "dry run"
+    if request.tables is not None:
+        return "the run merges only some tables"
+    if request.until_ts is not None:
+        return "the run has an until cap"
+    run = context.get("dag_run")
+    if run is not None and str(run.run_type) == "backfill":  # DagRunType.BACKFILL_JOB
+        return "backfill run"
+    return None
+
+
+def job_name(changefeed_id: str, tables: Sequence[str], shown: int = 3) -> str:
+    """Spark application name, also the mapped task's label in Airflow: the tables it merges."""
+    more = f" +{len(tables) - shown} more" if len(tables) > shown else ""
+    return f"tidelake merge {changefeed_id}: {', '.join(tables[:shown])}{more}"
+
+
+def changed_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaVersion]:
+    """Replicas of the run's tables that got a new commit: the asset events to emit."""
+    from tidelake.config import load_config
+    from tidelake.orchestration.assets import changed_replicas
+
+    states = states_from_xcom(before)
+    after = {t: s for t, s in replica_states(load_config(config_path), states).items() if s is not None}
+    return changed_replicas(states, after)
+
+
+def table_choices(config: ChangefeedConfig) -> list[str]:
+    """Tables the trigger form suggests, read while the DAG file is parsed. An unreachable lake
+    must not break the DAG, and the list is only a suggestion (the plan task checks the names
+    against the lake), so a failed read gives no suggestions and a warning."""
+    from deltalake.exceptions import DeltaError
+
+    from tidelake.errors import InputError
+
+    try:
+        return sorted(live_tables(SchemaHistory.load(LakeLayout.from_config(config.lake))))
+    except (OSError, DeltaError, InputError) as exc:
+        log.warning("%s: cannot list the lake's tables for the trigger form: %s", config.lake.root, exc)
+        return []

@@ -1,0 +1,1 @@
+"""Syncpoints: cross-table consistent cuts of the replicas, taken and recorded."""

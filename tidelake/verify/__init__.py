@@ -1,0 +1,1 @@
+"""Verify: each replica at its checkpoint compared with a snapshot read of the upstream."""
