@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tidelake.cli import main
+from tidelake.cli import main, syncpoint_command
 from tidelake.lake.layout import WATERMARKS_SCHEMA, LakeLayout, open_or_create
-from tidelake.spark import spark_session
-from tidelake.syncpoint import cut
 from tidelake.syncpoint.cut import SyncpointOutcome, SyncpointResult
 
 
@@ -19,8 +17,8 @@ def test_only_an_incomplete_cut_fails(tmp_path, monkeypatch, capsys, outcome, co
     layout = LakeLayout(str(tmp_path / "lake"))
     open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
     seen = []
-    monkeypatch.setattr(spark_session, "get_session", lambda *a, **kw: "spark")
-    monkeypatch.setattr(cut, "run_syncpoint",
+    monkeypatch.setattr(syncpoint_command, "get_session", lambda *a, **kw: "spark")
+    monkeypatch.setattr(syncpoint_command, "run_syncpoint",
                         lambda spark, lay, interval: seen.append((spark, lay.root, interval))
                         or SyncpointResult(42, outcome, "has no Delta version (in any reason text)"))
     assert main(["syncpoint", "--lake", layout.root, "--interval", "60"]) == code

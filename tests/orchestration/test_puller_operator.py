@@ -42,11 +42,11 @@ class FakeRunner:
 
 
 def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
-    import tidelake.capture.changefeed.process_memory as process_memory
     import tidelake.capture.changefeed.puller_runner as runner_module
+    import tidelake.orchestration.airflow.puller_operator as puller_operator
 
     tuned_before_runner = []
-    monkeypatch.setattr(process_memory, "tune_allocators",
+    monkeypatch.setattr(puller_operator, "tune_allocators",
                         lambda: tuned_before_runner.append(not FakeRunner.instances[n:]) or False)
     monkeypatch.setattr(runner_module, "PullerRunner", FakeRunner)
     n = len(FakeRunner.instances)

@@ -21,6 +21,7 @@ from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.bootstrap.replica_write import write_replica
 from tidelake.bootstrap.snapshot_plan import TableRead, region_ranges, tables_to_bootstrap
 from tidelake.bootstrap.snapshot_read import read_table
+from tidelake.bootstrap.spark_snapshot import AccumulatorWatcher, table_frame
 from tidelake.codec.schema import TableInfo
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, TidelakeError
@@ -31,6 +32,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.table_starts import StartState, TableStart, TableStarts
+from tidelake.spark.spark_session import get_session
 from tidelake.table_names import table_key
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
@@ -230,11 +232,6 @@ class Bootstrap:
         path = self._replica_path(plan.db.name, plan.info, plan.ts)
         spark = self._session()
         if len(ranges) >= self.options.spark_threshold_regions:
-            from tidelake.bootstrap.spark_snapshot import (
-                AccumulatorWatcher,
-                table_frame,
-            )
-
             read = table_frame(spark, list(self.config.upstream.pd), self.config.upstream.tls, plan.info, ranges,
                                plan.ts)
             with AccumulatorWatcher(read, progress):
@@ -264,7 +261,5 @@ class Bootstrap:
 
     def _session(self) -> SparkSession:
         if self._spark is None:
-            from tidelake.spark.spark_session import get_session
-
             self._spark = get_session("tidelake-bootstrap", master=self.options.spark_master, lake=self.layout)
         return self._spark

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from delta.tables import DeltaTable
+
 from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import TidelakeError
@@ -53,8 +55,6 @@ def _drop_stale_attempt(spark: SparkSession, path: str, info: TableInfo, storage
     the upstream table (a DDL came in between). Delta will not change it in place (column mapping
     with CDF blocks a schema-changing overwrite, and a path table a schema-changing REPLACE), and
     without a checkpoint it is no replica yet: it is ours to delete."""
-    from delta.tables import DeltaTable
-
     if read_checkpoint(path, storage_options) is not None or not DeltaTable.isDeltaTable(spark, path):
         return
     existing = [(f.name, f.dataType) for f in spark.read.format("delta").load(path).schema.fields]

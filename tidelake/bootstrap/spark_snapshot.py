@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tidelake.bootstrap.progress import TableProgress
-from tidelake.bootstrap.replica_rows import replica_ddl
+from tidelake.bootstrap.replica_rows import RowDecoder, replica_ddl
 from tidelake.bootstrap.snapshot_plan import KeyRange
+from tidelake.bootstrap.snapshot_read import scan_range
 from tidelake.codec.schema import TableInfo
 from tidelake.config import TlsConfig
+from tidelake.upstream.kv_snapshot import SnapshotReader
+from tidelake.upstream.pd_client import PDClient
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,11 +37,6 @@ def _range_reader(pd_endpoints: list[str], tls: TlsConfig | None, info_json: str
     """The per-task function; everything it needs is in its closure (pickled to executors)."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from tidelake.bootstrap.replica_rows import RowDecoder
-        from tidelake.bootstrap.snapshot_read import scan_range
-        from tidelake.upstream.kv_snapshot import SnapshotReader
-        from tidelake.upstream.pd_client import PDClient
-
         decoder = RowDecoder(TableInfo.from_json(info_json), ts)
         pd = PDClient(pd_endpoints, tls, caller_id="tidelake-bootstrap-task")
         try:

@@ -1,8 +1,9 @@
-"""`tidelake` command line: one sub-module per command group, imported lazily.
+"""`tidelake` command line: one module per command group, `<group>_command.py`.
 
-Each module in COMMANDS exposes `register(subparsers)`, which adds its sub-command(s) and sets
-`handler` (a callable taking the parsed namespace and returning an exit code). Heavy imports
-(Spark, gRPC servers) belong inside handlers so `tidelake --help` stays fast.
+Each exposes `register(subparsers)`, which adds its command(s) and sets `handler` (a callable
+taking the parsed namespace and returning an exit code). A run imports only its command's module,
+and so only that command's stage (`tidelake decode` loads no Spark), as Airflow's CLI loads its
+commands lazily; the top-level help imports them all.
 """
 
 from __future__ import annotations
@@ -10,29 +11,36 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
 
 from tidelake import __version__
 from tidelake.errors import TidelakeError
 
-COMMANDS = ("decode", "sim", "pull", "bootstrap", "merge", "syncpoint", "maintenance", "status", "verify", "snapshot",
-            "changes", "catalog",
-            "demo", "nemesis", "spark_server", "spark_jars")
+# command -> the group module that registers it, in help order
+COMMANDS = {"decode": "decode", "sim": "sim", "sim-replay": "sim", "pull": "pull", "bootstrap": "bootstrap",
+            "merge": "merge", "syncpoint": "syncpoint", "maintenance": "maintenance", "status": "status",
+            "verify": "verify", "snapshot-at": "snapshot", "changes": "changes", "catalog": "catalog", "demo": "demo",
+            "nemesis": "nemesis", "spark-server": "spark_server", "spark-jars": "spark_jars"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `command`'s group alone, or of every group (None or an unknown command)."""
     parser = argparse.ArgumentParser(
         prog="tidelake", description="Replicate TiDB tables into Delta Lake."
     )
     parser.add_argument("--version", action="version", version=f"tidelake {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(f"tidelake.cli.{name}_command").register(subparsers)
+    groups = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for group in groups:
+        importlib.import_module(f"tidelake.cli.{group}_command").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
@@ -52,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _lake_damage(args: argparse.Namespace):
     """The damaged file of the lake a command failed on, if that is why (tidelake.lake.damage)."""
+    # not at the top: deltalake must load after `tidelake pull` tuned the allocators (process_memory)
+    from tidelake.config import load_config
     from tidelake.lake.damage import find_damage
     from tidelake.lake.layout import LakeLayout
 
@@ -59,8 +69,6 @@ def _lake_damage(args: argparse.Namespace):
         if getattr(args, "lake", None):
             return find_damage(LakeLayout(args.lake))
         if getattr(args, "config", None):
-            from tidelake.config import load_config
-
             return find_damage(LakeLayout.from_config(load_config(args.config).lake))
     except Exception:  # noqa: BLE001 - no diagnosis: the original error is raised as it was
         return None
@@ -69,9 +77,6 @@ def _lake_damage(args: argparse.Namespace):
 
 def _save_trace(exc: BaseException) -> str:
     """Write the full traceback to a file and return its path: the terminal gets one line."""
-    import tempfile
-    import traceback
-
     with tempfile.NamedTemporaryFile("w", prefix="tidelake-trace-", suffix=".txt", delete=False) as fh:
         traceback.print_exception(exc, file=fh)
         return fh.name

@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import math
 
+from tidelake import tso
+from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
+from tidelake.config import load_config
 from tidelake.errors import InputError
 
 
@@ -39,9 +42,6 @@ def add_bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options_from_args(args: argparse.Namespace):
     """Validated BootstrapOptions from the parsed arguments."""
-    from tidelake import tso
-    from tidelake.bootstrap.bootstrap_run import BootstrapOptions
-
     if args.at_ts is not None and not 0 < args.at_ts < tso.LIMIT:
         raise InputError(f"--at-ts must be a positive TSO below 2^64, got {args.at_ts}")
     if not (math.isfinite(args.join_timeout) and args.join_timeout > 0):
@@ -55,9 +55,6 @@ def options_from_args(args: argparse.Namespace):
 
 
 def run_and_report(args: argparse.Namespace, spark=None) -> int:
-    from tidelake.bootstrap.bootstrap_run import Bootstrap
-    from tidelake.config import load_config
-
     bootstrap = Bootstrap(load_config(args.config), options_from_args(args), spark=spark)
     results = bootstrap.run()
     written = [r for r in results if r.how != "skipped"]

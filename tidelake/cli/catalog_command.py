@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from typing import TYPE_CHECKING
 
 from tidelake.cli.target import resolve_target
+from tidelake.config import CatalogConfig, load_config
+from tidelake.consumers.metastore import metastore_confs, sync_catalog, sync_syncpoints
 from tidelake.errors import InputError
-
-if TYPE_CHECKING:
-    from tidelake.config import CatalogConfig
+from tidelake.spark.spark_session import get_session
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _catalog(args: argparse.Namespace) -> CatalogConfig:
-    from tidelake.config import load_config
-
     config = load_config(args.config)
     if config.catalog.metastore_dir is None:
         raise InputError(f"{args.config}: [catalog].metastore_dir is not set: no metastore to register replicas in")
@@ -42,8 +39,6 @@ def _catalog(args: argparse.Namespace) -> CatalogConfig:
 
 
 def _confs(args: argparse.Namespace) -> int:
-    from tidelake.consumers.metastore import metastore_confs
-
     confs = metastore_confs(_catalog(args).metastore_dir)
     if args.json:
         print(json.dumps(confs, indent=2))
@@ -54,9 +49,6 @@ def _confs(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from tidelake.consumers.metastore import metastore_confs, sync_catalog, sync_syncpoints
-    from tidelake.spark.spark_session import get_session
-
     catalog = _catalog(args)
     folder = catalog.metastore_dir
     layout = resolve_target(args).layout

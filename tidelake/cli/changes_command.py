@@ -12,8 +12,12 @@ import argparse
 import json
 from collections import Counter
 
+import pyarrow.parquet as pq
+
 from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.consumers.replica_changes import change_range, read_changes
 from tidelake.errors import InputError
+from tidelake.lake.replica_catalog import read_entries
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,9 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _changes(args: argparse.Namespace) -> int:
-    from tidelake.consumers.replica_changes import change_range, read_changes
-    from tidelake.lake.replica_catalog import read_entries
-
     layout = resolve_target(args).layout
     db, dot, name = args.table.partition(".")
     if not dot:
@@ -43,8 +44,6 @@ def _changes(args: argparse.Namespace) -> int:
     rng = change_range(entry.path, args.from_ts, args.to_ts, layout.storage_options)
     changes = read_changes(rng, layout.storage_options)
     if args.out:
-        import pyarrow.parquet as pq
-
         pq.write_table(changes, args.out)
     kinds = Counter(changes.column("_change_type").to_pylist())
     report = {

@@ -11,6 +11,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tidelake.codec import datum as d
+from tidelake.codec import keys, meta_keys
+from tidelake.codec.common_handle import (
+    decode_common_handle,
+    pk_columns,
+    split_common_handle,
+)
+from tidelake.codec.datum import decode_datums
+from tidelake.codec.json_binary import decode_json_binary
+from tidelake.codec.keys import split_index_key_values
+from tidelake.codec.mytime import duration_from_nanos, iso
+from tidelake.codec.row import decode_row, jsonable
+from tidelake.codec.row_value import value_from_datum
+from tidelake.codec.schema import TableInfo
 from tidelake.errors import InputError
 
 
@@ -45,8 +59,6 @@ def _hex(text: str, what: str) -> bytes:
 
 
 def _load_table(path: str) -> Any:
-    from tidelake.codec.schema import TableInfo
-
     try:
         text = Path(path).read_bytes()
     except OSError as exc:
@@ -62,8 +74,6 @@ def _print(obj: dict) -> int:
 def _raw_key(key: bytes) -> tuple[bytes, bool]:
     """(raw key, was it region-space encoded). Raw is tried first: the two never collide for
     table keys (byte 9 is '_' raw, a group marker encoded)."""
-    from tidelake.codec import keys, meta_keys
-
     if keys.is_record_key(key) or keys.is_index_key(key):
         return key, False
     if meta_keys.is_meta_key(key):
@@ -81,11 +91,6 @@ def _raw_key(key: bytes) -> tuple[bytes, bool]:
 
 def _untyped(datum: Any) -> Any:
     """JSON form of a datum without its column type: bytes as UTF-8 text, else 0x-hex."""
-    from tidelake.codec import datum as d
-    from tidelake.codec.json_binary import decode_json_binary
-    from tidelake.codec.mytime import duration_from_nanos, iso
-    from tidelake.codec.row import jsonable
-
     if datum.flag == d.MAX_FLAG:
         return "MAX"
     if datum.flag in (d.BYTES_FLAG, d.COMPACT_BYTES_FLAG):
@@ -101,8 +106,6 @@ def _untyped(datum: Any) -> Any:
 
 
 def _decode_key(args: argparse.Namespace) -> int:
-    from tidelake.codec import keys, meta_keys
-
     key, encoded = _raw_key(_hex(args.hex, "key"))
     table = _load_table(args.table_info) if args.table_info else None
     out: dict[str, Any] = {"encoded": encoded}
@@ -130,13 +133,6 @@ def _decode_key(args: argparse.Namespace) -> int:
 
 
 def _handle_json(handle: int | bytes, table: Any) -> Any:
-    from tidelake.codec.common_handle import (
-        decode_common_handle,
-        pk_columns,
-        split_common_handle,
-    )
-    from tidelake.codec.row import jsonable
-
     if isinstance(handle, int):
         return handle
     if table is None:
@@ -146,11 +142,6 @@ def _handle_json(handle: int | bytes, table: Any) -> Any:
 
 
 def _index_values_json(rest: bytes, index_id: int, table: Any) -> dict[str, Any]:
-    from tidelake.codec.datum import decode_datums
-    from tidelake.codec.keys import split_index_key_values
-    from tidelake.codec.row import jsonable
-    from tidelake.codec.row_value import value_from_datum
-
     index = None if table is None else next((i for i in table.indices if i.id == index_id), None)
     if index is None:
         return {"values": [_untyped(d) for d in decode_datums(rest)]}
@@ -166,9 +157,6 @@ def _index_values_json(rest: bytes, index_id: int, table: Any) -> dict[str, Any]
 
 
 def _decode_row(args: argparse.Namespace) -> int:
-    from tidelake.codec import keys
-    from tidelake.codec.row import decode_row, jsonable
-
     table = _load_table(args.table_info)
     value = _hex(args.hex, "row value")
     handle: int | bytes | None = None

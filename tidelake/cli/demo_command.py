@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from rich.table import Table
+from rich.table import Table
 
-    from tidelake.demos.one_process import DemoResult
+from tidelake.cli.report_console import report_console
+from tidelake.demos.one_process import DemoResult, OneProcessOptions, run_demo
+from tidelake.status.status_report import utc_text
+from tidelake.verify.verifier import Verdict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,9 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tidelake.cli.report_console import report_console
-    from tidelake.demos.one_process import OneProcessOptions, run_demo
-
     console = report_console()
     result = run_demo(OneProcessOptions(args.workdir, args.duration, args.seed, args.keep), console)
     console.print(summary_table(result))
@@ -50,10 +48,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def summary_table(result: DemoResult) -> Table:
     """Per table: rows, checkpoint, lag, verified ✓/✗."""
-    from rich.table import Table
-
-    from tidelake.status.status_report import utc_text
-    from tidelake.verify.verifier import Verdict
 
     lag = {t.table: t.lag_seconds for t in result.status.tables}
     table = Table(title=f"tidelake demo — {result.merge_cycles} merge cycles, final ts {result.final_ts}")

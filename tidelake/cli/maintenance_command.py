@@ -15,6 +15,9 @@ from datetime import timedelta
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
+from tidelake.maintenance.lake_upkeep import DEFAULT_VACUUM_RETENTION_HOURS, run_maintenance
+from tidelake.merge.merge_log import DEFAULT_RETENTION, RECENT
+from tidelake.spark.spark_session import get_session, release_session
 
 STEPS = ("optimize", "vacuum", "changelog", "merge_log")
 
@@ -32,10 +35,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _maintenance(args: argparse.Namespace) -> int:
-    from tidelake.maintenance.lake_upkeep import DEFAULT_VACUUM_RETENTION_HOURS, run_maintenance
-    from tidelake.merge.merge_log import DEFAULT_RETENTION, RECENT
-    from tidelake.spark.spark_session import get_session, release_session
-
     hours = DEFAULT_VACUUM_RETENTION_HOURS if args.vacuum_retention_hours is None else args.vacuum_retention_hours
     if not (math.isfinite(hours) and hours >= 0):
         raise InputError(f"--vacuum-retention-hours must be a finite number >= 0, got {hours}")

@@ -17,10 +17,9 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tidelake.nemesis.schedule import ScheduleResult
+from tidelake.nemesis.batch import BatchOptions, run_batch
+from tidelake.nemesis.schedule import ScheduleResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,7 +58,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _nemesis(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC core's own notices would interleave with the lines
-    from tidelake.nemesis.batch import BatchOptions, run_batch
 
     options = BatchOptions(args.seed, args.schedules, args.workload, args.level, args.duration, args.pullers,
                            args.shards)

@@ -15,7 +15,9 @@ import sys
 import threading
 
 from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
+from tidelake.config import load_config
 from tidelake.errors import InputError
+from tidelake.failpoints import check_env_names
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +52,9 @@ def _pull(args: argparse.Namespace) -> int:
 
 def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     too_late = tune_allocators()
+    # only now: jemalloc reads its settings when deltalake is first imported (process_memory)
     from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions, Shard
     from tidelake.capture.landing.lander import LANDER_FAILPOINTS
-    from tidelake.config import load_config
-    from tidelake.failpoints import check_env_names
     from tidelake.lake.lake_check import check_lake_root
     from tidelake.lake.layout import LakeLayout
 

@@ -12,6 +12,7 @@ import argparse
 import json
 
 from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.syncpoint.records import read_syncpoints, replicas_at
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,8 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _snapshot_at(args: argparse.Namespace) -> int:
-    from tidelake.syncpoint.records import read_syncpoints, replicas_at
-
     layout = resolve_target(args).layout
     replicas_at(layout, args.ts)  # raises with the nearest syncpoints when TS is not one
     syncpoint = next(s for s in read_syncpoints(layout) if s.ts == args.ts)

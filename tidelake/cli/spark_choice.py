@@ -6,13 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from tidelake.cli.target import Target
 from tidelake.config import SparkConfig
 from tidelake.errors import InputError
-
-if TYPE_CHECKING:
-    from tidelake.cli.target import Target
 
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:

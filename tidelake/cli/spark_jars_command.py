@@ -11,6 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tidelake.spark.cluster_jars import MANIFEST, class_path, install_jars
+from tidelake.spark.s3a import hadoop_aws_package
+from tidelake.spark.spark_session import delta_package
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("spark-jars", help="resolve the Spark jobs' jars into a folder (TIDELAKE_SPARK_JARS)")
@@ -22,10 +26,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _spark_jars(args: argparse.Namespace) -> int:
-    from tidelake.spark.cluster_jars import MANIFEST, class_path, install_jars
-    from tidelake.spark.s3a import hadoop_aws_package
-    from tidelake.spark.spark_session import delta_package
-
     packages = [delta_package(), *([] if args.no_s3 else [hadoop_aws_package()]), *args.package]
     folder = args.folder.resolve()
     jars = install_jars(packages, folder)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from tidelake.errors import InputError
+from tidelake.spark import connect_server as server
 
 DEFAULT_DIR = Path(".tidelake") / "spark-server"
 
@@ -34,8 +35,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _spark_server(args: argparse.Namespace) -> int:
-    from tidelake.spark import connect_server as server
-
     if args.port is not None and not 0 < args.port < 65536:
         raise InputError(f"--port must be 1..65535, got {args.port}")
     given = {"port": args.port, "host": args.host, "master": args.master, "driver_memory": args.driver_memory}

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
 
+from rich.console import Console
+from rich.table import Table
+
+from tidelake.cli.report_console import report_console
 from tidelake.cli.target import add_target_arguments, resolve_target
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from tidelake.status.status_report import StatusReport
+from tidelake.status.status_report import StatusReport, collect_status, utc_text
+from tidelake.upstream.pd_client import PDClient
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,14 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from tidelake.cli.report_console import report_console
-    from tidelake.status.status_report import collect_status
-
     target = resolve_target(args, pd_required=False)
     now_ts = None
     if target.pd:
-        from tidelake.upstream.pd_client import PDClient
-
         pd = PDClient(target.pd, target.tls, caller_id="tidelake-status")
         try:
             now_ts = pd.get_ts()
@@ -54,8 +49,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _ts_cell(ts: int | None) -> str:
-    from tidelake.status.status_report import utc_text
-
     return "-" if ts is None else f"{utc_text(ts)}\n[dim]{ts}[/]"
 
 
@@ -74,9 +67,6 @@ def _readers_cell(features: list[str] | None, deltalake_readable: bool | None) -
 
 
 def print_status(report: StatusReport, console: Console) -> None:
-    from rich.table import Table
-
-    from tidelake.status.status_report import utc_text
 
     clock = "PD TSO" if report.now_source == "pd" else "wall clock"
     table = Table(title=f"tidelake status — {report.lake}", caption=f"now {utc_text(report.now_ts)} ({clock}); "

@@ -15,6 +15,8 @@ import sys
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
+from tidelake.spark.spark_session import get_session, release_session
+from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,9 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _syncpoint(args: argparse.Namespace) -> int:
-    from tidelake.spark.spark_session import get_session, release_session
-    from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
-
     target = resolve_target(args)
     interval = args.interval
     if interval is None and target.config is not None:

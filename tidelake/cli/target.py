@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from tidelake.config import ChangefeedConfig, TlsConfig, check_pd_address, load_config
 from tidelake.errors import InputError
-
-if TYPE_CHECKING:
-    from tidelake.config import ChangefeedConfig, TlsConfig
-    from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lake_check import require_lake
+from tidelake.lake.layout import LakeLayout
 
 
 @dataclass(frozen=True)
@@ -42,22 +40,18 @@ def resolve_target(args: argparse.Namespace, pd_required: bool = False) -> Targe
     """The target the arguments name; a missing or doubled choice, or a lake that is not a
     tidelake lake, is one clear InputError (before any command starts Spark or dials PD)."""
     target = _named_target(args, pd_required)
-    from tidelake.lake.lake_check import require_lake
 
     require_lake(target.layout)
     return target
 
 
 def _named_target(args: argparse.Namespace, pd_required: bool) -> Target:
-    from tidelake.lake.layout import LakeLayout
-
     pd = [a.strip() for arg in getattr(args, "pd", []) for a in arg.split(",") if a.strip()]
     has_pd = hasattr(args, "pd")
     alternative = "--lake/--pd" if has_pd else "--lake"
     if args.config:
         if args.lake or pd:
             raise InputError(f"give either --config or {alternative}, not both")
-        from tidelake.config import load_config
 
         config = load_config(args.config)
         return Target(LakeLayout.from_config(config.lake), list(config.upstream.pd), config.upstream.tls, config)
@@ -65,7 +59,6 @@ def _named_target(args: argparse.Namespace, pd_required: bool) -> Target:
         raise InputError("no lake given: pass --config FILE or --lake PATH" + (" --pd ADDR" if pd_required else ""))
     if pd_required and not pd:
         raise InputError("no PD address given: pass --pd ADDR (or --config FILE)")
-    from tidelake.config import check_pd_address
 
     for address in pd:
         try:

@@ -11,7 +11,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich.console import Console
+from rich.table import Table
+
+from tidelake import tso
+from tidelake.cli.report_console import report_console
 from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.errors import InputError
+from tidelake.spark.spark_session import get_session
+from tidelake.upstream.kv_snapshot import SnapshotReader
+from tidelake.upstream.pd_client import PDClient
+from tidelake.verify.verifier import Verdict, Verifier
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,14 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from tidelake.cli.report_console import report_console
-    from tidelake.errors import InputError
-    from tidelake.spark.spark_session import get_session
-    from tidelake.upstream.kv_snapshot import SnapshotReader
-    from tidelake.upstream.pd_client import PDClient
-    from tidelake.verify.verifier import Verifier
 
     if args.max_diffs < 0:
         raise InputError(f"--max-diffs must be >= 0, got {args.max_diffs}")
@@ -59,8 +61,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 def history_line(h) -> str:
     """One line for a history table: at how many upstream ts it was compared and the outcome."""
-    from tidelake.verify.verifier import Verdict
-
     gc = f", {h.gc_skipped} below the GC safepoint" if h.gc_skipped else ""
     head = f"{h.table} history (checkpoint {h.checkpoint}): "
     if h.status == Verdict.MATCH:
@@ -75,10 +75,6 @@ def history_line(h) -> str:
 
 def print_report(report, console) -> None:
     """One row per table, then the first differing keys of each mismatching table."""
-    from rich.table import Table
-
-    from tidelake import tso
-    from tidelake.verify.verifier import Verdict
 
     marks = {Verdict.MATCH: "[green]✓ match[/]", Verdict.MISMATCH: "[red]✗ mismatch[/]", Verdict.SKIPPED: "[dim]– skipped[/]"}
     table = Table(title="tidelake verify")

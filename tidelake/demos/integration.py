@@ -48,6 +48,9 @@ from tidelake.demos.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tidelake.demos.spark_cluster import SparkCluster
 from tidelake.demos.supervisor import StageFailed, exit_code, free_port
 from tidelake.demos.tcp_relay import TcpRelay
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_by_puller
+from tidelake.syncpoint.records import read_syncpoints
 
 SHARDS = 2  # the puller shards of the run (and of docker/changefeed.toml)
 OUTAGE_S = 10.0
@@ -159,10 +162,6 @@ def _install_jars(folder: Path) -> None:
 
 def _check_lake(lake_root: str, shards: int, say: Say) -> None:
     """Every shard landed its own watermarks, and a syncpoint was recorded."""
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.watermarks import read_by_puller
-    from tidelake.syncpoint.records import read_syncpoints
-
     layout = LakeLayout(lake_root)
     pullers = read_by_puller(layout)
     if len(pullers) != shards:

@@ -38,7 +38,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from deltalake.exceptions import DeltaError
 
 from tidelake import tso
 from tidelake.config import load_config
@@ -46,10 +47,13 @@ from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
 from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code, free_port
 from tidelake.errors import InputError
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.watermarks import read_watermarks
 from tidelake.orchestration.writer_pool import writer_pool
-
-if TYPE_CHECKING:
-    from tidelake.spark.connect_server import ServerSettings
+from tidelake.spark.connect_server import ServerSettings, accepting, server_command
+from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_env
+from tidelake.status.status_report import collect_status
+from tidelake.syncpoint.records import read_syncpoints
 
 REPO = Path(__file__).resolve().parents[2]
 CHANGEFEED_ID = "demo"
@@ -208,10 +212,6 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
 
 
 def puller_started(lake: str) -> bool:
-    from deltalake.exceptions import DeltaError
-
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.lake.watermarks import read_watermarks
 
     try:
         return read_watermarks(LakeLayout(lake)).ddl_resolved > 0
@@ -278,8 +278,6 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
                  airflow.log, checks, 3)
         if spark_server is not None:
-            from tidelake.spark.connect_server import accepting
-
             await_stage("spark connect server", lambda: accepting(spark_server[1]), options.startup_timeout_s,
                         spark_server[0].log, checks, 2)
             say(f"warm Spark: Spark Connect server {spark_server[1].url} pid {spark_server[0].process.pid}")
@@ -332,9 +330,6 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
 
 def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: AirflowDemoOptions,
                  checks: list[Callable[[str], None]], say: Say) -> None:
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.status.status_report import collect_status
-
     layout = LakeLayout(paths.lake_uri)
     last_line = [0.0]
     report = [collect_status(layout, exact=True)]  # waits for replicas: their own checkpoints
@@ -444,10 +439,6 @@ def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, 
 
 def _start_spark_server(paths: DemoPaths, say: Say, master: str | None = None) -> tuple[Child, ServerSettings]:
     """The warm Spark as a demo child: the server JVM itself, so shutdown stops it by its pid."""
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.spark.connect_server import ServerSettings, server_command
-    from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_env
-
     settings = ServerSettings(paths.logs, port=free_port(SPARK_CONNECT_PORT), master=master or "local[*]")
     lake = LakeLayout(paths.lake_uri)  # an s3 lake: hadoop-aws and the s3a confs of its options
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
@@ -479,9 +470,6 @@ def _verify(paths: DemoPaths) -> bool:
 
 
 def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.syncpoint.records import read_syncpoints
-
     status = subprocess.run([sys.executable, "-m", "tidelake", "status", "--config", str(paths.config)],
                             cwd=REPO, capture_output=True, text=True, env=tool_env())
     print(status.stdout, end="", flush=True)

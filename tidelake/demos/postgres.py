@@ -82,7 +82,7 @@ class Postgres:
     def stop(self) -> None:
         """`pg_ctl stop` (fast: ends sessions), then wait for the postmaster's pid to end and
         SIGKILL it if it has not."""
-        import psutil
+        import psutil  # an Airflow dependency: only the Airflow demo uses this
 
         pid = self.pid()
         if pid is None:

@@ -44,8 +44,8 @@ class Child:
             raise StageFailed(stage, f"{self.name} exited with code {code}", self.log)
 
     def tree(self) -> list[Any]:
-        """This process and every descendant now (psutil is an Airflow dependency)."""
-        import psutil
+        """This process and every descendant now."""
+        import psutil  # an Airflow dependency: only the Airflow demos supervise processes
 
         try:
             root = psutil.Process(self.process.pid)
@@ -62,7 +62,7 @@ class Child:
 def stop_tree(processes: list[Any], grace_s: float) -> None:
     """SIGTERM the root (it shuts its children down in order), then SIGTERM what is left of the
     tree as it was, then SIGKILL: nothing from the tree outlives this call."""
-    import psutil
+    import psutil  # see Child.tree
 
     def signal_all(procs: list[Any], sig: int) -> None:
         for proc in procs:

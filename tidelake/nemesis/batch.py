@@ -12,6 +12,7 @@ from typing import Any
 from tidelake.errors import InputError
 from tidelake.nemesis.plan import LEVELS, PULLER_MODES, WORKLOADS
 from tidelake.nemesis.schedule import ScheduleResult, run_schedule
+from tidelake.spark.spark_session import get_session
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,6 @@ def run_batch(options: BatchOptions, on_result: Callable[[ScheduleResult], None]
 def _spark() -> Any:
     """One local session for the batch, started before any gRPC thread (pyspark forks its JVM,
     unsafe in a busy multi-threaded process; see tidelake.demos.one_process)."""
-    from tidelake.spark.spark_session import get_session
-
     session = get_session("tidelake-nemesis", master="local[2]", extra_confs={"spark.ui.showConsoleProgress": "false"})
     session.sparkContext.setLogLevel("FATAL")  # the verdict is the check's; Spark's notices would bury the lines
     return session

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tidelake.errors import InputError
+from tidelake.spark.connect_server import spark_submit
+from tidelake.spark.spark_session import IVY_SETTINGS
 
 MANIFEST = "packages.txt"  # the Maven coordinates the folder's jars were resolved from, one a line
 _JARS_LINE = "tidelake-spark-jars: "
@@ -71,9 +73,6 @@ def install_jars(packages: Sequence[str], folder: Path) -> list[Path]:
 def resolve(packages: Sequence[str]) -> list[Path]:
     """The jar files spark-submit resolves for `packages` (its Ivy cache; Maven Central if not
     there yet)."""
-    from tidelake.spark.connect_server import spark_submit
-    from tidelake.spark.spark_session import IVY_SETTINGS
-
     command = [str(spark_submit()), "--master", "local[1]", "--packages", ",".join(packages),
                "--conf", f"spark.jars.ivySettings={IVY_SETTINGS}", __file__]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -92,7 +91,7 @@ def _artifact(name: str) -> str:
 
 
 def _pyspark_jars() -> Path:
-    import pyspark
+    import pyspark  # not at the top: Airflow's DAG parsing imports this module (spark_submit) and must not load pyspark
 
     return Path(pyspark.__file__).parent / "jars"
 

@@ -65,7 +65,7 @@ class ServerSettings:
 
 def spark_submit() -> Path:
     """The spark-submit of the installed (full) pyspark."""
-    import pyspark
+    import pyspark  # not at the top: `tidelake spark-server stop|status` needs no pyspark
 
     path = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     if not path.exists():

@@ -24,7 +24,7 @@ S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 def hadoop_version() -> str:
     """The Hadoop version pyspark ships (its jars/hadoop-client-api-X.jar): hadoop-aws must be
     the same version, and brings the AWS SDK v2 bundle it was built against."""
-    import pyspark
+    import pyspark  # not at the top: Airflow's DAG parsing imports this module (spark_submit) and must not load pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
     for jar in jars.glob("hadoop-client-api-*.jar"):

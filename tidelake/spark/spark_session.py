@@ -21,6 +21,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidelake.errors import InputError
+from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_confs
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -80,9 +83,8 @@ def get_session(
     the variable never turns bootstrap or verify into a Connect client by accident. Under
     spark-submit (`local=False`) the submit command has chosen the Spark, so `remote` is not used.
     """
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # see delta_package: the DAG parse imports this module
 
-    from tidelake.spark.s3a import lake_packages, s3a_confs
 
     if remote is not None and local:
         return connect_session(remote, extra_confs)
@@ -111,8 +113,6 @@ def apply_s3a_credentials(session: SparkSession, lake: LakeLayout | None) -> Non
     a conf there is in the serialized DAG and on the command line); the command sets them here,
     at job start, before its first read opens the s3a filesystem. A Spark Connect session has no
     Hadoop conf of its own: its server got the credentials in its environment."""
-    from tidelake.spark.s3a import s3a_credential_confs
-
     jsc = getattr(session, "_jsc", None)
     if jsc is None:
         return
@@ -125,11 +125,12 @@ def connect_session(url: str, extra_confs: dict[str, str] | None = None) -> Spar
     """A new server-side session of the Spark Connect server at `url` (sc://host:port), with
     tidelake's session confs. Static confs (the Delta extension and catalog) are the server's:
     a server started without them fails here with one line, not at the first MERGE."""
-    import delta.connect.exceptions  # noqa: F401 - Delta commit races raise Delta's classes, as in classic
+    # see delta_package: the DAG parse imports this module. Delta's Connect exceptions are loaded
+    # so that commit races raise Delta's classes, as in classic.
+    import delta.connect.exceptions  # noqa: F401
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    from tidelake.errors import InputError
 
     try:
         session = SparkSession.builder.remote(url).create()

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from pyspark.sql import functions as F
 
 from tidelake.codec.keys import decode_record_key
 from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row
@@ -302,8 +303,6 @@ def read_replica(spark: SparkSession, path: str, version: int, columns: Iterable
                  where: str | None = None) -> Iterator[Row]:
     """Rows of the replica at `version` (Spark time travel), only `columns`, via Arrow batches;
     `where` is a SQL filter over the table's columns."""
-    from pyspark.sql import functions as F
-
     df = spark.read.format("delta").option("versionAsOf", version).load(path)
     if where is not None:
         df = df.where(where)

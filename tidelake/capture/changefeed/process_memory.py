@@ -57,7 +57,7 @@ def arrow_on_system_malloc() -> bool:
     is set; False when it was left alone."""
     if os.environ.get(ARROW_POOL_ENV):
         return False
-    import pyarrow as pa
+    import pyarrow as pa  # not at the top: this module is imported before the puller's heavy imports
 
     pa.set_memory_pool(pa.system_memory_pool())
     return True

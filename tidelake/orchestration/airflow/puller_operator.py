@@ -24,7 +24,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
+from tidelake.config import load_config
 from tidelake.errors import InputError
+from tidelake.failpoints import check_env_names
+from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 
 DEFAULT_RUN_SECONDS = 3600
 # Room for the final flush and the PD/TiKV connection teardown after the run-length limit.
@@ -59,22 +63,16 @@ class PullerOperator(BaseOperator):
         self._runner = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
-
         with input_errors_fail_the_task():  # a bad config or TIDELAKE_FAILPOINTS: one line, no retries
             return self._pull()
 
     def _pull(self) -> dict[str, Any]:
-        from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
-
         # The task process runs nothing but this shard: the allocator settings of `tidelake pull`
-        # apply here too, before the runner's imports and threads.
+        # apply here too, before the runner's imports (jemalloc reads them when deltalake loads).
         if tune_allocators():
             warn_jemalloc_too_late("the puller task")
         from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions, Shard
         from tidelake.capture.landing.lander import LANDER_FAILPOINTS
-        from tidelake.config import load_config
-        from tidelake.failpoints import check_env_names
 
         check_env_names(LANDER_FAILPOINTS, "the puller task")
         config = load_config(self.config_path)

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+from croniter import croniter  # Airflow's own cron parser
+
 from tidelake.config import parse_duration
 from tidelake.errors import InputError
 
@@ -22,13 +25,9 @@ DEFAULT_MAINTENANCE_SCHEDULE = "0 3 * * *"
 
 def timetable(variable: str, default: str, env: Mapping[str, str] | None = None) -> Any:
     """A cron expression ('*/5 * * * *') or a duration ('5m', '1h30m') from `variable`."""
-    from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
-
     env = os.environ if env is None else env
     text = env.get(variable, "").strip() or default
     if len(text.split()) >= 5 or text.startswith("@"):
-        from croniter import croniter  # Airflow's own cron parser
-
         if not croniter.is_valid(text):
             raise InputError(f"{variable}: {text!r} is not a valid cron expression")
         return CronDataIntervalTimetable(text, timezone="UTC")

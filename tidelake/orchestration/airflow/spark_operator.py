@@ -16,6 +16,8 @@ import tempfile
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from tidelake.orchestration.spark_submit import (
     LOCAL_MASTER_CONNECTION,
@@ -27,9 +29,6 @@ log = logging.getLogger(__name__)
 
 def ensure_spark_connection(conn_id: str) -> None:
     """Define `conn_id` as local[*] for this process unless Airflow already knows it."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
     try:
         BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from tidelake.errors import InputError
 
 
 @contextmanager
 def input_errors_fail_the_task() -> Iterator[None]:
-    from airflow.sdk.exceptions import AirflowFailException
-
     try:
         yield
     except InputError as exc:
