@@ -224,7 +224,7 @@ class StatusReport:
         return [t for t in self.tables if t.state == ReplicaState.STOPPED]
 
     def to_json(self) -> dict[str, Any]:
-        """The stable machine-readable form documented in the module docstring."""
+        """The stable machine-readable form, as status_report.schema.json describes it."""
         return {
             "schema_version": SCHEMA_VERSION,
             "generated_at": _iso(self.generated_at),
