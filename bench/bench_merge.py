@@ -24,11 +24,11 @@ appends of one row in the same session (append_1row_s). Medians.
 (delta.enableDeletionVectors, as replicas had before issue #16), the others keep the default (off), and
 round 2 merges the tables one at a time, so the same changes are timed with and without them in one run.
 --compare-append (needs --tables 2 or more): round 2 merges the tables one at a time, the first with the
-INSERT of new keys (tidelake.merge.merge_job.merge_window), the others
+INSERT of new keys (tidelake.merge.writers.spark_writer), the others
 with every window one MERGE, as before: both ways over the same changes in one run.
 
 --compare-driver (needs --tables 2 or more): round 2 merges the tables one at a time, the first with
-windows of at most DRIVER_WINDOW_MAX_ROWS changes on the driver (tidelake.merge.driver_window), the
+windows of at most DRIVER_WINDOW_MAX_ROWS changes on the driver (tidelake.merge.writers.delta_rs_writer), the
 others through Spark: both over the same changes in one run.
 
 --compare-rewrite (needs --tables 2 or more): at the end, the second table gets column mapping (as
@@ -64,7 +64,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Timer, markdown_table, print_environment, write_json  # noqa: E402
-from tidelake.merge.replica_schema import COMMIT_TS_COLUMN  # noqa: E402
 from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions  # noqa: E402
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.codec.row import encode_row  # noqa: E402
@@ -72,6 +71,7 @@ from tidelake.config import parse_config  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.replica_catalog import ReplicaCatalog  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
+from tidelake.merge.replica_schema import COMMIT_TS_COLUMN  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 
@@ -147,7 +147,7 @@ def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_erro
 
 def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: list[str] | None = None) -> dict:
     """One run over every bench table (or `only`); rows summed over them, the checkpoint of the first."""
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
 
     with Timer() as timer:
         report = run_merge(spark, layout, tables=only, write_log=False, threads=threads)
@@ -167,28 +167,28 @@ def _enable_deletion_vectors(spark, path: str) -> None:
 
 @contextmanager
 def _spark_windows():
-    """Every window through Spark: no window on the driver (tidelake.merge.driver_window)."""
-    from tidelake.merge import merge_job
+    """Every window through Spark: no window on the driver (tidelake.merge.writers.delta_rs_writer)."""
+    from tidelake.merge import table_merge
 
-    saved = merge_job.DRIVER_WINDOW_MAX_ROWS
-    merge_job.DRIVER_WINDOW_MAX_ROWS = -1
+    saved = table_merge.DRIVER_WINDOW_MAX_ROWS
+    table_merge.DRIVER_WINDOW_MAX_ROWS = -1
     try:
         yield
     finally:
-        merge_job.DRIVER_WINDOW_MAX_ROWS = saved
+        table_merge.DRIVER_WINDOW_MAX_ROWS = saved
 
 
 @contextmanager
 def _one_merge_per_window():
     """Every window as one MERGE, as before issue #12 item 3: no INSERT of new keys."""
-    from tidelake.merge import merge_job
+    from tidelake.merge.writers import spark_writer
 
-    saved = merge_job.NEW_KEYS_CHECK_MAX_ROWS
-    merge_job.NEW_KEYS_CHECK_MAX_ROWS = -1  # no window is small enough to have its keys told apart
+    saved = spark_writer.NEW_KEYS_CHECK_MAX_ROWS
+    spark_writer.NEW_KEYS_CHECK_MAX_ROWS = -1  # no window is small enough to have its keys told apart
     try:
         yield
     finally:
-        merge_job.NEW_KEYS_CHECK_MAX_ROWS = saved
+        spark_writer.NEW_KEYS_CHECK_MAX_ROWS = saved
 
 
 def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str) -> dict:
@@ -317,7 +317,7 @@ def _rewrite_vs_in_place(spark, layout: LakeLayout, tidb: SimTiDB, upstreams: li
     last = upstreams[0].cluster.tso.next()
     for upstream in upstreams:
         _wait_durable(layout, upstream.info.id, last, errors)
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
 
     timed = []
     for upstream, path in zip(upstreams, paths):
@@ -507,8 +507,8 @@ def _measure_connect(remote: str, argv: list[str]) -> dict:
     of a server started here on local[2] (as the local measurement) and stopped after."""
     if remote != "start":
         return _connect_child(remote, argv)
-    from tidelake.spark import connect_server
     from tidelake.demos.supervisor import free_port
+    from tidelake.spark import connect_server
 
     with tempfile.TemporaryDirectory(prefix="bench-spark-server-") as folder:
         settings = connect_server.ServerSettings(Path(folder), port=free_port(connect_server.DEFAULT_PORT),

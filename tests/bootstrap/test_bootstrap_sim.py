@@ -35,7 +35,7 @@ from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.table_starts import StartState, TableStarts
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.merge.merge_job import run_merge
+from tidelake.merge.merge_run import run_merge
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.sim.workload import WorkloadRunner
 from tidelake.wait import wait_until

@@ -125,7 +125,7 @@ def test_client_go_transactions_land_exactly_once_and_match_a_snapshot(clientgo,
 @pytest.mark.spark
 def test_client_go_transactions_merge_into_a_replica_verify_matches(clientgo, sim, tmp_path, spark):
     """Created after the puller started, so the replica replays from its CREATE (no bootstrap)."""
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
     from tidelake.upstream.kv_snapshot import SnapshotReader
     from tidelake.upstream.pd_client import PDClient
     from tidelake.verify.verifier import Verdict, Verifier

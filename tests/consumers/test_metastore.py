@@ -42,7 +42,7 @@ def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_na
 
     from tidelake import tso
     from tidelake.lake.checkpoint import version_at_checkpoint
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
     from tidelake.syncpoint.cut import run_syncpoint
     from tidelake.syncpoint.records import read_syncpoints
 

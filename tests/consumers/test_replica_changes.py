@@ -51,7 +51,7 @@ def merged(spark, tmp_path_factory):
     """Five merges of shop.orders with inserts, updates, deletes, a re-insert, an ADD COLUMN and a
     RENAME COLUMN; yields the lake (with `renamed`, the rename's commit ts) and the checkpoints
     each merge reached."""
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
 
     lake = FedLake(str(tmp_path_factory.mktemp("changes") / "lake"))
     lake.ddl(lake.up.create_schema("shop"))

@@ -4,7 +4,7 @@ through both writers; each replica equals the upstream replay (lake_fixtures.Fed
 A DATETIME column maps to TIMESTAMP_NTZ, whose Delta table feature Delta turns on by itself only
 when it creates a table: a replica created without one took no such column by ALTER TABLE. A
 DECIMAL wider than the driver writes exactly (BIGINT UNSIGNED is DECIMAL(20,0)) keeps a replica on
-Spark (tidelake.merge.driver_window.writable), so the driver's kinds take every other type.
+Spark (tidelake.merge.writers.delta_rs_writer.writable), so the driver's kinds take every other type.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from tidelake.codec.spark_types import spark_type
 from tidelake.config import HistoryConfig
 from tidelake.lake.history_table import history_path
 from tidelake.lake.replica_catalog import ReplicaCatalog
-from tidelake.merge import driver_window, merge_job
-from tidelake.merge.merge_job import run_merge
+from tidelake.merge import table_merge
 from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import run_merge
 from tidelake.merge.replica_schema import data_type, read_replica_struct, replica_struct
+from tidelake.merge.writers import delta_rs_writer
 from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value
 from tidelake.sim.workload import NO_DEFAULT_TYPES, ZOO_TYPES
@@ -47,7 +48,7 @@ HISTORY = HistoryConfig(scd2=(f"{DB}.hist",), soft_deletes=(f"{DB}.hist",))
 
 def _driver_writes(spec: str) -> bool:
     tp = data_type(spark_type(parse_field_type(spec)))
-    return not (isinstance(tp, DecimalType) and tp.precision > driver_window.EXACT_DECIMAL_STATS_DIGITS)
+    return not (isinstance(tp, DecimalType) and tp.precision > delta_rs_writer.EXACT_DECIMAL_STATS_DIGITS)
 
 
 def _added(table: str) -> list[tuple[str, str]]:
@@ -89,8 +90,8 @@ def test_every_type_zoo_column_added_to_every_replica_kind_takes_rows_through_bo
                   spark.createDataFrame([], replica_struct(boot)), created["boot"])
 
     on_spark = {fed.layout.replica_path(DB, "rs_spark")}
-    real_writable = driver_window.writable
-    monkeypatch.setattr(merge_job.driver_window, "writable",
+    real_writable = delta_rs_writer.writable
+    monkeypatch.setattr(table_merge, "writable",
                         lambda replica, target: replica.table_uri.rstrip("/") not in on_spark
                         and real_writable(replica, target))
 

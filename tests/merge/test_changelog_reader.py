@@ -15,7 +15,8 @@ from tidelake.lake.layout import (
     spark_ddl,
 )
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.merge.changelog_reader import changelog_bucket_seconds, read_changes
+from tidelake.merge.changelog_reader import Window, read_window
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 
 pytestmark = pytest.mark.spark
 HOUR = 3_600_000
@@ -64,13 +65,13 @@ def test_spark_reads_the_tables_delta_rs_wrote(spark, layout, landed):
     assert _spark_columns(watermarks) == _without_nullability(spark_ddl(WATERMARKS_SCHEMA))
     assert {(r.kind, r.table_id, r.resolved_ts) for r in watermarks.collect()} == {
         ("table", 41, max(r.commit_ts for r in landed)), ("ddl", 0, landed[-1].commit_ts)}
-    assert changelog_bucket_seconds(spark, layout) == 3600
+    assert ChangelogSnapshot(layout).bucket_seconds == 3600  # the size the lander created it with
 
 
 def test_window_reader_is_exact_and_prunes_partitions(spark, layout, landed, base_ms):
     table_41 = [r for r in landed if r.table_id == 41]
     lo, hi = table_41[4].commit_ts, table_41[9].commit_ts  # (lo, hi] spans the 2nd and 3rd hour
-    df = read_changes(spark, layout, [41, 43], lo, hi)
+    df = read_window(spark, layout, Window((41, 43), lo, hi), 3600)
     want = sorted((r.table_id, r.commit_ts) for r in landed
                   if r.table_id in (41, 43) and lo < r.commit_ts <= hi)
     assert sorted((r.table_id, r.commit_ts) for r in df.collect()) == want
@@ -90,7 +91,7 @@ def test_window_reader_at_the_watermark_version_holds_every_covered_event(spark,
     wm = read_watermarks(layout)
     assert wm.changelog_version == DeltaTable(layout.changelog).version() > 1
     lo, hi = 0, wm.table_resolved[41]
-    at_wm = read_changes(spark, layout, [41], lo, hi, version=wm.changelog_version)
+    at_wm = read_window(spark, layout, Window((41,), lo, hi), 3600, version=wm.changelog_version)
     assert at_wm.count() == sum(1 for r in landed if r.table_id == 41)
-    before = read_changes(spark, layout, [41], lo, hi, version=1)  # the first flush only
+    before = read_window(spark, layout, Window((41,), lo, hi), 3600, version=1)  # the first flush only
     assert before.count() == sum(1 for r in landed[:10] if r.table_id == 41)

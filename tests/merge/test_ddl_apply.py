@@ -22,7 +22,6 @@ from tidelake.merge.ddl_apply import (
     NeedsBootstrap,
     UnsupportedDDL,
     apply_ddl,
-    leaves_replica_unchanged,
     record_checkpoint,
 )
 from tidelake.merge.replica_schema import (
@@ -38,6 +37,7 @@ from tidelake.merge.replica_schema import (
 )
 from tidelake.merge.txn_confs import writer_txn_options
 from tidelake.merge.type_change import can_widen
+from tidelake.merge.window_spec import leaves_replica_unchanged
 
 
 def _merge_rows(spark, path, info, rows, ts):

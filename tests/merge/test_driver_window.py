@@ -1,4 +1,4 @@
-"""Small windows applied on the driver with delta-rs (tidelake.merge.driver_window): the same rows
+"""Small windows applied on the driver with delta-rs (tidelake.merge.writers.delta_rs_writer): the same rows
 and the same exactly-once as the Spark path, checked against the upstream replay
 (lake_fixtures.FedLake.expected_rows) at every checkpoint, read back by Spark.
 
@@ -18,10 +18,10 @@ from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.merge import driver_window, merge_job
-from tidelake.merge.merge_job import merge_window, run_merge
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.merge_log import MergeStatus
-from tidelake.merge.table_plan import changelog_file_stats
+from tidelake.merge.merge_run import run_merge
+from tidelake.merge.table_merge import RunScope, TableMerge
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
@@ -104,10 +104,8 @@ def test_windows_on_the_driver_are_one_commit_each_and_exactly_once(spark, tmp_p
     assert last_commit(path())["operation"] == "MERGE"
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", second)
 
-    history = SchemaHistory.load(lake.layout)
-    info = history.table_info_at(history.find("shop", "orders"), second)
-    stats = changelog_file_stats(lake.layout, info.physical_ids(), first, second)
-    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), first, second, stats) == (0, 0)
+    key = SchemaHistory.load(lake.layout).find("shop", "orders")
+    assert TableMerge(RunScope.read(lake.layout), key, spark).merge_window(first, second) == (0, 0)
     assert DeltaTable(path()).version() == version  # a retried window: skipped by its recorded txn
 
     idle = lake.resolve()  # no change: a commit of the checkpoint alone
@@ -131,19 +129,17 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
             t.put("app", "t", {"id": i, "v": i})
     upper = lake.resolve()
     path = ReplicaCatalog(lake.layout).find("app", "t").path
-    real_read, raced = driver_window.read_window, []
+    real_read, raced = ChangelogSnapshot.last_changes, []
 
-    def read_then_race(layout, ids, lo, hi):
+    def read_then_race(snapshot, ids, lo, hi):
         if not raced:
             raced.append(hi)
-            monkeypatch.setattr(merge_job.driver_window, "read_window", real_read)
-            history = SchemaHistory.load(layout)
-            info = history.table_info_at(history.find("app", "t"), lo)
-            stats = changelog_file_stats(layout, ids, lo, hi)
-            assert merge_window(spark, layout, path, info, ids, lo, hi, stats)[0] == 3  # the other job
-        return real_read(layout, ids, lo, hi)
+            monkeypatch.setattr(ChangelogSnapshot, "last_changes", real_read)
+            (other,) = run_merge(spark, lake.layout, until_ts=hi, write_log=False).tables  # the other job
+            assert other.rows_in == 3
+        return real_read(snapshot, ids, lo, hi)
 
-    monkeypatch.setattr(merge_job.driver_window, "read_window", read_then_race)
+    monkeypatch.setattr(ChangelogSnapshot, "last_changes", read_then_race)
     version = DeltaTable(path).version()
     (result,) = run_merge(spark, lake.layout).tables
     assert raced == [upper] and result.status == MergeStatus.MERGED and read_checkpoint(path) == upper

@@ -14,7 +14,7 @@ from tidelake.config import HistoryConfig
 from tidelake.lake.history_table import history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
-from tidelake.merge.merge_job import run_merge
+from tidelake.merge.merge_run import run_merge
 from tidelake.verify.verifier import Verdict, Verifier
 
 DB = "shop"

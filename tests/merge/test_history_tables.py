@@ -16,6 +16,7 @@ import pytest
 from deltalake import DeltaTable
 from merge.history_oracle import TableHistory, valid_at
 from merge.lake_fixtures import FedLake, sorted_rows
+from status.status_schema import valid
 
 from tidelake.cli import main
 from tidelake.config import HistoryConfig
@@ -23,8 +24,8 @@ from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.history_table import HISTORY_APP_ID, history_checkpoint, history_path, history_since
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.merge.merge_job import run_merge
 from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import run_merge
 from tidelake.status.status_report import collect_status
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -99,7 +100,8 @@ def check_history(spark, table: TableHistory, path: str, checkpoint: int) -> int
 
 
 def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp_path, monkeypatch, capsys):
-    from tidelake.merge import merge_job, scd2_history
+    from tidelake.merge import scd2_history, table_merge
+    from tidelake.merge.table_merge import TableMerge
 
     config = HistoryConfig(scd2=("shop.*",))
     lake, table = orders_lake(tmp_path)
@@ -131,7 +133,7 @@ def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp
     with lake.txn() as t:
         t.put("shop", "orders", row(4, "y"))
     c2 = lake.resolve()
-    merge(spark, lake, config, (merge_job, "merge_window"), monkeypatch)
+    merge(spark, lake, config, (TableMerge, "_write"), monkeypatch)
     assert history_checkpoint(history) == c2 and read_checkpoint(replica) == c1
     history_version = DeltaTable(history).version()
     merge(spark, lake, config)
@@ -154,7 +156,7 @@ def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp
         t.put("shop", "orders", row(5, "newer"))
         t.delete("shop", "orders", row(1, ""))
     c4 = lake.resolve()
-    monkeypatch.setattr(merge_job, "write_history", lambda *args: 0)
+    monkeypatch.setattr(table_merge, "write_history", lambda *args: 0)
     merge(spark, lake, config)
     monkeypatch.undo()
     assert read_checkpoint(replica) == c4 and history_checkpoint(history) == c3
@@ -172,7 +174,7 @@ def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp
     with lake.txn() as t:
         t.put("shop", "orders", {"id": 4, "note": "q", "qty": 1})
     c6 = lake.resolve()
-    merge(spark, lake, config, (merge_job, "merge_at_ddl_ts"), monkeypatch)
+    merge(spark, lake, config, (TableMerge, "_merge_at_ddl_ts"), monkeypatch)
     assert history_checkpoint(history) == added and read_checkpoint(replica) == added - 1
     merge(spark, lake, config)
     check_history(spark, table, history, c6)
@@ -195,7 +197,9 @@ def test_history_holds_every_upstream_version_through_crashes_and_ddl(spark, tmp
     closed = spark.read.format("delta").load(history).where(f"_tidb_valid_to = {truncated}").count()
     assert closed == len(table.rows_at(truncated - 1))
     assert DeltaTable(history).transaction_version(HISTORY_APP_ID) == c7
-    (status,) = collect_status(lake.layout).tables  # `tidelake status` lists it
+    report = collect_status(lake.layout)
+    (status,) = report.tables  # `tidelake status` lists it
+    assert valid(report.to_json())["tables"][0]["history"]["checkpoint_ts"] == c7
     assert status.history.to_json() == {"path": history, "checkpoint_ts": c7, "since_ts": history_since(history)}
     assert status.soft_deletes is False
     assert main(["status", "--lake", lake.layout.root]) == 0

@@ -1,6 +1,6 @@
-"""The collapse rule of a changelog window, held to one reference: the Arrow version the driver
-windows and window_keys use (tidelake.merge.window_keys.last_changes) and the Spark version of
-the merge (tidelake.merge.changelog_reader.collapse_last_change) must both give, for each raw
+"""The collapse rule of a changelog window (tidelake.merge.window_spec), held to one reference:
+the Arrow run of it (tidelake.merge.changelog_snapshot.last_changes) and the Spark run of it
+(tidelake.merge.changelog_reader.collapse_last_change) must both give, for each raw
 key, its last change (highest commit ts, a put over a delete at one ts, then the latest landing)
 with the old value of its first change (docs/design.md invariants 5 and 6).
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidelake.lake.row_change import OP_DELETE, OP_PUT
-from tidelake.merge.window_keys import last_changes
+from tidelake.merge.changelog_snapshot import last_changes
 
 _FIELDS = [("table_id", pa.int64()), ("commit_ts", pa.int64()), ("op", pa.string()), ("key", pa.binary()),
            ("value", pa.binary()), ("old_value", pa.binary()), ("flush_seq", pa.int64())]
@@ -72,7 +72,7 @@ def test_arrow_collapse_follows_the_rule(rows):
 
 @settings(max_examples=300, deadline=None)
 @given(window_rows())
-def test_arrow_collapse_of_the_columns_window_keys_reads(rows):
+def test_arrow_collapse_of_the_columns_that_telling_keys_apart_reads(rows):
     narrow = pa.Table.from_pylist(rows, schema=_SCHEMA).select(["key", "commit_ts", "flush_seq", "op", "old_value"])
     collapsed = last_changes(narrow)
     want = reference(rows)

@@ -10,8 +10,8 @@ import pytest
 from merge.lake_fixtures import FedLake
 
 from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.merge.merge_job import run_merge
 from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import run_merge
 from tidelake.status.status_report import collect_status
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]

@@ -13,8 +13,8 @@ from merge.lake_fixtures import FedLake, replica_rows, sorted_rows
 
 from tidelake.lake.checkpoint import read_checkpoint, version_at_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
-from tidelake.merge.merge_job import run_merge
 from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import run_merge
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 

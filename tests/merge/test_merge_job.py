@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake, replica_rows, sorted_rows
+from merge.lake_fixtures import FedLake, replica_rows
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.capture.pull_harness import sim  # noqa: F401 (fixture of the end-to-end test)
@@ -21,9 +21,10 @@ from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.merge.merge_job import DRIVER_WINDOW_MAX_ROWS, merge_window, run_merge
 from tidelake.merge.merge_log import MergeStatus, last_entries
 from tidelake.merge.merge_metrics import merge_metrics_path
+from tidelake.merge.merge_run import run_merge
+from tidelake.merge.table_merge import DRIVER_WINDOW_MAX_ROWS, RunScope, TableMerge
 
 # Spark on the shared 2-core machine: a MERGE can take minutes under load.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -33,9 +34,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 def spark_windows(monkeypatch):
     """Every window through Spark: these tests cover that path (and patch its steps); small
     windows on the driver are tests/merge/test_driver_window.py's."""
-    from tidelake.merge import merge_job
+    from tidelake.merge import table_merge
 
-    monkeypatch.setattr(merge_job, "DRIVER_WINDOW_MAX_ROWS", -1)
+    monkeypatch.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
 
 
 class Crash(Exception):
@@ -43,21 +44,28 @@ class Crash(Exception):
 
 
 def merge_crashing_in(step: str, spark, layout, monkeypatch):
-    """One run_merge of a single table whose merge_job.<step> raises; the real step is back after."""
-    from tidelake.merge import merge_job
+    """One run_merge of a single table whose Spark writer's SQL statement `step` (INSERT, MERGE)
+    raises; the real statement runs again after."""
+    real = type(spark).sql
 
-    real = getattr(merge_job, step)
+    def crash(self, query, *args, **kwargs):
+        if query.startswith(step):
+            raise Crash(f"injected in {step}")
+        return real(self, query, *args, **kwargs)
 
-    def crash(*args):
-        raise Crash(f"injected in {step}")
-
-    monkeypatch.setattr(merge_job, step, crash)
+    monkeypatch.setattr(type(spark), "sql", crash)
     try:
         (result,) = run_merge(spark, layout).tables
     finally:
-        monkeypatch.setattr(merge_job, step, real)
+        monkeypatch.setattr(type(spark), "sql", real)
     assert result.status == MergeStatus.ERROR and f"injected in {step}" in result.reason
     return result
+
+
+def merge_window(spark, layout, db: str, name: str, lo: int, hi: int) -> tuple[int, int]:
+    """The window (lo, hi] as a run writes it (another job's, or a retried one)."""
+    key = SchemaHistory.load(layout).find(db, name)
+    return TableMerge(RunScope.read(layout), key, spark).merge_window(lo, hi)
 
 
 def data_files(spark, path: str) -> int:
@@ -119,10 +127,7 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tm
     report = run_merge(spark, lake.layout)  # nothing new: no commit at all
     assert DeltaTable(path()).version() == versions and report.tables[0].windows == 0
     # a retried window (e.g. a concurrent rerun planned before our commit) is skipped by Delta
-    history = SchemaHistory.load(lake.layout)
-    key = history.find("shop", "orders")
-    info = history.table_info_at(key, upper)
-    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), mid, upper) == (0, 0)
+    assert merge_window(spark, lake.layout, "shop", "orders", mid, upper) == (0, 0)
     assert DeltaTable(path()).version() == versions
 
     later = lake.resolve()  # an empty window still moves the checkpoint, adding no data file
@@ -162,7 +167,7 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
         t.delete("shop", "orders", row(8))  # new and gone: nothing to write
     lake.reland(lake.committed[:4])  # at-least-once landing: the same inserts twice
     crashed = lake.resolve()
-    merge_crashing_in("_insert", spark, lake.layout, monkeypatch)
+    merge_crashing_in("INSERT INTO", spark, lake.layout, monkeypatch)
     created = read_checkpoint(path())
     assert created < crashed and replica_rows(spark, path()) == lake.expected_rows("shop", "orders", created) == []
     with lake.txn() as t:  # the rerun's window is longer than the crashed one, still all new keys
@@ -175,9 +180,7 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     assert DeltaTable(path()).history(1)[0]["operation"] == "WRITE"
     assert result.rows_out == len(lake.expected_rows("shop", "orders", first))
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", first)
-    history = SchemaHistory.load(lake.layout)
-    info = history.table_info_at(history.find("shop", "orders"), first)
-    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), created, first) == (0, 0)
+    assert merge_window(spark, lake.layout, "shop", "orders", created, first) == (0, 0)
     assert DeltaTable(path()).version() == version + 1  # a retried INSERT: skipped by its txn version
 
     # Another job merged part of an all-new window first ((first, mid]: an abandoned attempt that
@@ -188,8 +191,8 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     with lake.txn() as t:
         t.put("shop", "orders", row(21))
     later = lake.resolve()
-    assert merge_window(spark, lake.layout, path(), info, info.physical_ids(), first, mid)[0] == 1
-    merge_window(spark, lake.layout, path(), info, info.physical_ids(), first, later)
+    assert merge_window(spark, lake.layout, "shop", "orders", first, mid)[0] == 1
+    merge_window(spark, lake.layout, "shop", "orders", first, later)
     assert read_checkpoint(path()) == later
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", later)
     version = DeltaTable(path()).version() - 1
@@ -213,7 +216,8 @@ def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exact
     read (tidelake.merge.run_pass), and each table still commits its own window with its own txn:
     one table failing in the combined run leaves it at its checkpoint and the others merged, and
     the rerun converges. Replicas are compared with the upstream replay at each checkpoint."""
-    from tidelake.merge import changelog_reader, merge_job, run_pass
+    from tidelake.merge import run_pass
+    from tidelake.merge.writers import spark_writer
 
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("app"))
@@ -238,7 +242,7 @@ def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exact
     lake.reland(lake.committed[-7:])  # the whole txn landed twice
     hi = lake.resolve()
     reads = {"windows": 0, "changes": 0}
-    real_windows, real_changes, real_merge = changelog_reader.read_windows, merge_job.read_changes, merge_job._merge
+    real_windows, real_changes, real_merge = run_pass.read_windows, spark_writer.read_window, spark_writer.run_merge_spec
     c_path = ReplicaCatalog(lake.layout).find("app", "c").path
 
     def count(kind, real):
@@ -253,8 +257,8 @@ def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exact
         real_merge(spark_, path_, *args)
 
     monkeypatch.setattr(run_pass, "read_windows", count("windows", real_windows))
-    monkeypatch.setattr(merge_job, "read_changes", count("changes", real_changes))
-    monkeypatch.setattr(merge_job, "_merge", crash_c)
+    monkeypatch.setattr(spark_writer, "read_window", count("changes", real_changes))
+    monkeypatch.setattr(spark_writer, "run_merge_spec", crash_c)
     results = {r.table: r for r in run_merge(spark, lake.layout).tables}
     assert reads == {"windows": 1, "changes": 0}
     assert results["app.c"].status == MergeStatus.ERROR and "injected" in results["app.c"].reason
@@ -266,7 +270,7 @@ def test_one_pass_reads_the_run_once_and_a_crash_in_the_combined_run_stays_exact
         assert replica_rows(spark, path) == lake.expected_rows("app", name, at)
     assert not [t for t in spark.catalog.listTables("global_temp") if t.name.startswith("tidelake_pass_")]  # dropped
 
-    monkeypatch.setattr(merge_job, "_merge", real_merge)
+    monkeypatch.setattr(spark_writer, "run_merge_spec", real_merge)
     (result,) = [r for r in run_merge(spark, lake.layout).tables if r.windows]
     assert result.table == "app.c" and read_checkpoint(c_path) == hi
     assert replica_rows(spark, c_path) == lake.expected_rows("app", "c", hi)
@@ -281,11 +285,11 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
     replica holds the original string. The MERGE must find the row by its value before the window
     (the first change's old value): matching the new string inserts a second row, and matching a
     delete's own old value, written inside the window, misses the row the replica has. Through
-    Spark and on the driver (tidelake.merge.driver_window) alike."""
-    from tidelake.merge import merge_job
+    Spark and on the driver (tidelake.merge.writers.delta_rs_writer) alike."""
+    from tidelake.merge import table_merge
 
     if window_path == "driver":
-        monkeypatch.setattr(merge_job, "DRIVER_WINDOW_MAX_ROWS", DRIVER_WINDOW_MAX_ROWS)
+        monkeypatch.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", DRIVER_WINDOW_MAX_ROWS)
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("crm"))
     lake.ddl(lake.up.create_table("crm", "users", [("name", "varchar(20)", "pk"), ("n", "int")]))
@@ -347,7 +351,7 @@ def test_partitioned_rowid_table_across_a_ddl_and_a_stopped_table(any_spark, tmp
 
 
 def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
-    from tidelake.merge import merge_job
+    from tidelake.merge import table_merge
     from tidelake.merge.ddl_apply import UnsupportedDDL
 
     lake = FedLake(str(tmp_path / "lake"))
@@ -356,14 +360,14 @@ def test_an_unsupported_ddl_stops_only_its_table(spark, tmp_path, monkeypatch):
     lake.ddl(lake.up.create_table("s", "b", [("id", "bigint", "pk")]))
     lake.ddl(lake.up.add_column("s", "a", ("x", "int")))
     lake.resolve()
-    real = merge_job.apply_ddl
+    real = table_merge.apply_ddl
 
     def refuse_add_column(spark_, layout, table, event, *rest):
         if event.query and "ADD COLUMN" in event.query.upper():
             raise UnsupportedDDL(f"refused {event.query}")
         return real(spark_, layout, table, event, *rest)
 
-    monkeypatch.setattr(merge_job, "apply_ddl", refuse_add_column)
+    monkeypatch.setattr(table_merge, "apply_ddl", refuse_add_column)
     report = run_merge(spark, lake.layout, write_log=False)
     status = {r.table: r.status for r in report.tables}
     assert status == {"s.a": MergeStatus.STOPPED, "s.b": MergeStatus.MERGED}
@@ -382,8 +386,8 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
     from tidelake.capture.changefeed.puller_thread import PullerThread
     from tidelake.codec.spark_types import spark_value
     from tidelake.lake.layout import LakeLayout
-    from tidelake.merge import merge_job
     from tidelake.merge.replica_schema import HIDDEN_COLUMNS
+    from tidelake.merge.writers import spark_writer
     from tidelake.sim.tidb.session import SimTiDB
     from tidelake.verify.verifier import replica_snapshot
 
@@ -417,7 +421,7 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
         wait_resolved(lake, {pid: last for pid in pids}, last, run)
     assert run.error is None
     layout = LakeLayout(str(lake))
-    real_merge = merge_job._merge
+    real_merge = spark_writer.run_merge_spec
 
     def crash_in_a_merge(*args):
         raise Crash("injected in the MERGE of a window")
@@ -432,14 +436,14 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
         return sorted(({k: v for k, v in r.asDict().items() if k not in HIDDEN_COLUMNS} for r in rows),
                       key=lambda r: r["id"])
 
-    monkeypatch.setattr(merge_job, "_merge", crash_in_a_merge)
+    monkeypatch.setattr(spark_writer, "run_merge_spec", crash_in_a_merge)
     (result,) = run_merge(spark, layout, tables=["shop.orders"]).tables
     assert result.status == MergeStatus.ERROR and "injected" in result.reason
     path = ReplicaCatalog(layout).get(result.table_key).path
     version, checkpoint = replica_snapshot(path)
     assert replica_at(path, version) == upstream_at(checkpoint)
 
-    monkeypatch.setattr(merge_job, "_merge", real_merge)
+    monkeypatch.setattr(spark_writer, "run_merge_spec", real_merge)
     (result,) = run_merge(spark, layout, tables=["shop.orders"]).tables
     assert result.status == MergeStatus.MERGED
     checkpoint = result.checkpoint_after

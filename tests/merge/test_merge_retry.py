@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from delta.exceptions import ConcurrentDeleteReadException, MetadataChangedException
 
-from tidelake.merge import merge_job
-from tidelake.merge.merge_job import CONFLICT_RETRIES, retry_on_conflict
+from tidelake.merge import table_merge
+from tidelake.merge.table_merge import CONFLICT_RETRIES, retry_on_conflict
 
 
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch):
-    monkeypatch.setattr(merge_job.time, "sleep", lambda s: None)
+    monkeypatch.setattr(table_merge.time, "sleep", lambda s: None)
 
 
 def flaky(failures: list[Exception], result: object):
@@ -45,7 +45,7 @@ def test_retries_are_bounded_and_other_errors_are_not_retried():
 
 
 def test_a_driver_window_that_lost_a_delta_rs_commit_race_is_rerun():
-    """delta-rs refuses a commit racing one of the same txn app id (tidelake.merge.driver_window)."""
+    """delta-rs refuses a commit racing one of the same txn app id (tidelake.merge.writers.delta_rs_writer)."""
     from deltalake.exceptions import CommitFailedError
 
     step, calls = flaky([CommitFailedError("Failed to commit transaction: Concurrent transaction failed.")], (0, 0))

@@ -19,8 +19,9 @@ from tidelake.codec.row import decode_row, encode_row, row_handle
 from tidelake.codec.schema import IndexColumn, IndexInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.lake.row_change import OP_DELETE, OP_PUT
-from tidelake.merge.mount import MOUNT_INPUT_COLUMNS, MOUNT_OP_COLUMN, RowMounter, match_columns, mount, mount_schema
+from tidelake.merge.mount import MOUNT_INPUT_COLUMNS, RowMounter, mount, mount_schema
 from tidelake.merge.replica_schema import COMMIT_TS_COLUMN, ROWID_COLUMN, replica_struct
+from tidelake.merge.window_spec import OP_COLUMN, match_columns
 from tidelake.sim.tidb.types import build_column, column_def
 
 TYPES = [
@@ -82,14 +83,14 @@ def test_mount_in_spark_equals_the_codec_for_every_type(spark):
     for i, values in enumerate(VALUES, start=1):
         value = encode_row(info, values)
         rows.append((info.id, 1000 + i, OP_PUT, record_key(info.id, i), value, b""))
-        expected.append({**expected_put(info, i, value, 1000 + i), MOUNT_OP_COLUMN: OP_PUT})
+        expected.append({**expected_put(info, i, value, 1000 + i), OP_COLUMN: OP_PUT})
     rows.append((info.id, 1003, OP_DELETE, record_key(info.id, 7), b"", b""))
     df = spark.createDataFrame(rows, "table_id BIGINT, commit_ts BIGINT, op STRING, key BINARY, value BINARY, "
                                      "old_value BINARY")
     got = sorted(mount(df, info, replica_struct(info)).toArrow().to_pylist(), key=lambda r: r[COMMIT_TS_COLUMN])
     assert got[:2] == expected
     assert {k: v for k, v in got[2].items() if v is not None} == {
-        ROWID_COLUMN: 7, COMMIT_TS_COLUMN: 1003, MOUNT_OP_COLUMN: OP_DELETE}
+        ROWID_COLUMN: 7, COMMIT_TS_COLUMN: 1003, OP_COLUMN: OP_DELETE}
 
 
 @pytest.mark.spark  # replica_struct parses Spark DDL types in the JVM; no Spark job runs
@@ -99,9 +100,9 @@ def test_unsigned_pk_handle_above_int64_for_puts_and_key_only_deletes(spark):
     key = record_key(info.id, row_handle(info, row))
     value = encode_row(info, row)
     got = run_decoder(info, [(info.id, 10, OP_PUT, key, value, b""), (info.id, 11, OP_DELETE, key, b"", value)])
-    assert got[0] == {**expected_put(info, row_handle(info, row), value, 10), MOUNT_OP_COLUMN: OP_PUT}
+    assert got[0] == {**expected_put(info, row_handle(info, row), value, 10), OP_COLUMN: OP_PUT}
     assert got[0]["id"] == Decimal(2**64 - 2)
-    assert (got[1]["id"], got[1][MOUNT_OP_COLUMN]) == (Decimal(2**64 - 2), OP_DELETE)
+    assert (got[1]["id"], got[1][OP_COLUMN]) == (Decimal(2**64 - 2), OP_DELETE)
 
 
 @pytest.mark.spark
@@ -117,7 +118,7 @@ def test_common_handle_deletes_take_key_columns_from_the_old_value_or_the_handle
         (info.id, 11, OP_DELETE, key, b"", value),
         (info.id, 12, OP_DELETE, key, b"", b""),
     ])
-    assert got[0] == {**expected_put(info, handle, value, 10), MOUNT_OP_COLUMN: OP_PUT}
+    assert got[0] == {**expected_put(info, handle, value, 10), OP_COLUMN: OP_PUT}
     assert [(r["name"], r["n"]) for r in got] == [("Ab", 3)] * 3
 
 

@@ -11,7 +11,7 @@ from merge.lake_fixtures import FedLake, replica_rows
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.merge.merge_job import run_merge
+from tidelake.merge.merge_run import run_merge
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 

@@ -28,7 +28,7 @@ def _merged(spark, lake: FedLake) -> tuple[str, int]:
     """Merge everything; the replica's path and its Delta version after the merge."""
     from deltalake import DeltaTable
 
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
 
     report = run_merge(spark, lake.layout, write_log=False)
     assert not report.failed, report.failed

@@ -57,7 +57,7 @@ def test_a_crash_escapes_the_handlers_that_log_a_table_failure_and_go_on(switch)
     with pytest.raises(MergeCrashed):
         try:
             failpoint("merge.before_commit", "t1")
-        except Exception:  # noqa: BLE001 - what merge_job's _merge_table does
+        except Exception:  # noqa: BLE001 - what TableMerge.run does
             pytest.fail("the crash was caught as a table's failure")
 
 

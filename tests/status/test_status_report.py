@@ -96,7 +96,7 @@ def test_status_before_any_merge_shows_watermarks_and_pending_tables(pulled):
 @pytest.mark.spark
 @pytest.mark.timeout(1200)  # first Spark use of a run starts the JVM; merges on a shared 2-core box
 def test_status_after_merge_shows_checkpoint_lag_pending_ddl_and_last_merge(pulled, spark, capsys):
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
 
     cluster, tidb, layout, puller = pulled
     cap = cluster.tso.next()
@@ -148,7 +148,7 @@ def _die(name: str, owner: object) -> None:
 @pytest.mark.timeout(1200)
 def test_a_merge_that_dies_before_its_log_append_leaves_status_behind_the_replica_never_ahead(pulled, spark):
     from tidelake.failpoints import armed
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
 
     cluster, tidb, layout, puller = pulled
     ids = tidb.physical_ids(TableFilter.parse((f"{DB}.*",)))

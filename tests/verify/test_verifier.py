@@ -38,7 +38,7 @@ RULES = tuple(f"{DB}.{t}" for t in TABLES)
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory):
     """A simulator, its lake after pull + merge up to one ts, and a snapshot reader of it."""
-    from tidelake.merge.merge_job import run_merge
+    from tidelake.merge.merge_run import run_merge
     from tidelake.sim.tidb.session import SimTiDB
     from tidelake.sim.workload import WorkloadRunner
     from tidelake.upstream.kv_snapshot import SnapshotReader

@@ -1,7 +1,7 @@
 """`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--rebuild DB.TABLE] [--lake PATH | --config FILE]`.
 
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
---until-ts), applying DDLs at barriers. spark_jobs/merge.py parses the same arguments.
+--until-ts), applying DDLs at barriers.
 Exit code 0 when every table merged, waited or had nothing to do; 1 when a table failed or
 was stopped by an unsupported DDL (the table shows why).
 """
@@ -9,16 +9,20 @@ was stopped by an unsupported DDL (the table shows why).
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from rich.table import Table
+
+from tidelake import tso
+from tidelake.cli.report_console import report_console
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
-from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.cli.target import Target, add_target_arguments, resolve_target
 from tidelake.errors import InputError
-
-if TYPE_CHECKING:
-    from tidelake.cli.target import Target
-    from tidelake.merge.merge_job import MergeProgress, MergeReport
+from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
+from tidelake.merge.table_merge import MergeProgress
+from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
+from tidelake.spark.spark_session import get_session, release_session
 
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +52,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def target_from_args(args: argparse.Namespace) -> Target:
-    from tidelake import tso
-
     if args.until_ts is not None and not 0 < args.until_ts < tso.LIMIT:
         raise InputError(f"--until-ts must be a positive TSO below 2^64, got {args.until_ts}")
     if args.max_chunk_rows is not None and args.max_chunk_rows <= 0:
@@ -60,9 +62,6 @@ def target_from_args(args: argparse.Namespace) -> Target:
 
 
 def merge_kwargs(args: argparse.Namespace) -> dict:
-    from tidelake.merge.merge_job import DEFAULT_THREADS
-    from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
-
     return {
         "tables": args.table or None,
         "until_ts": args.until_ts,
@@ -81,11 +80,7 @@ def progress_printer(console) -> Callable[[MergeProgress], None]:
 
 def render_report(report: MergeReport):
     """The run as a rich table: one row per table."""
-    import time
 
-    from rich.table import Table
-
-    from tidelake import tso
 
     now = tso.compose(int(time.time() * 1000), 0)
     table = Table(title=f"merge run {report.run_id[:8]}")
@@ -103,10 +98,6 @@ def render_report(report: MergeReport):
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from tidelake.cli.report_console import report_console
-    from tidelake.merge.merge_job import run_merge
-    from tidelake.spark.spark_session import get_session, release_session
-
     target = target_from_args(args)
     console = report_console()
     spark = get_session("tidelake-merge", master=args.master, remote=remote_choice(args, target), lake=target.layout)

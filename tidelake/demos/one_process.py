@@ -20,19 +20,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.config import load_config
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.merge.merge_run import run_merge
+from tidelake.sim.cluster import SimCluster
 from tidelake.sim.ddl_tour import TOUR_DB, TOUR_SCRATCH_DB, DdlTour
+from tidelake.sim.faults import FaultInjector
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.sim.workload import WorkloadRunner
+from tidelake.spark.spark_session import get_session
+from tidelake.status.status_report import collect_status
 from tidelake.table_filter import TableFilter
+from tidelake.upstream.kv_snapshot import SnapshotReader
+from tidelake.upstream.pd_client import PDClient
+from tidelake.verify.verifier import Verifier
 from tidelake.wait import wait_until
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tidelake.capture.changefeed.puller_thread import PullerThread
-    from tidelake.sim.cluster import SimCluster
     from tidelake.status.status_report import StatusReport
     from tidelake.verify.verifier import VerifyReport
 
@@ -103,15 +113,6 @@ def run_demo(options: OneProcessOptions, console: Console) -> DemoResult:
 
 
 def _run(options: OneProcessOptions, workdir: Path, console: Console) -> DemoResult:
-    from tidelake.capture.changefeed.puller_thread import PullerThread
-    from tidelake.config import load_config
-    from tidelake.merge.merge_job import run_merge
-    from tidelake.sim.cluster import SimCluster
-    from tidelake.sim.faults import FaultInjector
-    from tidelake.sim.tidb.session import SimTiDB
-    from tidelake.sim.workload import WorkloadRunner
-    from tidelake.status.status_report import collect_status
-
     lake = workdir / "lake"
     layout = LakeLayout(str(lake))
     say = lambda text: console.print(f"[bold cyan]demo[/] {text}")  # noqa: E731
@@ -149,8 +150,6 @@ def _run(options: OneProcessOptions, workdir: Path, console: Console) -> DemoRes
         cycles += 1
         say(f"final merge up to {final_ts}: {sum(t.rows_in for t in report.tables)} changes")
         verify_report = _verify(spark, layout, cluster, console)
-        from tidelake.upstream.pd_client import PDClient
-
         pd = PDClient([cluster.pd_address], caller_id="tidelake-demo")
         try:
             status = collect_status(layout, pd.get_ts(), exact=True)
@@ -163,8 +162,6 @@ def _run(options: OneProcessOptions, workdir: Path, console: Console) -> DemoRes
 def _traffic_and_merges(options: OneProcessOptions, spark: Any, tour: DdlTour, layout: LakeLayout, puller: PullerThread,
                         say: Callable[[str], None]) -> int:
     """Merge cycles while traffic runs, the DDL tour spread over the duration; the cycle count."""
-    from tidelake.merge.merge_job import run_merge
-
     cycles = 0
     deadline = time.monotonic() + options.duration_s
     step_every = options.duration_s / (len(tour.kinds) + 1)
@@ -184,8 +181,6 @@ def _traffic_and_merges(options: OneProcessOptions, spark: Any, tour: DdlTour, l
 
 
 def _spark(master: str) -> Any:
-    from tidelake.spark.spark_session import get_session
-
     # The demo prints its own progress; Spark's console progress bars would interleave with it.
     session = get_session("tidelake-demo", master=master, extra_confs={"spark.ui.showConsoleProgress": "false"})
     session.sparkContext.setLogLevel("ERROR")
@@ -193,10 +188,6 @@ def _spark(master: str) -> Any:
 
 
 def _verify(spark: Any, layout: LakeLayout, cluster: SimCluster, console: Console) -> VerifyReport:
-    from tidelake.upstream.kv_snapshot import SnapshotReader
-    from tidelake.upstream.pd_client import PDClient
-    from tidelake.verify.verifier import Verifier
-
     pd = PDClient([cluster.pd_address], caller_id="tidelake-demo-verify")
     try:
         with SnapshotReader(pd) as reader:

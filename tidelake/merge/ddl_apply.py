@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelake.codec import mysql_types as mt
 from tidelake.codec.column_default import origin_default
 from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import ColumnInfo, TableInfo
@@ -54,7 +53,6 @@ from tidelake.merge.replica_schema import (
     key_columns,
     quote,
     read_replica_struct,
-    replica_columns,
     replica_struct,
     stored_columns,
 )
@@ -62,6 +60,7 @@ from tidelake.merge.scd2_history import close_versions
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
 from tidelake.merge.txn_confs import writer_txn_options
 from tidelake.merge.type_change import can_widen
+from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS
 from tidelake.spark.temp_view import source_view
 
 if TYPE_CHECKING:
@@ -94,60 +93,10 @@ class BarrierError(TidelakeError):
     """apply_ddl called while the replica's checkpoint is not at the DDL's barrier."""
 
 
-# Jobs whose whole effect on the replica is the schema diff (often empty: index, comment, charset...).
-_SCHEMA_DIFF_ACTIONS = frozenset({
-    ActionType.ADD_COLUMN, ActionType.DROP_COLUMN, ActionType.MODIFY_COLUMN, ActionType.ADD_COLUMNS,
-    ActionType.DROP_COLUMNS, ActionType.MULTI_SCHEMA_CHANGE, ActionType.SET_DEFAULT_VALUE,
-    ActionType.ADD_INDEX, ActionType.DROP_INDEX, ActionType.DROP_INDEXES, ActionType.RENAME_INDEX,
-    ActionType.ALTER_INDEX_VISIBILITY, ActionType.ADD_COLUMNAR_INDEX, ActionType.ADD_PRIMARY_KEY,
-    ActionType.DROP_PRIMARY_KEY, ActionType.ADD_FOREIGN_KEY, ActionType.DROP_FOREIGN_KEY,
-    ActionType.ADD_CHECK_CONSTRAINT, ActionType.DROP_CHECK_CONSTRAINT, ActionType.ALTER_CHECK_CONSTRAINT,
-    ActionType.MODIFY_TABLE_COMMENT, ActionType.MODIFY_TABLE_CHARSET_AND_COLLATE, ActionType.REBASE_AUTO_ID,
-    ActionType.REBASE_AUTO_RANDOM_BASE, ActionType.MODIFY_TABLE_AUTO_ID_CACHE, ActionType.SHARD_ROW_ID,
-    ActionType.LOCK_TABLE, ActionType.UNLOCK_TABLE, ActionType.SET_TIFLASH_REPLICA,
-    ActionType.UPDATE_TIFLASH_REPLICA_STATUS, ActionType.ALTER_TABLE_ATTRIBUTES,
-    ActionType.ALTER_TABLE_PARTITION_ATTRIBUTES, ActionType.ALTER_TABLE_PARTITION_PLACEMENT,
-    ActionType.ALTER_TABLE_PLACEMENT, ActionType.ALTER_CACHE_TABLE, ActionType.ALTER_NO_CACHE_TABLE,
-    ActionType.ALTER_TABLE_STATS_OPTIONS, ActionType.ALTER_TTL_INFO, ActionType.ALTER_TTL_REMOVE,
-    ActionType.MODIFY_ENGINE_ATTRIBUTE, ActionType.ALTER_TABLE_MODE, ActionType.REFRESH_META,
-})
 _RENAMES = frozenset({ActionType.RENAME_TABLE, ActionType.RENAME_TABLES})
 _PARTITION_ACTIONS = frozenset({
     ActionType.ADD_TABLE_PARTITION, ActionType.DROP_TABLE_PARTITION, ActionType.TRUNCATE_TABLE_PARTITION,
 })
-
-
-# Index flags TiDB sets on a column when an index over it is added or dropped (addIndexColumnFlag):
-# they change no stored byte of a row.
-_INDEX_FLAGS = mt.UNIQUE_KEY_FLAG | mt.MULTIPLE_KEY_FLAG
-
-
-def leaves_replica_unchanged(event: DdlEvent) -> bool:
-    """Whether `event` changes neither the replica (columns, types, key, physical ids, name) nor
-    how the table's rows decode, so a merge window may run across it instead of stopping at its
-    barrier: ADD/DROP INDEX, comments, defaults, table options and the like. Consecutive such
-    DDLs are thereby applied together, by the window that passes them."""
-    before, after = event.table_info_before, event.table_info_after
-    if before is None or after is None or event.action not in _SCHEMA_DIFF_ACTIONS:
-        return False
-    if (event.db_before, event.name_before) != (event.db, event.name):
-        return False
-    if before.physical_ids() != after.physical_ids() or key_columns(before) != key_columns(after):
-        return False
-    return _decoding_view(before) == _decoding_view(after)
-
-
-def _decoding_view(info: TableInfo) -> tuple:
-    """What the replica's columns and the row decoder read from a TableInfo (comments and
-    current defaults are not: rows carry their values, missing columns take the origin default)."""
-    columns = tuple(
-        (c.id, c.name, c.field_type.tp, c.field_type.flag & ~_INDEX_FLAGS, c.field_type.flen, c.field_type.decimal,
-         c.field_type.charset, c.field_type.collate, tuple(c.field_type.elems or ()), c.origin_default,
-         c.origin_default_bit, c.version, c.generated_stored)
-        for c in stored_columns(info)
-    )
-    replica = tuple((name, tp) for name, tp, _ in replica_columns(info))
-    return columns, replica, info.pk_is_handle, info.is_common_handle
 
 
 def apply_ddl(
@@ -185,7 +134,7 @@ def apply_ddl(
         _check_same_columns(event)
         for target in targets:
             _delete_physical_ids(target, event)
-    elif event.action in _RENAMES or event.action in _SCHEMA_DIFF_ACTIONS:
+    elif event.action in _RENAMES or event.action in SCHEMA_DIFF_ACTIONS:
         for target in targets:
             _converge_schema(target, event)
     else:
@@ -398,7 +347,7 @@ class _Replica:
     def alter(self, clause: str) -> None:
         self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
 
-    # Delta SQL DML rather than delta.tables.DeltaTable, which Spark Connect lacks (merge_job.merge_window).
+    # Delta SQL DML, not delta.tables.DeltaTable, which Spark Connect lacks (tidelake.merge.writers.spark_writer).
     def remove(self, ts: int, where: str | None = None) -> None:
         """Rows (`where`) gone upstream at `ts`: deleted, flagged on a replica with soft deletes,
         their current versions closed in a history table. Each is a no-op when run again."""

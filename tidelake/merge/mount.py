@@ -17,16 +17,19 @@ output carries MATCH_PREFIX columns with the PK values decoded from it, falling 
 row's own key values when the key had no row before (an insert).
 
 The output columns are the replica's own schema (names and Spark types, as widened by DDLs),
-plus MOUNT_OP_COLUMN saying whether the row is a put or a delete, plus the match columns.
+plus OP_COLUMN saying whether the row is a put or a delete, plus the match columns.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType
 
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.common_handle import decode_common_handle
@@ -38,22 +41,13 @@ from tidelake.codec.spark_types import spark_converter
 from tidelake.errors import InputError
 from tidelake.lake.row_change import OP_DELETE, OP_PUT
 from tidelake.merge.replica_schema import COMMIT_TS_COLUMN, PARTITION_ID_COLUMN, ROWID_COLUMN
+from tidelake.merge.window_spec import OP_COLUMN, match_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
 
-MOUNT_OP_COLUMN = "_tidelake_op"
-MATCH_PREFIX = "_tidelake_match_"
 MOUNT_INPUT_COLUMNS = ("table_id", "commit_ts", "op", "key", "value", "old_value")
 _U64 = (1 << 64) - 1
-
-
-def match_columns(table: TableInfo) -> dict[str, str]:
-    """Replica key column -> mount column the MERGE must match it on (common handles only)."""
-    if not table.is_common_handle or table.primary_index() is None:
-        return {}
-    return {c.name: MATCH_PREFIX + c.name for c in table.primary_index().columns}
 
 
 def key_values(table: TableInfo, handle: int | bytes) -> dict[str, Any]:
@@ -121,7 +115,7 @@ class _BatchDecoder:
                 self.targets.append(_Target(f.name, f.type, table.column_by_name(matched[f.name]), match=True))
                 continue
             column = table.column_by_name(f.name)
-            special = f.name in (COMMIT_TS_COLUMN, MOUNT_OP_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
+            special = f.name in (COMMIT_TS_COLUMN, OP_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN)
             if column is None and not special:
                 raise InputError(f"replica column {f.name!r} is not a column of table {table.name!r} in this window")
             self.targets.append(_Target(f.name, f.type, None if special else column))
@@ -162,7 +156,7 @@ class _BatchDecoder:
                 values = next(columns)
             elif target.name == COMMIT_TS_COLUMN:
                 values = data["commit_ts"]
-            elif target.name == MOUNT_OP_COLUMN:
+            elif target.name == OP_COLUMN:
                 values = data["op"]
             elif target.name == PARTITION_ID_COLUMN:
                 values = data["table_id"]
@@ -200,14 +194,12 @@ class _BatchDecoder:
 
 def mount_schema(replica_schema: StructType, table: TableInfo | None = None) -> StructType:
     """Schema mount() produces: the replica's columns (all nullable: a delete fills only its key
-    columns), MOUNT_OP_COLUMN, and the match columns of `table`'s key (see module doc)."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
+    columns), OP_COLUMN, and the match columns of `table`'s key (see module doc)."""
     fields = [StructField(f.name, f.dataType, True) for f in replica_schema.fields]
     types = {f.name: f.dataType for f in replica_schema.fields}
     matches = match_columns(table).items() if table is not None else ()
     extra = [StructField(m, types[k], True) for k, m in matches]
-    return StructType([*fields, StructField(MOUNT_OP_COLUMN, StringType(), True), *extra])
+    return StructType([*fields, StructField(OP_COLUMN, StringType(), True), *extra])
 
 
 def mount(
@@ -218,10 +210,6 @@ def mount(
 ) -> DataFrame:
     """Decode `changes` (changelog columns MOUNT_INPUT_COLUMNS) of one table, one window.
     `carried` columns of `changes` are passed through unchanged, after the mounted ones."""
-    import json
-
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
 
     extra = [changes.schema[name] for name in carried]
     schema = StructType([*mount_schema(replica_schema, table).fields, *extra])
@@ -232,9 +220,7 @@ def mount(
 
 def mount_arrow(changes: pa.Table, table: TableInfo, replica_schema: StructType) -> pa.Table:
     """mount() on the driver: the same decoder over an Arrow table of MOUNT_INPUT_COLUMNS (a small
-    window applied with delta-rs, tidelake.merge.driver_window)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
+    window applied with delta-rs, tidelake.merge.writers.delta_rs_writer)."""
     schema = to_arrow_schema(mount_schema(replica_schema, table), timezone="UTC")
     decoder = _BatchDecoder(table, schema)
     batches = [decoder.decode(b) for b in changes.select(list(MOUNT_INPUT_COLUMNS)).combine_chunks().to_batches()]

@@ -29,6 +29,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from deltalake import DeltaTable, Schema
+
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
@@ -153,7 +155,7 @@ def quote(name: str) -> str:
 
 def data_type(ddl: str) -> DataType:
     """Spark DataType of a type string of the mapping table (parsed here: no JVM needed)."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # not at the top: the Airflow plan and status import this module without Spark
 
     simple = {
         "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(), "BIGINT": T.LongType(),
@@ -174,7 +176,7 @@ def data_type(ddl: str) -> DataType:
 
 
 def replica_struct(info: TableInfo) -> StructType:
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import StructField, StructType  # see data_type
 
     return StructType(
         [
@@ -186,8 +188,7 @@ def replica_struct(info: TableInfo) -> StructType:
 
 def read_replica_struct(path: str, storage_options: dict[str, str] | None = None) -> StructType:
     """The replica's current Spark schema, read from its Delta log without a Spark job."""
-    from deltalake import DeltaTable
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructType  # see data_type
 
     return StructType.fromJson(json.loads(DeltaTable(path, storage_options=storage_options).schema().to_json()))
 
@@ -205,8 +206,6 @@ def create_replica(
     and CDF (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION; tidelake.bootstrap.replica_write).
     Idempotent: returns False when the replica already records a checkpoint >= `checkpoint_ts`.
     """
-    from deltalake import DeltaTable, Schema
-
     replica = open_replica(path, storage_options)
     current = None if replica is None else replica.transaction_version(MERGE_APP_ID)
     if current is not None and current >= checkpoint_ts:

@@ -5,13 +5,13 @@ run paid it once per table. Instead the run reads the union of the tables' first
 partition-pruned scan (tidelake.merge.changelog_reader.read_windows), collapses it to each key's
 last change, caches it as a global temp view (the table threads use sibling sessions, which see
 global temp views and share the cache), and tells every table's keys apart in one aggregation
-job: what tidelake.merge.window_keys tells a single window on the driver. Each table then decodes
+job: what tidelake.merge.changelog_snapshot tells a single window on the driver. Each table then decodes
 (mounts) and writes its own rows from the cache with its own commits, so exactly-once is the
 per-table txn as before: the pass only reads.
 
 Only a table's first window of the run is shared (later chunks and windows after a DDL depend on
 the earlier commits); a window above NEW_KEYS_CHECK_MAX_ROWS estimated changes, or beyond
-RUN_PASS_MAX_ROWS for the whole pass (tidelake.merge.merge_job), keeps its own read.
+RUN_PASS_MAX_ROWS for the whole pass (tidelake.merge.merge_run), keeps its own read.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from tidelake.lake.layout import LakeLayout
 from tidelake.merge.changelog_reader import Window, collapse_last_change, read_windows
-from tidelake.merge.window_keys import WindowKeys
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from tidelake.merge.changelog_snapshot import WindowKeys
 
 
 @dataclass(frozen=True)
@@ -38,8 +37,6 @@ class RunPass:
     def source(self, session: SparkSession, table: Hashable, lo: int, hi: int) -> tuple[DataFrame, WindowKeys] | None:
         """The collapsed changes of `table`'s window (lo, hi] in `session`, or None when the pass
         did not read that window."""
-        from pyspark.sql import functions as F
-
         window = self.windows.get(table)
         if window is None or (window.lo, window.hi) != (lo, hi):
             return None
@@ -50,8 +47,6 @@ class RunPass:
 def open_pass(spark: SparkSession, layout: LakeLayout, windows: Mapping[Hashable, Window],
               bucket_seconds: int) -> RunPass:
     """Read, collapse and cache `windows` (table -> its first window), and classify their keys."""
-    from pyspark.sql import functions as F
-
     view = f"tidelake_pass_{uuid.uuid4().hex}"
     collapse_last_change(read_windows(spark, layout, list(windows.values()), bucket_seconds)) \
         .createOrReplaceGlobalTempView(view)

@@ -19,7 +19,7 @@ in the window. A delete closes and adds nothing.
 Exactly-once: the history table records how far it got as its own Delta txn
 (tidelake.lake.history_table.HISTORY_APP_ID, version = TSO) in the commit that writes the rows,
 and a step reads the changelog from THAT checkpoint, not from the replica's. The merge writes the
-history step before the replica's commit of the same window or DDL (tidelake.merge.merge_job), so
+history step before the replica's commit of the same window or DDL (tidelake.merge.table_merge), so
 after a crash the history is at most one step ahead: the rerun's history step is skipped by its
 txn version (or reads only what is missing), and the replica redoes its own. The MERGE also
 matches versions already present by (key, valid_from), so applying a range twice changes nothing.
@@ -31,17 +31,20 @@ current version since its `_tidb_commit_ts`), in one commit that records c; SINC
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Window as SqlWindow
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
-from tidelake.lake.commit_buckets import bucket_seconds_of
 from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, history_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
-from tidelake.merge.changelog_reader import read_changes
-from tidelake.merge.mount import MOUNT_OP_COLUMN, match_columns, mount
+from tidelake.merge.changelog_reader import Window, read_window
+from tidelake.merge.mount import mount
 from tidelake.merge.replica_schema import (
     COLUMN_MAPPING,
     COMMIT_TS_COLUMN,
@@ -52,11 +55,8 @@ from tidelake.merge.replica_schema import (
 )
 from tidelake.merge.table_plan import FileStat
 from tidelake.merge.txn_confs import txn_confs, writer_txn_options
-from tidelake.spark.temp_view import source_view
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+from tidelake.merge.window_spec import IS_PUT, LAST_CHANGE_ORDER, OP_COLUMN, history_merge, match_columns
+from tidelake.merge.writers.spark_writer import run_merge_spec
 
 VALID_FROM_COLUMN = "_tidb_valid_from"
 VALID_TO_COLUMN = "_tidb_valid_to"
@@ -69,8 +69,6 @@ _KIND = "_tidelake_kind"
 
 def history_struct(replica: StructType) -> StructType:
     """The history table's schema for a replica schema."""
-    from pyspark.sql.types import BooleanType, LongType, StructField, StructType
-
     clash = [f.name for f in replica.fields if f.name.lower() in VERSION_COLUMNS]
     if clash:
         raise InputError(f"replica column {clash[0]!r} clashes with a history table column")
@@ -81,8 +79,6 @@ def history_struct(replica: StructType) -> StructType:
 
 def _mount_struct(history: StructType) -> StructType:
     """What mount() decodes into for the history: its row columns plus the commit ts."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
     return StructType([*(f for f in history.fields if f.name not in VERSION_COLUMNS),
                        StructField(COMMIT_TS_COLUMN, LongType(), True)])
 
@@ -93,8 +89,6 @@ def create_history(spark: SparkSession, replica_path: str, path: str,
     recording that checkpoint, then record that checkpoint as SINCE_PROPERTY (a DataFrame write
     sets only `delta.` properties). False when it exists already or the replica has no checkpoint
     yet."""
-    from pyspark.sql import functions as F
-
     existing = open_replica(path, storage_options)
     if existing is not None:
         if SINCE_PROPERTY not in existing.metadata().configuration:  # a crash after the first commit
@@ -134,6 +128,7 @@ def write_history(
     info: TableInfo,
     physical_ids: Sequence[int],
     hi: int,
+    bucket_seconds: int,
     stats: Sequence[FileStat] | None = None,
     stats_from: int | None = None,
 ) -> int:
@@ -152,10 +147,7 @@ def write_history(
     if not physical_ids or nothing_landed:  # no physical table (a drop, a recover) or no file: no read
         _commit(spark, path, spark.createDataFrame([], _source_struct(history)), info, history, hi)
         return 0
-    from deltalake import DeltaTable as DeltaLog
-
-    seconds = bucket_seconds_of(DeltaLog(layout.changelog, storage_options=layout.storage_options))
-    changes = read_changes(spark, layout, physical_ids, h, hi, bucket_seconds=seconds)
+    changes = read_window(spark, layout, Window(tuple(physical_ids), h, hi), bucket_seconds)
     source = history_source(changes, info, history).cache()
     try:
         versions = source.where(source[_KIND] == "version").count()
@@ -168,18 +160,18 @@ def write_history(
 def history_source(changes: DataFrame, info: TableInfo, history: StructType) -> DataFrame:
     """The MERGE source of a window's raw changes: a 'version' row per put (valid_from its commit
     ts, valid_to the key's next change) and a 'close' row per key at its first change, keyed by the
-    key's columns before that change (a common handle's PK as it was: mount's match columns)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    one = Window.partitionBy("key", "commit_ts").orderBy((F.col("op") == OP_PUT).desc(), F.col("flush_seq").desc())
-    by_key = Window.partitionBy("key").orderBy("commit_ts")
+    key's columns before that change (a common handle's PK as it was: mount's match columns).
+    Changes landed twice are one (the collapse order of tidelake.merge.window_spec within a ts)."""
+    derived = {IS_PUT: F.col("op") == OP_PUT}
+    one = SqlWindow.partitionBy("key", "commit_ts").orderBy(
+        *(derived.get(c, F.col(c)).desc() for c in LAST_CHANGE_ORDER if c != "commit_ts"))
+    by_key = SqlWindow.partitionBy("key").orderBy("commit_ts")
     ordered = (changes.withColumn("_n", F.row_number().over(one)).where(F.col("_n") == 1)
                .withColumn(_NEXT_TS, F.lead("commit_ts").over(by_key))
                .withColumn(_FIRST, F.row_number().over(by_key) == 1))
     mounted = mount(ordered, info, _mount_struct(history), carried=(_NEXT_TS, _FIRST))
     row_columns = [f for f in history.fields if f.name not in VERSION_COLUMNS]
-    versions = mounted.where(F.col(MOUNT_OP_COLUMN) == OP_PUT).select(
+    versions = mounted.where(F.col(OP_COLUMN) == OP_PUT).select(
         *(F.col(quote(f.name)) for f in row_columns),
         F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.col(_NEXT_TS).alias(VALID_TO_COLUMN),
         F.col(_NEXT_TS).isNull().alias(CURRENT_COLUMN), F.lit("version").alias(_KIND))
@@ -193,7 +185,6 @@ def history_source(changes: DataFrame, info: TableInfo, history: StructType) -> 
 
 
 def _source_struct(history: StructType) -> StructType:
-    from pyspark.sql.types import StringType, StructField, StructType
 
     return StructType([*(StructField(f.name, f.dataType, True) for f in history.fields),
                        StructField(_KIND, StringType(), True)])
@@ -201,19 +192,9 @@ def _source_struct(history: StructType) -> StructType:
 
 def _commit(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, history: StructType, hi: int) -> None:
     """One MERGE of `source` recording hi: close the open versions, add (or match again) the new ones."""
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key_columns(info))
-    vf, vt, cur, kind = (quote(c) for c in (*VERSION_COLUMNS, _KIND))
-    columns = ", ".join(quote(f.name) for f in history.fields)
-    values = ", ".join(f"s.{quote(f.name)}" for f in history.fields)
-    updates = ", ".join(f"t.{quote(f.name)} = s.{quote(f.name)}" for f in history.fields)
-    with txn_confs(spark, hi, HISTORY_APP_ID), source_view(source) as view:
-        spark.sql(
-            f"MERGE INTO delta.{quote(path)} t USING {view} s ON {on} AND ("
-            f"(s.{kind} = 'version' AND t.{vf} = s.{vf}) OR (s.{kind} = 'close' AND t.{vt} IS NULL AND t.{vf} < s.{vf})) "
-            f"WHEN MATCHED AND s.{kind} = 'close' THEN UPDATE SET t.{vt} = s.{vf}, t.{cur} = false "
-            f"WHEN MATCHED THEN UPDATE SET {updates} "
-            f"WHEN NOT MATCHED AND s.{kind} = 'version' THEN INSERT ({columns}) VALUES ({values})"
-        ).collect()
+    spec = history_merge(info, [f.name for f in history.fields], _KIND, *VERSION_COLUMNS)
+    with txn_confs(spark, hi, HISTORY_APP_ID):
+        run_merge_spec(spark, path, source, spec)
 
 
 def close_versions(spark: SparkSession, path: str, ts: int, where: str | None = None) -> None:

@@ -7,7 +7,7 @@ DELETED_COLUMN), so every merge keeps them, however it is started. The changefee
 feature), existing rows are set to false, and only then is SOFT_DELETES_PROPERTY set, so a crash in
 between is finished by the next run. Readers treat NULL as false all the same.
 
-What changes in the merge (tidelake.merge.merge_job): a delete UPDATEs the row (flag, and
+What changes in the merge (tidelake.merge.window_spec): a delete UPDATEs the row (flag, and
 `_tidb_commit_ts` = the delete's ts) instead of deleting it, a put clears the flag, and a window
 of new keys is never appended: "no old value, so the replica holds no row for the key" is false
 here, since the replica keeps deleted keys (docs/design.md "Appends"). TRUNCATE TABLE and

@@ -12,9 +12,9 @@ estimated from the changelog's file statistics (no Spark action): every chunk co
 checkpoint, so a crash loses at most one chunk of work. All changes of one commit ts stay in
 one chunk because chunks are (lo, hi] ranges of ts.
 
-A DDL that leaves the replica unchanged (the caller's `passes` says which, from the job's action
-and its before/after TableInfo: tidelake.merge.ddl_apply.leaves_replica_unchanged) is no barrier:
-the window runs across it, and so across a run of them at once.
+A DDL that leaves the replica unchanged (the caller's `passes` says which: the merge passes
+tidelake.merge.window_spec.leaves_replica_unchanged) is no barrier: the window runs across it,
+and so across a run of them at once.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from tidelake.lake.layout import DdlSource
 from tidelake.lake.watermarks import Watermarks
 
 DEFAULT_CHUNK_ROWS = 2_000_000
-_MAX_TS = (1 << 63) - 1
 
 BOUND_RESOLVED = "resolved"
 BOUND_DDL_RESOLVED = "ddl_resolved"
@@ -214,50 +213,3 @@ def plan_table(
     upper, bound, reason = window_upper(checkpoint, physical_ids, watermarks, next_ts, until_ts)
     chunks = tuple(split_window(checkpoint, upper, stats, max_rows)) if reason is None else ()
     return TableMergePlan(table, checkpoint, upper, physical_ids, bound, None, chunks, reason)
-
-
-def changelog_file_stats(
-    layout: Any, physical_ids: Sequence[int], lo: int, hi: int, files: ChangelogFiles | None = None
-) -> list[FileStat]:
-    """Stats of the changelog files of `physical_ids` that may hold commit ts in (lo, hi].
-
-    Read from the Delta log with delta-rs (no Spark job), or from `files`, one read of it shared
-    by a run's tables (any read after the run's watermarks holds every change they cover). A
-    file without stats counts as spanning all time, so "no file overlaps the window" is a sound
-    emptiness test.
-    """
-    if files is None:
-        files = read_changelog_files(layout)
-    out = []
-    for pid in physical_ids:
-        for n, low, high in files.by_table_id.get(int(pid), ()):
-            if high > lo and low <= hi:
-                out.append(FileStat(n, low, high))
-    return out
-
-
-@dataclass(frozen=True)
-class ChangelogFiles:
-    """(records, min commit ts, max commit ts) of every changelog file, by physical table id."""
-
-    by_table_id: dict[int, list[tuple[int, int, int]]]
-
-
-def read_changelog_files(layout: Any) -> ChangelogFiles:
-    """One read of the changelog's file stats: a merge run of many tables reads them once, not once
-    per table (each read lists every file of the changelog)."""
-    import pyarrow as pa
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
-        return ChangelogFiles({})
-    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
-    actions = pa.table(changelog.get_add_actions(flatten=True))
-    by_id: dict[int, list[tuple[int, int, int]]] = {}
-    for row in actions.select(["partition.table_id", "num_records", "min.commit_ts", "max.commit_ts"]).to_pylist():
-        low, high, n = row["min.commit_ts"], row["max.commit_ts"], row["num_records"]
-        if low is None or high is None:  # no stats: the file may hold any ts
-            low, high = 0, _MAX_TS
-        by_id.setdefault(int(row["partition.table_id"]), []).append(
-            (int(n) if n is not None else 1, int(low), int(high)))
-    return ChangelogFiles(by_id)

@@ -1,5 +1,5 @@
 """Spark's side of the checkpoint: the txn (app id, version) a replica write records (and the same
-for a delta-rs write, tidelake.merge.driver_window).
+for a delta-rs write, tidelake.merge.writers.delta_rs_writer).
 
 Delta skips a write whose txn version is <= the one recorded for the app, and records it in the
 same commit as the rows (docs/stack.md §11 "Idempotent writes"); tidelake.lake.checkpoint reads
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
+
+from deltalake import CommitProperties, Transaction
 
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
 
@@ -31,8 +33,6 @@ def writer_txn_options(version: int, app_id: str = MERGE_APP_ID) -> dict[str, st
 def delta_rs_commit_properties(version: int, app_id: str = MERGE_APP_ID) -> object:
     """delta-rs CommitProperties recording checkpoint `version` in the commit (docs/stack.md §11:
     delta-rs records the txn but does not skip a recorded version; the writer checks first)."""
-    from deltalake import CommitProperties, Transaction
-
     return CommitProperties(app_transactions=[Transaction(app_id, version)],
                             custom_metadata={"userMetadata": checkpoint_metadata(version)})
 

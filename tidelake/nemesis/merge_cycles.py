@@ -24,7 +24,7 @@ from typing import Any
 
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
-from tidelake.merge.merge_job import run_merge
+from tidelake.merge.merge_run import run_merge
 from tidelake.nemesis.landing_check import Anomaly
 from tidelake.nemesis.merge_crash import MergeCrashed, MergeCrashSwitch, MergeWriteError
 from tidelake.nemesis.plan import MERGE_CRASH, MERGE_STEPS, MergeFault

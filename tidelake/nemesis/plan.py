@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tidelake.capture.landing.lander import LANDER_FAILPOINTS
 from tidelake.errors import InputError
 from tidelake.merge.ddl_apply import DDL_FAILPOINTS
-from tidelake.merge.merge_job import MERGE_FAILPOINTS
+from tidelake.merge.table_merge import MERGE_FAILPOINTS
 from tidelake.syncpoint.cut import SYNCPOINT_FAILPOINTS
 
 WORKLOADS = ("bank", "mixed")

@@ -67,7 +67,7 @@ def plan_tables(
 ) -> list[PlanLine]:
     """Per requested table: where it is, how far this run can take it, and what holds it back."""
     from tidelake.lake.control import read_control
-    from tidelake.merge.ddl_apply import leaves_replica_unchanged
+    from tidelake.merge.window_spec import leaves_replica_unchanged
     from tidelake.merge.table_plan import plan_table
 
     layout = LakeLayout.from_config(config.lake)

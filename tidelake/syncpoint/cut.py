@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import SparkSession
 
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import (
@@ -33,6 +35,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
+from tidelake.merge.merge_run import run_merge
 from tidelake.syncpoint.records import (
     ReplicaAt,
     Syncpoint,
@@ -41,9 +44,6 @@ from tidelake.syncpoint.records import (
     read_syncpoints,
     record_syncpoint,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 SYNCPOINT_FAILPOINTS = ("syncpoint.before_record",)
 MergeFn = Callable[..., Any]  # run_merge(spark, layout, tables=[...], until_ts=S)
@@ -95,8 +95,7 @@ def run_syncpoint(
     spark: SparkSession, layout: LakeLayout, interval_s: int, merge: MergeFn | None = None
 ) -> SyncpointResult:
     """Merge all tables to the next reachable boundary S and record the cut; idempotent per S."""
-    if merge is None:
-        from tidelake.merge.merge_job import run_merge as merge
+    merge = merge or run_merge
     control = read_control(layout)
     watermarks, history = control.watermarks, control.history
     catalog = ReplicaCatalog(layout)

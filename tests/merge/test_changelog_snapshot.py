@@ -1,6 +1,6 @@
-"""window_keys (which keys of a changelog window held a row at lo) against the upstream replay:
-the oracle is FedLake's own key -> value state at lo and hi, not TiKV's old values, which is
-what window_keys reads."""
+"""Which keys of a changelog window held a row at lo (ChangelogSnapshot.window_keys) against the
+upstream replay: the oracle is FedLake's own key -> value state at lo and hi, not TiKV's old
+values, which is what window_keys reads."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 from merge.lake_fixtures import FedLake
 
 from tidelake.lake.row_change import OP_DELETE
-from tidelake.merge.window_keys import window_keys
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 
 
 def replay(lake: FedLake, ts: int) -> dict[bytes, bytes]:
@@ -41,11 +41,12 @@ def test_window_keys_match_the_upstream_state_at_both_ends_of_random_windows(tmp
             lake.reland(rng.sample(lake.committed, min(4, len(lake.committed))))  # duplicates
         stops.append(lake.resolve())
     pids = lake.up.table("s", "t").physical_ids()
+    snapshot = ChangelogSnapshot(lake.layout)
     for lo, hi in [(a, b) for i, a in enumerate(stops) for b in stops[i + 1:]]:
         before = replay(lake, lo)
         changed = {c.key for c in lake.committed if lo < c.commit_ts <= hi}
-        got = window_keys(lake.layout, pids, lo, hi)
+        got = snapshot.window_keys(pids, lo, hi)
         assert got.keys == len(changed)
         assert got.held == len(changed & before.keys())
-    assert window_keys(lake.layout, pids, stops[-1], stops[-1] + 10).keys == 0
+    assert snapshot.window_keys(pids, stops[-1], stops[-1] + 10).keys == 0
     lake.close()

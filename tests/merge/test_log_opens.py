@@ -1,0 +1,94 @@
+"""How often one merge window opens a Delta log: delta-rs table constructions and Spark statements
+or reads naming a Delta path, counted while a window is written (TableMerge._window), by table.
+A window opens the replica once; the changelog is read from the run's snapshot on the driver, and
+by Spark once when Spark writes the window; the commit itself is the writer's only other open."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import deltalake
+import pytest
+from merge.lake_fixtures import FedLake
+from pyspark.sql import DataFrameReader, SparkSession
+
+from tidelake.merge import table_merge
+from tidelake.merge.merge_run import run_merge
+from tidelake.merge.table_merge import TableMerge
+
+pytestmark = pytest.mark.spark
+WINDOWS = 4
+
+
+def kind(path: object) -> str:
+    path = str(path)
+    return "changelog" if "_tidelake/changelog" in path else "control" if "_tidelake/" in path else "replica"
+
+
+@pytest.fixture
+def opens(monkeypatch):
+    """Log opens while a window is written, by (engine, table kind)."""
+    counts, inside = Counter(), []
+    real_window, real_init = TableMerge._window, deltalake.DeltaTable.__init__
+    real_sql, real_load = SparkSession.sql, DataFrameReader.load
+
+    def window(self, *args, **kwargs):
+        inside.append(1)
+        try:
+            return real_window(self, *args, **kwargs)
+        finally:
+            inside.pop()
+
+    def init(self, table_uri, *args, **kwargs):
+        if inside:
+            counts["delta-rs", kind(table_uri)] += 1
+        return real_init(self, table_uri, *args, **kwargs)
+
+    def sql(self, query, *args, **kwargs):
+        if inside:
+            counts.update(("spark", kind(m)) for m in re.findall(r"delta\.`([^`]+)`", query))
+        return real_sql(self, query, *args, **kwargs)
+
+    def load(self, path=None, *args, **kwargs):
+        if inside:
+            counts["spark", kind(path)] += 1
+        return real_load(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(TableMerge, "_window", window)
+    monkeypatch.setattr(deltalake.DeltaTable, "__init__", init)
+    monkeypatch.setattr(SparkSession, "sql", sql)
+    monkeypatch.setattr(DataFrameReader, "load", load)
+    return counts
+
+
+def merged_windows(spark, tmp_path, opens: Counter) -> int:
+    """About WINDOWS windows of one table (chunks of one run), every key updated in each: MERGEs;
+    the number merged."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("app"))
+    lake.ddl(lake.up.create_table("app", "t", [("id", "bigint", "pk"), ("v", "int")]))
+    lake.resolve()
+    run_merge(spark, lake.layout, write_log=False)
+    for w in range(WINDOWS):
+        with lake.txn() as t:
+            for i in range(10):
+                t.put("app", "t", {"id": i, "v": w})
+        lake.resolve()
+    opens.clear()  # the replica's creation above is no window of this run
+    (result,) = run_merge(spark, lake.layout, max_chunk_rows=10, write_log=False).tables
+    lake.close()
+    return result.windows
+
+
+def test_a_delta_rs_window_opens_the_replica_once_and_nothing_else(spark, tmp_path, opens):
+    windows = merged_windows(spark, tmp_path, opens)
+    assert windows >= 2 and opens == {("delta-rs", "replica"): windows}
+
+
+def test_a_spark_window_opens_the_replica_once_and_spark_reads_the_changelog_once(spark, tmp_path, opens,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
+    windows = merged_windows(spark, tmp_path, opens)
+    assert windows >= 2
+    assert opens == {("delta-rs", "replica"): windows, ("spark", "changelog"): windows, ("spark", "replica"): windows}

@@ -1,0 +1,141 @@
+"""The changelog as one merge run reads it on the driver: one delta-rs snapshot, opened after the
+run read the watermarks, so it holds every change they cover (docs/design.md invariant 2). Its
+file stats and bucket size are read once; windows are read from it without opening the log again.
+Owner: the merge run (tidelake.merge.merge_run).
+
+A window's keys are told apart here, no Spark job: TiKV sends with each change the key's value
+before it (docs/wire.md#old-value "Old value"), so the old value of a key's first change in (lo, hi]
+is its row at lo, empty when it had none (tidelake.merge.window_spec says what follows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+
+from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
+from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
+from tidelake.lake.row_change import OP_PUT
+from tidelake.merge.table_plan import FileStat
+from tidelake.merge.window_spec import COLLAPSED_COLUMNS, FIRST_CHANGE_ORDER, IS_PUT, LAST_CHANGE_ORDER
+
+_MAX_TS = (1 << 63) - 1
+_KEY_COLUMNS = ["key", "commit_ts", "flush_seq", "old_value"]  # what telling keys apart reads
+
+
+@dataclass(frozen=True)
+class WindowKeys:
+    """Raw keys changed in a window, by what the replica holds for them at its lower bound."""
+
+    keys: int  # raw keys with a change in (lo, hi]
+    new: int  # keys whose first change has no old value: no row at lo
+
+    @property
+    def held(self) -> int:
+        """Keys with a row at lo: the ones a MERGE must update or delete."""
+        return self.keys - self.new
+
+
+class ChangelogSnapshot:
+    """One run's view of the changelog (see the module doc); safe to share between table threads."""
+
+    def __init__(self, layout: LakeLayout) -> None:
+        self.layout = layout
+        exists = DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options)
+        self.table = DeltaTable(layout.changelog, storage_options=layout.storage_options) if exists else None
+        self.bucket_seconds = bucket_seconds_of(self.table) if exists else DEFAULT_BUCKET_SECONDS
+        self._files = _files_by_table_id(self.table) if exists else {}
+
+    def file_stats(self, physical_ids: Sequence[int], lo: int, hi: int) -> list[FileStat]:
+        """Stats of the files of `physical_ids` that may hold a commit ts in (lo, hi]. A file
+        without stats counts as spanning all time, so "no file" is a sound emptiness test."""
+        return [FileStat(n, low, high) for pid in physical_ids for n, low, high in self._files.get(int(pid), ())
+                if high > lo and low <= hi]
+
+    def rows(self, physical_ids: Sequence[int], lo: int, hi: int, columns: Sequence[str]) -> pa.Table:
+        """`columns` of the rows of `physical_ids` with lo < commit_ts <= hi. The table_id
+        partition filter prunes the file list in delta-rs before pyarrow builds a fragment per
+        file: a dataset of the whole changelog costs time in its file count."""
+        if self.table is None:
+            return pa.table({c: [] for c in columns})
+        seconds = self.bucket_seconds
+        window = (ds.field("table_id").isin([int(p) for p in physical_ids])
+                  & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
+                  & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
+                  & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
+        ids = [str(int(p)) for p in physical_ids]
+        dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=[("table_id", "in", ids)])
+        return dataset.to_table(columns=list(columns), filter=window)
+
+    def last_changes(self, physical_ids: Sequence[int], lo: int, hi: int) -> pa.Table:
+        """The window collapsed: one row of COLLAPSED_COLUMNS per raw key."""
+        return last_changes(self.rows(physical_ids, lo, hi, [*COLLAPSED_COLUMNS, "flush_seq"]))
+
+    def window_keys(self, physical_ids: Sequence[int], lo: int, hi: int) -> WindowKeys:
+        """Tell the window's keys apart, reading only what that takes."""
+        rows = self.rows(physical_ids, lo, hi, _KEY_COLUMNS)
+        if rows.num_rows == 0:
+            return WindowKeys(0, 0)
+        held_at_lo = first_old_values(rows)
+        return WindowKeys(keys=len(held_at_lo), new=_count(pc.equal(pc.binary_length(held_at_lo), 0)))
+
+
+def last_changes(rows: pa.Table) -> pa.Table:
+    """One row per raw key of a window's rows: its last change by LAST_CHANGE_ORDER with the old
+    value of its first change by FIRST_CHANGE_ORDER (tidelake.merge.window_spec), in Arrow; any
+    other columns are carried. tests/merge/test_last_changes.py holds it and Spark's
+    tidelake.merge.changelog_reader.collapse_last_change to one reference."""
+    if rows.num_rows == 0:
+        return rows.drop_columns(["flush_seq"])
+    ordered = rows.append_column(IS_PUT, pc.equal(rows["op"], OP_PUT))
+    last = ordered.take(pc.sort_indices(ordered, _ascending(["key", *LAST_CHANGE_ORDER])))
+    last = last.filter(_run_edge(last["key"], at_end=True))
+    old = first_old_values(rows)  # same key order as `last`
+    kept = [name for name in rows.column_names if name not in ("old_value", "flush_seq")]
+    return pa.table({**{name: last[name] for name in kept}, "old_value": old})
+
+
+def first_old_values(rows: pa.Table) -> pa.ChunkedArray:
+    """The old value of each key's first change, in key order: what the key held at lo (empty: no row)."""
+    first = rows.select(["key", *FIRST_CHANGE_ORDER, "old_value"])
+    first = first.take(pc.sort_indices(first, _ascending(["key", *FIRST_CHANGE_ORDER])))
+    return first.filter(_run_edge(first["key"], at_end=False))["old_value"]
+
+
+def held_keys(collapsed: pa.Table) -> int:
+    """Keys of a collapsed window that held a row at lo (a non-empty old value)."""
+    return _count(pc.greater(pc.fill_null(pc.binary_length(collapsed["old_value"]), 0), 0))
+
+
+def _ascending(columns: Sequence[str]) -> list[tuple[str, str]]:
+    return [(c, "ascending") for c in columns]
+
+
+def _run_edge(keys: pa.ChunkedArray, at_end: bool) -> pa.Array:
+    """True at the last (at_end) or first row of each run of equal keys."""
+    key = keys.combine_chunks()
+    differs = pc.not_equal(key[1:], key[:-1])
+    edge = pa.array([True])
+    return pa.concat_arrays([differs, edge] if at_end else [edge, differs])
+
+
+def _count(mask: object) -> int:
+    return int(pc.sum(pc.cast(mask, "int64")).as_py() or 0)
+
+
+def _files_by_table_id(changelog: DeltaTable) -> dict[int, list[tuple[int, int, int]]]:
+    """(records, min commit ts, max commit ts) of every changelog file, by physical table id."""
+    actions = pa.table(changelog.get_add_actions(flatten=True))
+    by_id: dict[int, list[tuple[int, int, int]]] = {}
+    for row in actions.select(["partition.table_id", "num_records", "min.commit_ts", "max.commit_ts"]).to_pylist():
+        low, high, n = row["min.commit_ts"], row["max.commit_ts"], row["num_records"]
+        if low is None or high is None:  # no stats: the file may hold any ts
+            low, high = 0, _MAX_TS
+        records = int(n) if n is not None else 1
+        by_id.setdefault(int(row["partition.table_id"]), []).append((records, int(low), int(high)))
+    return by_id

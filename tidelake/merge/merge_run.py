@@ -1,0 +1,200 @@
+"""A merge run: every selected table advanced as far as the watermarks and the cap allow, up to
+`threads` tables at once (tidelake.merge.table_merge does one table), then one merge-log entry
+per table. Owner of invariant 2 for the merge: the watermarks are read once, FIRST, then the DDL
+history and one changelog snapshot shared by the run's tables.
+
+Each table thread has its own session of the same Spark application (txn confs are per
+session; tidelake.spark.spark_session.sibling_session). Tables that share a first window worth
+reading together are read in one pass (tidelake.merge.run_pass).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from pyspark.sql import SparkSession
+
+from tidelake.config import HistoryConfig
+from tidelake.errors import InputError
+from tidelake.failpoints import failpoint
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.damage import explain_failure
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
+from tidelake.lake.schema_history import SchemaHistory, TableKey
+from tidelake.lake.watermarks import Watermarks
+from tidelake.merge import table_merge
+from tidelake.merge.changelog_reader import Window
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.merge_log import MergeLogEntry, MergeStatus, append_entries
+from tidelake.merge.merge_metrics import write_merge_metrics
+from tidelake.merge.rebuild import rebuild_refusal, start_rebuild
+from tidelake.merge.run_pass import RunPass, close_pass, open_pass
+from tidelake.merge.table_merge import (
+    FirstPlan,
+    ProgressFn,
+    RunScope,
+    TableMerge,
+    TableResult,
+    table_name,
+)
+from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS, estimated_rows
+from tidelake.merge.writers import spark_writer
+from tidelake.spark.spark_session import release_session, sibling_session
+
+log = logging.getLogger(__name__)
+
+DEFAULT_THREADS = 2  # tables merged at once in one Spark application
+# Changes (estimated) the run pass caches at most; windows beyond it read their own.
+RUN_PASS_MAX_ROWS = 2_000_000
+
+
+@dataclass
+class MergeReport:
+    run_id: str
+    started_at: datetime
+    watermarks: Watermarks
+    tables: list[TableResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[TableResult]:
+        return [t for t in self.tables if t.status in (MergeStatus.ERROR, MergeStatus.STOPPED)]
+
+
+def run_merge(
+    spark: SparkSession,
+    layout: LakeLayout,
+    tables: Sequence[str] | None = None,
+    until_ts: int | None = None,
+    max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: ProgressFn | None = None,
+    write_log: bool = True,
+    rebuild: str | None = None,
+    threads: int = DEFAULT_THREADS,
+    history_config: HistoryConfig | None = None,
+) -> MergeReport:
+    """Merge `tables` (default all) as far as the watermarks and `until_ts` allow. `rebuild`
+    ('db.table') first gives that table a new empty replica to replay from its CREATE
+    (tidelake.merge.rebuild). `history_config` (the changefeed's [history]) turns on history
+    tables and soft deletes for the tables it selects."""
+    if threads < 1:
+        raise InputError(f"merge threads must be at least 1, got {threads}")
+    scope = RunScope.read(layout, until_ts, max_chunk_rows, history_config, progress)
+    history = scope.history
+    keys = history.select(tables or ([rebuild] if rebuild is not None else None))
+    if rebuild is not None:
+        keys = _start_rebuild(layout, history, rebuild, keys)
+    report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), scope.watermarks)
+    firsts: dict[TableKey, FirstPlan] = {}
+    if len(keys) > 1:
+        catalog = ReplicaCatalog(layout)
+        firsts = {key: first for key in keys if (first := _first_plan(scope, catalog, key)) is not None}
+    run_pass = _open_run_pass(spark, layout, scope.changelog, firsts)
+    scope = replace(scope, run_pass=run_pass)
+    parallel = min(threads, len(keys))
+    idle_sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()  # one per thread, reused by its tables
+    sessions: list[SparkSession] = []
+
+    def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
+        started = datetime.now(timezone.utc)
+        failpoint("merge.next_table", key)
+        session = None
+        try:
+            if parallel > 1:
+                try:
+                    session = idle_sessions.get_nowait()
+                except queue.Empty:
+                    session = sibling_session(spark)
+                    sessions.append(session)
+            result = TableMerge(scope, key, session or spark, firsts.get(key)).run()
+        except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
+            log.exception("merge of %s failed", table_name(history, key))
+            result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
+                                 reason=explain_failure(layout, exc))
+        finally:
+            if session is not None:
+                idle_sessions.put(session)
+        return result, _log_entry(report.run_id, result, started)
+
+    try:
+        if parallel < 2:
+            outcomes = [merge_one(key) for key in keys]
+        else:
+            with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
+                outcomes = list(pool.map(merge_one, keys))
+    finally:
+        for session in sessions:
+            release_session(session)
+        if run_pass is not None:
+            close_pass(spark, run_pass)
+    report.tables = [result for result, _ in outcomes]
+    if write_log:
+        failpoint("merge.before_log", report.run_id)
+        append_entries(layout, [entry for _, entry in outcomes])
+        write_merge_metrics(layout)  # docs/operations.md#metrics
+    return report
+
+
+def _first_plan(scope: RunScope, catalog: ReplicaCatalog, key: TableKey) -> FirstPlan | None:
+    """None when the table's own handling decides (stopped, dropped, an error it will report)."""
+    try:
+        entry = catalog.get(key)
+        if entry is not None and entry.state != ReplicaState.ACTIVE:
+            return None
+        checkpoint = read_checkpoint(entry.path, scope.layout.storage_options) if entry is not None else None
+        stats = scope.stats(key, checkpoint)
+        plan = scope.plan(key, checkpoint, stats)
+    except Exception:  # reported by the table's merge, which plans again
+        log.debug("no first plan for table %s", key, exc_info=True)
+        return None
+    return FirstPlan(checkpoint, stats, plan)
+
+
+def _open_run_pass(spark: SparkSession, layout: LakeLayout, changelog: ChangelogSnapshot,
+                   firsts: dict[TableKey, FirstPlan]) -> RunPass | None:
+    """The run pass over every first window worth sharing; None for fewer than two."""
+    windows, total = {}, 0.0
+    for key, first in firsts.items():
+        plan = first.plan
+        if plan.at_barrier or not plan.chunks:
+            continue
+        lo, hi = plan.chunks[0]
+        rows = estimated_rows(first.stats, lo, hi)
+        empty = not any(s.max_ts > lo and s.min_ts <= hi for s in first.stats)
+        if (empty or rows <= table_merge.DRIVER_WINDOW_MAX_ROWS or rows > spark_writer.NEW_KEYS_CHECK_MAX_ROWS
+                or total + rows > RUN_PASS_MAX_ROWS):  # a small window is read on the driver
+            continue
+        total += rows
+        windows[key] = Window(tuple(plan.physical_ids), lo, hi)
+    if len(windows) < 2:
+        return None
+    try:
+        return open_pass(spark, layout, windows, changelog.bucket_seconds)
+    except Exception:  # each table then reads its own window, as without the pass
+        log.warning("the run pass over %d tables failed; each table reads its own window", len(windows),
+                    exc_info=True)
+        return None
+
+
+def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
+    (key,) = history.select([name])
+    refusal = rebuild_refusal(layout, history, key)
+    if refusal is not None:
+        raise InputError(f"cannot rebuild {name}: {refusal}")
+    entry = start_rebuild(layout, history, key)
+    log.info("rebuilding %s into %s from its CREATE", name, entry.path)
+    return keys if key in keys else [*keys, key]
+
+
+def _log_entry(run_id: str, r: TableResult, started: datetime) -> MergeLogEntry:
+    return MergeLogEntry(
+        run_id, int(r.table_key), r.table, r.status, r.checkpoint_before, r.checkpoint_after, r.windows,
+        r.ddls_applied, r.rows_in, r.rows_out, r.duration_s, r.reason, started, datetime.now(timezone.utc),
+        r.replica,
+    )

@@ -1,0 +1,384 @@
+"""One table's part of a merge run: its replica advanced window by window up to its plan's upper
+bound, DDLs applied at their barriers (docs/design.md invariants 3 and 4). Owner of both for it.
+
+What it needs is opened once: the run's control tables and changelog snapshot (RunScope), its
+catalog entry and history-table state (again only after a DDL), the replica once per window. Its
+writer, Spark or delta-rs (tidelake.merge.writers), is chosen once per plan (a DDL can change the
+replica's features); both run tidelake.merge.window_spec. A checkpoint moves only in the commit
+that writes the rows up to it, and a write whose txn is recorded is skipped, so a rerun after a
+crash anywhere redoes at most one window or DDL step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import partial
+from typing import TypeVar
+
+from delta.exceptions.base import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+)
+from deltalake.exceptions import CommitFailedError
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+from tidelake.codec.schema import TableInfo
+from tidelake.config import HistoryConfig
+from tidelake.errors import InputError
+from tidelake.failpoints import failpoint
+from tidelake.lake.checkpoint import open_replica, read_checkpoint
+from tidelake.lake.control import read_control
+from tidelake.lake.damage import explain_failure
+from tidelake.lake.history_table import history_checkpoint, history_path
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
+from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
+from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
+from tidelake.lake.watermarks import Watermarks
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.ddl_apply import UnsupportedDDL, apply_ddl, record_checkpoint
+from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.run_pass import RunPass
+from tidelake.merge.scd2_history import create_history, write_history
+from tidelake.merge.soft_deletes import enable_soft_deletes
+from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS, FileStat, TableMergePlan, estimated_rows, plan_table
+from tidelake.merge.window_spec import leaves_replica_unchanged, rows_at_ddl_ts
+from tidelake.merge.writers.delta_rs_writer import DeltaRsWriter, writable
+from tidelake.merge.writers.replica_window import ReplicaWindow, WindowWriter
+from tidelake.merge.writers.spark_writer import SparkWriter
+
+log = logging.getLogger(__name__)
+
+MERGE_FAILPOINTS = ("merge.next_table", "merge.before_commit", "merge.after_commit", "merge.after_ddl",
+                    "merge.before_log")
+# Windows of at most this many changes (estimated from file stats) are written with delta-rs on
+# the driver when the replica allows; larger ones by Spark.
+DRIVER_WINDOW_MAX_ROWS = 200_000
+CONFLICT_RETRIES = 3
+# A lost Delta commit race, by either engine: both Spark's classic (py4j) and Connect exceptions
+# derive from delta's base classes; delta-rs raises CommitFailedError.
+_RACES = (ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
+          ConcurrentTransactionException, ConcurrentWriteException, CommitFailedError)
+T = TypeVar("T")
+
+
+class StepKind(StrEnum):
+    WINDOW = "window"  # a merged window (lo, hi]
+    DDL = "ddl"  # a DDL applied at its barrier
+    DONE = "done"  # the table's part of the run ended (merged, stopped or failed)
+
+
+@dataclass(frozen=True)
+class MergeProgress:
+    """One step of a table, reported as it happens."""
+
+    table: str
+    kind: StepKind
+    checkpoint: int | None
+    detail: str
+
+
+ProgressFn = Callable[[MergeProgress], None]
+
+
+@dataclass
+class TableResult:
+    table_key: int
+    table: str
+    status: str = MergeStatus.IDLE
+    checkpoint_before: int | None = None
+    checkpoint_after: int | None = None
+    windows: int = 0
+    ddls_applied: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    duration_s: float = 0.0
+    reason: str | None = None
+    replica: ReplicaFacts | None = None  # the replica's log once the run was done with the table
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What every table of one run shares, read once for the run (tidelake.merge.merge_run)."""
+
+    layout: LakeLayout
+    watermarks: Watermarks
+    history: SchemaHistory
+    changelog: ChangelogSnapshot
+    until_ts: int | None
+    max_chunk_rows: int
+    history_config: HistoryConfig | None = None
+    progress: ProgressFn | None = None
+    run_pass: RunPass | None = None
+
+    @classmethod
+    def read(cls, layout: LakeLayout, until_ts: int | None = None, max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
+             history_config: HistoryConfig | None = None, progress: ProgressFn | None = None) -> RunScope:
+        """The watermarks first, then the DDL history and the changelog (invariant 2)."""
+        control = read_control(layout)
+        return cls(layout, control.watermarks, control.history, ChangelogSnapshot(layout), until_ts, max_chunk_rows,
+                   history_config, progress)
+
+    def stats(self, key: TableKey, checkpoint: int | None) -> list[FileStat]:
+        """Changelog file stats of the table's physical ids at `checkpoint`, up to their watermarks."""
+        if checkpoint is None:
+            return []
+        ids = self.history.physical_ids_at(key, checkpoint)
+        resolved = [self.watermarks.table_resolved.get(pid, checkpoint) for pid in ids]
+        return self.changelog.file_stats(ids, checkpoint, max(resolved, default=checkpoint))
+
+    def plan(self, key: TableKey, checkpoint: int | None, stats: Sequence[FileStat]) -> TableMergePlan:
+        return plan_table(key, checkpoint, self.watermarks, self.history, self.until_ts, stats, self.max_chunk_rows,
+                          passes=leaves_replica_unchanged)
+
+
+@dataclass(frozen=True)
+class FirstPlan:
+    """A table's first step of the run, planned before the run pass reads the changelog."""
+
+    checkpoint: int | None
+    stats: list[FileStat]
+    plan: TableMergePlan
+
+
+def retry_on_conflict(step: Callable[[], T], what: str) -> T:
+    """Run an idempotent Delta step again when it lost a concurrent-commit race."""
+    attempt = 0
+    while True:
+        try:
+            return step()
+        except _RACES as exc:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            attempt += 1
+            log.warning("%s lost a Delta commit race (%s); retry %d of %d", what, type(exc).__name__, attempt,
+                        CONFLICT_RETRIES)
+            time.sleep(random.uniform(0, 0.5 * 2**attempt))
+
+
+class TableMerge:
+    """Merges one table in one session; `run` never raises (a failure is the table's result)."""
+
+    def __init__(self, scope: RunScope, key: TableKey, spark: SparkSession, first: FirstPlan | None = None) -> None:
+        self.scope = scope
+        self.key = key
+        self.spark = spark
+        self.first = first
+        self.layout = scope.layout
+        self.catalog = ReplicaCatalog(scope.layout)
+        self.result = TableResult(int(key), table_name(scope.history, key))
+        self.spark_writer = SparkWriter(spark, scope.layout, scope.changelog)
+        self.delta_rs_writer = DeltaRsWriter(scope.changelog)
+        self.entry: ReplicaEntry | None = None
+        self.scd2: str | None = None  # the history table's path, when the replica has one
+        self.writer: WindowWriter | None = None  # the current plan's
+
+    def run(self) -> TableResult:
+        result, started = self.result, time.monotonic()
+        try:
+            self._run()
+        except UnsupportedDDL as exc:
+            result.status, result.reason = MergeStatus.STOPPED, exc.reason
+            if self.catalog.get(self.key) is not None:
+                self.catalog.mark_stopped(self.key, exc.reason, result.checkpoint_after or 0)  # the DDL's barrier
+            self._report(StepKind.DONE, result.checkpoint_after, f"stopped: {exc.reason}")
+        except Exception as exc:  # one table's failure must not stop the others; it is logged and retried next run
+            log.exception("merge of %s failed", result.table)
+            result.status, result.reason = MergeStatus.ERROR, explain_failure(self.layout, exc)  # trace: in the log
+            entry = self.catalog.get(self.key)
+            if entry is not None:
+                result.checkpoint_after = read_checkpoint(entry.path, self.layout.storage_options)
+            self._report(StepKind.DONE, result.checkpoint_after, f"error: {result.reason}")
+        finally:
+            result.replica = self._facts()
+            result.duration_s = time.monotonic() - started
+        return result
+
+    def _run(self) -> None:
+        result, scope = self.result, self.scope
+        self.entry = self.catalog.get(self.key)
+        if self.entry is not None and self.entry.state == ReplicaState.STOPPED:
+            result.status, result.reason = MergeStatus.STOPPED, self.entry.reason
+            return
+        checkpoint = read_checkpoint(self.entry.path, self.layout.storage_options) if self.entry is not None else None
+        result.checkpoint_before = result.checkpoint_after = checkpoint
+        if self.entry is not None and self.entry.state == ReplicaState.DROPPED:
+            return
+        self._options(checkpoint)
+        first, self.first = self.first, None
+        while True:
+            if first is not None and first.checkpoint == checkpoint:  # planned before the run pass
+                stats, plan = first.stats, first.plan
+            else:
+                stats = scope.stats(self.key, checkpoint)
+                plan = scope.plan(self.key, checkpoint, stats)
+            first = None
+            if plan.at_barrier:
+                checkpoint = self._ddl(plan.barrier_event, stats)
+                continue
+            if plan.idle:
+                if plan.reason is not None and result.windows == result.ddls_applied == 0:
+                    result.status, result.reason = MergeStatus.BLOCKED, plan.reason
+                break
+            info = scope.history.table_info_at(self.key, checkpoint)
+            self.writer = None  # chosen at the plan's first window, for all of them
+            largest = max(estimated_rows(stats, lo, hi) for lo, hi in plan.chunks)
+            for lo, hi in plan.chunks:
+                checkpoint = self._window(info, plan.physical_ids, lo, hi, stats, largest)
+        if result.windows or result.ddls_applied:
+            result.status = MergeStatus.MERGED
+        self._report(StepKind.DONE, checkpoint, result.status)
+
+    def merge_window(self, lo: int, hi: int) -> tuple[int, int]:
+        """(lo, hi] as one commit, as a run writes it (a retried window, another job's): (changes
+        merged, rows written), (0, 0) when the replica records hi already."""
+        history, entry = self.scope.history, self.catalog.get(self.key)
+        if entry is None:
+            raise InputError(f"{self.result.table} has no replica")
+        info, ids = history.table_info_at(self.key, lo), history.physical_ids_at(self.key, lo)
+        stats = self.scope.stats(self.key, lo)
+        rows = estimated_rows(stats, lo, hi)
+        return retry_on_conflict(lambda: self._write(entry.path, info, ids, lo, hi, stats, rows, keep_writer=False),
+                                 f"{self.result.table} window ({lo}, {hi}]")
+
+    def _window(self, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int, stats: Sequence[FileStat],
+                rows: float) -> int:
+        """Merge (lo, hi], its history first; the new checkpoint."""
+        result = self.result
+        if self.scd2 is not None:
+            self._check_history_window(info, lo)
+            retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, info, physical_ids, hi,
+                                                    self.scope.changelog.bucket_seconds, stats, lo),
+                              f"{result.table} history ({lo}, {hi}]")
+        shared = self.scope.run_pass.source(self.spark, self.key, lo, hi) if self.scope.run_pass is not None else None
+        rows_in, rows_out = retry_on_conflict(
+            lambda: self._write(self.entry.path, info, physical_ids, lo, hi, stats, rows, shared),
+            f"{result.table} window ({lo}, {hi}]")
+        failpoint("merge.after_commit", self.entry.path)
+        result.checkpoint_after = hi
+        result.windows += 1
+        result.rows_in += rows_in
+        result.rows_out += rows_out
+        self._report(StepKind.WINDOW, hi, f"({lo}, {hi}]: {rows_in} changes, {rows_out} rows written")
+        return hi
+
+    def _write(self, path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
+               stats: Sequence[FileStat], rows: float, shared=None, keep_writer: bool = True) -> tuple[int, int]:
+        """One attempt at the window: the replica opened once, nothing written if hi is recorded."""
+        replica = open_replica(path, self.layout.storage_options)
+        if replica is None:
+            raise InputError(f"no replica at {path}")
+        target = StructType.fromJson(json.loads(replica.schema().to_json()))
+        window = ReplicaWindow(path, replica, target, info, tuple(physical_ids), lo, hi, stats, shared)
+        recorded = window.recorded
+        if recorded is not None and recorded >= hi:  # as Delta skips a write whose txn is recorded
+            return 0, 0
+        writer = self.writer if keep_writer else None
+        if writer is None:
+            small = rows <= DRIVER_WINDOW_MAX_ROWS and writable(replica, target)
+            writer = self.delta_rs_writer if small else self.spark_writer
+            if keep_writer:
+                self.writer = writer
+        return writer.write(window)
+
+    def _ddl(self, event: DdlEvent, stats: Sequence[FileStat]) -> int:
+        """Apply the DDL at its barrier, the history's steps first; the new checkpoint."""
+        result = self.result
+        if self.scd2 is not None and event.creates_table:  # RECOVER TABLE: no history rows, its ts
+            retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, event.table_info_after, (),
+                                                    event.commit_ts, self.scope.changelog.bucket_seconds),
+                              f"{result.table} history {event.action_name}")
+        finish = self._finish_ddl(event, stats)
+        retry_on_conflict(lambda: apply_ddl(self.spark, self.layout, self.key, event, self.catalog, finish, self.scd2),
+                          f"{result.table} {event.action_name}")
+        failpoint("merge.after_ddl", self.key)
+        result.checkpoint_after = event.commit_ts
+        result.ddls_applied += 1
+        self._report(StepKind.DDL, event.commit_ts, f"{event.action_name} (job {event.job_id})")
+        self.entry = self.catalog.get(self.key)  # a DDL creates, renames or drops it
+        self._options(event.commit_ts)
+        return event.commit_ts
+
+    def _finish_ddl(self, event: DdlEvent, stats: Sequence[FileStat]) -> Callable[[str], None] | None:
+        """The last commits of a DDL (apply_ddl's `finish`): the history's commit at the DDL's ts D
+        first, then the replica's with the rows committed at exactly D (none for a dropped table)."""
+        gone = event.drops_table or event.table_info_after is None
+        rows = None if gone else partial(self._merge_at_ddl_ts, event, stats)
+        if self.scd2 is None:
+            return rows
+
+        def finish(path: str) -> None:
+            info = event.table_info_after if rows is not None else event.table_info_before
+            ids = info.physical_ids() if rows is not None else ()
+            write_history(self.spark, self.layout, self.scd2, info, ids, event.commit_ts,
+                          self.scope.changelog.bucket_seconds, stats, event.barrier)
+            if rows is not None:
+                rows(path)
+            else:
+                record_checkpoint(self.spark, path, event.commit_ts, self.layout.storage_options)
+
+        return finish
+
+    def _merge_at_ddl_ts(self, event: DdlEvent, stats: Sequence[FileStat], path: str) -> None:
+        """The commit that finishes a DDL at its ts D: the rows committed at exactly D, decoded with
+        the schema after it (tidelake.merge.window_spec.rows_at_ddl_ts). `stats` are the plan's, over
+        the ids before the DDL: rows at D are in those ids, so without a file at D nothing is read."""
+        info = event.table_info_after
+        lo, hi = rows_at_ddl_ts(event)
+        self._write(path, info, info.physical_ids(), lo, hi, stats, estimated_rows(stats, lo, hi), keep_writer=False)
+
+    def _options(self, checkpoint: int | None) -> None:
+        """Turn on what the changefeed's [history] asks for the table (a history table, soft
+        deletes) and note its history table; a replica not merged yet gets them later."""
+        entry, config = self.entry, self.scope.history_config
+        self.scd2 = None
+        if entry is None or entry.state != ReplicaState.ACTIVE or checkpoint is None:
+            return
+        path = history_path(self.layout, entry.path)
+        if config is not None and config.wants_soft_deletes(entry.db, entry.name):
+            if enable_soft_deletes(self.spark, entry.path, self.layout.storage_options):
+                log.info("%s.%s: soft deletes on", entry.db, entry.name)
+        if config is not None and config.wants_scd2(entry.db, entry.name):
+            if create_history(self.spark, entry.path, path, self.layout.storage_options):
+                log.info("%s.%s: history table created at %s", entry.db, entry.name, path)
+        if history_checkpoint(path, self.layout.storage_options) is not None:
+            self.scd2 = path
+
+    def _check_history_window(self, info: TableInfo, lo: int) -> None:
+        """A history table behind its replica (only if a run ever advanced the replica without it)
+        catches up in the next window, which reads its changes from the history's own checkpoint:
+        right only while the table decodes the same way since then."""
+        h = history_checkpoint(self.scd2, self.layout.storage_options)
+        if h is not None and h < lo and self.scope.history.table_info_at(self.key, h) != info:
+            raise InputError(f"history table {self.scd2} is at {h}, behind its replica at {lo} across a DDL: "
+                             "remove the history folder and it is created again from the replica")
+
+    def _facts(self) -> ReplicaFacts | None:
+        """The replica's facts for the merge log (status reads them there), read after the table's
+        last commit of the run; None when it has none or they cannot be read (status then reads
+        the replica itself)."""
+        try:
+            entry = self.catalog.get(self.key)
+            return None if entry is None else read_replica_facts(self.layout, entry.path)
+        except Exception:  # noqa: BLE001 - the facts are for status only; the run's outcome stands
+            log.warning("table %s: replica facts not read for the merge log", self.key, exc_info=True)
+            return None
+
+    def _report(self, kind: StepKind, checkpoint: int | None, detail: str) -> None:
+        if self.scope.progress is not None:
+            self.scope.progress(MergeProgress(self.result.table, kind, checkpoint, detail))
+
+
+def table_name(history: SchemaHistory, key: TableKey) -> str:
+    db, name = history.current_name(key)
+    return f"{db}.{name}"

@@ -1,0 +1,133 @@
+"""The window semantics (tidelake.merge.window_spec) on the driver with delta-rs, no Spark job: the
+window is read from the run's changelog snapshot, collapsed and decoded in Arrow, then ONE commit:
+an append of new keys' puts, a MERGE, or a commit of the txn alone for a window without changes.
+A Spark commit costs seconds whatever its size, this tens to hundreds of milliseconds, so small
+windows come here (tidelake.merge.table_merge chooses).
+
+The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata with the rows
+(delta-rs CommitProperties app_transactions, docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's of
+the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql.types import DecimalType, StructType
+
+from tidelake.errors import InputError
+from tidelake.failpoints import failpoint
+from tidelake.lake.row_change import OP_PUT
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
+from tidelake.merge.mount import mount_arrow
+from tidelake.merge.replica_schema import quote
+from tidelake.merge.soft_deletes import has_soft_deletes
+from tidelake.merge.txn_confs import delta_rs_commit_properties
+from tidelake.merge.window_spec import OP_COLUMN, Action, MergeSpec, When, can_append, replica_merge
+from tidelake.merge.writers.replica_window import ReplicaWindow
+
+log = logging.getLogger(__name__)
+
+# Table features delta-rs writes as Spark does (a DATETIME column gives a replica timestampNtz).
+# generatedColumns comes with every replica that moved from legacy writer version 4 to table
+# features (a DDL turning timestampNtz on); delta-rs computes generation expressions on write
+# (delta-io/delta-rs crates/core/src/operations/write/generated_columns.rs able_to_gc), and
+# replicas have none.
+_READER_FEATURES = frozenset({"timestampNtz"})
+_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "timestampNtz",
+                              "generatedColumns"})
+CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
+# A float64 holds every decimal of up to 15 significant digits exactly (see `writable`).
+EXACT_DECIMAL_STATS_DIGITS = 15
+
+
+def writable(replica: DeltaTable, target: StructType) -> bool:
+    """Whether delta-rs may write this replica: change data feed and timestampNtz, no deletion
+    vectors, column mapping or type widening, no soft deletes, and no DECIMAL wider than
+    EXACT_DECIMAL_STATS_DIGITS digits: deltalake 1.6 writes a decimal's min/max file stats through
+    an int64 or a float, clamped or rounded above that, and readers that skip files by those
+    stats (Spark's `WHERE d = ...`, deltalake's filters) would then miss rows."""
+    protocol = replica.protocol()
+    if has_soft_deletes(target) or protocol.min_reader_version not in (1, 3):  # legacy 2: column mapping
+        return False
+    if any(isinstance(f.dataType, DecimalType) and f.dataType.precision > EXACT_DECIMAL_STATS_DIGITS
+           for f in target.fields):
+        return False
+    if not set(protocol.reader_features or ()) <= _READER_FEATURES:
+        return False
+    if protocol.min_writer_version <= 4:  # legacy versions up to change data feed
+        return True
+    return protocol.min_writer_version == 7 and set(protocol.writer_features or ()) <= _WRITER_FEATURES
+
+
+class DeltaRsWriter:
+    """Writes windows with delta-rs, reading them from the run's changelog snapshot."""
+
+    engine = "delta-rs"
+
+    def __init__(self, changelog: ChangelogSnapshot) -> None:
+        self.changelog = changelog
+
+    def write(self, window: ReplicaWindow) -> tuple[int, int]:
+        w = window
+        collapsed = None if w.empty else self.changelog.last_changes(w.physical_ids, w.lo, w.hi)
+        if collapsed is None or collapsed.num_rows == 0:
+            _commit_txn_only(w.replica, w.path, w.hi)
+            return 0, 0
+        columns = [f.name for f in w.target.fields]
+        mounted = mount_arrow(collapsed, w.info, w.target)
+        soft = has_soft_deletes(w.target)
+        if can_append(held_keys(collapsed), w.recorded, w.lo, soft):
+            puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
+            failpoint("merge.before_commit", w.path)
+            write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
+            _checkpoint(w.replica)
+            return collapsed.num_rows, puts.num_rows
+        failpoint("merge.before_commit", w.path)
+        metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft), w.hi)
+        _checkpoint(w.replica)
+        written = sum(int(metrics.get(k, 0)) for k in
+                      ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
+        return int(metrics.get("num_source_rows", 0)), written
+
+
+def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int) -> dict:
+    """MERGE `source` into `replica` as `spec` says, in one commit recording checkpoint `hi`."""
+    merger = replica.merge(source, spec.on, source_alias="s", target_alias="t",
+                           commit_properties=delta_rs_commit_properties(hi))
+    for c in spec.clauses:
+        values = {quote(column): value for column, value in c.values}
+        if (c.when, c.action) == (When.MATCHED, Action.DELETE):
+            merger = merger.when_matched_delete(c.condition)
+        elif (c.when, c.action) == (When.MATCHED, Action.UPDATE):
+            merger = merger.when_matched_update(values, c.condition)
+        elif (c.when, c.action) == (When.NOT_MATCHED, Action.INSERT):
+            merger = merger.when_not_matched_insert(values, c.condition)
+        else:
+            raise InputError(f"merge clause {c.when} {c.action} has no delta-rs form")
+    return merger.execute()
+
+
+def _commit_txn_only(replica: DeltaTable, path: str, hi: int) -> None:
+    """A commit of the txn alone: a window without changes still moves the checkpoint."""
+    failpoint("merge.before_commit", path)
+    replica.create_write_transaction([], mode="append", schema=replica.schema(),
+                                     partition_by=replica.metadata().partition_columns or None,
+                                     commit_properties=delta_rs_commit_properties(hi))
+    _checkpoint(replica)
+
+
+def _checkpoint(replica: DeltaTable) -> None:
+    """A checkpoint every CHECKPOINT_INTERVAL versions, the cadence Spark keeps, so Spark readers of
+    a replica merged only here replay short logs. The window's commit has landed by now, so a failed
+    checkpoint is only logged, as Spark's Delta does: the next one covers it."""
+    try:
+        replica.update_incremental()
+        if replica.version() % CHECKPOINT_INTERVAL == 0:
+            replica.create_checkpoint()
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("checkpoint of replica %s failed after its commit; left for the next one", replica.table_uri,
+                    exc_info=True)
