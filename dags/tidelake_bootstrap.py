@@ -16,7 +16,8 @@ from airflow.sdk import DAG, Param, task
 
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
-from tidelake.orchestration.params import bootstrap_arguments, bootstrap_param_schemas
+from tidelake.orchestration.job_spec import to_json
+from tidelake.orchestration.params import bootstrap_job, bootstrap_param_schemas
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
 from tidelake.orchestration.writer_pool import writer_pool
 
@@ -43,7 +44,7 @@ def build(feed: Changefeed) -> DAG:
 
         @task
         def arguments(config_path: str, **context) -> list[dict]:
-            return [{"application_args": bootstrap_arguments(config_path, context["params"])}]
+            return [{"application_args": [to_json(bootstrap_job(config_path, context["params"]))]}]
 
         TidelakeSparkSubmitOperator.partial(task_id="bootstrap", **writer_pool(feed.config).task_args(exclusive=True),
                                             **submit).expand_kwargs(arguments(feed.config_path))

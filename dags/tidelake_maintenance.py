@@ -3,7 +3,7 @@
 spark_jobs/maintenance.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
 partitions every replica has merged past (changelog retention). It runs when merges are light
 (TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC), as a thin Spark Connect client when a warm
-Spark is configured (tidelake.orchestration.connect_job). On an s3 lake it takes the whole replica
+Spark is configured (tidelake.orchestration.job_entry). On an s3 lake it takes the whole replica
 writers' pool of the changefeed (tidelake.orchestration.writer_pool), so it never runs beside a
 merge: Spark's S3 log store has no conditional PUT and two Spark commits of one replica version
 could overwrite each other.
@@ -15,7 +15,6 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, task
 
-from tidelake.orchestration import connect_job
 from tidelake.orchestration.airflow.schedules import (
     DEFAULT_MAINTENANCE_SCHEDULE,
     timetable,
@@ -23,7 +22,8 @@ from tidelake.orchestration.airflow.schedules import (
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.changefeeds import load_changefeeds
-from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+from tidelake.orchestration.job_spec import MaintenanceJob, to_json
+from tidelake.orchestration.spark_submit import SparkSettings, job_remote, spark_submit_kwargs
 from tidelake.orchestration.writer_pool import writer_pool
 
 SCHEDULE = timetable("TIDELAKE_MAINTENANCE_SCHEDULE", DEFAULT_MAINTENANCE_SCHEDULE)
@@ -41,7 +41,7 @@ for feed in load_changefeeds():
         doc_md=__doc__,
         default_args={"retries": 1, "retry_delay": timedelta(minutes=10)},
     ):
-        remote = connect_job.job_remote(feed.config)
+        remote = job_remote(feed.config)
         pool = writer_pool(feed.config).task_args(exclusive=True)
         if remote is None:
             TidelakeSparkSubmitOperator(
@@ -52,14 +52,17 @@ for feed in load_changefeeds():
                     job="maintenance",
                     app_name=f"tidelake maintenance {feed.config.changefeed_id}",
                     lake=feed.config.lake,
-                    application_args=["--config", feed.config_path],
+                    application_args=[to_json(MaintenanceJob(feed.config_path))],
                 ),
             )
         else:
 
             @task(task_id="maintenance", **pool)
             def maintenance_remote(config_path: str, remote: str = remote) -> None:
+                # Spark loads in the task, never where the DAG file is parsed
+                from tidelake.orchestration.job_entry import run_on_warm_spark
+
                 with input_errors_fail_the_task():
-                    connect_job.run_job("maintenance", ["--config", config_path], remote)
+                    run_on_warm_spark(to_json(MaintenanceJob(config_path)), remote)
 
             maintenance_remote(feed.config_path)

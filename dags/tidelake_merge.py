@@ -1,12 +1,13 @@
 """tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
 
 plan (validate params, plan tables, group them) -> merge (one spark-submit of
-spark_jobs/merge.py per table group, mapped) -> [syncpoint_due -> syncpoint] -> publish (an asset
+spark_jobs/merge.py per table group, mapped, each with its job spec) -> [syncpoint_due -> syncpoint] -> publish (an asset
 event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
 
-With a warm Spark ([spark] remote in the changefeed config, or SPARK_REMOTE where the DAG file is parsed) the
-merge and syncpoint tasks are plain Python tasks, thin Spark Connect clients of that server,
-instead of spark-submits (tidelake.orchestration.connect_job).
+Each Spark job gets one job spec from the plan (tidelake.orchestration.job_spec). With a warm Spark
+([spark] remote in the changefeed config, or SPARK_REMOTE where the DAG file is parsed) the merge
+and syncpoint tasks run it in the task, thin Spark Connect clients of that server, instead of
+spark-submits (tidelake.orchestration.job_entry).
 
 With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
 boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
@@ -42,7 +43,7 @@ from airflow.sdk import (
     task,
 )
 
-from tidelake.orchestration import connect_job, merge_dag
+from tidelake.orchestration import merge_dag
 from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
@@ -55,8 +56,9 @@ from tidelake.orchestration.assets import (
     replica_asset_uri,
 )
 from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.job_spec import SyncpointJob, to_json
 from tidelake.orchestration.params import merge_param_schemas
-from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+from tidelake.orchestration.spark_submit import SparkSettings, job_remote, spark_submit_kwargs
 from tidelake.orchestration.writer_pool import writer_pool
 
 SCHEDULE = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
@@ -73,6 +75,11 @@ def schedule(feed: Changefeed):
                            trigger=NewDataTrigger(config_path=feed.config_path, floor_s=floor_s))
     changelog = Asset(uri=changelog_asset_uri(changefeed_id), group=ASSET_GROUP, watchers=[watcher])
     return AssetOrTimeSchedule(timetable=SCHEDULE, assets=changelog)
+
+
+def submitted(job: dict) -> dict:
+    """A planned merge job as the spark-submit task's arguments: its spec is the one argument."""
+    return {"application_args": [job["spec"]], "name": job["name"]}
 
 
 def build(feed: Changefeed) -> DAG:
@@ -110,19 +117,22 @@ def build(feed: Changefeed) -> DAG:
                 yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
 
         planned = plan(feed.config_path)
-        remote = connect_job.job_remote(feed.config)
+        remote = job_remote(feed.config)
         pool = writer_pool(feed.config)
         if remote is None:
             merged = TidelakeSparkSubmitOperator.partial(
                 task_id="merge", map_index_template="{{ task.name }}", **pool.task_args(exclusive=False), **submit
-            ).expand_kwargs(planned)
+            ).expand_kwargs(planned.map(submitted))
         else:
 
             @task(task_id="merge", map_index_template="{{ job_name }}", **pool.task_args(exclusive=False))
-            def merge_remote(application_args: list[str], name: str) -> None:
+            def merge_remote(spec: str, name: str) -> None:
+                # Spark loads in the task, never where the DAG file is parsed
+                from tidelake.orchestration.job_entry import run_on_warm_spark
+
                 get_current_context()["job_name"] = name  # the mapped task's label, as spark-submit's name
                 with input_errors_fail_the_task():
-                    connect_job.run_job("merge", application_args, remote)
+                    run_on_warm_spark(spec, remote)
 
             merged = merge_remote.expand_kwargs(planned)
         published = publish(feed.config_path)
@@ -140,14 +150,17 @@ def build(feed: Changefeed) -> DAG:
                     **pool.task_args(exclusive=True),
                     **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
                                           lake=feed.config.lake,
-                                          application_args=["--config", feed.config_path]),
+                                          application_args=[to_json(SyncpointJob(feed.config_path))]),
                 )
             else:
 
                 @task(task_id="syncpoint", **pool.task_args(exclusive=True))
                 def syncpoint_remote(config_path: str) -> None:
+                    # Spark loads in the task, never where the DAG file is parsed
+                    from tidelake.orchestration.job_entry import run_on_warm_spark
+
                     with input_errors_fail_the_task():
-                        connect_job.run_job("syncpoint", ["--config", config_path], remote)
+                        run_on_warm_spark(to_json(SyncpointJob(config_path)), remote)
 
                 syncpoint = syncpoint_remote(feed.config_path)
             merged >> syncpoint_due() >> syncpoint >> published

@@ -1,8 +1,8 @@
-"""spark-submit entry point of `tidelake bootstrap` (same arguments; see `tidelake bootstrap --help`)."""
+"""spark-submit entry point of the bootstrap job: its one argument is a bootstrap job spec (tidelake.orchestration.job_spec)."""
 
 import sys
 
-from tidelake.cli.submitted import run_submitted
+from tidelake.orchestration.job_entry import spark_submit_main
 
 if __name__ == "__main__":
-    sys.exit(run_submitted("bootstrap", sys.argv[1:]))
+    sys.exit(spark_submit_main("bootstrap", sys.argv[1:]))

@@ -1,8 +1,8 @@
-"""spark-submit entry point of `tidelake maintenance` (same arguments; see `tidelake maintenance --help`)."""
+"""spark-submit entry point of the maintenance job: its one argument is a maintenance job spec (tidelake.orchestration.job_spec)."""
 
 import sys
 
-from tidelake.cli.submitted import run_submitted
+from tidelake.orchestration.job_entry import spark_submit_main
 
 if __name__ == "__main__":
-    sys.exit(run_submitted("maintenance", sys.argv[1:]))
+    sys.exit(spark_submit_main("maintenance", sys.argv[1:]))

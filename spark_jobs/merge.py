@@ -1,8 +1,8 @@
-"""spark-submit entry point of `tidelake merge` (same arguments; see `tidelake merge --help`)."""
+"""spark-submit entry point of the merge job: its one argument is a merge job spec (tidelake.orchestration.job_spec)."""
 
 import sys
 
-from tidelake.cli.submitted import run_submitted
+from tidelake.orchestration.job_entry import spark_submit_main
 
 if __name__ == "__main__":
-    sys.exit(run_submitted("merge", sys.argv[1:]))
+    sys.exit(spark_submit_main("merge", sys.argv[1:]))

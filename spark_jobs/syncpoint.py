@@ -1,8 +1,8 @@
-"""spark-submit entry point of `tidelake syncpoint` (same arguments; see `tidelake syncpoint --help`)."""
+"""spark-submit entry point of the syncpoint job: its one argument is a syncpoint job spec (tidelake.orchestration.job_spec)."""
 
 import sys
 
-from tidelake.cli.submitted import run_submitted
+from tidelake.orchestration.job_entry import spark_submit_main
 
 if __name__ == "__main__":
-    sys.exit(run_submitted("syncpoint", sys.argv[1:]))
+    sys.exit(spark_submit_main("syncpoint", sys.argv[1:]))

@@ -52,7 +52,7 @@ TOP = ("tidelake.cli", "tidelake.__main__")  # may import anything
 CONFINED: dict[str, tuple[str, ...]] = {
     "airflow": ("tidelake.orchestration.airflow",),
     "pyspark": ("tidelake.spark", "tidelake.merge", "tidelake.syncpoint", "tidelake.maintenance", "tidelake.bootstrap",
-                "tidelake.verify", "tidelake.consumers", "tidelake.demos"),
+                "tidelake.verify", "tidelake.consumers", "tidelake.orchestration.job_entry", "tidelake.demos"),
     "delta": ("tidelake.spark", "tidelake.merge", "tidelake.bootstrap"),
     "grpc": ("tidelake.kvproto", "tidelake.upstream", "tidelake.capture", "tidelake.sim", "tidelake.cli.status_command"),
 }
@@ -206,10 +206,21 @@ def test_frameworks_stay_in_their_stages(package):
 
 @pytest.mark.parametrize("folder", ["dags", "plugins", "spark_jobs"])
 def test_entry_points_do_not_reach_into_the_cli(folder):
-    """A spark job is a `tidelake` command under spark-submit (tidelake.cli.submitted), nothing more."""
+    """A Spark job runs its job spec (tidelake.orchestration.job_entry); no entry point goes
+    through the command line."""
     offenders = []
     for path in sorted((ROOT / folder).glob("*.py")):
-        for name in _imports(path, path.stem):
-            if name.startswith("tidelake.cli") and not name.startswith("tidelake.cli.submitted"):
-                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+        offenders += [f"{path.relative_to(ROOT)} imports {name}" for name in _imports(path, path.stem)
+                      if name.startswith("tidelake.cli")]
     assert not offenders, "\n".join(offenders)
+
+
+def test_orchestration_builds_no_command_lines():
+    """Airflow hands Spark jobs a job spec (tidelake.orchestration.job_spec), never arguments to
+    parse: no option string is written in orchestration or the DAG files."""
+    found = []
+    for path in [*sorted((PACKAGE / "orchestration").rglob("*.py")), *sorted((ROOT / "dags").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("--"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found, "command-line options built in orchestration:\n" + "\n".join(found)

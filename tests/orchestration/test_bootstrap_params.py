@@ -1,5 +1,5 @@
-"""tidelake_bootstrap's trigger form, without Airflow: params become `tidelake bootstrap`
-arguments, and a bad value fails with the param's name."""
+"""tidelake_bootstrap's trigger form, without Airflow: params become a bootstrap job spec, and a
+bad value fails with the param's name."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import jsonschema
 import pytest
 
 from tidelake import tso
-from tidelake.cli import build_parser
 from tidelake.errors import InputError
-from tidelake.orchestration.params import bootstrap_arguments, bootstrap_param_schemas
+from tidelake.orchestration.job_spec import BootstrapJob, from_json, to_json
+from tidelake.orchestration.params import bootstrap_job, bootstrap_param_schemas
 
 NOW = tso.compose(1_790_000_000_000, 0)
 
@@ -20,14 +20,13 @@ def test_defaults_bootstrap_every_filtered_table_now_and_satisfy_their_schema():
     for name, schema in schemas.items():
         body = {k: v for k, v in schema.items() if k not in ("default", "title", "description")}
         jsonschema.validate(schema["default"], body)
-    assert bootstrap_arguments("/etc/cf.toml", defaults) == ["--config", "/etc/cf.toml"]
+    assert bootstrap_job("/etc/cf.toml", defaults) == BootstrapJob("/etc/cf.toml", (), None)
 
 
-def test_tables_and_ts_become_arguments_the_cli_accepts():
-    args = bootstrap_arguments("cf.toml", {"tables": ["shop.orders", " shop.new ", "shop.orders"], "at_ts": NOW})
-    assert args == ["--config", "cf.toml", "--at-ts", str(NOW), "--table", "shop.orders", "--table", "shop.new"]
-    parsed = build_parser().parse_args(["bootstrap", *args])
-    assert parsed.table == ["shop.orders", "shop.new"] and parsed.at_ts == NOW
+def test_tables_and_ts_become_the_job_spec():
+    job = bootstrap_job("cf.toml", {"tables": ["shop.orders", " shop.new ", "shop.orders"], "at_ts": NOW})
+    assert job == BootstrapJob("cf.toml", ("shop.orders", "shop.new"), NOW)
+    assert from_json(to_json(job), "bootstrap") == job
 
 
 @pytest.mark.parametrize("params, message", [
@@ -38,10 +37,10 @@ def test_tables_and_ts_become_arguments_the_cli_accepts():
 ])
 def test_bad_params_name_the_param(params, message):
     with pytest.raises(InputError, match=message):
-        bootstrap_arguments("cf.toml", params)
+        bootstrap_job("cf.toml", params)
 
 
-def test_the_form_refuses_what_the_arguments_refuse():
+def test_the_form_refuses_what_the_job_spec_refuses():
     schema = bootstrap_param_schemas()["tables"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(["orders"], {k: v for k, v in schema.items() if k in ("type", "items")})

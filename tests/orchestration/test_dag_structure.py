@@ -7,6 +7,8 @@ import os
 import pytest
 from airflow_test_env import REPO, write_changefeed
 
+from tidelake.orchestration.job_spec import SyncpointJob, to_json
+
 
 @pytest.fixture
 def bag(tmp_path, monkeypatch):
@@ -92,7 +94,7 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
     assert syncpoint.upstream_task_ids == {"syncpoint_due"}
     assert publish.upstream_task_ids == {"merge", "syncpoint"}
     assert syncpoint.application.endswith("spark_jobs/syncpoint.py")
-    assert syncpoint.application_args == ["--config", str(config)]
+    assert syncpoint.application_args == [to_json(SyncpointJob(str(config)))]
     assert dag.params["groups"] == 1
 
 

@@ -94,13 +94,9 @@ def test_dry_run_and_groups_are_typed():
         parse_merge_request({**defaults(), "groups": 0}, KNOWN)
 
 
-def test_a_rebuild_merges_only_its_table_and_passes_it_to_the_spark_job():
-    from tidelake.orchestration.merge_dag import merge_job_args
-
+def test_a_rebuild_merges_only_its_table():
     request = parse_merge_request({**defaults(), "rebuild": " shop.orders "}, KNOWN)
     assert request.rebuild == "shop.orders" and request.tables == ("shop.orders",)
-    args = merge_job_args("/cf.toml", request.tables, None, request.rebuild)
-    assert args == ["--config", "/cf.toml", "--table", "shop.orders", "--rebuild", "shop.orders"]
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pyspark
+
 from tidelake.demos.supervisor import Child, accepting, await_stage, free_port
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -20,8 +22,6 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 
 def spark_class() -> Path:
-    import pyspark
-
     return Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 
@@ -72,7 +72,7 @@ class SparkCluster:
 
     def registered_apps(self) -> list[str]:
         """Names of the applications the master registered (spark-submitted jobs name themselves
-        `tidelake-<command>`, tidelake.cli.submitted)."""
+        `tidelake-<kind>`, tidelake.orchestration.job_entry)."""
         marker = "INFO Master: Registered app "
         lines = self.master_log.read_text(errors="replace").splitlines() if self.master_log.exists() else []
         return [line.split(marker, 1)[1].rsplit(" with ID ", 1)[0] for line in lines if marker in line]

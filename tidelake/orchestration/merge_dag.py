@@ -1,11 +1,10 @@
-"""What one tidelake_merge run does around its Spark jobs: plan and group the tables, build the
-job arguments, and read where each replica stands for the asset events.
+"""What one tidelake_merge run does around its Spark jobs: plan and group the tables into merge
+job specs (tidelake.orchestration.job_spec), and read where each replica stands for the asset events.
 
-The plan here is the merge planner's (tidelake.merge.table_plan) run once on the Airflow side,
-for three reasons: the log of the run shows per table what will happen and why not (pending
-DDL, waiting watermarks), tables with nothing to do cost no Spark job, and the groups can be
-sized. The Spark job plans again from the then-current watermarks, so a plan that is a little
-stale is harmless: each job merges what is resolved when it runs, capped at the run's cap.
+The plan is made here, once per run: which tables, in which groups, up to which cap, with the
+merge planner's view of each table logged (pending DDL, waiting watermarks); tables with nothing
+to do cost no Spark job. Each job then merges its tables' windows from the watermarks it reads
+when it runs, never past the run's cap.
 """
 
 from __future__ import annotations
@@ -15,15 +14,26 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deltalake.exceptions import DeltaError
+
 from tidelake import tso
-from tidelake.config import ChangefeedConfig
+from tidelake.config import ChangefeedConfig, load_config
+from tidelake.errors import InputError
 from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
+from tidelake.lake.control import read_control
 from tidelake.lake.lake_check import check_lake_root, pulled_into
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
-from tidelake.orchestration.assets import ReplicaVersion
-from tidelake.orchestration.params import MergeRequest
+from tidelake.lake.watermarks import read_watermarks
+from tidelake.merge.rebuild import rebuild_refusal
+from tidelake.merge.table_plan import plan_table
+from tidelake.merge.window_spec import leaves_replica_unchanged
+from tidelake.orchestration.assets import ReplicaVersion, changed_replicas
+from tidelake.orchestration.backfill import run_cap_ts
+from tidelake.orchestration.job_spec import MergeJob, to_json
+from tidelake.orchestration.params import MergeRequest, parse_merge_request
+from tidelake.syncpoint.records import merge_cap, next_boundary, read_syncpoints
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +76,6 @@ def plan_tables(
     config: ChangefeedConfig, request: MergeRequest, cap_ts: int | None
 ) -> list[PlanLine]:
     """Per requested table: where it is, how far this run can take it, and what holds it back."""
-    from tidelake.lake.control import read_control
-    from tidelake.merge.window_spec import leaves_replica_unchanged
-    from tidelake.merge.table_plan import plan_table
-
     layout = LakeLayout.from_config(config.lake)
     control = read_control(layout)
     watermarks, history = control.watermarks, control.history
@@ -98,25 +104,8 @@ def group_tables(tables: Sequence[str], groups: int) -> list[list[str]]:
     return [ordered[i::count] for i in range(count)]
 
 
-def merge_job_args(
-    config_path: str, tables: Iterable[str], until_ts: int | None, rebuild: str | None = None
-) -> list[str]:
-    """Arguments of spark_jobs/merge.py for one group of tables."""
-    args = ["--config", config_path]
-    for table in tables:
-        args += ["--table", table]
-    if until_ts is not None:
-        args += ["--until-ts", str(until_ts)]
-    if rebuild is not None:
-        args += ["--rebuild", rebuild]
-    return args
-
-
 def check_rebuild(config: ChangefeedConfig, table: str) -> None:
     """Refuse a rebuild in the plan, before any Spark job, when the changelog cannot replay it."""
-    from tidelake.errors import InputError
-    from tidelake.merge.rebuild import rebuild_refusal
-
     layout = LakeLayout.from_config(config.lake)
     history = SchemaHistory.load(layout)
     refusal = rebuild_refusal(layout, history, live_tables(history)[table])
@@ -146,12 +135,8 @@ def states_from_xcom(raw: Mapping[str, Any]) -> dict[str, ReplicaVersion | None]
 
 
 def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan task: validate the trigger params, cap the run, plan, and hand the Spark jobs
-    their arguments (one list per group) plus the replicas' states before the run."""
-    from tidelake.config import load_config
-    from tidelake.orchestration.backfill import run_cap_ts
-    from tidelake.orchestration.params import parse_merge_request
-
+    """The plan task: validate the trigger params, cap the run, plan, and hand each Spark job its
+    merge job spec (one per group), plus the replicas' states before the run."""
     config = load_config(config_path)
     layout = LakeLayout.from_config(config.lake)
     check_lake_root(layout)
@@ -181,7 +166,7 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
         log.info("syncpoint: %s", f"not this run ({skip_syncpoint})" if skip_syncpoint else "due after the merges")
     return {
         "merge_jobs": [
-            {"application_args": merge_job_args(config_path, g, cap_ts, request.rebuild),
+            {"spec": to_json(MergeJob(config_path, tuple(g), cap_ts, request.rebuild)),
              "name": job_name(config.changefeed_id, g)}
             for g in groups
         ],
@@ -197,7 +182,6 @@ def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None
     others caught up with it (tidelake.syncpoint.records.merge_cap)."""
     if interval_s is None:
         return cap_ts
-    from tidelake.syncpoint.records import merge_cap
 
     boundary = merge_cap(layout, interval_s)
     caps = [c for c in (cap_ts, boundary) if c is not None]
@@ -210,8 +194,6 @@ def syncpoint_not_due(layout: LakeLayout, interval_s: int | None) -> str | None:
     (tidelake.syncpoint.cut), so runs between boundaries start no Spark job for nothing."""
     if interval_s is None:
         return None
-    from tidelake.lake.watermarks import read_watermarks
-    from tidelake.syncpoint.records import next_boundary, read_syncpoints
 
     recorded = read_syncpoints(layout)
     if not recorded:
@@ -251,9 +233,6 @@ def job_name(changefeed_id: str, tables: Sequence[str], shown: int = 3) -> str:
 
 def changed_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaVersion]:
     """Replicas of the run's tables that got a new commit: the asset events to emit."""
-    from tidelake.config import load_config
-    from tidelake.orchestration.assets import changed_replicas
-
     states = states_from_xcom(before)
     after = {t: s for t, s in replica_states(load_config(config_path), states).items() if s is not None}
     return changed_replicas(states, after)
@@ -263,9 +242,6 @@ def table_choices(config: ChangefeedConfig) -> list[str]:
     """Tables the trigger form suggests, read while the DAG file is parsed. An unreachable lake
     must not break the DAG, and the list is only a suggestion (the plan task checks the names
     against the lake), so a failed read gives no suggestions and a warning."""
-    from deltalake.exceptions import DeltaError
-
-    from tidelake.errors import InputError
 
     try:
         return sorted(live_tables(SchemaHistory.load(LakeLayout.from_config(config.lake))))

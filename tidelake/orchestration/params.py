@@ -1,5 +1,5 @@
 """The tidelake_merge and tidelake_bootstrap trigger forms: their fields, and their validation
-(into a MergeRequest, or the arguments of `tidelake bootstrap`).
+(into a MergeRequest, or a bootstrap job spec).
 
 The form is plain JSON-schema (what Airflow's Param takes), so it is built and checked here
 without Airflow. Airflow's own schema check catches wrong types; `parse_merge_request` catches
@@ -18,6 +18,7 @@ from typing import Any
 
 from tidelake import tso
 from tidelake.errors import InputError
+from tidelake.orchestration.job_spec import BootstrapJob
 
 MAX_MERGE_GROUPS = 64
 TABLE_NAME_PATTERN = r"^[^.\s]+\.[^.\s]+$"
@@ -177,22 +178,19 @@ def bootstrap_param_schemas() -> dict[str, dict[str, Any]]:
     }
 
 
-def bootstrap_arguments(config_path: str, params: Mapping[str, Any]) -> list[str]:
-    """`tidelake bootstrap` arguments of one run. Names need not be replicated yet (a new table is
-    added to the running changefeed), so only their form is checked here; bootstrap checks the
-    rest against the upstream schema."""
-    args = ["--config", config_path]
+def bootstrap_job(config_path: str, params: Mapping[str, Any]) -> BootstrapJob:
+    """The bootstrap job spec of one run. Names need not be replicated yet (a new table is added to
+    the running changefeed), so only their form is checked here; bootstrap checks the rest
+    against the upstream schema."""
     at_ts = _tso(params.get("at_ts"), "at_ts")
-    if at_ts is not None:
-        args += ["--at-ts", str(at_ts)]
     tables = params.get("tables") or []
     if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
         raise InputError(f"param 'tables': expected a list of db.table names, got {tables!r}")
-    for table in dict.fromkeys(t.strip() for t in tables):
+    names = tuple(dict.fromkeys(t.strip() for t in tables))
+    for table in names:
         if not re.fullmatch(TABLE_NAME_PATTERN, table):
             raise InputError(f"param 'tables': {table!r} is not a db.table name")
-        args += ["--table", table]
-    return args
+    return BootstrapJob(config_path, names, at_ts)
 
 
 def _tso(value: Any, param: str) -> int | None:

@@ -1,4 +1,5 @@
-"""How tidelake's Spark entry points are submitted from Airflow: SparkSubmitOperator kwargs.
+"""How tidelake's Spark jobs run from Airflow: against a warm Spark (Spark Connect, when one is
+configured: `job_remote`), else submitted through SparkSubmitOperator (`spark_submit_kwargs`).
 
 One place decides the master (the `spark_default` connection; local[*] when none is defined,
 see operators.py), the Delta jars and confs (the same as tidelake.spark.spark_session uses for local
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import tidelake
-from tidelake.config import LakeConfig
+from tidelake.config import ChangefeedConfig, LakeConfig
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.spark.cluster_jars import class_path, installed_packages
@@ -42,6 +43,13 @@ from tidelake.spark.spark_session import DELTA_CONFS, IVY_SETTINGS, delta_packag
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
 _REPO_ROOT = Path(tidelake.__file__).resolve().parent.parent
+
+
+def job_remote(config: ChangefeedConfig, env: Mapping[str, str] | None = None) -> str | None:
+    """The Spark Connect server the DAG's Spark jobs use, or None for spark-submit: `[spark] remote`
+    of the changefeed config, else SPARK_REMOTE. Read where the DAG file is parsed (the DAG
+    processor's environment), as the DAG's shape depends on it."""
+    return config.spark.remote_or_env(os.environ if env is None else env)
 
 
 @dataclass(frozen=True)

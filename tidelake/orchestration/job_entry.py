@@ -1,0 +1,91 @@
+"""A job spec (tidelake.orchestration.job_spec) run: under spark-submit by spark_jobs/, or in an
+Airflow task against a warm Spark (Spark Connect, docs/operations.md#warm-spark). Either way the same
+stage call: the merge, a syncpoint, maintenance or a bootstrap. Bad input is an InputError (the
+task fails without retries); a job that ran and did not do its work is JobFailed (retried).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
+from tidelake.config import ChangefeedConfig, load_config
+from tidelake.errors import InputError, TidelakeError
+from tidelake.lake.layout import LakeLayout
+from tidelake.maintenance.lake_upkeep import run_maintenance
+from tidelake.merge.merge_run import run_merge
+from tidelake.orchestration.job_spec import BootstrapJob, JobSpec, MaintenanceJob, MergeJob, SyncpointJob, from_json
+from tidelake.spark.spark_session import get_session, release_session
+from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
+
+log = logging.getLogger(__name__)
+
+
+class JobFailed(TidelakeError):
+    """The job ran and did not do its work: a table failed or was stopped, a cut was not taken."""
+
+
+def spark_submit_main(kind: str, argv: Sequence[str]) -> int:
+    """spark_jobs/<kind>.py: the spec is the one argument, the session spark-submit's; the exit
+    code is what spark-submit reports (0 done, 1 failed, 2 bad input)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if len(argv) != 1:
+            raise InputError(f"spark_jobs/{kind}.py takes one argument, a {kind} job spec (JSON); got {len(argv)}")
+        spec = from_json(argv[0], kind)
+        config = load_config(spec.config)
+        run_job(spec, config, get_session(f"tidelake-{kind}", local=False, lake=LakeLayout.from_config(config.lake)))
+    except TidelakeError as exc:
+        print(f"tidelake {kind}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def run_on_warm_spark(spec_json: str, remote: str) -> None:
+    """An Airflow task's job against the Spark Connect server at `remote`."""
+    spec = from_json(spec_json)
+    config = load_config(spec.config)
+    spark = get_session(f"tidelake-{spec.kind}", remote=remote, lake=LakeLayout.from_config(config.lake))
+    try:
+        run_job(spec, config, spark)
+    finally:
+        release_session(spark)
+
+
+def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> None:
+    """Run `spec` of the changefeed `config` in `spark`; JobFailed when it did not do its work."""
+    layout = LakeLayout.from_config(config.lake)
+    if isinstance(spec, MergeJob):
+        report = run_merge(spark, layout, tables=list(spec.tables) or None, until_ts=spec.until_ts,
+                           rebuild=spec.rebuild, history_config=config.history,
+                           progress=lambda p: log.info("%s %s: %s (checkpoint %s)", p.table, p.kind, p.detail,
+                                                       p.checkpoint))
+        for table in report.tables:
+            log.info("%s: %s, checkpoint %s, %d windows, %d DDLs, %d changes%s", table.table, table.status,
+                     table.checkpoint_after, table.windows, table.ddls_applied, table.rows_in,
+                     f" ({table.reason})" if table.reason else "")
+        if report.failed:
+            raise JobFailed(f"merge run {report.run_id[:8]}: " + "; ".join(f"{t.table} {t.status}: {t.reason}"
+                                                                           for t in report.failed))
+    elif isinstance(spec, SyncpointJob):
+        interval = config.merge.syncpoint_interval_s
+        if interval is None:
+            raise InputError(f"{spec.config}: no [merge].syncpoint_interval, so no syncpoint to take")
+        result = run_syncpoint(spark, layout, interval)
+        if result.outcome is SyncpointOutcome.INCOMPLETE:
+            raise JobFailed(f"syncpoint {result.ts} not taken: {result.reason}")
+        log.info("syncpoint %s: %s%s", result.ts, result.outcome, f" ({result.reason})" if result.reason else "")
+    elif isinstance(spec, MaintenanceJob):
+        report = run_maintenance(spark, layout)
+        log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed",
+                 report.changelog_rows_deleted, report.merge_log_rows_deleted, len(report.optimized),
+                 len(report.vacuumed))
+    elif isinstance(spec, BootstrapJob):
+        bootstrap = Bootstrap(config, BootstrapOptions(at_ts=spec.at_ts, tables=spec.tables), spark=spark)
+        results = bootstrap.run()
+        written = [r for r in results if r.how != "skipped"]
+        bootstrap.say(f"done: {len(written)} replicas written, {len(results) - len(written)} already there")

@@ -1,0 +1,102 @@
+"""The job specs: what an Airflow plan hands a Spark job, and the only contract between them. One
+JSON document per job run, of a kind and SPEC_VERSION; the plan task writes it once, and
+spark_jobs/ and the warm-Spark tasks run it (tidelake.orchestration.job_entry) with no command
+line in between. A spec of another version, kind or shape is refused whole, in one InputError.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import ClassVar
+
+from tidelake.errors import InputError
+
+SPEC_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MergeJob:
+    """Merge `tables` (every replicated one when empty) up to `until_ts`, or rebuild one table."""
+
+    kind: ClassVar[str] = "merge"
+    config: str  # the changefeed config file
+    tables: tuple[str, ...] = ()
+    until_ts: int | None = None
+    rebuild: str | None = None
+
+
+@dataclass(frozen=True)
+class SyncpointJob:
+    """Take the next syncpoint of the changefeed (its [merge].syncpoint_interval)."""
+
+    kind: ClassVar[str] = "syncpoint"
+    config: str
+
+
+@dataclass(frozen=True)
+class MaintenanceJob:
+    """Compact and vacuum the replicas and the changelog, drop what every replica merged past."""
+
+    kind: ClassVar[str] = "maintenance"
+    config: str
+
+
+@dataclass(frozen=True)
+class BootstrapJob:
+    """Snapshot `tables` (the filter's when empty) at `at_ts` (PD's current TSO when None)."""
+
+    kind: ClassVar[str] = "bootstrap"
+    config: str
+    tables: tuple[str, ...] = ()
+    at_ts: int | None = None
+
+
+JobSpec = MergeJob | SyncpointJob | MaintenanceJob | BootstrapJob
+KINDS: dict[str, type[JobSpec]] = {k.kind: k for k in (MergeJob, SyncpointJob, MaintenanceJob, BootstrapJob)}
+# JSON type of each field annotation, and whether null is allowed
+_TYPES = {"str": (str, False), "str | None": (str, True), "int | None": (int, True), "tuple[str, ...]": (list, False)}
+
+
+def to_json(spec: JobSpec) -> str:
+    return json.dumps({"version": SPEC_VERSION, "kind": spec.kind, **asdict(spec)}, sort_keys=True)
+
+
+def from_json(text: str, kind: str | None = None) -> JobSpec:
+    """The spec in `text`; `kind`: the one the caller runs (a spark_jobs/ entry point)."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"job spec is not JSON ({exc}): {text[:80]!r}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"job spec must be a JSON object, got {text[:80]!r}")
+    if raw.get("version") != SPEC_VERSION:
+        raise InputError(f"job spec version {raw.get('version')!r}: this tidelake runs version {SPEC_VERSION}")
+    cls = KINDS.get(raw.get("kind"))
+    if cls is None or (kind is not None and cls.kind != kind):
+        raise InputError(f"job spec kind {raw.get('kind')!r}: expected {kind or ' or '.join(KINDS)}")
+    names = {f.name: f for f in fields(cls)}
+    extra = sorted(set(raw) - set(names) - {"version", "kind"})
+    if extra:
+        raise InputError(f"{cls.kind} job spec: unknown field {extra[0]!r}")
+    values = {}
+    for name, f in names.items():
+        if name not in raw:
+            if f.default is MISSING:
+                raise InputError(f"{cls.kind} job spec: field {name!r} is missing")
+            continue
+        values[name] = _value(cls.kind, name, raw[name], str(f.type))
+    return cls(**values)
+
+
+def _value(kind: str, name: str, value: object, annotation: str) -> object:
+    expected, nullable = _TYPES[annotation]
+    if value is None and nullable:
+        return None
+    ok = isinstance(value, expected) and not isinstance(value, bool)
+    if ok and expected is list:
+        ok = all(isinstance(v, str) for v in value)
+        value = tuple(value)
+    if not ok:
+        raise InputError(f"{kind} job spec: field {name!r} must be {annotation}, got {value!r}")
+    return value
