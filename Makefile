@@ -71,7 +71,7 @@ postgres:
 install: $(STAMP)
 
 # Venv + pinned deps. The Spark provider pulls pyspark-client, which shares pyspark's files,
-# so the full pyspark is force-reinstalled last (docs/stack.md §0.4).
+# so the full pyspark is force-reinstalled last (docs/stack.md#the-spark-provider-installs-pyspark-client-which-overwrites-pyspark).
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

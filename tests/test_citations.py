@@ -1,5 +1,6 @@
-"""Every citation of a page in docs/ names a section that exists there, and nothing cites notes
-that are not in this repository (a reader must be able to open what the code points at)."""
+"""Every citation of a page in docs/ names a heading that exists there (by its anchor, never a
+section number), and nothing cites notes that are not in this repository (a reader must be able
+to open what the code points at)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CITATION = re.compile(r"(?<![\w/.-])docs/([a-z_-]+\.md)(?![a-z])(?:\s*§\s*([0-9]+[A-Z]?(?:\.[0-9]+)*)|\s+invariant\s+([1-9]))?")
+CITATION = re.compile(r"(?<![\w/.-])docs/([a-z_-]+\.md)(?![a-z])(?:#([\w-]+)|\s+invariant\s+([1-9]))?")
+LOCAL_LINK = re.compile(r"\]\(#([\w-]+)\)")  # [text](#anchor) inside a page
+SECTION_NUMBER = re.compile(r"§\s?[0-9]")
 FORBIDDEN = re.compile(r"facts/[a-z_]+\.md|\bfacts §|\.\./shared|(?<!docs/)DESIGN\.md|DEVELOPERS\.md")
 
 
@@ -24,36 +27,58 @@ def _text(path: Path) -> str | None:
         return None
 
 
+def _slug(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
 def _sections(page: Path) -> tuple[set[str], set[str]]:
-    numbers, invariants = set(), set()
+    """(heading anchors, invariant numbers) of a page; a repeated heading gets -1, -2, ..."""
+    anchors, invariants, seen, fence = set(), set(), {}, False
     for line in page.read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"#+\s+([0-9]+[A-Z]?(?:\.[0-9]+)*)\s", line)
-        if heading:
-            numbers.add(heading.group(1))
-        invariant = re.match(r"#+\s+Invariant\s+([1-9]):", line)
+        fence = fence != line.startswith("```")
+        heading = None if fence else re.match(r"#+\s+(.*)$", line)
+        if heading is None:
+            continue
+        base = _slug(heading.group(1))
+        anchors.add(base if base not in seen else f"{base}-{seen[base]}")
+        seen[base] = seen.get(base, 0) + 1
+        invariant = re.match(r"Invariant\s+([1-9]):", heading.group(1))
         if invariant:
             invariants.add(invariant.group(1))
-    return numbers, invariants
+    return anchors, invariants
 
 
-def test_cited_docs_sections_exist():
+def test_cited_docs_headings_exist():
     missing = []
     pages: dict[str, tuple[set[str], set[str]]] = {}
     for path in _tracked():
         if path.name == "test_citations.py" or (text := _text(path)) is None:
             continue
         for match in CITATION.finditer(text):
-            name, section, invariant = match.groups()
+            name, anchor, invariant = match.groups()
             page = ROOT / "docs" / name
             if not page.is_file():
                 missing.append(f"{path.relative_to(ROOT)}: docs/{name} does not exist")
                 continue
-            numbers, invariants = pages.setdefault(name, _sections(page))
-            if section and section not in numbers:
-                missing.append(f"{path.relative_to(ROOT)}: docs/{name} has no section {section}")
+            anchors, invariants = pages.setdefault(name, _sections(page))
+            if anchor and anchor not in anchors:
+                missing.append(f"{path.relative_to(ROOT)}: docs/{name} has no heading #{anchor}")
             if invariant and invariant not in invariants:
                 missing.append(f"{path.relative_to(ROOT)}: docs/{name} has no invariant {invariant}")
+        if path.suffix == ".md" and path.parent.name in ("docs", ROOT.name):
+            anchors = _sections(path)[0]
+            missing += [f"{path.relative_to(ROOT)}: no heading #{a} on this page"
+                        for a in LOCAL_LINK.findall(text) if a not in anchors]
     assert not missing, "\n".join(sorted(set(missing)))
+
+
+def test_nothing_cites_a_section_number():
+    """Headings are cited by anchor: a number goes stale as soon as a page is reordered."""
+    found = [f"{path.relative_to(ROOT)}: {m.group(0)!r}" for path in _tracked()
+             if path.name != "test_citations.py" and (text := _text(path)) is not None
+             for m in SECTION_NUMBER.finditer(text)]
+    assert not found, "\n".join(found)
 
 
 def test_nothing_cites_notes_outside_the_repository():

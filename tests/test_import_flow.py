@@ -1,6 +1,6 @@
 """The package tree reads in data-flow order: no import runs against it, and no module cycle.
 
-Product stages, lowest first (docs/design.md §4): a module may import its own stage or a lower
+Product stages, lowest first (docs/design.md#components): a module may import its own stage or a lower
 one. The test kit (the simulator, the nemesis, the demos) is a lane beside the product: the
 product never imports it, the kit may use the product, and the simulator uses only the base and
 the codec, as a real TiKV shares nothing with our clients. The command line sits on top of both.

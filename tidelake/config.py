@@ -85,7 +85,7 @@ class UpstreamConfig:
 @dataclass(frozen=True)
 class FilterConfig:
     rules: tuple[str, ...] = DEFAULT_RULES
-    case_sensitive: bool = False  # TiCDC default since v7.5.0 (docs/metadata.md §5.4)
+    case_sensitive: bool = False  # TiCDC default since v7.5.0 (docs/metadata.md#table-filter-rules)
 
     def table_filter(self) -> TableFilter:
         return TableFilter.parse(self.rules, case_sensitive=self.case_sensitive)
@@ -139,7 +139,7 @@ class MergeConfig:
 
 @dataclass(frozen=True)
 class SparkConfig:
-    """Which Spark the merge, syncpoint and maintenance commands use (README "Warm Spark")."""
+    """Which Spark the merge, syncpoint and maintenance commands use (docs/operations.md#warm-spark)."""
 
     # A Spark Connect server (sc://host:port) to reach as a thin client; None: SPARK_REMOTE, else
     # a local session (or spark-submit's, under the DAGs' SparkSubmitOperator).
@@ -505,7 +505,7 @@ class _Section:
         expected = "a TSO (positive integer) or a datetime like 2026-01-01T00:00:00Z"
         if isinstance(value, datetime):
             ts = tso.from_datetime(value)
-            if not 0 < ts < _TSO_LIMIT:  # before 1970 or past what a u64 TSO can hold (docs/wire.md §10)
+            if not 0 < ts < _TSO_LIMIT:  # before 1970 or past what a u64 TSO can hold (docs/wire.md#tso-format)
                 raise self.bad(key, f"{expected} between 1970 and {tso.to_datetime(_TSO_LIMIT - 1):%Y}",
                                value.isoformat())
             return ts

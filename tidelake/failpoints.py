@@ -8,7 +8,7 @@ failpoint costs one dict lookup.
 
 A process can also be armed from its environment, as fail-rs reads FAILPOINTS (tikv/fail-rs
 src/lib.rs `FailScenario::setup`, `Action::from_str`) and pingcap/failpoint GO_FAILPOINTS:
-TIDELAKE_FAILPOINTS is read once, at import, in a subset of fail-rs's syntax (docs/nemesis.md §2.1):
+TIDELAKE_FAILPOINTS is read once, at import, in a subset of fail-rs's syntax (docs/nemesis.md#arming-a-process-from-its-environment-tidelake_failpoints):
 
     name=actions[;name=actions...]      actions: action[->action...]      action: [cnt*]task
     task: off | kill | sleep(ms)

@@ -1,9 +1,9 @@
-"""TiDB/TiCDC table-filter rules (`[filter] rules`), docs/metadata.md §5.4.
+"""TiDB/TiCDC table-filter rules (`[filter] rules`), docs/metadata.md#table-filter-rules.
 
 The syntax and evaluation follow TiDB's `pkg/util/table-filter` so a rule list copied from a
 TiCDC changefeed selects exactly the same tables here: last matching rule wins, unmatched tables
 are rejected, and TiCDC's default (since v7.5.0) is case-insensitive matching. System schemas
-(§5.2) are never replicated, whatever the rules say.
+(docs/metadata.md#system-schemas-that-are-never-replicated) are never replicated, whatever the rules say.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol
 
 from tidelake.errors import InputError
 
-# docs/metadata.md §5.2: TiDB IsSystemSchema plus TiCDC's own additions (compared lower-cased).
+# docs/metadata.md#system-schemas-that-are-never-replicated: TiDB IsSystemSchema plus TiCDC's own additions (compared lower-cased).
 SYSTEM_SCHEMAS = frozenset(
     {
         "mysql",
@@ -138,11 +138,11 @@ class TableFilter:
         return False
 
     def should_replicate_schema(self, schema: str) -> bool:
-        """TiCDC `ShouldIgnoreSchema` negated: never a system schema (§5.2)."""
+        """TiCDC `ShouldIgnoreSchema` negated: never a system schema (docs/metadata.md#system-schemas-that-are-never-replicated)."""
         return not is_system_schema(schema) and self.match_schema(schema)
 
     def should_replicate_table(self, schema: str, table: str) -> bool:
-        """TiCDC `ShouldIgnoreTable` negated: never a table of a system schema (§5.2)."""
+        """TiCDC `ShouldIgnoreTable` negated: never a table of a system schema (docs/metadata.md#system-schemas-that-are-never-replicated)."""
         return not is_system_schema(schema) and self.match_table(schema, table)
 
 

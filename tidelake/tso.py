@@ -1,4 +1,4 @@
-"""TSO arithmetic: ts = physical_ms << 18 | logical (docs/wire.md §10)."""
+"""TSO arithmetic: ts = physical_ms << 18 | logical (docs/wire.md#tso-format)."""
 
 from __future__ import annotations
 

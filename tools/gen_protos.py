@@ -5,7 +5,7 @@ byte-for-byte reproducible (sorted inputs, no timestamps, fixed package name), a
 tests/protos checks that the committed copy equals a fresh run.
 
 protoc writes sibling imports (`import metapb_pb2 as metapb__pb2`) that only work with the output
-folder on sys.path; they are rewritten to package imports (docs/stack.md §14).
+folder on sys.path; they are rewritten to package imports (docs/stack.md#grpc-and-protobuf-code-generation-and-versions).
 """
 
 from __future__ import annotations

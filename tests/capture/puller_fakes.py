@@ -38,7 +38,7 @@ class Conn:
         self.out.put(code)
 
     def rid(self, request: cdcpb_pb2.ChangeDataRequest) -> int:
-        """request_id to echo: the subscription on multiplexed streams, 0 on plain ones (§13.5)."""
+        """request_id to echo: the subscription on multiplexed streams, 0 on plain ones (docs/wire.md#resolvedts-framing)."""
         return request.request_id if self.multiplexed else 0
 
     def entries(self, request, *rows) -> None:

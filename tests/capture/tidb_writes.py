@@ -1,8 +1,8 @@
 """TiDB-shaped writes into a simulated cluster: meta keys, tidb_ddl_job rows and table rows.
 
 A DDL writes its job row at every step (running first); the last step commits the meta change,
-SchemaVersionKey and the job row in state done in ONE transaction (docs/metadata.md §4.3),
-and TiDB deletes the row once the job is synced (docs/wire.md §12.3).
+SchemaVersionKey and the job row in state done in ONE transaction (docs/metadata.md#schema-and-ddl-handoff),
+and TiDB deletes the row once the job is synced (docs/wire.md#tidb_ddl_job-row).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def table_json(table_id: int, name: str, partition_ids: list[int] | None = None)
 
 
 def job_row(job: DDLJob, job_meta_column_id: int = 5) -> bytes:
-    """A mysql.tidb_ddl_job row value (docs/wire.md §12.3 column order)."""
+    """A mysql.tidb_ddl_job row value (docs/wire.md#tidb_ddl_job-row column order)."""
     columns = {2: encode_compact_int(0), 3: str(job.schema_id).encode(), 4: str(job.table_id).encode(),
                6: encode_compact_int(int(job.type)), 7: encode_compact_int(0)}
     columns[job_meta_column_id] = job.to_json_bytes()

@@ -1,4 +1,4 @@
-"""Which Spark merge, syncpoint and maintenance run on (README "Warm Spark"): --remote, then
+"""Which Spark merge, syncpoint and maintenance run on (docs/operations.md#warm-spark): --remote, then
 [spark] remote of the changefeed config, then SPARK_REMOTE, else local Spark."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The Go program (clientgo/main.go beside this file) is built into a temporary folder at test time with the
 Go toolchain and its module proxy; nothing fetched is kept in the repository. With client-go's
 defaults every RPC travels over BatchCommands, and it polls PD's etcd for the GC safepoint
-(docs/wire.md §14, §15). It writes transactions of every kind TiDB uses (optimistic and
+(docs/wire.md#what-other-tikv-clients-need-from-a-store, docs/wire.md#pds-etcd-kv). It writes transactions of every kind TiDB uses (optimistic and
 pessimistic, each as 2PC, async commit and 1PC), with row values encoded as TiDB writes them for
 tidb_writes' table. The oracles are the simulator's own MVCC records, never typed expectations: every
 commit lands exactly once, and the landed changes, replayed, equal a snapshot read at the durable

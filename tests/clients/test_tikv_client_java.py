@@ -1,4 +1,4 @@
-"""tikv-client-java 3.3.5 at its defaults against the simulator (docs/wire.md §14.2, §14.3).
+"""tikv-client-java 3.3.5 at its defaults against the simulator (docs/wire.md#grpc-health, docs/wire.md#request-forwarding).
 
 The Java client health-checks every store and, when a check fails, forwards requests through
 another store; against a store without gRPC health it looped on StoreNotMatch. Here it must

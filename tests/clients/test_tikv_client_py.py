@@ -1,7 +1,7 @@
 """The PyPI tikv-client (Rust's TiKV client; unary RPCs, its own transaction code) against the simulator.
 
 It writes optimistic and pessimistic transactions into a table's rows and reads a snapshot back;
-the oracle is the simulator's MVCC scan at the same ts (docs/wire.md §14.4).
+the oracle is the simulator's MVCC scan at the same ts (docs/wire.md#transactional-writes).
 """
 
 from __future__ import annotations

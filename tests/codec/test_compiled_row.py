@@ -43,7 +43,7 @@ COLUMNS = [
     ("i32", ft(mt.TYPE_LONG), st.integers(-(1 << 31), (1 << 31) - 1)),
     ("u32", ft(mt.TYPE_LONG, flag=mt.UNSIGNED_FLAG), st.integers(0, (1 << 32) - 1)),
     ("i64", ft(mt.TYPE_LONGLONG), st.integers(-(1 << 63), (1 << 63) - 1)),
-    # above int64 too: an UNSIGNED PK's handle is then a negative int64 (docs/encoding.md §5)
+    # above int64 too: an UNSIGNED PK's handle is then a negative int64 (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)
     ("u64", ft(mt.TYPE_LONGLONG, flag=mt.UNSIGNED_FLAG), st.integers(0, (1 << 64) - 1) | st.integers(1 << 63, (1 << 64) - 1)),
     ("f32", ft(mt.TYPE_FLOAT), st.floats(width=32, allow_nan=False)),
     ("f64", ft(mt.TYPE_DOUBLE), st.floats(allow_nan=False)),
@@ -73,7 +73,7 @@ COLUMNS = [
 VALUES = {name: values for name, _, values in COLUMNS}
 # how the row's key holds it: _tidb_rowid, a signed or UNSIGNED int PK, a clustered common handle
 HANDLES = ["rowid", "int_pk", "uint_pk", "common"]
-# columns added after the row was written (docs/encoding.md §5): origin default, NULL, zero value
+# columns added after the row was written (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns): origin default, NULL, zero value
 ADDED = [
     ("add_int", ft(mt.TYPE_LONG, flag=mt.NOT_NULL_FLAG), "7"),
     ("add_vc", ft(mt.TYPE_VARCHAR, flen=10), "abc"),
@@ -238,7 +238,7 @@ def test_a_handle_of_the_wrong_kind_is_the_reference_error(handle_kind):
 
 
 def test_past_the_plan_cap_rows_with_new_headers_go_to_the_reference_and_stay_equal():
-    """A table whose NULLs are left out of the row (no default: docs/encoding.md §3.4) gives most
+    """A table whose NULLs are left out of the row (no default: docs/encoding.md#which-columns-the-writer-stores) gives most
     rows their own header; compiling each would cost more than decoding it."""
     from tidelake.codec.compiled_row import _MAX_PLANS
 

@@ -1,4 +1,4 @@
-"""DDL job JSON (docs/wire.md §12.4-12.6). Fixtures in tests/codec/data are hand-built from the fact
+"""DDL job JSON (docs/wire.md#modeljob-json). Fixtures in tests/codec/data are hand-built from the fact
 sheet in the exact shape TiDB's json.Marshal writes into tidb_ddl_job.job_meta."""
 
 import json

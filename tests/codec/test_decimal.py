@@ -1,4 +1,4 @@
-"""MyDecimal binary format: upstream vectors (docs/encoding.md §12A #12, §12B D12) and round trips."""
+"""MyDecimal binary format: upstream vectors (docs/encoding.md#literal-bytes-from-upstream-tests #12, docs/encoding.md#vectors-derived-from-the-rules D12) and round trips."""
 
 import random
 from decimal import Decimal
@@ -13,7 +13,7 @@ from tidelake.codec.decimal import (
 from tidelake.errors import InputError
 
 VECTORS = [
-    # (value, precision, frac, bytes) — §12A #12 from mydecimal.go, §12B D12 derived
+    # (value, precision, frac, bytes) — docs/encoding.md#literal-bytes-from-upstream-tests #12 from mydecimal.go, docs/encoding.md#vectors-derived-from-the-rules D12 derived
     ("1234567890.1234", 14, 4, "810dfb38d204d2"),
     ("-1234567890.1234", 14, 4, "7ef204c72dfb2d"),
     ("12.34", 6, 2, "800c22"),

@@ -1,4 +1,4 @@
-"""Property tests for DDL job and schema JSON (docs/encoding.md §10, docs/wire.md §12.4): TiDB's
+"""Property tests for DDL job and schema JSON (docs/encoding.md#schema-json, docs/wire.md#modeljob-json): TiDB's
 JSON with any key changed or removed either parses and serialises back to itself, or raises one
 InputError line naming the field; arbitrary JSON and bytes never raise anything else."""
 

@@ -1,4 +1,4 @@
-"""Property tests for TiDB's binary JSON (docs/encoding.md §8): encode -> decode is the identity,
+"""Property tests for TiDB's binary JSON (docs/encoding.md#binary-json): encode -> decode is the identity,
 the text form parses back to the value, and arbitrary or corrupted documents decode or raise one
 InputError line, in time linear in their size."""
 

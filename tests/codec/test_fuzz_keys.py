@@ -1,4 +1,4 @@
-"""Property tests for key decoding (docs/encoding.md §1, §2): round trips of every encoder, and
+"""Property tests for key decoding (docs/encoding.md#primitive-encodings, docs/encoding.md#keys): round trips of every encoder, and
 arbitrary bytes at any offset decode or raise one InputError line naming the byte."""
 
 from __future__ import annotations

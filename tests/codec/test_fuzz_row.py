@@ -1,4 +1,4 @@
-"""Property tests for row values v1/v2 (docs/encoding.md §4–§6) and common handles (§3): encode ->
+"""Property tests for row values v1/v2 (docs/encoding.md#row-value-format-v1 to docs/encoding.md#mydecimal-binary-format) and common handles (docs/encoding.md#row-value-format-v2): encode ->
 decode is the identity for generated rows, and arbitrary bytes decode or raise one InputError line."""
 
 from __future__ import annotations

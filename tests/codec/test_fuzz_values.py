@@ -1,5 +1,5 @@
-"""Property tests for the fixed-shape value codecs: MyDecimal (docs/encoding.md §6), packed times
-(§7), meta keys (§9) and column origin defaults: round trips, and arbitrary input decodes or
+"""Property tests for the fixed-shape value codecs: MyDecimal (docs/encoding.md#mydecimal-binary-format), packed times
+(docs/encoding.md#packed-time), meta keys (docs/encoding.md#mysql-type-codes-and-column-flags) and column origin defaults: round trips, and arbitrary input decodes or
 raises one InputError line."""
 
 from __future__ import annotations

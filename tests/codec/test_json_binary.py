@@ -1,4 +1,4 @@
-"""Binary JSON: the TiKV test vector (docs/encoding.md §8), TiDB's layout and text rules, round trips."""
+"""Binary JSON: the TiKV test vector (docs/encoding.md#binary-json), TiDB's layout and text rules, round trips."""
 
 import base64
 import json
@@ -21,7 +21,7 @@ from tidelake.codec.json_binary import (
 )
 from tidelake.errors import InputError
 
-# docs/encoding.md §8, from TiKV's tests: {"key":"value"}
+# docs/encoding.md#binary-json, from TiKV's tests: {"key":"value"}
 KEY_VALUE = bytes.fromhex("01" "01000000" "1c000000" "13000000" "0300" "0c" "16000000") + b"key" + b"\x05value"
 
 

@@ -1,4 +1,4 @@
-"""Record/index keys and spans against docs/encoding.md §12 and docs/wire.md §11."""
+"""Record/index keys and spans against docs/encoding.md#test-vectors and docs/wire.md#key-encodings."""
 
 import pytest
 
@@ -44,7 +44,7 @@ def test_mvcc_key_vector():  # D19
     assert mvcc.hex().endswith("fa72ea1e89d7ffff")
 
 
-def test_ddl_job_table_span():  # docs/wire.md §11 worked values
+def test_ddl_job_table_span():  # docs/wire.md#key-encodings worked values
     assert keys.DDL_JOB_TABLE_ID == 281474976710654
     assert keys.table_prefix(keys.DDL_JOB_TABLE_ID) == H("748000fffffffffffe")
     assert keys.table_record_span(keys.DDL_JOB_TABLE_ID) == (H("748000fffffffffffe5f72"), H("748000fffffffffffe5f73"))
@@ -62,7 +62,7 @@ def test_table_id_and_kind_of_keys():
     assert keys.table_id_of(row) == keys.table_id_of(idx) == 42
     assert keys.is_record_key(row) and not keys.is_index_key(row)
     assert keys.is_index_key(idx + b"\x00") and not keys.is_record_key(idx)
-    assert idx[11:19] == H("800000000000029a")  # §12A #7
+    assert idx[11:19] == H("800000000000029a")
     assert keys.decode_index_key(idx + b"\x03") == (42, 666, b"\x03")
 
 

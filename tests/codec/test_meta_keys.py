@@ -1,4 +1,4 @@
-"""Meta keys against docs/metadata.md §1.3 (row 1 is an upstream literal)."""
+"""Meta keys against docs/metadata.md#worked-key-vectors (row 1 is an upstream literal)."""
 
 import pytest
 
@@ -9,7 +9,7 @@ from tidelake.errors import InputError
 H = bytes.fromhex
 
 
-def test_upstream_literal_tid_field():  # tidb TestDecodeAutoIDMeta; tidb_codec §12A #8
+def test_upstream_literal_tid_field():  # tidb TestDecodeAutoIDMeta
     raw = H("6d44423a3536000000fc00000000000000685449443a31303800fe")
     assert mk.hash_key(mk.db_key(56), b"TID:108") == raw
     assert mk.decode_meta_key(raw) == mk.MetaKey("hash", b"DB:56", field=b"TID:108")

@@ -1,4 +1,4 @@
-"""Primitive encodings against docs/encoding.md §12A/§12B vectors, plus round trips."""
+"""Primitive encodings against docs/encoding.md#literal-bytes-from-upstream-tests/docs/encoding.md#vectors-derived-from-the-rules vectors, plus round trips."""
 
 import math
 
@@ -19,7 +19,7 @@ INT64_EDGES = [0, 1, -1, 127, -128, 255, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63
         (-1, "7fffffffffffffff"),
         (-(2**63), "0000000000000000"),
         (2**63 - 1, "ffffffffffffffff"),
-        (666, "800000000000029a"),  # §12A #7
+        (666, "800000000000029a"),  # docs/encoding.md#literal-bytes-from-upstream-tests #7
     ],
 )
 def test_encode_int_vectors(value, hex_):
@@ -42,7 +42,7 @@ def test_int_out_of_range_rejected():
 
 def test_uint_and_uint_desc():
     ts = 400000000000000000
-    assert n.encode_uint_desc(ts).hex() == "fa72ea1e89d7ffff"  # §12B D19 suffix
+    assert n.encode_uint_desc(ts).hex() == "fa72ea1e89d7ffff"  # docs/encoding.md#vectors-derived-from-the-rules D19 suffix
     assert n.decode_uint_desc(n.encode_uint_desc(ts)) == (ts, 8)
     assert n.decode_uint(n.encode_uint(2**64 - 1)) == (2**64 - 1, 8)
     assert n.encode_uint(0x68).hex() == "0000000000000068"
@@ -52,7 +52,7 @@ def test_uint_and_uint_desc():
     ("value", "hex_"),
     [(1.5, "bff8000000000000"), (-1.5, "4007ffffffffffff"), (0.0, "8000000000000000"), (-0.0, "7fffffffffffffff")],
 )
-def test_float_vectors(value, hex_):  # §12B D11
+def test_float_vectors(value, hex_):  # docs/encoding.md#vectors-derived-from-the-rules D11
     assert n.encode_float(value).hex() == hex_
     decoded = n.decode_float(bytes.fromhex(hex_))[0]
     assert decoded == value and math.copysign(1, decoded) == math.copysign(1, value)
@@ -72,9 +72,9 @@ def test_varint_round_trip(value):
 
 
 def test_varint_zigzag_and_uvarint_vectors():
-    assert n.encode_varint(3).hex() == "06"  # §1.2: compact length 3 -> 06
+    assert n.encode_varint(3).hex() == "06"  # docs/encoding.md#varints-not-comparable: compact length 3 -> 06
     assert n.encode_varint(-1).hex() == "01"
-    assert n.encode_varint(100).hex() == "c801"  # §12B D18
+    assert n.encode_varint(100).hex() == "c801"  # docs/encoding.md#vectors-derived-from-the-rules D18
     assert n.encode_uvarint(300).hex() == "ac02"
     assert n.decode_uvarint(n.encode_uvarint(2**64 - 1)) == (2**64 - 1, 10)
 
@@ -90,7 +90,7 @@ def test_varint_errors_name_offset():
 
 @pytest.mark.parametrize(
     ("raw", "hex_"),
-    [  # §12A #1–5
+    [  # docs/encoding.md#literal-bytes-from-upstream-tests #1–5
         (b"", "0000000000000000f7"),
         (bytes([1, 2, 3]), "0102030000000000fa"),
         (bytes([1, 2, 3, 0]), "0102030000000000fb"),
@@ -105,7 +105,7 @@ def test_encode_bytes_vectors(raw, hex_):
 
 
 def test_encode_bytes_desc_vector():
-    assert mb.encode_bytes_desc(bytes([1, 2, 3])).hex() == "fefdfcffffffffff05"  # §12A #6
+    assert mb.encode_bytes_desc(bytes([1, 2, 3])).hex() == "fefdfcffffffffff05"  # docs/encoding.md#literal-bytes-from-upstream-tests #6
     for raw in (b"", b"abc", b"abcdefgh", b"\x00\xff" * 9):
         assert mb.decode_bytes_desc(mb.encode_bytes_desc(raw))[0] == raw
 

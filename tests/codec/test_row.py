@@ -1,4 +1,4 @@
-"""Row values v1/v2, datums and handles: docs/encoding.md §12 vectors and round trips."""
+"""Row values v1/v2, datums and handles: docs/encoding.md#test-vectors vectors and round trips."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_row_v2_vector_d14():
 
 @pytest.mark.parametrize(
     ("field_type", "value", "hex_"),
-    [  # §12B D15 data-area forms
+    [  # docs/encoding.md#vectors-derived-from-the-rules D15 data-area forms
         (ft(mt.TYPE_YEAR), 2023, "e707"),
         (ft(mt.TYPE_ENUM, elems=["a", "b"]), "b", "02"),
         (ft(mt.TYPE_SET, elems=["a", "b", "c"]), "a,c", "05"),
@@ -97,7 +97,7 @@ def test_row_v2_vector_d14():
         (ft(mt.TYPE_NEWDECIMAL, flen=6, decimal=4), Decimal("11.9900"), "06048b26ac"),  # D12
         (ft(mt.TYPE_NEWDECIMAL, flen=10, decimal=0), Decimal(0), "0a008000000000"),
         (ft(mt.TYPE_NEWDECIMAL, flen=6, decimal=2), Decimal("-12.34"), "06027ff3dd"),
-        (ft(mt.TYPE_NEWDECIMAL, flen=14, decimal=4), Decimal("1234567890.1234"), "0e04810dfb38d204d2"),  # §12A #12
+        (ft(mt.TYPE_NEWDECIMAL, flen=14, decimal=4), Decimal("1234567890.1234"), "0e04810dfb38d204d2"),  # docs/encoding.md#literal-bytes-from-upstream-tests #12
         (ft(mt.TYPE_JSON), {"key": "value"}, "01010000001c000000130000000300" + "0c16000000" + "6b6579" + "0576616c7565"),
     ],
 )
@@ -109,11 +109,11 @@ def test_row_v2_value_forms(field_type, value, hex_):
 def test_packed_time_vectors():
     ts = ft(mt.TYPE_TIMESTAMP, decimal=6)
     value = datetime(2011, 11, 10, 11, 11, 11, 999999, tzinfo=timezone.utc)
-    assert encode_value(value, ts) == struct.pack("<Q", 1840446893366133311)  # §12A #13
+    assert encode_value(value, ts) == struct.pack("<Q", 1840446893366133311)  # docs/encoding.md#literal-bytes-from-upstream-tests #13
     dtm = ft(mt.TYPE_DATETIME, decimal=0)
     assert encode_value(datetime(2024, 1, 2, 3, 4, 5), dtm) == struct.pack("<Q", 0x19B2443105000000)  # D13
     tm = ft(mt.TYPE_DURATION, decimal=0)
-    assert decode_value(struct.pack("<q", 14400000000000), tm) == timedelta(hours=4)  # §12A #14
+    assert decode_value(struct.pack("<q", 14400000000000), tm) == timedelta(hours=4)  # docs/encoding.md#literal-bytes-from-upstream-tests #14
 
 
 def test_zero_datetime_is_one_byte():  # D15
@@ -122,7 +122,7 @@ def test_zero_datetime_is_one_byte():  # D15
     assert zero.is_zero and encode_value(zero, dtm) == b"\x00"
 
 
-def test_empty_rows():  # D16, §4
+def test_empty_rows():  # D16, docs/encoding.md#row-value-format-v1
     table = make_table([("a", ft(mt.TYPE_LONG))])
     assert encode_row_v2({}) == H("800000000000")
     assert decode_row(H("800000000000"), table) == {"a": None}
@@ -305,12 +305,12 @@ def test_virtual_generated_columns_are_not_written():
 def test_index_key_vectors():
     vc = ft(mt.TYPE_VARCHAR)
     values = b"".join(encode_key_datum(v, vc) for v in ("RW01", "768221109", ""))
-    key9 = keys.index_key(411, 1, values)  # §12A #9
+    key9 = keys.index_key(411, 1, values)  # docs/encoding.md#literal-bytes-from-upstream-tests #9
     assert key9 == H(
         "74800000000000019b5f698000000000000001015257303100000000fb01373638323231"
         "3130ff3900000000000000f8010000000000000000f7"
     )
-    key10 = keys.index_key(12937, 1, encode_key_datum("C19092900000048625523", vc))  # §12A #10
+    key10 = keys.index_key(12937, 1, encode_key_datum("C19092900000048625523", vc))  # docs/encoding.md#literal-bytes-from-upstream-tests #10
     assert key10 == H("7480000000000032895f698000000000000001014331393039323930ff3030303030343836ff3235353233000000fc")
     table_id, index_id, rest = keys.decode_index_key(key9)
     assert (table_id, index_id) == (411, 1)
@@ -327,7 +327,7 @@ def test_index_key_handles():
     assert d10 == H("74 80 00 00 00 00 00 00 64 5f 69 80 00 00 00 00 00 00 03 01 78 00 00 00 00 00 00 00 f8")
     assert keys.split_index_key_values(keys.decode_index_key(d10)[2], 1)[1] is None
     assert keys.index_value_handle(H("000000000000002a")) == 42  # D10 value
-    assert keys.index_value_handle(H("000000000000000131")) == 1  # §12A #11 untouched
+    assert keys.index_value_handle(H("000000000000000131")) == 1  # docs/encoding.md#literal-bytes-from-upstream-tests #11 untouched
     assert keys.index_value_handle(b"0") is None
 
 

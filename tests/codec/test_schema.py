@@ -1,4 +1,4 @@
-"""Schema JSON model. Fixtures in tests/codec/data are hand-built from docs/encoding.md §10 in TiDB's
+"""Schema JSON model. Fixtures in tests/codec/data are hand-built from docs/encoding.md#schema-json in TiDB's
 exact key spelling and Go field order; they are not captured from a live cluster."""
 
 import json

@@ -1,4 +1,4 @@
-"""Packed time and TIME durations: upstream vectors (docs/encoding.md §12A #13/#14, §12B D13/D15) and round trips."""
+"""Packed time and TIME durations: upstream vectors (docs/encoding.md#literal-bytes-from-upstream-tests #13/#14, docs/encoding.md#vectors-derived-from-the-rules D13/D15) and round trips."""
 
 from datetime import date, datetime, timedelta, timezone
 
@@ -19,7 +19,7 @@ UTC = timezone.utc
 
 
 def test_upstream_timestamp_vector() -> None:
-    # §12A #13: TIMESTAMP(6) '2011-11-10 11:11:11.999999' (rowcodec_test.go)
+    # docs/encoding.md#literal-bytes-from-upstream-tests #13: TIMESTAMP(6) '2011-11-10 11:11:11.999999' (rowcodec_test.go)
     packed = 1840446893366133311
     value = unpack_time(packed, TYPE_TIMESTAMP, 6)
     assert value == datetime(2011, 11, 10, 11, 11, 11, 999999, tzinfo=UTC)
@@ -28,14 +28,14 @@ def test_upstream_timestamp_vector() -> None:
 
 
 def test_upstream_duration_vector() -> None:
-    # §12A #14: TIME '4:00:00' is 14400000000000 ns
+    # docs/encoding.md#literal-bytes-from-upstream-tests #14: TIME '4:00:00' is 14400000000000 ns
     assert duration_from_nanos(14400000000000) == timedelta(hours=4)
     assert duration_to_nanos(timedelta(hours=4)) == 14400000000000
     assert iso(timedelta(hours=4)) == "04:00:00"
 
 
 def test_derived_vectors() -> None:
-    # §12B D13 and D15
+    # docs/encoding.md#vectors-derived-from-the-rules D13 and D15
     assert pack_time(datetime(2024, 1, 2, 3, 4, 5), TYPE_DATETIME, 0) == 0x19B2443105000000
     assert pack_time(date(2024, 1, 2), TYPE_DATE, 0).to_bytes(8, "little") == bytes.fromhex("000000000044b219")
     assert duration_to_nanos(timedelta(seconds=-1)) == -1_000_000_000

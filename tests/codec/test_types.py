@@ -1,4 +1,4 @@
-"""MySQL type codes/flags (docs/encoding.md §9) and the MySQL -> Spark mapping (docs/design.md §3)."""
+"""MySQL type codes/flags (docs/encoding.md#mysql-type-codes-and-column-flags) and the MySQL -> Spark mapping (docs/design.md#lake-layout)."""
 
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -40,7 +40,7 @@ def test_flags_match_facts_table() -> None:
              mt.NO_DEFAULT_VALUE_FLAG, mt.ON_UPDATE_NOW_FLAG, mt.PART_KEY_FLAG, mt.NUM_FLAG]
     assert flags == [1 << i for i in range(16)]
     assert mt.GENERATED_COLUMN_FLAG == 1 << 23
-    # docs/encoding.md §9: `id INT AUTO_INCREMENT PRIMARY KEY` has Flag 515
+    # docs/encoding.md#mysql-type-codes-and-column-flags: `id INT AUTO_INCREMENT PRIMARY KEY` has Flag 515
     assert mt.AUTO_INCREMENT_FLAG | mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG == 515
     assert mt.is_unsigned(4131) and not mt.is_unsigned(515)
 

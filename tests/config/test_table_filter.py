@@ -1,4 +1,4 @@
-"""TiDB table-filter semantics (docs/metadata.md §5.4), examples from the TiDB docs."""
+"""TiDB table-filter semantics (docs/metadata.md#table-filter-rules), examples from the TiDB docs."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_p
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["TIDELAKE_CONFIG"] == str(paths.config)
     assert '"local[*]"' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
-    assert shutil.which("spark-submit", path=env["PATH"]) is not None  # docs/stack.md §9
+    assert shutil.which("spark-submit", path=env["PATH"]) is not None  # docs/stack.md#apache-airflow-providers-apache-spark-634
 
 
 def test_reset_removes_only_the_demos_own_files(tmp_path):

@@ -2,7 +2,7 @@
 
 `Upstream` keeps a schema like TiDB's meta and returns a done DDLJob per statement (binlog
 TableInfo after the job, TRUNCATE with a new table id, partitions with their own ids, RENAME
-COLUMN as action 12 — docs/wire.md §12). `DdlFeed` runs every job through the puller's
+COLUMN as action 12 — docs/wire.md#ddl-job-storage-as-ticdc-reads-it). `DdlFeed` runs every job through the puller's
 SchemaTracker and `job_rows`, so the rows are exactly what the lander stores.
 """
 

@@ -73,7 +73,7 @@ def data_files(spark, path: str) -> int:
 
 
 def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tmp_path):
-    """Local Spark and a Spark Connect client alike (the warm Spark of README "Warm Spark")."""
+    """Local Spark and a Spark Connect client alike (the warm Spark of docs/operations.md#warm-spark)."""
     spark = any_spark
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
@@ -447,7 +447,7 @@ def test_end_to_end_from_the_simulator_equals_a_snapshot_read_at_the_checkpoint(
     (result,) = run_merge(spark, layout, tables=["shop.orders"]).tables
     assert result.status == MergeStatus.MERGED
     checkpoint = result.checkpoint_after
-    landed = watermarks(lake)  # the DDL watermark bounds every table too (docs/design.md §2)
+    landed = watermarks(lake)  # the DDL watermark bounds every table too (docs/design.md#timestamps-and-watermarks)
     assert checkpoint >= last and checkpoint == min([landed.ddl_resolved, *(landed.table_resolved[p] for p in pids)])
     assert replica_snapshot(path) == (DeltaTable(path).version(), checkpoint)
     replica = replica_at(path, DeltaTable(path).version())

@@ -89,7 +89,7 @@ def test_replicas_read_alike_by_deltalake_polars_and_spark_until_a_ddl_needs_a_f
 @pytest.mark.spark
 def test_a_rewrite_interrupted_before_its_checkpoint_is_not_done_twice(spark, tmp_path):
     """A crash after the rewrite's overwrite commit and before the commit that records the DDL's
-    checkpoint (its failpoint, docs/nemesis.md §4): the rerun finds the replica converged and only
+    checkpoint (its failpoint, docs/nemesis.md#the-apply-level): the rerun finds the replica converged and only
     records the checkpoint."""
     from deltalake import DeltaTable
 

@@ -1,5 +1,5 @@
 """PullerOperator: SIGTERM to the task process reaches the runner as a graceful stop (the Task
-SDK's SIGTERM handler calls on_kill, docs/stack.md §8), and the run length is bounded."""
+SDK's SIGTERM handler calls on_kill, docs/stack.md#airflow-long-running-tasks), and the run length is bounded."""
 
 from __future__ import annotations
 

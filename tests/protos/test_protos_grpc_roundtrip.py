@@ -17,7 +17,7 @@ from tidelake.kvproto import (
     tikvpb_pb2_grpc,
 )
 
-FEATURE = "stream-multiplexing"  # docs/wire.md §7.1
+FEATURE = "stream-multiplexing"  # docs/wire.md#connection-setup
 
 
 class EchoChangeData(cdcpb_pb2_grpc.ChangeDataServicer):

@@ -1,6 +1,6 @@
 """Hand-encoded protobuf bytes (tag = field << 3 | wire type) against the generated messages.
 
-Field numbers are the ones in docs/wire.md §2 and docs/metadata.md §2.3, so these
+Field numbers are the ones in docs/wire.md#cdcpb-pingcapkvproto-protocdcpbproto and docs/metadata.md#read-messages, so these
 vectors are what TiKV and TiCDC put on the wire.
 """
 
@@ -34,8 +34,8 @@ def test_varint_helper_matches_the_protobuf_spec_example() -> None:
 
 
 def test_change_data_request_bytes() -> None:
-    """A TiCDC-style register request (docs/wire.md §9.1), encoded by hand in field-number order."""
-    checkpoint_ts = 1_723_715_431_987 << 18 | 1  # TSO: physical ms << 18 | logical (docs/wire.md §10)
+    """A TiCDC-style register request (docs/wire.md#request-it-sends), encoded by hand in field-number order."""
+    checkpoint_ts = 1_723_715_431_987 << 18 | 1  # TSO: physical ms << 18 | logical (docs/wire.md#tso-format)
     start_key = bytes.fromhex("748000fffffffffffffe5f720000000000fa")
     end_key = bytes.fromhex("748000fffffffffffffe5f730000000000fa")
     expected = b"".join(

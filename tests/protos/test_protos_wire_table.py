@@ -47,7 +47,7 @@ _BATCH_CMDS = set(_BATCH_NUMBERS)
 
 # (message full name, field, number, type); "repeated X" and "map<K, V>" as in the .proto.
 FIELDS: list[tuple[str, str, int, str]] = [
-    # docs/wire.md §2.2
+    # docs/wire.md#small-messages
     ("cdcpb.Header", "cluster_id", 1, "uint64"),
     ("cdcpb.Header", "ticdc_version", 2, "string"),
     ("cdcpb.DuplicateRequest", "region_id", 1, "uint64"),
@@ -61,7 +61,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("cdcpb.TxnStatus", "min_commit_ts", 2, "uint64"),
     ("cdcpb.TxnStatus", "commit_ts", 3, "uint64"),
     ("cdcpb.TxnStatus", "is_rolled_back", 4, "bool"),
-    # §2.3
+    # docs/wire.md#error
     ("cdcpb.Error", "not_leader", 1, "errorpb.NotLeader"),
     ("cdcpb.Error", "region_not_found", 2, "errorpb.RegionNotFound"),
     ("cdcpb.Error", "epoch_not_match", 3, "errorpb.EpochNotMatch"),
@@ -70,7 +70,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("cdcpb.Error", "cluster_id_mismatch", 6, "cdcpb.ClusterIDMismatch"),
     ("cdcpb.Error", "server_is_busy", 7, "errorpb.ServerIsBusy"),
     ("cdcpb.Error", "congested", 8, "cdcpb.Congested"),
-    # §2.4
+    # docs/wire.md#event
     ("cdcpb.Event.Row", "start_ts", 1, "uint64"),
     ("cdcpb.Event.Row", "commit_ts", 2, "uint64"),
     ("cdcpb.Event.Row", "type", 3, "cdcpb.Event.LogType"),
@@ -93,13 +93,13 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("cdcpb.Event", "error", 5, "cdcpb.Error"),
     ("cdcpb.Event", "resolved_ts", 6, "uint64"),
     ("cdcpb.Event", "long_txn", 8, "cdcpb.Event.LongTxn"),
-    # §2.5, §2.6
+    # docs/wire.md#resolvedts, docs/wire.md#changedataevent
     ("cdcpb.ResolvedTs", "regions", 1, "repeated uint64"),
     ("cdcpb.ResolvedTs", "ts", 2, "uint64"),
     ("cdcpb.ResolvedTs", "request_id", 3, "uint64"),
     ("cdcpb.ChangeDataEvent", "events", 1, "repeated cdcpb.Event"),
     ("cdcpb.ChangeDataEvent", "resolved_ts", 2, "cdcpb.ResolvedTs"),
-    # §2.7
+    # docs/wire.md#changedatarequest
     ("cdcpb.ChangeDataRequest.NotifyTxnStatus", "txn_status", 1, "repeated cdcpb.TxnStatus"),
     ("cdcpb.ChangeDataRequest", "header", 1, "cdcpb.Header"),
     ("cdcpb.ChangeDataRequest", "region_id", 2, "uint64"),
@@ -115,7 +115,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("cdcpb.ChangeDataRequest", "kv_api", 11, "cdcpb.ChangeDataRequest.KvAPI"),
     ("cdcpb.ChangeDataRequest", "filter_loop", 12, "bool"),
     ("cdcpb.ChangeDataRequest", "scan_priority", 14, "cdcpb.ScanPriority"),
-    # §3
+    # docs/wire.md#metapb-subset
     ("metapb.RegionEpoch", "conf_ver", 1, "uint64"),
     ("metapb.RegionEpoch", "version", 2, "uint64"),
     ("metapb.Peer", "id", 1, "uint64"),
@@ -147,7 +147,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("metapb.Store", "node_state", 13, "metapb.NodeState"),
     ("metapb.Cluster", "id", 1, "uint64"),
     ("metapb.Cluster", "max_peer_count", 2, "uint32"),
-    # §4
+    # docs/wire.md#errorpb-subset
     ("errorpb.NotLeader", "region_id", 1, "uint64"),
     ("errorpb.NotLeader", "leader", 2, "metapb.Peer"),
     ("errorpb.RegionNotFound", "region_id", 1, "uint64"),
@@ -178,7 +178,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("errorpb.Error", "mismatch_peer_id", 20, "errorpb.MismatchPeerId"),
     ("errorpb.Error", "bucket_version_not_match", 21, "errorpb.BucketVersionNotMatch"),
     ("errorpb.Error", "undetermined_result", 22, "errorpb.UndeterminedResult"),
-    # §6.1-§6.3
+    # docs/wire.md#headers-and-errors and docs/wire.md#tso
     ("pdpb.RequestHeader", "cluster_id", 1, "uint64"),
     ("pdpb.RequestHeader", "sender_id", 2, "uint64"),
     ("pdpb.RequestHeader", "caller_id", 3, "string"),
@@ -215,7 +215,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("pdpb.Timestamp", "physical", 1, "int64"),
     ("pdpb.Timestamp", "logical", 2, "int64"),
     ("pdpb.Timestamp", "suffix_bits", 3, "uint32"),
-    # §6.4
+    # docs/wire.md#regions
     ("pdpb.GetRegionRequest", "header", 1, "pdpb.RequestHeader"),
     ("pdpb.GetRegionRequest", "region_key", 2, "bytes"),
     ("pdpb.GetRegionRequest", "need_buckets", 3, "bool"),
@@ -252,7 +252,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("pdpb.BatchScanRegionsRequest", "contain_all_key_range", 5, "bool"),
     ("pdpb.BatchScanRegionsResponse", "header", 1, "pdpb.ResponseHeader"),
     ("pdpb.BatchScanRegionsResponse", "regions", 2, "repeated pdpb.Region"),
-    # §6.5-§6.8
+    # docs/wire.md#stores and docs/wire.md#gc-safepoint
     ("pdpb.GetStoreRequest", "header", 1, "pdpb.RequestHeader"),
     ("pdpb.GetStoreRequest", "store_id", 2, "uint64"),
     ("pdpb.GetStoreResponse", "header", 1, "pdpb.ResponseHeader"),
@@ -276,7 +276,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("pdpb.GetGCSafePointRequest", "header", 1, "pdpb.RequestHeader"),
     ("pdpb.GetGCSafePointResponse", "header", 1, "pdpb.ResponseHeader"),
     ("pdpb.GetGCSafePointResponse", "safe_point", 2, "uint64"),
-    # docs/metadata.md §2.2
+    # docs/metadata.md#kvrpcpbcontext
     ("kvrpcpb.Context", "region_id", 1, "uint64"),
     ("kvrpcpb.Context", "region_epoch", 2, "metapb.RegionEpoch"),
     ("kvrpcpb.Context", "peer", 3, "metapb.Peer"),
@@ -309,7 +309,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("kvrpcpb.Context", "cluster_id", 35, "uint64"),
     ("kvrpcpb.Context", "trace_id", 36, "bytes"),
     ("kvrpcpb.Context", "trace_control_flags", 37, "uint64"),
-    # §2.3
+    # docs/metadata.md#read-messages
     ("kvrpcpb.GetRequest", "context", 1, "kvrpcpb.Context"),
     ("kvrpcpb.GetRequest", "key", 2, "bytes"),
     ("kvrpcpb.GetRequest", "version", 3, "uint64"),
@@ -410,7 +410,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("kvrpcpb.CheckSecondaryLocksResponse", "locks", 3, "repeated kvrpcpb.LockInfo"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "commit_ts", 4, "uint64"),
     ("kvrpcpb.CheckSecondaryLocksResponse", "exec_details_v2", 5, "kvrpcpb.ExecDetailsV2"),
-    # docs/wire.md §14.4: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
+    # docs/wire.md#transactional-writes: the write RPCs' fields a client sets (kvproto kvrpcpb.proto)
     ("kvrpcpb.Mutation", "op", 1, "kvrpcpb.Op"),
     ("kvrpcpb.Mutation", "key", 2, "bytes"),
     ("kvrpcpb.Mutation", "value", 3, "bytes"),
@@ -448,7 +448,7 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("tikvpb.BatchCommandsResponse", "request_ids", 2, "repeated uint64"),
     ("tikvpb.BatchCommandsResponse", "transport_layer_load", 3, "uint64"),
     ("tikvpb.BatchCommandsEmptyRequest", "delay_time", 2, "uint64"),
-    # docs/wire.md §15 (etcd api/etcdserverpb/rpc.proto, api/mvccpb/kv.proto)
+    # docs/wire.md#pds-etcd-kv (etcd api/etcdserverpb/rpc.proto, api/mvccpb/kv.proto)
     ("etcdserverpb.RangeRequest", "key", 1, "bytes"),
     ("etcdserverpb.RangeRequest", "range_end", 2, "bytes"),
     ("etcdserverpb.RangeRequest", "limit", 3, "int64"),
@@ -463,8 +463,8 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("mvccpb.KeyValue", "value", 5, "bytes"),
 ]
 
-# (enum full name, [(value name, number), ...]) from docs/wire.md §2, §3, §5, §6 and
-# docs/metadata.md §2.2, §2.3, §2.7.
+# (enum full name, [(value name, number), ...]) from docs/wire.md#cdcpb-pingcapkvproto-protocdcpbproto, docs/wire.md#metapb-subset, docs/wire.md#kvrpcpb-and-raft_cmdpb-pieces-used-by-cdcpb, docs/wire.md#pdpb-subset and
+# docs/metadata.md#kvrpcpbcontext, docs/metadata.md#read-messages, docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader.
 ENUMS: list[tuple[str, list[tuple[str, int]]]] = [
     ("cdcpb.ScanPriority", [("SCAN_PRIORITY_UNKNOWN", 0), ("SCAN_PRIORITY_LOW", 1), ("SCAN_PRIORITY_HIGH", 2)]),
     (
@@ -527,17 +527,17 @@ ENUMS: list[tuple[str, list[tuple[str, int]]]] = [
     ),
 ]
 
-# (oneof owner, oneof name, members) — docs/wire.md §2.4, §2.7; docs/metadata.md §2.2.
+# (oneof owner, oneof name, members) — docs/wire.md#event, docs/wire.md#changedatarequest; docs/metadata.md#kvrpcpbcontext.
 ONEOFS: list[tuple[str, str, set[str]]] = [
     ("cdcpb.Event", "event", {"entries", "admin", "error", "resolved_ts", "long_txn"}),
     ("cdcpb.ChangeDataRequest", "request", {"register", "notify_txn_status", "deregister"}),
     ("kvrpcpb.Context", "keyspace", {"keyspace_id"}),
-    # docs/wire.md §14.1: the oneof members this subset declares (kvproto numbers in FIELDS below)
+    # docs/wire.md#batchcommands: the oneof members this subset declares (kvproto numbers in FIELDS below)
     ("tikvpb.BatchCommandsRequest.Request", "cmd", _BATCH_CMDS),
     ("tikvpb.BatchCommandsResponse.Response", "cmd", _BATCH_CMDS),
 ]
 
-# (full method path, client streaming, server streaming) — docs/wire.md §1, docs/metadata.md §2.1.
+# (full method path, client streaming, server streaming) — docs/wire.md#packages-and-grpc-method-paths, docs/metadata.md#grpc-paths.
 METHODS: list[tuple[str, bool, bool]] = [
     ("/cdcpb.ChangeData/EventFeed", True, True),
     ("/cdcpb.ChangeData/EventFeedV2", True, True),
@@ -561,7 +561,7 @@ METHODS: list[tuple[str, bool, bool]] = [
     ("/tikvpb.Tikv/KvCheckSecondaryLocks", False, False),
     ("/tikvpb.Tikv/KvResolveLock", False, False),
     ("/tikvpb.Tikv/KvScanLock", False, False),
-    # docs/wire.md §14, §15
+    # docs/wire.md#what-other-tikv-clients-need-from-a-store, docs/wire.md#pds-etcd-kv
     ("/tikvpb.Tikv/KvPrewrite", False, False),
     ("/tikvpb.Tikv/KvPessimisticLock", False, False),
     ("/tikvpb.Tikv/KVPessimisticRollback", False, False),
@@ -613,7 +613,7 @@ def test_field_number_and_type(message: str, field: str, number: int, type_name:
 
 
 def test_cdcpb_is_complete() -> None:
-    """Every field of every cdcpb message is in the table: cdcpb is declared in full (docs/wire.md §2)."""
+    """Every field of every cdcpb message is in the table: cdcpb is declared in full (docs/wire.md#cdcpb-pingcapkvproto-protocdcpbproto)."""
     listed = {(m, f) for m, f, _, _ in FIELDS if m.startswith("cdcpb.")}
 
     def walk(descriptor: Descriptor) -> set[tuple[str, str]]:

@@ -76,7 +76,7 @@ class MiniCluster:
 def register_request(region: SimRegion, checkpoint_ts: int, request_id: int = 1, start: bytes = b"",
                      end: bytes = b"", cluster_id: int = CLUSTER_ID, version: str = VERSION,
                      epoch_version: int | None = None) -> cdcpb_pb2.ChangeDataRequest:
-    """A request shaped like TiCDC's (docs/wire.md §9.1): encoded span, request oneof unset."""
+    """A request shaped like TiCDC's (docs/wire.md#request-it-sends): encoded span, request oneof unset."""
     return cdcpb_pb2.ChangeDataRequest(
         header=cdcpb_pb2.Header(cluster_id=cluster_id, ticdc_version=version),
         region_id=region.id, request_id=request_id, checkpoint_ts=checkpoint_ts,

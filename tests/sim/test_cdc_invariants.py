@@ -1,8 +1,7 @@
-"""Property test: docs/wire.md §13 invariants 1-6 over a seeded random workload with region churn.
+"""Property test: docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect invariants 1-6 over a seeded random workload with region churn.
 
 A TiCDC-like client keeps one multiplexed stream per store, subscribes a span region by region,
-and on every region error re-divides the failed range over the current regions (docs/wire.md
-§9.6-9.7), re-registering with the last resolved ts as checkpoint. Each registration gets its own
+and on every region error re-divides the failed range over the current regions (docs/wire.md#region-error-handling), re-registering with the last resolved ts as checkpoint. Each registration gets its own
 request_id, so every message maps to exactly one subscription "incarnation". The ground truth is
 every commit the MVCC store applied.
 """

@@ -34,7 +34,7 @@ from tidelake.sim.cdc_rows import (
 )
 from tidelake.sim.mvcc import ApplyBatch, ApplyEntry
 
-# ---- feature gates (docs/wire.md §7.1) ---------------------------------------------------
+# ---- feature gates (docs/wire.md#connection-setup) ---------------------------------------------------
 
 def test_features_header_known_and_unknown():
     assert parse_features("stream-multiplexing") == ("stream-multiplexing",)
@@ -58,7 +58,7 @@ def test_feature_gate_by_version(version, batch, validate):
     assert FeatureGate.for_connection(version, ("stream-multiplexing",)).stream_multiplexing
 
 
-# ---- observed range (docs/encoding.md §2.5-2.6) -------------------------------------------
+# ---- observed range (docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc) -------------------------------------------
 
 def test_clip_and_contains():
     region = (encode_bytes(b"b"), encode_bytes(b"m"))
@@ -96,7 +96,7 @@ def test_raw_bounds_exact_for_valid_encodings_and_safe_otherwise():
             assert lo == exact == hi
 
 
-# ---- rows (docs/wire.md §7.4-7.6) -------------------------------------------------------
+# ---- rows (docs/wire.md#incremental-scan) -------------------------------------------------------
 
 def test_realtime_row_shapes():
     long_value = b"v" * 256
@@ -127,7 +127,7 @@ def test_scan_packing_splits_at_32k_and_ends_with_initialized():
     assert [len(g) for g in pack_scan_rows([])] == [1]
 
 
-# ---- resolved ts chunks (docs/wire.md §7.8) ----------------------------------------------
+# ---- resolved ts chunks (docs/wire.md#resolved-ts) ----------------------------------------------
 
 def _normal_downstream(conn: Conn, region_id: int, request_id: int = 0) -> Downstream:
     d = Downstream(conn, request_id, region_id, 1, 0, ObservedRange(b"", b""))

@@ -1,4 +1,4 @@
-"""The ChangeData servicer over real gRPC on loopback (docs/wire.md §7, §13)."""
+"""The ChangeData servicer over real gRPC on loopback (docs/wire.md#tikv-cdc-server-behaviour, docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_scan_then_initialized_then_resolved_ts_and_checkpoint_filter(cluster, s
     assert all(e.region_id == region.id and e.request_id == 1 for e in events(msgs))
     resolved = stream.collect_until(has_resolved)[-1].resolved_ts
     assert list(resolved.regions) == [region.id] and resolved.request_id == 1
-    assert resolved.ts <= lock_start  # held back by the lock (§7.8)
+    assert resolved.ts <= lock_start  # held back by the lock (docs/wire.md#resolved-ts)
     commit_ts = cluster.tso.next()
     cluster.mvcc.commit([b"c"], lock_start, commit_ts)
     after = stream.collect_until(lambda m: has_resolved(m, commit_ts))
@@ -105,7 +105,7 @@ def test_rows_filtered_to_request_range(cluster, stream):
 
 
 def test_raw_request_keys_observe_the_whole_region(cluster, stream):
-    """Java's CDCClient sends raw keys; TiKV cannot decode them and observes the whole region (§7.2)."""
+    """Java's CDCClient sends raw keys; TiKV cannot decode them and observes the whole region (docs/wire.md#register)."""
     region = cluster.region_of(b"m")
     stream.send(register_request(region, cluster.tso.next(), start=b"b", end=b"d"))
     stream.collect_until(has_initialized)
@@ -163,7 +163,7 @@ def test_unknown_v2_feature_is_unimplemented_and_probe_closes_ok(cluster):
     bad = Stream(cluster.addresses[1], metadata=(("features", "stream-multiplexing,teleport"),))
     assert bad.next() is None
     assert bad.error.code() == grpc.StatusCode.UNIMPLEMENTED and bad.error.details() == "teleport"
-    probe = Stream(cluster.addresses[1], metadata=MUX)  # TiCDC's probe (docs/wire.md §9.2)
+    probe = Stream(cluster.addresses[1], metadata=MUX)  # TiCDC's probe (docs/wire.md#stream-setup)
     probe.close_send()
     assert probe.next() is None and probe.error is None
 
@@ -239,7 +239,7 @@ def test_server_is_busy_burst_and_congested(cluster, stream):
 
 
 def test_client_that_stops_reading_is_congested_not_buffered_without_bound():
-    """TiKV's sink memory quota (docs/wire.md §7.7): rows a slow client has not taken hold
+    """TiKV's sink memory quota (docs/wire.md#errors-raised-after-registration): rows a slow client has not taken hold
     quota; once it is spent the region fails `congested` instead of the store buffering on."""
     quota = 256 * 1024
     c = MiniCluster(sink_memory_quota_bytes=quota)

@@ -1,7 +1,7 @@
 """What real TiKV clients need besides the unary reads: BatchCommands, gRPC health, forwarding, PD's etcd.
 
-Each batched command must answer exactly as its unary twin (docs/wire.md §14.1); health and etcd's
-Range are checked through the standard stubs (§14.2, §15).
+Each batched command must answer exactly as its unary twin (docs/wire.md#batchcommands); health and etcd's
+Range are checked through the standard stubs (docs/wire.md#grpc-health, docs/wire.md#pds-etcd-kv).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The simulated TiKV read servicer through real gRPC stubs (docs/metadata.md §2.2–2.5, §2.7)."""
+"""The simulated TiKV read servicer through real gRPC stubs (docs/metadata.md#kvrpcpbcontext, docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader)."""
 
 from __future__ import annotations
 

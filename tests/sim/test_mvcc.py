@@ -1,4 +1,4 @@
-"""Percolator semantics of the simulator's MvccStore (docs/metadata.md §2.4, §2.7, §3.2)."""
+"""Percolator semantics of the simulator's MvccStore (docs/metadata.md#tikv-read-semantics, docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader, docs/metadata.md#server-semantics)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulated PD through real gRPC stubs on loopback (docs/wire.md §6, §8; meta_snapshot §3.2)."""
+"""The simulated PD through real gRPC stubs on loopback (docs/wire.md#pdpb-subset, docs/wire.md#pd-server-behaviour; docs/metadata.md#server-semantics)."""
 
 from __future__ import annotations
 

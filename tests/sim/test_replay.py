@@ -63,7 +63,7 @@ def test_replay_serves_a_region_with_the_new_request_id(tmp_path):
 
 
 def test_regions_of_one_multiplexed_request_keep_separate_histories(tmp_path):
-    """TiCDC subscribes every region of a table span under one request id (docs/wire.md §9.1)."""
+    """TiCDC subscribes every region of a table span under one request id (docs/wire.md#request-it-sends)."""
     path = tmp_path / "one-request.tlcdc"
     rec = StreamRecorder(path)
     rec.open_stream(1, 1, "EventFeedV2", ("stream-multiplexing",), "test")

@@ -47,7 +47,7 @@ def job_row_at(tidb: SimTiDB, job_id: int, ts: int) -> DDLJob | None:
     value = snapshot_get(tidb.cluster, record_key(DDL_JOB_TABLE_ID, job_id), ts)
     if value is None:
         return None
-    # docs/wire.md §12.3: TiCDC finds job_meta by name in the table's schema
+    # docs/wire.md#tidb_ddl_job-row: TiCDC finds job_meta by name in the table's schema
     row = decode_row(value, st.ddl_job_table(), job_id)
     return DDLJob.from_json(row["job_meta"])
 

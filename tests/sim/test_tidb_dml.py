@@ -156,7 +156,7 @@ def test_write_conflict_is_reported_and_rolled_back(shop):
 
 
 def test_front_reads_decide_expired_async_commit_locks_by_their_secondaries(tidb):
-    """An outside client's async-commit txn that stopped after prewrite (docs/wire.md §14.4)."""
+    """An outside client's async-commit txn that stopped after prewrite (docs/wire.md#transactional-writes)."""
     mvcc, tso = tidb.cluster.mvcc, tidb.cluster.tso
     a, b, c = record_key(500, 1), record_key(500, 2), record_key(500, 3)
     start = tso.next()

@@ -1,5 +1,5 @@
 """The front's transactions in TiDB's default mode (pessimistic, async commit, 1PC) and the optimistic
-one, seen through the store's real CDC stream (docs/wire.md §14.5).
+one, seen through the store's real CDC stream (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes).
 
 What TiKV reports is the oracle: 1PC as COMMITTED rows and nothing else, async commit as PREWRITE
 rows then COMMIT rows at the prewrite's min_commit_ts, pessimistic locks never (and they do not

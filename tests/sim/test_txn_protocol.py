@@ -1,4 +1,4 @@
-"""TiDB's transaction protocol on the simulated stores, through real gRPC stubs (docs/wire.md §14.4).
+"""TiDB's transaction protocol on the simulated stores, through real gRPC stubs (docs/wire.md#transactional-writes).
 
 The apply stream (what CDC reports) is observed directly: prewrites and commits as TiKV reports
 them, 1PC as committed rows, pessimistic locks never.

@@ -1,4 +1,4 @@
-"""The warm Spark (README "Warm Spark"): `tidelake spark-server` and merges as Spark Connect clients.
+"""The warm Spark (docs/operations.md#warm-spark): `tidelake spark-server` and merges as Spark Connect clients.
 
 The server is the run's `connect_server` fixture, started through tidelake.spark.connect_server
 as `tidelake spark-server start` starts it. Replicas are compared with the upstream replay of

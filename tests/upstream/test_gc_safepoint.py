@@ -1,4 +1,4 @@
-"""GCSafepointKeeper against the simulated PD's classic service-safepoint rules (docs/metadata.md §3)."""
+"""GCSafepointKeeper against the simulated PD's classic service-safepoint rules (docs/metadata.md#pd-gc-safepoint)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """SnapshotReader against the simulated TiKV stores: consistency at a ts, region changes mid-scan,
-region errors, and every lock outcome of docs/metadata.md §2.7."""
+region errors, and every lock outcome of docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def test_reads_below_the_gc_safepoint_are_refused(sim, reader):
         list(reader.scan_table(TABLE, old_ts))
 
 
-# --- locks (docs/metadata.md §2.7) --------------------------------------------------------
+# --- locks (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader) --------------------------------------------------------
 
 
 def prewrite(sim, muts: dict[bytes, bytes], ttl_ms: int, primary: bytes | None = None, **kw) -> int:

@@ -63,7 +63,7 @@ def test_tso_is_strictly_increasing_across_threads(pd):
 
 
 def test_tso_batch_uses_count_semantics():
-    """One TsoRequest{count=n} answers n callers with the n TSOs ending at the returned one (§8)."""
+    """One TsoRequest{count=n} answers n callers with the n TSOs ending at the returned one (docs/wire.md#pd-server-behaviour)."""
     seen_counts: list[int] = []
     physical = 1_700_000_000_000
 
@@ -131,7 +131,7 @@ def test_gc_safepoint_rpcs(sim, pd):
 def test_leader_failover_rediscovers(sim, old_pd):
     switch = PdMembers(sim)
     if old_pd:
-        switch.unimplemented.add("GetClusterInfo")  # PD before service modes: plain PD mode (§8)
+        switch.unimplemented.add("GetClusterInfo")  # PD before service modes: plain PD mode (docs/wire.md#pd-server-behaviour)
     servers = []
     for i in range(2):
         server = grpc.server(futures.ThreadPoolExecutor(4))

@@ -1,4 +1,4 @@
-"""Schema snapshot at a ts from TiDB meta keys written as TiDB writes them (docs/metadata.md §1)."""
+"""Schema snapshot at a ts from TiDB meta keys written as TiDB writes them (docs/metadata.md#tidb-meta-structure-m-keys)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`tidelake bootstrap`: replicas of the selected tables at one TSO, handed off to the changefeed.
 
-Order of operations (docs/metadata.md §4.4): choose T, hold a service GC safepoint at T-1
+Order of operations (docs/metadata.md#tidelakes-start-sequence): choose T, hold a service GC safepoint at T-1
 for the whole run (refusing a T the upstream may already have collected), read the schema at T,
 settle where the changefeed covers each table from (handoff.py), read every table at its ts
 region range by region range, and write each replica with its rows and checkpoint in one commit

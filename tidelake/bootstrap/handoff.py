@@ -1,4 +1,4 @@
-"""Where the changefeed picks up after a snapshot at T (docs/metadata.md §4).
+"""Where the changefeed picks up after a snapshot at T (docs/metadata.md#choosing-t-and-handing-over-from-snapshot-to-changefeed).
 
 A snapshot read at T holds the commits <= T and an EventFeed subscribed with checkpoint T
 delivers the commits > T, so a replica with checkpoint T plus the changelog from T is complete

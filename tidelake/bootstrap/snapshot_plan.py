@@ -2,7 +2,7 @@
 
 The ranges are the raw record ranges of the regions PD reports at planning time. They only
 shape the work (one Spark task per range); each range is read by SnapshotReader.scan, which
-follows splits, merges and leader moves that happen after planning (docs/metadata.md §2.6).
+follows splits, merges and leader moves that happen after planning (docs/metadata.md#the-scan-loop-of-a-snapshot-reader).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def region_ranges(pd: PDClient, physical_id: int) -> list[KeyRange]:
 
 
 def _raw(encoded: bytes, physical_id: int) -> bytes:
-    """Region bounds are EncodeBytes of raw keys (docs/metadata.md §2.4)."""
+    """Region bounds are EncodeBytes of raw keys (docs/metadata.md#tikv-read-semantics)."""
     try:
         raw, used = decode_bytes(encoded)
     except InputError as exc:

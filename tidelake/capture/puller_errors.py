@@ -10,12 +10,12 @@ class PullerError(TidelakeError):
 
 
 class ProtocolViolationError(PullerError):
-    """TiKV sent something the CDC protocol forbids (docs/wire.md §13); TiCDC panics here."""
+    """TiKV sent something the CDC protocol forbids (docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect); TiCDC panics here."""
 
 
 class PrewriteNotMatchError(PullerError):
-    """A COMMIT after INITIALIZED without its PREWRITE (TiCDC `ErrPrewriteNotMatch`, §9.4)."""
+    """A COMMIT after INITIALIZED without its PREWRITE (TiCDC `ErrPrewriteNotMatch`, docs/wire.md#row-handling-per-region)."""
 
 
 class IncompatibleClusterError(PullerError):
-    """Store version, cluster id or protocol compatibility rejected by us or by TiKV (§9.6, §9.9)."""
+    """Store version, cluster id or protocol compatibility rejected by us or by TiKV (docs/wire.md#region-error-handling, docs/wire.md#version-checks)."""

@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "outages, duplicated and reordered delivery, puller crashes inside flushes, lake write errors), then "
         "checks the changelog at every durable watermark against the simulator's MVCC. With --pullers process "
         "the changefeed runs as `tidelake pull` shard processes and a puller crash is a real SIGKILL, at once or "
-        "at a lander failpoint (docs/nemesis.md §2.3).",
+        "at a lander failpoint (docs/nemesis.md#the-process-mode---pullers-process---shards-n).",
     )
     parser.add_argument("--seed", type=int, required=True, help="seed of the first schedule")
     parser.add_argument("--schedules", type=int, default=1, metavar="N", help="how many schedules (default 1)")

@@ -89,9 +89,7 @@ def print_status(report: StatusReport, console: Console) -> None:
 
 
 def _print_history(report: StatusReport, console: Console) -> None:
-    """The replicas' history tables and soft deletes (README "History for consumers"), if any."""
-    from rich.table import Table
-
+    """The replicas' history tables and soft deletes (docs/history.md), if any."""
     kept = [t for t in report.tables if t.history is not None or t.soft_deletes]
     if not kept:
         return

@@ -1,7 +1,7 @@
 """A column's `origin_default` as a Python value: what a row written before ADD COLUMN holds.
 
 TiDB stores it as text in ColumnInfo JSON (BIT in `origin_default_bit`, base64); TiCDC and TiDB
-read it with `GetColOriginDefaultValue` (docs/encoding.md §5, §10).
+read it with `GetColOriginDefaultValue` (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns, docs/encoding.md#schema-json).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _parse_time(text: str, tp: int) -> date | datetime | MySQLTime:
         value = datetime(year, month, day, hour, minute, second, micro)
     except ValueError:
         return MySQLTime(year, month, day, hour, minute, second, micro, tp)
-    # Column version >= 1 stores TIMESTAMP defaults in UTC (docs/encoding.md §10); older ones are assumed UTC too.
+    # Column version >= 1 stores TIMESTAMP defaults in UTC (docs/encoding.md#schema-json); older ones are assumed UTC too.
     return value.replace(tzinfo=timezone.utc) if tp == mt.TYPE_TIMESTAMP else value
 
 

@@ -1,6 +1,6 @@
 """Common handles: the row key suffix of clustered tables whose PK is not a single integer.
 
-The handle is `EncodeKey(pk columns...)` in primary-index order (docs/encoding.md §2.1, §5).
+The handle is `EncodeKey(pk columns...)` in primary-index order (docs/encoding.md#record-row-key, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
 Columns whose key form loses information (prefix columns, strings stored as collation sort keys
 that need restored data) are also kept in the row value, and `decode_row` prefers that copy.
 """
@@ -35,7 +35,7 @@ def pk_columns(table: TableInfo) -> list[tuple[ColumnInfo, IndexColumn]]:
 
 
 def needs_restored_data(ft: FieldType, new_collation: bool) -> bool:
-    """`types.NeedRestoredData` (docs/encoding.md §3.4): the key holds a sort key, not the string."""
+    """`types.NeedRestoredData` (docs/encoding.md#which-columns-the-writer-stores): the key holds a sort key, not the string."""
     if not new_collation or ft.tp not in mt.STRING_TYPES or mt.is_binary_string(ft):
         return False
     is_bin = ft.collate.endswith("_bin")

@@ -6,13 +6,13 @@ dicts and looks up the Spark mapping of every value, which made it ~90% of a boo
 
 `CompiledRowDecoder` gives exactly `spark_value(decode_row(value, table, handle).get(c.name))`
 for a fixed list of columns, faster:
-- The row v2 header (docs/encoding.md §3.1; tidb `pkg/util/rowcodec/row.go` fromBytes) up to the
+- The row v2 header (docs/encoding.md#layout; tidb `pkg/util/rowcodec/row.go` fromBytes) up to the
   end of the column-id lists is the same for every row with the same present and NULL columns,
   so it keys a plan, built once and compiled to a Python function: which data slot feeds which
-  output column, the bounds checks of the end offsets, NULLs and missing-column defaults (§5, as
+  output column, the bounds checks of the end offsets, NULLs and missing-column defaults (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns, as
   `decode_row` fills them, already converted) as constants. A row costs one call, no loop.
 - Each column's converter is chosen once: compact integers, UTF-8 / binary strings, decimals and
-  packed times are read straight from the bytes (§3.3, §6, §7; tidb
+  packed times are read straight from the bytes (docs/encoding.md#value-bytes-per-column-type, docs/encoding.md#mydecimal-binary-format, docs/encoding.md#packed-time; tidb
   `pkg/util/rowcodec/decoder.go` decodeColDatum); other types go through the reference
   `decode_value` and `spark_converter`, resolved once.
 - Anything the fast path does not take (row v1, a row without a handle, a header or value it
@@ -37,11 +37,11 @@ from tidelake.codec.schema import ColumnInfo, FieldType, TableInfo
 from tidelake.codec.spark_types import spark_converter, spark_type
 
 Converter = Callable[[Any], Any]
-# docs/encoding.md §3.3: compact integers are 1, 2, 4 or 8 bytes, little-endian
+# docs/encoding.md#value-bytes-per-column-type: compact integers are 1, 2, 4 or 8 bytes, little-endian
 _SIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "b"), (2, "h"), (4, "i"), (8, "q"))}
 _UNSIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))}
 # Distinct (present, NULL) column sets compiled per decoder. TiDB leaves a NULL out of the row
-# when the column has no default (docs/encoding.md §3.4), so a table with many optional columns
+# when the column has no default (docs/encoding.md#which-columns-the-writer-stores), so a table with many optional columns
 # can give almost every row its own header: past this many, rows with a new header go to the
 # reference decoder (a compile costs ~100x a reference decode, and a plan ~100 KB at 200 columns).
 _MAX_PLANS = 64
@@ -88,7 +88,7 @@ def value_converter(field_type: FieldType) -> Converter:
 
 def _decimal(field_type: FieldType, to_spark: Converter, fits: bool) -> Converter:
     """A DECIMAL value as TiDB writes it for this column: `precision frac` bytes equal to the
-    column's (Length/Frac come from the column, docs/encoding.md §6), then the MyDecimal. Its
+    column's (Length/Frac come from the column, docs/encoding.md#mydecimal-binary-format), then the MyDecimal. Its
     digits then fit the Spark DECIMAL(p,s) as they are: `_fit_decimal` would change nothing."""
     precision, frac = field_type.flen, field_type.decimal
     read = decimal_bin_decoder(precision, frac)
@@ -143,8 +143,7 @@ class CompiledRowDecoder:
         return row(value, handle)
 
     def _plan(self, header: bytes, width: int) -> Callable[[bytes, int | bytes], list[Any]]:
-        """decode_row's choice for every output column, for rows with this header (docs/encoding.md
-        §5, §11): the int PK from the key; a stored value; NULL; a common-handle column from the
+        """decode_row's choice for every output column, for rows with this header (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns, docs/encoding.md#how-ticdc-decodes-a-row): the int PK from the key; a stored value; NULL; a common-handle column from the
         key; else the column's missing value. Compiled to one Python function: the slots, bounds
         and constants are literals there, so a row costs one call and no loop. Its source holds
         only generated names and numbers; converters, constants and column names are bound in its
@@ -157,7 +156,7 @@ class CompiledRowDecoder:
         nulls = set(ids[n_not_null:])
         in_key = {c.id for c, _ in pk_columns(self.table)} if self.table.is_common_handle else set()
         ends_at = len(header)
-        data = ends_at + n_not_null * (4 if width == 4 else 2)  # end offsets are uint32 / uint16 (§3.1)
+        data = ends_at + n_not_null * (4 if width == 4 else 2)  # end offsets are uint32 / uint16 (docs/encoding.md#layout)
         names: dict[str, Any] = {"_Fallback": _Fallback, "_ends": struct.Struct(f"<{n_not_null}{'I' if width == 4 else 'H'}").unpack_from,
                                  "_decode_value": decode_value, "_key_values": decode_common_handle, "_table": self.table}
 

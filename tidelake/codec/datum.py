@@ -1,4 +1,4 @@
-"""Flagged datums of TiDB's `util/codec` (docs/encoding.md §1.5).
+"""Flagged datums of TiDB's `util/codec` (docs/encoding.md#datum-flags-key-form-versus-value-form).
 
 Index keys, common handles and row format v1 are sequences of `flag byte + payload`. This module
 reads and writes those payloads without knowing the column type; `row_value` maps them to and
@@ -30,7 +30,7 @@ from tidelake.codec.number import (
 )
 from tidelake.errors import InputError
 
-# docs/encoding.md §1.5
+# docs/encoding.md#datum-flags-key-form-versus-value-form
 NIL_FLAG = 0
 BYTES_FLAG = 1
 COMPACT_BYTES_FLAG = 2
@@ -45,7 +45,7 @@ JSON_FLAG = 10
 VECTOR_FLOAT32_FLAG = 20
 MAX_FLAG = 250
 
-# Binary JSON type codes whose size PeekBytesAsJSON knows (docs/encoding.md §8).
+# Binary JSON type codes whose size PeekBytesAsJSON knows (docs/encoding.md#binary-json).
 _JSON_OBJECT, _JSON_ARRAY, _JSON_LITERAL = 0x01, 0x03, 0x04
 _JSON_FIXED8 = frozenset({0x09, 0x0A, 0x0B, 0x0E, 0x0F, 0x10})  # int64 uint64 float64 date datetime timestamp
 _JSON_STRING, _JSON_OPAQUE, _JSON_DURATION = 0x0C, 0x0D, 0x11
@@ -140,7 +140,7 @@ def json_binary_size(buf: bytes, offset: int) -> int:
 
 
 def decimal_precision_and_frac(value: Decimal) -> tuple[int, int]:
-    """`MyDecimal.PrecisionAndFrac` (§6): used when a datum carries no length of its own."""
+    """`MyDecimal.PrecisionAndFrac` (docs/encoding.md#mydecimal-binary-format): used when a datum carries no length of its own."""
     _, digits, exponent = value.as_tuple()
     frac = max(-int(exponent), 0)
     int_digits = "".join(map(str, digits[: len(digits) - frac] if frac else digits)).lstrip("0")
@@ -150,7 +150,7 @@ def decimal_precision_and_frac(value: Decimal) -> tuple[int, int]:
 
 
 def encode_decimal_payload(value: Decimal, precision: int, frac: int) -> bytes:
-    """`codec.EncodeDecimal`: precision byte, frac byte, MyDecimal bin (§1.5, §6).
+    """`codec.EncodeDecimal`: precision byte, frac byte, MyDecimal bin (docs/encoding.md#datum-flags-key-form-versus-value-form, docs/encoding.md#mydecimal-binary-format).
 
     precision <= 0 (a datum without a length) uses the value's own PrecisionAndFrac.
     """

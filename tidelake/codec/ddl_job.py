@@ -1,6 +1,6 @@
 """TiDB DDL jobs (`model.Job`) as stored in `mysql.tidb_ddl_job.job_meta` and read by TiCDC.
 
-JSON keys follow pingcap/tidb `pkg/meta/model/job.go` (docs/wire.md §12.4): tagged snake_case
+JSON keys follow pingcap/tidb `pkg/meta/model/job.go` (docs/wire.md#modeljob-json): tagged snake_case
 keys for the job, untagged Go names (`SchemaVersion`, `DBInfo`, `TableInfo`, `FinishedTS`,
 `MultipleTableInfos`) inside `binlog`. Unknown keys are kept in `raw` and written back.
 """
@@ -15,7 +15,7 @@ from tidelake.errors import InputError
 
 
 class ActionType(IntEnum):
-    """DDL action codes (docs/wire.md §12.5; full list from pkg/meta/model/job.go)."""
+    """DDL action codes (docs/wire.md#actiontype-codes; full list from pkg/meta/model/job.go)."""
 
     NONE = 0
     CREATE_SCHEMA = 1
@@ -127,7 +127,7 @@ _ACTION_LABELS = {
 
 
 class JobState(IntEnum):
-    """Job states (docs/wire.md §12.6). TiCDC replicates only DONE jobs from tidb_ddl_job."""
+    """Job states (docs/wire.md#jobstate-codes). TiCDC replicates only DONE jobs from tidb_ddl_job."""
 
     NONE = 0
     RUNNING = 1
@@ -143,7 +143,7 @@ class JobState(IntEnum):
 
 
 class SchemaState(IntEnum):
-    """Online schema-change states of a schema element (docs/encoding.md §10)."""
+    """Online schema-change states of a schema element (docs/encoding.md#schema-json)."""
 
     NONE = 0
     DELETE_ONLY = 1
@@ -344,7 +344,7 @@ class DDLJob:
         return text.translate(_GO_HTML_ESCAPES).encode("utf-8")
 
     def is_done(self) -> bool:
-        """DONE is the only state TiCDC replicates from tidb_ddl_job (docs/wire.md §12.3)."""
+        """DONE is the only state TiCDC replicates from tidb_ddl_job (docs/wire.md#tidb_ddl_job-row)."""
         return self.state == JobState.DONE
 
     @property

@@ -1,6 +1,6 @@
 """TiDB's MyDecimal binary format (the bytes after `precision frac` in a row value or key).
 
-Implements docs/encoding.md §6 (pingcap/tidb `pkg/types/mydecimal.go` WriteBin/FromBin)
+Implements docs/encoding.md#mydecimal-binary-format (pingcap/tidb `pkg/types/mydecimal.go` WriteBin/FromBin)
 with exact `decimal.Decimal` arithmetic: values are rebuilt from their digit strings, never
 through floats.
 """
@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from tidelake.errors import InputError
 
-# docs/encoding.md §6: bytes needed for 0..9 leftover digits
+# docs/encoding.md#mydecimal-binary-format: bytes needed for 0..9 leftover digits
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _DIGITS_PER_WORD = 9
 _WORD_SIZE = 4
@@ -28,7 +28,7 @@ def _check_shape(precision: int, frac: int) -> None:
 
 
 def decimal_bin_size(precision: int, frac: int) -> int:
-    """Bytes taken by a value of DECIMAL(precision, frac) (docs/encoding.md §6 `DecimalBinSize`)."""
+    """Bytes taken by a value of DECIMAL(precision, frac) (docs/encoding.md#mydecimal-binary-format `DecimalBinSize`)."""
     _check_shape(precision, frac)
     intg = precision - frac
     return (
@@ -74,7 +74,7 @@ def decimal_bin_decoder(precision: int, frac: int) -> Callable[[bytes, int], tup
                 f"decimal ({precision},{frac}) needs {size} bytes at offset {offset}, only {max(len(buf) - offset, 0)} left"
             )
         raw = bytearray(buf[offset : offset + size])
-        # docs/encoding.md §6 FromBin: sign bit clear = negative; flip it, then undo the one's complement.
+        # docs/encoding.md#mydecimal-binary-format FromBin: sign bit clear = negative; flip it, then undo the one's complement.
         negative = (raw[0] & 0x80) == 0
         raw[0] ^= 0x80
         if negative:

@@ -1,6 +1,6 @@
 """TiDB's binary JSON (the stored form of JSON column values) and its canonical text form.
 
-Layout and text rules follow docs/encoding.md §8 and pingcap/tidb `pkg/types/json_binary.go`
+Layout and text rules follow docs/encoding.md#binary-json and pingcap/tidb `pkg/types/json_binary.go`
 (`marshalTo`, `appendBinaryJSON`): little-endian, 32-bit element counts/sizes/offsets everywhere
 (TiDB has no small/large variants), only literals inlined in value entries, object keys sorted
 bytewise.
@@ -26,7 +26,7 @@ from typing import Any
 from tidelake.codec.number import decode_uvarint, encode_uvarint
 from tidelake.errors import InputError
 
-# docs/encoding.md §8 — type codes
+# docs/encoding.md#binary-json — type codes
 TYPE_OBJECT = 0x01
 TYPE_ARRAY = 0x03
 TYPE_LITERAL = 0x04

@@ -1,7 +1,7 @@
 """TiDB table keys: record and index keys, table spans, and the raw <-> region-space mapping.
 
 Raw keys are what TiDB writes and what CDC events carry; PD regions and CDC request spans use
-`EncodeBytes(raw)` ("region space", docs/encoding.md §2.5). Keeping both here, with names
+`EncodeBytes(raw)` ("region space", docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc). Keeping both here, with names
 that say which space they are in, is what stops the puller comparing keys across spaces.
 """
 
@@ -14,7 +14,7 @@ from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.codec.number import decode_int, encode_int
 from tidelake.errors import InputError
 
-# docs/encoding.md §2.1–2.2
+# docs/encoding.md#record-row-key
 TABLE_PREFIX = b"t"
 RECORD_SEP = b"_r"
 INDEX_SEP = b"_i"
@@ -24,15 +24,15 @@ INT_HANDLE_KEY_LEN = 19  # RecordRowKeyLen
 INDEX_PREFIX_LEN = 19  # 't' + EncodeInt(tid) + '_i' + EncodeInt(index id)
 
 MAX_INT48 = (1 << 48) - 1
-# docs/wire.md §12.1, docs/encoding.md §2.4: mysql.tidb_ddl_job / tidb_ddl_history
+# docs/wire.md#table-id, docs/encoding.md#meta-keys-schema-storage: mysql.tidb_ddl_job / tidb_ddl_history
 DDL_JOB_TABLE_ID = MAX_INT48 - 1
 DDL_HISTORY_TABLE_ID = MAX_INT48 - 3
 
 _T = TABLE_PREFIX[0]
-_INT_RECORD_KEY = struct.Struct(">xQ2xQ")  # 't' tid '_r' handle, both EncodeInt (§2.1)
+_INT_RECORD_KEY = struct.Struct(">xQ2xQ")  # 't' tid '_r' handle, both EncodeInt (docs/encoding.md#record-row-key)
 _INT64_BIAS = 1 << 63
 
-# docs/encoding.md §2.1: kv.NewCommonHandle pads shorter handles so they never look like ints.
+# docs/encoding.md#record-row-key: kv.NewCommonHandle pads shorter handles so they never look like ints.
 COMMON_HANDLE_MIN_LEN = 9
 
 
@@ -42,7 +42,7 @@ def table_prefix(table_id: int) -> bytes:
 
 
 def table_split_key(table_id: int) -> bytes:
-    """Region-space key where TiDB splits regions at a table boundary (§2.5, vector D6)."""
+    """Region-space key where TiDB splits regions at a table boundary (docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc, vector D6)."""
     return encode_bytes(table_prefix(table_id))
 
 
@@ -51,14 +51,14 @@ def record_prefix(table_id: int) -> bytes:
 
 
 def record_key(table_id: int, handle: int | bytes) -> bytes:
-    """Raw row key (§2.1): an int handle, or the already-encoded bytes of a common handle."""
+    """Raw row key (docs/encoding.md#record-row-key): an int handle, or the already-encoded bytes of a common handle."""
     if isinstance(handle, int):
         return record_prefix(table_id) + encode_int(handle)
     return record_prefix(table_id) + pad_common_handle(handle)
 
 
 def pad_common_handle(encoded: bytes) -> bytes:
-    """`kv.NewCommonHandle` zero-pads short handles to 9 bytes (§2.1)."""
+    """`kv.NewCommonHandle` zero-pads short handles to 9 bytes (docs/encoding.md#record-row-key)."""
     if len(encoded) < COMMON_HANDLE_MIN_LEN:
         return encoded + b"\x00" * (COMMON_HANDLE_MIN_LEN - len(encoded))
     return encoded
@@ -69,7 +69,7 @@ def index_prefix(table_id: int, index_id: int) -> bytes:
 
 
 def index_key(table_id: int, index_id: int, encoded_values: bytes) -> bytes:
-    """Raw index key (§2.2); `encoded_values` are the flagged key datums, plus any handle suffix."""
+    """Raw index key (docs/encoding.md#index-key); `encoded_values` are the flagged key datums, plus any handle suffix."""
     return index_prefix(table_id, index_id) + encoded_values
 
 
@@ -78,7 +78,7 @@ def is_table_key(key: bytes) -> bool:
 
 
 def is_record_key(key: bytes) -> bool:
-    """`IsRecordKey` (§2.1)."""
+    """`IsRecordKey` (docs/encoding.md#record-row-key)."""
     return len(key) > RECORD_PREFIX_LEN and key[:1] == TABLE_PREFIX and key[9:11] == RECORD_SEP
 
 
@@ -94,9 +94,9 @@ def table_id_of(key: bytes) -> int:
 
 
 def decode_record_key(key: bytes) -> tuple[int, int | bytes]:
-    """(table id, handle): an int for 19-byte keys, else the common handle bytes (§11 step 3)."""
+    """(table id, handle): an int for 19-byte keys, else the common handle bytes (docs/encoding.md#how-ticdc-decodes-a-row step 3)."""
     if len(key) == INT_HANDLE_KEY_LEN and key[0] == _T and key[9:11] == RECORD_SEP:
-        # the common int-handle key in one unpack: EncodeInt is uint64(v) ^ 1<<63, i.e. v + 2^63 (§1.1)
+        # the common int-handle key in one unpack: EncodeInt is uint64(v) ^ 1<<63, i.e. v + 2^63 (docs/encoding.md#comparable-int64-and-uint64)
         table_id, handle = _INT_RECORD_KEY.unpack(key)
         return table_id - _INT64_BIAS, handle - _INT64_BIAS
     if not is_record_key(key):
@@ -111,13 +111,13 @@ def decode_record_key(key: bytes) -> tuple[int, int | bytes]:
 
 
 def decode_index_key(key: bytes) -> tuple[int, int, bytes]:
-    """(table id, index id, encoded index values and handle suffix) of a raw index key (§2.2)."""
+    """(table id, index id, encoded index values and handle suffix) of a raw index key (docs/encoding.md#index-key)."""
     if not is_index_key(key) or len(key) < INDEX_PREFIX_LEN:
         raise InputError(f"not an index key: expected 't'<8 bytes>'_i'<8 bytes> at byte 0, got {key[:19].hex()!r}")
     return decode_int(key, 1)[0], decode_int(key, 11)[0], key[INDEX_PREFIX_LEN:]
 
 
-# docs/encoding.md §2.2–2.3: index value layouts and option flags
+# docs/encoding.md#index-key: index value layouts and option flags
 MAX_OLD_INDEX_VALUE_LEN = 9
 PARTITION_ID_FLAG = 0x7E
 COMMON_HANDLE_FLAG = 0x7F
@@ -126,7 +126,7 @@ _RESTORED_DATA_START = 0x80
 
 
 def split_index_key_values(encoded: bytes, column_count: int) -> tuple[list[Datum], int | bytes | None]:
-    """The indexed values and the handle suffix (None for a distinct unique index, §2.2)."""
+    """The indexed values and the handle suffix (None for a distinct unique index, docs/encoding.md#index-key)."""
     values = []
     pos = 0
     for _ in range(column_count):
@@ -145,7 +145,7 @@ def split_index_key_values(encoded: bytes, column_count: int) -> tuple[list[Datu
 
 
 def index_value_handle(value: bytes) -> int | bytes | None:
-    """The handle stored in a unique index's value (`DecodeHandleInIndexValue`, §2.3), or None
+    """The handle stored in a unique index's value (`DecodeHandleInIndexValue`, docs/encoding.md#index-value), or None
     when the value holds none (non-unique entries keep the handle in the key)."""
     if len(value) <= MAX_OLD_INDEX_VALUE_LEN:
         if len(value) < 8:
@@ -172,7 +172,7 @@ def _common_handle_option(value: bytes, pos: int) -> bytes:
 
 
 def _version1_common_handle(value: bytes, tail_len: int) -> bytes | None:
-    """Clustered-index version 1 (§2.3): TailLen, 0x7d, version, then flagged options."""
+    """Clustered-index version 1 (docs/encoding.md#index-value): TailLen, 0x7d, version, then flagged options."""
     pos = 3
     end = len(value) - tail_len
     while pos < end:
@@ -189,19 +189,19 @@ def _version1_common_handle(value: bytes, tail_len: int) -> bytes | None:
 
 
 def table_record_span(table_id: int) -> tuple[bytes, bytes]:
-    """Raw `[t{id}_r, t{id}_s)`: all rows, no indexes (TiCDC `GetTableRange`, §2.6)."""
+    """Raw `[t{id}_r, t{id}_s)`: all rows, no indexes (TiCDC `GetTableRange`, docs/encoding.md#from-table-to-region-key-range-in-ticdc)."""
     prefix = table_prefix(table_id)
     return prefix + RECORD_SEP, prefix + b"_s"
 
 
 def table_record_span_encoded(table_id: int) -> tuple[bytes, bytes]:
-    """Region-space record span (TiCDC `TableIDToComparableSpan`, §2.6, vector D5)."""
+    """Region-space record span (TiCDC `TableIDToComparableSpan`, docs/encoding.md#from-table-to-region-key-range-in-ticdc, vector D5)."""
     start, end = table_record_span(table_id)
     return encode_bytes(start), encode_bytes(end)
 
 
 def to_region_key(raw: bytes) -> bytes:
-    """Raw key -> region space (`spanz.ToComparableKey`, §2.6)."""
+    """Raw key -> region space (`spanz.ToComparableKey`, docs/encoding.md#from-table-to-region-key-range-in-ticdc)."""
     return encode_bytes(raw)
 
 

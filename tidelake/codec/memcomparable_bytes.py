@@ -1,7 +1,7 @@
-"""Memcomparable byte strings (`EncodeBytes`/`DecodeBytes`, docs/encoding.md §1.4).
+"""Memcomparable byte strings (`EncodeBytes`/`DecodeBytes`, docs/encoding.md#comparable-bytes).
 
 The group encoding is prefix-free and sorts like the raw bytes. TiKV orders keys by it and PD
-region boundaries are in this form (§2.5), so the puller converts every raw key with it before
+region boundaries are in this form (docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc), so the puller converts every raw key with it before
 comparing against a region.
 """
 

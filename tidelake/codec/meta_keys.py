@@ -1,4 +1,4 @@
-"""TiDB meta (`m`) keys: the string/hash/list structure holding the schema (docs/metadata.md §1).
+"""TiDB meta (`m`) keys: the string/hash/list structure holding the schema (docs/metadata.md#tidb-meta-structure-m-keys).
 
 The schema snapshot reader scans these hashes at a TSO exactly as TiCDC does (`DBs`, then each
 `DB:<id>`), so the key bytes must match TiDB's `structure` package.
@@ -14,7 +14,7 @@ from tidelake.errors import InputError
 
 META_PREFIX = b"m"
 
-# docs/metadata.md §1.1: the type flag is EncodeUint(flag), 8 bytes.
+# docs/metadata.md#key-shapes: the type flag is EncodeUint(flag), 8 bytes.
 STRING_DATA = ord("s")
 HASH_META = ord("H")
 HASH_DATA = ord("h")
@@ -28,7 +28,7 @@ _KIND_NAMES = {
     LIST_DATA: "list",
 }
 
-# docs/metadata.md §1.2
+# docs/metadata.md#meta-keys-and-values
 DBS = b"DBs"
 SCHEMA_VERSION_KEY = b"SchemaVersionKey"
 NEXT_GLOBAL_ID = b"NextGlobalID"

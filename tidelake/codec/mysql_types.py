@@ -1,11 +1,11 @@
 """MySQL/TiDB column type codes and FieldType flag bits, as stored in TiDB's schema JSON.
 
-Values are those of pingcap/tidb `pkg/parser/mysql/type.go` (docs/encoding.md §9).
+Values are those of pingcap/tidb `pkg/parser/mysql/type.go` (docs/encoding.md#mysql-type-codes-and-column-flags).
 """
 
 from typing import Protocol
 
-# docs/encoding.md §9 — type codes (FieldType.Tp)
+# docs/encoding.md#mysql-type-codes-and-column-flags — type codes (FieldType.Tp)
 TYPE_UNSPECIFIED = 0
 TYPE_TINY = 1
 TYPE_SHORT = 2
@@ -71,10 +71,10 @@ TYPE_NAMES: dict[int, str] = {
 INTEGER_TYPES = frozenset({TYPE_TINY, TYPE_SHORT, TYPE_INT24, TYPE_LONG, TYPE_LONGLONG})
 TIME_TYPES = frozenset({TYPE_DATE, TYPE_DATETIME, TYPE_TIMESTAMP, TYPE_NEWDATE})
 BLOB_TYPES = frozenset({TYPE_TINY_BLOB, TYPE_MEDIUM_BLOB, TYPE_LONG_BLOB, TYPE_BLOB})
-# Types whose row-v2 value is the raw bytes of a string (docs/encoding.md §3.3).
+# Types whose row-v2 value is the raw bytes of a string (docs/encoding.md#value-bytes-per-column-type).
 STRING_TYPES = frozenset({TYPE_VARCHAR, TYPE_VAR_STRING, TYPE_STRING}) | BLOB_TYPES
 
-# docs/encoding.md §9 — FieldType.Flag bits
+# docs/encoding.md#mysql-type-codes-and-column-flags — FieldType.Flag bits
 NOT_NULL_FLAG = 1
 PRI_KEY_FLAG = 2
 UNIQUE_KEY_FLAG = 4
@@ -106,7 +106,7 @@ class HasStringType(Protocol):
 
 
 def is_unsigned(flag: int) -> bool:
-    """UNSIGNED decides signed vs unsigned decoding of row-v2 integers (docs/encoding.md §13)."""
+    """UNSIGNED decides signed vs unsigned decoding of row-v2 integers (docs/encoding.md#decoder-checklist)."""
     return bool(flag & UNSIGNED_FLAG)
 
 
@@ -115,7 +115,7 @@ def is_not_null(flag: int) -> bool:
 
 
 def is_binary_string(field_type: HasStringType) -> bool:
-    """True for BINARY/VARBINARY/BLOB: string types whose charset/collation is `binary` (docs/encoding.md §9).
+    """True for BINARY/VARBINARY/BLOB: string types whose charset/collation is `binary` (docs/encoding.md#mysql-type-codes-and-column-flags).
 
     Numeric types also carry charset `binary` in TiDB's JSON, so the type code is checked too.
     """

@@ -1,8 +1,8 @@
-"""MySQL DATE/DATETIME/TIMESTAMP packed form and TIME durations (docs/encoding.md §7).
+"""MySQL DATE/DATETIME/TIMESTAMP packed form and TIME durations (docs/encoding.md#packed-time).
 
 Value convention (shared with the row codec):
 - DATE -> `datetime.date`; DATETIME -> naive `datetime.datetime`;
-- TIMESTAMP -> `datetime.datetime` aware in UTC (TiDB stores TIMESTAMP as UTC wall time, §7);
+- TIMESTAMP -> `datetime.datetime` aware in UTC (TiDB stores TIMESTAMP as UTC wall time, docs/encoding.md#packed-time);
 - TIME -> `datetime.timedelta` (may be negative or exceed 24h, up to ±838:59:59).
 - Values Python's calendar cannot hold — the zero date '0000-00-00', or a zero month/day/year that
   MySQL accepts without NO_ZERO_DATE/NO_ZERO_IN_DATE — decode to `MySQLTime`, which keeps every
@@ -66,7 +66,7 @@ def _check_fsp(fsp: int) -> None:
 
 
 def unpack_time(packed: int, tp: int, fsp: int) -> date | datetime | MySQLTime:
-    """Decode TiDB's packed uint64 time (docs/encoding.md §7 `FromPackedUint`) as the column type says."""
+    """Decode TiDB's packed uint64 time (docs/encoding.md#packed-time `FromPackedUint`) as the column type says."""
     _check_type(tp)
     _check_fsp(fsp)
     if not 0 <= packed < 1 << 64:
@@ -105,7 +105,7 @@ def _round_to_fsp(value: datetime, fsp: int) -> datetime:
 
 
 def pack_time(value: date | datetime | MySQLTime, tp: int, fsp: int) -> int:
-    """Encode a value for a DATE/DATETIME/TIMESTAMP column as TiDB's packed uint64 (docs/encoding.md §7 `ToPackedUint`).
+    """Encode a value for a DATE/DATETIME/TIMESTAMP column as TiDB's packed uint64 (docs/encoding.md#packed-time `ToPackedUint`).
 
     TIMESTAMP needs an aware datetime (converted to UTC); DATE/DATETIME need naive values, and a
     DATE accepts a datetime only at midnight. Fractional seconds are rounded half-up to `fsp`.
@@ -140,7 +140,7 @@ def pack_time(value: date | datetime | MySQLTime, tp: int, fsp: int) -> int:
 
 
 def duration_from_nanos(n: int) -> timedelta:
-    """TIME value from the int64 nanoseconds TiDB stores (docs/encoding.md §3.3, §7)."""
+    """TIME value from the int64 nanoseconds TiDB stores (docs/encoding.md#value-bytes-per-column-type, docs/encoding.md#packed-time)."""
     micros, rest = divmod(n, _NANOS_PER_MICRO)
     if rest:
         raise InputError(f"TIME value {n} ns has sub-microsecond digits, which MySQL TIME (fsp<=6) cannot hold")

@@ -1,4 +1,4 @@
-"""Integer and float encodings of TiDB's `util/codec` (docs/encoding.md §1.1–1.3).
+"""Integer and float encodings of TiDB's `util/codec` (docs/encoding.md#comparable-int64-and-uint64).
 
 Memcomparable forms sort bytewise like the numbers they hold, which is what TiKV keys rely on;
 varints are the compact, non-comparable forms of row format v1 and compact-bytes lengths.
@@ -31,20 +31,20 @@ def _u64(v: int, what: str) -> int:
 
 
 def int_to_cmp_uint(v: int) -> int:
-    """int64 -> uint64 with the sign bit flipped (`EncodeIntToCmpUint`, §1.1)."""
+    """int64 -> uint64 with the sign bit flipped (`EncodeIntToCmpUint`, docs/encoding.md#comparable-int64-and-uint64)."""
     if not -(1 << 63) <= v < (1 << 63):
         raise InputError(f"int64 {v} out of range")
     return (v & _U64) ^ SIGN_MASK
 
 
 def cmp_uint_to_int(u: int) -> int:
-    """Inverse of int_to_cmp_uint (`DecodeCmpUintToInt`, §1.1)."""
+    """Inverse of int_to_cmp_uint (`DecodeCmpUintToInt`, docs/encoding.md#comparable-int64-and-uint64)."""
     v = u ^ SIGN_MASK
     return v - (1 << 64) if v & SIGN_MASK else v
 
 
 def encode_int(v: int) -> bytes:
-    """Memcomparable int64 (`EncodeInt`, §1.1): sign bit flipped, 8 bytes big-endian."""
+    """Memcomparable int64 (`EncodeInt`, docs/encoding.md#comparable-int64-and-uint64): sign bit flipped, 8 bytes big-endian."""
     return _BE_U64.pack(int_to_cmp_uint(v))
 
 
@@ -54,7 +54,7 @@ def decode_int(buf: bytes, offset: int = 0) -> tuple[int, int]:
 
 
 def encode_int_desc(v: int) -> bytes:
-    """`EncodeIntDesc` (§1.1): the bitwise NOT of encode_int, so larger values sort first."""
+    """`EncodeIntDesc` (docs/encoding.md#comparable-int64-and-uint64): the bitwise NOT of encode_int, so larger values sort first."""
     return _BE_U64.pack(~int_to_cmp_uint(v) & _U64)
 
 
@@ -64,7 +64,7 @@ def decode_int_desc(buf: bytes, offset: int = 0) -> tuple[int, int]:
 
 
 def encode_uint(v: int) -> bytes:
-    """`EncodeUint` (§1.1): plain 8-byte big-endian, already memcomparable."""
+    """`EncodeUint` (docs/encoding.md#comparable-int64-and-uint64): plain 8-byte big-endian, already memcomparable."""
     return _BE_U64.pack(_u64(v, "uint64"))
 
 
@@ -74,7 +74,7 @@ def decode_uint(buf: bytes, offset: int = 0) -> tuple[int, int]:
 
 
 def encode_uint_desc(v: int) -> bytes:
-    """`EncodeUintDesc` (§1.1, §2.5): TiKV's MVCC key suffix `^ts`, so newer versions sort first."""
+    """`EncodeUintDesc` (docs/encoding.md#comparable-int64-and-uint64, docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc): TiKV's MVCC key suffix `^ts`, so newer versions sort first."""
     return _BE_U64.pack(~_u64(v, "uint64") & _U64)
 
 
@@ -84,14 +84,14 @@ def decode_uint_desc(buf: bytes, offset: int = 0) -> tuple[int, int]:
 
 
 def encode_float(f: float) -> bytes:
-    """Memcomparable float64 (§1.3, current master: tests the sign bit, so -0.0 stays -0.0)."""
+    """Memcomparable float64 (docs/encoding.md#comparable-float, current master: tests the sign bit, so -0.0 stays -0.0)."""
     u = _BE_U64.unpack(_BE_F64.pack(f))[0]
     u = u | SIGN_MASK if not u & SIGN_MASK else ~u & _U64
     return _BE_U64.pack(u)
 
 
 def decode_float(buf: bytes, offset: int = 0) -> tuple[float, int]:
-    """Accepts both -0.0 forms (old TiDB wrote it as +0.0, §1.3)."""
+    """Accepts both -0.0 forms (old TiDB wrote it as +0.0, docs/encoding.md#comparable-float)."""
     _need(buf, offset, 8, "float64")
     u = _BE_U64.unpack_from(buf, offset)[0]
     u = u & ~SIGN_MASK if u & SIGN_MASK else ~u & _U64
@@ -99,7 +99,7 @@ def decode_float(buf: bytes, offset: int = 0) -> tuple[float, int]:
 
 
 def encode_uvarint(v: int) -> bytes:
-    """Go `binary.PutUvarint` (§1.2): LEB128, low 7-bit group first."""
+    """Go `binary.PutUvarint` (docs/encoding.md#varints-not-comparable): LEB128, low 7-bit group first."""
     _u64(v, "uvarint")
     out = bytearray()
     while v >= 0x80:
@@ -128,7 +128,7 @@ def decode_uvarint(buf: bytes, offset: int = 0) -> tuple[int, int]:
 
 
 def encode_varint(v: int) -> bytes:
-    """Go `binary.PutVarint` (§1.2): zigzag, then uvarint."""
+    """Go `binary.PutVarint` (docs/encoding.md#varints-not-comparable): zigzag, then uvarint."""
     int_to_cmp_uint(v)  # int64 range check
     return encode_uvarint(((v << 1) ^ (v >> 63)) & _U64)
 

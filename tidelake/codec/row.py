@@ -1,8 +1,8 @@
 """Whole rows: decode a TiKV row value (v1 or v2) with its key's handle, and encode one as TiDB does.
 
-Decoding follows TiCDC's mounter (docs/encoding.md §11): value columns first, then the
-handle columns from the key, then origin defaults for columns the row predates (§5).
-Encoding follows TiDB's `AddRecord`/`CanSkip` (§3.4) so the simulator writes byte-identical rows.
+Decoding follows TiCDC's mounter (docs/encoding.md#how-ticdc-decodes-a-row): value columns first, then the
+handle columns from the key, then origin defaults for columns the row predates (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
+Encoding follows TiDB's `AddRecord`/`CanSkip` (docs/encoding.md#which-columns-the-writer-stores) so the simulator writes byte-identical rows.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from tidelake.codec.row_value import (
 from tidelake.codec.schema import STATE_PUBLIC, ColumnInfo, FieldType, TableInfo
 from tidelake.errors import InputError
 
-EXTRA_HANDLE_NAME = "_tidb_rowid"  # column id -1, the handle of tables without a clustered PK (§5)
+EXTRA_HANDLE_NAME = "_tidb_rowid"  # column id -1, the handle of tables without a clustered PK (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)
 _U64 = (1 << 64) - 1
-# SchemaState write-only and write-reorganization columns are written, not yet readable (§3.4).
+# SchemaState write-only and write-reorganization columns are written, not yet readable (docs/encoding.md#which-columns-the-writer-stores).
 _WRITABLE_STATES = frozenset({2, 3, STATE_PUBLIC})
 
 
@@ -99,12 +99,12 @@ def _handle_values(table: TableInfo, handle: int | bytes | None) -> dict[str, An
     pk = table.handle_column()
     if pk is None:
         return {EXTRA_HANDLE_NAME: handle}
-    # docs/encoding.md §5: DecodeHandleToDatumMap gives uint64(h) for UNSIGNED columns
+    # docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns: DecodeHandleToDatumMap gives uint64(h) for UNSIGNED columns
     return {pk.name: handle & _U64 if mt.is_unsigned(pk.field_type.flag) else handle}
 
 
 def missing_value(column: ColumnInfo) -> Any:
-    """docs/encoding.md §5: origin_default, else NULL if nullable, else the type's zero value."""
+    """docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns: origin_default, else NULL if nullable, else the type's zero value."""
     default = origin_default(column)
     if default is not None:
         return default
@@ -114,7 +114,7 @@ def missing_value(column: ColumnInfo) -> Any:
 
 
 def decode_row(value: bytes, table: TableInfo, handle: int | bytes | None = None) -> dict[str, Any]:
-    """Column name -> value for one row value of `table` (v1 or v2, §3.2).
+    """Column name -> value for one row value of `table` (v1 or v2, docs/encoding.md#telling-v1-from-v2).
 
     `handle` is the decoded key handle (keys.decode_record_key). Without it, the columns that
     only the key holds (the int PK, common-handle PK columns left out of the value) are absent
@@ -150,7 +150,7 @@ def _is_pk_column(table: TableInfo, column: ColumnInfo) -> bool:
 
 
 def _skipped_by_tidb(table: TableInfo, column: ColumnInfo, value: Any, new_collation: bool) -> bool:
-    """TiDB's `CanSkip` (docs/encoding.md §3.4): columns it leaves out of the row value entirely."""
+    """TiDB's `CanSkip` (docs/encoding.md#which-columns-the-writer-stores): columns it leaves out of the row value entirely."""
     pk = table.handle_column()
     if pk is not None and column.id == pk.id:
         return True
@@ -193,7 +193,7 @@ def encode_row(table: TableInfo, values: Mapping[str, Any], new_collation: bool 
 
 def row_handle(table: TableInfo, values: Mapping[str, Any], new_collation: bool = True) -> int | bytes | None:
     """The key handle TiDB derives from a row: the int PK (UNSIGNED stored as its int64 bit
-    pattern, §5), the encoded common handle, or None when TiDB allocates a `_tidb_rowid`."""
+    pattern, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns), the encoded common handle, or None when TiDB allocates a `_tidb_rowid`."""
     if table.is_common_handle:
         return encode_common_handle(table, values, new_collation)
     pk = table.handle_column()

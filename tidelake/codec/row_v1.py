@@ -1,4 +1,4 @@
-"""Row format v1 (docs/encoding.md §4): alternating column-id and value datums.
+"""Row format v1 (docs/encoding.md#row-value-format-v1): alternating column-id and value datums.
 
 Clusters upgraded from TiDB < 4.0 may still write it, so one table can hold both formats.
 """

@@ -1,4 +1,4 @@
-"""Row format v2 layout (docs/encoding.md §3.1): header, column-id lists, end offsets, data.
+"""Row format v2 layout (docs/encoding.md#layout): header, column-id lists, end offsets, data.
 
 Only the layout lives here; `row_value` turns each column's bytes into a value.
 """
@@ -23,7 +23,7 @@ _SMALL_MAX_DATA = 0xFFFF
 class RowV2:
     """Parsed layout: where each not-null column's bytes are, and which columns are NULL.
 
-    A column id in neither is "missing" and takes its default (docs/encoding.md §3.1, §5).
+    A column id in neither is "missing" and takes its default (docs/encoding.md#layout, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
     """
 
     value: bytes
@@ -37,7 +37,7 @@ class RowV2:
 
 
 def is_row_v2(value: bytes) -> bool:
-    """`rowcodec.IsNewFormat` (§3.2)."""
+    """`rowcodec.IsNewFormat` (docs/encoding.md#telling-v1-from-v2)."""
     return len(value) > 0 and value[0] == CODEC_VER
 
 

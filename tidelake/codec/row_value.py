@@ -1,5 +1,5 @@
-"""One column value <-> bytes, per MySQL type: row v2 data area (docs/encoding.md §3.3) and
-flagged datums of keys and row v1 (§1.5, §4).
+"""One column value <-> bytes, per MySQL type: row v2 data area (docs/encoding.md#value-bytes-per-column-type) and
+flagged datums of keys and row v1 (docs/encoding.md#datum-flags-key-form-versus-value-form, docs/encoding.md#row-value-format-v1).
 
 The Python value model (shared with codec.mytime/decimal/json_binary): ints -> int, FLOAT/DOUBLE
 -> float, DECIMAL -> Decimal, text -> str, binary strings -> bytes, DATE -> date, DATETIME -> naive
@@ -51,7 +51,7 @@ _INT_WIDTHS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _UINT_WIDTHS = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _F32 = struct.Struct("<f")
 _PACKED_TIME_TYPES = frozenset({mt.TYPE_DATE, mt.TYPE_NEWDATE, mt.TYPE_DATETIME, mt.TYPE_TIMESTAMP})
-# docs/encoding.md §3.4 NeedRestoredData: utf8mb4_0900_bin keys hold the string unchanged.
+# docs/encoding.md#which-columns-the-writer-stores NeedRestoredData: utf8mb4_0900_bin keys hold the string unchanged.
 _NO_PAD_BIN_COLLATION = "utf8mb4_0900_bin"
 
 
@@ -59,7 +59,7 @@ def _type_name(ft: FieldType) -> str:
     return mt.TYPE_NAMES.get(ft.tp, f"type code {ft.tp}")
 
 
-# --- compact integers (docs/encoding.md §3.3, rowcodec encodeInt/encodeUint) -------------
+# --- compact integers (docs/encoding.md#value-bytes-per-column-type, rowcodec encodeInt/encodeUint) -------------
 
 
 def encode_compact_int(v: int) -> bytes:
@@ -108,7 +108,7 @@ def _elems(ft: FieldType) -> list[str]:
 
 
 def enum_name(index: int, ft: FieldType) -> str:
-    """ENUM values are 1-based indexes into Elems; 0 is the empty "error" value (§3.3)."""
+    """ENUM values are 1-based indexes into Elems; 0 is the empty "error" value (docs/encoding.md#value-bytes-per-column-type)."""
     if index == 0:
         return ""
     elems = _elems(ft)
@@ -132,7 +132,7 @@ def enum_index(value: Any, ft: FieldType) -> int:
 
 
 def set_names(bits: int, ft: FieldType) -> str:
-    """SET values are bitmasks: bit i selects Elems[i] (§3.3)."""
+    """SET values are bitmasks: bit i selects Elems[i] (docs/encoding.md#value-bytes-per-column-type)."""
     elems = _elems(ft)
     if bits >> len(elems):
         raise InputError(f"set bitmask {bits:#x} has bits beyond its {len(elems)} members")
@@ -153,7 +153,7 @@ def set_bits(value: Any, ft: FieldType) -> int:
 
 
 def _narrow(ft: FieldType, f: float) -> float:
-    """FLOAT columns are float32 values carried as float64 (§3.3). A stored double beyond float32
+    """FLOAT columns are float32 values carried as float64 (docs/encoding.md#value-bytes-per-column-type). A stored double beyond float32
     range becomes ±Inf, as Go's float32() conversion in rowcodec's decoder makes it."""
     if ft.tp != mt.TYPE_FLOAT:
         return f
@@ -221,7 +221,7 @@ def _vector_value(raw: bytes) -> list[float]:
     return list(struct.unpack(f"<{count}f", raw[4:]))
 
 
-# --- row format v2 data area (docs/encoding.md §3.3) ------------------------------------
+# --- row format v2 data area (docs/encoding.md#value-bytes-per-column-type) ------------------------------------
 
 
 def decode_value(data: bytes, ft: FieldType) -> Any:
@@ -290,7 +290,7 @@ def encode_value(value: Any, ft: FieldType) -> bytes:
     raise InputError(f"unsupported column type code {tp}")
 
 
-# --- flagged datums: keys, common handles, row v1 (docs/encoding.md §1.5, §4) ----------
+# --- flagged datums: keys, common handles, row v1 (docs/encoding.md#datum-flags-key-form-versus-value-form, docs/encoding.md#row-value-format-v1) ----------
 
 
 def _expect(datum: Datum, ft: FieldType, *flags: int) -> None:
@@ -342,7 +342,7 @@ def value_from_datum(datum: Datum, ft: FieldType) -> Any:
 
 
 def collation_key(value: bytes, ft: FieldType, new_collation: bool) -> bytes:
-    """The bytes an index key or common handle holds for a string (docs/encoding.md §1.5 `ImmutableKey`).
+    """The bytes an index key or common handle holds for a string (docs/encoding.md#datum-flags-key-form-versus-value-form `ImmutableKey`).
 
     Only binary and `_bin` collations are supported: `_ci` weight strings are not implemented.
     """
@@ -383,7 +383,7 @@ def encode_key_datum(value: Any, ft: FieldType, new_collation: bool = True) -> b
 
 
 def encode_flat_datum(value: Any, ft: FieldType) -> bytes:
-    """`codec.EncodeValue` of a flattened value, as row format v1 writes it (§4)."""
+    """`codec.EncodeValue` of a flattened value, as row format v1 writes it (docs/encoding.md#row-value-format-v1)."""
     if value is None:
         return bytes([NIL_FLAG])
     tp = ft.tp
@@ -416,7 +416,7 @@ def encode_flat_datum(value: Any, ft: FieldType) -> bytes:
 
 
 def zero_value(ft: FieldType) -> Any:
-    """The value of a missing NOT NULL column with no default (`GetZeroValue`, docs/encoding.md §5)."""
+    """The value of a missing NOT NULL column with no default (`GetZeroValue`, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)."""
     tp = ft.tp
     if tp in mt.INTEGER_TYPES or tp in (mt.TYPE_YEAR, mt.TYPE_BIT):
         return 0

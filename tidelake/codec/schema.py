@@ -1,7 +1,7 @@
 """TiDB schema metadata (TableInfo, ColumnInfo, IndexInfo, DBInfo) read from and written as TiDB's JSON.
 
 The JSON keys are exactly those Go marshals from pingcap/tidb `pkg/meta/model` and
-`pkg/parser/types` (docs/encoding.md §10, docs/wire.md §12.4). Keys this model does not
+`pkg/parser/types` (docs/encoding.md#schema-json, docs/wire.md#modeljob-json). Keys this model does not
 interpret are kept in `raw` and written back unchanged, so parse -> serialise loses nothing.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from tidelake.codec.mysql_types import PRI_KEY_FLAG
 from tidelake.errors import InputError
 
-# docs/encoding.md §10 — SchemaState
+# docs/encoding.md#schema-json — SchemaState
 STATE_NONE = 0
 STATE_PUBLIC = 5
 UNSPECIFIED_LENGTH = -1
@@ -56,7 +56,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def _cistr(obj: dict, key: str, what: str) -> str:
-    """CIStr `{"O": original, "L": lowercase}` (docs/encoding.md §10); the original spelling is what we expose."""
+    """CIStr `{"O": original, "L": lowercase}` (docs/encoding.md#schema-json); the original spelling is what we expose."""
     if key not in obj:
         raise InputError(f"{what}: missing key {key!r} (not TiDB schema JSON?)")
     value = obj[key]
@@ -112,7 +112,7 @@ class FieldType:
 
     @classmethod
     def from_json(cls, obj: dict, what: str = "FieldType") -> "FieldType":
-        # docs/encoding.md §10: untagged Go field names, capitalised
+        # docs/encoding.md#schema-json: untagged Go field names, capitalised
         obj = load_json_object(obj, what)
         return cls(
             tp=_require(obj, "Tp", int, what),
@@ -142,7 +142,7 @@ class FieldType:
 
 @dataclass
 class ColumnInfo:
-    """One column of a table (docs/encoding.md §10 ColumnInfo). `id` is what row values are keyed by, not `offset`."""
+    """One column of a table (docs/encoding.md#schema-json ColumnInfo). `id` is what row values are keyed by, not `offset`."""
 
     id: int
     name: str
@@ -250,7 +250,7 @@ class IndexColumn:
 
 @dataclass
 class IndexInfo:
-    """An index (docs/encoding.md §10 IndexInfo). An int primary key that is the row handle has no IndexInfo."""
+    """An index (docs/encoding.md#schema-json IndexInfo). An int primary key that is the row handle has no IndexInfo."""
 
     id: int
     name: str
@@ -337,7 +337,7 @@ class PartitionDefinition:
         return {**base, "id": self.id, "name": _cistr_json(self.name)}
 
 
-# docs/encoding.md §10 PartitionInfo.type
+# docs/encoding.md#schema-json PartitionInfo.type
 PARTITION_TYPE_NAMES = {0: "none", 1: "range", 2: "hash", 3: "list", 4: "key", 5: "system_time"}
 
 
@@ -461,7 +461,7 @@ _TABLE_DEFAULTS: dict[str, Any] = {
 
 @dataclass
 class TableInfo:
-    """A table's schema as TiDB stores it under `DB:<id>/Table:<id>` and in DDL jobs (docs/encoding.md §10)."""
+    """A table's schema as TiDB stores it under `DB:<id>/Table:<id>` and in DDL jobs (docs/encoding.md#schema-json)."""
 
     id: int
     name: str
@@ -564,7 +564,7 @@ class TableInfo:
 
 @dataclass
 class DBInfo:
-    """A database (schema) as stored under `DB:<id>` (docs/encoding.md §10 DBInfo); tables are not embedded."""
+    """A database (schema) as stored under `DB:<id>` (docs/encoding.md#schema-json DBInfo); tables are not embedded."""
 
     id: int
     name: str

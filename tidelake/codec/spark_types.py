@@ -1,4 +1,4 @@
-"""The MySQL -> Spark type mapping of replica tables (docs/design.md §3), kept as ONE table.
+"""The MySQL -> Spark type mapping of replica tables (docs/design.md#lake-layout), kept as ONE table.
 
 `TYPE_MAPPING` is the single source: `spark_type` picks the first row whose condition holds,
 `type_mapping_markdown` renders the same rows for the README, and `spark_value` converts the
@@ -231,7 +231,7 @@ def spark_converter(field_type: FieldType) -> Callable[[Any], Any]:
 
 
 def _fit_decimal(value: Decimal, precision: int, scale: int) -> Decimal:
-    """Scale to the column's decimals half-up, as TiDB's own chunk decoder does (docs/encoding.md §13)."""
+    """Scale to the column's decimals half-up, as TiDB's own chunk decoder does (docs/encoding.md#decoder-checklist)."""
     scaled = value.quantize(Decimal(1).scaleb(-scale), context=_EXACT)
     if scaled.adjusted() >= precision - scale:
         raise InputError(f"decimal {value} does not fit DECIMAL({precision},{scale})")

@@ -1,4 +1,4 @@
-"""The few calls of Airflow's REST API the demo makes (docs/stack.md §6: a JWT from /auth/token)."""
+"""The few calls of Airflow's REST API the demo makes (docs/stack.md#airflow-testing-dags-processes-local-auth: a JWT from /auth/token)."""
 
 from __future__ import annotations
 

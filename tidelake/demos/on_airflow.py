@@ -66,7 +66,7 @@ TABLES = ("orders", "accounts", "events", "metrics", "type_zoo")
 DEMO_DAGS = ("tidelake_puller", "tidelake_merge")
 # Run once by `make integration` after the merges (AirflowDemoOptions.bootstrap_tables, maintenance).
 BOOTSTRAP_DAG, MAINTENANCE_DAG = "tidelake_bootstrap", "tidelake_maintenance"
-PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md §6
+PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md#airflow-testing-dags-processes-local-auth
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
 SPARK_CONNECT_PORT = 15002
@@ -181,7 +181,7 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
     connections would silently change the demo)."""
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("AIRFLOW") and k != "SPARK_REMOTE"}  # the demo's config names its Spark
-    bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (docs/stack.md §9)
+    bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (docs/stack.md#apache-airflow-providers-apache-spark-634)
     env.update({
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
         "AIRFLOW_HOME": str(paths.airflow_home),

@@ -3,7 +3,7 @@
 It is moto's server mode (`moto_server`, PyPI moto[server]): a real HTTP server speaking the S3
 REST API, started as a child process and stopped by its pid. It answers conditional writes
 (`If-None-Match: *`, `If-Match`) with 412 like AWS S3, which delta-rs needs for concurrent commits
-from several puller shards (docs/stack.md §16). It keeps objects in memory, so a restarted process
+from several puller shards (docs/stack.md#object-store-the-lake-on-s3). It keeps objects in memory, so a restarted process
 starts empty: `make integration` kills a relay in front of it instead (tidelake.demos.tcp_relay).
 """
 

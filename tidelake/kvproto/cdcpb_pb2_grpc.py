@@ -56,7 +56,7 @@ class ChangeDataServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EventFeedV2(self, request_iterator, context):
-        """Same messages; requested features travel in the gRPC metadata key "features" (docs/wire.md §2.8, §7.1).
+        """Same messages; requested features travel in the gRPC metadata key "features" (docs/wire.md#service, docs/wire.md#connection-setup).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

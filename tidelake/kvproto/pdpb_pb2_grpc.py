@@ -153,7 +153,7 @@ class PDServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ScanRegions(self, request, context):
-        """Deprecated upstream in favour of BatchScanRegions; TiCDC's span division still uses it (docs/wire.md §9.7).
+        """Deprecated upstream in favour of BatchScanRegions; TiCDC's span division still uses it (docs/wire.md#span-division).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -3,7 +3,7 @@
 Delta records a SetTransaction (app id, version) in the same commit as the rows it guards, so
 checkpoint(t) advances atomically with the data (docs/design.md invariant 3), and Delta skips a write
 whose version is <= the recorded one, so a retried merge or DDL step is a no-op
-(docs/stack.md §11 "Idempotent writes"). The version IS the checkpoint TSO.
+(docs/stack.md#delta-lake-deltatable-python-api-and-write-options "Idempotent writes"). The version IS the checkpoint TSO.
 
 Only DML (MERGE/UPDATE/DELETE/INSERT) and DataFrame writes record it: CREATE TABLE and ALTER
 TABLE ignore the txn confs (checked against delta-spark 4.4), which is why DDL application ends

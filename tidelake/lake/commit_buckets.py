@@ -1,5 +1,5 @@
 """The changelog's `commit_bucket` partition: which bucket a TSO falls in, and the bucket size a
-table was created with (docs/design.md §3)."""
+table was created with (docs/design.md#lake-layout)."""
 
 from __future__ import annotations
 

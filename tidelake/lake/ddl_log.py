@@ -1,4 +1,4 @@
-"""The `ddl` table: DDL history the merge cuts barriers from (docs/design.md §3).
+"""The `ddl` table: DDL history the merge cuts barriers from (docs/design.md#lake-layout).
 
 One row per DDL job and table it touched (RENAME TABLES, CREATE TABLES touch several), stored
 once however often the puller delivers it (tidelake.capture.landing.ddl_writer); rows of the

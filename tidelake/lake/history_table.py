@@ -1,6 +1,6 @@
 """Where a replica's SCD type 2 history table lives and how far it got, read without Spark.
 
-A history table (README "History for consumers", written by tidelake.merge.scd2_history) sits at
+A history table (docs/history.md, written by tidelake.merge.scd2_history) sits at
 `<lake>/_tidelake/history/<the replica's folder below the lake root>`. It is derived from the
 replica's folder, which is chosen once and never moves (tidelake.lake.replica_catalog), so it
 follows the replica through RENAME TABLE (no move) and DROP TABLE (kept), and a rebuilt replica

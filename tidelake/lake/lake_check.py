@@ -1,7 +1,7 @@
 """Is this path a tidelake lake? Answered before Spark starts or PD is dialled.
 
 A mistyped `--lake` must not turn `verify` into a silent pass over nothing, nor `status` into an
-empty table: readers need the lake's own control tables (docs/design.md §3), writers at least a
+empty table: readers need the lake's own control tables (docs/design.md#lake-layout), writers at least a
 root that can hold them (not a plain file, not under one, not some other Delta table).
 """
 

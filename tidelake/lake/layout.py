@@ -1,4 +1,4 @@
-"""Where tidelake's own Delta tables live and what their columns are (docs/design.md §3, a contract).
+"""Where tidelake's own Delta tables live and what their columns are (docs/design.md#lake-layout, a contract).
 
 The schemas are defined once, as pyarrow, because the puller writes them with delta-rs; the
 Spark DDL is derived from them so the merge side can never drift from what was landed.
@@ -98,7 +98,7 @@ WATERMARKS_PARTITIONS = ("puller",)
 # a tombstone per file removed within the deleted-file retention (default a week: 600,000 per
 # shard), so that retention and the log's are an hour: commits older than that leave the log
 # (the nemesis checker reads every version of its short runs) and their tombstones the
-# checkpoints, and a read stays bounded by one hour of flushes (docs/design.md §3).
+# checkpoints, and a read stays bounded by one hour of flushes (docs/design.md#lake-layout).
 WATERMARKS_PROPERTIES = {
     "delta.checkpointInterval": "10",
     "delta.logRetentionDuration": "interval 1 hours",

@@ -16,7 +16,7 @@ commits of one version exactly one lands and the other retries on the next versi
 supports a DynamoDB lock (delta-rs discussion #4482). `conditional_put = "etag"` is set explicitly
 for s3 lakes so the requirement is visible: the store must answer a second create of an existing
 key with 412 (AWS S3 since 2024-08, when it added `If-None-Match` on PutObject; MinIO, R2,
-moto's server; docs/stack.md §16).
+moto's server; docs/stack.md#object-store-the-lake-on-s3).
 """
 
 from __future__ import annotations

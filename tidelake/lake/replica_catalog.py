@@ -5,7 +5,7 @@ Path policy: a replica's path is chosen ONCE, when the table is created (or firs
 names. Why: a Delta table is a folder of immutable files plus a log of relative paths; on object
 stores (S3, GCS, ADLS) a folder "rename" is a copy and delete of every object, neither atomic nor
 cheap, and readers holding the old path would see a half-moved table. TRUNCATE keeps the path too
-(docs/design.md §3). If the default path already belongs to another table of the catalog (a table
+(docs/design.md#lake-layout). If the default path already belongs to another table of the catalog (a table
 dropped or renamed away, then a new one created under the old name), the new replica gets
 `<lake>/<db>/<table>__<table key>`, so two tables never share a folder.
 

@@ -1,9 +1,9 @@
 """Per-table schema history built from the `ddl` table: which TableInfo is valid when, and where
-the barriers are (docs/design.md §2 barrierTs, §3 ddl).
+the barriers are (docs/design.md#timestamps-and-watermarks barrierTs, docs/design.md#lake-layout ddl).
 
 A replicated table's identity (`TableKey`) is the TiDB table id it had when it first appeared
 (its CREATE, or the start snapshot). It survives RENAME TABLE (same id, new name) and TRUNCATE
-TABLE, which gives the table a NEW id upstream (docs/wire.md §12.5 action 11: the job's
+TABLE, which gives the table a NEW id upstream (docs/wire.md#actiontype-codes action 11: the job's
 `table_id` is the old id, its TableInfo the new one): the puller writes one row per id, and
 the row whose id is already known is the old one. Partitions are separate physical ids inside
 one TableInfo (ADD/DROP/TRUNCATE PARTITION change them), so physical ids come from the info.

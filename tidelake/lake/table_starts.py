@@ -8,8 +8,7 @@ applied and none after. So the handshake is:
 1. bootstrap appends `requested` (db, table);
 2. the puller, between two DDL jobs, adds the table to its filter, takes J = its DDL resolved
    ts, lands the table's schema at J as a `ddl` snapshot row, resolves the table's physical ids
-   at J and subscribes them from J (the feed then delivers commits > J, docs/metadata.md
-   §4.2), and once that has landed (a restart must know the table) appends `joined` with J;
+   at J and subscribes them from J (the feed then delivers commits > J, docs/metadata.md#boundary-semantics), and once that has landed (a restart must know the table) appends `joined` with J;
    with several puller shards, shard 0 lands the schema and the table's owner its data, at a J
    shard 0 `scheduled` ahead of time (tidelake.capture.changefeed.table_joins): shard 0 appends
    `schema_landed`, then the owner `joined`;

@@ -1,4 +1,4 @@
-"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts (docs/design.md §2).
+"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts (docs/design.md#timestamps-and-watermarks).
 
 Why a separate `watermarks` Delta table, written after the events: Delta has no multi-table
 commit, and a watermark must name a changelog state that already holds every event it covers.

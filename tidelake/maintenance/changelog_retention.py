@@ -1,6 +1,6 @@
 """Changelog upkeep with delta-rs: drop whole partitions every replica has merged past, compact,
 vacuum. Pullers append with delta-rs meanwhile; on an object store only delta-rs commits with a
-conditional PUT, so the changelog is never written by Spark (docs/stack.md §16).
+conditional PUT, so the changelog is never written by Spark (docs/stack.md#object-store-the-lake-on-s3).
 
 Only buckets entirely at or below a table's checkpoint go, so the predicate names partition
 columns alone and the delete is metadata-only (remove actions, no Parquet rewritten); files
@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
 from tidelake.lake.layout import LakeLayout
 
-# Delta's default: a shorter retention must be asked for explicitly (docs/stack.md §11).
+# Delta's default: a shorter retention must be asked for explicitly (docs/stack.md#delta-lake-deltatable-python-api-and-write-options).
 DEFAULT_VACUUM_RETENTION_HOURS = 168.0
 
 

@@ -3,7 +3,7 @@
 - OPTIMIZE (bin-packing) merges the small files every MERGE commit leaves; it is a
   dataChange=false commit, so it does not conflict with a concurrent merge's appends.
 - VACUUM removes files no version within the retention still references. It bounds time travel:
-  a syncpoint older than the retention can no longer be read (docs/stack.md §11).
+  a syncpoint older than the retention can no longer be read (docs/stack.md#delta-lake-deltatable-python-api-and-write-options).
 - Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
   the replica that id belongs to (tidelake.maintenance.changelog_retention). Ids of tables without a replica, or
   whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
@@ -15,7 +15,7 @@
 The changelog and the merge log are compacted and vacuumed with delta-rs, never with Spark:
 pullers and merge runs append to them with delta-rs while maintenance runs, and on an object
 store only delta-rs commits with a conditional PUT. Spark's S3 log store assumes a single writer
-and could overwrite a puller's commit of the same version (docs/stack.md §16). Replicas are written by Spark alone.
+and could overwrite a puller's commit of the same version (docs/stack.md#object-store-the-lake-on-s3). Replicas are written by Spark alone.
 """
 
 from __future__ import annotations

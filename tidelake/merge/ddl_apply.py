@@ -1,7 +1,7 @@
 """Apply one DDL to a replica at its barrier (docs/design.md invariant 4).
 
 The replica is converged to the state the job left upstream rather than replaying the SQL:
-columns are matched by TiDB column id (so RENAME COLUMN — action 12, docs/wire.md §12.5 —
+columns are matched by TiDB column id (so RENAME COLUMN — action 12, docs/wire.md#actiontype-codes —
 is a rename, not a drop and add), then by name (a lossy MODIFY COLUMN gives the column a new id
 upstream). Every step first looks at the replica and does only what is missing, so a rerun after
 a crash at any point converges to the same state. A column change that ALTER TABLE could only make
@@ -11,10 +11,10 @@ the txn (app "tidelake-merge", version = the DDL's commit ts): ALTER TABLE commi
 it (tidelake.lake.checkpoint), and a writer option, unlike the txn session confs, is safe with
 several tables applied in parallel threads of one session.
 
-What each DDL does is listed in the README "DDL support" section; anything else raises
+What each DDL does is listed in the docs/operations.md#ddl-support section; anything else raises
 UnsupportedDDL, which stops that table only.
 
-Failpoints (tidelake.failpoints, named in DDL_FAILPOINTS and docs/nemesis.md §4): before the
+Failpoints (tidelake.failpoints, named in DDL_FAILPOINTS and docs/nemesis.md#the-apply-level): before the
 commit that records the DDL's ts (or creates the replica), and after a rewrite's overwrite.
 
 A replica's SCD2 history table (tidelake.merge.scd2_history) follows the same steps before the
@@ -284,7 +284,7 @@ def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
                      target: StructType, ddl_ts: int) -> None:
     """Converge by rewriting the replica in ONE overwrite commit instead of enabling a reader feature,
     so deltalake, Polars and other readers without column mapping or type widening keep reading it
-    (README "Who can read a replica"). Columns are renamed, cast (ANSI: a value that does not
+    (docs/operations.md#who-can-read-a-replica). Columns are renamed, cast (ANSI: a value that does not
     convert fails the DDL) and dropped in the rewrite, and added ones take their origin default.
     The overwrite is atomic, so a rerun after a crash finds either the old schema (and rewrites)
     or the target one (and has nothing left to do); it costs a read and a write of every row. Its
@@ -393,8 +393,7 @@ def _rename_column(replica: _Replica, old: str, new: str) -> None:
 
 def _add_columns(replica: _Replica, after: TableInfo, cols: list[ColumnInfo], target: StructType) -> None:
     """ADD COLUMNS at their upstream positions in one ALTER, then existing rows get each column's
-    origin default (what TiDB returns for rows written before the column existed; docs/encoding.md
-    §5) in one MERGE. Every replica row predates the columns (checkpoint == barrier), so all of them
+    origin default (what TiDB returns for rows written before the column existed; docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns) in one MERGE. Every replica row predates the columns (checkpoint == barrier), so all of them
     take the defaults; a rerun after a crash adds what is missing and sets the same values again."""
     current = replica.schema()
     order = [c.name for c in stored_columns(after)]

@@ -1,7 +1,7 @@
 """The merge log: one row per table per merge run, for `tidelake status` and the Airflow page.
 
 A Delta table (`_tidelake/merge_log`) that every run APPENDS to with delta-rs: blind appends
-never conflict (docs/stack.md §12), so mapped merge tasks of one Airflow run can log at the
+never conflict (docs/stack.md#delta-lake-schema-changes-protocol-concurrency), so mapped merge tasks of one Airflow run can log at the
 same time, and reading "the last merge of each table" needs no Spark. The replica's own Delta
 commit stays the truth for the checkpoint; this is the history around it (durations, sizes,
 why a table is waiting, stopped or failing) and, in `replica`, what the replica's log said once

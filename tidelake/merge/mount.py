@@ -1,13 +1,13 @@
 """Mounting: raw changelog rows (key, value bytes) -> replica columns, in Spark, one Arrow batch
 per call (mapInArrow), with decoders cached per Python worker.
 
-The puller never decodes (docs/design.md §1); this is where TiCDC's mounter runs for us
-(docs/encoding.md §11): the key gives the physical id and the handle, a put's value is
+The puller never decodes (docs/design.md#data-flow); this is where TiCDC's mounter runs for us
+(docs/encoding.md#how-ticdc-decodes-a-row): the key gives the physical id and the handle, a put's value is
 decoded with the schema of its window (barriers guarantee there is exactly one), the handle
 fills the PK / `_tidb_rowid` columns. A delete carries no value, only the key (and maybe an old
 value): the merge only needs its key columns, which come from the handle, or from the old value
 when present, because a common handle keeps collation sort keys, not the original strings
-(docs/encoding.md §5).
+(docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
 
 That also means one raw key of a common-handle table can hold different PK strings over time
 ('ab' -> 'AB' under a _ci collation, 'ab' -> 'ab ' under PAD SPACE _bin): the replica row to
@@ -51,7 +51,7 @@ _U64 = (1 << 64) - 1
 
 
 def key_values(table: TableInfo, handle: int | bytes) -> dict[str, Any]:
-    """Values of the key columns a record key's handle holds (`DecodeHandleToDatumMap`, §5)."""
+    """Values of the key columns a record key's handle holds (`DecodeHandleToDatumMap`, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)."""
     if table.is_common_handle:
         if not isinstance(handle, bytes):
             raise InputError(f"table {table.name!r} has a common handle, the key holds int {handle}")
@@ -123,7 +123,7 @@ class _BatchDecoder:
         self.puts = CompiledRowDecoder(table, self.upstream)  # puts are most rows: the compiled decoder
         self.to_spark = [spark_converter(c.field_type) for c in self.upstream]
         self.has_match = any(t.match for t in self.targets)
-        self.has_rowid = not table.is_common_handle and table.handle_column() is None  # as decode_row (§5)
+        self.has_rowid = not table.is_common_handle and table.handle_column() is None  # as decode_row (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         data = batch.to_pydict()

@@ -1,4 +1,4 @@
-"""The Delta schema of a replica, derived from the upstream TableInfo (docs/design.md §3).
+"""The Delta schema of a replica, derived from the upstream TableInfo (docs/design.md#lake-layout).
 
 Columns: the table's stored columns in upstream order, named as upstream, typed by the one
 mapping table (tidelake.codec.spark_types), all nullable (TiDB enforces NOT NULL; a Delta
@@ -14,13 +14,13 @@ constraint would only make ADD COLUMN ... NOT NULL on existing rows fail), then 
 Virtual generated columns are not stored in TiKV rows and are left out.
 
 A replica is created with change data feed only (a writer feature: every Delta reader can read it)
-and its first commit records the starting checkpoint (docs/stack.md §11–12: a DataFrame write takes
+and its first commit records the starting checkpoint (docs/stack.md#delta-lake-deltatable-python-api-and-write-options: a DataFrame write takes
 both the table properties and the txn options; CREATE TABLE ignores the txn confs). The only
 reader feature a new replica may get is column mapping, at creation, when a column name is one
 Parquet cannot hold without it: DDLs that Delta would follow with type widening or column mapping
 rewrite the replica instead (tidelake.merge.ddl_apply), so every Delta reader can read it.
 Replicas that have those features (created before that choice, or with such a name) keep them
-and follow DDL in place (docs/stack.md §12).
+and follow DDL in place (docs/stack.md#delta-lake-schema-changes-protocol-concurrency).
 """
 
 from __future__ import annotations
@@ -111,10 +111,7 @@ def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
                       storage_options: dict[str, str] | None = None) -> None:
     """Set `wanted` table properties the replica does not have yet (benches and tests give replicas
     the features replicas of older releases have). Setting delta.columnMapping.mode or
-    delta.enableTypeWidening upgrades the protocol to the feature in the same commit (docs/stack.md
-    §12); a replica that has them already is left alone."""
-    from deltalake import DeltaTable
-
+    delta.enableTypeWidening upgrades the protocol to the feature in the same commit (docs/stack.md#delta-lake-schema-changes-protocol-concurrency); a replica that has them already is left alone."""
     current = DeltaTable(path, storage_options=storage_options).metadata().configuration
     missing = {k: v for k, v in wanted.items() if current.get(k) != v}
     if missing:
@@ -138,7 +135,8 @@ def enable_schema_features(spark: SparkSession, path: str, struct: StructType,
     """Turn on the table features `struct` needs that the table at `path` lacks, before a DDL brings
     such a column in: Delta turns them on by itself only when it creates a table, and refuses an
     ALTER or a schema-changing overwrite without them (DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT).
-    Every reader of README "Who can read a replica" reads timestampNtz. Owner: tidelake.apply.ddl_apply."""
+    Every reader of docs/operations.md#who-can-read-a-replica reads timestampNtz. Owner:
+    tidelake.merge.ddl_apply."""
     from deltalake import DeltaTable
 
     protocol = DeltaTable(path, storage_options=storage_options).protocol()

@@ -1,5 +1,5 @@
 """Soft deletes: a replica whose deleted rows stay, flagged `_tidb_deleted = true` with their last
-values, instead of being removed (README "History for consumers").
+values, instead of being removed (docs/history.md).
 
 A replica has soft deletes exactly when it has the column (tidelake.merge.replica_schema
 DELETED_COLUMN), so every merge keeps them, however it is started. The changefeed config's

@@ -2,7 +2,7 @@
 
 A replica at checkpoint c may advance to
     upper = min(resolvedTs over the table's physical ids, ddl resolved ts, next DDL ts - 1, cap)
-(docs/design.md §2). The minimum over physical ids matters for partitioned tables: one lagging
+(docs/design.md#timestamps-and-watermarks). The minimum over physical ids matters for partitioned tables: one lagging
 partition holds the whole replica back, because a replica is only correct "as of" a single ts.
 The DDL puller's resolved ts bounds every table, since a DDL not landed yet could still cut the
 window. When c already sits at a barrier (c == next DDL ts - 1) the step is that DDL instead.

@@ -2,7 +2,7 @@
 for a delta-rs write, tidelake.merge.writers.delta_rs_writer).
 
 Delta skips a write whose txn version is <= the one recorded for the app, and records it in the
-same commit as the rows (docs/stack.md §11 "Idempotent writes"); tidelake.lake.checkpoint reads
+same commit as the rows (docs/stack.md#delta-lake-deltatable-python-api-and-write-options "Idempotent writes"); tidelake.lake.checkpoint reads
 it back without Spark.
 """
 
@@ -19,7 +19,7 @@ from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Session confs honoured by MERGE/UPDATE/DELETE/INSERT (docs/stack.md §11); both must be set.
+# Session confs honoured by MERGE/UPDATE/DELETE/INSERT (docs/stack.md#delta-lake-deltatable-python-api-and-write-options); both must be set.
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -31,7 +31,7 @@ def writer_txn_options(version: int, app_id: str = MERGE_APP_ID) -> dict[str, st
 
 
 def delta_rs_commit_properties(version: int, app_id: str = MERGE_APP_ID) -> object:
-    """delta-rs CommitProperties recording checkpoint `version` in the commit (docs/stack.md §11:
+    """delta-rs CommitProperties recording checkpoint `version` in the commit (docs/stack.md#delta-lake-deltatable-python-api-and-write-options:
     delta-rs records the txn but does not skip a recorded version; the writer checks first)."""
     return CommitProperties(app_transactions=[Transaction(app_id, version)],
                             custom_metadata={"userMetadata": checkpoint_metadata(version)})

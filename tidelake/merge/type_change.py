@@ -1,6 +1,6 @@
 """Which replica column type changes Delta can apply as metadata-only type widening.
 
-docs/stack.md §12 (Delta 4.x type widening): byte->short/int/long/decimal/double,
+docs/stack.md#delta-lake-schema-changes-protocol-concurrency (Delta 4.x type widening): byte->short/int/long/decimal/double,
 short->int/long/decimal/double, int->long/decimal/double, long->decimal, float->double,
 decimal(p,s)->decimal(p+k1,s+k2) with k1 >= k2 >= 0, date->timestamp_ntz. An integer widens to a
 decimal only if the decimal keeps all its digits. Everything else is rewritten with a CAST.

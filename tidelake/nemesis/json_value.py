@@ -1,4 +1,4 @@
-"""A TiDB binary JSON value as a Python object, read without tidelake.codec (docs/encoding.md §8;
+"""A TiDB binary JSON value as a Python object, read without tidelake.codec (docs/encoding.md#binary-json;
 pingcap/tidb pkg/types/json_binary.go): a type-code byte, then the value. Objects and arrays hold
 `count u32 | size u32`, for objects a (key offset u32, key length u16) per element, then a
 (type u8, offset u32) value entry per element; a literal sits in its entry, any other value at

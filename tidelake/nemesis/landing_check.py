@@ -6,7 +6,7 @@ changelog is read file by file at the Delta version a watermark row names), rows
 decoded with tidelake.codec, and the upstream is the simulator's MVCC store itself.
 
 For every version of the watermarks table and every physical table W in it (its resolved ts),
-with the changelog at the version that watermark row recorded (docs/design.md §3, invariants 1
+with the changelog at the version that watermark row recorded (docs/design.md#lake-layout, invariants 1
 and 2):
 - history: every put/delete the MVCC committed in (start, W] is in the changelog (else `lost`),
   and every landed change at or below W is one the MVCC committed with that key, commit ts and
@@ -36,7 +36,7 @@ from deltalake import DeltaTable
 from tidelake.errors import TidelakeError
 from tidelake.nemesis.row_int import RowFormatError, int_column
 
-CHANGELOG_DIR = "_tidelake/changelog"  # docs/design.md §3
+CHANGELOG_DIR = "_tidelake/changelog"  # docs/design.md#lake-layout
 WATERMARKS_DIR = "_tidelake/watermarks"
 CHANGELOG_FILE_COLUMNS = ("key", "commit_ts", "op", "value")  # the order of a Change
 WATERMARK_COLUMNS = ("kind", "table_id", "resolved_ts", "changelog_version")

@@ -5,7 +5,7 @@ It imports nothing of tidelake.merge, tidelake.lake or the codec (tests/nemesis/
 Upstream: the tables at a ts come from the MVCC's meta keys (upstream_schema), rows from each
 physical id's record keys, identities from the keys (handle_key) and column values from the row
 values by the checker's own reader (row_values), a column a row does not hold taking its origin
-default (docs/encoding.md §5). Replica: Spark's Delta reader at `versionAsOf` (delta-rs refuses
+default (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns). Replica: Spark's Delta reader at `versionAsOf` (delta-rs refuses
 the replicas' reader features, apply_check's docstring), TIMESTAMP columns read as
 `unix_micros`; both sides normalised to row_values' canonical form per TiDB column type.
 
@@ -257,7 +257,7 @@ def same_value(got: Any, want: Any) -> bool:
 
 
 def _replica_value(value: Any, column: dict | None) -> Any:
-    """A Spark value in row_values' canonical form for the upstream column's type (docs/design.md §3
+    """A Spark value in row_values' canonical form for the upstream column's type (docs/design.md#lake-layout
     mapping: unsigned BIGINT and BIT(64) as DECIMAL(20,0), DECIMAL above 38 digits and JSON as
     text, binary strings as bytes; TIMESTAMP was selected as unix_micros)."""
     if value is None or column is None:

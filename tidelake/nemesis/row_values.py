@@ -3,8 +3,7 @@ canonical form (one Python value per column type, which a replica value is norma
 
 The apply check compares replicas with the upstream; decoding upstream rows with the codec the
 merge uses would let one bug hide another, so this is a separate, minimal reading of the format
-(pingcap/tidb pkg/util/rowcodec/row.go fromBytes, decoder.go decodeColDatum; docs/encoding.md
-§3). Columns are described by their TiDB ColumnInfo JSON (docs/encoding.md §10): `type.Tp`,
+(pingcap/tidb pkg/util/rowcodec/row.go fromBytes, decoder.go decodeColDatum; docs/encoding.md#row-value-format-v2). Columns are described by their TiDB ColumnInfo JSON (docs/encoding.md#schema-json): `type.Tp`,
 `Flag`, `Decimal`, `Charset`, `Elems`.
 
 Canonical forms: integers, YEAR, BIT -> int (unsigned read unsigned); FLOAT -> the float32 value
@@ -26,7 +25,7 @@ from typing import Any
 from tidelake.nemesis.json_value import json_value
 from tidelake.nemesis.value_errors import RowFormatError, Unchecked
 
-# MySQL type codes (pingcap/tidb pkg/parser/mysql/type.go; docs/encoding.md §9)
+# MySQL type codes (pingcap/tidb pkg/parser/mysql/type.go; docs/encoding.md#mysql-type-codes-and-column-flags)
 TINY, SHORT, LONG, FLOAT, DOUBLE, TIMESTAMP, LONGLONG, INT24 = 1, 2, 3, 4, 5, 7, 8, 9
 DATE, DURATION, DATETIME, YEAR, NEWDATE, VARCHAR, BIT = 10, 11, 12, 13, 14, 15, 16
 JSON, NEWDECIMAL, ENUM, SET = 245, 246, 247, 248
@@ -35,12 +34,12 @@ INTEGERS = frozenset({TINY, SHORT, INT24, LONG, LONGLONG})
 STRINGS = frozenset({VARCHAR, VAR_STRING, STRING, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB})
 PACKED_TIMES = frozenset({DATE, NEWDATE, DATETIME, TIMESTAMP})
 UNSIGNED_FLAG, NOT_NULL_FLAG = 32, 1
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)  # docs/encoding.md §6
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)  # docs/encoding.md#mydecimal-binary-format
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def row_columns(value: bytes) -> tuple[dict[int, bytes], frozenset[int]]:
-    """(column id -> value bytes of each not-null column, ids of the NULL columns); docs/encoding.md §3.1."""
+    """(column id -> value bytes of each not-null column, ids of the NULL columns); docs/encoding.md#layout."""
     if len(value) < 6 or value[0] != 128:
         raise RowFormatError(f"not a row v2 value (starts {value[:6].hex()})")
     large = value[1] & 1
@@ -100,8 +99,8 @@ def column_value(data: bytes, column: dict) -> Any:
 
 
 def comparable_float(data: bytes, narrow: bool = False) -> float:
-    """docs/encoding.md §1.3: big-endian, sign bit set for a positive value, every bit flipped
-    for a negative one. FLOAT is stored widened to float64 and narrowed back (§3.3)."""
+    """docs/encoding.md#comparable-float: big-endian, sign bit set for a positive value, every bit flipped
+    for a negative one. FLOAT is stored widened to float64 and narrowed back (docs/encoding.md#value-bytes-per-column-type)."""
     if len(data) != 8:
         raise RowFormatError(f"a float is 8 bytes, not {len(data)}")
     bits = int.from_bytes(data, "big")
@@ -111,7 +110,7 @@ def comparable_float(data: bytes, narrow: bool = False) -> float:
 
 
 def decimal_value(data: bytes) -> Decimal:
-    """`[precision][frac]` then MyDecimal binary (docs/encoding.md §6; pingcap/tidb pkg/types/mydecimal.go FromBin)."""
+    """`[precision][frac]` then MyDecimal binary (docs/encoding.md#mydecimal-binary-format; pingcap/tidb pkg/types/mydecimal.go FromBin)."""
     if len(data) < 3:
         raise RowFormatError(f"decimal of {len(data)} bytes")
     precision, frac = data[0], data[1]
@@ -140,7 +139,7 @@ def decimal_value(data: bytes) -> Decimal:
 
 
 def packed_time(packed: int, tp: int) -> date | datetime | int | None:
-    """docs/encoding.md §7 (pingcap/tidb pkg/types/time.go FromPackedUint). A TIMESTAMP packs its
+    """docs/encoding.md#packed-time (pingcap/tidb pkg/types/time.go FromPackedUint). A TIMESTAMP packs its
     UTC wall clock. Zero and partial dates have no Spark value (the replica holds NULL)."""
     micro = packed & 0xFFFFFF
     ymdhms = packed >> 24
@@ -173,7 +172,7 @@ def epoch_micros(instant: datetime) -> int:
 
 
 def missing_value(column: dict) -> Any:
-    """What a row that does not hold the column reads as (docs/encoding.md §5): its origin default,
+    """What a row that does not hold the column reads as (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns): its origin default,
     else NULL when nullable. TiDB keeps the default as text (a TIMESTAMP's in UTC) and a BIT's as
     base64 bytes in `origin_default_bit`; a type whose default this reader does not parse raises
     Unchecked."""

@@ -2,11 +2,11 @@
 tidelake.codec.
 
 TiDB keeps a database as hash `DBs`, field `DB:<id>` -> DBInfo JSON, and a table as hash
-`DB:<db id>`, field `Table:<id>` -> TableInfo JSON (docs/encoding.md §2.4, §10; pingcap/tidb
+`DB:<db id>`, field `Table:<id>` -> TableInfo JSON (docs/encoding.md#meta-keys-schema-storage, docs/encoding.md#schema-json; pingcap/tidb
 pkg/meta/meta.go). A hash field's key is `'m' + EncodeBytes(hash) + EncodeUint('h') +
 EncodeBytes(field)` (pingcap/tidb pkg/structure/type.go encodeHashDataKey), EncodeBytes being the
 memcomparable groups of 8 bytes, each followed by 0xFF minus its zero padding
-(pkg/util/codec/bytes.go; docs/encoding.md §1.4).
+(pkg/util/codec/bytes.go; docs/encoding.md#comparable-bytes).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-STATE_PUBLIC = 5  # docs/encoding.md §10 SchemaState
+STATE_PUBLIC = 5  # docs/encoding.md#schema-json SchemaState
 
 
 def memcomparable(data: bytes) -> bytes:
@@ -142,7 +142,7 @@ class UpstreamSchema:
 
 
 def _finished(info: dict) -> bool:
-    """A DBInfo or TableInfo every part of which is public (docs/encoding.md §10 SchemaState)."""
+    """A DBInfo or TableInfo every part of which is public (docs/encoding.md#schema-json SchemaState)."""
     if info.get("state", STATE_PUBLIC) != STATE_PUBLIC:
         return False
     parts = [*(info.get("cols") or []), *(info.get("index_info") or [])]

@@ -5,7 +5,7 @@ then reflect the upstream as of `end`: changes committed before end, i.e. TSO up
 TSO(end) - 1. That makes a backfill reproduce the lake at each interval boundary (a syncpoint
 and an asset event per interval). A run without a logical date (manual trigger, asset trigger)
 has no data interval, and Airflow then leaves `data_interval_end` out of the task context
-(docs/stack.md §2), so it merges to the latest watermarks.
+(docs/stack.md#airflow-scheduling), so it merges to the latest watermarks.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ got changes a merge can apply, through an Airflow asset watched by a trigger in 
 free of Airflow so it is tested on its own.
 
 What it reads is the watermarks table only (small, one row per table per puller): each flush
-that landed changes raises its `changelog_version` (design.md §2). Changes that just landed are
+that landed changes raises its `changelog_version` (docs/design.md#timestamps-and-watermarks). Changes that just landed are
 not yet applicable: a merge stops at the watermarks, and a row landed in one flush is usually
 covered by the resolved ts of a later one. So the watch notes, when it first sees a new
 changelog version, a TSO from its own clock: every change of that version committed before it.

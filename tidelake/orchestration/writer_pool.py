@@ -2,7 +2,7 @@
 
 On an s3 lake Spark commits replica versions through its S3 log store, which has no conditional
 PUT: two Spark jobs committing the same version of one replica (a merge and maintenance's
-OPTIMIZE, say) can overwrite each other's commit (tidelake.spark.s3a, docs/stack.md §16). So
+OPTIMIZE, say) can overwrite each other's commit (tidelake.spark.s3a, docs/stack.md#object-store-the-lake-on-s3). So
 every Spark task that writes a changefeed's replicas takes slots of one pool of that changefeed:
 a merge task one slot (a run's table groups write disjoint replicas and still run side by side),
 the tasks that may write any replica (maintenance, syncpoint, bootstrap) all of them, so they

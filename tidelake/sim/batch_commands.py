@@ -1,4 +1,4 @@
-"""`tikvpb.Tikv/BatchCommands`: client-go's default path for every KV command (docs/wire.md §14.1).
+"""`tikvpb.Tikv/BatchCommands`: client-go's default path for every KV command (docs/wire.md#batchcommands).
 
 TiKV (src/server/service/kv.rs `batch_commands`, `handle_batch_commands_request`) unpacks each
 BatchCommandsRequest into (request id, command) pairs, runs every command through the same future

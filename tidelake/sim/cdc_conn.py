@@ -5,7 +5,7 @@ resolved ts - is enqueued under `Conn.lock` into one FIFO, so the order the clie
 order in which the server decided to send (what makes "resolved ts after the commits it
 covers" and "nothing after an Error" hold). The response generator batches consecutive Events
 into one ChangeDataEvent (<= 64 Events, ~6 MiB) and gives every ResolvedTs its own
-ChangeDataEvent (docs/wire.md §7.9). Row events hold the store's sink memory quota while
+ChangeDataEvent (docs/wire.md#batching). Row events hold the store's sink memory quota while
 queued (`try_send_events`); errors and resolved ts are forced and hold none.
 """
 
@@ -54,7 +54,7 @@ class Conn(Generic[Sub]):
         self.peer = peer
         self.method = method
         self.explicit_features = explicit_features
-        self.gate: FeatureGate | None = None  # set by the first request (§7.1)
+        self.gate: FeatureGate | None = None  # set by the first request (docs/wire.md#connection-setup)
         self.lock = threading.Lock()
         self.downstreams: dict[tuple[int, int], Sub] = {}  # (request_id, region_id)
         self.closed = False

@@ -1,4 +1,4 @@
-"""The cdcpb.Error values TiKV's CDC endpoint sends (docs/wire.md §2.3, §7.2, §7.7)."""
+"""The cdcpb.Error values TiKV's CDC endpoint sends (docs/wire.md#error, docs/wire.md#register, docs/wire.md#errors-raised-after-registration)."""
 
 from __future__ import annotations
 

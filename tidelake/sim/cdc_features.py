@@ -1,4 +1,4 @@
-"""Per-connection CDC feature gates, as TiKV derives them (docs/wire.md §7.1).
+"""Per-connection CDC feature gates, as TiKV derives them (docs/wire.md#connection-setup).
 
 Two sources: the `features` gRPC metadata of EventFeedV2 (explicit, unknown names fail the
 stream with UNIMPLEMENTED), and `header.ticdc_version` of the first request (default gates).

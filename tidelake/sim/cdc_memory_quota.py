@@ -2,7 +2,7 @@
 
 Every event queued for a client holds its size in bytes until the stream hands it to gRPC. When a
 client reads slower than the store writes, the quota runs out and TiKV does not buffer more: a
-realtime batch that cannot allocate fails its region with `congested` (docs/wire.md §7.7)
+realtime batch that cannot allocate fails its region with `congested` (docs/wire.md#errors-raised-after-registration)
 and the client subscribes again later. Error events are sent with `force` and take no quota, so
 a region's last word always gets out. Incremental scans hold quota but are never refused here:
 TiKV sends them batch by batch while the client drains, which the simulator (queueing a scan at

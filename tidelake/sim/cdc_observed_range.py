@@ -1,9 +1,9 @@
 """The key range one CDC subscription observes, kept in region (memcomparable) space.
 
 TiKV treats the request's start/end keys as encoded keys, clips them to the region and filters
-rows by re-encoding each row's raw key (docs/wire.md §7.2, docs/encoding.md §2.5-2.6). When either
+rows by re-encoding each row's raw key (docs/wire.md#register, docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc). When either
 key does not decode (a raw key, an empty key, TiCDC's short `HackSpan` end), TiKV observes the
-whole region instead (`requested` below; docs/wire.md §7.2).
+whole region instead (`requested` below; docs/wire.md#register).
 Comparing in encoded space keeps that exact even for bounds that are not a valid encoding
 (TiCDC's `HackSpan` end `FF FF FF FF FF`); the MVCC store is keyed by raw key, so scans use
 the raw bounds below, which are exact for valid encodings and a superset otherwise.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tidelake.codec.memcomparable_bytes import decode_bytes, encode_bytes
 from tidelake.errors import InputError
 
-_GROUP = 9  # 8 data bytes + marker, docs/encoding.md §1.4
+_GROUP = 9  # 8 data bytes + marker, docs/encoding.md#comparable-bytes
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class ObservedRange:
 
     @classmethod
     def clip(cls, req_start: bytes, req_end: bytes, region_start: bytes, region_end: bytes) -> ObservedRange:
-        """Request range ∩ region range (`ObservedRange::update_region_key_range`, §7.2)."""
+        """Request range ∩ region range (`ObservedRange::update_region_key_range`, docs/wire.md#register)."""
         start = max(req_start, region_start)
         if not req_end:
             end = region_end

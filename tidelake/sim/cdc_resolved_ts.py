@@ -1,13 +1,13 @@
 """Resolved-ts advancing and its batched emission (TiKV `on_min_ts` / `Advance::emit_resolved_ts`).
 
-Every tick (docs/wire.md §7.8): min_ts = a fresh TSO; for each NORMAL downstream of a region
+Every tick (docs/wire.md#resolved-ts): min_ts = a fresh TSO; for each NORMAL downstream of a region
 this store still leads, advanced_to = max(advanced_to, min(oldest lock start ts in its range,
 min_ts)). Downstreams are grouped per (conn, request_id) on multiplexed streams, per conn
 (request_id 0) on other batch-capable streams; each group is a min-heap popped in chunks of
 8, 32, 128, 512, ... regions, each chunk one ResolvedTs{regions, ts = min of the chunk} in its own
 ChangeDataEvent. Clients older than 4.0.8 get the deprecated per-region Event.resolved_ts.
 
-Why this is safe (§13.4): a 2PC commit with commit_ts <= min_ts held its lock while min_ts was
+Why this is safe (docs/wire.md#resolved-ts-bounds): a 2PC commit with commit_ts <= min_ts held its lock while min_ts was
 taken, so either its lock bounds advanced_to or its COMMIT was already queued (rows are queued
 synchronously in the apply observer, before the lock check below reads the store).
 """

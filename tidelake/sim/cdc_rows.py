@@ -1,9 +1,9 @@
 """MVCC apply entries -> cdcpb Event rows, and the packing of scan rows into Events.
 
-Row shapes follow TiKV's delegate/initializer (docs/wire.md §7.4-§7.6): realtime PREWRITE
+Row shapes follow TiKV's delegate/initializer (docs/wire.md#incremental-scan and docs/wire.md#old-value): realtime PREWRITE
 carries value and old value; realtime COMMIT carries no old value and a value only when TiKV
 would have stored it inline in the write record (a "short value", <= 255 bytes) - TiCDC copies
-value and old value from the matching PREWRITE anyway (§9.4); ROLLBACK has commit_ts 0 and op
+value and old value from the matching PREWRITE anyway (docs/wire.md#row-handling-per-region); ROLLBACK has commit_ts 0 and op
 UNKNOWN; 1PC writes arrive as self-contained COMMITTED rows with old value.
 """
 
@@ -19,14 +19,14 @@ LogType = cdcpb_pb2.Event.LogType
 OpType = cdcpb_pb2.Event.Row.OpType
 
 SHORT_VALUE_MAX_LEN = 255  # TiKV txn_types: values up to this size live in the write record
-CDC_EVENT_MAX_BYTES = 32 * 1024  # docs/wire.md §7.4: a new Event starts at 32 KiB of rows
+CDC_EVENT_MAX_BYTES = 32 * 1024  # docs/wire.md#incremental-scan: a new Event starts at 32 KiB of rows
 MAX_SCAN_BATCH_SIZE = 1024  # TiKV's incremental scan converts rows in batches of this many
 
 _OPS = {"put": OpType.PUT, "delete": OpType.DELETE}
 
 
 def realtime_rows(batch: ApplyBatch) -> list[Row]:
-    """Rows TiKV emits for one applied raft batch (docs/wire.md §7.5)."""
+    """Rows TiKV emits for one applied raft batch (docs/wire.md#realtime-rows)."""
     rows = []
     for e in batch.entries:
         if e.op == "rollback":
@@ -53,7 +53,7 @@ def committed_row(e: ApplyEntry) -> Row:
 
 
 def scan_row(e: ApplyEntry) -> Row:
-    """A snapshot_delta entry: a lock (commit_ts 0) is PREWRITE, a write record COMMITTED (§7.4)."""
+    """A snapshot_delta entry: a lock (commit_ts 0) is PREWRITE, a write record COMMITTED (docs/wire.md#incremental-scan)."""
     if e.commit_ts == 0:
         return Row(start_ts=e.start_ts, type=LogType.PREWRITE, op_type=_OPS[e.op], key=e.key,
                    value=e.value, old_value=e.old_value)

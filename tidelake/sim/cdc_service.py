@@ -1,4 +1,4 @@
-"""TiKV's ChangeData (CDC) gRPC service for one simulated store (docs/wire.md §7, §13).
+"""TiKV's ChangeData (CDC) gRPC service for one simulated store (docs/wire.md#tikv-cdc-server-behaviour, docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect).
 
 Wire behaviour mirrors TiKV's components/cdc: EventFeed and EventFeedV2 share one handler; V2
 reads the `features` metadata; the first request's `ticdc_version` sets the feature gates;
@@ -104,7 +104,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._drop_conn(conn)
             conn.abort(grpc.StatusCode.UNAVAILABLE, "connection reset by fault injection")
 
-    # ---- gRPC handlers (docs/wire.md §7.1) ---------------------------------------------
+    # ---- gRPC handlers (docs/wire.md#connection-setup) ---------------------------------------------
 
     def EventFeed(self, request_iterator, context):  # noqa: N802 - gRPC method name
         yield from self._serve(request_iterator, context, "EventFeed")
@@ -177,7 +177,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._drop_conn(conn)
             conn.finish()
 
-    # ---- register / deregister (docs/wire.md §7.2, §7.3) --------------------------------
+    # ---- register / deregister (docs/wire.md#register, docs/wire.md#deregister) --------------------------------
 
     def _register(self, conn: Conn[Downstream], req: cdcpb_pb2.ChangeDataRequest) -> None:
         region_id, request_id = req.region_id, req.request_id
@@ -246,7 +246,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         self._forget(removed)
 
     def _drop_conn(self, conn: Conn[Downstream]) -> None:
-        """Deregister all of a conn's subscriptions silently (client went away, §7.1)."""
+        """Deregister all of a conn's subscriptions silently (client went away, docs/wire.md#connection-setup)."""
         with conn.lock:
             removed = list(conn.downstreams.values())
             conn.downstreams.clear()
@@ -275,7 +275,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
     def _of_region(self, region_id: int) -> list[Downstream]:
         return list(self._by_region.get(region_id, ()))
 
-    # ---- incremental scan (docs/wire.md §7.4) -------------------------------------------
+    # ---- incremental scan (docs/wire.md#incremental-scan) -------------------------------------------
 
     def _initialize(self, d: Downstream) -> None:
         try:
@@ -300,7 +300,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             with self._lock:
                 self._pending_scans -= 1
 
-    # ---- realtime rows (docs/wire.md §7.5) -----------------------------------------------
+    # ---- realtime rows (docs/wire.md#realtime-rows) -----------------------------------------------
 
     def _on_apply(self, batch: ApplyBatch) -> None:
         if not self._downstreams:
@@ -315,11 +315,11 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
         congested = {d.region_id for d in downstreams
                      if not d.on_realtime(encoded, faults.commit_before_prewrite, faults.duplicate_delivery)}
         for region_id in congested:
-            # docs/wire.md §7.7: a batch the sink quota refuses fails the region's delegate,
+            # docs/wire.md#errors-raised-after-registration: a batch the sink quota refuses fails the region's delegate,
             # i.e. every subscription of that region on this store.
             self._stop(self._of_region(region_id), cdc_errors.congested(region_id))
 
-    # ---- region changes (docs/wire.md §7.7) ---------------------------------------------
+    # ---- region changes (docs/wire.md#errors-raised-after-registration) ---------------------------------------------
 
     def _on_region_change(self, change: RegionChange) -> None:
         if change.kind == "split":
@@ -342,7 +342,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
                 elif region.leader_store_id != self._store_id:
                     self._stop(self._of_region(region.id), cdc_errors.not_leader(region.id, region.leader_peer()))
 
-    # ---- resolved ts (docs/wire.md §7.8) ------------------------------------------------
+    # ---- resolved ts (docs/wire.md#resolved-ts) ------------------------------------------------
 
     def _on_min_ts(self) -> None:
         try:
@@ -351,7 +351,7 @@ class ChangeDataService(cdcpb_pb2_grpc.ChangeDataServicer):
             if not downstreams:
                 return
             min_ts = self._cluster.tso.next()  # before any lock is read: see cdc_resolved_ts
-            self._cluster.mvcc.observe_ts(min_ts)  # a later 1PC must commit above it (§13.4)
+            self._cluster.mvcc.observe_ts(min_ts)  # a later 1PC must commit above it (docs/wire.md#resolved-ts-bounds)
             emit(advance(downstreams, min_ts, self._min_lock_ts, self._still_leads))
         except Exception:
             log.exception("cdc resolved ts tick on store %s failed", self._store_id)

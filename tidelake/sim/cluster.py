@@ -293,7 +293,7 @@ class SimCluster:
         return splits
 
     def run_gc_once(self) -> int:
-        """TiDB's GC leader round (docs/metadata.md §3.2): safepoint = min service safepoint."""
+        """TiDB's GC leader round (docs/metadata.md#server-semantics): safepoint = min service safepoint."""
         now = self.tso.next()
         life_ts = compose(max(0, physical_ms(now) - int(self.gc_life_time_s * 1000)))
         current_min, _ = self.gc_safe_points.update_service(GC_WORKER, MAX_INT64, life_ts)
@@ -307,9 +307,9 @@ class SimCluster:
 
     def _resolve_for_gc(self, lock: Lock) -> None:
         """client-go `BatchResolveLocks`: caller ts 0 and current ts MaxUint64, so any lock below the
-        safepoint is either committed or rolled back now (docs/wire.md §14.4 for async commit)."""
+        safepoint is either committed or rolled back now (docs/wire.md#transactional-writes for async commit)."""
         status = self.mvcc.check_txn_status(lock.primary, lock.start_ts, 0, MAX_TS, True, verify_is_primary=False)
-        if status.lock is not None and status.lock.use_async_commit:  # decided by all its keys (§14.4)
+        if status.lock is not None and status.lock.use_async_commit:  # decided by all its keys (docs/wire.md#transactional-writes)
             self.mvcc.resolve_async_commit(status.lock)
             return
         self.mvcc.resolve_lock(lock.start_ts, status.commit_ts, keys=[lock.key])

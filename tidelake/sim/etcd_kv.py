@@ -1,4 +1,4 @@
-"""PD's embedded etcd KV (`etcdserverpb.KV/Range`) for the keys TiKV clients read (docs/wire.md §15).
+"""PD's embedded etcd KV (`etcdserverpb.KV/Range`) for the keys TiKV clients read (docs/wire.md#pds-etcd-kv).
 
 PD serves etcd's client API on its own client URL. client-go's safepoint checker
 (client-go tikv/safepoint.go `loadSafePoint`, key `GcSavedSafePoint`) reads

@@ -21,7 +21,7 @@ def _now_ms() -> int:
 class FaultState:
     busy_until_ms: dict[int, int] = field(default_factory=dict)  # store -> monotonic ms
     slow_store_delay_ms: dict[int, int] = field(default_factory=dict)
-    commit_before_prewrite: bool = False  # docs/wire.md §13.3: allowed before INITIALIZED only
+    commit_before_prewrite: bool = False  # docs/wire.md#commits-need-their-prewrite: allowed before INITIALIZED only
     duplicate_delivery: bool = False  # resend rows the protocol allows duplicating (at-least-once)
     _congested: dict[int, int] = field(default_factory=dict)  # region -> pending congested errors
     _stream_reset_listeners: list[Callable[[int], None]] = field(default_factory=list)
@@ -60,7 +60,7 @@ class FaultState:
             fn(store_id)
 
     def congest(self, region_id: int, times: int = 1) -> None:
-        """Make the next `times` CDC checks of `region_id` report `congested` (docs/wire.md §7.7)."""
+        """Make the next `times` CDC checks of `region_id` report `congested` (docs/wire.md#errors-raised-after-registration)."""
         with self._mu:
             self._congested[region_id] = self._congested.get(region_id, 0) + times
 

@@ -4,7 +4,7 @@ Each fault is something a production TiKV/PD cluster does to a CDC client: regio
 merges (epoch_not_match, region_not_found), leader transfers (not_leader), aborted EventFeed
 streams, server_is_busy bursts, a slow store, a store restart, PD unavailable for a while (a PD
 restart or a lost quorum: TSO and region lookups fail, the stores keep serving), a COMMIT delivered before its
-PREWRITE during the incremental scan (docs/wire.md §13.3) and duplicated rows. A seeded
+PREWRITE during the incremental scan (docs/wire.md#commits-need-their-prewrite) and duplicated rows. A seeded
 scheduler thread draws faults from a profile; every temporary fault is undone on time, and all
 of them on stop(), so a run always ends on a healthy cluster.
 """
@@ -240,6 +240,6 @@ class FaultInjector:
 
 
 def _is_table_boundary(encoded: bytes) -> bool:
-    """True when a region key is exactly `EncodeBytes('t' + EncodeInt(id))` (docs/encoding.md §2.5)."""
+    """True when a region key is exactly `EncodeBytes('t' + EncodeInt(id))` (docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc)."""
     raw = raw_bound(encoded)
     return len(raw) == TABLE_PREFIX_LEN and raw[:1] == b"t"

@@ -1,6 +1,6 @@
 """PD's GC safepoint state: service safepoints with TTL and the cluster GC safepoint.
 
-Classic PD algorithm (docs/metadata.md §3.2): the minimum over live service safepoints bounds
+Classic PD algorithm (docs/metadata.md#server-semantics): the minimum over live service safepoints bounds
 GC; a service may not set a value below that minimum (no error: the reply just shows the minimum);
 "gc_worker" always exists; the cluster GC safepoint never moves backwards.
 """

@@ -1,10 +1,10 @@
 """One simulated TiKV store's transactional read servicer (`tikvpb.Tikv`).
 
 It answers only for regions this store leads and returns the region errors TiKV returns otherwise
-(docs/metadata.md §2.2, §2.5), so clients exercise their real retry paths. Keys in requests are
-raw; region boundaries in errors are encoded (§2.4). Reads, lock resolution and TiDB's
-transactional writes (docs/wire.md §14.4) go to the shared MvccStore with TiKV's semantics; every
-command is also reachable through BatchCommands (§14.1).
+(docs/metadata.md#kvrpcpbcontext, docs/metadata.md#region-errors-during-reads), so clients exercise their real retry paths. Keys in requests are
+raw; region boundaries in errors are encoded (docs/metadata.md#tikv-read-semantics). Reads, lock resolution and TiDB's
+transactional writes (docs/wire.md#transactional-writes) go to the shared MvccStore with TiKV's semantics; every
+command is also reachable through BatchCommands (docs/wire.md#batchcommands).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
                                                                             leader=region.leader_peer()))
         if not ctx.HasField("region_epoch"):
             return None, errorpb_pb2.Error(message="missing epoch!")
-        if ctx.region_epoch.version != region.version:  # reads check version only (§2.2)
+        if ctx.region_epoch.version != region.version:  # reads check version only (docs/wire.md#small-messages)
             current = [region]
             sibling = cluster.regions.prev(region)
             if ctx.region_epoch.version < region.version and sibling is not None:
@@ -151,7 +151,7 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
         return kvrpcpb_pb2.GetResponse(value=value, commit_ts=commit_ts if request.need_commit_ts else 0)
 
     def KvScan(self, request, context):
-        """Forward [start_key, end_key) or reverse [end_key, start_key), clipped to the region (§2.4)."""
+        """Forward [start_key, end_key) or reverse [end_key, start_key), clipped to the region (docs/wire.md#event)."""
         upper, lower = (request.start_key, request.end_key) if request.reverse else (request.end_key,
                                                                                     request.start_key)
         region, region_error = self._route(request.context, context, [lower] if not request.reverse else [])
@@ -190,7 +190,7 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
             except KeyLockedError as err:
                 pairs.append(kvrpcpb_pb2.KvPair(error=key_error(err)))
                 continue
-            if value is not None:  # missing keys are left out (§2.3)
+            if value is not None:  # missing keys are left out (docs/wire.md#error)
                 pairs.append(kvrpcpb_pb2.KvPair(key=key, value=value,
                                                 commit_ts=commit_ts if request.need_commit_ts else 0))
         return kvrpcpb_pb2.BatchGetResponse(pairs=pairs)
@@ -254,7 +254,7 @@ class KvService(tikvpb_pb2_grpc.TikvServicer):
         return kvrpcpb_pb2.CheckSecondaryLocksResponse(locks=[lock_info(lk) for lk in status.locks],
                                                        commit_ts=status.commit_ts)
 
-    # ---- transactional writes (docs/wire.md §14.4) ------------------------------------------
+    # ---- transactional writes (docs/wire.md#transactional-writes) ------------------------------------------
 
     def KvPrewrite(self, request, context):
         mutations = list(request.mutations)

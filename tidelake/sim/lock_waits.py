@@ -3,7 +3,7 @@
 TiKV queues a pessimistic lock request behind the lock it meets and its deadlock detector refuses
 the request that would close a wait-for cycle (tikv src/server/lock_manager/deadlock.rs,
 `DetectTable::detect`); TiDB then rolls that transaction back (MySQL error 1213). The simulated
-stores answer a held lock at once instead (docs/wire.md §14.4), so the front waits on its side
+stores answer a held lock at once instead (docs/wire.md#transactional-writes), so the front waits on its side
 and asks this graph first.
 """
 

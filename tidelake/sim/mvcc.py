@@ -2,10 +2,10 @@
 
 It copies TiKV's transaction layer closely enough that a client written against it works against a
 real cluster: locks and write records, write conflicts, protected rollbacks, SI reads with
-resolved/committed locks (docs/metadata.md §2.4), CheckTxnStatus/ResolveLock (§2.7), TiDB's
-transaction protocol (pessimistic locks, async commit, 1PC; docs/wire.md §14.4), GC that
-keeps the newest version at or below the safe point (§3.2), and an apply stream with old values that
-the CDC servicer observes like TiKV's raft apply (docs/wire.md §7.4–7.6).
+resolved/committed locks (docs/metadata.md#tikv-read-semantics), CheckTxnStatus/ResolveLock (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader), TiDB's
+transaction protocol (pessimistic locks, async commit, 1PC; docs/wire.md#transactional-writes), GC that
+keeps the newest version at or below the safe point (docs/metadata.md#server-semantics), and an apply stream with old values that
+the CDC servicer observes like TiKV's raft apply (docs/wire.md#incremental-scan).
 
 Keys are raw: memcomparable encoding preserves order, so raw order equals the encoded order TiKV uses.
 """
@@ -201,7 +201,7 @@ class MvccStore:
         self._mu = threading.RLock()
         # TiKV's concurrency-manager max_ts: the highest ts any reader or the CDC resolved-ts
         # advancer has observed. A 1PC commit must land above it, or a snapshot read at T (or a
-        # resolved ts already sent) would miss a commit <= T (docs/metadata.md §2.4).
+        # resolved ts already sent) would miss a commit <= T (docs/metadata.md#tikv-read-semantics).
         self._max_ts = 0
         self._keys = SortedList()  # every key with a write record or a lock
         self._writes: dict[bytes, list[Write]] = {}  # ascending commit_ts
@@ -302,7 +302,7 @@ class MvccStore:
         """1PC: the planned locks become write records at commit_ts with no lock in between."""
         entries = []
         for lock in locks:
-            old = self._visible_value(lock.key, commit_ts - 1)  # docs/wire.md §7.6: 1PC old value
+            old = self._visible_value(lock.key, commit_ts - 1)  # docs/wire.md#old-value: 1PC old value
             self._insert_write(lock.key, Write(start_ts, commit_ts, lock.op, lock.value))
             if lock.is_data_lock():
                 entries.append(ApplyEntry(lock.key, start_ts, commit_ts, lock.op, lock.value, old))
@@ -515,7 +515,7 @@ class MvccStore:
     def check_txn_status(self, primary: bytes, lock_ts: int, caller_start_ts: int, current_ts: int,
                          rollback_if_not_exist: bool, *, verify_is_primary: bool = True,
                          force_sync_commit: bool = False, resolving_pessimistic_lock: bool = False) -> TxnStatus:
-        """TiKV `check_txn_status` (docs/metadata.md §2.7 step 3; docs/wire.md §14.4).
+        """TiKV `check_txn_status` (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader step 3; docs/wire.md#transactional-writes).
 
         An async-commit primary is reported as it is, never rolled back or pushed: its fate is decided
         from all its keys (CheckSecondaryLocks). An expired pessimistic lock is only dropped when the
@@ -632,7 +632,7 @@ class MvccStore:
         return out
 
     def snapshot_delta(self, start: bytes, end: bytes, after_ts: int) -> list[ApplyEntry]:
-        """Incremental-scan rows for [start, end), taken atomically (docs/wire.md §7.4).
+        """Incremental-scan rows for [start, end), taken atomically (docs/wire.md#incremental-scan).
 
         Per key: its Put/Delete lock as a prewrite row (commit_ts 0), then its Put/Delete writes with
         commit_ts > after_ts newest first; each with the value before that version as old value.
@@ -698,7 +698,7 @@ class MvccStore:
         return None, 0
 
     def _visible_value(self, key: bytes, ts: int) -> bytes:
-        """Committed value at ts, b"" when absent (the old value format of docs/wire.md §7.6)."""
+        """Committed value at ts, b"" when absent (the old value format of docs/wire.md#old-value)."""
         ws = self._writes.get(key)
         if not ws:
             return b""
@@ -796,7 +796,7 @@ class MvccStore:
 
 
 def _lock_blocks_read(lock: Lock, key: bytes, ts: int, resolved: frozenset[int]) -> bool:
-    """TiKV `check_ts_conflict_si` (docs/metadata.md §2.4)."""
+    """TiKV `check_ts_conflict_si` (docs/metadata.md#tikv-read-semantics)."""
     if lock.start_ts > ts or not lock.is_data_lock() or lock.min_commit_ts > ts or lock.start_ts in resolved:
         return False
     return not (ts == MAX_TS and key == lock.primary)

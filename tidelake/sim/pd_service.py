@@ -1,4 +1,4 @@
-"""The simulated PD's gRPC servicer (`pdpb.PD`), answering as tikv/pd does (docs/wire.md §6, §8).
+"""The simulated PD's gRPC servicer (`pdpb.PD`), answering as tikv/pd does (docs/wire.md#pdpb-subset, docs/wire.md#pd-server-behaviour).
 
 A single PD member that is always the leader. It reads cluster state (TSO, regions, stores, GC
 safepoints) from the SimCluster, so what clients learn here always matches what the stores serve.
@@ -35,7 +35,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         return header
 
     def _validate(self, header: pdpb_pb2.RequestHeader, context: grpc.ServicerContext) -> None:
-        """PD `validateRequest`: cluster id mismatch is a gRPC error, not a header error (§8)."""
+        """PD `validateRequest`: cluster id mismatch is a gRPC error, not a header error (docs/wire.md#pd-server-behaviour)."""
         expected = self._cluster.cluster_id
         if header.cluster_id != expected:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
@@ -52,7 +52,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
 
     def _region_response(self, region: SimRegion | None) -> pdpb_pb2.GetRegionResponse:
         if region is None:
-            return pdpb_pb2.GetRegionResponse(header=self._header())  # unknown: OK header, no region (§8)
+            return pdpb_pb2.GetRegionResponse(header=self._header())  # unknown: OK header, no region (docs/wire.md#pd-server-behaviour)
         return pdpb_pb2.GetRegionResponse(header=self._header(), region=region.to_pb(), leader=region.leader_peer())
 
     # ---- members ---------------------------------------------------------------------------
@@ -72,7 +72,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
             self._validate(request.header, context)
             if request.count == 0:
                 context.abort(grpc.StatusCode.UNKNOWN, "[PD:tso:ErrGenerateTimestamp]tso count should be positive")
-            ts = self._cluster.tso.next(request.count)  # the largest of `count` TSOs (§8)
+            ts = self._cluster.tso.next(request.count)  # the largest of `count` TSOs (docs/wire.md#pd-server-behaviour)
             yield pdpb_pb2.TsoResponse(header=self._header(), count=request.count,
                                        timestamp=pdpb_pb2.Timestamp(physical=physical_ms(ts), logical=logical(ts)))
 
@@ -98,7 +98,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         return self._region_response(self._cluster.regions.get(request.region_id))
 
     def ScanRegions(self, request, context):
-        """Both the legacy parallel arrays and the `regions` form are filled, as PD does (§8)."""
+        """Both the legacy parallel arrays and the `regions` form are filled, as PD does (docs/wire.md#pd-server-behaviour)."""
         self._validate(request.header, context)
         found = self._cluster.regions.scan(request.start_key, request.end_key, request.limit)
         return pdpb_pb2.ScanRegionsResponse(
@@ -161,7 +161,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
                                                safe_point=self._cluster.gc_safe_points.gc_safe_point)
 
     def UpdateServiceGCSafePoint(self, request, context):
-        """Classic PD semantics (docs/metadata.md §3.2): a refused value is not an error."""
+        """Classic PD semantics (docs/metadata.md#server-semantics): a refused value is not an error."""
         self._validate(request.header, context)
         service_id = request.service_id.decode("utf-8", errors="replace")
         current_min, ttl = self._cluster.gc_safe_points.update_service(service_id, request.TTL, request.safe_point)

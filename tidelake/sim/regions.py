@@ -1,10 +1,10 @@
 """Which store leads which key range: the simulator's view of PD's region metadata.
 
-Region boundaries are memcomparable-ENCODED keys, as PD stores them (docs/encoding.md §2.5); the
+Region boundaries are memcomparable-ENCODED keys, as PD stores them (docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc); the
 MVCC data underneath is keyed by raw keys, so `raw_bound` translates a boundary into the raw space.
 Epochs follow raftstore: `version` bumps on split and merge, `conf_ver` on peer changes
-(docs/wire.md §3). Listeners see every change in order; the CDC servicer turns them into the
-errors TiKV sends (§7.7).
+(docs/wire.md#metapb-subset). Listeners see every change in order; the CDC servicer turns them into the
+errors TiKV sends (docs/wire.md#errors-raised-after-registration).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tidelake.codec.memcomparable_bytes import decode_bytes
 from tidelake.errors import InputError
 from tidelake.kvproto import metapb_pb2
 
-_GROUP = 9  # 8 data bytes + marker (docs/encoding.md §1.4)
+_GROUP = 9  # 8 data bytes + marker (docs/encoding.md#comparable-bytes)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
 from tidelake.sim.cdc_recorder import RecordKind, read_records
 from tidelake.sim.cluster import SERVER_OPTIONS
 
-# Events per ChangeDataEvent when replaying (TiKV batches events per message too, docs/wire.md §7.9).
+# Events per ChangeDataEvent when replaying (TiKV batches events per message too, docs/wire.md#batching).
 BATCH_EVENTS = 256
 _END = object()
 
@@ -139,7 +139,7 @@ def _messages(history: RegionHistory, request_id: int, multiplexed: bool) -> Ite
             if batch:
                 yield cdcpb_pb2.ChangeDataEvent(events=batch)
                 batch = []
-            # docs/wire.md §13.5: ResolvedTs alone; request_id only on multiplexed streams
+            # docs/wire.md#resolvedts-framing: ResolvedTs alone; request_id only on multiplexed streams
             yield cdcpb_pb2.ChangeDataEvent(resolved_ts=cdcpb_pb2.ResolvedTs(
                 regions=[history.region_id], ts=item, request_id=request_id if multiplexed else 0))
             continue

@@ -1,4 +1,4 @@
-"""PD's timestamp oracle for the simulator (docs/wire.md §8 Tso, §10 format).
+"""PD's timestamp oracle for the simulator (docs/wire.md#pd-server-behaviour Tso, docs/wire.md#tso-format format).
 
 Strictly monotonic across threads; physical part follows the wall clock, logical part counts within
 a millisecond. A batch request returns only its largest TSO, as PD does, and the caller derives the

@@ -609,7 +609,7 @@ class WorkloadCounters:
     long_txns: int = 0
     errors: int = 0
     preloaded: int = 0
-    one_pc: int = 0  # committed txns by protocol (docs/wire.md §14.5)
+    one_pc: int = 0  # committed txns by protocol (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes)
     async_commit: int = 0
     two_pc: int = 0
     last_error: str = ""

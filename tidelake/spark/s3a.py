@@ -1,4 +1,4 @@
-"""Spark's view of an s3 lake: the hadoop-aws package and the s3a confs (docs/stack.md §16).
+"""Spark's view of an s3 lake: the hadoop-aws package and the s3a confs (docs/stack.md#object-store-the-lake-on-s3).
 
 The confs are derived from the same storage options delta-rs uses (tidelake.lake.object_store),
 so merge, verify and maintenance read exactly the bucket the puller writes. `s3://` is mapped to

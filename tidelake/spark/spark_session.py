@@ -1,4 +1,4 @@
-"""One place that knows how to build a Delta-enabled SparkSession (docs/stack.md §10).
+"""One place that knows how to build a Delta-enabled SparkSession (docs/stack.md#delta-lake-session-setup).
 
 Three ways to get one:
 - local: `local[*]` with the Delta jars resolved from Maven Central through `spark.jars.packages`
@@ -10,7 +10,7 @@ Three ways to get one:
   client gets its own server-side session, so session confs (the Delta txn of a MERGE,
   tidelake.merge.txn_confs) stay per client.
 
-Which Spark a command uses (README "Warm Spark"; tidelake.cli.spark_choice): `--remote`, then
+Which Spark a command uses (docs/operations.md#warm-spark; tidelake.cli.spark_choice): `--remote`, then
 `[spark] remote` of the changefeed config, then the standard SPARK_REMOTE variable, then local.
 """
 
@@ -59,8 +59,8 @@ LOCAL_CONFS: dict[str, str] = {
 
 
 def delta_package() -> str:
-    """Maven coordinate of the Delta jar matching the installed pyspark (docs/stack.md §0.2)."""
-    import pyspark
+    """Maven coordinate of the Delta jar matching the installed pyspark (docs/stack.md#the-delta-jar-name-now-carries-the-spark-version)."""
+    import pyspark  # not at the top: Airflow's DAG parsing imports this module (spark_submit) and must not load pyspark
 
     major_minor = ".".join(pyspark.__version__.split(".")[:2])
     return f"io.delta:delta-spark_{major_minor}_{SCALA_VERSION}:{DELTA_JAR_VERSION}"

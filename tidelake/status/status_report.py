@@ -1,4 +1,4 @@
-"""`tidelake status`: where each replica stands (docs/design.md §2) and how far it lags.
+"""`tidelake status`: where each replica stands (docs/design.md#timestamps-and-watermarks) and how far it lags.
 
 Everything is read from the lake without Spark (delta-rs reads the Delta logs): watermarks,
 the DDL history, the replica catalog, the merge log and, where needed, replicas' own logs. PD,
@@ -22,51 +22,8 @@ Callers that wait for a replica to reach a ts therefore read exactly (the demos 
 waiting one more run. Not covered: a replica changed by hand (deleted and bootstrapped again at
 the same folder, a Delta RESTORE) shows its last logged facts until its next run; `--exact`.
 
-JSON (`tidelake status --json`, `StatusReport.to_json()`), schema_version 1. Additive changes keep
-the version; renames or removals bump it. Timestamps are TSOs (int) with a `*_utc` ISO-8601 twin
-(null when the ts is null):
-
-    {
-      "schema_version": 1,
-      "generated_at": "2026-01-01T00:00:00Z",      wall-clock time of this report
-      "now_ts": int, "now_utc": str,
-      "now_source": "pd" | "wall_clock",
-      "lake": str,                                 lake root
-      "ddl_resolved_ts": int | null, "ddl_resolved_utc": str | null,
-      "changelog_version": int,                    -1 before the first puller flush
-      "exact": bool,                               every replica read from its own log
-      "tables": [{
-        "table": "db.name",                        current upstream name
-        "table_key": int,                          stable identity (TiDB id at CREATE)
-        "state": "active" | "stopped" | "dropped" | "pending",   pending = no replica yet
-        "reason": str | null,                      why stopped
-        "path": str | null,                        replica location
-        "physical_ids": [int],                     at the checkpoint (partitions)
-        "resolved_ts": int | null,                 min over physical ids; null if one has none yet
-        "barrier_ts": int | null,                  next DDL commit ts - 1, else the DDL resolved ts
-        "checkpoint_ts": int | null,               the replica equals upstream as of this ts
-        (each with its "*_utc" twin)
-        "lag_seconds": float | null,               now - checkpoint
-        "bound": "resolved" | "ddl_resolved" | "barrier" | null,   what limits the next merge
-        "blocked": str | null,                     why the next merge cannot advance at all
-        "pending_ddl": null | {"job_id": int, "commit_ts": int, "commit_utc": str,
-                               "action": str, "query": str | null},
-        "last_merge": null | {"run_id": str, "status": str, "finished_at": str,
-                              "duration_s": float, "rows_in": int, "rows_out": int,
-                              "checkpoint_after": int | null, "reason": str | null},
-        "last_error": str | null,                  last merge error, or the stop reason
-        "reader_features": [str] | null,           Delta reader features the replica requires
-                                                   (null: no replica table yet)
-        "deltalake_readable": bool | null,         whether the installed deltalake reads it
-        "soft_deletes": bool | null,               deleted rows kept, flagged _tidb_deleted
-        "history": null | {"path": str,            its SCD2 history table (README "History for
-                           "checkpoint_ts": int | null,          consumers"), with the ts it holds
-                           "since_ts": int | null}               every change up to, and from
-        "facts_source": "merge_log" | "replica" | null   where checkpoint_ts, reader_features,
-                                                   soft_deletes and history came from (null: no
-                                                   replica in the catalog)
-      }]
-    }
+JSON (`tidelake status --json`, `StatusReport.to_json()`): status_report.schema.json beside
+this file, a JSON Schema; additive changes keep schema_version 1, renames or removals bump it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ still unknown. S must be >= every included checkpoint: merges capped with
 tidelake.syncpoint.records.merge_cap never pass an unrecorded boundary, and before the first
 syncpoint the boundary is raised above every checkpoint.
 
-A failpoint (tidelake.failpoints, SYNCPOINT_FAILPOINTS, docs/nemesis.md §4) sits between reading
+A failpoint (tidelake.failpoints, SYNCPOINT_FAILPOINTS, docs/nemesis.md#the-apply-level) sits between reading
 the replicas' versions at S and recording the cut.
 
 Tables in the cut: those alive at S (created at or before S, not dropped at or before S) whose

@@ -1,7 +1,7 @@
-"""Syncpoints: cross-table consistent cuts, `ts -> {table: Delta version}` (docs/design.md §1).
+"""Syncpoints: cross-table consistent cuts, `ts -> {table: Delta version}` (docs/design.md#data-flow).
 
 Delta has no multi-table commit, so consistency across replicas is a read-side contract, as
-TiCDC's syncpoint table and the Iceberg sink's checkpoint table (docs/peers.md §1.10) do it:
+TiCDC's syncpoint table and the Iceberg sink's checkpoint table (docs/peers.md#ticdc--iceberg-sink) do it:
 at syncpoint S every listed replica has a Delta version whose checkpoint is exactly S, and
 reading each table at its version gives upstream as of one TSO. Syncpoint timestamps are
 aligned to the interval (the first TSO of each interval_s wall-clock period), so runs that

@@ -16,7 +16,7 @@ from typing import Callable
 from tidelake.errors import StopRequested
 from tidelake.upstream.upstream_errors import UpstreamError
 
-# (base seconds, cap seconds), client-go config/retry/backoff.go (docs/metadata.md §2.5).
+# (base seconds, cap seconds), client-go config/retry/backoff.go (docs/metadata.md#region-errors-during-reads).
 KINDS: dict[str, tuple[float, float]] = {
     "region_miss": (0.002, 0.5),
     "region_scheduling": (0.002, 0.5),

@@ -1,4 +1,4 @@
-"""Keep the upstream from garbage-collecting versions a changefeed still needs (docs/metadata.md §3).
+"""Keep the upstream from garbage-collecting versions a changefeed still needs (docs/metadata.md#pd-gc-safepoint).
 
 Like the TiCDC owner, we hold a PD service GC safepoint at `checkpoint - 1` (a snapshot read at
 the checkpoint must stay complete) with a TTL, and refresh it from a background thread well
@@ -55,7 +55,7 @@ class GCSafepointKeeper:
 
     def _hold(self, ts: int) -> None:
         min_safe_point = self._pd.update_service_gc_safepoint(self.service_id, self.ttl_s, ts - 1)
-        # PD saves the request only if it is >= the minimum; a higher minimum means refused (§3.2).
+        # PD saves the request only if it is >= the minimum; a higher minimum means refused (docs/metadata.md#server-semantics).
         if min_safe_point > ts - 1:
             raise BelowGCSafepointError(_below_message(ts, min_safe_point, "the service GC safepoint"))
         with self._lock:
@@ -96,7 +96,7 @@ class GCSafepointKeeper:
     def release(self) -> None:
         """Remove the safepoint (changefeed deleted, or a one-off snapshot finished)."""
         self.stop()
-        # docs/metadata.md §3.2: TTL=0 with safe_point=MaxUint64 removes the entry.
+        # docs/metadata.md#server-semantics: TTL=0 with safe_point=MaxUint64 removes the entry.
         self._pd.update_service_gc_safepoint(self.service_id, 0, _MAX_UINT64)
         with self._lock:
             self._checkpoint = None

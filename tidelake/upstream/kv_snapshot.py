@@ -1,7 +1,7 @@
 """Consistent snapshot reads from TiKV at one TSO: KvScan region by region, KvGet, KvBatchGet.
 
 This is client-go's snapshot (`txnsnapshot/scan.go`, `snapshot.go`) over plain unary kvrpcpb
-calls (docs/metadata.md §2): RAW keys, region bounds decoded from PD's encoded keys,
+calls (docs/metadata.md#snapshot-reads-over-kvrpcpb): RAW keys, region bounds decoded from PD's encoded keys,
 every region error handled by re-locating or backing off, and every lock met resolved so rows
 of transactions committed at or below the read ts are included and nothing else is.
 """
@@ -64,7 +64,7 @@ class SnapshotReader:
     def _lock_backoffer(self) -> Backoffer:
         return Backoffer(self._lock_budget_s, cancel=self._pd.cancel)
 
-    # --- GC visibility (docs/metadata.md §3.4, client-go CheckVisibility) -------------
+    # --- GC visibility (docs/metadata.md#what-a-client-sees-when-its-ts-is-older-than-gc, client-go CheckVisibility) -------------
 
     def _check_visibility(self, ts: int) -> None:
         now = time.monotonic()
@@ -133,7 +133,7 @@ class SnapshotReader:
         """Every (raw key, value) in [start, end) visible at `ts`, in key order; empty end = +inf.
 
         Follows splits, merges and leader moves mid-scan: keys already yielded stay valid
-        because every request reads at the same ts (docs/metadata.md §2.6)."""
+        because every request reads at the same ts (docs/metadata.md#the-scan-loop-of-a-snapshot-reader)."""
         if end and start >= end:
             return
         next_key = start

@@ -1,4 +1,4 @@
-"""Resolve the locks a snapshot read meets, as client-go does for reads (docs/metadata.md §2.7).
+"""Resolve the locks a snapshot read meets, as client-go does for reads (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader).
 
 A lock with start_ts <= T may belong to a transaction that commits at or below T, so a
 consistent snapshot can never skip one. We ask the primary's region what became of the
@@ -6,7 +6,7 @@ transaction (CheckTxnStatus), then let TiKV read through the lock (committed_loc
 (resolved_locks). While the lock is alive we report how long to wait, and the caller retries.
 An async-commit transaction is never rolled back by CheckTxnStatus: once its primary's TTL has
 passed, its fate is read from all its keys with CheckSecondaryLocks, as client-go's
-`resolveAsyncCommitLock` does (docs/wire.md §14.4).
+`resolveAsyncCommitLock` does (docs/wire.md#transactional-writes).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ class LockResolver:
                 verify_is_primary=True,
             )
 
-        # Sent to the PRIMARY key's region (docs/metadata.md §2.7 step 2).
+        # Sent to the PRIMARY key's region (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader step 2).
         resp, _ = self._sender.send(lock.primary_lock, "KvCheckTxnStatus", build, bo)
         return resp
 
@@ -211,7 +211,7 @@ def _expired(lock: kvrpcpb_pb2.LockInfo, current_ts: int) -> bool:
 
 
 def _ms_before_expired(lock: kvrpcpb_pb2.LockInfo, ttl_ms: int, current_ts: int) -> int:
-    # docs/metadata.md §2.3: the TTL counts from the physical part of lock_version.
+    # docs/metadata.md#read-messages: the TTL counts from the physical part of lock_version.
     return max(0, tso.physical_ms(lock.lock_version) + ttl_ms - tso.physical_ms(current_ts))
 
 

@@ -1,6 +1,6 @@
 """PD client: member discovery, leader failover, TSO, regions, stores and GC safepoints.
 
-It follows the Go PD client (docs/wire.md §6, §8): GetMembers on the seed URLs gives the
+It follows the Go PD client (docs/wire.md#pdpb-subset, docs/wire.md#pd-server-behaviour): GetMembers on the seed URLs gives the
 cluster id (which every later request carries and which must agree across seeds) and the leader,
 whose client URL is dialled; any transport error or "not leader" re-runs discovery and retries.
 """
@@ -106,7 +106,7 @@ class PDClient:
         for url in list(self._urls):
             stub = pdpb_pb2_grpc.PDStub(self._channel(url))
             try:
-                # GetMembers is not checked against the cluster id (docs/wire.md §8).
+                # GetMembers is not checked against the cluster id (docs/wire.md#pd-server-behaviour).
                 resp = stub.GetMembers(pdpb_pb2.GetMembersRequest(header=self._header()), timeout=self._timeout_s)
             except grpc.RpcError as exc:
                 errors.append(f"{url}: {_rpc_text(exc)}")
@@ -136,7 +136,7 @@ class PDClient:
         log.info("PD cluster %d, leader %s", cluster_id, self._leader_url)
 
     def _check_service_mode(self) -> None:
-        """GetClusterInfo: `Unimplemented` means an older PD, which is plain PD mode (§8)."""
+        """GetClusterInfo: `Unimplemented` means an older PD, which is plain PD mode (docs/wire.md#pd-server-behaviour)."""
         try:
             self._stub.GetClusterInfo(
                 pdpb_pb2.GetClusterInfoRequest(header=pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)),
@@ -229,7 +229,7 @@ class PDClient:
     def scan_regions(self, start_enc: bytes, end_enc: bytes, limit: int = 1024) -> list[RegionInfo]:
         """Regions overlapping [start_enc, end_enc) in key order (empty end = +inf), up to limit."""
         resp = self._call("ScanRegions", pdpb_pb2.ScanRegionsRequest(start_key=start_enc, end_key=end_enc, limit=limit))
-        if resp.regions:  # the Go client prefers the extended form (docs/wire.md §8)
+        if resp.regions:  # the Go client prefers the extended form (docs/wire.md#pd-server-behaviour)
             return [RegionInfo(r.region, _peer_or_none(r.leader)) for r in resp.regions]
         leaders = list(resp.leaders)
         return [
@@ -240,7 +240,7 @@ class PDClient:
     def batch_scan_regions(self, ranges: list[tuple[bytes, bytes]], limit: int = 1024) -> list[RegionInfo]:
         """Regions overlapping any of `ranges` (ENCODED, sorted, non-overlapping; empty end = +inf)
         in key order, each once, at most `limit` in all: one `BatchScanRegions` for many spans,
-        as client-go's region cache loads them (docs/wire.md §8). A PD without the RPC
+        as client-go's region cache loads them (docs/wire.md#pd-server-behaviour). A PD without the RPC
         (`Unimplemented`) is asked with one `ScanRegions` per range instead, as client-go falls back."""
         if not ranges:
             return []
@@ -278,7 +278,7 @@ class PDClient:
 
     def update_service_gc_safepoint(self, service_id: str, ttl_s: int, safe_point: int) -> int:
         """Set (ttl > 0) or remove (ttl <= 0) a service safepoint; returns PD's minimum over all
-        services. PD refuses silently: a returned minimum above `safe_point` means refused (§3.2)."""
+        services. PD refuses silently: a returned minimum above `safe_point` means refused (docs/metadata.md#server-semantics)."""
         request = pdpb_pb2.UpdateServiceGCSafePointRequest(
             service_id=service_id.encode(), TTL=ttl_s, safe_point=safe_point
         )

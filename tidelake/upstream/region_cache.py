@@ -1,7 +1,7 @@
 """Regions by RAW key for KV reads: PD answers in encoded keys, kvrpcpb speaks raw keys.
 
 client-go decodes region bounds with DecodeBytes before comparing them with request keys
-(docs/metadata.md §2.4); keeping decoded bounds here means the scan loop only ever
+(docs/metadata.md#tikv-read-semantics); keeping decoded bounds here means the scan loop only ever
 compares raw keys.
 """
 
@@ -46,7 +46,7 @@ class CachedRegion:
         return self.region.peers[0]
 
     def context(self, cluster_id: int) -> kvrpcpb_pb2.Context:
-        # docs/metadata.md §2.2: epoch from PD, leader peer, SI isolation (RC skips locks).
+        # docs/metadata.md#kvrpcpbcontext: epoch from PD, leader peer, SI isolation (RC skips locks).
         return kvrpcpb_pb2.Context(
             region_id=self.id,
             region_epoch=self.region.region_epoch,
@@ -57,7 +57,7 @@ class CachedRegion:
 
 
 def decode_region(info: RegionInfo) -> CachedRegion:
-    """Decode encoded region bounds (docs/metadata.md §2.4)."""
+    """Decode encoded region bounds (docs/metadata.md#tikv-read-semantics)."""
     region = info.region
     try:
         start = decode_bytes(region.start_key)[0] if region.start_key else b""

@@ -1,6 +1,6 @@
 """Send one kvrpcpb request to the region holding a key, handling every region error.
 
-This is client-go's `RegionRequestSender` + `onRegionError` (docs/metadata.md §2.5): the
+This is client-go's `RegionRequestSender` + `onRegionError` (docs/metadata.md#region-errors-during-reads): the
 caller builds the request for whatever region the key is in now, and gets back a response free
 of region errors together with the region it was answered by (for its bounds).
 """
@@ -27,7 +27,7 @@ Resp = TypeVar("Resp")
 BuildRequest = Callable[[CachedRegion, kvrpcpb_pb2.Context], object]
 
 _FATAL_CODES = {
-    grpc.StatusCode.INVALID_ARGUMENT,  # e.g. cluster id mismatch (docs/metadata.md §2.2)
+    grpc.StatusCode.INVALID_ARGUMENT,  # e.g. cluster id mismatch (docs/metadata.md#kvrpcpbcontext)
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.PERMISSION_DENIED,
@@ -110,7 +110,7 @@ class RegionRequestSender:
 
     def _on_region_error(self, region: CachedRegion, peer: metapb_pb2.Peer, err: errorpb_pb2.Error,
                          bo: Backoffer, hops: int) -> int:
-        """docs/metadata.md §2.5, client-go onRegionError; returns the leader-hop count."""
+        """docs/metadata.md#region-errors-during-reads, client-go onRegionError; returns the leader-hop count."""
         what = f"region {region.id} on store {peer.store_id}: {_describe(err)}"
         if err.HasField("not_leader"):
             leader = err.not_leader.leader

@@ -1,8 +1,8 @@
 """The TiDB schema at one TSO, read from TiDB's meta keys the way TiCDC builds its snapshot.
 
-docs/metadata.md §1.4–1.5: scan the `DBs` hash, then each wanted `DB:<id>` hash, keep the
+docs/metadata.md#how-ticdc-builds-its-initial-schema-snapshot: scan the `DBs` hash, then each wanted `DB:<id>` hash, keep the
 `Table*` fields, all at the same ts as the data snapshot, so schema and rows agree. DDL jobs
-after that ts then arrive through the DDL puller (§4.3).
+after that ts then arrive through the DDL puller (docs/metadata.md#schema-and-ddl-handoff).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tidelake.errors import InputError
 from tidelake.table_filter import TableFilter, is_system_schema
 from tidelake.upstream.upstream_errors import UpstreamError
 
-# docs/metadata.md §5.1: ids above this are reserved system objects, never user data.
+# docs/metadata.md#reserved-ids: ids above this are reserved system objects, never user data.
 MAX_USER_GLOBAL_ID = 0xFFFFFFFFFFFF - 1000
 
 _STATE_NAMES = {
@@ -48,7 +48,7 @@ class SchemaSnapshot:
         return next(d for d in self.dbs if d.id == db_id)
 
     def tables_with_rows(self) -> list[tuple[DBInfo, TableInfo]]:
-        """Tables whose rows live in TiKV: no views, sequences or temporary tables (§5.3)."""
+        """Tables whose rows live in TiKV: no views, sequences or temporary tables (docs/metadata.md#other-things-a-row-replicator-skips-or-treats-specially)."""
         return [
             (db, table)
             for db in self.dbs
@@ -57,7 +57,7 @@ class SchemaSnapshot:
         ]
 
     def physical_ids(self, table: TableInfo) -> list[int]:
-        """Row-key table ids: partition ids for a partitioned table (§1.5 step 4)."""
+        """Row-key table ids: partition ids for a partitioned table (docs/metadata.md#tidelakes-schema-and-data-snapshot-procedure step 4)."""
         return [pid for pid in table.physical_ids() if pid <= MAX_USER_GLOBAL_ID]
 
 
@@ -67,7 +67,7 @@ def has_rows(table: TableInfo) -> bool:
 
 
 def load_schema(reader: SnapshotSource, ts: int, table_filter: TableFilter | None = None) -> SchemaSnapshot:
-    """Databases and tables visible at `ts`; system schemas are always skipped (§5.2), and with a
+    """Databases and tables visible at `ts`; system schemas are always skipped (docs/metadata.md#system-schemas-that-are-never-replicated), and with a
     filter only the schemas and tables it selects are kept (TiCDC ShouldIgnoreSchema/Table)."""
     dbs: list[DBInfo] = []
     tables: dict[int, list[TableInfo]] = {}
@@ -95,7 +95,7 @@ def _load_tables(reader: SnapshotSource, ts: int, db: DBInfo, table_filter: Tabl
     found = []
     for key, value in reader.scan(start, end, ts):
         field_name = _hash_field(key)
-        # TiCDC keeps fields starting with "Table"; TID:/IID:/TARID:/SID: are allocators (§1.2).
+        # TiCDC keeps fields starting with "Table"; TID:/IID:/TARID:/SID: are allocators (docs/metadata.md#meta-keys-and-values).
         if not field_name.startswith(meta_keys.TABLE_FIELD_PREFIX):
             continue
         where = f"DB:{db.id}/{field_name.decode(errors='replace')}"
@@ -139,6 +139,6 @@ def _schema_version(reader: SnapshotSource, ts: int) -> int:
     if value is None:
         return 0
     try:
-        return int(value)  # decimal ASCII (docs/metadata.md §1.1)
+        return int(value)  # decimal ASCII (docs/metadata.md#key-shapes)
     except ValueError:
         raise UpstreamError(f"schema snapshot: SchemaVersionKey holds {value!r}, not a decimal integer") from None

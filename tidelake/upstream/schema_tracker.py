@@ -1,7 +1,7 @@
 """The puller's in-memory schema: which physical table ids to feed, and what they belong to.
 
-It starts from the schema snapshot at the feed's start ts (docs/metadata.md §1.4–1.5) and
-moves forward with every finished DDL job (docs/wire.md §12), as TiCDC's schema storage
+It starts from the schema snapshot at the feed's start ts (docs/metadata.md#how-ticdc-builds-its-initial-schema-snapshot) and
+moves forward with every finished DDL job (docs/wire.md#ddl-job-storage-as-ticdc-reads-it), as TiCDC's schema storage
 does. Jobs whose effect the job's own `binlog` describes completely (one database, or one table
 after the job) are applied from it; jobs that move several objects at once (RENAME TABLES,
 EXCHANGE PARTITION, re-partitioning, RECOVER SCHEMA) or that a newer TiDB added are applied by
@@ -185,7 +185,7 @@ class SchemaTracker:
                 continue
             tracked = TrackedTable(db_id, db.name, info.name, tid, info)
             for pid in info.physical_ids():
-                if pid <= MAX_USER_GLOBAL_ID:  # docs/metadata.md §5.1
+                if pid <= MAX_USER_GLOBAL_ID:  # docs/metadata.md#reserved-ids
                     out[pid] = tracked
         return out
 

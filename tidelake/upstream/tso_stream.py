@@ -1,6 +1,6 @@
 """PD TSO over the `Tso` bidi stream, batching concurrent callers into one request.
 
-PD answers `TsoRequest{count=n}` with the largest of n consecutive TSOs (docs/wire.md §8), so
+PD answers `TsoRequest{count=n}` with the largest of n consecutive TSOs (docs/wire.md#pd-server-behaviour), so
 one round trip serves every caller waiting at that moment, as the Go PD client's dispatcher does.
 """
 
@@ -122,7 +122,7 @@ class TsoDispatcher:
             raise TsoStreamBroken(f"PD Tso error {pdpb_pb2.ErrorType.Name(error.type)}: {error.message}")
         if response.count != len(batch):
             raise TsoStreamBroken(f"PD Tso returned count {response.count} for a request of {len(batch)}")
-        # docs/wire.md §8: the timestamp is the largest; the first is logical - count + 1.
+        # docs/wire.md#pd-server-behaviour: the timestamp is the largest; the first is logical - count + 1.
         physical = response.timestamp.physical
         first_logical = response.timestamp.logical - response.count + 1
         first = tso.compose(physical, first_logical)

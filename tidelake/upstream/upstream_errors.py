@@ -10,6 +10,6 @@ class UpstreamError(TidelakeError):
 
 
 class BelowGCSafepointError(UpstreamError):
-    """A ts the caller needs to read at is (or may be) already garbage-collected (docs/metadata.md §3.4)."""
+    """A ts the caller needs to read at is (or may be) already garbage-collected (docs/metadata.md#what-a-client-sees-when-its-ts-is-older-than-gc)."""
 
     exit_code = 2

@@ -2,9 +2,9 @@
 
 The two sides are read independently of everything the replication pipeline wrote:
 - upstream: a snapshot read at c (KvScan through SnapshotReader, so it works against a real TiKV,
-  resolving locks; docs/metadata.md §2.6-2.7) of the table's physical ids, decoded with the
+  resolving locks; docs/metadata.md#the-scan-loop-of-a-snapshot-reader) of the table's physical ids, decoded with the
   schema at c read from TiDB's own meta keys (load_schema), not from our `ddl` table. A read at c
-  holds exactly the commits with commit_ts <= c (docs/metadata.md §4.2), which is what
+  holds exactly the commits with commit_ts <= c (docs/metadata.md#boundary-semantics), which is what
   "replica at checkpoint c" promises. Only the table's identity (its TiDB id at c) comes from our
   schema history.
 - replica: the Delta table at the version whose txn action records c, read with Spark (delta-rs

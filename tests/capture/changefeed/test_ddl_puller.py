@@ -1,4 +1,4 @@
-"""DdlPuller: done jobs from tidb_ddl_job rows, once each, in finished-ts order (docs/wire.md §12)."""
+"""DdlPuller: done jobs from tidb_ddl_job rows, once each, in finished-ts order (docs/wire.md#ddl-job-storage-as-ticdc-reads-it)."""
 
 from __future__ import annotations
 

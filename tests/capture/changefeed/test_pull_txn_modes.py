@@ -2,7 +2,7 @@
 commit, 1PC, 2PC fallback for big transactions) and classic optimistic 2PC.
 
 The oracle is the simulator's MVCC write records after the puller's start ts: the changelog must
-equal them exactly, whatever protocol committed each transaction (docs/wire.md §14.5).
+equal them exactly, whatever protocol committed each transaction (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes).
 """
 
 from __future__ import annotations

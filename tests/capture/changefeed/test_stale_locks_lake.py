@@ -1,4 +1,4 @@
-"""The puller runner resolves a dead client's locks (docs/wire.md §9.10): the table's watermark
+"""The puller runner resolves a dead client's locks (docs/wire.md#stale-locks-on-lagging-regions): the table's watermark
 moves past them and the rows it landed equal the simulator's MVCC write records."""
 
 from __future__ import annotations

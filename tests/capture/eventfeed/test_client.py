@@ -96,7 +96,7 @@ def test_request_fields_and_multiplexed_routing(cluster):
     assert (req2.region_id, req2.start_key, req2.end_key, req2.checkpoint_ts) == (2, span2[0], span2[1], 200)
     assert req1.header.cluster_id == CLUSTER_ID and req1.header.ticdc_version == "8.5.0"
     assert req1.extra_op == kvrpcpb_pb2.ReadOldValue and req1.region_epoch.version == 1
-    assert req1.WhichOneof("request") is None  # unset oneof = Register (docs/wire.md §9.1)
+    assert req1.WhichOneof("request") is None  # unset oneof = Register (docs/wire.md#request-it-sends)
     assert stores[1].probes == 1
 
     conn1.entries(req1, row(E.PREWRITE, T1, 1, 150, value=b"a"))

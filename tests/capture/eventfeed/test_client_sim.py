@@ -194,7 +194,7 @@ def _check_exact(rows, committed, lower_ts, upper_ts=None):
 
 
 def test_store_down_and_restore_from_a_reported_resolved_ts_loses_nothing(sim):
-    """Flink CDC lost rows restoring from a checkpoint (docs/peers.md §2): a second feed started
+    """Flink CDC lost rows restoring from a checkpoint (docs/peers.md#flink-cdc-tidb-connector): a second feed started
     from the first one's last table resolved ts must deliver every later commit, and the first
     feed must have delivered every commit up to it."""
     sim.regions.split_table(TABLE)
@@ -235,7 +235,7 @@ def test_store_down_and_restore_from_a_reported_resolved_ts_loses_nothing(sim):
 
 
 def test_a_store_stream_without_regions_is_closed_and_reopened_on_demand(sim):
-    """TiCDC closes a stream idle for 60 s (docs/wire.md §9.2); here after 0.5 s."""
+    """TiCDC closes a stream idle for 60 s (docs/wire.md#stream-setup); here after 0.5 s."""
     split_inside(sim, HANDLES // 2)
     writer = Writer(sim, seed=3)
     sink = CheckingSink()

@@ -1,4 +1,4 @@
-"""Property tests for the per-region CDC state machine (docs/wire.md §9.4, §9.5, §13): a
+"""Property tests for the per-region CDC state machine (docs/wire.md#row-handling-per-region, docs/wire.md#resolved-ts-handling, docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect): a
 malformed or out-of-order Entries stream gives a one-line PullerError (the feed restarts from its
 checkpoint) and never a silent loss; a stream within TiKV's rules emits every commit exactly once."""
 

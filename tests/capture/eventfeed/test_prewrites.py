@@ -147,7 +147,7 @@ def test_after_close_the_store_refuses_instead_of_answering_from_an_empty_file(t
 
 
 def test_a_batch_keeps_the_newer_prewrite_of_each_lock_in_memory_and_in_the_spill_file():
-    # Against a model applying docs/wire.md §9.4 one row at a time: a PREWRITE replaces the waiting
+    # Against a model applying docs/wire.md#row-handling-per-region one row at a time: a PREWRITE replaces the waiting
     # one of its (start_ts, key) unless its value is empty (a heartbeat) or its generation older.
     rng = random.Random(7)
     for memory_entries in (0, 3, 1000):  # all spilled, some in memory, all in memory

@@ -1,4 +1,4 @@
-"""Stale-lock resolution on the simulator (docs/wire.md §9.10).
+"""Stale-lock resolution on the simulator (docs/wire.md#stale-locks-on-lagging-regions).
 
 A transaction prewrites a primary and a secondary in another region, then its client dies. Its
 locks pin the table's resolved ts for good; a feed that resolves locks on lagging regions moves

@@ -1,6 +1,6 @@
 // Command clientgo drives the simulator with tikv/client-go, TiDB's own TiKV client, at its
 // default settings (batched RPCs, PD's etcd safepoint checker), so the sim is tested by a client
-// nobody here wrote (docs/wire.md §14, §15). Built by tests/clients/test_client_go.py.
+// nobody here wrote (docs/wire.md#what-other-tikv-clients-need-from-a-store, docs/wire.md#pds-etcd-kv). Built by tests/clients/test_client_go.py.
 //
 //	clientgo write PD TABLE_ID  writes transactions of every kind TiDB uses into the table's rows
 //	                            (row values as TiDB writes them for tests/capture/tidb_writes.py's table)
@@ -37,7 +37,7 @@ const (
 )
 
 // compactUint is rowcodec's encodeUint: little-endian in 1, 2, 4 or 8 bytes, the fewest that hold v
-// (pingcap/tidb pkg/util/rowcodec/common.go; docs/encoding.md §3.3).
+// (pingcap/tidb pkg/util/rowcodec/common.go; docs/encoding.md#value-bytes-per-column-type).
 func compactUint(v uint64) []byte {
 	switch {
 	case v <= 0xff:
@@ -66,7 +66,7 @@ func compactInt(v int64) []byte {
 // rowV2 is TiDB's row format v2 in its small form (every column id < 256, data under 64 KiB): 0x80, flags
 // 0, u16 LE not-null and null counts, the not-null ids then the null ids (one byte each, ascending), a u16
 // LE end offset per not-null value, then the values (pingcap/tidb pkg/util/rowcodec/row.go toBytes;
-// docs/encoding.md §3.1). values maps column id -> encoded value, nil for NULL.
+// docs/encoding.md#layout). values maps column id -> encoded value, nil for NULL.
 func rowV2(values map[byte][]byte) []byte {
 	var notNull, null []byte
 	for id := 0; id < 256; id++ {
@@ -91,11 +91,11 @@ func rowV2(values map[byte][]byte) []byte {
 }
 
 // tableRow is the value TiDB writes for (K, c, flags); flags < 0 stands for NULL. A NULL flags is kept in
-// the null list because the column has a default (tables.go CanSkip; docs/encoding.md §3.4).
+// the null list because the column has a default (tables.go CanSkip; docs/encoding.md#which-columns-the-writer-stores).
 func tableRow(k int64, c string, flags int64) []byte {
 	values := map[byte][]byte{colK: compactInt(k), colC: []byte(c), colFlags: nil}
 	if flags >= 0 {
-		values[colFlags] = compactUint(uint64(flags)) // BIT: its value as an unsigned int (§3.3)
+		values[colFlags] = compactUint(uint64(flags)) // BIT: its value as an unsigned int (docs/encoding.md#value-bytes-per-column-type)
 	}
 	return rowV2(values)
 }

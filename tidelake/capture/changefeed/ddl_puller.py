@@ -1,6 +1,6 @@
 """DDL puller: finished DDL jobs from the `mysql.tidb_ddl_job` record span, as TiCDC reads them.
 
-docs/wire.md §12: the job table (id MaxInt48-1) is subscribed like any table; each Put row
+docs/wire.md#ddl-job-storage-as-ticdc-reads-it: the job table (id MaxInt48-1) is subscribed like any table; each Put row
 carries the job JSON in column `job_meta` (row format v2). Only jobs in state done count, each
 once (a job row can be delivered again after a region error), with FinishedTS := the row's commit
 ts; a job at or below the DDL resolved ts already landed, or with schema version 0, is skipped.
@@ -32,7 +32,7 @@ from tidelake.upstream.schema_tracker import JobEffect, SchemaTracker
 log = logging.getLogger(__name__)
 
 JOB_META_COLUMN = "job_meta"
-JOB_META_COLUMN_ID = 5  # docs/wire.md §12.3: sequential ids of the CREATE TABLE statement
+JOB_META_COLUMN_ID = 5  # docs/wire.md#tidb_ddl_job-row: sequential ids of the CREATE TABLE statement
 MYSQL_SCHEMA = "mysql"
 
 
@@ -111,7 +111,7 @@ class DdlPuller:
         return self._tracker
 
     def on_rows(self, rows: list[RowChange]) -> None:
-        """Buffer the done jobs among `rows` (docs/wire.md §12.3)."""
+        """Buffer the done jobs among `rows` (docs/wire.md#tidb_ddl_job-row)."""
         for row in rows:
             if row.op != "put":
                 continue  # TiDB deletes the row once the job is synced

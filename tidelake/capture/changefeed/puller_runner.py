@@ -419,7 +419,7 @@ class PullerRunner:
                 feed.unsubscribe(subscriptions.pop(pid))
 
     def _advance_gc(self, keeper: GCSafepointKeeper, lander: Lander) -> None:
-        """Hold GC at the lowest durable ts a restart would read from (docs/metadata.md §3.3)."""
+        """Hold GC at the lowest durable ts a restart would read from (docs/metadata.md#who-registers-what)."""
         tables, ddl = lander.durable_watermarks()
         with self._mu:
             fed = [pid for pid in self._table_resolved if pid in tables]
@@ -494,7 +494,7 @@ class PullerRunner:
         for pid in self._owned(pulled.effect.joined):
             if self._leaving.pop(pid, None) is not None:
                 continue  # left and came back before its feed was closed: it never stopped
-            # No row of a table is at or below the ts it joins at (docs/metadata.md §4.2).
+            # No row of a table is at or below the ts it joins at (docs/metadata.md#boundary-semantics).
             self._lander.resolve(pid, finished)
             start = max(finished, self._table_resolved.get(pid, 0))
             self._table_resolved[pid] = start
@@ -531,5 +531,5 @@ class _Sink:
 
 
 def _span(table_id: int) -> tuple[bytes, bytes]:
-    return table_record_span_encoded(table_id)  # docs/wire.md §11
+    return table_record_span_encoded(table_id)  # docs/wire.md#key-encodings
 

@@ -3,7 +3,7 @@
 
 A table joins at one ts J between two DDL jobs: every job <= J is in the schema it starts with
 (its `ddl` snapshot row at J), every job after J is landed as its DDL, and its data is fed from
-J, i.e. commits > J (docs/metadata.md §4.2).
+J, i.e. commits > J (docs/metadata.md#boundary-semantics).
 
 One shard: J is the DDL puller's resolved ts when the request is seen, taken under the
 runner's lock so no job slips in between.

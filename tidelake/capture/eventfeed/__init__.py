@@ -1,1 +1,1 @@
-"""The EventFeed client: streams, region state machines, span frontiers (docs/wire.md §9)."""
+"""The EventFeed client: streams, region state machines, span frontiers (docs/wire.md#ticdc-client-behaviour)."""

@@ -1,8 +1,8 @@
 """EventFeed client: subscribes table spans from a checkpoint and keeps them subscribed.
 
-Behaves as TiCDC's shared kv client (docs/wire.md §9): a subscription's span is divided
-into regions through PD (§9.7), each region gets a request on its leader store's stream with the
-checkpoint recorded for exactly its piece, and region errors are handled by class (§9.6):
+Behaves as TiCDC's shared kv client (docs/wire.md#ticdc-client-behaviour): a subscription's span is divided
+into regions through PD (docs/wire.md#span-division), each region gets a request on its leader store's stream with the
+checkpoint recorded for exactly its piece, and region errors are handled by class (docs/wire.md#region-error-handling):
 not_leader goes to the named leader, epoch_not_match / region_not_found re-divide the piece,
 busy / congested / broken streams back off and retry, and protocol or compatibility errors stop
 the feed with one clear error. Rows go to the sink as soon as they are matched; a table's
@@ -51,7 +51,7 @@ from tidelake.upstream.channels import make_channel
 
 log = logging.getLogger(__name__)
 
-_subscription_ids = itertools.count(1)  # TiCDC AllocSubscriptionID: global, from 1 (§9.1)
+_subscription_ids = itertools.count(1)  # TiCDC AllocSubscriptionID: global, from 1 (docs/wire.md#request-it-sends)
 
 
 class PDLike(Protocol):
@@ -116,14 +116,14 @@ class FeedOptions:
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 5.0
     probe_timeout_s: float = 10.0
-    # Stale-lock resolution (docs/wire.md §9.10): a region whose resolved ts lags PD's ts by more
+    # Stale-lock resolution (docs/wire.md#stale-locks-on-lagging-regions): a region whose resolved ts lags PD's ts by more
     # than resolve_lock_lag_s gets its expired locks resolved, at most resolve_lock_regions regions
     # a tick and each region at most once per resolve_lock_min_interval_s (TiCDC: 20 s, 2 s, 10 s).
     resolve_lock_lag_s: float = 20.0
     resolve_lock_tick_s: float = 2.0
     resolve_lock_min_interval_s: float = 10.0
     resolve_lock_regions: int = 16
-    # A store stream with no region for idle_stream_s is closed (TiCDC: 60 s, docs/wire.md §9.2),
+    # A store stream with no region for idle_stream_s is closed (TiCDC: 60 s, docs/wire.md#stream-setup),
     # checked every idle_check_s; the next region for that store opens a new one.
     idle_stream_s: float = 60.0
     idle_check_s: float = 10.0
@@ -182,7 +182,7 @@ class EventFeedClient:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> EventFeedClient:
-        """Check every TiKV store's version (docs/wire.md §9.9), then start the threads."""
+        """Check every TiKV store's version (docs/wire.md#version-checks), then start the threads."""
         for store in self._pd.get_all_stores():
             check_store_version(store)
         self._workers.start()
@@ -289,7 +289,7 @@ class EventFeedClient:
 
     def region_states(self) -> dict[int, dict[str, int]]:
         """Per table: region requests in flight that wait for their initial scan
-        ('initializing') and those past it ('replicating', TiKV's Initialized event, §9.4)."""
+        ('initializing') and those past it ('replicating', TiKV's Initialized event, docs/wire.md#row-handling-per-region)."""
         with self._mutex:
             subs = list(self._subscriptions.values())
         states: dict[int, dict[str, int]] = {}
@@ -307,7 +307,7 @@ class EventFeedClient:
             return dict(self._region_errors), dict(self._reconnects)
 
     def locks_resolved(self) -> int:
-        """Locks that stale-lock passes decided (rolled back or committed) since start (docs/wire.md §9.10)."""
+        """Locks that stale-lock passes decided (rolled back or committed) since start (docs/wire.md#stale-locks-on-lagging-regions)."""
         return self._locks_resolved
 
     def stream_count(self) -> int:
@@ -319,7 +319,7 @@ class EventFeedClient:
 
     def _close_idle_streams(self) -> None:
         """Close store streams that have carried no region for `idle_stream_s` (TiCDC closes a
-        stream idle for 60 s, docs/wire.md §9.2): a store whose regions all moved away, or whose
+        stream idle for 60 s, docs/wire.md#stream-setup): a store whose regions all moved away, or whose
         tables all left the feed, holds no stream, no receiving thread and no TiKV connection state."""
         if self._done.is_set():
             return
@@ -341,7 +341,7 @@ class EventFeedClient:
 
     def _resolve_stale_locks(self) -> None:
         """One tick: resolve the locks of the regions lagging most (TiCDC shared_client
-        `resolveLock` / tiflow pkg/txnutil/lock_resolver.go `Resolve`, docs/wire.md §9.10)."""
+        `resolveLock` / tiflow pkg/txnutil/lock_resolver.go `Resolve`, docs/wire.md#stale-locks-on-lagging-regions)."""
         if self._done.is_set() or self._lock_resolver is None:
             return
         try:
@@ -399,7 +399,7 @@ class EventFeedClient:
         self._tasks.submit(self._divide_queued_spans)
 
     def _divide_queued_spans(self) -> None:
-        """Find the regions of the queued spans in PD and request each piece (docs/wire.md §9.7).
+        """Find the regions of the queued spans in PD and request each piece (docs/wire.md#span-division).
 
         TiCDC divides each span with its own ScanRegions; at thousands of tables that is thousands
         of PD requests at start and after every store failure, so the spans waiting at the same
@@ -462,7 +462,7 @@ class EventFeedClient:
         leader = target.leader
         if leader is None or leader.store_id == 0:
             sub.range_lock.unlock(locked, locked.checkpoint_ts)
-            self._retry_divide(sub, span, attempt + 1)  # no leader known: ask PD again (§9.6)
+            self._retry_divide(sub, span, attempt + 1)  # no leader known: ask PD again (docs/wire.md#region-error-handling)
             return
         try:
             stream = self._stream_for(leader.store_id)
@@ -492,7 +492,7 @@ class EventFeedClient:
 
     def _region_request(self, sub: _Subscription, region: metapb_pb2.Region, span: Span,
                         checkpoint_ts: int) -> cdcpb_pb2.ChangeDataRequest:
-        # docs/wire.md §9.1; the `request` oneof stays unset, which TiKV treats as Register
+        # docs/wire.md#request-it-sends; the `request` oneof stays unset, which TiKV treats as Register
         return cdcpb_pb2.ChangeDataRequest(
             header=self._header,
             region_id=region.id,
@@ -584,7 +584,7 @@ class EventFeedClient:
         return True
 
     def _on_error(self, feed: _RegionFeed, error: cdcpb_pb2.Error) -> None:
-        """docs/wire.md §9.6: unlock the range first, then act by error class."""
+        """docs/wire.md#region-error-handling: unlock the range first, then act by error class."""
         if self._done.is_set() or not self._stop_feed(feed):
             return
         sub, target, span = feed.subscription, feed.target, feed.state.span

@@ -1,7 +1,7 @@
-"""Span frontier: the minimum resolved ts over a key span (docs/wire.md §9.5).
+"""Span frontier: the minimum resolved ts over a key span (docs/wire.md#resolved-ts-handling).
 
 A table's resolved ts is the minimum over its regions, never a maximum: Flink CDC's
-`getMaxResolvedTs` is how rows got lost on restore (docs/peers.md §2). The span is kept as a
+`getMaxResolvedTs` is how rows got lost on restore (docs/peers.md#flink-cdc-tidb-connector). The span is kept as a
 piecewise-constant function (node start key -> ts, each node running to the next start) plus an
 ordered index by ts, so forward and frontier are O(log n) whatever the region layout, and a
 forward whose boundaries differ from the current nodes (after a split or merge) splits the nodes

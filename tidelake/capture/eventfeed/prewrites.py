@@ -1,7 +1,7 @@
 """Where a region's unmatched PREWRITE rows wait for their COMMIT: in memory up to a budget shared
 by every region of the feed, beyond it in a local spill file.
 
-A transaction's prewrites must be kept until its commit (docs/wire.md §9.4), and they cannot be
+A transaction's prewrites must be kept until its commit (docs/wire.md#row-handling-per-region), and they cannot be
 held back by backpressure: the commit comes after them on the same stream, so a puller that
 stopped reading until they were released would wait forever. TiCDC keeps them in an unbounded
 in-memory map (pingcap/ticdc logservice/logpuller/txn_matcher.go `matcher.unmatchedValue`; its
@@ -292,7 +292,7 @@ class UnmatchedPrewrites:
 
 def supersedes(new: Prewrite, old: Prewrite) -> bool:
     """A PREWRITE replaces the waiting one of its lock unless it has no value (a txn heartbeat
-    rewrite) or an older generation (docs/wire.md §9.4)."""
+    rewrite) or an older generation (docs/wire.md#row-handling-per-region)."""
     return bool(new[0]) and new[2] >= old[2]
 
 

@@ -1,8 +1,8 @@
 """Per (subscription, region) state machine: prewrite/commit matching and resolved ts.
 
-Implements TiCDC's `handleEventEntry` + matcher (docs/wire.md §9.4) and resolved-ts rules
-(§9.5). This is where Flink CDC lost rows (a COMMIT arriving before its PREWRITE during the
-incremental scan, docs/peers.md §2): before INITIALIZED such commits are cached and matched
+Implements TiCDC's `handleEventEntry` + matcher (docs/wire.md#row-handling-per-region) and resolved-ts rules
+(docs/wire.md#resolved-ts-handling). This is where Flink CDC lost rows (a COMMIT arriving before its PREWRITE during the
+incremental scan, docs/peers.md#flink-cdc-tidb-connector): before INITIALIZED such commits are cached and matched
 when the scan ends; after INITIALIZED an unmatched COMMIT is fatal instead of silently dropped.
 """
 
@@ -34,7 +34,7 @@ class RegionFeedState:
 
     `table_start_ts` is the subscription's start ts (commits at or below it are already in the
     replica's starting point); `checkpoint_ts` is the resolved ts recorded for this sub-span in
-    the range lock, sent as the request's checkpoint (§9.7). Unmatched prewrites wait in memory
+    the range lock, sent as the request's checkpoint (docs/wire.md#span-division). Unmatched prewrites wait in memory
     within `prewrite_budget`, beyond it on local disk (prewrites.py). Not thread-safe: one
     region's events are handled by one worker, in arrival order.
     """
@@ -73,7 +73,7 @@ class RegionFeedState:
         for row in rows:
             kind = row.type
             if kind != _INITIALIZED and not self._key_in_span(row.key):
-                continue  # docs/wire.md §9.4: rows outside the region's sub-span are dropped
+                continue  # docs/wire.md#row-handling-per-region: rows outside the region's sub-span are dropped
             if kind == _PREWRITE:
                 prewrites.append((row.start_ts, row.key, (row.value, row.old_value, row.generation)))
                 continue
@@ -110,7 +110,7 @@ class RegionFeedState:
 
     def handle_resolved(self, ts: int) -> bool:
         """Advance the region's resolved ts; False when ignored (not initialized, stopped, or lower)."""
-        # docs/wire.md §9.5
+        # docs/wire.md#resolved-ts-handling
         if not self.initialized or self.stopped or ts < self.last_resolved_ts:
             return False
         self.last_resolved_ts = ts
@@ -120,7 +120,7 @@ class RegionFeedState:
         self.initialized = True
         cached, self._cached_commits = self._cached_commits, []
         for row in cached:
-            # A commit whose PREWRITE never came must be covered by a scan COMMITTED row (§13.3).
+            # A commit whose PREWRITE never came must be covered by a scan COMMITTED row (docs/wire.md#commits-need-their-prewrite).
             if self._match(row, True):
                 self._emit_commit(row, out)
             else:
@@ -138,7 +138,7 @@ class RegionFeedState:
         else:
             prewrite = self._unmatched.get(commit.start_ts, commit.key)
             if prewrite is None or not prewrite[0] or prewrite[2] != 0:
-                return False  # the scan may still deliver the real prewrite (§9.4)
+                return False  # the scan may still deliver the real prewrite (docs/wire.md#row-handling-per-region)
             self._unmatched.take(commit.start_ts, commit.key)
         commit.value = prewrite[0]
         commit.old_value = prewrite[1]
@@ -146,7 +146,7 @@ class RegionFeedState:
 
     def _emit_commit(self, row: Row, out: list[RowChange]) -> None:
         if row.commit_ts <= self.table_start_ts:
-            return  # stale: already part of the subscription's starting point (§9.4)
+            return  # stale: already part of the subscription's starting point (docs/wire.md#row-handling-per-region)
         self._check_after_resolved(row, "COMMIT")
         out.append(self._row_change(row))
 
@@ -154,7 +154,7 @@ class RegionFeedState:
         if row.commit_ts <= self.last_resolved_ts:
             raise ProtocolViolationError(
                 f"region {self.region_id}: {kind} of key {row.key.hex()} has commit_ts {row.commit_ts} "
-                f"<= resolved ts {self.last_resolved_ts} already reported (docs/wire.md §13.2)"
+                f"<= resolved ts {self.last_resolved_ts} already reported (docs/wire.md#commit-timestamps-above-every-watermark)"
             )
 
     def _row_change(self, row: Row) -> RowChange:
@@ -180,7 +180,7 @@ class RegionFeedState:
         )
 
     def _key_in_span(self, raw_key: bytes) -> bool:
-        # docs/wire.md §9.8: row keys are raw, spans are encoded; compare in encoded space,
+        # docs/wire.md#keys: row keys are raw, spans are encoded; compare in encoded space,
         # or in raw space against the decoded bounds (the same order: the encoding preserves it).
         if self._raw_span is not None:
             start, end = self._raw_span

@@ -1,7 +1,7 @@
 """Span division into region requests and the range lock that remembers per-piece resolved ts.
 
 TiCDC `divideSpanAndScheduleRegionRequests` + `CutRegionsLeftCoverSpan` + `regionlock`
-(docs/wire.md §9.7). The lock is what makes re-division after a split or merge safe: each
+(docs/wire.md#span-division). The lock is what makes re-division after a split or merge safe: each
 region request's checkpoint_ts is the resolved ts recorded for exactly the sub-range it covers,
 so a piece resumes from its own progress and never from a neighbour's higher ts.
 """
@@ -102,7 +102,7 @@ def batch_regions_covering(
     or not yet reported: back off and divide it again). A piece is the region ∩ the whole
     subscribed span, not ∩ `span`: after a merge, the merged region must be requested (and
     locked) once for all it covers, or TiKV would see the same (request_id, region) twice
-    (docs/wire.md §9.7).
+    (docs/wire.md#span-division).
     """
     regions = sorted(source.batch_scan_regions([span for span, _ in requests], limit),
                      key=lambda r: r.region.start_key)

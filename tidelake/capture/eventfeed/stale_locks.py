@@ -1,4 +1,4 @@
-"""Resolve the expired locks that hold a lagging region's resolved ts (docs/wire.md §9.10).
+"""Resolve the expired locks that hold a lagging region's resolved ts (docs/wire.md#stale-locks-on-lagging-regions).
 
 TiKV's resolved ts is min(lock start ts, TSO), so the lock of a transaction whose client died
 pins its region, and so the table and the changefeed, until someone resolves it. TiCDC's

@@ -1,10 +1,10 @@
 """One store's EventFeed connection: multiplexing probe, request sending, event routing.
 
-Follows TiCDC's shared stream (docs/wire.md §9.2–9.3): probe `EventFeedV2` with the
+Follows TiCDC's shared stream (docs/wire.md#stream-setup): probe `EventFeedV2` with the
 `features: stream-multiplexing` header; if the store answers UNIMPLEMENTED, fall back to one
 plain `EventFeed` stream per subscription. Incoming events are routed to the region subscription
 they belong to by (request_id, region_id); events for unknown subscriptions are dropped, and
-after an Error a subscription is forgotten (§13.6). Handlers run on the receiving thread and
+after an Error a subscription is forgotten (docs/wire.md#silence-after-an-error). Handlers run on the receiving thread and
 may block: that is the backpressure that reaches TiKV through gRPC flow control.
 """
 
@@ -22,7 +22,7 @@ from tidelake.kvproto import cdcpb_pb2, cdcpb_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-# docs/wire.md §7.1 / §9.2
+# docs/wire.md#connection-setup / docs/wire.md#stream-setup
 MULTIPLEXING_METADATA = (("features", "stream-multiplexing"),)
 PROBE_TIMEOUT_S = 10.0
 
@@ -64,7 +64,7 @@ class _Call:
         while True:
             request = self.requests.get()
             if request is None:
-                return  # CloseSend: TiKV deregisters everything of this connection (§7.1)
+                return  # CloseSend: TiKV deregisters everything of this connection (docs/wire.md#connection-setup)
             yield request
 
     def send(self, request: cdcpb_pb2.ChangeDataRequest) -> None:
@@ -102,7 +102,7 @@ class StoreStream:
             return len(self._active)
 
     def _probe_multiplexing(self, timeout_s: float) -> bool:
-        """EventFeedV2 with the feature header and no requests: OK => supported (§9.2)."""
+        """EventFeedV2 with the feature header and no requests: OK => supported (docs/wire.md#stream-setup)."""
         stub = cdcpb_pb2_grpc.ChangeDataStub(self.channel)
         call = stub.EventFeedV2(iter(()), metadata=MULTIPLEXING_METADATA, timeout=timeout_s)
         try:
@@ -130,7 +130,7 @@ class StoreStream:
         call.send(request)
 
     def deregister(self, subscription_id: int, header: cdcpb_pb2.Header) -> None:
-        """Drop a whole subscription: Deregister on a multiplexed stream, else close its stream (§9.1)."""
+        """Drop a whole subscription: Deregister on a multiplexed stream, else close its stream (docs/wire.md#request-it-sends)."""
         with self._mutex:
             for key in [k for k in self._active if k[0] == subscription_id]:
                 del self._active[key]
@@ -187,7 +187,7 @@ class StoreStream:
         self._handler.on_broken(tokens, f"store {self.store_id}: {reason}")
 
     def _route(self, call: _Call, response: cdcpb_pb2.ChangeDataEvent) -> None:
-        # docs/wire.md §9.3: on plain streams the stream itself names the subscription.
+        # docs/wire.md#routing-of-incoming-messages: on plain streams the stream itself names the subscription.
         fixed_subscription = call.subscription_id
         if response.HasField("resolved_ts"):
             resolved = response.resolved_ts
@@ -208,5 +208,5 @@ class StoreStream:
                 self._handler.on_entries(token, list(event.entries.entries))
             elif kind == "error":
                 self._handler.on_error(token, event.error)
-            elif kind == "resolved_ts":  # deprecated per-region form (clients < 4.0.8, §2.4)
+            elif kind == "resolved_ts":  # deprecated per-region form (clients < 4.0.8, docs/wire.md#event)
                 self._handler.on_resolved([token], event.resolved_ts)

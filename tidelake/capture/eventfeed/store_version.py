@@ -1,4 +1,4 @@
-"""TiKV store version gate, as TiCDC's `CheckStoreVersion` (docs/wire.md §9.9).
+"""TiKV store version gate, as TiCDC's `CheckStoreVersion` (docs/wire.md#version-checks).
 
 A store outside the range TiCDC accepts may speak a CDC protocol we were not written against;
 refusing to start with a clear message beats replicating subtly wrong data.
@@ -11,11 +11,11 @@ import re
 from tidelake.capture.puller_errors import IncompatibleClusterError
 from tidelake.kvproto import metapb_pb2
 
-# docs/wire.md §9.9: [7.1.0-alpha, 10.0.0)
+# docs/wire.md#version-checks: [7.1.0-alpha, 10.0.0)
 MIN_TIKV_VERSION = "7.1.0-alpha"
 MAX_TIKV_VERSION_EXCLUSIVE = "10.0.0"
 # What we send as Header.ticdc_version: inside TiKV's supported range and >= 5.3.0 so TiKV
-# validates our cluster id and batches resolved ts (docs/wire.md §7.1).
+# validates our cluster id and batches resolved ts (docs/wire.md#connection-setup).
 TICDC_VERSION = "8.5.0"
 
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
@@ -29,7 +29,7 @@ def parse_version(text: str) -> tuple[tuple[int, int, int], tuple[tuple[int, int
     core = (int(match[1]), int(match[2]), int(match[3]))
     if match[4] is None:
         return core, None
-    # semver §11: numeric identifiers sort before alphanumeric ones and compare as numbers
+    # semver docs/wire.md#key-encodings: numeric identifiers sort before alphanumeric ones and compare as numbers
     return core, tuple((0, int(p)) if p.isdigit() else (1, p) for p in match[4].split("."))
 
 

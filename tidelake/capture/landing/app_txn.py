@@ -5,7 +5,7 @@ not skip a write whose version is already recorded, so the check is ours: a flus
 when the table's transaction version for our app id is already >= its sequence. The check reads
 the same snapshot the commit is built on, so if another process committed the same app id in
 between (a zombie puller), delta-rs's conflict checker rejects our commit instead of landing
-twice (docs/stack.md §11 idempotent writes; Delta protocol SetTransaction). Every commit's
+twice (docs/stack.md#delta-lake-deltatable-python-api-and-write-options idempotent writes; Delta protocol SetTransaction). Every commit's
 commitInfo names the app, the flush sequence and the writer instance, so a retry can tell its
 own lost-ack commit from another process's (`writer_of`).
 

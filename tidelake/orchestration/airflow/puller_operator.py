@@ -2,7 +2,7 @@
 
 Why in-process rather than BashOperator running `tidelake pull`:
 - SIGTERM reaches the puller. The task supervisor forwards SIGTERM to the task process, whose
-  handler calls `on_kill()` (docs/stack.md §8); here that is `PullerRunner.stop()`, so the
+  handler calls `on_kill()` (docs/stack.md#airflow-long-running-tasks); here that is `PullerRunner.stop()`, so the
   runner flushes what it buffered and returns, and the task ends cleanly.
 - No orphans. BashOperator starts its command in a new session; when the supervisor escalates
   to SIGKILL (5 s after SIGTERM) or the worker dies, that command survives and can overlap the

@@ -1,6 +1,6 @@
 """The FastAPI app behind the Airflow "Replication" page and its JSON endpoint.
 
-Plugin apps are mounted on the api-server without Airflow's authentication (docs/stack.md §7),
+Plugin apps are mounted on the api-server without Airflow's authentication (docs/stack.md#airflow-plugins),
 so every route here depends on Airflow's own `requires_access_view`: it resolves the user from
 the `Authorization: Bearer` JWT or the UI's `_token` cookie exactly as /api/v2 does (401 without
 a credential, 403 for an invalid one or a user the auth manager refuses), then asks the

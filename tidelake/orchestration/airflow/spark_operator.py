@@ -1,7 +1,7 @@
 """TidelakeSparkSubmitOperator: SparkSubmitOperator plus the two things it lacks for tidelake.
 
 1. A missing Spark connection silently becomes `--master yarn` in the provider
-   (docs/stack.md §9). Here a missing connection means local[*], declared for this task process
+   (docs/stack.md#apache-airflow-providers-apache-spark-634). Here a missing connection means local[*], declared for this task process
    as an environment connection (Airflow's documented AIRFLOW_CONN_* form), with a warning.
 2. The tidelake package is zipped at task time and passed as --py-files, so executors run the
    driver's exact code (spark_submit.build_package_zip).

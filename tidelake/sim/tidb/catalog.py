@@ -1,7 +1,7 @@
 """The simulated TiDB's schema: an in-memory mirror of the meta keys plus the writes that keep them.
 
 Every change goes to TiKV as the meta-key mutations TiDB's `meta.Mutator` makes
-(docs/metadata.md §1.2): DBInfo in hash `DBs`, TableInfo in hash `DB:<id>`, decimal-ASCII
+(docs/metadata.md#meta-keys-and-values): DBInfo in hash `DBs`, TableInfo in hash `DB:<id>`, decimal-ASCII
 counters `NextGlobalID` and `SchemaVersionKey`, and a `Diff:<ver>` SchemaDiff per version.
 The mirror only saves re-reading them; `Catalog.load` rebuilds it from the keys themselves.
 """
@@ -120,7 +120,7 @@ class Catalog:
             txn.delete(mk.hash_key(mk.db_key(db_id), b"TID:%d" % table_id))
 
     def write_rowid_base(self, txn: KvTxn, db_id: int, table_id: int, base: int) -> None:
-        """Auto-id allocator `TID:<tid>` in hash `DB:<dbid>` (docs/metadata.md §1.2)."""
+        """Auto-id allocator `TID:<tid>` in hash `DB:<dbid>` (docs/metadata.md#meta-keys-and-values)."""
         self.rowid_bases[table_id] = base
         txn.put(mk.hash_key(mk.db_key(db_id), b"TID:%d" % table_id), str(base).encode())
 

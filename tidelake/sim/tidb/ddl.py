@@ -227,7 +227,7 @@ class DDLExecutor:
     # ---- columns ---------------------------------------------------------------------------
 
     def add_column(self, db: str, table: str, column: ColumnDef | tuple) -> DDLJob:
-        """Rows written before keep their encoding; readers fill `origin_default` (docs/encoding.md §5)."""
+        """Rows written before keep their encoding; readers fill `origin_default` (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)."""
         defn = column_def(column)
         if defn.primary_key or defn.auto_increment:
             raise InputError(f"add column {defn.name!r}: PRIMARY KEY / AUTO_INCREMENT columns cannot be added")
@@ -273,7 +273,7 @@ class DDLExecutor:
             return self._run_table_steps(job, db_info, info, [(s, lambda t, s=s: with_state(t, s)) for s in states])
 
     def rename_column(self, db: str, table: str, name: str, new_name: str) -> DDLJob:
-        """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md §12.5)."""
+        """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md#actiontype-codes)."""
         with self._ddl_lock:
             db_info, info = self._catalog.db(db), self._catalog.table(db, table)
             col = self._column(info, name)
@@ -517,7 +517,7 @@ class DDLExecutor:
             txn.put(jr.history_row_key(job.id), jr.history_row_value(job, job.schema_name, job.table_name,
                                                                     schema_ids, table_ids))
             txn.commit()
-        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md §12.3)
+        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md#tidb_ddl_job-row)
         return done
 
     @staticmethod
@@ -583,7 +583,7 @@ def check_partition_column(info: TableInfo) -> None:
 
 
 def _renumber(info: TableInfo) -> TableInfo:
-    """Offsets are positions in `cols`; index columns point at them (docs/encoding.md §10)."""
+    """Offsets are positions in `cols`; index columns point at them (docs/encoding.md#schema-json)."""
     columns = [replace(c, offset=i) for i, c in enumerate(info.columns)]
     by_name = {c.name.lower(): c.offset for c in columns}
     indices = [replace(idx, columns=[replace(ic, offset=by_name[ic.name.lower()]) for ic in idx.columns])

@@ -3,7 +3,7 @@
 TiDB inserts the job with `insert into mysql.tidb_ddl_job(job_id, reorg, schema_ids, table_ids,
 job_meta, type, processing)`, rewrites `job_meta` at every step, then on finish deletes the row and
 inserts the job (state synced) into `tidb_ddl_history` (pkg/ddl `insertDDLJobs2Table`,
-`updateDDLJob`, `finishDDLJob`). Row keys and values are those of docs/wire.md §12.3.
+`updateDDLJob`, `finishDDLJob`). Row keys and values are those of docs/wire.md#tidb_ddl_job-row.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def table_ids_text(job: DDLJob, new_table_id: int = 0) -> str:
 
 
 def job_row_key(job_id: int) -> bytes:
-    """`t{281474976710654}_r{job_id}`: job_id is the int handle (docs/wire.md §12.3)."""
+    """`t{281474976710654}_r{job_id}`: job_id is the int handle (docs/wire.md#tidb_ddl_job-row)."""
     return record_key(st.DDL_JOB_TABLE_ID, job_id)
 
 

@@ -1,8 +1,8 @@
 """Row-level DML in one transaction, written as TiDB's `AddRecord`/`UpdateRecord` write it.
 
 A row is one record key `t{physical id}_r{handle}` whose value is row format v2 from codec's
-`encode_row` (docs/encoding.md §2.1, §3). The handle is the int PK (pk_is_handle), the encoded
-PK columns (common handle) or an allocated `_tidb_rowid` (docs/encoding.md §5). Partitioned
+`encode_row` (docs/encoding.md#record-row-key, docs/encoding.md#row-value-format-v2). The handle is the int PK (pk_is_handle), the encoded
+PK columns (common handle) or an allocated `_tidb_rowid` (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns). Partitioned
 tables write under the partition's id. Index entries are not written: replicators read only the
 record span `[t_r, t_s)`. At commit the transaction is refused if a table it wrote was dropped or
 truncated meanwhile, as TiDB's schema validator refuses it. The transaction runs in the front's

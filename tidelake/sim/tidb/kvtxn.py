@@ -1,6 +1,6 @@
 """A Percolator client over the simulated TiKV, driving a transaction the way client-go does for TiDB.
 
-Two modes, TiDB's `tidb_txn_mode` (docs/wire.md §14.5):
+Two modes, TiDB's `tidb_txn_mode` (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes):
 - `pessimistic` (TiDB's default, with `tidb_enable_async_commit` and `tidb_enable_1pc` ON): every
   key a statement reads or writes is locked with a pessimistic lock at the statement's
   for_update_ts and read at its latest version; the commit prewrites them (turning the locks into
@@ -9,8 +9,8 @@ Two modes, TiDB's `tidb_txn_mode` (docs/wire.md §14.5):
 
 The writes go through the MvccStore calls the gRPC KvPrewrite/KvCommit/KvPessimisticLock/... use
 (tidelake/sim/kv_service.py), so CDC reports them as TiKV would. Reads at start_ts resolve locks
-as a reader must (docs/metadata.md §2.7); an expired async-commit lock is decided from all its keys
-(docs/wire.md §14.4).
+as a reader must (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader); an expired async-commit lock is decided from all its keys
+(docs/wire.md#transactional-writes).
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ class KvTxn:
 
 
 def snapshot_get(cluster: Any, key: bytes, ts: int) -> bytes | None:
-    """A point read at `ts` that waits out or resolves locks (docs/metadata.md §2.7)."""
+    """A point read at `ts` that waits out or resolves locks (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader)."""
     resolved: set[int] = set()
     committed: set[int] = set()
     deadline = time.monotonic() + LOCK_WAIT_LIMIT_S

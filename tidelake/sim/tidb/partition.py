@@ -1,6 +1,6 @@
 """RANGE and HASH partitioning on one integer column: PartitionInfo JSON and row routing.
 
-Each partition is its own physical table id in row keys (docs/encoding.md §2.1), so the
+Each partition is its own physical table id in row keys (docs/encoding.md#record-row-key), so the
 simulator must route rows exactly as TiDB does: RANGE = first partition whose LESS THAN bound
 exceeds the value, HASH = |value mod num| (TiDB `locateHashPartition`).
 """
@@ -13,7 +13,7 @@ from typing import Any
 from tidelake.codec.schema import PartitionDefinition, PartitionInfo, TableInfo
 from tidelake.errors import InputError
 
-# docs/encoding.md §10 PartitionInfo.type
+# docs/encoding.md#schema-json PartitionInfo.type
 RANGE, HASH = 1, 2
 MAXVALUE = "MAXVALUE"
 

@@ -1,7 +1,7 @@
 """`_tidb_rowid` / AUTO_INCREMENT allocation the way a TiDB server caches it.
 
 TiDB reserves ids in batches by bumping `TID:<table id>` in its own small transaction, then hands
-them out from memory (docs/metadata.md §1.2, docs/encoding.md §5); the first id is 1.
+them out from memory (docs/metadata.md#meta-keys-and-values, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns); the first id is 1.
 """
 
 from __future__ import annotations

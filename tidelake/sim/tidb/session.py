@@ -26,7 +26,7 @@ from tidelake.table_filter import TableFilter
 class SimTiDB(DDLExecutor):
     """DDL methods come from DDLExecutor; each returns the finished DDLJob (finished_ts = its commit ts).
 
-    `txn_mode` is the front's tidb_txn_mode for DML transactions (docs/wire.md §14.5); DDL, meta and
+    `txn_mode` is the front's tidb_txn_mode for DML transactions (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes); DDL, meta and
     row-id transactions are TiDB's internal ones and commit with classic 2PC.
     """
 

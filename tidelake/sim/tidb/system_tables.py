@@ -2,8 +2,8 @@
 
 Their TableInfos are built from TiDB's own CREATE TABLE statements (pkg/meta/metadef
 `JobTableSQL`/`ReorgTableSQL`/`HistoryTableSQL`) with the reserved ids of
-docs/metadata.md §5.1, so a schema snapshot at any ts sees TiDB's shape and the DDL
-puller finds `job_meta` by name (docs/wire.md §12.3).
+docs/metadata.md#reserved-ids, so a schema snapshot at any ts sees TiDB's shape and the DDL
+puller finds `job_meta` by name (docs/wire.md#tidb_ddl_job-row).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from tidelake.codec.schema import DBInfo, IndexColumn, IndexInfo, TableInfo
 from tidelake.sim.tidb.types import build_column, column_def
 
 MYSQL_DB_NAME = "mysql"
-# Classic TiDB gives `mysql` an ordinary generated id, the first one (docs/metadata.md §5.1).
+# Classic TiDB gives `mysql` an ordinary generated id, the first one (docs/metadata.md#reserved-ids).
 MYSQL_DB_ID = 1
-DDL_JOB_TABLE_ID = MAX_INT48 - 1  # docs/wire.md §12.1
+DDL_JOB_TABLE_ID = MAX_INT48 - 1  # docs/wire.md#table-id
 DDL_REORG_TABLE_ID = MAX_INT48 - 2
 DDL_HISTORY_TABLE_ID = MAX_INT48 - 3
-# DDLTableVersion 1: tidb_ddl_job/reorg/history exist (docs/metadata.md §1.2).
+# DDLTableVersion 1: tidb_ddl_job/reorg/history exist (docs/metadata.md#meta-keys-and-values).
 DDL_TABLE_VERSION = 1
 # Ids TiDB's bootstrap spends on the mysql schema's ordinary tables; user objects start above.
 FIRST_USER_ID = 100
 
-# docs/wire.md §12.3: job_id=1, reorg=2, schema_ids=3, table_ids=4, job_meta=5, type=6, processing=7
+# docs/wire.md#tidb_ddl_job-row: job_id=1, reorg=2, schema_ids=3, table_ids=4, job_meta=5, type=6, processing=7
 _JOB_COLUMNS = (
     ("job_id", "bigint", "not null", "pk"),
     ("reorg", "int"),

@@ -1,7 +1,7 @@
 """Compact column declarations -> TiDB FieldType/ColumnInfo, with TiDB's default lengths and flags.
 
 Tests and workloads declare tables as `("id", "bigint", "pk")`, `("price", "decimal(10,2)")`; the
-FieldType JSON produced here is what TiDB itself stores for the same DDL (docs/encoding.md §9-10),
+FieldType JSON produced here is what TiDB itself stores for the same DDL (docs/encoding.md#mysql-type-codes-and-column-flags),
 so a replicator reading our meta keys sees the shapes a real cluster has.
 """
 

@@ -1,5 +1,5 @@
 // tikv-client-java at its defaults (gRPC health checks, forwarding enabled) against the simulator
-// (docs/wire.md §14.2, §14.3): a two-phase commit of a few rows with its TwoPhaseCommitter, then
+// (docs/wire.md#grpc-health, docs/wire.md#request-forwarding): a two-phase commit of a few rows with its TwoPhaseCommitter, then
 // a snapshot scan; prints "ts", then "row hexkey hexvalue" lines.
 //
 //   Main PD_ADDRESS START_KEY_HEX END_KEY_HEX KEY_HEX...
