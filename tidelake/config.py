@@ -168,8 +168,7 @@ class CatalogConfig:
 
 @dataclass(frozen=True)
 class HistoryConfig:
-    """Which replicas get an SCD type 2 history table and which keep deleted rows (README "History
-    for consumers"). Each is a list of table-filter rules, matched like [filter].rules against the
+    """Which replicas get an SCD type 2 history table and which keep deleted rows (docs/history.md). Each is a list of table-filter rules, matched like [filter].rules against the
     table's current upstream name, with [filter].case_sensitive. Empty: no table."""
 
     scd2: tuple[str, ...] = ()

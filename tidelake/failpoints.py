@@ -1,22 +1,11 @@
 """Named failpoints: the places where a crash or an I/O error matters, armed by tests and the nemesis.
 
-As in pingcap/failpoint and tikv's fail-rs, production code calls `failpoint(name, owner)` at such a
-place. Nothing happens unless an action is armed for `name`; then the action runs right there and
-may raise (a simulated crash, a lake write error). `owner` is the object passing the point, so an
-action can aim at one instance (one puller's lander) while others pass untouched. Unarmed, a
-failpoint costs one dict lookup.
+Production code calls `failpoint(name, owner)` there, as in pingcap/failpoint and tikv's fail-rs;
+unarmed it costs one dict lookup. TIDELAKE_FAILPOINTS arms a process from its environment in a
+subset of fail-rs's syntax (docs/nemesis.md#arming-a-process-from-its-environment-tidelake_failpoints),
+refused whole when malformed.
 
-A process can also be armed from its environment, as fail-rs reads FAILPOINTS (tikv/fail-rs
-src/lib.rs `FailScenario::setup`, `Action::from_str`) and pingcap/failpoint GO_FAILPOINTS:
-TIDELAKE_FAILPOINTS is read once, at import, in a subset of fail-rs's syntax (docs/nemesis.md#arming-a-process-from-its-environment-tidelake_failpoints):
-
-    name=actions[;name=actions...]      actions: action[->action...]      action: [cnt*]task
-    task: off | kill | sleep(ms)
-
-Each pass takes the first action in the chain that still has passes left (an action without a
-count never runs out): `lander.after_changelog=2*off->kill` lets two passes through and SIGKILLs
-the process at the third. A malformed value is refused as a whole (InputError naming the variable
-and the bad part): the process never starts half-armed.
+More: docs/internals.md#failpoints.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A DML transaction that commits at exactly a DDL's commit ts (async commit and 1PC compute commit
 ts, so TiDB can produce this; TiCDC cdc/entry/mounter.go mountRowKVEntry says so). Its rows must
 land once, and the replica at checkpoint D must equal the upstream read at D, which decodes them
-with the schema after the DDL (docs/design.md "DML at a DDL's commit ts")."""
+with the schema after the DDL (docs/design.md#dml-at-a-ddls-commit-ts)."""
 
 from __future__ import annotations
 

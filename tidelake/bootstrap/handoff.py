@@ -1,17 +1,8 @@
-"""Where the changefeed picks up after a snapshot at T (docs/metadata.md#choosing-t-and-handing-over-from-snapshot-to-changefeed).
+"""Where the changefeed picks up after a snapshot at T: a replica with checkpoint T plus the
+changelog from T is complete, with no gap and no overlap (a read at T holds the commits <= T, a
+feed from T delivers those > T). Owner: bootstrap, per table, from what the lake says.
 
-A snapshot read at T holds the commits <= T and an EventFeed subscribed with checkpoint T
-delivers the commits > T, so a replica with checkpoint T plus the changelog from T is complete
-with no gap and no overlap (merge applies (checkpoint, upper]).
-
-Three cases, decided per table from the lake:
-- a NEW changefeed (no start snapshot in the `ddl` table yet): bootstrap claims T as the
-  changefeed's start by landing the schema at T as `ddl` snapshot rows, exactly what the
-  puller's first run lands; the puller's first run then starts every table at T;
-- a table the changefeed already feeds (its physical ids have watermarks, or the puller has not
-  run yet and the table is in the start snapshot): the changelog covers every commit after the
-  feed's start, so the replica may start at any T >= that start, e.g. a fresh TSO;
-- a table the changefeed does not feed: the puller chooses its join ts J (table_starts.py).
+More: docs/internals.md#handoff.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Write a bootstrapped replica: all its rows and checkpoint T in ONE Delta commit.
+"""Write a bootstrapped replica: all its rows and checkpoint T in ONE Delta commit. The table is
+created empty and without a checkpoint first, so a crash anywhere leaves nothing that claims to
+be complete, and the rerun's overwrite replaces whatever is there. Owner: bootstrap.
 
-delta-spark 4.4 refuses a DataFrame write of rows that creates a table with column mapping AND
-change data feed (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION), so create_replica(rows=...)
-cannot be used here. The table is created first, empty and WITHOUT a checkpoint, with the
-replica schema and properties of tidelake.merge.replica_schema; the rows follow in one
-overwrite carrying the txn (app id MERGE_APP_ID, version T; docs/stack.md#delta-lake-deltatable-python-api-and-write-options). A table
-without a checkpoint is no replica to merge or verify, so a crash between the two commits, or
-during the data write (files written, never committed), leaves nothing that claims to be
-complete, and the rerun's overwrite replaces whatever the table holds (or, when the upstream
-schema changed in between, the rerun deletes that table and starts over).
+More: docs/internals.md#replica_write.
 """
 
 from __future__ import annotations

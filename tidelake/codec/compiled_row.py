@@ -1,23 +1,11 @@
 """Row values -> Spark values, compiled once per table schema: the hot loop of bootstrap and merge.
 
-`decode_row` (tidelake.codec.row) is the reference: it reads any row, v1 or v2, and says in one
-line what is wrong with a bad one. Per row it rebuilds the column lists, parses the layout into
-dicts and looks up the Spark mapping of every value, which made it ~90% of a bootstrap read.
+`CompiledRowDecoder` gives exactly what the reference `decode_row` + `spark_value` give, faster:
+a plan per row-v2 header shape, compiled to one function. Anything it does not take falls back
+to `decode_row`, which gives the value or raises: the fast path never decides alone that a row is
+bad. Owner: the codec.
 
-`CompiledRowDecoder` gives exactly `spark_value(decode_row(value, table, handle).get(c.name))`
-for a fixed list of columns, faster:
-- The row v2 header (docs/encoding.md#layout; tidb `pkg/util/rowcodec/row.go` fromBytes) up to the
-  end of the column-id lists is the same for every row with the same present and NULL columns,
-  so it keys a plan, built once and compiled to a Python function: which data slot feeds which
-  output column, the bounds checks of the end offsets, NULLs and missing-column defaults (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns, as
-  `decode_row` fills them, already converted) as constants. A row costs one call, no loop.
-- Each column's converter is chosen once: compact integers, UTF-8 / binary strings, decimals and
-  packed times are read straight from the bytes (docs/encoding.md#value-bytes-per-column-type, docs/encoding.md#mydecimal-binary-format, docs/encoding.md#packed-time; tidb
-  `pkg/util/rowcodec/decoder.go` decodeColDatum); other types go through the reference
-  `decode_value` and `spark_converter`, resolved once.
-- Anything the fast path does not take (row v1, a row without a handle, a header or value it
-  cannot read) is decoded by `decode_row`, which gives the value or raises its own error: the
-  fast path never decides alone that a row is bad.
+More: docs/internals.md#compiled_row.
 """
 
 from __future__ import annotations

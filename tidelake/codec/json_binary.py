@@ -1,20 +1,9 @@
-"""TiDB's binary JSON (the stored form of JSON column values) and its canonical text form.
+"""TiDB's binary JSON (the stored form of JSON column values) and its canonical text form, as
+docs/encoding.md#binary-json and pingcap/tidb `pkg/types/json_binary.go` define them. Re-encoding
+a decoded document is byte-exact (opaque and temporal values keep their type code and bytes), and
+a JSON `null` document stays distinct from SQL NULL. Owner: the codec.
 
-Layout and text rules follow docs/encoding.md#binary-json and pingcap/tidb `pkg/types/json_binary.go`
-(`marshalTo`, `appendBinaryJSON`): little-endian, 32-bit element counts/sizes/offsets everywhere
-(TiDB has no small/large variants), only literals inlined in value entries, object keys sorted
-bytewise.
-
-Python value model:
-- object -> dict in stored (sorted) key order; array -> list; int64/uint64 -> int;
-  double -> float; string -> str; true/false -> bool; null -> None inside a document.
-- A document that is just the JSON null literal decodes to `JSON_NULL`, so a JSON column holding
-  `null` stays distinct from SQL NULL (None) in row values.
-- opaque -> `JSONOpaque` and date/datetime/timestamp/time -> `JSONTemporal`: `str` subclasses whose
-  text is exactly what TiDB prints for them (e.g. "base64:type15:AQI=", "2024-01-02 03:04:05.000000"),
-  and which carry the original type code and bytes so re-encoding is byte-exact.
-- Invalid UTF-8 inside a stored string becomes U+FFFD in the Python value; `json_text` renders
-  it as TiDB does (the escape `\\ufffd` per bad byte).
+More: docs/internals.md#json_binary.
 """
 
 import base64

@@ -1,27 +1,9 @@
-"""Replicas as tables of a Hive metastore, so Spark SQL users query `db.table` instead of paths.
+"""Replicas as tables of a Hive metastore, so Spark SQL users query `db.table` instead of paths,
+and syncpoints as snapshot databases (`<db>__sp_<S>`, `<db>__sp_latest`) of views at one TSO.
+The replica catalog is the truth; `sync_catalog` makes the metastore follow it. Owner: `tidelake
+catalog sync`.
 
-Spark ships an embedded Hive metastore (the spark-hive jars of the pyspark package) that keeps
-its catalog in an Apache Derby database in a folder: `[catalog] metastore_dir` names that folder,
-and `metastore_confs` are the Spark confs that open it. Any Spark session started with them sees
-the registered replicas, with Delta's time travel (`SELECT ... FROM db.t VERSION AS OF v`).
-Derby in embedded mode admits one JVM at a time: run `tidelake catalog sync` while no other
-session holds the metastore, or point the confs at a shared metastore (Spark's
-`spark.hadoop.javax.jdo.option.*`, not tested here).
-
-The replica catalog (tidelake.lake.replica_catalog) is the truth; `sync_catalog` makes the
-metastore follow it. Each replica is an external table whose LOCATION is its folder, which never
-moves (a RENAME TABLE changes only the names), so the folder identifies a registered replica:
-a table whose upstream name changed is unregistered under the old name and registered under the
-new one (Hive's own rename works only within a database), and a dropped table is unregistered
-while its folder stays. Hive lowercases names, so `Shop.Orders` is `shop.orders` there.
-
-Syncpoints (tidelake.syncpoint.records) are registered too, as snapshot databases: for upstream
-database `shop` and syncpoint S, `shop__sp_<S>` holds one view per replica of the cut, named as
-the table was named at S and reading the replica's folder at the cut's Delta version; and
-`shop__sp_latest` holds the same views for the newest syncpoint. Reading several tables of one
-snapshot database (or of several with the same S) sees upstream at one TSO. A syncpoint never
-changes once recorded, so its database is created once; each such database's comment says which
-syncpoint it shows, which is how a sync tells its own databases from the user's.
+More: docs/internals.md#metastore.
 """
 
 from __future__ import annotations

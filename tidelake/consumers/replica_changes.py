@@ -1,30 +1,10 @@
 """A replica's change data feed between two upstream TSOs, for consumers that read incrementally.
 
-Replicas are written with `delta.enableChangeDataFeed` (tidelake.merge.replica_schema), so each
-merge commit carries its row changes: `insert`, `update_preimage`/`update_postimage` and `delete`
-(Delta PROTOCOL.md "Change Data Files"). A merge commit also records the checkpoint it reached:
-the replica then equals upstream as of that TSO (tidelake.lake.checkpoint). So the changes
-upstream committed in (A, B] are exactly the CDF of the Delta versions after the one that
-recorded checkpoint A, up to the one that recorded B, when A and B are checkpoints the replica
-recorded. Between two checkpoints the replica holds no state of its own, so a `from_ts` that is
-not one is refused with the nearest ones; `to_ts` is rounded down to the latest checkpoint at or
-before it, and the range says which it used. A consumer keeps the returned `to_checkpoint` and
-passes it as the next `from_ts`: every change is read once.
+The changes upstream committed in (A, B] are the replica's CDF between the versions that recorded
+checkpoints A and B; a range never spans a DDL's rewrite of the replica. Read with delta-rs.
+Owner: `tidelake changes`.
 
-A DDL that renames, drops or retypes a column rewrites the replica in one commit
-(tidelake.merge.ddl_apply, marked with REWRITE_METADATA_KEY). Its CDF (every row deleted and
-inserted) is a schema change, not upstream row changes, and a CDF read spanning it would read the
-older rows with the newer schema (a renamed column as NULL). So a range never spans a rewrite: one
-that would is refused with the checkpoint to stop at, and one that starts right before a rewrite
-starts after it (the consumer applies the DDL to its copy first, as the replica did).
-
-Each row gets `_tidelake_checkpoint`, the checkpoint of the commit that wrote it: the upstream
-TSO by which the change had happened (the row's own `_tidb_commit_ts` is the exact commit ts of
-an insert or update, and of a delete's old row, not of the delete).
-
-Reading uses delta-rs (no Spark). Spark users read the same range with
-`spark.read.option("readChangeFeed", "true").option("startingVersion", first_version)
-.option("endingVersion", last_version)`.
+More: docs/internals.md#replica_changes.
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
-"""`make integration`: the production parts together on loopback, then proof that it worked.
+"""`make integration`: the production parts together on loopback, then proof that it worked: an
+S3 API server behind a relay killed for 10 s, PostgreSQL, a Spark standalone cluster, Airflow on
+them running the unchanged DAGs (two puller shards, merges, syncpoints, a bootstrap, maintenance),
+then `tidelake verify`. Every process is started by pid and stopped at the end.
 
-Started here, each by its pid and with its own log, and stopped at the end whatever happened:
-  1. an S3 API server (moto's, tidelake.demos.s3_server) holding the lake at s3://lake/integration,
-     reached only through a TCP relay (tidelake.demos.tcp_relay) on the endpoint every process
-     gets through the standard AWS_* variables;
-  2. PostgreSQL (a throwaway cluster, tidelake.demos.postgres), Airflow's metadata database;
-  3. a Spark standalone master and worker (tidelake.demos.spark_cluster), and the Delta and
-     hadoop-aws jars resolved once into a folder both put on their classpath
-     (TIDELAKE_SPARK_JARS, tidelake.spark.cluster_jars): merge, syncpoint, bootstrap and
-     maintenance are SparkSubmitOperator tasks on that master (client mode); `--local-spark`
-     leaves the cluster out, and they are then thin clients of a warm Spark on local[*]
-     (bootstrap a spark-submit on local[*]);
-  4. then the Airflow demo path (tidelake.demos.on_airflow) on them: the simulator with the mixed
-     workload and light faults, Airflow with LocalExecutor on PostgreSQL running the unchanged
-     DAGs: the puller with two shards, merges and a syncpoint every minute; the S3 endpoint killed
-     (SIGKILL of the relay) for 10 s while traffic runs and started again on the same port;
-     every table merged past a target and a merge and a syncpoint task succeeded (a run's
-     merges can all be done by its syncpoint); then a tidelake_bootstrap run adds a table
-     outside the changefeed's filter (BOOTSTRAP_TABLE) to the running changefeed, and the
-     scheduled run of tidelake_maintenance compacts and vacuums; `tidelake verify` against the
-     simulator, the bootstrapped table included.
-It passes when verify matches, each shard landed watermarks and a syncpoint was recorded (and,
-on the cluster, the master registered each of CLUSTER_APPS). It
-prints how long each stage took and the load average. A failure names the stage and its log;
-a component that dies (S3 server, relay, Spark master or worker) fails the running stage with
-its own log named.
+More: docs/internals.md#integration.
 """
 
 from __future__ import annotations

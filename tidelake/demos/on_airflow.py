@@ -1,24 +1,9 @@
-"""`make demo` and `make up`: the production path on one machine, orchestrated by Airflow.
+"""`make demo` and `make up`: the production path on one machine, orchestrated by Airflow: the
+simulator with a workload and light faults, a warm Spark, Airflow standalone with the DAGs,
+traffic until every table merged past a target, `tidelake verify`, then everything stopped by pid
+and process tree. Each stage has a deadline and its own log.
 
-Stages, each with a deadline and its own log file under <workdir>/logs:
-  1. `tidelake sim` as a child process: PD + 3 TiKV stores on loopback, the `mixed` workload at
-     2 txn/s (DML of every handle kind, a DDL every ~100 s, lock-holding txns, hot keys) and
-     light region faults (splits, merges, leader transfers).
-  2. A warm Spark: a Spark Connect server with Delta on loopback (tidelake.spark.connect_server),
-     started now so its JVM start and Ivy resolution overlap Airflow's; `--cold-spark` leaves it
-     out (each merge task is then a spark-submit, as against a cluster).
-     A changefeed.toml pointing at the simulator, with `[spark] remote` naming the server. Its
-     start ts is taken BEFORE the simulator starts, so the puller sees every CREATE TABLE (tables
-     that exist before a changefeed's start need `tidelake bootstrap`); syncpoints every minute.
-  3. `airflow standalone` (SQLite, LocalExecutor, simple auth manager) with the repo's DAGs and
-     plugins, examples off, spark_default = local[*], DAGs unpaused: tidelake_puller runs
-     continuously, tidelake_merge every minute and, through the triggerer, whenever new changes
-     are covered by the watermarks, at most every 15 s (thin Connect clients, or spark-submit per run).
-  4. Traffic for a while, then wait until every replicated table is merged past a target TSO.
-  5. `tidelake verify` (replica at checkpoint == snapshot read of the simulator at it) and a summary.
-  6. Shut down: DAGs paused, Airflow, the Spark Connect server and the simulator terminated by
-     pid, then every process that was in their trees (task processes and spark-submit JVMs run in their own process groups, so
-     terminating the parents alone would orphan them). `make up` waits for Ctrl-C before this.
+More: docs/internals.md#on_airflow.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""A TCP relay process in front of the S3 server: the endpoint `make integration` kills.
+"""A TCP relay process in front of the S3 server: the endpoint `make integration` kills. Killing
+it and starting a new one on the same port is, as clients see it, an S3 endpoint that died and
+came back, while the store behind it keeps every object.
 
-moto keeps its objects in memory, so killing moto itself would lose the store. Every client of
-the lake talks to this relay's port instead; the relay forwards each connection byte for byte to
-moto. Killing the relay with SIGKILL and starting a new one on the same port 10 s later is, as
-the clients see it, an S3 endpoint that died and came back:
-- connections open at the kill are closed by the kernel under the client (a reset or an early
-  EOF, mid-request or mid-response); a request moto had already executed when that happened is
-  a write whose acknowledgement was lost;
-- for 10 s nothing listens on the port: every new connection is refused;
-- the new relay accepts again on the same port, and the store behind it kept every object.
-What it does not simulate: a store that loses or rolls back acknowledged writes (moto's state
-survives), a slow or half-open network (packets dropped without a reset), DNS failures, TLS.
-
-Run as `python -m tidelake.demos.tcp_relay LISTEN_PORT UPSTREAM_PORT` (TcpRelay does).
+More: docs/internals.md#tcp_relay.
 """
 
 from __future__ import annotations

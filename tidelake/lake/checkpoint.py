@@ -1,18 +1,9 @@
-"""A replica's checkpoint lives in the replica itself: the Delta `txn` action of app MERGE_APP_ID.
+"""A replica's checkpoint lives in the replica itself: the Delta `txn` action of app MERGE_APP_ID,
+recorded in the same commit as the rows it guards (invariant 3), its version the checkpoint TSO.
+Delta skips a write whose version is recorded, so a retried step is a no-op. Read without Spark.
+Owner: the merge writes it (tidelake.merge.txn_confs); every stage reads it here.
 
-Delta records a SetTransaction (app id, version) in the same commit as the rows it guards, so
-checkpoint(t) advances atomically with the data (docs/design.md invariant 3), and Delta skips a write
-whose version is <= the recorded one, so a retried merge or DDL step is a no-op
-(docs/stack.md#delta-lake-deltatable-python-api-and-write-options "Idempotent writes"). The version IS the checkpoint TSO.
-
-Only DML (MERGE/UPDATE/DELETE/INSERT) and DataFrame writes record it: CREATE TABLE and ALTER
-TABLE ignore the txn confs (checked against delta-spark 4.4), which is why DDL application ends
-with a DML or an empty append carrying the txn (tidelake.merge.ddl_apply); the writers' side of
-the txn is tidelake.merge.txn_confs.
-
-Reading needs no Spark: delta-rs replays the log (JSON commits and checkpoint parquet) and
-answers `transaction_version` even for tables whose reader features it cannot scan (column
-mapping, deletion vectors, type widening).
+More: docs/internals.md#checkpoint.
 """
 
 from __future__ import annotations

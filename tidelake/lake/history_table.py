@@ -1,17 +1,8 @@
-"""Where a replica's SCD type 2 history table lives and how far it got, read without Spark.
+"""Where a replica's SCD type 2 history table lives and how far it got, read without Spark: at
+`<lake>/_tidelake/history/<the replica's folder>`, following the replica's folder, with its own
+checkpoint as the txn of HISTORY_APP_ID. Owner: the merge writes it (tidelake.merge.scd2_history).
 
-A history table (docs/history.md, written by tidelake.merge.scd2_history) sits at
-`<lake>/_tidelake/history/<the replica's folder below the lake root>`. It is derived from the
-replica's folder, which is chosen once and never moves (tidelake.lake.replica_catalog), so it
-follows the replica through RENAME TABLE (no move) and DROP TABLE (kept), and a rebuilt replica
-(a new folder) gets a new history. It lives under `_tidelake/` because every name beside the
-replicas could be an upstream table's folder, and TiDB names cannot hold '/'.
-
-Its commits record how far it got as the Delta txn of app HISTORY_APP_ID (version = the upstream
-TSO up to which it holds every change), exactly as a replica records its checkpoint under
-tidelake.lake.checkpoint.MERGE_APP_ID. SINCE_PROPERTY is the checkpoint it was created at: it
-holds every upstream version valid at or after that ts (earlier ones only as far as the replica
-held them then).
+More: docs/internals.md#history_table.
 """
 
 from __future__ import annotations

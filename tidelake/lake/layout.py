@@ -94,7 +94,7 @@ WATERMARKS_SCHEMA = pa.schema(
 WATERMARKS_PARTITIONS = ("puller",)
 # Every puller rewrites its partition on every flush: a commit a second per shard. A checkpoint
 # every 10 commits keeps a read's log replay at most 10 commits long whatever the history (the
-# Delta default, 100, made reads 5x slower just before each checkpoint). A checkpoint also carries
+# Delta default, 100, let reads slow down several times over just before each checkpoint). A checkpoint also carries
 # a tombstone per file removed within the deleted-file retention (default a week: 600,000 per
 # shard), so that retention and the log's are an hour: commits older than that leave the log
 # (the nemesis checker reads every version of its short runs) and their tombstones the

@@ -1,22 +1,9 @@
-"""Where an object-store lake's endpoint, credentials and options come from, for both engines.
+"""Where an object-store lake's endpoint, credentials and options come from, for both engines: the
+process's AWS variables, overridden per setting by `[lake.storage_options]`, so delta-rs and
+Spark's s3a always reach the same bucket with the same credentials. Several writers commit with
+conditional PUTs, which the store must honour (docs/stack.md#object-store-the-lake-on-s3).
 
-delta-rs (the puller, bootstrap's control tables, status, retention) takes `storage_options`;
-Spark's s3a connector takes Hadoop confs (tidelake.spark.s3a). Both are derived from one set of
-options so the two engines always reach the same bucket with the same credentials:
-
-1. the standard AWS variables of the process (`AWS_ENDPOINT_URL`, `AWS_REGION`, ...), then
-2. the changefeed config's `[lake.storage_options]`, which override them per setting: a key of
-   the config drops every environment variable naming the same setting under another alias
-   (`region` drops `AWS_REGION`), and credentials are one set: if the config names any
-   credential key, no credential comes from the environment (no config key with an env token).
-
-Concurrent commits: several puller shards append to one changelog. delta-rs 1.x commits a log
-entry with a conditional PUT (`If-None-Match: *`, object_store `PutMode::Create`), so of two
-commits of one version exactly one lands and the other retries on the next version; it no longer
-supports a DynamoDB lock (delta-rs discussion #4482). `conditional_put = "etag"` is set explicitly
-for s3 lakes so the requirement is visible: the store must answer a second create of an existing
-key with 412 (AWS S3 since 2024-08, when it added `If-None-Match` on PutObject; MinIO, R2,
-moto's server; docs/stack.md#object-store-the-lake-on-s3).
+More: docs/internals.md#object_store.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Where each replicated table's replica lives and whether it is still being merged.
 
-Path policy: a replica's path is chosen ONCE, when the table is created (or first seen), as
-`<lake>/<db>/<table>` of that moment, and never moves. RENAME TABLE only updates the catalog's
-names. Why: a Delta table is a folder of immutable files plus a log of relative paths; on object
-stores (S3, GCS, ADLS) a folder "rename" is a copy and delete of every object, neither atomic nor
-cheap, and readers holding the old path would see a half-moved table. TRUNCATE keeps the path too
-(docs/design.md#lake-layout). If the default path already belongs to another table of the catalog (a table
-dropped or renamed away, then a new one created under the old name), the new replica gets
-`<lake>/<db>/<table>__<table key>`, so two tables never share a folder.
+A replica's folder is chosen once and never moves (RENAME changes names only; a folder rename on
+an object store is neither atomic nor cheap), and no two tables share one. A small Delta table
+(`_tidelake/replicas`) upserted by delta-rs. Owner: the merge (DDL apply) and bootstrap.
 
-The catalog is a small Delta table (`_tidelake/replicas`), one row per table key, upserted by
-delta-rs with a retry on commit conflicts (merges of different tables update it concurrently).
+More: docs/internals.md#replica_catalog.
 """
 
 from __future__ import annotations
@@ -101,9 +95,8 @@ class ReplicaCatalog:
     """Read and upsert the catalog; every method reads the latest table version.
 
     The rows of a version are decoded once and kept: a merge asks the catalog several times per
-    table, and scanning the catalog's files cost ~20-35 ms per call with 20-1,000 tables while
-    finding that the version did not move costs one log listing (bench/README.md "Per-table
-    costs of a small window")."""
+    table, and scanning the catalog's files costs far more than the one log listing that finds
+    the version did not move."""
 
     def __init__(self, layout: LakeLayout) -> None:
         self.layout = layout

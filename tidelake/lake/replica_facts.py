@@ -1,8 +1,8 @@
 """What status shows of one replica, read from its Delta log: checkpoint, protocol, soft deletes, history.
 
 Reading it costs a replay of the replica's log and of its history table's (a LIST and a few GETs
-each on an object store; ~2-3 ms locally, bench/README.md "Scale"), so status of 1,000 replicas
-cannot afford it for every replica. The merge reads it
+each on an object store), so status of many replicas cannot afford it for every replica. The
+merge reads it
 once per table at the end of the table's part of a run and records it in the merge log
 (tidelake.merge.merge_log); status takes it from there (tidelake.status.status_report says when it cannot).
 """
@@ -38,8 +38,7 @@ REPLICA_FACTS_TYPE = pa.struct([
 
 @dataclass(frozen=True)
 class ReplicaFacts:
-    """The replica at `path` as of one read. `history`: it has a history table (README "History for
-    consumers"), which holds every change up to `history_checkpoint` and from `history_since`."""
+    """The replica at `path` as of one read. `history`: it has a history table (docs/history.md), which holds every change up to `history_checkpoint` and from `history_since`."""
 
     path: str
     checkpoint: int | None

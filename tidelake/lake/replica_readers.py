@@ -1,14 +1,8 @@
-"""Which Delta reader features a replica requires, and whether the installed deltalake can read it.
+"""Which Delta reader features a replica requires, and whether the installed deltalake can read
+it, asked from deltalake's own supported versions and features (delta-io/delta PROTOCOL.md
+"Table Features"). Owner: status.
 
-A Delta protocol names what a reader must understand (delta-io/delta PROTOCOL.md "Protocol
-Evolution", "Table Features"): reader version 1 needs nothing; version 2 is the legacy protocol of
-column mapping; version 3 lists its reader features by name. A replica starts at version 1 and
-gains columnMapping / typeWidening with the first DDL that needs them (tidelake.merge.replica_schema).
-
-What deltalake (delta-rs, the reader Polars and pandas users reach through `DeltaTable`) supports is
-asked from the installed package: deltalake.table.MAX_SUPPORTED_READER_VERSION and
-SUPPORTED_READER_FEATURES, the sets its `to_pyarrow_dataset` checks a table's protocol against. It
-refuses columnMapping and deletionVectors separately, so a version-2 table is unreadable too.
+More: docs/internals.md#replica_readers.
 """
 
 from __future__ import annotations

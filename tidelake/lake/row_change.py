@@ -38,9 +38,8 @@ def check_ops(rows: Iterable[RowChange]) -> None:
 
 
 # What one buffered RowChange costs beyond its key, value and old value bytes: the slotted
-# object, its four ints, three bytes headers and a list slot, with the allocator's rounding.
-# Measured: 242 B traced by tracemalloc, ~295 B of RSS per row (bench/README.md "Memory under
-# backpressure").
+# object, its four ints, three bytes headers and a list slot, with the allocator's rounding
+# (tracemalloc and the RSS per row agree with it; docs/internals.md#lander).
 ROW_OVERHEAD_BYTES = 300
 
 

@@ -1,17 +1,9 @@
 """Per-table schema history built from the `ddl` table: which TableInfo is valid when, and where
-the barriers are (docs/design.md#timestamps-and-watermarks barrierTs, docs/design.md#lake-layout ddl).
+the barriers are (docs/design.md#timestamps-and-watermarks). A table's identity is its id at its
+CREATE, through RENAME and TRUNCATE; the info valid at ts is the last DDL's at or below ts, and
+the barrier after checkpoint c is the next DDL's commit ts - 1. Read by merge, status, the plan.
 
-A replicated table's identity (`TableKey`) is the TiDB table id it had when it first appeared
-(its CREATE, or the start snapshot). It survives RENAME TABLE (same id, new name) and TRUNCATE
-TABLE, which gives the table a NEW id upstream (docs/wire.md#actiontype-codes action 11: the job's
-`table_id` is the old id, its TableInfo the new one): the puller writes one row per id, and
-the row whose id is already known is the old one. Partitions are separate physical ids inside
-one TableInfo (ADD/DROP/TRUNCATE PARTITION change them), so physical ids come from the info.
-
-A DDL at commit ts D splits a table's changes: commit_ts < D were written with the schema
-before, > D with the schema after (TiDB commits no row of the table at D itself). So the info
-valid at ts is the one of the last DDL with commit_ts <= ts, and the barrier for a checkpoint c
-is `next_ddl_after(t, c).commit_ts - 1`.
+More: docs/internals.md#schema_history.
 """
 
 from __future__ import annotations

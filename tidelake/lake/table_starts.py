@@ -1,20 +1,9 @@
-"""`_tidelake/table_starts`: how a table joins a RUNNING changefeed at a ts the puller chooses.
+"""`_tidelake/table_starts`: how a table joins a RUNNING changefeed at a ts J the puller chooses:
+bootstrap requests, the puller lands the schema at J and feeds from J (`joined`), bootstrap reads
+at J and marks `done`. Rows are only appended; a request's state is its last row. Owners:
+bootstrap and the puller (tidelake.capture.changefeed.table_joins).
 
-A table added to a running changefeed (a filter change, or a table bootstrapped later) needs
-its data AND its DDL from one ts J on, with the replica read at exactly J. Only the puller
-knows a J at which its schema is complete: its DDL puller's resolved ts, where every job <= J is
-applied and none after. So the handshake is:
-
-1. bootstrap appends `requested` (db, table);
-2. the puller, between two DDL jobs, adds the table to its filter, takes J = its DDL resolved
-   ts, lands the table's schema at J as a `ddl` snapshot row, resolves the table's physical ids
-   at J and subscribes them from J (the feed then delivers commits > J, docs/metadata.md#boundary-semantics), and once that has landed (a restart must know the table) appends `joined` with J;
-   with several puller shards, shard 0 lands the schema and the table's owner its data, at a J
-   shard 0 `scheduled` ahead of time (tidelake.capture.changefeed.table_joins): shard 0 appends
-   `schema_landed`, then the owner `joined`;
-3. bootstrap reads the table at J and writes the replica with checkpoint J, then appends `done`.
-
-Rows are only appended (blind appends never conflict); the state of a request is its last row.
+More: docs/internals.md#table_starts.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts (docs/design.md#timestamps-and-watermarks).
+"""Watermarks: per physical table resolved ts and the DDL puller's resolved ts, read (docs/design.md#timestamps-and-watermarks).
 
-Why a separate `watermarks` Delta table, written after the events: Delta has no multi-table
-commit, and a watermark must name a changelog state that already holds every event it covers.
-So a flush commits (1) the changelog events, (2) the DDL rows, and only then (3) the watermark
-rows, each row carrying the changelog and ddl versions that (1) and (2) produced. A crash after
-(1) or (2) leaves the old watermarks, which are still true (invariant 1); the events landed
-early are re-pulled or de-duplicated by merge (invariant 5).
+Written after the changelog and DDL commits they cover, each row naming the changelog version that
+holds every event below it (invariant 1); read FIRST, then the changelog at any later version
+(invariant 2). Each puller rewrites only its own partition. Owner: the lander writes them
+(tidelake.capture.landing.watermark_writer).
 
-Readers read the watermarks FIRST, then the changelog at any version >= `changelog_version`
-(the latest is fine): the changelog only grows, except retention deletes of partitions that
-every replica has merged past, so that read holds every event <= each watermark (invariant 2).
-Storing the versions also lets a merge pin its read to exactly `changelog_version` and be
-reproducible.
-
-Each puller owns one partition (`puller` = its app id) and rewrites it whole on every flush
-(replaceWhere overwrite), so the table stays small, pullers never overwrite each other, and the
-rewrite carries the same app transaction as the flush, which makes a retry a no-op. Written
-values only ever grow: a restarted puller re-reporting older resolved ts cannot move them back.
-The one exception is a retired physical id no merge can need any more: its row leaves with that
-rewrite (tidelake.capture.landing.watermark_retirement).
+More: docs/internals.md#watermarks.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""Lake upkeep: compact and vacuum the replicas and the changelog, drop merged changelog.
+"""Lake upkeep: compact and vacuum the replicas, their history tables and the changelog, drop the
+changelog partitions every replica merged past, trim the merge log. Each step is idempotent. The
+changelog and the merge log are maintained with delta-rs only (they have delta-rs writers at the
+same time; Spark's S3 log store assumes one writer). Owner: `tidelake maintenance`.
 
-- OPTIMIZE (bin-packing) merges the small files every MERGE commit leaves; it is a
-  dataChange=false commit, so it does not conflict with a concurrent merge's appends.
-- VACUUM removes files no version within the retention still references. It bounds time travel:
-  a syncpoint older than the retention can no longer be read (docs/stack.md#delta-lake-deltatable-python-api-and-write-options).
-- Changelog retention deletes, per physical table id, the partitions at or below the checkpoint of
-  the replica that id belongs to (tidelake.maintenance.changelog_retention). Ids of tables without a replica, or
-  whose replica is stopped (it may be resumed or re-bootstrapped), are kept.
-- History tables (docs/history.md) are compacted and vacuumed like their replicas.
-- The merge log loses entries older than its retention (default a week), is rewritten ordered by
-  finish time and vacuumed (tidelake.merge.merge_log.trim), so status and the page read a
-  bounded part of it.
-
-The changelog and the merge log are compacted and vacuumed with delta-rs, never with Spark:
-pullers and merge runs append to them with delta-rs while maintenance runs, and on an object
-store only delta-rs commits with a conditional PUT. Spark's S3 log store assumes a single writer
-and could overwrite a puller's commit of the same version (docs/stack.md#object-store-the-lake-on-s3). Replicas are written by Spark alone.
+More: docs/internals.md#lake_upkeep.
 """
 
 from __future__ import annotations
@@ -49,7 +37,7 @@ if TYPE_CHECKING:
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 # VACUUM lists a table's files with as many tasks as this conf says (delta-io/delta VacuumCommand
 # `gc`: DeltaFileOperations.recursiveListDirs with fileListingParallelism), Spark's default 10,000:
-# on a one-worker cluster, 10,000 tasks of ~10 ms, 100 s per table whatever its size. A replica
+# on a small cluster that many tiny tasks cost minutes per table whatever its size. A replica
 # has a few directories (its partitions), so unless the session sets it, VACUUM here lists with
 # VACUUM_LISTING_TASKS.
 LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
@@ -69,7 +57,7 @@ class MaintenanceReport:
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
     """Physical id -> checkpoint of its replica, for every id the replica has merged (an id that
     a TRUNCATE or DROP PARTITION retired before the checkpoint has all its events below it too).
-    A history table behind its replica (docs/history.md "Exactly once") holds it back: it still
+    A history table behind its replica (docs/history.md#exactly-once) holds it back: it still
     reads the changelog from its own checkpoint."""
     out: dict[int, int] = {}
     for key, entry in catalog.entries().items():

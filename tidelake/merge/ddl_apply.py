@@ -1,26 +1,11 @@
 """Apply one DDL to a replica at its barrier (docs/design.md invariant 4).
 
-The replica is converged to the state the job left upstream rather than replaying the SQL:
-columns are matched by TiDB column id (so RENAME COLUMN — action 12, docs/wire.md#actiontype-codes —
-is a rename, not a drop and add), then by name (a lossy MODIFY COLUMN gives the column a new id
-upstream). Every step first looks at the replica and does only what is missing, so a rerun after
-a crash at any point converges to the same state. A column change that ALTER TABLE could only make
-by turning on a reader feature the replica lacks (column mapping, type widening) is made by one
-atomic rewrite instead, so the replica stays readable by every Delta reader. The LAST commit is an empty append carrying
-the txn (app "tidelake-merge", version = the DDL's commit ts): ALTER TABLE commits cannot carry
-it (tidelake.lake.checkpoint), and a writer option, unlike the txn session confs, is safe with
-several tables applied in parallel threads of one session.
+The replica converges to the state the job left upstream (columns matched by TiDB id, then by
+name), each step doing only what is missing, so a rerun converges; the LAST commit records the
+DDL's ts. A change ALTER TABLE could only make with a reader feature the replica lacks is one
+rewrite instead. Unsupported DDL stops that table only. Owner: TableMerge.
 
-What each DDL does is listed in the docs/operations.md#ddl-support section; anything else raises
-UnsupportedDDL, which stops that table only.
-
-Failpoints (tidelake.failpoints, named in DDL_FAILPOINTS and docs/nemesis.md#the-apply-level): before the
-commit that records the DDL's ts (or creates the replica), and after a rewrite's overwrite.
-
-A replica's SCD2 history table (tidelake.merge.scd2_history) follows the same steps before the
-replica's last commit: the same schema convergence, and TRUNCATE / DROP or TRUNCATE PARTITION
-close the versions current at the DDL's ts instead of deleting rows. Its steps are skipped once its
-own checkpoint reached the DDL's ts, which the finishing history commit records.
+More: docs/internals.md#ddl_apply.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """The merge log: one row per table per merge run, for `tidelake status` and the Airflow page.
 
-A Delta table (`_tidelake/merge_log`) that every run APPENDS to with delta-rs: blind appends
-never conflict (docs/stack.md#delta-lake-schema-changes-protocol-concurrency), so mapped merge tasks of one Airflow run can log at the
-same time, and reading "the last merge of each table" needs no Spark. The replica's own Delta
-commit stays the truth for the checkpoint; this is the history around it (durations, sizes,
-why a table is waiting, stopped or failing) and, in `replica`, what the replica's log said once
-the run was done with the table (tidelake.lake.replica_facts): status reads 1,000 replicas'
-facts from here instead of 1,000 logs. Logs written before that column have no `replica`; the
-first append adds it (schema merge, a metadata change Delta allows on append).
+Appended by every run with delta-rs (blind appends never conflict); the replica's own commit
+stays the truth for the checkpoint. Readers look back a bounded RECENT window, and maintenance
+trims and rewrites it so file stats keep pruning. Owner: the merge run.
 
-Bounded reads. The log gains a file and a row per table every run (1.4M rows a day at one run a
-minute over 1,000 tables), so nothing reads all of it. Readers look back RECENT from the newest
-entry and delta-rs picks the files whose finished_at stats reach that far (file pruning by the
-min/max of the Delta log's add actions): status reads the last FIRST_LOOK, further back only
-while a table it asks for is missing (`last_entries`); the page reads all of RECENT
-(`recent_entries`). `tidelake maintenance` deletes entries older than a retention (never shorter
-than RECENT, so it never deletes a row a reader looks at), rewrites the rest ordered by finish
-time in small files and row groups, so the stats keep pruning, and vacuums (`trim`). The table
-keeps its log short like the watermarks table (MERGE_LOG_PROPERTIES); lakes created before get
-them at their first maintenance.
+More: docs/internals.md#merge_log.
 """
 
 from __future__ import annotations

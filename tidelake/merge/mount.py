@@ -1,23 +1,11 @@
-"""Mounting: raw changelog rows (key, value bytes) -> replica columns, in Spark, one Arrow batch
-per call (mapInArrow), with decoders cached per Python worker.
+"""Mounting: raw changelog rows (key, value bytes) -> replica columns, in Spark (mapInArrow, one
+decoder per schema per worker) and on the driver (mount_arrow), the same code.
 
-The puller never decodes (docs/design.md#data-flow); this is where TiCDC's mounter runs for us
-(docs/encoding.md#how-ticdc-decodes-a-row): the key gives the physical id and the handle, a put's value is
-decoded with the schema of its window (barriers guarantee there is exactly one), the handle
-fills the PK / `_tidb_rowid` columns. A delete carries no value, only the key (and maybe an old
-value): the merge only needs its key columns, which come from the handle, or from the old value
-when present, because a common handle keeps collation sort keys, not the original strings
-(docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
+A put decodes with its window's one schema; a delete needs only its key columns (from the handle,
+or its old value for a common handle); a common handle's row is matched on its PK as it was at
+lo (tidelake.merge.window_spec.match_columns). Owner: the writers.
 
-That also means one raw key of a common-handle table can hold different PK strings over time
-('ab' -> 'AB' under a _ci collation, 'ab' -> 'ab ' under PAD SPACE _bin): the replica row to
-change is the one with the string BEFORE the window. The merge passes as `old_value` the old
-value of the key's first change in the window (that state), and for common-handle tables the
-output carries MATCH_PREFIX columns with the PK values decoded from it, falling back to the
-row's own key values when the key had no row before (an insert).
-
-The output columns are the replica's own schema (names and Spark types, as widened by DDLs),
-plus OP_COLUMN saying whether the row is a put or a delete, plus the match columns.
+More: docs/internals.md#mount.
 """
 
 from __future__ import annotations

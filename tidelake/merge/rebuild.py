@@ -1,16 +1,9 @@
-"""Rebuild one replica from the retained changelog: a new, empty replica merged from the CREATE.
+"""Rebuild one replica from the retained changelog: a new, empty replica merged from the CREATE,
+refused (with the reason, before any write) unless the changelog still holds every change of
+the table since its CREATE. The rebuilt replica gets a new folder; the old one stays for its
+readers. Owner: `tidelake merge --rebuild` and the merge DAG's rebuild param.
 
-Safe only when the changelog still holds every change of the table since its CREATE TABLE:
-  - the table entered the feed through a CREATE job (not the start snapshot, a rename into the
-    filter or a recover: its earlier rows are in no changelog; `tidelake bootstrap` rebuilds those);
-  - no changelog DELETE (retention, tidelake.maintenance.changelog_retention) ever named one of its physical ids;
-  - the changelog's Delta log still reaches version 0, so no DELETE can hide in cleaned-up log files.
-Anything else is refused with the reason, before any write.
-
-The rebuilt replica gets a NEW folder, recorded in the replica catalog in one upsert; the merge
-then sees a table without a checkpoint and replays it from its CREATE. The old folder stays as it
-was: readers holding it (and recorded syncpoints, which name their path and version) keep working,
-and it is removed by hand once nobody reads it. A retried rebuild starts over in another folder.
+More: docs/internals.md#rebuild.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""The Delta schema of a replica, derived from the upstream TableInfo (docs/design.md#lake-layout).
+"""The Delta schema of a replica, derived from the upstream TableInfo (docs/design.md#lake-layout):
+the stored columns as upstream names them, typed by tidelake.codec.spark_types, all nullable,
+then the hidden columns (`_tidb_commit_ts`, `_tidb_rowid`, `_tidb_partition_id`,
+`_tidb_deleted`). A new replica gets change data feed and column mapping only when a name needs
+it, so every Delta reader can read it. Owner: the merge (ddl_apply) and bootstrap.
 
-Columns: the table's stored columns in upstream order, named as upstream, typed by the one
-mapping table (tidelake.codec.spark_types), all nullable (TiDB enforces NOT NULL; a Delta
-constraint would only make ADD COLUMN ... NOT NULL on existing rows fail), then hidden columns:
-  _tidb_commit_ts      commit ts of the row's last change
-  _tidb_rowid          the row handle, for tables without a PRIMARY KEY handle
-  _tidb_partition_id   the physical (partition) id the row lives in, for partitioned tables:
-                       DROP/TRUNCATE PARTITION delete exactly these rows, and it is part of the
-                       merge key, so a row moving between partitions (delete in one physical id,
-                       insert in another at the same commit ts) merges correctly.
-  _tidb_deleted        only on replicas with soft deletes (tidelake.merge.soft_deletes): true on
-                       a row deleted upstream, which keeps its last values.
-Virtual generated columns are not stored in TiKV rows and are left out.
-
-A replica is created with change data feed only (a writer feature: every Delta reader can read it)
-and its first commit records the starting checkpoint (docs/stack.md#delta-lake-deltatable-python-api-and-write-options: a DataFrame write takes
-both the table properties and the txn options; CREATE TABLE ignores the txn confs). The only
-reader feature a new replica may get is column mapping, at creation, when a column name is one
-Parquet cannot hold without it: DDLs that Delta would follow with type widening or column mapping
-rewrite the replica instead (tidelake.merge.ddl_apply), so every Delta reader can read it.
-Replicas that have those features (created before that choice, or with such a name) keep them
-and follow DDL in place (docs/stack.md#delta-lake-schema-changes-protocol-concurrency).
+More: docs/internals.md#replica_schema.
 """
 
 from __future__ import annotations
@@ -210,8 +194,8 @@ def create_replica(
         return False
     properties = creation_properties(info)
     if replica is None and COLUMN_MAPPING.keys().isdisjoint(properties):
-        # No Spark job: delta-rs writes the same first commit (schema, properties, txn) in ~10 ms,
-        # against ~1 s for Spark's empty write (bench/README.md "Per-table costs of a small window").
+        # No Spark job: delta-rs writes the same first commit (schema, properties, txn) in a
+        # fraction of what Spark's empty write costs.
         DeltaTable.create(path, Schema.from_json(replica_struct(info).json()), mode="error",
                           configuration=properties, storage_options=storage_options,
                           commit_properties=delta_rs_commit_properties(checkpoint_ts))

@@ -1,17 +1,8 @@
-"""One pass per merge run: the first window of every table read, collapsed and classified once.
+"""One pass per merge run: the first windows of many tables read, collapsed and classified in one
+Spark scan, cached as a global temp view the table threads' sessions share. Each table still
+mounts and commits its own rows with its own txn: the pass only reads. Owner: the merge run.
 
-Reading the changelog is a Delta snapshot load and a scan per window; with many small tables a
-run paid it once per table. Instead the run reads the union of the tables' first windows in one
-partition-pruned scan (tidelake.merge.changelog_reader.read_windows), collapses it to each key's
-last change, caches it as a global temp view (the table threads use sibling sessions, which see
-global temp views and share the cache), and tells every table's keys apart in one aggregation
-job: what tidelake.merge.changelog_snapshot tells a single window on the driver. Each table then decodes
-(mounts) and writes its own rows from the cache with its own commits, so exactly-once is the
-per-table txn as before: the pass only reads.
-
-Only a table's first window of the run is shared (later chunks and windows after a DDL depend on
-the earlier commits); a window above NEW_KEYS_CHECK_MAX_ROWS estimated changes, or beyond
-RUN_PASS_MAX_ROWS for the whole pass (tidelake.merge.merge_run), keeps its own read.
+More: docs/internals.md#run_pass.
 """
 
 from __future__ import annotations

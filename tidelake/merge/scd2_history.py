@@ -1,31 +1,12 @@
-"""SCD type 2 history of a replica: one row per upstream version of each row (README "History
-for consumers").
+"""SCD type 2 history of a replica: one row per upstream version of each row (docs/history.md),
+every upstream commit a version, with `_tidb_valid_from`, `_tidb_valid_to`, `_tidb_is_current`.
 
-Columns: the replica's upstream and key columns (not `_tidb_commit_ts`, which is the version's
-`_tidb_valid_from`, nor `_tidb_deleted`), then
-  _tidb_valid_from   commit ts of the change that wrote this version
-  _tidb_valid_to     commit ts of the key's next change (update or delete); NULL while current
-  _tidb_is_current   _tidb_valid_to IS NULL
-The rows valid at upstream TSO T are `_tidb_valid_from <= T AND (_tidb_valid_to IS NULL OR T <
-_tidb_valid_to)`, which is the upstream table at T.
+Exactly-once: the history table records its own checkpoint (HISTORY_APP_ID) and is written
+BEFORE the replica's commit of each window and DDL, reading from its own checkpoint, so after a
+crash it is at most one step ahead and its MERGE matches versions already present. Owner:
+TableMerge.
 
-Every upstream commit of a key is a version, not only a merge window's last state: a window's
-changes are read from the changelog uncollapsed, one change kept per (key, commit ts) (landed
-duplicates, invariant 5; a put over a delete at one ts, as the merge's collapse does), and each
-put's valid_to is the commit ts of the key's next change (a window function over the key's
-changes by commit ts). The key's version open before the window is closed at its first change
-in the window. A delete closes and adds nothing.
-
-Exactly-once: the history table records how far it got as its own Delta txn
-(tidelake.lake.history_table.HISTORY_APP_ID, version = TSO) in the commit that writes the rows,
-and a step reads the changelog from THAT checkpoint, not from the replica's. The merge writes the
-history step before the replica's commit of the same window or DDL (tidelake.merge.table_merge), so
-after a crash the history is at most one step ahead: the rerun's history step is skipped by its
-txn version (or reads only what is missing), and the replica redoes its own. The MERGE also
-matches versions already present by (key, valid_from), so applying a range twice changes nothing.
-
-The table is created by seeding it from the replica at the replica's checkpoint c (each row a
-current version since its `_tidb_commit_ts`), in one commit that records c; SINCE_PROPERTY keeps c.
+More: docs/internals.md#scd2_history.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Soft deletes: a replica whose deleted rows stay, flagged `_tidb_deleted = true` with their last
-values, instead of being removed (docs/history.md).
+"""Soft deletes: a replica whose deleted rows stay, flagged `_tidb_deleted = true` with their
+last values (docs/history.md). A replica has them exactly when it has the column, so every merge
+keeps them however it is started; the clauses are tidelake.merge.window_spec's. Owner: TableMerge
+turns them on for the tables the changefeed's [history] selects.
 
-A replica has soft deletes exactly when it has the column (tidelake.merge.replica_schema
-DELETED_COLUMN), so every merge keeps them, however it is started. The changefeed config's
-[history].soft_deletes turns them on: the column is added (a plain ADD COLUMNS, no reader
-feature), existing rows are set to false, and only then is SOFT_DELETES_PROPERTY set, so a crash in
-between is finished by the next run. Readers treat NULL as false all the same.
-
-What changes in the merge (tidelake.merge.window_spec): a delete UPDATEs the row (flag, and
-`_tidb_commit_ts` = the delete's ts) instead of deleting it, a put clears the flag, and a window
-of new keys is never appended: "no old value, so the replica holds no row for the key" is false
-here, since the replica keeps deleted keys (docs/design.md "Appends"). TRUNCATE TABLE and
-DROP/TRUNCATE PARTITION flag their rows the same way (tidelake.merge.ddl_apply).
+More: docs/internals.md#soft_deletes.
 """
 
 from __future__ import annotations

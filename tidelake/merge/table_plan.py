@@ -1,20 +1,11 @@
 """Merge planning: how far one replica may advance in this run, and in which chunks.
 
-A replica at checkpoint c may advance to
-    upper = min(resolvedTs over the table's physical ids, ddl resolved ts, next DDL ts - 1, cap)
-(docs/design.md#timestamps-and-watermarks). The minimum over physical ids matters for partitioned tables: one lagging
-partition holds the whole replica back, because a replica is only correct "as of" a single ts.
-The DDL puller's resolved ts bounds every table, since a DDL not landed yet could still cut the
-window. When c already sits at a barrier (c == next DDL ts - 1) the step is that DDL instead.
+upper = min(resolved ts over the table's physical ids, DDL resolved ts, next DDL ts - 1, cap)
+(docs/design.md#timestamps-and-watermarks): a replica is correct as of ONE ts, so one lagging
+partition holds it back. At a barrier the step is the DDL. Chunks are cut at commit-ts quantiles
+of the file stats, each commits its own checkpoint. Owners: TableMerge and the Airflow plan.
 
-Large windows are cut into chunks of about `max_rows` changes each, at commit-ts quantiles
-estimated from the changelog's file statistics (no Spark action): every chunk commits its own
-checkpoint, so a crash loses at most one chunk of work. All changes of one commit ts stay in
-one chunk because chunks are (lo, hi] ranges of ts.
-
-A DDL that leaves the replica unchanged (the caller's `passes` says which: the merge passes
-tidelake.merge.window_spec.leaves_replica_unchanged) is no barrier: the window runs across it,
-and so across a run of them at once.
+More: docs/internals.md#table_plan.
 """
 
 from __future__ import annotations
@@ -203,7 +194,7 @@ def plan_table(
     next_ts = event.commit_ts if event is not None else None
     if next_ts is not None and checkpoint == next_ts - 1:
         # The DDL's last commit also writes the rows committed at exactly its ts (async commit and
-        # 1PC can share it; docs/design.md "DML at a DDL's commit ts"): they must have landed, so
+        # 1PC can share it; docs/design.md#dml-at-a-ddls-commit-ts): they must have landed, so
         # every id the DDL keeps must be resolved to it. Ids it removes stop at ts - 1, ids it
         # creates hold no row at ts.
         kept = set(physical_ids) & set(history.physical_ids_at(table, next_ts))

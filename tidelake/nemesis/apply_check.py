@@ -2,21 +2,7 @@
 every syncpoint, against the simulator's MVCC, after the merges of tidelake.nemesis.merge_cycles.
 It imports nothing of tidelake.merge or tidelake.lake (tests/nemesis/test_apply_check.py).
 
-Replicas carry column mapping, deletion vectors and type widening, which delta-rs (deltalake 1.6)
-refuses to scan, so replica rows are read with Spark's Delta reader (`versionAsOf`), Delta's
-reference implementation, never through tidelake's verify or merge code. The checkpoint a
-version records is its `txn` action of app `tidelake-merge` (docs/design.md invariant 3), read
-with deltalake; the syncpoints table is read with deltalake. Upstream rows come from the MVCC,
-their handles and balances read by handle_key and row_int.
-
-Every Delta version of a replica is checked, so a later commit that keeps the checkpoint (a
-compaction, a DDL step) must still show the upstream at it. Anomalies: `replica_lost`,
-`replica_phantom`, `replica_wrong_value` (a replica at a checkpoint or a syncpoint differs from
-the upstream at that ts), `replica_duplicate` (a row identity twice), `checkpoint_regressed` (a
-version records a lower checkpoint than an earlier one), `replica_behind` (the last checkpoint is
-below the final merge's ts), `syncpoint_total` (the bank tables at a syncpoint's versions do not
-sum to the total), `syncpoint_incomplete` (a bank table missing from a cut taken after the
-funding txn).
+More: docs/internals.md#apply_check.
 """
 
 from __future__ import annotations

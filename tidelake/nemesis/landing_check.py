@@ -1,24 +1,9 @@
-"""The landing check: what the lake says is durable against the simulator's MVCC.
+"""The landing check: what the lake says is durable against the simulator's MVCC, read with
+deltalake and pyarrow only, sharing no code with what it checks: at every watermark, every change
+the MVCC committed at or below it landed and nothing else did (invariants 1 and 2), watermarks
+never go back, duplicates are exact repeats (invariant 5).
 
-Independent of the code it checks: the changelog and watermarks Delta tables are read with
-deltalake and pyarrow only (their columns are looked up in each table's own schema, and the
-changelog is read file by file at the Delta version a watermark row names), rows are never
-decoded with tidelake.codec, and the upstream is the simulator's MVCC store itself.
-
-For every version of the watermarks table and every physical table W in it (its resolved ts),
-with the changelog at the version that watermark row recorded (docs/design.md#lake-layout, invariants 1
-and 2):
-- history: every put/delete the MVCC committed in (start, W] is in the changelog (else `lost`),
-  and every landed change at or below W is one the MVCC committed with that key, commit ts and
-  value (else `phantom`, or `wrong_value`); start is the first watermark the table ever had;
-- state: the changelog's last change per key at or below W, over the MVCC snapshot at the start,
-  equals the MVCC snapshot at W (`lost`, `phantom`, `wrong_value`, and `misordered` when the
-  last landed change of a key is not the upstream's last one at W).
-A table's watermark never goes back from one version to the next (`watermark_regressed`).
-Landing is at-least-once (invariant 5): exact repeats of (key, commit ts) are fine, two
-different changes at one (key, commit ts) are `conflicting_duplicate`.
-For the bank workload, at every watermark version that covers all bank tables, the balances the
-changelog holds at the lowest of their watermarks sum to the bank total (`bank_total`).
+More: docs/internals.md#landing_check.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Crashes and lake write errors of a merge run on the caller's thread, through the apply failpoints.
+"""Crashes and lake write errors of a merge run on the caller's thread, through the apply
+failpoints: at the chosen pass the run raises MergeCrashed, and every apply failpoint it passes
+after raises too, so the crashed run commits nothing more, as a dead process would.
 
-Like the puller's (tidelake.nemesis.puller_crash), a crash is made to look like one to the lake:
-at the chosen pass of the chosen failpoint the run raises MergeCrashed, and from then on every
-apply failpoint it passes raises too, so it commits nothing more. MergeCrashed derives from
-BaseException, as SystemExit does: the merge's `except Exception` handlers, which log a table's
-failure and go on with the next table (and then append the merge log), must not catch a crash.
-A table thread of a combined run (run_merge's pool) stops at its next failpoint: at most the
-commit it was making lands, as if the process had died a moment later. The nemesis then
-`restart()`s the switch and runs the step again as a fresh run.
-
-A write error is what a failed or unacknowledged lake write looks like to the merge: one
-MergeWriteError, an ordinary exception, at the chosen pass; the run's own handlers see it, the
-run goes on and must report it.
+More: docs/internals.md#merge_crash.
 """
 
 from __future__ import annotations

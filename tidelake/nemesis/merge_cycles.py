@@ -1,18 +1,8 @@
-"""The apply level's merges: the `tidelake merge` and `tidelake syncpoint` paths over what
-landed, with the plan's merge crashes and write errors, each followed by a fresh run of the same
-step, and the `tidelake maintenance` path between them when the plan says so.
+"""The apply level's merges: the `tidelake merge` and `tidelake syncpoint` paths over what landed,
+with the plan's merge crashes and write errors, each followed by a fresh run of the same step, and
+`tidelake maintenance` between them when the plan says so.
 
-Steps, in order: a merge up to a ts halfway through the traffic (it also applies the CREATEs), a
-syncpoint with a 1 s interval (it merges every table to S first), maintenance (compaction, VACUUM
-at the default retention, and the changelog retention that deletes what every replica merged), a
-merge up to the final TSO. Merges go in chunks of MERGE_CHUNK_ROWS changes, so a run records
-several checkpoints and passes several commits to fail at. A fault armed for a step strikes in its
-first run; the step then runs again with the step's next fault armed, and so on, until a run of it
-completes. A fault whose point no run of its step passed often enough is `missed`. A run a write
-error struck must report a failure (raise, or name a failed table or an incomplete syncpoint),
-else the anomaly is `write_error_hidden`; what it reports is expected and not `merge_failed`.
-This module drives the product's merge; the verdict is tidelake.nemesis.apply_check's, which
-shares no code with it.
+More: docs/internals.md#merge_cycles.
 """
 
 from __future__ import annotations

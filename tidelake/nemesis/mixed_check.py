@@ -1,28 +1,8 @@
 """The apply level's check of the mixed workload: every replica at every Delta version that records
-a checkpoint, and every syncpoint, against the simulator's MVCC, every column of every row.
-It imports nothing of tidelake.merge, tidelake.lake or the codec (tests/nemesis/test_apply_check.py).
+a checkpoint, and every syncpoint, against the simulator's MVCC, every column of every row. It
+imports nothing of tidelake.merge, tidelake.lake or the codec (tests/nemesis/test_apply_check.py).
 
-Upstream: the tables at a ts come from the MVCC's meta keys (upstream_schema), rows from each
-physical id's record keys, identities from the keys (handle_key) and column values from the row
-values by the checker's own reader (row_values), a column a row does not hold taking its origin
-default (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns). Replica: Spark's Delta reader at `versionAsOf` (delta-rs refuses
-the replicas' reader features, apply_check's docstring), TIMESTAMP columns read as
-`unix_micros`; both sides normalised to row_values' canonical form per TiDB column type.
-
-Which upstream table a replica is: its folder is `<db>/<table>[__<id>]`, fixed at the CREATE
-(a rename or TRUNCATE keeps it); the check follows the table id from its first checkpoint, through
-renames (same id), TRUNCATE (a new id under the same name) and a drop (then the replica holds the
-rows as of the drop: it is compared with the upstream just before it).
-
-A DDL's application commits the new schema (a column change, a TRUNCATE's delete) while the
-version still records the checkpoint before the DDL's ts D (docs/design.md invariant 4: the DDL is
-applied at checkpoint D - 1, the last commit records D). Such a version, one that keeps D - 1
-after the one that recorded it, is in flight and counted `ddl_in_flight`, not compared; the
-commit recording D is. Values the reader does not read are counted by reason, not compared.
-
-Anomalies: `replica_lost`, `replica_phantom`, `replica_wrong_value`, `replica_duplicate` (as in
-apply_check, per column), `replica_schema` (the replica's columns are not the upstream's public
-columns at the checkpoint), `checkpoint_regressed`, `replica_behind`, `syncpoint_incomplete`.
+More: docs/internals.md#mixed_check.
 """
 
 from __future__ import annotations

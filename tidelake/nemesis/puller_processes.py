@@ -1,16 +1,8 @@
-"""The changefeed as `tidelake pull` child processes, one per shard, and puller crashes as real SIGKILLs.
+"""The changefeed as `tidelake pull` child processes, one per shard, and puller crashes as real
+SIGKILLs: between flushes by os.kill, at a lander failpoint armed through TIDELAKE_FAILPOINTS in
+the shard's environment. A shard exiting by itself is a failure with its exit code.
 
-A crash between flushes is os.kill(SIGKILL) of the shard's process. A crash at a lander failpoint
-is armed in the process's environment when it starts (TIDELAKE_FAILPOINTS, tidelake.failpoints):
-`point=N*off->kill`, so the process SIGKILLs itself at the (N+1)-th pass of the point, inside a
-flush. N is the number of flushes expected before the crash's offset (PASS_EVERY_INTERVALS; 0 for
-the DDL points, passed only in flushes carrying DDL), so a crash may strike before its offset; one
-that has not struck 2 s after its offset is a kill at once, counted as "armed, not struck". A
-kill at once falls wherever the process is, a Delta commit's file writes included. A monitor
-thread starts a shard again as soon as its process is gone (armed with that shard's next crash at
-a point, if any); an exit nobody caused is the anomaly `puller_failed`. Lake write errors cannot
-be injected into another process's writes: in this mode they are not applied (`skipped`), the
-thread mode covers them.
+More: docs/internals.md#puller_processes.
 """
 
 from __future__ import annotations

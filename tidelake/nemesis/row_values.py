@@ -1,17 +1,8 @@
 """Column values of a TiDB row v2 value, read without tidelake.codec, in the apply check's
-canonical form (one Python value per column type, which a replica value is normalised to too).
+canonical form (one Python value per column type, which a replica value is normalised to too):
+the checker shares no decoder with what it checks.
 
-The apply check compares replicas with the upstream; decoding upstream rows with the codec the
-merge uses would let one bug hide another, so this is a separate, minimal reading of the format
-(pingcap/tidb pkg/util/rowcodec/row.go fromBytes, decoder.go decodeColDatum; docs/encoding.md#row-value-format-v2). Columns are described by their TiDB ColumnInfo JSON (docs/encoding.md#schema-json): `type.Tp`,
-`Flag`, `Decimal`, `Charset`, `Elems`.
-
-Canonical forms: integers, YEAR, BIT -> int (unsigned read unsigned); FLOAT -> the float32 value
-as a float, DOUBLE -> float; DECIMAL -> Decimal; DATE -> date, DATETIME -> naive datetime,
-TIMESTAMP -> microseconds since the Unix epoch (UTC), a zero or partial date (month or day 0)
--> None; TIME -> signed microseconds; text -> str, binary charset -> bytes; ENUM -> the member
-('' for index 0); SET -> the members joined by ','; JSON -> the Python object. A type this
-reader does not know raises Unchecked, which the check counts: it never passes silently.
+More: docs/internals.md#row_values.
 """
 
 from __future__ import annotations

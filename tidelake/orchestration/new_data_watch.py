@@ -1,24 +1,9 @@
-"""When new data makes a merge run worth starting ([merge].run_on_new_data).
+"""When new data makes a merge run worth starting ([merge].run_on_new_data): the changelog got
+changes the watermarks now cover (or a lagging table waited PATIENCE_S), never sooner than the
+floor after the previous event. Only when a run starts, never correctness: the trigger in
+Airflow's triggerer decides with it (tidelake.orchestration.airflow.new_data_trigger).
 
-The merge DAG runs on its cron schedule; with `run_on_new_data` it also runs when the changelog
-got changes a merge can apply, through an Airflow asset watched by a trigger in the triggerer
-(tidelake.orchestration.airflow.new_data_trigger). This module is that trigger's decision, kept
-free of Airflow so it is tested on its own.
-
-What it reads is the watermarks table only (small, one row per table per puller): each flush
-that landed changes raises its `changelog_version` (docs/design.md#timestamps-and-watermarks). Changes that just landed are
-not yet applicable: a merge stops at the watermarks, and a row landed in one flush is usually
-covered by the resolved ts of a later one. So the watch notes, when it first sees a new
-changelog version, a TSO from its own clock: every change of that version committed before it.
-It fires once every table's watermark and the DDL watermark reach the TSO of a version it has
-not fired for (the merge can then apply all of that version), or after `PATIENCE_S` if a table
-lags (a stalled region must not hold back the others' freshness), and never sooner than
-`floor_s` after its previous event. Versions seen later keep their own TSO, so steady traffic
-neither delays an event nor loses the changes that landed after it.
-
-The TSO comes from the triggerer's clock, not PD's: a triggerer clock behind PD's fires a little
-early (the run merges what is covered; the next event or the schedule takes the rest), one ahead
-waits that much longer. Nothing here decides correctness, only when a run starts.
+More: docs/internals.md#new_data_watch.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """How tidelake's Spark jobs run from Airflow: against a warm Spark (Spark Connect, when one is
-configured: `job_remote`), else submitted through SparkSubmitOperator (`spark_submit_kwargs`).
+configured: `job_remote`), else submitted through SparkSubmitOperator (`spark_submit_kwargs`):
+the master, the Delta jars and confs, the executors' Python and the tidelake package shipped as a
+zip built at task time. Deployment knobs are the workers' TIDELAKE_SPARK_* variables
+(docs/operations.md#spark-cluster).
 
-One place decides the master (the `spark_default` connection; local[*] when none is defined,
-see operators.py), the Delta jars and confs (the same as tidelake.spark.spark_session uses for local
-sessions, so a job behaves alike under `tidelake merge` and under Airflow), the Python that
-executors run, and the tidelake package shipped to executors as a zip built at task time: the
-executors then run exactly the code of the driver that planned the work, even on a cluster
-whose image is older.
-
-Deployment knobs are environment variables of the Airflow workers (documented in README):
-  TIDELAKE_SPARK_CONN_ID   connection naming the master (default spark_default)
-  TIDELAKE_SPARK_PYTHON    Python of driver and executors (default: the worker's interpreter)
-  TIDELAKE_SPARK_CONF      JSON object of extra Spark confs (object store endpoints, memory)
-  TIDELAKE_SPARK_PACKAGES  extra Maven coordinates, comma-separated
-  TIDELAKE_SPARK_JOBS_DIR  folder of the spark_jobs/*.py entry points
-  TIDELAKE_SPARK_JARS      a folder holding the packages' jars on the Airflow workers and every
-                           Spark node (`tidelake spark-jars DIR` fills it): the jobs then put it on
-                           the driver's and executors' classpath instead of `--packages`, and no
-                           application copies jars (tidelake.spark.cluster_jars)
+More: docs/internals.md#spark_submit.
 """
 
 from __future__ import annotations

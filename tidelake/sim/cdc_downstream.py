@@ -1,15 +1,9 @@
-"""One subscription ("downstream" in TiKV): (conn, request_id, region_id) and its lifecycle.
+"""One subscription ("downstream" in TiKV): (conn, request_id, region_id) and its lifecycle, as
+TiKV's delegate (docs/wire.md#incremental-scan): INITIALIZING, NORMAL once the scan and its
+INITIALIZED row are queued (only then resolved ts), STOPPED after an error. Two chaos knobs change
+only what the protocol allows: COMMIT before its PREWRITE, rows delivered twice.
 
-States follow TiKV's delegate (docs/wire.md#incremental-scan): INITIALIZING from the moment it is
-attached to the apply observer (realtime rows flow, interleaved with the incremental scan),
-NORMAL once the scan and its INITIALIZED row are queued (only then may resolved ts be sent),
-STOPPED after an Error or deregistration (nothing more is sent, docs/wire.md#silence-after-an-error).
-
-Two chaos knobs change only the order/multiplicity of rows within what the protocol allows
-(docs/wire.md#commits-need-their-prewrite, docs/wire.md#resolvedts-framing): `commit_before_prewrite` holds realtime PREWRITEs back while initializing and
-releases them just before INITIALIZED, so a COMMIT can overtake its PREWRITE;
-`duplicate_delivery` repeats PREWRITE and COMMITTED rows next to themselves and, during the
-scan, adds the realtime COMMIT TiKV sends when a commit races the snapshot.
+More: docs/internals.md#cdc_downstream.
 """
 
 from __future__ import annotations

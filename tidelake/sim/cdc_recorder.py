@@ -1,24 +1,6 @@
-"""Stream recorder: every ChangeDataEvent one store sends, for replay (SIM-FRONT's replay mode).
-
-File format (one file per store, append-only, big-endian):
-
-    magic   8 bytes  b"TLCDCREC"
-    version u16      1
-    records until EOF, each:
-        kind     u8   1 OPEN, 2 REQUEST, 3 EVENT, 4 CLOSE
-        conn_id  u64  stream id, unique within the file
-        unix_ms  u64  wall-clock time the record was written
-        length   u32  payload length
-        payload  `length` bytes:
-            OPEN     UTF-8 JSON {"store_id": int, "method": "EventFeed"|"EventFeedV2",
-                     "features": [str], "peer": str}
-            REQUEST  serialized cdcpb.ChangeDataRequest as received (maps request_id to
-                     region_id, epoch, checkpoint_ts and the encoded span)
-            EVENT    serialized cdcpb.ChangeDataEvent exactly as sent on the wire
-            CLOSE    UTF-8 final status of the stream ("OK", or "<CODE>: <details>")
-
-Events carry `request_id` (multiplexed streams) or 0 in ResolvedTs (plain streams); a plain
-stream's subscription is identified by its conn_id and the REQUEST records of that conn.
+"""Stream recorder: every ChangeDataEvent one store sends, for replay (`tidelake sim-replay`), in
+an append-only big-endian file of OPEN, REQUEST, EVENT and CLOSE records per stream; the format is
+in docs/internals.md#cdc_recorder.
 """
 
 from __future__ import annotations

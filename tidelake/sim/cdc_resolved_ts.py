@@ -1,15 +1,8 @@
-"""Resolved-ts advancing and its batched emission (TiKV `on_min_ts` / `Advance::emit_resolved_ts`).
+"""Resolved-ts advancing and its batched emission (TiKV `on_min_ts` / `Advance::emit_resolved_ts`):
+a region's resolved ts is min(oldest lock start ts in its range, a fresh TSO), never above a
+commit still to be sent (docs/wire.md#resolved-ts-bounds), emitted in growing chunks per stream.
 
-Every tick (docs/wire.md#resolved-ts): min_ts = a fresh TSO; for each NORMAL downstream of a region
-this store still leads, advanced_to = max(advanced_to, min(oldest lock start ts in its range,
-min_ts)). Downstreams are grouped per (conn, request_id) on multiplexed streams, per conn
-(request_id 0) on other batch-capable streams; each group is a min-heap popped in chunks of
-8, 32, 128, 512, ... regions, each chunk one ResolvedTs{regions, ts = min of the chunk} in its own
-ChangeDataEvent. Clients older than 4.0.8 get the deprecated per-region Event.resolved_ts.
-
-Why this is safe (docs/wire.md#resolved-ts-bounds): a 2PC commit with commit_ts <= min_ts held its lock while min_ts was
-taken, so either its lock bounds advanced_to or its COMMIT was already queued (rows are queued
-synchronously in the apply observer, before the lock check below reads the store).
+More: docs/internals.md#cdc_resolved_ts.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""TiKV's ChangeData (CDC) gRPC service for one simulated store (docs/wire.md#tikv-cdc-server-behaviour, docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect).
+"""TiKV's ChangeData (CDC) gRPC service for one simulated store
+(docs/wire.md#tikv-cdc-server-behaviour, docs/wire.md#invariants-a-simulated-tikv-cdc-server-must-respect):
+EventFeed and EventFeedV2 as TiKV's components/cdc serve them, register checks, incremental scans
+interleaved with realtime rows, batched resolved ts, region errors. Where the simulator differs
+from TiKV it says so where it does.
 
-Wire behaviour mirrors TiKV's components/cdc: EventFeed and EventFeedV2 share one handler; V2
-reads the `features` metadata; the first request's `ticdc_version` sets the feature gates;
-register checks run in TiKV's order; each subscription gets an incremental scan of
-(checkpoint_ts, +inf) interleaved with realtime rows, then INITIALIZED; resolved ts advance
-every `min_ts_interval_s` and are batched per stream; region changes end subscriptions with
-the error TiKV sends. Choices where the simulator differs from TiKV are stated where made.
-
-Locking: the MVCC apply observer runs under the store lock and takes a Conn.lock; nothing
-holding a Conn.lock calls into the MVCC store or the RegionMap.
+More: docs/internals.md#cdc_service.
 """
 
 from __future__ import annotations

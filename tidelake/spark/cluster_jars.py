@@ -1,20 +1,7 @@
-"""The Delta and hadoop-aws jars of a Spark cluster, resolved once into a folder every node reads.
+"""The Delta and hadoop-aws jars of a Spark cluster, resolved once into a folder every node reads
+(TIDELAKE_SPARK_JARS), instead of `--packages` resolving and copying them at every submit.
 
-`spark-submit --packages` resolves the Maven packages at each submit and serves the jars from
-the driver: every executor copies them into its application's folder under the worker's
-SPARK_WORKER_DIR (apache/spark Executor.updateDependencies through Utils.fetchFile; a `local:`
-jar URI is copied the same way), 745 MB per application with the AWS SDK bundle. A cluster
-instead holds the jars on each node (an image layer, a shared mount) and puts them on the
-driver's and the executors' classpath (`spark.driver.extraClassPath` and
-`spark.executor.extraClassPath`), so an application copies no jar.
-
-install_jars() fills such a folder with Spark's own resolution of the packages (a spark-submit
-with `--packages` and the Ivy settings of local sessions that starts no SparkContext: this
-module's __main__ prints the `spark.jars` spark-submit resolved), minus the libraries pyspark
-already ships (Spark's own copy wins over a package's under --packages too: the packages are
-loaded by a child class loader; on extraClassPath they would come first). It records the
-coordinates in MANIFEST, which TIDELAKE_SPARK_JARS users are checked against
-(tidelake.orchestration.spark_submit).
+More: docs/internals.md#cluster_jars.
 """
 
 from __future__ import annotations

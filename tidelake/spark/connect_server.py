@@ -1,18 +1,8 @@
-"""A warm Spark: a long-running Spark Connect server that merge runs reach as thin clients.
+"""A warm Spark: a long-running Spark Connect server that merge runs reach as thin clients, so a
+task pays no JVM start and no jar resolution. Started and stopped by the pid it records
+(`tidelake spark-server`).
 
-Every spark-submit (or local session) starts a JVM and resolves the Delta jars through Ivy
-before it merges anything (35-85 s per Airflow task, bench/README.md). A Spark Connect server
-pays that once; each client then opens its own server-side session over gRPC and keeps its SQL
-confs to itself (tidelake.spark.spark_session.connect_session).
-
-The server is Spark's own `org.apache.spark.sql.connect.service.SparkConnectServer` (its jar
-ships in pyspark's jars/), started with pyspark's spark-submit, the Delta package and the same
-confs as a local session (tidelake.spark.spark_session), bound to loopback by default. Python UDFs
-(the mount's mapInArrow) run in the server's Python workers: `python` must be able to import
-tidelake, as the venv running this does.
-
-The state lives in one folder: `server.pid`, `server.url` and `server.log`. stop() ends exactly
-the process recorded there (its own process group), never anything found by name.
+More: docs/internals.md#connect_server.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""One place that knows how to build a Delta-enabled SparkSession (docs/stack.md#delta-lake-session-setup).
+"""One place that knows how to build a Delta-enabled SparkSession (docs/stack.md#delta-lake-session-setup):
+local (`local[*]`, Delta jars from Maven Central), under spark-submit (the submit command's), or a
+Spark Connect client of a warm Spark; and the sibling sessions table threads merge in (txn confs
+are per session).
 
-Three ways to get one:
-- local: `local[*]` with the Delta jars resolved from Maven Central through `spark.jars.packages`
-  (CLI, tests, the embedded demo); every process pays a JVM start and Ivy resolution;
-- submitted: under spark-submit the master and packages come from the submit command;
-- remote: a thin Spark Connect client of a long-running server (`tidelake spark-server`, or
-  any Spark Connect server started with the same Delta package and DELTA_CONFS): no JVM in the
-  client, and the server keeps its JVM, jars and Delta log caches warm between runs. Each
-  client gets its own server-side session, so session confs (the Delta txn of a MERGE,
-  tidelake.merge.txn_confs) stay per client.
-
-Which Spark a command uses (docs/operations.md#warm-spark; tidelake.cli.spark_choice): `--remote`, then
-`[spark] remote` of the changefeed config, then the standard SPARK_REMOTE variable, then local.
+More: docs/internals.md#spark_session.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
-"""`tidelake status`: where each replica stands (docs/design.md#timestamps-and-watermarks) and how far it lags.
+"""`tidelake status`: where each replica stands (docs/design.md#timestamps-and-watermarks) and how far
+it lags, read without Spark; the per-table bounds are the merge planner's (table_plan.window_upper).
+A replica's facts come from its last merge-log entry (never ahead of the replica, possibly one run
+behind) or from its own log (`exact`). JSON: status_report.schema.json beside this file.
 
-Everything is read from the lake without Spark (delta-rs reads the Delta logs): watermarks,
-the DDL history, the replica catalog, the merge log and, where needed, replicas' own logs. PD,
-when given, supplies "now" as a TSO; otherwise the wall clock does (lag is then only as good as
-the clocks agree). The per-table values are the ones merge planning uses
-(merge_plan.window_upper), so status shows exactly why a table can or cannot advance.
-
-Where the checkpoint comes from. A replica's checkpoint, reader features, soft deletes and
-history table (tidelake.lake.replica_facts) are in its Delta log, but replaying 1,000 logs takes
-seconds (bench/README.md "Scale"). So status takes them from the table's last
-merge-log entry, which the merge fills by reading the replica after its last commit of the run,
-when that entry names the replica's current path; it reads the replica itself when there is no
-such entry within merge_log.RECENT of the log's newest (a bootstrapped replica not merged since,
-a table not merged for hours, a log written before the merge recorded facts, a run that failed
-before the table's own handling), or when the entry names another folder (a rebuilt replica). `exact` (`tidelake status --exact`) reads every replica.
-The logged checkpoint is never AHEAD of the replica: the merge reads it after committing, and
-a replica's checkpoint only grows at one path (a rebuild starts a new folder). It can be
-BEHIND: a run that commits and dies before its merge-log append leaves the previous entry,
-until the table's next run logs again (every run logs every table it visits, idle ones too).
-Callers that wait for a replica to reach a ts therefore read exactly (the demos do), or accept
-waiting one more run. Not covered: a replica changed by hand (deleted and bootstrapped again at
-the same folder, a Delta RESTORE) shows its last logged facts until its next run; `--exact`.
-
-JSON (`tidelake status --json`, `StatusReport.to_json()`): status_report.schema.json beside
-this file, a JSON Schema; additive changes keep schema_version 1, renames or removals bump it.
+More: docs/internals.md#status_report.
 """
 
 from __future__ import annotations

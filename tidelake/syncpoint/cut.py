@@ -1,18 +1,9 @@
-"""Take a syncpoint: merge every replicated table exactly to one aligned TSO S, then record S.
+"""Take a syncpoint: merge every replicated table exactly to one aligned TSO S, then record S: the
+latest interval boundary every table alive at S can reach now, recorded only when each of their
+replicas has a Delta version at checkpoint S (stopped tables are listed, never left out
+silently). Idempotent per S. Owner: `tidelake syncpoint` and the merge DAG.
 
-Choice of S: the latest interval boundary every table can reach now. A table's reach walks its
-DDLs from its checkpoint: it can pass a DDL only if its resolved ts reaches the barrier, and after
-it the new physical ids' resolved ts counts (so a TRUNCATE or partition DDL does not hold the cut
-on ids that left the feed). S is also capped by the DDL puller's resolved ts, so no DDL <= S is
-still unknown. S must be >= every included checkpoint: merges capped with
-tidelake.syncpoint.records.merge_cap never pass an unrecorded boundary, and before the first
-syncpoint the boundary is raised above every checkpoint.
-
-A failpoint (tidelake.failpoints, SYNCPOINT_FAILPOINTS, docs/nemesis.md#the-apply-level) sits between reading
-the replicas' versions at S and recording the cut.
-
-Tables in the cut: those alive at S (created at or before S, not dropped at or before S) whose
-replica is not stopped; stopped tables are listed with their reason, never silently left out.
+More: docs/internals.md#cut.
 """
 
 from __future__ import annotations

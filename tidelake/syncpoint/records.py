@@ -1,15 +1,9 @@
 """Syncpoints: cross-table consistent cuts, `ts -> {table: Delta version}` (docs/design.md#data-flow).
+Delta has no multi-table commit, so consistency across replicas is a read-side contract, recorded
+here as TiCDC's syncpoint table does it (docs/peers.md#ticdc--iceberg-sink). Owner: the syncpoint
+cut writes them; merge caps, the metastore and `tidelake snapshot-at` read them.
 
-Delta has no multi-table commit, so consistency across replicas is a read-side contract, as
-TiCDC's syncpoint table and the Iceberg sink's checkpoint table (docs/peers.md#ticdc--iceberg-sink) do it:
-at syncpoint S every listed replica has a Delta version whose checkpoint is exactly S, and
-reading each table at its version gives upstream as of one TSO. Syncpoint timestamps are
-aligned to the interval (the first TSO of each interval_s wall-clock period), so runs that
-retry or catch up land on the same S, and a merge capped at `merge_cap` never passes an
-unrecorded syncpoint (tidelake.syncpoint.cut).
-
-The log is a small Delta table written with delta-rs; a syncpoint row carries an app
-transaction (SYNCPOINT_APP_ID, version S), so recording the same S twice is a no-op.
+More: docs/internals.md#records.
 """
 
 from __future__ import annotations

@@ -21,13 +21,10 @@ _KEEPALIVE_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]
-# No BDP probing: it grows a stream's flow-control window to the measured bandwidth-delay product,
-# and on a fast link gRPC core then buffers megabytes per EventFeed stream while the puller holds
-# back (a full memory quota): 31 MiB held in gRPC core's receive path at the peak of a 64 MiB quota
-# (heaptrack); without probing the peak RSS was 25-40 MiB lower (bench/README.md "Memory under
-# backpressure"). Without it a stream's window is
-# gRPC's default plus the message being read (TiKV sends responses of up to 6 MiB); a link with a
-# long round trip may then need `grpc.http2.lookahead_bytes`, which was not measured here.
+# No BDP probing: it grows a stream's flow-control window to the bandwidth-delay product, and on a
+# fast link gRPC core then buffers megabytes per EventFeed stream, outside the memory quota, while
+# the puller holds back (a full quota). Without it a stream's window is gRPC's default plus the
+# message being read; a link with a long round trip may then need `grpc.http2.lookahead_bytes`.
 _FLOW_CONTROL_OPTIONS = [("grpc.http2.bdp_probe", 0)]
 
 

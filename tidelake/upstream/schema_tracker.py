@@ -1,15 +1,9 @@
-"""The puller's in-memory schema: which physical table ids to feed, and what they belong to.
+"""The puller's in-memory schema: which physical table ids to feed, and what they belong to. It
+starts from the schema snapshot at the feed's start ts and moves forward with every finished DDL
+job, as TiCDC's schema storage does (docs/metadata.md#how-ticdc-builds-its-initial-schema-snapshot).
+Owner: the changefeed's DDL puller.
 
-It starts from the schema snapshot at the feed's start ts (docs/metadata.md#how-ticdc-builds-its-initial-schema-snapshot) and
-moves forward with every finished DDL job (docs/wire.md#ddl-job-storage-as-ticdc-reads-it), as TiCDC's schema storage
-does. Jobs whose effect the job's own `binlog` describes completely (one database, or one table
-after the job) are applied from it; jobs that move several objects at once (RENAME TABLES,
-EXCHANGE PARTITION, re-partitioning, RECOVER SCHEMA) or that a newer TiDB added are applied by
-re-reading the schema at the job's finished ts, which the GC safepoint keeps readable.
-
-After each job the set of replicated physical ids is compared with the one before: new ids join
-the feed at the job's finished ts, vanished ids leave it there. System schemas never count and
-the table filter is evaluated on the names after the job, so renames are re-evaluated.
+More: docs/internals.md#schema_tracker.
 """
 
 from __future__ import annotations

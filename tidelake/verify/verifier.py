@@ -1,29 +1,9 @@
-"""`tidelake verify`: does each replica at its checkpoint c equal upstream at c (docs/design.md invariant 6)?
+"""`tidelake verify`: does each replica at its checkpoint c equal upstream at c (docs/design.md
+invariant 6)? Both sides are read independently of everything the pipeline wrote: upstream by a
+snapshot read at c (KvScan, as against a real TiKV), the replica by time travel to the Delta
+version recording c; rows compared by digest. Owner: `tidelake verify` and the demos.
 
-The two sides are read independently of everything the replication pipeline wrote:
-- upstream: a snapshot read at c (KvScan through SnapshotReader, so it works against a real TiKV,
-  resolving locks; docs/metadata.md#the-scan-loop-of-a-snapshot-reader) of the table's physical ids, decoded with the
-  schema at c read from TiDB's own meta keys (load_schema), not from our `ddl` table. A read at c
-  holds exactly the commits with commit_ts <= c (docs/metadata.md#boundary-semantics), which is what
-  "replica at checkpoint c" promises. Only the table's identity (its TiDB id at c) comes from our
-  schema history.
-- replica: the Delta table at the version whose txn action records c, read with Spark (delta-rs
-  1.x refuses the typeWidening and columnMapping reader features a replica gains with its first
-  widening or renaming DDL, and the deletion vectors of replicas made before issue #16). The newest
-  version is used, and c is read from that same snapshot, so later edits of the replica (a bad
-  maintenance job, a manual fix) are checked too.
-
-Rows are compared as multisets keyed by the replica key (handle, plus the partition id for
-partitioned tables). The upstream side keeps only a 16-byte digest and the raw key per row, so a
-table costs ~100 bytes of driver memory per row; the values shown for differing keys are re-read
-by point gets at c.
-
-History for consumers (README): a replica with soft deletes is compared on its rows not flagged
-`_tidb_deleted`, and each flagged row's key must be absent upstream at c. A replica's SCD2 history
-table is compared at several upstream ts T up to its checkpoint (c and the latest change ts it
-holds): its rows valid at T (the consumers' "as of" filter, in Spark SQL) against a snapshot read
-at T, on the columns both have (a column dropped since T is gone from the history, one added since
-is not upstream at T). A T below the GC safepoint cannot be read and is counted, not failed.
+More: docs/internals.md#verifier.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A stop ends the puller in every state, within a bounded time, and says what it left: PD
-unreachable, every store down, lake writes failing (README: SIGTERM flushes and exits 0)."""
+unreachable, every store down, lake writes failing (docs/operations.md#puller: SIGTERM flushes and exits 0)."""
 
 from __future__ import annotations
 

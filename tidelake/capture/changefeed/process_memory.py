@@ -1,7 +1,7 @@
 """Allocator settings of a process that runs a puller: `tidelake pull`, and the Airflow task that
 runs a shard in-process (tidelake.orchestration.airflow.puller_operator). Each keeps memory the
-puller freed from staying resident, which its memory quota would otherwise have to absorb
-(bench/README.md "Memory under backpressure"); a value the user set in the environment wins.
+puller freed from staying resident, which its memory quota would otherwise have to absorb; a
+value the user set in the environment wins.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import sys
 log = logging.getLogger(__name__)
 
 # delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s by default: under a
-# backlog the puller's RSS then holds every recent flush's working memory (~20 MiB more, bench/
-# README.md "Memory under backpressure"). jemalloc reads this once, when delta-rs first allocates
+# backlog the puller's RSS then holds every recent flush's working memory. jemalloc reads this once, when delta-rs first allocates
 # (at its import), so the puller sets it before importing deltalake; a value the user set wins.
 # Only in a puller's own process: it would change every process that imports tidelake (Airflow's
 # DAG parsing, polars).
@@ -24,8 +23,7 @@ JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
 
 # glibc malloc gives each thread that allocates an arena of its own, up to 8 per core, and each
 # arena keeps its freed memory: the puller's gRPC, region-worker and delta-rs I/O threads (dozens
-# while catching up) then held ~20-35 MiB more RSS than with two arenas, at the same speed (bench/
-# README.md "Memory under backpressure"). glibc sizes its arena limit when a thread first needs a
+# while catching up) then hold more RSS than with two arenas, at the same speed. glibc sizes its arena limit when a thread first needs a
 # new arena, so the puller sets it (mallopt M_ARENA_MAX) before its threads start; a
 # MALLOC_ARENA_MAX the user set wins. Only in a puller's process, as the jemalloc setting.
 GLIBC_ARENAS_ENV = "MALLOC_ARENA_MAX"
@@ -33,9 +31,9 @@ GLIBC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc <malloc.h>
 
 # pyarrow allocates with mimalloc by default, which kept each flush's freed Arrow buffers resident
-# (20-30 MiB at a 64 MiB quota) where neither glibc nor delta-rs's jemalloc could reuse them. From
-# the system allocator they are glibc's free memory, which the lander gives back after each flush
-# (tidelake/capture/landing/resident_memory.py; bench/README.md "Memory under backpressure"). An
+# where neither glibc nor delta-rs's jemalloc could reuse them. From the system allocator they are
+# glibc's free memory, which the lander gives back after each flush
+# (tidelake/capture/landing/resident_memory.py). An
 # ARROW_DEFAULT_MEMORY_POOL the user set wins. Only in a puller's process, as the jemalloc setting.
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 

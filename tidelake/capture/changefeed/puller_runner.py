@@ -1,21 +1,11 @@
 """PullerRunner: one puller shard of a changefeed, from PD and TiKV into the lake.
 
-Start ts. The first run of a shard starts at one TSO T (the config's start ts, else PD's now;
-shards > 0 take T from the schema snapshot shard 0 landed, so all shards agree). It holds the
-GC safepoint at T-1 before reading anything, lands the schema at T as `ddl` rows and T as every
-watermark, and only then opens the feed: the lake then says "complete up to T" from the start.
-A later run resumes from its durable watermarks: the schema is re-read at the durable DDL resolved
-ts S (TiCDC's ddlStartTs), the job span is fed from S and each table from its own durable resolved
-ts, so nothing is read from before what is needed nor skipped past what is durable.
+A first run starts at one TSO T (shards agree on it through shard 0's schema snapshot) and lands
+"complete up to T" before opening the feed; a later run resumes from its durable watermarks, so
+nothing is skipped past what is durable. Invariant 1 is the lander's: every resolved ts reaches
+it after the rows it covers. Owner: the changefeed's shard.
 
-Why a restart from S is complete: a table that joins at a job's finished ts F is resolved to F
-in the lander before the DDL resolved ts can pass F (no row of it is <= F), and the DDL resolved
-ts handed to the lander is capped below F-1 of any table still leaving at F until that table's own
-resolved ts reaches F-1. So a durable S implies durable watermarks for every table that joined or
-left at or below S.
-
-Invariant 1 is the lander's: every resolved ts goes to it after the rows it covers (the feed calls
-on_table_resolved only after on_rows for them) and lands in a later or the same flush.
+More: docs/internals.md#puller_runner.
 """
 
 from __future__ import annotations

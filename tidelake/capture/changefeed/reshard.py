@@ -1,18 +1,9 @@
-"""Changing `[puller].shards` of a changefeed that has already run.
+"""Changing `[puller].shards` of a changefeed that has already run: a new shard adopts the old
+layout's durable watermarks (per table the lowest any old shard claims, so nothing is lost and
+duplicates collapse in merge), and shard 0 removes the old shards' safepoints and partitions once
+they have stopped. Owner: the changefeed's shards.
 
-Each shard lands under its own puller name and owns one partition of the watermarks table, and
-readers fold every partition with a minimum (tidelake.lake.watermarks). A shard of a new layout
-must therefore not start afresh: it would replay from the changefeed's start, and the old
-layout's partitions, frozen once their pullers stop, would hold every table back for ever.
-
-Instead a new shard with no partition of its own adopts the old layouts' durable watermarks: per
-table the lowest any old shard claims (every commit at or below it has landed, so starting there
-loses nothing; what lands twice collapses in merge, invariant 5), and the lowest DDL resolved ts.
-A table no old shard claims (its old owner never ran) starts at the changefeed's start instead.
-Once every shard of the new layout has a partition and no old partition was rewritten for a
-grace period (their pullers have stopped), shard 0 removes the old shards' GC service safepoints
-and then their partitions. Config ids never end like a shard suffix (tidelake.config), so a
-puller name belongs to exactly one changefeed.
+More: docs/internals.md#reshard.
 """
 
 from __future__ import annotations

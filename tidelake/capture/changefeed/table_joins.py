@@ -1,23 +1,9 @@
 """The puller's side of bootstrap's request to add a table to the running feed
-(tidelake.lake.table_starts).
+(tidelake.lake.table_starts): the table joins at one ts J between two DDL jobs, its schema at J
+and its data from J, on every shard at the same J. A mark is appended only once what it claims
+has landed. Owner: the puller (shard 0 schedules J with several shards).
 
-A table joins at one ts J between two DDL jobs: every job <= J is in the schema it starts with
-(its `ddl` snapshot row at J), every job after J is landed as its DDL, and its data is fed from
-J, i.e. commits > J (docs/metadata.md#boundary-semantics).
-
-One shard: J is the DDL puller's resolved ts when the request is seen, taken under the
-runner's lock so no job slips in between.
-
-Several shards: shard 0 lands every table's DDL and the table's owner (PullerConfig.shard_of)
-its data, so both must add it at the same J. Shard 0 schedules J = PD's now + the join lead, a
-ts no DDL resolved ts has reached (a resolved ts never passes a TSO PD has not handed out yet),
-and every shard fences J in its DDL puller: the table is added when the job sequence crosses J.
-Shard 0 lands the schema row and appends `schema_landed`; the owner feeds the data and, once
-`schema_landed` is there, appends `joined`. A shard that sees the schedule only after crossing
-J (stopped for longer than the lead) refuses it, and bootstrap asks again.
-
-A mark is appended only once what it claims has landed: bootstrap reads the table at J as soon
-as it sees `joined`, and a restarted shard knows the table only from the lake.
+More: docs/internals.md#table_joins.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""`_tidelake/upstream`: which TiDB cluster a changefeed's lake was fed from, and the check that a
-restarted puller still talks to it.
+"""`_tidelake/upstream`: which TiDB cluster a changefeed's lake was fed from, checked before any
+row lands by a restarted puller (cluster id, a TSO below a durable watermark, a schema version
+gone back), so a restored or re-created cluster is never pulled as the same one. Owner: the
+changefeed's puller.
 
-A cluster restored from a backup, wiped and re-created on the same PD address, or another cluster
-named by mistake would otherwise be pulled as if it were the same one: its tables re-recorded as
-new CREATEs over the history already landed. Three signs tell it apart, each checked before any
-row is landed (docs/design.md invariant 1 then still holds for everything landed so far):
-- PD's cluster id differs from the one recorded at the changefeed's first run;
-- PD's TSO is below a watermark already durable (the TSO never goes back on one cluster);
-- the schema version at the resume ts is below the one the lake recorded there (a schema
-  version only grows; an empty, re-created cluster starts again near zero).
+More: docs/internals.md#upstream_identity.
 """
 
 from __future__ import annotations

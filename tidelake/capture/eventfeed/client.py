@@ -653,7 +653,7 @@ class _Router:
     All of a subscription's regions share one worker, so a region's rows still come before the
     resolved ts that covers them, and a ResolvedTs message (TiKV sends one per subscription per
     store per tick, kvproto cdcpb.proto ChangeDataEvent.resolved_ts) is one hand-off and one
-    wakeup, not one per worker its regions hash to (bench/README.md "Scale")."""
+    wakeup, not one per worker its regions hash to."""
 
     def __init__(self, client: EventFeedClient) -> None:
         self._client = client

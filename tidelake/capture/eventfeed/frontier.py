@@ -1,16 +1,10 @@
 """Span frontier: the minimum resolved ts over a key span (docs/wire.md#resolved-ts-handling).
 
-A table's resolved ts is the minimum over its regions, never a maximum: Flink CDC's
-`getMaxResolvedTs` is how rows got lost on restore (docs/peers.md#flink-cdc-tidb-connector). The span is kept as a
-piecewise-constant function (node start key -> ts, each node running to the next start) plus an
-ordered index by ts, so forward and frontier are O(log n) whatever the region layout, and a
-forward whose boundaries differ from the current nodes (after a split or merge) splits the nodes
-it cuts and overwrites what it covers. Pieces keep the boundaries they were forwarded with, even
-when neighbours reach the same ts: every region forwards its own piece once per resolved-ts
-round, so the steady state is one update in place per region, where merging equal neighbours
-split them again at the next round (8.8 -> 5.6 µs per region, bench/README.md "Scale"). Stale
-boundaries go when a forward covers them (a merged region), so the node count follows the
-region count.
+A table's resolved ts is the minimum over its regions, never a maximum (docs/peers.md#flink-cdc-tidb-connector
+says how a maximum lost rows). Forward and frontier are O(log n) whatever the region layout.
+Owner: the EventFeed client, one frontier per table.
+
+More: docs/internals.md#frontier.
 """
 
 from __future__ import annotations

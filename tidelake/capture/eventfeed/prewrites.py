@@ -1,19 +1,9 @@
 """Where a region's unmatched PREWRITE rows wait for their COMMIT: in memory up to a budget shared
-by every region of the feed, beyond it in a local spill file.
+by every region of the feed, beyond it in a local spill file (SQLite, unlinked once open).
+Prewrites cannot wait for backpressure (their commit follows on the same stream), so memory per
+waiting prewrite is bounded whatever the transaction's size. Owner: the EventFeed client.
 
-A transaction's prewrites must be kept until its commit (docs/wire.md#row-handling-per-region), and they cannot be
-held back by backpressure: the commit comes after them on the same stream, so a puller that
-stopped reading until they were released would wait forever. TiCDC keeps them in an unbounded
-in-memory map (pingcap/ticdc logservice/logpuller/txn_matcher.go `matcher.unmatchedValue`; its
-memory quota, logpuller/puller_memory_quota.go, charges the region events in flight, not the
-matcher), so one huge transaction can take the process down. Here a prewrite that does not fit
-`PrewriteBudget.memory_bytes` goes to a private SQLite database in `[puller].spill_dir` (SQLite's
-page cache is a few MiB), and its commit takes it from there. Memory per waiting prewrite is then
-bounded whatever the transaction's size; the cost is a disk write and read per spilled row (an
-event's prewrites are written in one SQLite transaction, a commit takes its row with one
-statement), and disk about the size of the largest open transaction's rows. The file's name is
-removed as soon as it is open, so nothing is left behind however the process ends (a folder on
-tmpfs is memory again).
+More: docs/internals.md#prewrites.
 """
 
 from __future__ import annotations
@@ -35,10 +25,10 @@ ENTRY_OVERHEAD_BYTES = 350
 
 Prewrite = tuple[bytes, bytes, int]  # value, old value, generation
 
-# The in-memory budget is this share of the puller's memory quota, at most the feed's cap
-# (16 MiB: the share at the 1 GiB default quota). Waiting prewrites are outside the lander's row
-# count and cannot be held back, so at a small quota a fixed 16 MiB plus what their arrival costs
-# left the lander its floor (bench/README.md "Memory under backpressure").
+# The in-memory budget is this share of the puller's memory quota, at most the feed's cap (the
+# share at the default quota). Waiting prewrites are outside the lander's row count and cannot be
+# held back, so at a small quota a fixed budget plus what their arrival costs would leave the
+# lander no room above its floor.
 QUOTA_SHARE = 1 / 64
 
 _SPILL_PREFIX = "tidelake-prewrites-"
@@ -106,7 +96,7 @@ class PrewriteBudget:
         """Store `entries` in order, each unless the spilled prewrite of its (start_ts, key) wins
         (`supersedes`); returns how many (start_ts, key) are new. One SQLite transaction for all:
         a row per statement and commit kept the region worker slower than a transaction's
-        arriving prewrites (bench/README.md "Memory under backpressure")."""
+        arriving prewrites."""
         with self._lock:
             self._check_open()
             self._reap()

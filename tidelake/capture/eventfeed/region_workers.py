@@ -1,15 +1,9 @@
-"""Fixed pool of worker threads; all work for one key (a subscription) runs on the same thread, in order.
+"""Fixed pool of worker threads; all work for one key (a subscription) runs on the same thread, in
+order, so a region's rows come before the resolved ts that covers them. Queues are bounded: a
+slow sink blocks the stream readers, and gRPC flow control slows TiKV down. Owner: the EventFeed
+client.
 
-Hashing the subscription to a worker keeps each of its regions' rows, resolved ts and errors
-ordered (rows before the resolved ts that covers them) while different tables proceed in
-parallel. Queues are
-bounded so a slow sink blocks the stream readers, and gRPC flow control slows TiKV down. What
-waits in them is outside the memory quota, and it is not only the event: a queued event keeps its
-whole gRPC ChangeDataEvent response alive (cdcpb.proto; one response carries many regions' events,
-up to ~6 MiB measured at a backlog), so 64 per worker bound the count, not the bytes (256 held
-~12 MiB more RSS than 64 catching up a backlog; copying events out of their responses gained
-nothing measurable; through a 200k-row transaction's prewrites, with this queue full, 4 held as
-much as 64: bench/README.md "Memory under backpressure").
+More: docs/internals.md#region_workers.
 """
 
 from __future__ import annotations

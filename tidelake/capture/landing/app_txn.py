@@ -1,18 +1,9 @@
-"""The idempotent flush commit every landing writer shares: one Delta commit per flush sequence.
+"""The idempotent flush commit every landing writer shares: one Delta commit per flush sequence,
+recorded as the table's app transaction (delta-rs records it but does not skip a recorded one, so
+the check is ours, on the snapshot the commit is built on). A conflict with a commit of the same
+app id is a second puller (LakeConflictError); any other is rebuilt. Owner: the lander.
 
-delta-rs records a `txn` action but, unlike Spark's `txnAppId/txnVersion` writer options, does
-not skip a write whose version is already recorded, so the check is ours: a flush is skipped
-when the table's transaction version for our app id is already >= its sequence. The check reads
-the same snapshot the commit is built on, so if another process committed the same app id in
-between (a zombie puller), delta-rs's conflict checker rejects our commit instead of landing
-twice (docs/stack.md#delta-lake-deltatable-python-api-and-write-options idempotent writes; Delta protocol SetTransaction). Every commit's
-commitInfo names the app, the flush sequence and the writer instance, so a retry can tell its
-own lost-ack commit from another process's (`writer_of`).
-
-Other writers share these tables: changelog retention deletes merged buckets while the puller
-appends, and delta-rs rejects an append that raced a delete ("a concurrent transaction deleted
-data this operation read"). Such a conflict is no second puller (no commit of our app id came
-in between), so `commit_once` rebuilds the commit on the new snapshot instead of stopping.
+More: docs/internals.md#app_txn.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Compaction of the changelog's closed commit buckets, by the puller that wrote them.
 
-Every flush adds a file to each (table_id, commit_bucket) partition it touches, so with a 2 s
-flush interval a busy table's hour bucket ends with ~1,800 small files, and every merge that
-reads the window lists and opens them all. Once a bucket is closed it never gets a new change,
-so it can be rewritten into a few large files (delta-rs OPTIMIZE: a dataChange=false commit, rows
-unchanged; merge orders duplicates by flush_seq, not by file position).
+A bucket of physical table t is closed once the durable watermark of t is past its end: no
+change of t lands there any more, so its flush files are rewritten into a few (a dataChange=false
+commit, rows unchanged) without racing the lander, other shards or merges. Owner: the lander,
+on its own thread.
 
-A bucket of physical table t is closed when the lander's durable watermark of t is past its end:
-TiKV sends no change of t at or below a resolved ts later (kvproto cdcpb.proto ResolvedTs), and
-a restarted puller re-pulls only above the durable watermark. A stray late row in a compacted
-bucket would only add one more file to it.
-
-Why it does not race anyone:
-- the lander's own appends go to open buckets (above the watermark), and another shard appends
-  only to its own tables' partitions, so an OPTIMIZE filtered to this shard's closed buckets
-  reads no file a concurrent commit adds or removes (delta-rs's conflict checker passes blind
-  appends to other partitions);
-- merges read the changelog as of a version its watermarks name; the compacted files stay on
-  disk until VACUUM, whose retention (7 days by default) outlasts any merge;
-- a maintenance run deleting merged partitions at the same moment makes one of the two commits
-  fail; the compactor logs it and tries again at its next round.
-
-It runs on its own thread with its own DeltaTable, so a long rewrite never delays a flush.
+More: docs/internals.md#bucket_compaction.
 """
 
 from __future__ import annotations

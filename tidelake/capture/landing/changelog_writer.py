@@ -40,9 +40,9 @@ def rows_to_arrow(rows: Sequence[RowChange], flush_seq: int, bucket_seconds: int
     return pa.Table.from_arrays(columns, schema=CHANGELOG_SCHEMA)
 
 
-# A flush's write path, sized so its working memory stays small and flat (bench/README.md "Memory
-# under backpressure"): rows converted to Arrow per slice (8192-row slices cost ~20 MiB more RSS
-# than 2048), row groups of at most ROW_GROUP_ROWS, files cut at CHANGELOG_FILE_BYTES.
+# A flush's write path, sized so its working memory stays small and flat: rows converted to Arrow
+# per slice (larger slices held more RSS), row groups of at most ROW_GROUP_ROWS, files cut at
+# CHANGELOG_FILE_BYTES.
 APPEND_SLICE_ROWS = 2048
 ROW_GROUP_ROWS = 8192
 CHANGELOG_FILE_BYTES = 16 << 20

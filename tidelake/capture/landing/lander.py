@@ -1,56 +1,11 @@
 """The lander: buffers the puller's raw row changes and lands them durably and idempotently.
 
-A flush takes, atomically, the buffered rows, DDL rows and the resolved ts reported so far, and
-commits them in this order: changelog (one Delta commit), ddl, then watermarks (see
-watermarks.py for why). Because `resolve(t, ts)` is called after the rows it covers were added,
-every row <= ts is in that flush or an earlier, already durable one, so a watermark is written
-only after the events it covers (invariant 1).
+A flush commits changelog, DDL rows, then watermarks (invariant 1: a watermark only after the
+events it covers), all three under the flush's sequence as app transaction, so a retry skips
+what landed and a second puller under our app id stops the lander. Memory is bounded by the
+quota, and by the process's RSS growth where it owns its process. Owner: the changefeed's shard.
 
-Each flush has a sequence number used as the Delta app transaction version of all three
-commits, under app id "tidelake-puller/<changefeed>". A failed flush keeps its batch and
-sequence; the retry skips each commit that had already landed (a crash between write and ack
-does not double-land). A skip is trusted only if the commit holding that sequence names this
-lander instance in its commitInfo; otherwise a second puller writes under our app id, and the
-lander stops for good (LakeConflictError): skipping there would let a later watermark cover
-rows that never landed. The restarted puller re-pulls from the durable watermarks.
-
-Watermark rows of retired physical ids (replaced by TRUNCATE, partition DDL or DROP TABLE) are
-dropped by the lander itself, at most every `prune_interval_s`: once every replica that could
-still merge with such an id is past the DDL that retired it (tidelake.capture.landing.watermark_retirement),
-the id leaves the reported watermarks, so the next flush's rewrite of this puller's own partition
-simply omits it. A later resolve of it is not ignored (FLASHBACK or RECOVER TABLE can bring an
-id back); a stray one only re-adds a row the next look drops again. No other writer touches that
-partition, and the rewrite is the flush's usual app-transaction commit, so the removal can
-neither race another puller's watermark write nor be undone by a retry.
-
-Failpoints (tidelake.failpoints, named in LANDER_FAILPOINTS) sit where a crash or a failed write
-matters: after the lander opens and before and after each of the three commits of a flush. The
-nemesis runner arms them to crash a puller inside a flush or fail its lake writes.
-
-Closed commit buckets of the tables a lander lands are compacted on a thread of their own every
-`compact_interval_s` (tidelake.capture.landing.bucket_compaction), so the small files of frequent flushes do
-not pile up in front of every merge.
-
-Memory is bounded: add_rows blocks while the quota is full (the puller then stops reading its
-streams), and is released as flushes land. The quota counts what the buffered rows take in memory
-(row_change.memory_bytes: their bytes plus Python's per-row cost), buffered and in flight; a
-flush's own working memory does not grow with it (ChangelogWriter.append writes in slices).
-What the rows do not account for (gRPC responses, a Delta write's native buffers, allocator
-caches: tens of MiB whatever the quota; resident_memory.py) is counted by watching the
-process itself, when the lander is given its process's `resident` growth (`tidelake pull` owns its
-process; a lander sharing one, as in tests, is not): add_rows also blocks while the RSS has grown
-by more than the quota since the feed came up, leaving the other half of the 1.5 x quota the
-puller is held to for a flush's working memory. That check has a floor, so it can slow landing
-but never stop it: rows are always taken while less than `floor_bytes` are buffered (a flush in
-flight does not count), so every flush carries at least that much, and with nothing buffered or
-in flight any rows are taken. Where the RSS is unreadable only the quota applies. After each flush
-of its loop such a lander also gives the memory malloc keeps freed back to the kernel
-(ResidentGrowth.release_freed).
-
-Shutdown: call close() (it flushes and stops). A SIGTERM handler should only set a flag or
-start close() on another thread: code that blocks inside a signal handler can deadlock with the
-frame it interrupted. flush() may be re-entered from the thread already flushing; the outer
-flush then runs once more.
+More: docs/internals.md#lander.
 """
 
 from __future__ import annotations
@@ -87,8 +42,7 @@ LANDER_FAILPOINTS = (
     "lander.before_watermarks", "lander.after_watermarks",
 )
 # The floor of the RSS check is this fraction of a flush: a flush under memory pressure still
-# carries at least an eighth of a full one (8 MiB by default), so commits stay few (bench/README.md
-# "Memory under backpressure": a quarter held ~15 MiB more RSS at a 64 MiB quota).
+# carries at least an eighth of a full one, so commits stay few (a larger floor held more RSS).
 FLOOR_DIVISOR = 8
 # TiCDC's changefeed id rule (pkg/config: ^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$), shard suffixes too.
 _CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")

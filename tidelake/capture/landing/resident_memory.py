@@ -1,22 +1,9 @@
-"""How much this process's resident memory (RSS) has grown since its feed came up.
+"""How much this process's resident memory (RSS) has grown since its feed came up, and giving
+memory malloc keeps freed back to the kernel. The lander stops taking rows while the process has
+grown by more than its quota: the RSS counts what the rows' own accounting cannot (gRPC
+responses, native write buffers, allocator caches). Owner: the lander of `tidelake pull`.
 
-The lander's memory quota counts what its buffered rows take (row_change.memory_bytes), but a
-puller catching up holds more than its rows, none of it visible to Python: the gRPC responses its
-queued events pin (up to 6 MiB each), a Delta write's native buffers (delta-rs, Arrow), allocator
-caches and the threads of delta-rs's runtime. Measured at a 64 MiB quota, that was ~80 MiB beyond
-the rows before the allocator settings below and in `tidelake pull`, and it does not shrink with
-the quota (bench/README.md "Memory under backpressure").
-Modelling each part would break with every library or allocator version; the RSS the kernel
-reports counts all of them. So the lander also stops taking rows while the process has grown by
-more than its quota (lander.py says how a floor keeps that from ever stopping it).
-
-glibc malloc keeps memory freed below the top of its heaps resident until it is reused (only the
-top is given back by itself): after a burst (a transaction's prewrites arriving, gRPC messages,
-SQLite pages, a flush's Arrow buffers, which `tidelake pull` allocates from glibc) the puller held
-10-35 MiB of such free memory that delta-rs's own allocator could not reuse. `release_freed`
-(malloc_trim) gives it back; the lander calls it after each flush of a process it watches
-(through a 300k-row transaction at a 64 MiB quota, trimming every second grew the RSS by 68 MiB,
-never trimming by 78; bench/README.md "Memory under backpressure").
+More: docs/internals.md#resident_memory.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Which physical ids' watermark rows no merge can need any more, so a puller may drop them.
+"""Which physical ids' watermark rows no merge can need any more, so a puller may drop them: an id
+retired by a DDL once every table that held it has a replica checkpoint at or past that DDL (or
+was dropped). Anything unknown keeps the rows: keeping is always safe. Owner: the lander.
 
-A physical id retires when a DDL replaces it (TRUNCATE TABLE, TRUNCATE/DROP PARTITION,
-partition reorganisation, DROP TABLE): from that DDL's commit ts on, `physical_ids_at` no longer
-lists it, and merge asks the watermarks only for the ids its table has at ts above the replica's
-checkpoint (tidelake.merge.table_plan). So once every table that ever held the id either has a
-replica checkpoint at or past the commit ts of the DDL that retired it, or was dropped and its
-replica marked dropped, no merge reads that id's watermark again, and removing it cannot lower
-or hide a resolved ts merge relies on (docs/design.md invariants 1 and 2). TiDB never reuses a
-physical id. Anything unknown (no DDL history for the id, no replica yet, no checkpoint) keeps
-the rows: keeping them is always safe, removing them is not.
-
-Checkpoints only grow, so an id judged retired stays retired.
+More: docs/internals.md#watermark_retirement.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""PullerOperator: one puller shard run in the Airflow task process itself.
+"""PullerOperator: one puller shard run in the Airflow task process itself, so SIGTERM reaches the
+puller (it flushes and exits cleanly) and the task's process is the puller's own (its RSS counts
+against the quota, the allocator settings of `tidelake pull` apply).
 
-Why in-process rather than BashOperator running `tidelake pull`:
-- SIGTERM reaches the puller. The task supervisor forwards SIGTERM to the task process, whose
-  handler calls `on_kill()` (docs/stack.md#airflow-long-running-tasks); here that is `PullerRunner.stop()`, so the
-  runner flushes what it buffered and returns, and the task ends cleanly.
-- No orphans. BashOperator starts its command in a new session; when the supervisor escalates
-  to SIGKILL (5 s after SIGTERM) or the worker dies, that command survives and can overlap the
-  next run's puller of the same shard. In-process, the puller dies with its task, and a kill
-  mid-flush is the crash the lake's invariants already cover (the next run resumes from the
-  durable watermarks and re-pulls the rest).
-- The run length is bounded by `max_run_seconds` (the runner stops itself gracefully), so the
-  @continuous DAG starts a fresh run regularly: new code and config roll out, logs rotate, and
-  a stuck shard shows up as a failed task. `execution_timeout` is only the backstop for a hang.
+More: docs/internals.md#puller_operator.
 """
 
 from __future__ import annotations

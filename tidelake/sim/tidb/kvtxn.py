@@ -1,16 +1,9 @@
-"""A Percolator client over the simulated TiKV, driving a transaction the way client-go does for TiDB.
+"""A Percolator client over the simulated TiKV, driving a transaction the way client-go does for
+TiDB, in TiDB's two `tidb_txn_mode`s (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes):
+pessimistic with async commit and 1PC, or optimistic classic 2PC. Writes go through the calls the
+gRPC KV service uses, so CDC reports them as TiKV would.
 
-Two modes, TiDB's `tidb_txn_mode` (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes):
-- `pessimistic` (TiDB's default, with `tidb_enable_async_commit` and `tidb_enable_1pc` ON): every
-  key a statement reads or writes is locked with a pessimistic lock at the statement's
-  for_update_ts and read at its latest version; the commit prewrites them (turning the locks into
-  data locks) with async commit and/or 1PC when client-go would use them, else classic 2PC.
-- `optimistic`: buffered writes, snapshot reads at start_ts, classic 2PC (no async commit, no 1PC).
-
-The writes go through the MvccStore calls the gRPC KvPrewrite/KvCommit/KvPessimisticLock/... use
-(tidelake/sim/kv_service.py), so CDC reports them as TiKV would. Reads at start_ts resolve locks
-as a reader must (docs/metadata.md#locks-seen-by-a-read-only-snapshot-reader); an expired async-commit lock is decided from all its keys
-(docs/wire.md#transactional-writes).
+More: docs/internals.md#kvtxn.
 """
 
 from __future__ import annotations
