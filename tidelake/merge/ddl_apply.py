@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from deltalake import DeltaTable
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField, StructType
 
 from tidelake.codec.column_default import origin_default
 from tidelake.codec.ddl_job import ActionType
@@ -47,11 +53,6 @@ from tidelake.merge.txn_confs import writer_txn_options
 from tidelake.merge.type_change import can_widen
 from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS
 from tidelake.spark.temp_view import source_view
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-    from pyspark.sql.types import DataType, StructType
-
 
 DDL_FAILPOINTS = ("ddl_apply.before_commit", "ddl_apply.after_rewrite")
 
@@ -138,8 +139,6 @@ def record_checkpoint(
 ) -> None:
     """An empty append whose commit records checkpoint `ts` (skipped by Delta if already recorded).
     It takes the replica's own current schema, so it fits whatever state the replica is in."""
-    from pyspark.sql.types import StructField, StructType
-
     schema = StructType([StructField(f.name, f.dataType, True) for f in read_replica_struct(path, storage_options).fields])
     writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
     for key, value in writer_txn_options(ts).items():
@@ -238,8 +237,6 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
 
 def _features_of(replica: _Replica) -> set[str]:
     """The reader-feature properties (COLUMN_MAPPING, TYPE_WIDENING) the replica has on."""
-    from deltalake import DeltaTable
-
     current = DeltaTable(replica.path, storage_options=replica.storage_options).metadata().configuration
     return {k for k, v in {**COLUMN_MAPPING, **TYPE_WIDENING}.items() if current.get(k) == v}
 
@@ -275,9 +272,6 @@ def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
     or the target one (and has nothing left to do); it costs a read and a write of every row. Its
     commit is marked (rewrite_metadata): its change data feed, a delete and an insert of every
     row, is a schema change, not upstream row changes."""
-    from pyspark.errors import PySparkException
-    from pyspark.sql import functions as F
-
     current = replica.schema()
     source = {new.name: old for old, new in pairs if new is not None}
     added = {new.name: new for old, new in pairs if old is None and new is not None}
@@ -354,8 +348,6 @@ class _Replica:
         """Every row's column `name` = `value` (a Python value of Spark type `tp`) for each
         `name: (value, tp)`: a one-row MERGE, since UPDATE takes no parameters and a literal of
         every type is not worth spelling as SQL."""
-        from pyspark.sql.types import StructField, StructType
-
         names = list(values)
         one = self.spark.createDataFrame([tuple(values[n][0] for n in names)],
                                          StructType([StructField(f"v{i}", values[n][1], True) for i, n in enumerate(names)]))
@@ -421,8 +413,6 @@ def _finish_retype(replica: _Replica, name: str, tmp: str, target: DataType) -> 
     """Resume-safe tail of a retype: fill tmp from the old column (if it still exists), drop the
     old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
     DDL instead of silently becoming NULL."""
-    from pyspark.errors import PySparkException
-
     if _has(replica.schema(), name):
         try:
             replica.set_column(tmp, f"CAST({quote(name)} AS {target.simpleString()})")

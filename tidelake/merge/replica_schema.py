@@ -106,7 +106,7 @@ def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
 def schema_features(struct: StructType) -> set[str]:
     """The Delta table features a table of schema `struct` needs: timestampNtz for a TIMESTAMP_NTZ
     column (DATETIME upstream)."""
-    from pyspark.sql.types import ArrayType, TimestampNTZType
+    from pyspark.sql.types import ArrayType, TimestampNTZType  # see data_type
 
     def holds_ntz(tp: DataType) -> bool:
         return isinstance(tp, TimestampNTZType) or (isinstance(tp, ArrayType) and holds_ntz(tp.elementType))
@@ -121,8 +121,6 @@ def enable_schema_features(spark: SparkSession, path: str, struct: StructType,
     ALTER or a schema-changing overwrite without them (DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT).
     Every reader of docs/operations.md#who-can-read-a-replica reads timestampNtz. Owner:
     tidelake.merge.ddl_apply."""
-    from deltalake import DeltaTable
-
     protocol = DeltaTable(path, storage_options=storage_options).protocol()
     missing = schema_features(struct) - set(protocol.reader_features or ())
     if missing:
