@@ -87,10 +87,11 @@ def reference_batch(info: TableInfo, schema: pa.Schema, ts: int, pairs: list[tup
 
 def mount_decoder(info: TableInfo, schema: pa.Schema, ts: int):
     """Merge's decoder over the pairs as changelog puts (no Spark: the function mapInArrow runs)."""
-    from tidelake.merge.mount import MOUNT_OP_COLUMN, RowMounter
+    from tidelake.merge.mount import RowMounter
+    from tidelake.merge.window_spec import OP_COLUMN
     from tidelake.lake.row_change import OP_PUT
 
-    output = schema.append(pa.field(MOUNT_OP_COLUMN, pa.string()))
+    output = schema.append(pa.field(OP_COLUMN, pa.string()))
     mounter = RowMounter(json.dumps(info.to_json()), output)
     types = [pa.int64(), pa.int64(), pa.string(), pa.binary(), pa.binary(), pa.binary()]
     names = ["table_id", "commit_ts", "op", "key", "value", "old_value"]

@@ -96,11 +96,11 @@ def test_every_dashboard_query_uses_exported_metrics_and_labels():
         assert needed in used, needed
 
 
-def test_the_readme_metrics_tables_list_every_exported_metric_and_nothing_else():
+def test_the_metrics_tables_of_the_docs_list_every_exported_metric_and_nothing_else():
     names, _ = exported()
     families = {n for n in names if not n.endswith(("_bucket", "_count", "_sum"))}
     families |= {n[:-len("_bucket")] for n in names if n.endswith("_bucket")}  # a histogram by its name
-    section = (ROOT / "README.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "operations.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
     listed = {name for row in section.splitlines() if row.startswith("| `tidelake_")
               for name in re.findall(r"`(tidelake_[a-z_]+)`", row.split(" | ")[0])}
     assert listed == families, (sorted(families - listed), sorted(listed - families))

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from datetime import timezone
 
 import pytest
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge.lake_fixtures import FedLake, replica_rows
-from pyspark.sql.types import StructType
+from merge.lake_fixtures import FedLake, sorted_rows
+from pyspark.sql.types import StructType, TimestampType
 
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
@@ -80,6 +81,19 @@ def write(writer, spark, path: str, lake: FedLake, snapshot: ChangelogSnapshot, 
     ids = tuple(info.physical_ids())
     target = StructType.fromJson(json.loads(replica.schema().to_json()))
     return writer.write(ReplicaWindow(path, replica, target, info, ids, lo, hi, snapshot.file_stats(ids, lo, hi)))
+
+
+def replica_rows(spark, path: str) -> list[dict]:
+    """The replica's rows, TIMESTAMP values as the aware UTC instants the upstream replay gives
+    (Spark hands them out naive, in the local time zone)."""
+    frame = spark.read.format("delta").load(path)
+    instants = [f.name for f in frame.schema.fields if isinstance(f.dataType, TimestampType)]
+    rows = [r.asDict() for r in frame.collect()]
+    for row in rows:
+        for name in instants:
+            if row[name] is not None:
+                row[name] = row[name].astimezone(timezone.utc)
+    return sorted_rows(rows)
 
 
 def run_rounds(spark, tmp_path, seed: int, append_rounds: list[bool]) -> None:

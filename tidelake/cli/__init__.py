@@ -40,7 +40,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
+    try:  # loading a command's module can refuse the environment (TIDELAKE_FAILPOINTS) in one line
+        parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
+    except TidelakeError as exc:
+        print(f"tidelake: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
