@@ -6,6 +6,7 @@ by Spark once when Spark writes the window; the commit itself is the writer's on
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 
 import deltalake
@@ -28,30 +29,31 @@ def kind(path: object) -> str:
 
 @pytest.fixture
 def opens(monkeypatch):
-    """Log opens while a window is written, by (engine, table kind)."""
-    counts, inside = Counter(), []
+    """Log opens while a window is written, by (engine, table kind), in the window's own thread (a
+    thread an earlier test left running may open a changelog meanwhile)."""
+    counts, inside = Counter(), threading.local()
     real_window, real_init = TableMerge._window, deltalake.DeltaTable.__init__
     real_sql, real_load = SparkSession.sql, DataFrameReader.load
 
     def window(self, *args, **kwargs):
-        inside.append(1)
+        inside.active = True
         try:
             return real_window(self, *args, **kwargs)
         finally:
-            inside.pop()
+            inside.active = False
 
     def init(self, table_uri, *args, **kwargs):
-        if inside:
+        if getattr(inside, "active", False):
             counts["delta-rs", kind(table_uri)] += 1
         return real_init(self, table_uri, *args, **kwargs)
 
     def sql(self, query, *args, **kwargs):
-        if inside:
+        if getattr(inside, "active", False):
             counts.update(("spark", kind(m)) for m in re.findall(r"delta\.`([^`]+)`", query))
         return real_sql(self, query, *args, **kwargs)
 
     def load(self, path=None, *args, **kwargs):
-        if inside:
+        if getattr(inside, "active", False):
             counts["spark", kind(path)] += 1
         return real_load(self, path, *args, **kwargs)
 
