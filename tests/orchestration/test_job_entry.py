@@ -59,6 +59,18 @@ def test_a_spec_reads_back_as_written(spec):
     ('{"version": 1, "kind": "merge", "tables": []}', "field 'config' is missing"),
     ('{"version": 1, "kind": "merge", "config": "c", "tables": "a.b"}', "'tables' must be tuple"),
     ('{"version": 1, "kind": "merge", "config": "c", "until_ts": true}', "'until_ts' must be int | None"),
+    ('{"version": true, "kind": "merge", "config": "c"}', "version True: this tidelake runs version 1"),
+    ('{"version": 1.0, "kind": "merge", "config": "c"}', "version 1.0: this tidelake runs version 1"),
+    ('{"kind": "merge", "config": "c"}', "version None: this tidelake runs version 1"),
+    ('{"version": 1, "kind": [1], "config": "c"}', r"kind \[1\]: expected merge or"),
+    ('{"version": 1, "kind": {"a": 1}, "config": "c"}', "kind {'a': 1}: expected merge or"),
+    ('{"version": 1, "kind": "merge", "config": "c", "until_ts": -5}', r"'until_ts' must be a TSO \(0 < ts < 2\^64\), got -5"),
+    ('{"version": 1, "kind": "merge", "config": "c", "until_ts": 0}', "'until_ts' must be a TSO"),
+    ('{"version": 1, "kind": "merge", "config": "c", "until_ts": 18446744073709551616}', "'until_ts' must be a TSO"),
+    ('{"version": 1, "kind": "merge", "config": "c", "until_ts": 1.5}', "'until_ts' must be int | None, got 1.5"),
+    ('{"version": 1, "kind": "bootstrap", "config": "c", "at_ts": "5"}', "'at_ts' must be int | None"),
+    ('{"version": 1, "kind": "bootstrap", "config": "c", "at_ts": -1}', "bootstrap job spec: field 'at_ts' must be a TSO"),
+    ('{"version": 1, "kind": "merge", "config": 7}', "field 'config' must be str, got 7"),
 ])
 def test_anything_else_is_refused_in_one_line(text, message):
     with pytest.raises(InputError, match=message):

@@ -10,6 +10,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import ClassVar
 
+from tidelake import tso
 from tidelake.errors import InputError
 
 SPEC_VERSION = 1
@@ -54,7 +55,7 @@ class BootstrapJob:
 
 JobSpec = MergeJob | SyncpointJob | MaintenanceJob | BootstrapJob
 KINDS: dict[str, type[JobSpec]] = {k.kind: k for k in (MergeJob, SyncpointJob, MaintenanceJob, BootstrapJob)}
-# JSON type of each field annotation, and whether null is allowed
+# JSON type of each field annotation, and whether null is allowed; every int field is a TSO
 _TYPES = {"str": (str, False), "str | None": (str, True), "int | None": (int, True), "tuple[str, ...]": (list, False)}
 
 
@@ -70,9 +71,9 @@ def from_json(text: str, kind: str | None = None) -> JobSpec:
         raise InputError(f"job spec is not JSON ({exc}): {text[:80]!r}") from None
     if not isinstance(raw, dict):
         raise InputError(f"job spec must be a JSON object, got {text[:80]!r}")
-    if raw.get("version") != SPEC_VERSION:
+    if type(raw.get("version")) is not int or raw["version"] != SPEC_VERSION:
         raise InputError(f"job spec version {raw.get('version')!r}: this tidelake runs version {SPEC_VERSION}")
-    cls = KINDS.get(raw.get("kind"))
+    cls = KINDS.get(raw.get("kind")) if isinstance(raw.get("kind"), str) else None
     if cls is None or (kind is not None and cls.kind != kind):
         raise InputError(f"job spec kind {raw.get('kind')!r}: expected {kind or ' or '.join(KINDS)}")
     names = {f.name: f for f in fields(cls)}
@@ -93,10 +94,12 @@ def _value(kind: str, name: str, value: object, annotation: str) -> object:
     expected, nullable = _TYPES[annotation]
     if value is None and nullable:
         return None
-    ok = isinstance(value, expected) and not isinstance(value, bool)
+    ok = type(value) is expected
     if ok and expected is list:
         ok = all(isinstance(v, str) for v in value)
         value = tuple(value)
     if not ok:
         raise InputError(f"{kind} job spec: field {name!r} must be {annotation}, got {value!r}")
+    if expected is int and not 0 < value < tso.LIMIT:
+        raise InputError(f"{kind} job spec: field {name!r} must be a TSO (0 < ts < 2^64), got {value!r}")
     return value
