@@ -49,6 +49,7 @@ def run_on_warm_spark(spec_json: str, remote: str) -> None:
     """An Airflow task's job against the Spark Connect server at `remote`."""
     spec = from_json(spec_json)
     config = load_config(spec.config)
+    # No child process: Connect mode is process-wide, but Airflow 3 forks a process per task, none runs classic Spark
     spark = get_session(f"tidelake-{spec.kind}", remote=remote, lake=LakeLayout.from_config(config.lake))
     try:
         run_job(spec, config, spark)
