@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tidelake.cli import main
+from tidelake.cli import main, sim_command
 
 
 def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
@@ -82,13 +82,11 @@ def test_sigterm_stops_cleanly():
 def test_gc_life_time_reaches_the_cluster(monkeypatch, capsys):
     seen = {}
 
-    from tidelake.sim import cluster as cluster_module
-
-    class Recording(cluster_module.SimCluster):
+    class Recording(sim_command.SimCluster):
         def __init__(self, **kw):
             seen.update(kw)
             super().__init__(**kw)
 
-    monkeypatch.setattr(cluster_module, "SimCluster", Recording)
+    monkeypatch.setattr(sim_command, "SimCluster", Recording)
     assert main(["sim", "--duration", "0.5", "--workload", "none", "--gc-life-time", "2h"]) == 0
     assert seen["gc_life_time_s"] == 7200

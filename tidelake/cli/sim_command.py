@@ -17,13 +17,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tidelake.config import parse_duration
 from tidelake.errors import InputError
+from tidelake.sim.cluster import SimCluster
+from tidelake.sim.faults import PROFILES, FaultInjector, get_profile
+from tidelake.sim.replay import record_options, serve_replay
+from tidelake.sim.tidb.kvtxn import check_txn_mode
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.sim.workload import PRESETS, WorkloadRunner, get_preset
 
 
 def _presets_help() -> str:
-    from tidelake.sim.faults import PROFILES
-    from tidelake.sim.workload import PRESETS
-
     lines = ["workload presets:"]
     lines += [f"  {p.name:<10} {p.description} ({p.rate:g} txn/s)" for p in PRESETS.values()]
     lines += ["  none       no workload: an idle cluster (schema bootstrap only)", "", "transaction modes (--txn-mode):",
@@ -75,11 +79,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    from tidelake.config import parse_duration
-    from tidelake.sim.faults import get_profile
-    from tidelake.sim.tidb.kvtxn import check_txn_mode
-    from tidelake.sim.workload import get_preset
-
     if args.stores < 1:
         raise InputError(f"--stores must be at least 1, got {args.stores}")
     if not 0 <= args.pd_port <= 65535:
@@ -146,9 +145,6 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 def _run(args: argparse.Namespace) -> int:
     _check_args(args)
-    from tidelake.sim.cluster import SimCluster
-    from tidelake.sim.replay import record_options
-
     cdc_options = record_options(args.record) if args.record else {}
     cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options,
                          gc_life_time_s=args.gc_life_time_s)
@@ -159,10 +155,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> None:
-    from tidelake.sim.faults import FaultInjector
-    from tidelake.sim.tidb.session import SimTiDB
-    from tidelake.sim.workload import WorkloadRunner
-
     cluster.start()
     workload = faults = None
     try:
@@ -220,8 +212,6 @@ def _progress(elapsed: float, workload: Any, faults: Any, tidb: Any) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from tidelake.sim.replay import serve_replay
-
     for path in args.recording:
         if not Path(path).is_file():
             raise InputError(f"recording {path!r} does not exist")

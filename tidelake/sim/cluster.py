@@ -7,7 +7,6 @@ as raft would. Background workers play TiKV's split checker and TiDB's GC leader
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import random
@@ -25,6 +24,7 @@ from tidelake.codec.memcomparable_bytes import encode_bytes
 from tidelake.errors import InputError
 from tidelake.kvproto import etcdserverpb_pb2_grpc, metapb_pb2, pdpb_pb2_grpc, tikvpb_pb2_grpc
 from tidelake.sim.call_counter import CallCounter
+from tidelake.sim.cdc_service import ChangeDataService
 from tidelake.sim.etcd_kv import EtcdKvService
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GC_WORKER, GcSafePoints
@@ -173,10 +173,8 @@ class SimCluster:
             kv = KvService(store_id, self)
             tikvpb_pb2_grpc.add_TikvServicer_to_server(kv, server)
             store_health = _serve_health(server)
-            cdc_class = _change_data_service_class()
-            cdc = cdc_class(store_id, self, **self._cdc_options) if cdc_class is not None else None
-            if cdc is not None:
-                cdc.add_to_server(server)
+            cdc = ChangeDataService(store_id, self, **self._cdc_options)
+            cdc.add_to_server(server)
             store.port = self._bind(server, store.port, f"store {store_id}")
             server.start()
             store.server, store.kv, store.health, store.cdc, store.up = server, kv, store_health, cdc, True
@@ -354,12 +352,3 @@ def _serve_health(server: grpc.Server) -> health.HealthServicer:
     servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     return servicer
-
-
-def _change_data_service_class():
-    """SIM-CDC's servicer when it is installed (tidelake/sim/cdc_service.py)."""
-    if importlib.util.find_spec("tidelake.sim.cdc_service") is None:
-        return None
-    from tidelake.sim.cdc_service import ChangeDataService
-
-    return ChangeDataService
