@@ -31,7 +31,7 @@ _UNSIGNED = {n: struct.Struct("<" + c).unpack for n, c in ((1, "B"), (2, "H"), (
 # Distinct (present, NULL) column sets compiled per decoder. TiDB leaves a NULL out of the row
 # when the column has no default (docs/encoding.md#which-columns-the-writer-stores), so a table with many optional columns
 # can give almost every row its own header: past this many, rows with a new header go to the
-# reference decoder (a compile costs ~100x a reference decode, and a plan ~100 KB at 200 columns).
+# reference decoder (a compile costs far more than a reference decode, and a plan is held per header).
 _MAX_PLANS = 64
 
 

@@ -1,8 +1,8 @@
 """The window semantics (tidelake.merge.window_spec) on the driver with delta-rs, no Spark job: the
 window is read from the run's changelog snapshot, collapsed and decoded in Arrow, then ONE commit:
 an append of new keys' puts, a MERGE, or a commit of the txn alone for a window without changes.
-A Spark commit costs seconds whatever its size, this tens to hundreds of milliseconds, so small
-windows come here (tidelake.merge.table_merge chooses).
+A Spark commit carries a fixed cost (a Spark job, the JVM replaying the Delta log) that this one
+has not, so small windows come here (tidelake.merge.table_merge chooses).
 
 The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata with the rows
 (delta-rs CommitProperties app_transactions, docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's of
