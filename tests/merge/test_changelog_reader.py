@@ -14,7 +14,6 @@ from tidelake.lake.layout import (
     WATERMARKS_SCHEMA,
     spark_ddl,
 )
-from tidelake.lake.watermarks import read_watermarks
 from tidelake.merge.changelog_reader import Window, read_window
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 
@@ -85,13 +84,3 @@ def test_window_reader_is_exact_and_prunes_partitions(spark, layout, landed, bas
     assert len(files) < len(DeltaTable(layout.changelog).file_uris())
     plan = df._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
     assert "PartitionFilters" in plan and "commit_bucket" in plan
-
-
-def test_window_reader_at_the_watermark_version_holds_every_covered_event(spark, layout, landed):
-    wm = read_watermarks(layout)
-    assert wm.changelog_version == DeltaTable(layout.changelog).version() > 1
-    lo, hi = 0, wm.table_resolved[41]
-    at_wm = read_window(spark, layout, Window((41,), lo, hi), 3600, version=wm.changelog_version)
-    assert at_wm.count() == sum(1 for r in landed if r.table_id == 41)
-    before = read_window(spark, layout, Window((41,), lo, hi), 3600, version=1)  # the first flush only
-    assert before.count() == sum(1 for r in landed[:10] if r.table_id == 41)

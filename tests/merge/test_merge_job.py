@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, replica_rows
+from merge.overtaking_job import merge_overtaken
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.capture.pull_harness import sim  # noqa: F401 (fixture of the end-to-end test)
@@ -24,7 +25,7 @@ from tidelake.lake.watermarks import read_watermarks
 from tidelake.merge.merge_log import MergeStatus, last_entries
 from tidelake.merge.merge_metrics import merge_metrics_path
 from tidelake.merge.merge_run import run_merge
-from tidelake.merge.table_merge import DRIVER_WINDOW_MAX_ROWS, RunScope, TableMerge
+from tidelake.merge.table_merge import DRIVER_WINDOW_MAX_ROWS
 
 # Spark on the shared 2-core machine: a MERGE can take minutes under load.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -62,17 +63,11 @@ def merge_crashing_in(step: str, spark, layout, monkeypatch):
     return result
 
 
-def merge_window(spark, layout, db: str, name: str, lo: int, hi: int) -> tuple[int, int]:
-    """The window (lo, hi] as a run writes it (another job's, or a retried one)."""
-    key = SchemaHistory.load(layout).find(db, name)
-    return TableMerge(RunScope.read(layout), key, spark).merge_window(lo, hi)
-
-
 def data_files(spark, path: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
 
 
-def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tmp_path):
+def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tmp_path, monkeypatch):
     """Local Spark and a Spark Connect client alike (the warm Spark of docs/operations.md#warm-spark)."""
     spark = any_spark
     lake = FedLake(str(tmp_path / "lake"))
@@ -126,14 +121,12 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tm
     versions = DeltaTable(path()).version()
     report = run_merge(spark, lake.layout)  # nothing new: no commit at all
     assert DeltaTable(path()).version() == versions and report.tables[0].windows == 0
-    # a retried window (e.g. a concurrent rerun planned before our commit) is skipped by Delta
-    assert merge_window(spark, lake.layout, "shop", "orders", mid, upper) == (0, 0)
-    assert DeltaTable(path()).version() == versions
 
     later = lake.resolve()  # an empty window still moves the checkpoint, adding no data file
     files = data_files(spark, path())
-    report = run_merge(spark, lake.layout)
-    assert report.tables[0].checkpoint_after == later == read_checkpoint(path())
+    # another job (a concurrent rerun) commits the window after this run planned it: skipped by its txn
+    result, other = merge_overtaken(spark, lake.layout, later, monkeypatch)
+    assert other.checkpoint_after == result.checkpoint_after == later == read_checkpoint(path())
     assert data_files(spark, path()) == files and DeltaTable(path()).version() == versions + 1
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", later)
     lake.close()
@@ -145,8 +138,8 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     no point between an append and a MERGE to crash at); any other window is one MERGE. Covered:
     keys re-landed twice, inserted-deleted-inserted, inserted then deleted (nothing to write), a
     row moving to another partition (a new key there), a crash in the INSERT followed by a longer
-    rerun, and a retried INSERT of a recorded checkpoint. Every checkpoint is compared with the
-    upstream replay."""
+    rerun, an INSERT another job made first (skipped by its txn), and another job's part of an
+    all-new window. Every checkpoint is compared with the upstream replay."""
 
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
@@ -174,14 +167,13 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
         t.put("shop", "orders", row(9))
     first = lake.resolve()
     version = DeltaTable(path()).version()
-    (result,) = run_merge(spark, lake.layout).tables
-    assert result.status == MergeStatus.MERGED and read_checkpoint(path()) == first
+    # another job inserts the same window after this run planned it: this run's INSERT is skipped
+    result, other = merge_overtaken(spark, lake.layout, first, monkeypatch)
+    assert result.status == other.status == MergeStatus.MERGED and read_checkpoint(path()) == first
     assert DeltaTable(path()).version() == version + 1  # one commit holds the rows and the checkpoint
     assert DeltaTable(path()).history(1)[0]["operation"] == "WRITE"
-    assert result.rows_out == len(lake.expected_rows("shop", "orders", first))
+    assert other.rows_out == len(lake.expected_rows("shop", "orders", first))
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", first)
-    assert merge_window(spark, lake.layout, "shop", "orders", created, first) == (0, 0)
-    assert DeltaTable(path()).version() == version + 1  # a retried INSERT: skipped by its txn version
 
     # Another job merged part of an all-new window first ((first, mid]: an abandoned attempt that
     # still ran): this job's window (first, later] must not append (first, mid]'s keys again.
@@ -191,9 +183,9 @@ def test_a_window_of_new_keys_is_one_insert_recording_its_checkpoint_exactly_onc
     with lake.txn() as t:
         t.put("shop", "orders", row(21))
     later = lake.resolve()
-    assert merge_window(spark, lake.layout, "shop", "orders", first, mid)[0] == 1
-    merge_window(spark, lake.layout, "shop", "orders", first, later)
-    assert read_checkpoint(path()) == later
+    result, other = merge_overtaken(spark, lake.layout, mid, monkeypatch)
+    assert other.rows_in == 1 and other.checkpoint_after == mid
+    assert result.checkpoint_after == read_checkpoint(path()) == later
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", later)
     version = DeltaTable(path()).version() - 1
 

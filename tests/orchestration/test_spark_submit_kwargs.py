@@ -15,6 +15,7 @@ import pytest
 
 from tidelake.config import LakeConfig
 from tidelake.errors import InputError
+from tidelake.orchestration.job_spec import MergeJob, to_json
 from tidelake.orchestration.spark_submit import (
     SparkSettings,
     build_package_zip,
@@ -119,7 +120,7 @@ def test_no_secret_or_token_reaches_the_conf_or_the_spark_submit_command(monkeyp
                                                          "AWS_SECRET_ACCESS_KEY": "cfg-secret-value",
                                                          "AWS_SESSION_TOKEN": "cfg-token-value"})
     kwargs = spark_submit_kwargs(SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)}), job="merge",
-                                 app_name="m", lake=lake, application_args=["--config", "c.toml"])
+                                 app_name="m", lake=lake, application_args=[to_json(MergeJob("c.toml"))])
     hook_kwargs = {k: v for k, v in kwargs.items() if k not in ("application", "application_args")}
     argv = SparkSubmitHook(**hook_kwargs, application_args=kwargs["application_args"])._build_spark_submit_command(
         kwargs["application"])

@@ -80,8 +80,6 @@ def progress_printer(console) -> Callable[[MergeProgress], None]:
 
 def render_report(report: MergeReport):
     """The run as a rich table: one row per table."""
-
-
     now = tso.compose(int(time.time() * 1000), 0)
     table = Table(title=f"merge run {report.run_id[:8]}")
     columns = ("table", "status", "checkpoint", "lag", "windows", "DDLs", "changes", "rows written", "seconds", "reason")

@@ -67,7 +67,6 @@ def _readers_cell(features: list[str] | None, deltalake_readable: bool | None) -
 
 
 def print_status(report: StatusReport, console: Console) -> None:
-
     clock = "PD TSO" if report.now_source == "pd" else "wall clock"
     table = Table(title=f"tidelake status — {report.lake}", caption=f"now {utc_text(report.now_ts)} ({clock}); "
                   f"DDL resolved {utc_text(report.ddl_resolved_ts) or '-'}; changelog v{report.changelog_version}")

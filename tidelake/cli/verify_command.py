@@ -37,7 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-
     if args.max_diffs < 0:
         raise InputError(f"--max-diffs must be >= 0, got {args.max_diffs}")
     target = resolve_target(args, pd_required=True)

@@ -197,7 +197,6 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
 
 
 def puller_started(lake: str) -> bool:
-
     try:
         return read_watermarks(LakeLayout(lake)).ddl_resolved > 0
     except (OSError, DeltaError, InputError):

@@ -32,18 +32,14 @@ class Window:
     hi: int
 
 
-def read_window(spark: SparkSession, layout: LakeLayout, window: Window, bucket_seconds: int,
-                version: int | None = None) -> DataFrame:
-    """Raw events of `window` at changelog `version` (latest if None); duplicates (same key, same
-    commit_ts) are left to the caller to collapse."""
+def read_window(spark: SparkSession, layout: LakeLayout, window: Window, bucket_seconds: int) -> DataFrame:
+    """Raw events of `window`; duplicates (same key, same commit_ts) are left to the caller to
+    collapse."""
     if not window.table_ids:
         raise InputError("a changelog window needs at least one physical table id")
     if window.lo > window.hi:
         raise InputError(f"changelog window ({window.lo}, {window.hi}] is empty the wrong way round")
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    return reader.load(layout.changelog).where(_pruned([window], bucket_seconds) & _within(window))
+    return spark.read.format("delta").load(layout.changelog).where(_pruned([window], bucket_seconds) & _within(window))
 
 
 def read_windows(spark: SparkSession, layout: LakeLayout, windows: Sequence[Window], bucket_seconds: int) -> DataFrame:

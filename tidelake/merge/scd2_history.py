@@ -166,7 +166,6 @@ def history_source(changes: DataFrame, info: TableInfo, history: StructType) -> 
 
 
 def _source_struct(history: StructType) -> StructType:
-
     return StructType([*(StructField(f.name, f.dataType, True) for f in history.fields),
                        StructField(_KIND, StringType(), True)])
 

@@ -29,7 +29,7 @@ from delta.exceptions.base import (
     ConcurrentWriteException,
 )
 from deltalake.exceptions import CommitFailedError
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from tidelake.codec.schema import TableInfo
@@ -45,7 +45,7 @@ from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaS
 from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
-from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot, WindowKeys
 from tidelake.merge.ddl_apply import UnsupportedDDL, apply_ddl, record_checkpoint
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.run_pass import RunPass
@@ -239,18 +239,6 @@ class TableMerge:
             result.status = MergeStatus.MERGED
         self._report(StepKind.DONE, checkpoint, result.status)
 
-    def merge_window(self, lo: int, hi: int) -> tuple[int, int]:
-        """(lo, hi] as one commit, as a run writes it (a retried window, another job's): (changes
-        merged, rows written), (0, 0) when the replica records hi already."""
-        history, entry = self.scope.history, self.catalog.get(self.key)
-        if entry is None:
-            raise InputError(f"{self.result.table} has no replica")
-        info, ids = history.table_info_at(self.key, lo), history.physical_ids_at(self.key, lo)
-        stats = self.scope.stats(self.key, lo)
-        rows = estimated_rows(stats, lo, hi)
-        return retry_on_conflict(lambda: self._write(entry.path, info, ids, lo, hi, stats, rows, keep_writer=False),
-                                 f"{self.result.table} window ({lo}, {hi}]")
-
     def _window(self, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int, stats: Sequence[FileStat],
                 rows: float) -> int:
         """Merge (lo, hi], its history first; the new checkpoint."""
@@ -273,7 +261,8 @@ class TableMerge:
         return hi
 
     def _write(self, path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
-               stats: Sequence[FileStat], rows: float, shared=None, keep_writer: bool = True) -> tuple[int, int]:
+               stats: Sequence[FileStat], rows: float,
+               shared: tuple[DataFrame, WindowKeys] | None = None) -> tuple[int, int]:
         """One attempt at the window: the replica opened once, nothing written if hi is recorded."""
         replica = open_replica(path, self.layout.storage_options)
         if replica is None:
@@ -283,13 +272,10 @@ class TableMerge:
         recorded = window.recorded
         if recorded is not None and recorded >= hi:  # as Delta skips a write whose txn is recorded
             return 0, 0
-        writer = self.writer if keep_writer else None
-        if writer is None:
+        if self.writer is None:
             small = rows <= DRIVER_WINDOW_MAX_ROWS and writable(replica, target)
-            writer = self.delta_rs_writer if small else self.spark_writer
-            if keep_writer:
-                self.writer = writer
-        return writer.write(window)
+            self.writer = self.delta_rs_writer if small else self.spark_writer
+        return self.writer.write(window)
 
     def _ddl(self, event: DdlEvent, stats: Sequence[FileStat]) -> int:
         """Apply the DDL at its barrier, the history's steps first; the new checkpoint."""

@@ -77,7 +77,6 @@ def get_session(
     """
     from pyspark.sql import SparkSession  # see delta_package: the DAG parse imports this module
 
-
     if remote is not None and local:
         return connect_session(remote, extra_confs)
     active = SparkSession.getActiveSession()
@@ -122,7 +121,6 @@ def connect_session(url: str, extra_confs: dict[str, str] | None = None) -> Spar
     import delta.connect.exceptions  # noqa: F401
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
-
 
     try:
         session = SparkSession.builder.remote(url).create()

@@ -66,8 +66,6 @@ def writable(replica: DeltaTable, target: StructType) -> bool:
 class DeltaRsWriter:
     """Writes windows with delta-rs, reading them from the run's changelog snapshot."""
 
-    engine = "delta-rs"
-
     def __init__(self, changelog: ChangelogSnapshot) -> None:
         self.changelog = changelog
 

@@ -49,8 +49,6 @@ class ReplicaWindow:
 class WindowWriter(Protocol):
     """Applies a window in ONE commit of the replica that records checkpoint hi (invariant 3)."""
 
-    engine: str
-
     def write(self, window: ReplicaWindow) -> tuple[int, int]:
         """(changes merged, replica rows written)."""
         ...

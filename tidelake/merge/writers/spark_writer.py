@@ -35,8 +35,6 @@ NEW_KEYS_CHECK_MAX_ROWS = 1_000_000
 class SparkWriter:
     """Writes windows through one Spark session (its txn confs are per session)."""
 
-    engine = "spark"
-
     def __init__(self, spark: SparkSession, layout: LakeLayout, changelog: ChangelogSnapshot) -> None:
         self.spark = spark
         self.layout = layout
