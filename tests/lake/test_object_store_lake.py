@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from tests.lake.s3_fault_proxy import FaultClient
+from tidelake.capture.landing.changelog_retention import compact_changelog, open_changelog, vacuum_changelog
 from tidelake.capture.landing.lander import Lander
 from tidelake.demos.s3_server import S3Server
 from tidelake.errors import InputError
@@ -21,7 +22,6 @@ from tidelake.lake.lake_check import check_lake_root, require_lake
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.object_store import lake_storage_options
 from tidelake.lake.watermarks import read_watermarks
-from tidelake.maintenance.changelog_retention import compact_changelog, open_changelog, vacuum_changelog
 
 _prefixes = itertools.count()
 

@@ -7,9 +7,9 @@ import pytest
 from merge.lake_fixtures import FedLake
 
 from tidelake import tso
+from tidelake.capture.landing.changelog_retention import delete_merged_changelog
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.maintenance.changelog_retention import delete_merged_changelog
 from tidelake.merge.rebuild import deleted_ids, physical_ids_ever, rebuild_refusal, start_rebuild
 
 

@@ -1,5 +1,6 @@
-"""Damaged lake files, named: which table, which log version or data file, what it affects and how
-to recover, in one line (a Rust backtrace or a Java stack names none of them).
+"""Damaged lake files, named; shared by the merge (a table's failure) and every command (tidelake.cli):
+which table, which log version or data file, what it affects and how to recover, in one line (a
+Rust backtrace or a Java stack names none of them).
 
 Looked for only after a read or a merge failed, so its cost (parsing every log line and listing
 every data file of the lake's Delta tables) is paid on the failure path. Local lakes only: an

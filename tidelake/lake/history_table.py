@@ -1,6 +1,7 @@
-"""Where a replica's SCD type 2 history table lives and how far it got, read without Spark: at
+"""Where a replica's SCD type 2 history table lives and how far it got, shared by the merge, which
+writes it (tidelake.merge.scd2_history), maintenance, status and verify; read without Spark: at
 `<lake>/_tidelake/history/<the replica's folder>`, following the replica's folder, with its own
-checkpoint as the txn of HISTORY_APP_ID. Owner: the merge writes it (tidelake.merge.scd2_history).
+checkpoint as the txn of HISTORY_APP_ID.
 
 More: docs/internals.md#history_table.
 """

@@ -1,4 +1,5 @@
-"""Is this path a tidelake lake? Answered before Spark starts or PD is dialled.
+"""Is this path a tidelake lake? Shared by the commands, bootstrap and the merge DAG's plan, and
+answered before Spark starts or PD is dialled.
 
 A mistyped `--lake` must not turn `verify` into a silent pass over nothing, nor `status` into an
 empty table: readers need the lake's own control tables (docs/design.md#lake-layout), writers at least a

@@ -1,6 +1,6 @@
-"""Where an object-store lake's endpoint, credentials and options come from, for both engines: the
-process's AWS variables, overridden per setting by `[lake.storage_options]`, so delta-rs and
-Spark's s3a always reach the same bucket with the same credentials. Several writers commit with
+"""Where an object-store lake's endpoint, credentials and options come from, shared by every stage
+and both engines: the process's AWS variables, overridden per setting by `[lake.storage_options]`,
+so delta-rs and Spark's s3a always reach the same bucket with the same credentials. Several writers commit with
 conditional PUTs, which the store must honour (docs/stack.md#object-store-the-lake-on-s3).
 
 More: docs/internals.md#object_store.

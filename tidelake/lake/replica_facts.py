@@ -1,10 +1,11 @@
-"""What status shows of one replica, read from its Delta log: checkpoint, protocol, soft deletes, history.
+"""What one replica's Delta log says, shared by the merge, which records it, and status, which shows
+it: checkpoint, protocol, soft deletes, history.
 
 Reading it costs a replay of the replica's log and of its history table's (a LIST and a few GETs
 each on an object store), so status of many replicas cannot afford it for every replica. The
-merge reads it
-once per table at the end of the table's part of a run and records it in the merge log
-(tidelake.merge.merge_log); status takes it from there (tidelake.status.status_report says when it cannot).
+merge reads it once per table at the end of the table's part of a run and records it in the merge
+log (tidelake.merge.merge_log); status takes it from there (tidelake.status.status_report says when
+it cannot).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""`_tidelake/table_starts`: how a table joins a RUNNING changefeed at a ts J the puller chooses:
-bootstrap requests, the puller lands the schema at J and feeds from J (`joined`), bootstrap reads
-at J and marks `done`. Rows are only appended; a request's state is its last row. Owners:
-bootstrap and the puller (tidelake.capture.changefeed.table_joins).
+"""`_tidelake/table_starts`, shared by bootstrap and the puller (tidelake.capture.changefeed.table_joins):
+how a table joins a RUNNING changefeed at a ts J the puller chooses: bootstrap requests, the
+puller lands the schema at J and feeds from J (`joined`), bootstrap reads at J and marks `done`.
+Rows are only appended; a request's state is its last row.
 
 More: docs/internals.md#table_starts.
 """

@@ -1,1 +1,1 @@
-"""Maintenance: compaction and vacuum of the replicas and the changelog, changelog retention."""
+"""Maintenance: compaction and vacuum of the replicas, and landing's changelog retention, on a schedule."""

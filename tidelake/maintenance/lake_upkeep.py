@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING
 
 from deltalake.exceptions import CommitFailedError
 
-from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.lake.history_table import history_checkpoint, history_path
-from tidelake.lake.layout import LakeLayout
-from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
-from tidelake.lake.schema_history import SchemaHistory
-from tidelake.maintenance.changelog_retention import (
+from tidelake.capture.landing.changelog_retention import (
     DEFAULT_VACUUM_RETENTION_HOURS,
     compact_changelog,
     delete_merged_changelog,
     open_changelog,
     vacuum_changelog,
 )
+from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.history_table import history_checkpoint, history_path
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
+from tidelake.lake.schema_history import SchemaHistory
 from tidelake.merge.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
 from tidelake.merge.replica_schema import quote
 from tidelake.merge.txn_confs import session_confs

@@ -91,7 +91,7 @@ def test_a_retention_delete_racing_an_append_does_not_stop_the_puller(layout, ma
     ("a concurrent transaction deleted data this operation read"). No commit of our app id came
     in between, so this is no second puller: the append must be rebuilt and land, once."""
     from tidelake.capture.landing import changelog_writer
-    from tidelake.maintenance.changelog_retention import delete_merged_changelog
+    from tidelake.capture.landing.changelog_retention import delete_merged_changelog
 
     old = make_rows(5, 2, at_ms=base_ms - 2 * 3_600_000)
     writer = ChangelogWriter(layout, APP)

@@ -1,6 +1,7 @@
-"""Changelog upkeep with delta-rs: drop whole partitions every replica has merged past, compact,
-vacuum. Pullers append with delta-rs meanwhile; on an object store only delta-rs commits with a
-conditional PUT, so the changelog is never written by Spark (docs/stack.md#object-store-the-lake-on-s3).
+"""Changelog retention with delta-rs, run by maintenance (tidelake.maintenance.lake_upkeep): drop
+whole partitions every replica has merged past, compact, vacuum. Pullers append meanwhile; on an
+object store only delta-rs commits with a conditional PUT, so the changelog is never written by
+Spark (docs/stack.md#object-store-the-lake-on-s3).
 
 Only buckets entirely at or below a table's checkpoint go, so the predicate names partition
 columns alone and the delete is metadata-only (remove actions, no Parquet rewritten); files

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from deltalake import DeltaTable
 
+from tidelake.capture.landing.changelog_retention import delete_merged_changelog
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
-from tidelake.maintenance.changelog_retention import delete_merged_changelog
 from tidelake.tso import compose
 
 HOUR = 3_600_000
