@@ -294,7 +294,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
 
     merge = root.section("merge")
     seconds = merge.duration("syncpoint_interval", 0.0)  # 0.0: absent (a given duration is > 0)
-    if seconds and (seconds < 1 or seconds != int(seconds)):  # cuts align to whole seconds (lake.syncpoints)
+    if seconds and (seconds < 1 or seconds != int(seconds)):  # cuts align to whole seconds (tidelake.syncpoint.records)
         raise merge.bad("syncpoint_interval", "a whole number of seconds >= 1s like '10m'", merge.raw("syncpoint_interval"))
     syncpoint_interval_s = int(seconds) or None
     merge_config = MergeConfig(

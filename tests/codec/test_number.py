@@ -1,4 +1,5 @@
-"""Primitive encodings against docs/encoding.md#literal-bytes-from-upstream-tests/docs/encoding.md#vectors-derived-from-the-rules vectors, plus round trips."""
+"""Primitive encodings against the vectors of docs/encoding.md#literal-bytes-from-upstream-tests and
+docs/encoding.md#vectors-derived-from-the-rules, plus round trips."""
 
 import math
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tests.capture.changefeed.test_runner import REPO, shop, some_rows
+from tests.capture.changefeed.test_puller_runner import REPO, shop, some_rows
 from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
     config_doc,

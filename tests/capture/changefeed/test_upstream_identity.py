@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.capture.changefeed.test_runner import shop, some_rows
+from tests.capture.changefeed.test_puller_runner import shop, some_rows
 from tests.capture.pull_harness import changelog, ddl_rows, make_config, sim, wait_resolved  # noqa: F401
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.capture.changefeed.upstream_identity import (

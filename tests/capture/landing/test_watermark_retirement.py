@@ -39,7 +39,7 @@ def open_lander(layout):
 
 
 def _set_checkpoint(path: str, ts: int) -> None:
-    """A merge commit on the replica recording checkpoint `ts` (what tidelake.apply writes)."""
+    """A merge commit on the replica recording checkpoint `ts` (what tidelake.merge writes)."""
     write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}), mode="append",
                     commit_properties=commit_properties(MERGE_APP_ID, ts))
 

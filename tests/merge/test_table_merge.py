@@ -1,5 +1,6 @@
-"""run_merge against a lake fed through the real lander; replicas checked against the upstream
-replay (lake_fixtures.FedLake.expected_rows), never against typed rows.
+"""The per-table merge (tidelake.merge.table_merge) through run_merge, every window on the Spark
+writer, against a lake fed through the real lander; replicas checked against the upstream replay
+(lake_fixtures.FedLake.expected_rows), never against typed rows.
 
 Spark is slow on the shared machine: each test walks one scenario end to end and reads the
 replica only where an invariant is at stake.
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 @pytest.fixture(autouse=True)
 def spark_windows(monkeypatch):
     """Every window through Spark: these tests cover that path (and patch its steps); small
-    windows on the driver are tests/merge/test_driver_window.py's."""
+    windows on the driver are tests/merge/test_delta_rs_writer.py's."""
     from tidelake.merge import table_merge
 
     monkeypatch.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)

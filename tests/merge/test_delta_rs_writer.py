@@ -2,7 +2,7 @@
 and the same exactly-once as the Spark path, checked against the upstream replay
 (lake_fixtures.FedLake.expected_rows) at every checkpoint, read back by Spark.
 
-tests/merge/test_merge_job.py covers the Spark path (it turns this one off), and a common handle's
+tests/merge/test_table_merge.py covers the Spark path (it turns this one off), and a common handle's
 PK change inside its collation key on both.
 """
 
