@@ -321,7 +321,8 @@ class TableMerge:
         the ids before the DDL: rows at D are in those ids, so without a file at D nothing is read."""
         info = event.table_info_after
         lo, hi = rows_at_ddl_ts(event)
-        self._write(path, info, info.physical_ids(), lo, hi, stats, estimated_rows(stats, lo, hi), keep_writer=False)
+        self.writer = None  # the DDL may have changed what the replica allows: chosen again
+        self._write(path, info, info.physical_ids(), lo, hi, stats, estimated_rows(stats, lo, hi))
 
     def _options(self, checkpoint: int | None) -> None:
         """Turn on what the changefeed's [history] asks for the table (a history table, soft
