@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tidelake.cli import main, sim_command
+from tidelake.cli import main
 
 
 def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
@@ -82,11 +82,13 @@ def test_sigterm_stops_cleanly():
 def test_gc_life_time_reaches_the_cluster(monkeypatch, capsys):
     seen = {}
 
-    class Recording(sim_command.SimCluster):
+    from tidelake.sim import cluster as cluster_module
+
+    class Recording(cluster_module.SimCluster):
         def __init__(self, **kw):
             seen.update(kw)
             super().__init__(**kw)
 
-    monkeypatch.setattr(sim_command, "SimCluster", Recording)
+    monkeypatch.setattr(cluster_module, "SimCluster", Recording)
     assert main(["sim", "--duration", "0.5", "--workload", "none", "--gc-life-time", "2h"]) == 0
     assert seen["gc_life_time_s"] == 7200

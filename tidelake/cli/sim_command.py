@@ -19,7 +19,7 @@ from typing import Any
 
 from tidelake.config import parse_duration
 from tidelake.errors import InputError
-from tidelake.sim.cluster import SimCluster
+from tidelake.sim import cluster as sim_cluster
 from tidelake.sim.faults import PROFILES, FaultInjector, get_profile
 from tidelake.sim.replay import record_options, serve_replay
 from tidelake.sim.tidb.kvtxn import check_txn_mode
@@ -146,8 +146,8 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 def _run(args: argparse.Namespace) -> int:
     _check_args(args)
     cdc_options = record_options(args.record) if args.record else {}
-    cluster = SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port, cdc_options=cdc_options,
-                         gc_life_time_s=args.gc_life_time_s)
+    cluster = sim_cluster.SimCluster(n_stores=args.stores, seed=args.seed, pd_port=args.pd_port,
+                                     cdc_options=cdc_options, gc_life_time_s=args.gc_life_time_s)
     with _stop_on_signals() as stop:
         _serve(cluster, stop, args)
     print("stopped", flush=True)
