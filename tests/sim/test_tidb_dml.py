@@ -73,7 +73,7 @@ def test_rows_are_visible_at_commit_ts_and_not_before(shop):
 def test_update_upsert_delete_and_duplicates(shop):
     with shop.txn() as t:
         t.insert("shop", "orders", {"id": 1, "note": "a"})
-    with pytest.raises(InputError, match="duplicate"):
+    with pytest.raises(InputError, match="Duplicate entry '1' for key 'orders.PRIMARY'"):
         with shop.txn() as t:
             t.insert("shop", "orders", {"id": 1})
     with shop.txn() as t:

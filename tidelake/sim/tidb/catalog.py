@@ -16,6 +16,7 @@ from typing import Any
 from tidelake.codec import meta_keys as mk
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
+from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import system_tables as st
 from tidelake.sim.tidb.kvtxn import KvTxn, snapshot_get, snapshot_scan
 
@@ -39,13 +40,13 @@ class Catalog:
     def db(self, name: str) -> DBInfo:
         info = self.dbs.get(name.lower())
         if info is None:
-            raise InputError(f"unknown database {name!r}")
+            raise er.bad_db(name)
         return info
 
     def table(self, db: str, name: str) -> TableInfo:
         info = self.tables.get(self.db(db).id, {}).get(name.lower())
         if info is None:
-            raise InputError(f"unknown table {db}.{name}")
+            raise er.no_such_table(db, name)
         return info
 
     def has_table(self, db: str, name: str) -> bool:

@@ -6,6 +6,10 @@ version with its `Diff:<ver>` and the job row (state running, then done with `bi
 the last step, FinishedTS left 0); (3) delete the job row and insert it into tidb_ddl_history.
 Steps follow TiDB's state machines (e.g. ADD COLUMN none -> delete-only -> write-only ->
 write-reorg -> public), so readers meet intermediate states and running jobs as on a real cluster.
+ALTER TABLE actions are planned in tidelake/sim/tidb/table_changes.py; several in one statement
+run as one multi-schema change job (ActionMultiSchemaChange, pkg/ddl/multi_schema_change.go).
+Every method takes the statement's SQL text as `query` (what TiDB keeps in the job); without
+one, the front writes an equivalent statement. Errors carry TiDB's codes (tidb/errors.py).
 """
 
 from __future__ import annotations
@@ -14,28 +18,22 @@ import copy
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState, SchemaState
-from tidelake.codec.schema import (
-    DBInfo,
-    IndexColumn,
-    IndexInfo,
-    PartitionInfo,
-    TableInfo,
-)
-from tidelake.errors import InputError
+from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.sim.tidb import ddl_job_row as jr
+from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import table_changes as tc
 from tidelake.sim.tidb.catalog import Catalog
+from tidelake.sim.tidb.coerce import Mode
 from tidelake.sim.tidb.kvtxn import KvTxn
-from tidelake.sim.tidb.types import (
-    ColumnDef,
-    build_column,
-    column_def,
-    parse_field_type,
-)
+from tidelake.sim.tidb.show_create import q, show_create_table
+from tidelake.sim.tidb.table_spec import IndexSpec, TableSpec, build_table_info, from_columns
+from tidelake.sim.tidb.types import ColumnDef, column_def, parse_field_type, with_charset
 
 S = SchemaState
 
@@ -46,6 +44,7 @@ class Step:
 
     schema_state: int
     apply: Callable[[KvTxn], None]
+    sub_job: int = -1  # index of the multi-schema change sub-job it advances (-1: none)
 
 
 @dataclass
@@ -60,23 +59,14 @@ class JobPlan:
     new_table_id: int = 0
     old_schema_id: int = 0
     split_ids: Sequence[int] = ()
-
-
-def q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _int_rank(tp: int) -> int:
-    return [mt.TYPE_TINY, mt.TYPE_SHORT, mt.TYPE_INT24, mt.TYPE_LONG, mt.TYPE_LONGLONG].index(tp)
+    multiple: Callable[[], list[TableInfo]] | None = None
+    rewrites: Sequence[int] = ()  # logical table ids whose rows the job rewrites (see DDLExecutor.reorg_epoch)
+    revert: Callable[[KvTxn], None] | None = None  # restores what the steps before a failed one changed
 
 
 def metadata_only_change(old: Any, new: Any) -> bool:
-    """TiDB `needChangeColumnData` is false: same family, no narrowing, same signedness/charset."""
-    if old.tp in mt.INTEGER_TYPES and new.tp in mt.INTEGER_TYPES:
-        return (old.flag & mt.UNSIGNED_FLAG) == (new.flag & mt.UNSIGNED_FLAG) and _int_rank(new.tp) >= _int_rank(old.tp)
-    if old.tp == new.tp and old.tp in (mt.TYPE_VARCHAR, mt.TYPE_VAR_STRING):
-        return new.flen >= old.flen and (old.charset, old.collate) == (new.charset, new.collate)
-    return old.tp == new.tp and (old.flen, old.decimal, old.elems) == (new.flen, new.decimal, new.elems)
+    """TiDB `needChangeColumnData` is false: the column keeps its stored bytes."""
+    return not tc.needs_row_change(old, new)
 
 
 class DDLExecutor:
@@ -87,16 +77,18 @@ class DDLExecutor:
         self._catalog = catalog
         self._schema_lock = schema_lock
         self._ddl_lock = threading.Lock()
+        self.reorg_epoch: dict[int, int] = {}  # table id -> count of jobs that rewrote its rows
 
     # ---- databases -------------------------------------------------------------------------
 
-    def create_database(self, name: str) -> DDLJob:
+    def create_database(self, name: str, charset: str = "utf8mb4", collate: str = "utf8mb4_bin",
+                        query: str | None = None) -> DDLJob:
         with self._ddl_lock:
             if name.lower() in self._catalog.dbs:
-                raise InputError(f"database {name!r} already exists")
+                raise er.sql_error(er.DB_CREATE_EXISTS, f"Can't create database '{name}'; database exists")
             job_id, db_id = self._catalog.alloc_ids(2)
-            db = DBInfo(id=db_id, name=name)
-            job = self._job(job_id, ActionType.CREATE_SCHEMA, db, None, f"CREATE DATABASE {q(name)}")
+            db = DBInfo(id=db_id, name=name, charset=charset, collate=collate)
+            job = self._job(job_id, ActionType.CREATE_SCHEMA, db, None, query or f"CREATE DATABASE {q(name)}")
             job.raw_args = [db.to_json()]
 
             def create(txn: KvTxn) -> None:
@@ -104,11 +96,11 @@ class DDLExecutor:
 
             return self._run(JobPlan(job, [Step(S.PUBLIC, create)], lambda: (db, None)))
 
-    def drop_database(self, name: str) -> DDLJob:
+    def drop_database(self, name: str, query: str | None = None) -> DDLJob:
         with self._ddl_lock:
             db = self._catalog.db(name)
             (job_id,) = self._catalog.alloc_ids(1)
-            job = self._job(job_id, ActionType.DROP_SCHEMA, db, None, f"DROP DATABASE {q(name)}")
+            job = self._job(job_id, ActionType.DROP_SCHEMA, db, None, query or f"DROP DATABASE {q(name)}")
             states = {"db": db}
 
             def set_state(state: int) -> Callable[[KvTxn], None]:
@@ -128,37 +120,54 @@ class DDLExecutor:
     def create_table(self, db: str, name: str, columns: Sequence[ColumnDef | tuple], *,
                      primary_key: Sequence[str] | None = None, clustered: bool | None = None,
                      indexes: Sequence[tuple[str, Sequence[str], bool]] = (),
-                     partition: dict | None = None) -> DDLJob:
-        """CREATE TABLE. Clustering follows TiDB's default `INT_ONLY`: a single integer PK is the row
-        handle; other PKs are non-clustered (`_tidb_rowid`) unless `clustered=True` (common handle)."""
+                     partition: dict | None = None, query: str | None = None) -> DDLJob:
+        """CREATE TABLE from the short form. Clustering follows TiDB's older `INT_ONLY` mode: a
+        single integer PK is the row handle; other PKs are non-clustered (`_tidb_rowid`) unless
+        `clustered=True` (common handle). CREATE TABLE statements use `create_table_spec`."""
+        spec = from_columns(name, [column_def(c) for c in columns], primary_key, clustered, indexes, partition)
+        return self.create_table_spec(db, spec, query=query)
+
+    def create_table_spec(self, db: str, spec: TableSpec, query: str | None = None) -> DDLJob:
         with self._ddl_lock:
             db_info = self._catalog.db(db)
+            if self._catalog.has_table(db, spec.name):
+                raise er.table_exists(spec.name)
+            job_id, table_id, *part_ids = self._catalog.alloc_ids(1 + spec.id_count)
+            info = build_table_info(spec, table_id, part_ids)
+            return self._create(db_info, info, job_id, query)
+
+    def create_table_like(self, db: str, name: str, source_db: str, source: str, query: str | None = None) -> DDLJob:
+        """CREATE TABLE ... LIKE: the source's TableInfo under new ids (pkg/ddl `BuildTableInfoWithLike`)."""
+        with self._ddl_lock:
+            db_info, src = self._catalog.db(db), self._catalog.table(source_db, source)
             if self._catalog.has_table(db, name):
-                raise InputError(f"table {db}.{name} already exists")
-            defs = [column_def(c) for c in columns]
-            if not defs:
-                raise InputError(f"table {db}.{name}: needs at least one column")
-            n_parts = part.count_of(partition) if partition else 0
+                raise er.table_exists(name)
+            n_parts = len(src.partition.definitions) if src.partition else 0
             job_id, table_id, *part_ids = self._catalog.alloc_ids(2 + n_parts)
-            info = build_table(table_id, name, defs, primary_key, clustered, indexes)
-            if partition:
-                info.partition = part.build_partition(partition, part_ids)
-                check_partition_column(info)
-            job = self._job(job_id, ActionType.CREATE_TABLE, db_info, info, create_table_sql(name, info))
+            info = copy.deepcopy(src)
+            info.id, info.name = table_id, name
+            info.raw = {**(info.raw or {}), "auto_inc_id": 0, "auto_rand_id": 0}
+            if info.partition is not None:
+                defs = [replace(d, id=pid, raw={**d.raw, "id": pid}) for d, pid in zip(info.partition.definitions, part_ids)]
+                info.partition = part.with_definitions(info.partition, defs, adding=[], dropping=[])
+            return self._create(db_info, info, job_id, query)
 
-            def create(txn: KvTxn) -> None:
-                info.update_timestamp = txn.start_ts
-                self._catalog.put_table(txn, db_info.id, info)
+    def _create(self, db_info: DBInfo, info: TableInfo, job_id: int, query: str | None) -> DDLJob:
+        job = self._job(job_id, ActionType.CREATE_TABLE, db_info, info, query or show_create_table(info))
 
-            job.raw_args = [info.to_json(), False]
-            plan = JobPlan(job, [Step(S.PUBLIC, create)], lambda: (None, info), split_ids=info.physical_ids())
-            return self._run(plan)
+        def create(txn: KvTxn) -> None:
+            info.update_timestamp = txn.start_ts
+            self._catalog.put_table(txn, db_info.id, info)
 
-    def drop_table(self, db: str, name: str) -> DDLJob:
+        job.raw_args = [info.to_json(), False]
+        plan = JobPlan(job, [Step(S.PUBLIC, create)], lambda: (None, info), split_ids=info.physical_ids())
+        return self._run(plan)
+
+    def drop_table(self, db: str, name: str, query: str | None = None) -> DDLJob:
         with self._ddl_lock:
             db_info, info = self._catalog.db(db), self._catalog.table(db, name)
             (job_id,) = self._catalog.alloc_ids(1)
-            job = self._job(job_id, ActionType.DROP_TABLE, db_info, info, f"DROP TABLE {q(name)}")
+            job = self._job(job_id, ActionType.DROP_TABLE, db_info, info, query or f"DROP TABLE {q(name)}")
             current = {"t": info}
 
             def set_state(state: int) -> Callable[[KvTxn], None]:
@@ -173,7 +182,7 @@ class DDLExecutor:
             steps = [Step(s, set_state(s)) for s in (S.WRITE_ONLY, S.DELETE_ONLY, S.NONE)]
             return self._run(JobPlan(job, steps, lambda: (None, current["t"])))
 
-    def truncate_table(self, db: str, name: str) -> DDLJob:
+    def truncate_table(self, db: str, name: str, query: str | None = None) -> DDLJob:
         """New physical ids for the table and its partitions; the old rows stay behind the old ids."""
         with self._ddl_lock:
             db_info, old = self._catalog.db(db), self._catalog.table(db, name)
@@ -182,257 +191,200 @@ class DDLExecutor:
             new = copy.deepcopy(old)
             new.id = new_id
             if new.partition:
-                for defn, pid in zip(new.partition.definitions, part_ids):
-                    defn.id = pid
-                    defn.raw = {**defn.raw, "id": pid}
-            job = self._job(job_id, ActionType.TRUNCATE_TABLE, db_info, old, f"TRUNCATE TABLE {q(name)}")
+                defs = [replace(d, id=pid, raw={**d.raw, "id": pid}) for d, pid in zip(new.partition.definitions, part_ids)]
+                new.partition = part.with_definitions(new.partition, defs)
+            job = self._job(job_id, ActionType.TRUNCATE_TABLE, db_info, old, query or f"TRUNCATE TABLE {q(name)}")
             job.raw_args = [new_id, False, part_ids]
 
             def truncate(txn: KvTxn) -> None:
                 new.update_timestamp = txn.start_ts
+                base = self._catalog.rowid_bases.get(old.id)
                 self._catalog.drop_table(txn, db_info.id, old)
                 self._catalog.put_table(txn, db_info.id, new)
+                if base is not None:  # TiDB keeps allocating after the old table's ids
+                    self._catalog.write_rowid_base(txn, db_info.id, new.id, base)
 
             plan = JobPlan(job, [Step(S.PUBLIC, truncate)], lambda: (None, new), new_table_id=new_id,
                            table_ids=jr.table_ids_text(job, new_id), split_ids=new.physical_ids())
             return self._run(plan)
 
-    def rename_table(self, db: str, name: str, new_name: str, new_db: str | None = None) -> DDLJob:
+    def rename_table(self, db: str, name: str, new_name: str, new_db: str | None = None,
+                     query: str | None = None) -> DDLJob:
+        """ActionRenameTable in two steps, rename then finish (pkg/ddl `onRenameTable`, `finishJobRenameTable`)."""
+        return self.rename_tables([(db, name, new_db or db, new_name)], query=query)
+
+    def rename_tables(self, pairs: Sequence[tuple[str, str, str, str]], query: str | None = None) -> DDLJob:
+        """RENAME TABLE a TO b[, c TO d ...]: pairs apply in order, each seeing the names the pairs before
+        it left (a swap a->tmp, b->a, tmp->b renames each table once). One pair is ActionRenameTable
+        (args [old schema id, new name, old schema name]); more are ActionRenameTables (args
+        [old schema ids, new schema ids, new names, table ids, old schema names, old table names], binlog
+        MultipleTableInfos: each pair's table as it ends up; pkg/ddl `onRenameTables`,
+        `finishJobRenameTables`)."""
         with self._ddl_lock:
-            old_db, info = self._catalog.db(db), self._catalog.table(db, name)
-            target_db = self._catalog.db(new_db or db)
-            if self._catalog.has_table(target_db.name, new_name):
-                raise InputError(f"table {target_db.name}.{new_name} already exists")
+            names = {(db_key, table_key): t.id for db_key, db_info in self._catalog.dbs.items()
+                     for table_key, t in self._catalog.tables.get(db_info.id, {}).items()}
+            moves = []
+            for old_db, old_name, to_db, to_name in pairs:
+                src_db, dst_db = self._catalog.db(old_db), self._catalog.db(to_db)
+                key = (old_db.lower(), old_name.lower())
+                if key not in names:
+                    raise er.no_such_table(old_db, old_name)
+                if (to_db.lower(), to_name.lower()) in names:
+                    raise er.table_exists(to_name)
+                table_id = names.pop(key)
+                names[(to_db.lower(), to_name.lower())] = table_id
+                moves.append((src_db, old_name, dst_db, to_name, table_id))
+            by_id = {info.id: info for tables in self._catalog.tables.values() for info in tables.values()}
             (job_id,) = self._catalog.alloc_ids(1)
-            query = f"RENAME TABLE {q(old_db.name)}.{q(name)} TO {q(target_db.name)}.{q(new_name)}"
-            job = self._job(job_id, ActionType.RENAME_TABLE, target_db, info, query)
-            job.raw_args = [old_db.id, {"O": new_name, "L": new_name.lower()}, {"O": old_db.name, "L": old_db.name.lower()}]
-            renamed = {"t": info}
+            first_src, first_old, first_dst, _first_new, first_id = moves[0]
+            single = len(moves) == 1
+            action = ActionType.RENAME_TABLE if single else ActionType.RENAME_TABLES
+            text = query or "RENAME TABLE " + ", ".join(f"{q(s.name)}.{q(o)} TO {q(d.name)}.{q(n)}"
+                                                        for s, o, d, n, _ in moves)
+            job = self._job(job_id, action, first_dst, by_id[first_id], text)
+            job.table_name = first_old.lower()
+            if single:
+                job.raw_args = [first_src.id, tc._cistr(moves[0][3]), tc._cistr(first_src.name)]
+            else:
+                job.raw_args = [[m[0].id for m in moves], [m[2].id for m in moves], [tc._cistr(m[3]) for m in moves],
+                                [m[4] for m in moves], [tc._cistr(m[0].name) for m in moves],
+                                [tc._cistr(m[1]) for m in moves]]
+            final: dict[int, tuple[int, TableInfo]] = {}
 
             def rename(txn: KvTxn) -> None:
-                renamed["t"] = self._updated(info, txn, name=new_name)
-                if target_db.id == old_db.id:
-                    self._catalog.put_table(txn, old_db.id, renamed["t"], old_name=name)
-                else:
-                    base = self._catalog.rowid_bases.get(info.id)
-                    self._catalog.drop_table(txn, old_db.id, info)
-                    self._catalog.put_table(txn, target_db.id, renamed["t"])
-                    if base is not None:
-                        self._catalog.write_rowid_base(txn, target_db.id, info.id, base)
+                for src, old_name, dst, new_name, table_id in moves:
+                    db_id, info = final.get(table_id, (src.id, by_id[table_id]))
+                    renamed = self._updated(info, txn, name=new_name)
+                    base = self._catalog.rowid_bases.get(table_id)
+                    if db_id == dst.id:
+                        self._catalog.put_table(txn, dst.id, renamed, old_name=info.name)
+                    else:
+                        self._catalog.drop_table(txn, db_id, info)
+                        self._catalog.put_table(txn, dst.id, renamed)
+                        if base is not None:
+                            self._catalog.write_rowid_base(txn, dst.id, table_id, base)
+                    final[table_id] = (dst.id, renamed)
 
-            plan = JobPlan(job, [Step(S.PUBLIC, rename)], lambda: (None, renamed["t"]), old_schema_id=old_db.id,
-                           schema_ids=jr.schema_ids_text(job, old_db.id))
+            def finish(txn: KvTxn) -> None:
+                return None
+
+            schema_ids = ",".join(sorted({str(m[0].id) for m in moves} | {str(m[2].id) for m in moves}))
+            plan = JobPlan(job, [Step(S.PUBLIC, rename), Step(S.PUBLIC, finish)],
+                           lambda: (None, final[moves[-1][4]][1]), old_schema_id=first_src.id,
+                           schema_ids=schema_ids if not single else jr.schema_ids_text(job, first_src.id),
+                           table_ids=",".join(str(m[4]) for m in moves),
+                           multiple=None if single else (lambda: [final[m[4]][1] for m in moves]))
             return self._run(plan)
 
-    # ---- columns ---------------------------------------------------------------------------
+    # ---- ALTER TABLE -----------------------------------------------------------------------
 
-    def add_column(self, db: str, table: str, column: ColumnDef | tuple) -> DDLJob:
-        """Rows written before keep their encoding; readers fill `origin_default` (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)."""
-        defn = column_def(column)
-        if defn.primary_key or defn.auto_increment:
-            raise InputError(f"add column {defn.name!r}: PRIMARY KEY / AUTO_INCREMENT columns cannot be added")
+    def alter_table(self, db: str, table: str, plan: Callable[[TableInfo], list[tc.TableChange]],
+                    query: str | None = None) -> DDLJob:
+        """Run the changes `plan` makes of the current table: one change is its own job, several are
+        one multi-schema change job whose sub-jobs run in order (each planned on the table the ones
+        before it leave)."""
         with self._ddl_lock:
             db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            if info.column_by_name(defn.name) is not None:
-                raise InputError(f"table {db}.{table} already has column {defn.name!r}")
+            changes = plan(info)
+            if not changes:
+                raise er.sql_error(er.UNKNOWN, "nothing to alter")
             (job_id,) = self._catalog.alloc_ids(1)
-            col = build_column(defn, info.max_col_id + 1, len(info.columns))
-            if col.default is None and col.default_bit is None and mt.is_not_null(col.field_type.flag):
-                raise InputError(f"add column {defn.name!r}: NOT NULL needs a DEFAULT for existing rows")
-            col.origin_default, col.origin_default_bit = col.default, col.default_bit
-            query = f"ALTER TABLE {q(table)} ADD COLUMN {column_sql(col)}"
-            job = self._job(job_id, ActionType.ADD_COLUMN, db_info, info, query)
-            job.raw_args = [col.to_json(), {"Tp": 0, "RelativeColumn": None}, len(info.columns), False]
+            text = query or f"ALTER TABLE {q(info.name)} " + ", ".join(c.query for c in changes)
+            if len(changes) == 1:
+                change = changes[0]
+                job = self._job(job_id, change.action, db_info, info, text)
+                job.raw_args = change.raw_args
+                return self._run_table_steps(job, db_info, info, change.steps, split_ids=change.split_ids,
+                                             rewrites=[info.id] if change.rewrites_rows else ())
+            return self._run_multi(job_id, db_info, info, changes, text)
 
-            def with_column(t: TableInfo, state: int) -> TableInfo:
-                cols = [c for c in t.columns if c.id != col.id] + [replace(copy.deepcopy(col), state=state)]
-                return replace(t, columns=cols, max_col_id=max(t.max_col_id, col.id))
+    def _run_multi(self, job_id: int, db_info: DBInfo, info: TableInfo, changes: list[tc.TableChange],
+                   text: str) -> DDLJob:
+        """ActionMultiSchemaChange: `multi_schema_info.sub_jobs` carry each change's type, args, state and
+        schema state (pkg/meta/model `MultiSchemaInfo`, `SubJob`); each sub-job step is a step of the job."""
+        job = self._job(job_id, ActionType.MULTI_SCHEMA_CHANGE, db_info, info, text)
+        subs = [{"type": int(c.action), "raw_args": c.raw_args, "schema_state": 0, "snapshot_ver": 0,
+                 "real_start_ts": 0, "revertible": True, "state": int(JobState.QUEUEING), "row_count": 0,
+                 "warning": None, "schema_version": 0, "reorg_tp": 0, "use_cloud": False} for c in changes]
+        job.raw["multi_schema_info"] = {"sub_jobs": subs, "revertible": True, "seq": 0}
+        transitions = []
+        for index, change in enumerate(changes):
+            for n, (state, fn) in enumerate(change.steps):
+                transitions.append((state, fn, index, n == len(change.steps) - 1))
+        current = {"t": info}
+        steps = []
+        for state, fn, index, last_of_sub in transitions:
+            def apply(txn: KvTxn, fn: Callable = fn, index: int = index, state: int = state,
+                      last_of_sub: bool = last_of_sub) -> None:
+                current["t"] = self._updated(fn(current["t"], txn), txn)
+                self._catalog.put_table(txn, db_info.id, current["t"])
+                sub = subs[index]
+                sub["schema_state"], sub["real_start_ts"] = int(state), sub["real_start_ts"] or txn.start_ts
+                sub["state"] = int(JobState.DONE if last_of_sub else JobState.RUNNING)
+                sub["revertible"] = not last_of_sub
+            steps.append(Step(state, apply, sub_job=index))
+        split = [pid for c in changes for pid in c.split_ids]
+        rewrites = [info.id] if any(c.rewrites_rows for c in changes) else ()
+        return self._run(JobPlan(job, steps, lambda: (None, current["t"]), split_ids=split, rewrites=rewrites,
+                                 revert=self._reverter(db_info, info)))
 
-            states = (S.DELETE_ONLY, S.WRITE_ONLY, S.WRITE_REORGANIZATION, S.PUBLIC)
-            return self._run_table_steps(job, db_info, info, [(s, lambda t, s=s: with_column(t, s)) for s in states])
+    # Single-action shorthands of the Python front (the workload, tests).
 
-    def drop_column(self, db: str, table: str, name: str) -> DDLJob:
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            col = self._column(info, name)
-            if col.field_type.flag & mt.PRI_KEY_FLAG or any(ic.name.lower() == name.lower()
-                                                             for idx in info.indices for ic in idx.columns):
-                raise InputError(f"drop column {name!r}: it is part of a key; drop the index first")
-            if info.partition and part.partition_column(info).lower() == name.lower():
-                raise InputError(f"drop column {name!r}: it is the partitioning column")
-            (job_id,) = self._catalog.alloc_ids(1)
-            job = self._job(job_id, ActionType.DROP_COLUMN, db_info, info, f"ALTER TABLE {q(table)} DROP COLUMN {q(name)}")
-            job.raw_args = [{"O": col.name, "L": col.name.lower()}, False]
+    def add_column(self, db: str, table: str, column: ColumnDef | tuple, position: Any = None,
+                   query: str | None = None) -> DDLJob:
+        now = datetime.now()
+        return self.alter_table(db, table, lambda t: [tc.add_column(t, column_def(column), position, now)], query)
 
-            def with_state(t: TableInfo, state: int) -> TableInfo:
-                if state == S.NONE:
-                    return _renumber(replace(t, columns=[c for c in t.columns if c.id != col.id]))
-                return replace(t, columns=[replace(c, state=state) if c.id == col.id else c for c in t.columns])
+    def drop_column(self, db: str, table: str, name: str, query: str | None = None) -> DDLJob:
+        return self.alter_table(db, table, lambda t: [tc.drop_column(t, name)], query)
 
-            states = (S.WRITE_ONLY, S.DELETE_ONLY, S.DELETE_REORGANIZATION, S.NONE)
-            return self._run_table_steps(job, db_info, info, [(s, lambda t, s=s: with_state(t, s)) for s in states])
+    def rename_column(self, db: str, table: str, name: str, new_name: str, query: str | None = None) -> DDLJob:
+        """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md §12.5)."""
+        return self.alter_table(db, table, lambda t: [tc.rename_column(t, name, new_name)], query)
 
-    def rename_column(self, db: str, table: str, name: str, new_name: str) -> DDLJob:
-        """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md#actiontype-codes)."""
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            col = self._column(info, name)
-            if info.column_by_name(new_name) is not None:
-                raise InputError(f"table {db}.{table} already has column {new_name!r}")
-            (job_id,) = self._catalog.alloc_ids(1)
-            query = f"ALTER TABLE {q(table)} RENAME COLUMN {q(name)} TO {q(new_name)}"
-            job = self._job(job_id, ActionType.MODIFY_COLUMN, db_info, info, query)
-            renamed = replace(copy.deepcopy(col), name=new_name)
-            job.raw_args = [renamed.to_json(), {"O": col.name, "L": col.name.lower()}, {"Tp": 0, "RelativeColumn": None}, 0, 0]
+    def modify_column(self, db: str, table: str, name: str, new_type: str | ColumnDef, nullable: bool | None = None,
+                      query: str | None = None, position: Any = None, mode: Mode | None = None) -> DDLJob:
+        """MODIFY COLUMN: metadata only when the stored bytes stay valid, else TiDB's row rewrite."""
+        def plan(t: TableInfo) -> list[tc.TableChange]:
+            old = tc.column_of(t, name)
+            if isinstance(new_type, ColumnDef):
+                defn = new_type
+            else:
+                not_null = mt.is_not_null(old.field_type.flag) if nullable is None else not nullable
+                ft = old.field_type
+                string_like = ft.tp in mt.STRING_TYPES and not mt.is_binary_string(ft)
+                defn = ColumnDef(old.name, new_type, nullable=not not_null, default=old.default,
+                                 comment=old.comment,
+                                 charset=ft.charset if string_like and _is_text(new_type) else None,
+                                 collate=ft.collate if string_like and _is_text(new_type) else None)
+            return [tc.modify_column(t, name, defn, position, mode, self._cluster)]
+        return self.alter_table(db, table, plan, query)
 
-            def rename(t: TableInfo) -> TableInfo:
-                cols = [renamed if c.id == col.id else c for c in t.columns]
-                indices = [replace(idx, columns=[replace(ic, name=new_name) if ic.name.lower() == name.lower() else ic
-                                                 for ic in idx.columns]) for idx in t.indices]
-                partition = t.partition
-                if partition and part.partition_column(t).lower() == name.lower():
-                    partition = replace(copy.deepcopy(partition), expr=q(new_name))
-                return replace(t, columns=cols, indices=indices, partition=partition)
+    def add_index(self, db: str, table: str, name: str, columns: Sequence[str | tuple[str, int]], unique: bool = False,
+                  query: str | None = None) -> DDLJob:
+        parts = tuple((c, -1) if isinstance(c, str) else (c[0], c[1]) for c in columns)
+        spec = IndexSpec(name, parts, unique=unique)
+        return self.alter_table(db, table, lambda t: [tc.add_index(t, spec, self._cluster)], query)
 
-            return self._run_table_steps(job, db_info, info, [(S.PUBLIC, rename)])
+    def drop_index(self, db: str, table: str, name: str, query: str | None = None) -> DDLJob:
+        return self.alter_table(db, table, lambda t: [tc.drop_index(t, name)], query)
 
-    def modify_column(self, db: str, table: str, name: str, new_type: str, nullable: bool | None = None) -> DDLJob:
-        """MODIFY COLUMN without a row rewrite: integer widening, VARCHAR lengthening, NULL-ability
-        relaxed. TiDB rewrites every row (reorg, new column id) for other changes; those are refused."""
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            col = self._column(info, name)
-            new_ft = parse_field_type(new_type)
-            keep = mt.PRI_KEY_FLAG | mt.UNIQUE_KEY_FLAG | mt.MULTIPLE_KEY_FLAG | mt.AUTO_INCREMENT_FLAG | mt.NO_DEFAULT_VALUE_FLAG
-            new_ft.flag |= col.field_type.flag & keep
-            not_null = mt.is_not_null(col.field_type.flag) if nullable is None else not nullable
-            if not_null and not mt.is_not_null(col.field_type.flag):
-                raise InputError(f"modify column {name!r}: NULL -> NOT NULL needs a data check; not simulated")
-            if not_null:
-                new_ft.flag |= mt.NOT_NULL_FLAG
-            if not metadata_only_change(col.field_type, new_ft):
-                raise InputError(f"modify column {name!r} to {new_type!r}: TiDB would rewrite every row (reorg); "
-                                 "only integer widening and VARCHAR lengthening are simulated")
-            (job_id,) = self._catalog.alloc_ids(1)
-            modified = replace(copy.deepcopy(col), field_type=new_ft)
-            query = f"ALTER TABLE {q(table)} MODIFY COLUMN {column_sql(modified)}"
-            job = self._job(job_id, ActionType.MODIFY_COLUMN, db_info, info, query)
-            job.raw_args = [modified.to_json(), {"O": col.name, "L": col.name.lower()}, {"Tp": 0, "RelativeColumn": None}, 0, 0]
+    def add_partition(self, db: str, table: str, name: str, less_than: int | str, query: str | None = None) -> DDLJob:
+        """RANGE only (the short form): one partition LESS THAN `less_than`."""
+        def plan(t: TableInfo) -> list[tc.TableChange]:
+            (pid,) = self._catalog.alloc_ids(1)
+            return [tc.add_partitions(t, [(name, [str(less_than)])], [pid])]
+        return self.alter_table(db, table, plan, query)
 
-            def modify(t: TableInfo) -> TableInfo:
-                return replace(t, columns=[modified if c.id == col.id else c for c in t.columns])
+    def drop_partition(self, db: str, table: str, name: str, query: str | None = None) -> DDLJob:
+        return self.alter_table(db, table, lambda t: [tc.drop_partitions(t, [name])], query)
 
-            return self._run_table_steps(job, db_info, info, [(S.PUBLIC, modify)])
-
-    # ---- indexes ---------------------------------------------------------------------------
-
-    def add_index(self, db: str, table: str, name: str, columns: Sequence[str], unique: bool = False) -> DDLJob:
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            if any(idx.name.lower() == name.lower() for idx in info.indices):
-                raise InputError(f"table {db}.{table} already has index {name!r}")
-            idx_cols = [IndexColumn(self._column(info, c).name, self._column(info, c).offset) for c in columns]
-            (job_id,) = self._catalog.alloc_ids(1)
-            kind = "UNIQUE INDEX" if unique else "INDEX"
-            query = f"ALTER TABLE {q(table)} ADD {kind} {q(name)}({', '.join(q(c) for c in columns)})"
-            job = self._job(job_id, ActionType.ADD_INDEX, db_info, info, query)
-            index = IndexInfo(id=info.max_idx_id + 1, name=name, columns=idx_cols, unique=unique)
-            job.raw_args = [unique, {"O": name, "L": name.lower()},
-                            [{"Column": {"Name": {"O": c, "L": c.lower()}}, "Length": -1} for c in columns], None, [], False]
-
-            def with_index(t: TableInfo, state: int) -> TableInfo:
-                indices = [i for i in t.indices if i.id != index.id] + [replace(copy.deepcopy(index), state=state)]
-                return replace(t, indices=indices, max_idx_id=max(t.max_idx_id, index.id))
-
-            states = (S.DELETE_ONLY, S.WRITE_ONLY, S.WRITE_REORGANIZATION, S.PUBLIC)
-            return self._run_table_steps(job, db_info, info, [(s, lambda t, s=s: with_index(t, s)) for s in states])
-
-    def drop_index(self, db: str, table: str, name: str) -> DDLJob:
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            index = next((i for i in info.indices if i.name.lower() == name.lower()), None)
-            if index is None or index.primary:
-                raise InputError(f"table {db}.{table} has no droppable index {name!r}")
-            (job_id,) = self._catalog.alloc_ids(1)
-            job = self._job(job_id, ActionType.DROP_INDEX, db_info, info, f"ALTER TABLE {q(table)} DROP INDEX {q(name)}")
-            job.raw_args = [{"O": index.name, "L": index.name.lower()}, False]
-
-            def with_state(t: TableInfo, state: int) -> TableInfo:
-                if state == S.NONE:
-                    return replace(t, indices=[i for i in t.indices if i.id != index.id])
-                return replace(t, indices=[replace(i, state=state) if i.id == index.id else i for i in t.indices])
-
-            states = (S.WRITE_ONLY, S.DELETE_ONLY, S.DELETE_REORGANIZATION, S.NONE)
-            return self._run_table_steps(job, db_info, info, [(s, lambda t, s=s: with_state(t, s)) for s in states])
-
-    # ---- partitions ------------------------------------------------------------------------
-
-    def add_partition(self, db: str, table: str, name: str, less_than: int | str) -> DDLJob:
-        """RANGE only: none -> replica-only (adding_definitions) -> public (definitions)."""
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            pinfo = self._partition(info, part.RANGE)
-            if any(d.name.lower() == name.lower() for d in pinfo.definitions):
-                raise InputError(f"table {db}.{table} already has partition {name!r}")
-            part.check_range_bounds([part.bound_of(d) for d in pinfo.definitions] + [less_than])
-            job_id, pid = self._catalog.alloc_ids(2)
-            bound = "MAXVALUE" if less_than == part.MAXVALUE else str(less_than)
-            query = f"ALTER TABLE {q(table)} ADD PARTITION (PARTITION {q(name)} VALUES LESS THAN ({bound}))"
-            job = self._job(job_id, ActionType.ADD_TABLE_PARTITION, db_info, info, query)
-            new_def = part.definition(pid, name, less_than)
-
-            def adding(t: TableInfo) -> TableInfo:
-                return replace(t, partition=replace(copy.deepcopy(t.partition), adding_definitions=[new_def]))
-
-            def public(t: TableInfo) -> TableInfo:
-                p = copy.deepcopy(t.partition)
-                return replace(t, partition=replace(p, definitions=p.definitions + [new_def], adding_definitions=[]))
-
-            job.raw_args = [replace(copy.deepcopy(pinfo), definitions=[new_def]).to_json()]
-            return self._run_table_steps(job, db_info, info, [(S.REPLICA_ONLY, adding), (S.PUBLIC, public)],
-                                         split_ids=[pid])
-
-    def drop_partition(self, db: str, table: str, name: str) -> DDLJob:
-        """public -> delete-only (dropping_definitions) -> delete-reorg -> none."""
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            pinfo = self._partition(info, part.RANGE)
-            dropped = self._definition(info, name)
-            if len(pinfo.definitions) == 1:
-                raise InputError(f"drop partition {name!r}: cannot drop the only partition; drop the table")
-            (job_id,) = self._catalog.alloc_ids(1)
-            job = self._job(job_id, ActionType.DROP_TABLE_PARTITION, db_info, info,
-                            f"ALTER TABLE {q(table)} DROP PARTITION {q(name)}")
-            job.raw_args = [[dropped.name]]
-
-            def dropping(t: TableInfo) -> TableInfo:
-                p = copy.deepcopy(t.partition)
-                kept = [d for d in p.definitions if d.id != dropped.id]
-                return replace(t, partition=replace(p, definitions=kept, dropping_definitions=[dropped]))
-
-            def done(t: TableInfo) -> TableInfo:
-                return replace(t, partition=replace(copy.deepcopy(t.partition), dropping_definitions=[]))
-
-            steps = [(S.DELETE_ONLY, dropping), (S.DELETE_REORGANIZATION, lambda t: t), (S.NONE, done)]
-            return self._run_table_steps(job, db_info, info, steps)
-
-    def truncate_partition(self, db: str, table: str, name: str) -> DDLJob:
+    def truncate_partition(self, db: str, table: str, name: str, query: str | None = None) -> DDLJob:
         """The partition gets a new physical id; its old rows stay behind the old id."""
-        with self._ddl_lock:
-            db_info, info = self._catalog.db(db), self._catalog.table(db, table)
-            self._partition(info, None)
-            old = self._definition(info, name)
-            job_id, pid = self._catalog.alloc_ids(2)
-            job = self._job(job_id, ActionType.TRUNCATE_TABLE_PARTITION, db_info, info,
-                            f"ALTER TABLE {q(table)} TRUNCATE PARTITION {q(name)}")
-            job.raw_args = [[old.id], [pid]]
-
-            def truncate(t: TableInfo) -> TableInfo:
-                p = copy.deepcopy(t.partition)
-                defs = [replace(d, id=pid, raw={**d.raw, "id": pid}) if d.id == old.id else d for d in p.definitions]
-                return replace(t, partition=replace(p, definitions=defs))
-
-            return self._run_table_steps(job, db_info, info, [(S.PUBLIC, truncate)], split_ids=[pid])
+        def plan(t: TableInfo) -> list[tc.TableChange]:
+            (pid,) = self._catalog.alloc_ids(1)
+            return [tc.truncate_partitions(t, [name], [pid])]
+        return self.alter_table(db, table, plan, query)
 
     # ---- machinery -------------------------------------------------------------------------
 
@@ -442,46 +394,35 @@ class DDLExecutor:
                       query=query)
 
     @staticmethod
-    def _column(info: TableInfo, name: str) -> Any:
-        col = info.column_by_name(name)
-        if col is None:
-            raise InputError(f"table {info.name} has no column {name!r}")
-        return col
-
-    @staticmethod
-    def _partition(info: TableInfo, kind: int | None) -> PartitionInfo:
-        if info.partition is None or (kind is not None and info.partition.type != kind):
-            wanted = {part.RANGE: "RANGE-", None: ""}[kind]
-            raise InputError(f"table {info.name} is not {wanted}partitioned")
-        return info.partition
-
-    @staticmethod
-    def _definition(info: TableInfo, name: str) -> Any:
-        defn = next((d for d in info.partition.definitions if d.name.lower() == name.lower()), None)
-        if defn is None:
-            raise InputError(f"table {info.name} has no partition {name!r}")
-        return defn
-
-    @staticmethod
     def _updated(info: TableInfo, txn: KvTxn, **changes: Any) -> TableInfo:
         """A changed copy (never mutate: in-flight DML holds the old object), stamped like `UpdateTable`."""
         return replace(copy.deepcopy(info), update_timestamp=txn.start_ts, **changes)
 
     def _run_table_steps(self, job: DDLJob, db_info: DBInfo, info: TableInfo,
-                         transitions: list[tuple[int, Callable[[TableInfo], TableInfo]]],
-                         split_ids: Sequence[int] = ()) -> DDLJob:
+                         transitions: list[tuple[int, tc.Transition]], split_ids: Sequence[int] = (),
+                         rewrites: Sequence[int] = ()) -> DDLJob:
         current = {"t": info}
 
-        def step(fn: Callable[[TableInfo], TableInfo]) -> Callable[[KvTxn], None]:
+        def step(fn: tc.Transition) -> Callable[[KvTxn], None]:
             def apply(txn: KvTxn) -> None:
-                current["t"] = self._updated(fn(current["t"]), txn)
+                current["t"] = self._updated(fn(current["t"], txn), txn)
                 self._catalog.put_table(txn, db_info.id, current["t"])
             return apply
 
         steps = [Step(state, step(fn)) for state, fn in transitions]
-        return self._run(JobPlan(job, steps, lambda: (None, current["t"]), split_ids=split_ids))
+        return self._run(JobPlan(job, steps, lambda: (None, current["t"]), split_ids=split_ids, rewrites=rewrites,
+                                 revert=self._reverter(db_info, info)))
+
+    def _reverter(self, db_info: DBInfo, info: TableInfo) -> Callable[[KvTxn], None]:
+        def revert(txn: KvTxn) -> None:
+            self._catalog.put_table(txn, db_info.id, self._updated(info, txn))
+        return revert
 
     def _run(self, plan: JobPlan) -> DDLJob:
+        """Queue the job, run its steps, finish it into the history. A step that fails rolls back its
+        own transaction; the job is then cancelled (nothing of it became visible) or, after some steps,
+        rolled back by one more step that restores the table (`plan.revert`), as TiDB rolls back a
+        job, and the error is raised. TiCDC replicates neither (only done jobs)."""
         job, catalog = plan.job, self._catalog
         schema_ids = plan.schema_ids or jr.schema_ids_text(job)
         table_ids = plan.table_ids or jr.table_ids_text(job)
@@ -497,7 +438,12 @@ class DDLExecutor:
                 txn = KvTxn(self._cluster)
                 if i == 0:
                     job.real_start_ts = txn.start_ts
-                step.apply(txn)
+                try:
+                    step.apply(txn)
+                except Exception:
+                    txn.rollback()
+                    self._abandon(plan, schema_ids, table_ids, rolled_back=i > 0)
+                    raise
                 version = catalog.bump_schema_version(txn)
                 catalog.write_diff(txn, self._diff(job, version, plan))
                 job.state = JobState.DONE if last else JobState.RUNNING
@@ -505,20 +451,41 @@ class DDLExecutor:
                 if last:
                     job.schema_version = version
                     job.db_info, job.table_info = plan.binlog()
+                    job.multiple_table_infos = plan.multiple() if plan.multiple else []
+                    for table_id in plan.rewrites:
+                        self.reorg_epoch[table_id] = self.reorg_epoch.get(table_id, 0) + 1
                 txn.put(jr.job_row_key(job.id), jr.job_row_value(job, schema_ids, table_ids, processing=True))
                 done_ts = txn.commit()
         for physical_id in plan.split_ids:
             self._cluster.split_table(physical_id)
         done = copy.deepcopy(job)
         job.state = JobState.SYNCED
+        self._to_history(job, schema_ids, table_ids)
+        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md §12.3)
+        return done
+
+    def _abandon(self, plan: JobPlan, schema_ids: str, table_ids: str, rolled_back: bool) -> None:
+        job = plan.job
+        if rolled_back and plan.revert is not None:
+            with self._schema_lock:
+                txn = KvTxn(self._cluster)
+                plan.revert(txn)
+                version = self._catalog.bump_schema_version(txn)
+                self._catalog.write_diff(txn, self._diff(job, version, plan))
+                job.state, job.schema_state = JobState.ROLLBACK_DONE, S.NONE
+                txn.put(jr.job_row_key(job.id), jr.job_row_value(job, schema_ids, table_ids, processing=True))
+                txn.commit()
+        else:
+            job.state = JobState.CANCELLED
+        self._to_history(job, schema_ids, table_ids)
+
+    def _to_history(self, job: DDLJob, schema_ids: str, table_ids: str) -> None:
         with self._schema_lock:
             txn = KvTxn(self._cluster)
             txn.delete(jr.job_row_key(job.id))
             txn.put(jr.history_row_key(job.id), jr.history_row_value(job, job.schema_name, job.table_name,
                                                                     schema_ids, table_ids))
             txn.commit()
-        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md#tidb_ddl_job-row)
-        return done
 
     @staticmethod
     def _diff(job: DDLJob, version: int, plan: JobPlan) -> dict:
@@ -535,110 +502,9 @@ class DDLExecutor:
         }
 
 
-# ---- CREATE TABLE pieces ------------------------------------------------------------------------
+def _is_text(type_spec: str) -> bool:
+    name = type_spec.strip().split("(")[0].split()[0].lower()
+    return name in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set")
 
 
-def build_table(table_id: int, name: str, defs: list[ColumnDef], primary_key: Sequence[str] | None,
-                clustered: bool | None, indexes: Sequence[tuple[str, Sequence[str], bool]]) -> TableInfo:
-    pk_names = [n.lower() for n in primary_key] if primary_key else [d.name.lower() for d in defs if d.primary_key]
-    names = [d.name.lower() for d in defs]
-    if len(set(names)) != len(names):
-        raise InputError(f"table {name}: duplicate column names")
-    missing = [n for n in pk_names if n not in names]
-    if missing:
-        raise InputError(f"table {name}: primary key names unknown columns {missing}")
-    defs = [replace(d, primary_key=d.name.lower() in pk_names) for d in defs]
-    columns = [build_column(d, i + 1, i) for i, d in enumerate(defs)]
-    info = TableInfo(id=table_id, name=name, columns=columns, max_col_id=len(columns))
-    pk_cols = [c for c in columns if c.name.lower() in pk_names]
-    single_int = len(pk_cols) == 1 and pk_cols[0].field_type.tp in mt.INTEGER_TYPES
-    if pk_cols and single_int and clustered is not False:
-        info.pk_is_handle = True
-    elif pk_cols:
-        if clustered:
-            info.is_common_handle, info.common_handle_version = True, 1
-        ordered = sorted(pk_cols, key=lambda c: pk_names.index(c.name.lower()))
-        info.indices.append(IndexInfo(id=1, name="PRIMARY", unique=True, primary=True,
-                                      columns=[IndexColumn(c.name, c.offset) for c in ordered]))
-    for idx_name, idx_columns, unique in indexes:
-        cols = []
-        for c in idx_columns:
-            col = info.column_by_name(c)
-            if col is None:
-                raise InputError(f"table {name}: index {idx_name!r} names unknown column {c!r}")
-            cols.append(IndexColumn(col.name, col.offset))
-        info.indices.append(IndexInfo(id=len(info.indices) + 1, name=idx_name, columns=cols, unique=unique))
-    info.max_idx_id = len(info.indices)
-    return info
-
-
-def check_partition_column(info: TableInfo) -> None:
-    """TiDB: the partitioning column must be an integer and part of every unique key."""
-    column = info.column_by_name(part.partition_column(info))
-    if column is None or column.field_type.tp not in mt.INTEGER_TYPES:
-        raise InputError(f"table {info.name}: partition column must be an existing integer column")
-    for idx in info.indices:
-        if idx.unique and column.name.lower() not in {c.name.lower() for c in idx.columns}:
-            raise InputError(f"table {info.name}: a UNIQUE/PRIMARY index must include the partition column")
-
-
-def _renumber(info: TableInfo) -> TableInfo:
-    """Offsets are positions in `cols`; index columns point at them (docs/encoding.md#schema-json)."""
-    columns = [replace(c, offset=i) for i, c in enumerate(info.columns)]
-    by_name = {c.name.lower(): c.offset for c in columns}
-    indices = [replace(idx, columns=[replace(ic, offset=by_name[ic.name.lower()]) for ic in idx.columns])
-               for idx in info.indices]
-    return replace(info, columns=columns, indices=indices)
-
-
-def column_sql(col: Any) -> str:
-    ft = col.field_type
-    type_name = mt.TYPE_NAMES.get(ft.tp, "unknown")
-    if ft.tp == mt.TYPE_VARCHAR and mt.is_binary_string(ft):
-        type_name = "varbinary"
-    elif ft.tp == mt.TYPE_STRING and mt.is_binary_string(ft):
-        type_name = "binary"
-    if ft.elems:
-        args = ",".join("'" + e.replace("'", "''") + "'" for e in ft.elems)
-    elif ft.tp == mt.TYPE_NEWDECIMAL:
-        args = f"{ft.flen},{ft.decimal}"
-    elif ft.tp in (mt.TYPE_DATETIME, mt.TYPE_TIMESTAMP, mt.TYPE_DURATION):
-        args = str(ft.decimal) if ft.decimal > 0 else ""
-    elif ft.tp in (mt.TYPE_VARCHAR, mt.TYPE_STRING, mt.TYPE_BIT):
-        args = str(ft.flen)
-    else:
-        args = ""
-    text = f"{q(col.name)} {type_name}" + (f"({args})" if args else "")
-    if ft.flag & mt.UNSIGNED_FLAG and ft.tp in mt.INTEGER_TYPES:
-        text += " unsigned"
-    if mt.is_not_null(ft.flag):
-        text += " NOT NULL"
-    if ft.flag & mt.AUTO_INCREMENT_FLAG:
-        text += " AUTO_INCREMENT"
-    if col.default is not None:
-        text += " DEFAULT '" + str(col.default).replace("'", "''") + "'"
-    return text
-
-
-def create_table_sql(name: str, info: TableInfo) -> str:
-    parts = [column_sql(c) for c in info.columns]
-    handle = info.handle_column()
-    if handle is not None:
-        parts.append(f"PRIMARY KEY ({q(handle.name)}) /*T![clustered_index] CLUSTERED */")
-    for idx in info.indices:
-        cols = ", ".join(q(c.name) for c in idx.columns)
-        if idx.primary:
-            kind = "CLUSTERED" if info.is_common_handle else "NONCLUSTERED"
-            parts.append(f"PRIMARY KEY ({cols}) /*T![clustered_index] {kind} */")
-        else:
-            parts.append(f"{'UNIQUE ' if idx.unique else ''}KEY {q(idx.name)} ({cols})")
-    sql = f"CREATE TABLE {q(name)} (" + ", ".join(parts) + ")"
-    if info.partition is not None:
-        column = q(part.partition_column(info))
-        if info.partition.type == part.HASH:
-            sql += f" PARTITION BY HASH ({column}) PARTITIONS {len(info.partition.definitions)}"
-        else:
-            defs = ", ".join(f"PARTITION {q(d.name)} VALUES LESS THAN ({part.bound_of(d)})"
-                             for d in info.partition.definitions)
-            sql += f" PARTITION BY RANGE ({column}) ({defs})"
-    return sql
+__all__ = ["DDLExecutor", "JobPlan", "Step", "metadata_only_change", "parse_field_type", "with_charset"]

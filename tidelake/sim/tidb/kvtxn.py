@@ -103,6 +103,7 @@ class KvTxn:
         self._prewritten: list[bytes] = []
         self._async_ts = 0  # async commit: the largest min_commit_ts the prewrites returned
         self._done = False
+        self._undo: list[tuple[bytes, tuple[str, bytes] | None]] = []  # writes since the last savepoint
 
     # ---- statements ------------------------------------------------------------------------
 
@@ -116,11 +117,13 @@ class KvTxn:
     def put(self, key: bytes, value: bytes) -> None:
         self._check_open()
         self._lock(key)
+        self._undo.append((key, self._mutations.get(key)))
         self._mutations[key] = ("put", value)
 
     def delete(self, key: bytes) -> None:
         self._check_open()
         self._lock(key)
+        self._undo.append((key, self._mutations.get(key)))
         self._mutations[key] = ("delete", b"")
 
     def get(self, key: bytes) -> bytes | None:
@@ -133,6 +136,51 @@ class KvTxn:
             self._check_open()
             return self._lock(key)
         return snapshot_get(self._cluster, key, self.start_ts)
+
+    def read(self, key: bytes) -> bytes | None:
+        """A snapshot read at start_ts (a plain SELECT in any mode), own writes first; no lock."""
+        if key in self._mutations:
+            op, value = self._mutations[key]
+            return value if op == "put" else None
+        return snapshot_get(self._cluster, key, self.start_ts)
+
+    def scan(self, start: bytes, end: bytes, at_start: bool = False) -> list[tuple[bytes, bytes]]:
+        """Visible pairs in raw [start, end): the snapshot a statement reads (pessimistic: at its
+        for_update_ts; optimistic or `at_start`: at start_ts), overlaid with this transaction's own writes."""
+        ts = self.for_update_ts if self.pessimistic and self.for_update_ts and not at_start else self.start_ts
+        pairs = dict(snapshot_scan(self._cluster, start, end, ts))
+        for key, (op, value) in self._mutations.items():
+            if start <= key < end:
+                if op == "put":
+                    pairs[key] = value
+                else:
+                    pairs.pop(key, None)
+        return sorted(pairs.items())
+
+    def lock_only(self, key: bytes) -> None:
+        """Lock a key the transaction will not write (a unique key's index key): pessimistic, a lock
+        held until commit, prewritten as Op_Lock; optimistic, nothing (the commit's check suffices)."""
+        if self.pessimistic:
+            self._check_open()
+            self._lock(key)
+
+    def savepoint(self) -> list:
+        """Mark the buffered writes so far; `rollback_to` undoes the ones after the mark (a failed
+        statement's undo). Only the latest mark can be rolled back to. Pessimistic locks the
+        statement took stay held, as TiDB keeps them until the transaction ends."""
+        self._undo = []
+        return self._undo
+
+    def rollback_to(self, savepoint: list) -> None:
+        self._check_open()
+        if savepoint is not self._undo:
+            raise TidelakeError("only the latest savepoint can be rolled back to")
+        for key, previous in reversed(self._undo):
+            if previous is None:
+                self._mutations.pop(key, None)
+            else:
+                self._mutations[key] = previous
+        self._undo.clear()
 
     @property
     def keys(self) -> list[bytes]:

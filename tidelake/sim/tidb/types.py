@@ -53,7 +53,11 @@ _SIMPLE: dict[str, tuple[int, int, int, tuple[str, str], int]] = {
     "blob": (mt.TYPE_BLOB, 65535, 0, BINARY, mt.BINARY_FLAG),
     "mediumblob": (mt.TYPE_MEDIUM_BLOB, 16777215, 0, BINARY, mt.BINARY_FLAG),
     "longblob": (mt.TYPE_LONG_BLOB, 4294967295, 0, BINARY, mt.BINARY_FLAG),
+    "vector": (mt.TYPE_TIDB_VECTOR_FLOAT32, -1, 0, BINARY, 0),
 }
+# A column's collation when only its charset is given (TiDB's defaults, `charset.GetDefaultCollation`).
+DEFAULT_COLLATIONS = {"utf8mb4": "utf8mb4_bin", "utf8": "utf8_bin", "latin1": "latin1_bin", "ascii": "ascii_bin",
+                      "binary": "binary", "gbk": "gbk_bin"}
 _UNSIGNED_FLEN = {"tinyint": 3, "smallint": 5, "mediumint": 8, "int": 10, "integer": 10, "bigint": 20}
 _FSP_TYPES = {"datetime", "timestamp", "time"}
 _TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\((.*)\))?\s*(unsigned)?\s*$", re.IGNORECASE | re.DOTALL)
@@ -121,9 +125,16 @@ def _enum_set_type(name: str, args: str | None, spec: str) -> FieldType:
     return FieldType(tp=tp, flag=0, flen=flen, decimal=0, charset=charset, collate=collate, elems=elems)
 
 
+# `default` of a column whose DEFAULT is CURRENT_TIMESTAMP: TiDB keeps that text (with its fsp).
+CURRENT_TIMESTAMP = "CURRENT_TIMESTAMP"
+
+
 @dataclass(frozen=True)
 class ColumnDef:
-    """A column as a test or workload declares it; `nullable=None` means NOT NULL only for PK columns."""
+    """A column as a test, a workload or a CREATE TABLE declares it; `nullable=None` means NOT NULL
+    only for PK columns. `charset`/`collate` override the type's (strings only); `generated` is the
+    expression text of a generated column (stored when `generated_stored`); `on_update_now` is
+    ON UPDATE CURRENT_TIMESTAMP; a `default` of CURRENT_TIMESTAMP is kept as that text."""
 
     name: str
     type: str
@@ -134,6 +145,12 @@ class ColumnDef:
     unique: bool = False
     comment: str = ""
     extra: dict = field(default_factory=dict)
+    charset: str | None = None
+    collate: str | None = None
+    generated: str = ""
+    generated_stored: bool = False
+    on_update_now: bool = False
+    zerofill: bool = False
 
     @property
     def is_nullable(self) -> bool:
@@ -196,9 +213,30 @@ def default_json(value: Any, field_type: FieldType) -> Any:
     raise InputError(f"default value {value!r}: unsupported type {type(value).__name__}")
 
 
+def with_charset(ft: FieldType, charset: str | None, collate: str | None) -> FieldType:
+    """A string type under another charset/collation; `CHARACTER SET binary` makes it binary."""
+    if ft.tp not in mt.STRING_TYPES | {mt.TYPE_ENUM, mt.TYPE_SET} or (charset is None and collate is None):
+        return ft
+    if mt.is_binary_string(ft) and ft.tp in mt.STRING_TYPES:
+        return ft
+    if collate is not None and charset is None:
+        charset = collate.split("_")[0]
+    charset = charset.lower()
+    if charset not in DEFAULT_COLLATIONS:
+        raise InputError(f"Unknown character set: '{charset}'")
+    ft.charset, ft.collate = charset, (collate or DEFAULT_COLLATIONS[charset]).lower()
+    if charset == "binary" and ft.tp in mt.STRING_TYPES:
+        ft.flag |= mt.BINARY_FLAG
+    return ft
+
+
 def build_column(defn: ColumnDef, column_id: int, offset: int) -> ColumnInfo:
     """ColumnInfo for a column created by CREATE TABLE or ADD COLUMN (state public)."""
-    ft = parse_field_type(defn.type)
+    ft = with_charset(parse_field_type(defn.type), defn.charset, defn.collate)
+    if defn.on_update_now:
+        ft.flag |= mt.ON_UPDATE_NOW_FLAG
+    if defn.zerofill and ft.tp in mt.INTEGER_TYPES:
+        ft.flag |= mt.ZEROFILL_FLAG | mt.UNSIGNED_FLAG
     if defn.primary_key:
         ft.flag |= mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG
     if not defn.is_nullable:
@@ -207,9 +245,10 @@ def build_column(defn: ColumnDef, column_id: int, offset: int) -> ColumnInfo:
         ft.flag |= mt.AUTO_INCREMENT_FLAG
     if defn.unique and not defn.primary_key:
         ft.flag |= mt.UNIQUE_KEY_FLAG
-    if defn.default is None and not defn.is_nullable and not defn.auto_increment:
+    if defn.default is None and not defn.is_nullable and not defn.auto_increment and not defn.generated:
         ft.flag |= mt.NO_DEFAULT_VALUE_FLAG
-    default = default_json(defn.default, ft)
+    default = defn.default if isinstance(defn.default, str) and defn.default.startswith(CURRENT_TIMESTAMP) \
+        else default_json(defn.default, ft)
     default_bit = None
     if ft.tp == mt.TYPE_BIT and defn.default is not None:
         default_bit = int(defn.default).to_bytes((ft.flen + 7) // 8, "big")
@@ -222,4 +261,6 @@ def build_column(defn: ColumnDef, column_id: int, offset: int) -> ColumnInfo:
         default=default,
         default_bit=default_bit,
         comment=defn.comment,
+        generated_expr_string=defn.generated,
+        generated_stored=defn.generated_stored,
     )
