@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 
+import pymysql
 import pytest
 
 from tidelake.cli import main
@@ -12,11 +16,12 @@ from tidelake.cli import main
 def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
     info = tmp_path / "info.json"
     rc = main(["sim", "--stores", "2", "--workload", "smoke", "--faults", "light", "--duration", "1.5",
-               "--progress-interval", "0.5", "--seed", "3", "--info-file", str(info)])
+               "--progress-interval", "0.5", "--seed", "3", "--info-file", str(info), "--sql-port", "0"])
     out = capsys.readouterr().out
     assert rc == 0
     data = json.loads(info.read_text())
     assert data["pd"] == [line.split(": ")[1] for line in out.splitlines() if line.startswith("pd: ")]
+    assert "sql" not in data and "sql: " not in out  # --sql-port 0: no SQL front
     assert sorted(data["stores"]) == ["1", "2"]
     progress = [line for line in out.splitlines() if line.startswith("t=")]
     assert len(progress) >= 2 and "txns=" in progress[-1] and "faults=" in progress[-1]
@@ -26,7 +31,8 @@ def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv", [["--workload", "nope"], ["--faults", "nope"], ["--stores", "0"], ["--rate", "-1"],
                                   ["--gc-life-time", "soon"], ["--preload", "-5"],
-                                  ["--workload", "none", "--preload", "10"], ["--txn-mode", "serializable"]])
+                                  ["--workload", "none", "--preload", "10"], ["--txn-mode", "serializable"],
+                                  ["--sql-port", "70000"]])
 def test_bad_arguments_exit_2_with_one_line(argv, capsys):
     assert main(["sim", "--duration", "1", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -35,7 +41,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, capsys):
 
 def test_preload_fills_orders_before_traffic_and_reports_it(tmp_path, capsys):
     rc = main(["sim", "--stores", "1", "--workload", "smoke", "--duration", "2", "--progress-interval", "0.5",
-               "--preload", "2500", "--seed", "4"])
+               "--preload", "2500", "--seed", "4", "--sql-port", "0"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "preloaded=2500/2500" in [line for line in out.splitlines() if line.startswith("t=")][-1]
@@ -92,3 +98,43 @@ def test_gc_life_time_reaches_the_cluster(monkeypatch, capsys):
     monkeypatch.setattr(cluster_module, "SimCluster", Recording)
     assert main(["sim", "--duration", "0.5", "--workload", "none", "--gc-life-time", "2h"]) == 0
     assert seen["gc_life_time_s"] == 7200
+
+
+def test_sql_port_serves_mysql_beside_pd_and_a_busy_one_is_one_line(tmp_path, capsys):
+    """`--sql-port P` prints `sql: host:P` after PD and the stores and writes it to the info file;
+    a port already taken stops the simulator with one line naming it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    info = tmp_path / "info.json"
+    answers: list = []
+
+    def client() -> None:
+        deadline = time.monotonic() + 20
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        conn = pymysql.connect(host="127.0.0.1", port=port, user="root", autocommit=True)
+        with conn.cursor() as cursor:
+            cursor.execute("CREATE DATABASE d")
+            cursor.execute("CREATE TABLE d.t (id INT PRIMARY KEY)")
+            cursor.execute("INSERT INTO d.t VALUES (1), (2)")
+            cursor.execute("SELECT COUNT(*) FROM d.t")
+            answers.append(cursor.fetchall())
+        conn.close()
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    rc = main(["sim", "--stores", "1", "--workload", "none", "--duration", "4", "--sql-port", str(port),
+               "--info-file", str(info)])
+    thread.join()
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0 and answers == [((2,),)]
+    assert json.loads(info.read_text())["sql"] == f"127.0.0.1:{port}"
+    assert [line.split(":")[0] for line in out[:3]] == ["pd", "store 1", "sql"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        assert main(["sim", "--stores", "1", "--workload", "none", "--duration", "1", "--sql-port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tidelake: error: SQL: cannot listen on 127.0.0.1:{port} (Address already in use; --sql-port "
+                   "picks another port, 0 turns the SQL front off)"]

@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", type=int, default=3, metavar="N", help="number of TiKV stores (default 3)")
     parser.add_argument("--pd-port", type=int, default=0, metavar="P", help="PD port (default: any free port)")
+    parser.add_argument("--sql-port", type=int, default=4000, metavar="P",
+                        help="serve the MySQL protocol on 127.0.0.1:P like a TiDB server (default 4000, TiDB's; "
+                             "0 turns it off): `mysql -h 127.0.0.1 -P 4000 -u root`")
     parser.add_argument("--workload", default="mixed", metavar="PRESET", help="workload preset or 'none' (default mixed)")
     parser.add_argument("--rate", type=float, default=None, metavar="R", help="target txn/s (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed for workload, faults and leaders")
@@ -83,6 +86,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--stores must be at least 1, got {args.stores}")
     if not 0 <= args.pd_port <= 65535:
         raise InputError(f"--pd-port must be 0..65535, got {args.pd_port}")
+    if not 0 <= args.sql_port <= 65535:
+        raise InputError(f"--sql-port must be 0..65535 (0: no SQL front), got {args.sql_port}")
     if args.workload != "none":
         get_preset(args.workload)
     if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
@@ -156,14 +161,19 @@ def _run(args: argparse.Namespace) -> int:
 
 def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> None:
     cluster.start()
-    workload = faults = None
+    workload = faults = sql = None
     try:
         print(f"pd: {cluster.pd_address}", flush=True)
         for store_id, address in sorted(cluster.store_addresses.items()):
             print(f"store {store_id}: {address}", flush=True)
         tidb = SimTiDB(cluster, **({"txn_mode": args.txn_mode} if args.txn_mode else {}))
+        if args.sql_port:
+            from tidelake.sim.sql.server import SqlServer  # imports mysql-mimic and sqlglot only when serving SQL
+
+            sql = SqlServer(tidb, cluster.host, args.sql_port).start()
+            print(f"sql: {sql.address} (mysql -h {cluster.host} -P {sql.port} -u root)", flush=True)
         if args.info_file:
-            cluster.write_info(args.info_file)
+            cluster.write_info(args.info_file, sql=sql.address if sql is not None else None)
             print(f"info file: {args.info_file}", flush=True)
         if args.workload != "none":
             workload = WorkloadRunner(tidb, args.workload, seed=args.seed, rate=args.rate, database=args.database,
@@ -174,6 +184,8 @@ def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> Non
         faults.start()
         _progress_loop(stop, args, workload, faults, tidb)
     finally:
+        if sql is not None:
+            sql.stop()
         if faults is not None:
             faults.stop()
         if workload is not None:

@@ -240,10 +240,13 @@ class SimCluster:
     def store_metas(self) -> list[metapb_pb2.Store]:
         return [self.store_meta(sid) for sid in sorted(self._stores)]
 
-    def write_info(self, path: str | Path) -> None:
-        """Write where PD and stores listen so other processes (puller, CLI) can find this cluster."""
+    def write_info(self, path: str | Path, sql: str | None = None) -> None:
+        """Write where PD, the stores and the SQL front (when one serves) listen, so other processes
+        (puller, CLI, SQL clients) can find this cluster."""
         info = {"pd": [self.pd_address], "stores": {str(k): v for k, v in self.store_addresses.items()},
                 "cluster_id": self.cluster_id}
+        if sql is not None:
+            info["sql"] = sql
         Path(path).write_text(json.dumps(info, indent=2) + "\n")
 
     @staticmethod

@@ -1,0 +1,91 @@
+"""The SQL front's sessions: connect-time variables, USE, transactions, OK-packet counts, and a
+client that disconnects mid-transaction."""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+
+from tests.sim.sql.conftest import run
+
+
+def test_connect_answers_version_variables_and_databases(connect):
+    cursor = connect().cursor()
+    assert run(cursor, "SELECT @@version, @@tidb_txn_mode, @@autocommit")[0][0].startswith("8.0.11-TiDB-v8.5.0")
+    run(cursor, "SET NAMES utf8mb4")
+    run(cursor, "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'")
+    run(cursor, "SET @@session.tidb_txn_mode = 'optimistic', time_zone = '+08:00'")
+    assert run(cursor, "SELECT @@sql_mode, @@tidb_txn_mode, @@time_zone") == (("STRICT_TRANS_TABLES", "optimistic", "+08:00"),)
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        run(cursor, "SET no_such_variable = 1")
+    assert err.value.args[0] == 1193
+    assert ("mysql",) in run(cursor, "SHOW DATABASES")
+
+
+def test_use_and_an_unknown_database(connect, db):
+    name, _ = db
+    cursor = connect(db=name).cursor()
+    assert run(cursor, "SELECT DATABASE()") == ((name,),)
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        run(cursor, "USE nowhere")
+    assert err.value.args[0] == 1049
+    plain = connect().cursor()
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        run(plain, "CREATE TABLE t (a INT)")
+    assert err.value.args[0] == 1046  # no database selected
+
+
+def test_ok_packets_carry_affected_rows_and_the_insert_id(db):
+    _, cursor = db
+    run(cursor, "CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
+    assert cursor.execute("INSERT INTO t (v) VALUES (1), (2), (3)") == 3
+    assert cursor.lastrowid == 1
+    assert cursor.execute("UPDATE t SET v = v + 1 WHERE id >= 2") == 2
+    assert cursor.execute("UPDATE t SET v = 1 WHERE id = 1") == 0  # matched, not changed
+    assert cursor.execute("DELETE FROM t WHERE id = 3") == 1
+
+
+def test_begin_commit_rollback_and_autocommit_off(connect, db):
+    name, cursor = db
+    run(cursor, "CREATE TABLE t (id INT PRIMARY KEY)")
+    other = connect(db=name).cursor()
+    run(cursor, "BEGIN")
+    run(cursor, "INSERT INTO t VALUES (1)")
+    assert run(other, "SELECT COUNT(*) FROM t") == ((0,),)  # not visible before COMMIT
+    assert run(cursor, "SELECT COUNT(*) FROM t") == ((1,),)  # the transaction sees its own write
+    run(cursor, "COMMIT")
+    assert run(other, "SELECT COUNT(*) FROM t") == ((1,),)
+    run(cursor, "START TRANSACTION")
+    run(cursor, "INSERT INTO t VALUES (2)")
+    run(cursor, "ROLLBACK")
+    assert run(other, "SELECT id FROM t") == ((1,),)
+    manual = connect(db=name, autocommit=False)
+    manual.cursor().execute("INSERT INTO t VALUES (3)")
+    assert run(other, "SELECT COUNT(*) FROM t") == ((1,),)
+    manual.commit()
+    assert run(other, "SELECT COUNT(*) FROM t") == ((2,),)
+
+
+def test_a_failed_statement_in_a_transaction_is_undone_alone(db):
+    _, cursor = db
+    run(cursor, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(3))")
+    run(cursor, "BEGIN")
+    run(cursor, "INSERT INTO t VALUES (1, 'a')")
+    with pytest.raises(pymysql.err.MySQLError):
+        run(cursor, "INSERT INTO t VALUES (2, 'b'), (3, 'toolong')")
+    run(cursor, "COMMIT")
+    assert run(cursor, "SELECT id, v FROM t") == ((1, "a"),)
+
+
+def test_a_client_gone_mid_transaction_is_rolled_back(server, connect, db):
+    name, cursor = db
+    run(cursor, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    run(cursor, "INSERT INTO t VALUES (1, 0)")
+    leaver = connect(db=name)
+    leaver.cursor().execute("BEGIN")
+    leaver.cursor().execute("UPDATE t SET v = 9 WHERE id = 1")  # holds a pessimistic lock on the row
+    leaver.close()
+    # the lock is gone: another session updates the row at once and nothing of the leaver stays
+    assert cursor.execute("UPDATE t SET v = 5 WHERE id = 1") == 1
+    assert run(cursor, "SELECT v FROM t WHERE id = 1") == ((5,),)
+    assert server.tidb.cluster.mvcc.scan_locks(b"", b"", server.tidb.cluster.tso.next()) == []
