@@ -78,6 +78,7 @@ class DDLExecutor:
         self._schema_lock = schema_lock
         self._ddl_lock = threading.Lock()
         self.reorg_epoch: dict[int, int] = {}  # table id -> count of jobs that rewrote its rows
+        self.reorg_running: set[int] = set()  # table ids a rewriting job is copying now
 
     # ---- databases -------------------------------------------------------------------------
 
@@ -432,6 +433,25 @@ class DDLExecutor:
             catalog.write_next_global_id(txn)
             txn.put(jr.job_row_key(job.id), jr.job_row_value(job, schema_ids, table_ids, processing=False))
             txn.commit()
+        self.reorg_running.update(plan.rewrites)
+        try:
+            done_ts = self._run_steps(plan, schema_ids, table_ids)
+        finally:
+            self.reorg_running.difference_update(plan.rewrites)
+        for physical_id in plan.split_ids:
+            self._cluster.split_table(physical_id)
+        done = copy.deepcopy(job)
+        job.state = JobState.SYNCED
+        self._to_history(job, schema_ids, table_ids)
+        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md §12.3)
+        return done
+
+    def _run_steps(self, plan: JobPlan, schema_ids: str, table_ids: str) -> int:
+        """Each step in its own transaction; the done step's commit ts. While a job rewrites a table's
+        rows (plan.rewrites), a DML transaction that wrote the table cannot commit (Txn.commit, 8028):
+        its rows would miss the copy, as TiDB's would without its double writes."""
+        job, catalog = plan.job, self._catalog
+        done_ts = 0
         for i, step in enumerate(plan.steps):
             last = i == len(plan.steps) - 1
             with self._schema_lock:
@@ -456,13 +476,7 @@ class DDLExecutor:
                         self.reorg_epoch[table_id] = self.reorg_epoch.get(table_id, 0) + 1
                 txn.put(jr.job_row_key(job.id), jr.job_row_value(job, schema_ids, table_ids, processing=True))
                 done_ts = txn.commit()
-        for physical_id in plan.split_ids:
-            self._cluster.split_table(physical_id)
-        done = copy.deepcopy(job)
-        job.state = JobState.SYNCED
-        self._to_history(job, schema_ids, table_ids)
-        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md §12.3)
-        return done
+        return done_ts
 
     def _abandon(self, plan: JobPlan, schema_ids: str, table_ids: str, rolled_back: bool) -> None:
         job = plan.job

@@ -358,7 +358,8 @@ class Txn:
         with self._tidb.schema_lock:
             stale = [pid for pid, (db_id, table_id, epoch) in self._touched.items()
                      if pid not in self._tidb.live_physical_ids(db_id, table_id)
-                     or self._tidb.reorg_epoch.get(table_id, 0) != epoch]
+                     or self._tidb.reorg_epoch.get(table_id, 0) != epoch
+                     or table_id in self._tidb.reorg_running]
             if stale:
                 self._kv.rollback()
                 raise TxnConflictError(f"Information schema is changed during the execution of the statement "

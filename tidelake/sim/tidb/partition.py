@@ -26,8 +26,8 @@ from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb.coerce import to_type, value_text
 from tidelake.sim.tidb.expr import Row, compare, compile_text
 
-# docs/encoding.md §10 PartitionInfo.type
-RANGE, HASH, LIST, KEY = 1, 2, 3, 4
+# docs/encoding.md §10 PartitionInfo.type (NONE: a table being partitioned, pkg/ddl `getPartitionInfoTypeNone`)
+NONE, RANGE, HASH, LIST, KEY = 0, 1, 2, 3, 4
 TYPES = {"range": RANGE, "hash": HASH, "list": LIST, "key": KEY}
 TYPE_NAMES = {v: k.upper() for k, v in TYPES.items()}
 MAXVALUE = "MAXVALUE"
@@ -199,8 +199,10 @@ class _Router:
         return [to_type(row[c], ft) if row[c] is not None else None for c, ft in zip(self.info.columns, self.column_types)]
 
     def locate(self, row: Row) -> PartitionDefinition:
-        key = self.key(row)
         kind = self.info.type
+        if kind == NONE:  # a table being partitioned: one pseudo partition with the table's id
+            return self.defs[0]
+        key = self.key(row)
         if kind == HASH:
             value = key[0]
             if value is None:

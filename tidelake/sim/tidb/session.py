@@ -16,15 +16,16 @@ from tidelake.codec.row import decode_row
 from tidelake.codec.schema import TableInfo
 from tidelake.sim.tidb import system_tables as st
 from tidelake.sim.tidb.catalog import Catalog
-from tidelake.sim.tidb.ddl import DDLExecutor
+from tidelake.sim.tidb.ddl_partitioning import PartitioningDDL
 from tidelake.sim.tidb.dml import Txn
 from tidelake.sim.tidb.kvtxn import DEFAULT_TXN_MODE, KvTxn, check_txn_mode, snapshot_scan
 from tidelake.sim.tidb.rowid import RowIdAllocator
 from tidelake.table_filter import TableFilter
 
 
-class SimTiDB(DDLExecutor):
-    """DDL methods come from DDLExecutor; each returns the finished DDLJob (finished_ts = its commit ts).
+class SimTiDB(PartitioningDDL):
+    """DDL methods come from DDLExecutor and PartitioningDDL; each returns the finished DDLJob (finished_ts =
+    its commit ts).
 
     `txn_mode` is the front's tidb_txn_mode for DML transactions (docs/wire.md#the-simulators-own-front-tidbs-transaction-modes); DDL, meta and
     row-id transactions are TiDB's internal ones and commit with classic 2PC.
