@@ -89,3 +89,36 @@ def test_a_client_gone_mid_transaction_is_rolled_back(server, connect, db):
     assert cursor.execute("UPDATE t SET v = 5 WHERE id = 1") == 1
     assert run(cursor, "SELECT v FROM t WHERE id = 1") == ((5,),)
     assert server.tidb.cluster.mvcc.scan_locks(b"", b"", server.tidb.cluster.tso.next()) == []
+
+
+def _prepare(conn: pymysql.Connection, sql: str) -> int:
+    """COM_STMT_PREPARE by hand (pymysql has only the text protocol); the statement id."""
+    conn._execute_command(0x16, sql)
+    head = conn._read_packet()._data
+    stmt_id, params = int.from_bytes(head[1:5], "little"), int.from_bytes(head[7:9], "little")
+    for _ in range(params + 1 if params else 0):  # parameter definitions, then EOF
+        conn._read_packet()
+    return stmt_id
+
+
+def _execute(conn: pymysql.Connection, stmt_id: int, values: list[int], send_types: bool) -> int:
+    """COM_STMT_EXECUTE of BIGINT parameters; without types when send_types is False, as libmysqlclient
+    sends every execution after the first. The affected rows."""
+    body = stmt_id.to_bytes(4, "little") + b"\x00" + (1).to_bytes(4, "little") + bytes((len(values) + 7) // 8)
+    body += b"\x01" + b"\x08\x00" * len(values) if send_types else b"\x00"
+    body += b"".join(v.to_bytes(8, "little", signed=True) for v in values)
+    conn._next_seq_id = 0
+    conn.write_packet(b"\x17" + body)
+    packet = conn._read_packet()
+    packet.advance(1)  # OK header
+    return packet.read_length_encoded_integer()
+
+
+def test_prepared_statements_reuse_the_types_sent_once(connect, db):
+    name, cursor = db
+    run(cursor, "CREATE TABLE ps (id BIGINT PRIMARY KEY, v BIGINT)")
+    conn = connect(db=name)
+    stmt = _prepare(conn, "INSERT INTO ps VALUES (?, ?)")
+    assert _execute(conn, stmt, [1, 10], send_types=True) == 1
+    assert _execute(conn, stmt, [2, 20], send_types=False) == 1
+    assert run(cursor, "SELECT * FROM ps ORDER BY id") == ((1, 10), (2, 20))

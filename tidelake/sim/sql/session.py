@@ -2,7 +2,8 @@
 
 mysql-mimic (pinned in pyproject.toml) owns the protocol: handshake, authentication (any user,
 as `tidelake sim` is a local test cluster), COM_QUERY, prepared statements (it interpolates the
-parameters into the SQL text), COM_INIT_DB. This session parses each query itself and runs every
+parameters into the SQL text; prepared.py supplies the parameter types C clients send only once),
+COM_INIT_DB. This session parses each query itself and runs every
 statement on the connection's own thread, so a statement waiting for a lock never holds up
 another connection's, in the order the client sent them. What only the protocol layer can
 answer is left to mysql-mimic's own handlers: SELECTs without a table (`SELECT @@version`),
@@ -28,6 +29,7 @@ from tidelake.sim.sql import statements
 from tidelake.sim.sql import variables as sv
 from tidelake.sim.sql.errors import to_mysql
 from tidelake.sim.sql.parse import Statement, parse
+from tidelake.sim.sql.prepared import keep_parameter_types
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.show import OURS
 from tidelake.sim.sql.state import SessionState
@@ -59,6 +61,7 @@ class SqlSession(Session):
             return original_ok(**kwargs)
 
         connection.ok = ok
+        keep_parameter_types(connection)
         self.state.database = self.database  # the handshake's database (mysql-mimic sets the attribute)
         self._update_status()
 
