@@ -182,3 +182,14 @@ def test_a_lossy_modify_column_rewrites_rows_and_a_failing_one_changes_nothing(s
     assert server.tidb.table_info(name, "w").column_by_name("v").field_type.tp == mt.TYPE_LONG
     assert sorted(r["v"] for r in server.tidb.select_all(name, "w")) == [42, 300]
     assert [j.state for j in jobs(server.tidb, before)] == [JobState.ROLLBACK_DONE]
+
+
+def test_unsigned_floats_and_json_not_null_columns(server, db):
+    name, cursor = db
+    run(cursor, "CREATE TABLE uf (id INT PRIMARY KEY, f FLOAT UNSIGNED NULL, d DOUBLE(10,2) UNSIGNED)")
+    run(cursor, "INSERT INTO uf VALUES (1, 1.5, 2.25)")
+    run(cursor, "ALTER TABLE uf ADD COLUMN j JSON NOT NULL")  # existing rows read JSON null
+    columns = {c.name: c for c in server.tidb.table_info(name, "uf").columns}
+    assert columns["f"].field_type.tp == mt.TYPE_FLOAT and columns["f"].field_type.flag & mt.UNSIGNED_FLAG
+    assert columns["d"].field_type.flag & mt.UNSIGNED_FLAG and columns["j"].origin_default == "null"
+    assert run(cursor, "SELECT f, d FROM uf") == ((1.5, 2.25),)

@@ -83,3 +83,21 @@ def test_defaults_auto_increment_and_on_update_timestamps(server, db):
     run(cursor, "UPDATE t SET d = '2020-01-01' WHERE id = 1")
     changed = next(r for r in server.tidb.select_all(name, "t") if r["id"] == 1)
     assert (changed["s"], str(changed["d"])) == ("y", "2020-01-01") and changed["at"] >= first["at"]
+
+
+def test_an_update_of_the_auto_increment_column_moves_the_allocator_past_it(db):
+    """TiDB's updateRecord rebases AUTO_INCREMENT, so the next generated id does not collide."""
+    _, cursor = db
+    run(cursor, "CREATE TABLE ai (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
+    run(cursor, "INSERT INTO ai (v) VALUES (1), (2), (3)")
+    run(cursor, "UPDATE ai SET id = 10 WHERE id = 3")
+    run(cursor, "INSERT INTO ai (v) VALUES (4)")
+    assert run(cursor, "SELECT id FROM ai ORDER BY id") == ((1,), (2,), (10,), (11,))
+
+
+def test_hex_and_bit_literals_are_binary_strings_and_numbers_by_column(db):
+    _, cursor = db
+    run(cursor, "CREATE TABLE lit (id INT PRIMARY KEY, n INT, b VARBINARY(8) DEFAULT b'01101110', "
+                "bits BIT(10), r BLOB)")
+    run(cursor, "INSERT INTO lit (id, n, bits, r) VALUES (1, x'0a', b'1000001', RANDOM_BYTES(4))")
+    assert run(cursor, "SELECT n, b, bits + 0, LENGTH(r) FROM lit") == ((10, b"n", 65, 4),)

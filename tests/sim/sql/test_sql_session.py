@@ -35,6 +35,22 @@ def test_use_and_an_unknown_database(connect, db):
     assert err.value.args[0] == 1046  # no database selected
 
 
+def test_create_and_drop_database_with_and_without_if_exists(connect):
+    cursor = connect().cursor()
+    run(cursor, "CREATE DATABASE gone")
+    run(cursor, "CREATE DATABASE IF NOT EXISTS gone")
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        run(cursor, "CREATE DATABASE gone")
+    assert err.value.args[0] == 1007
+    run(cursor, "USE gone")
+    run(cursor, "DROP DATABASE gone")
+    assert run(cursor, "SELECT DATABASE()") == ((None,),)
+    run(cursor, "DROP DATABASE IF EXISTS gone")
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        run(cursor, "DROP SCHEMA gone")
+    assert err.value.args[0] == 1008
+
+
 def test_ok_packets_carry_affected_rows_and_the_insert_id(db):
     _, cursor = db
     run(cursor, "CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
@@ -64,6 +80,28 @@ def test_begin_commit_rollback_and_autocommit_off(connect, db):
     assert run(other, "SELECT COUNT(*) FROM t") == ((1,),)
     manual.commit()
     assert run(other, "SELECT COUNT(*) FROM t") == ((2,),)
+
+
+def test_savepoints_undo_part_of_a_transaction(db):
+    _, cursor = db
+    run(cursor, "CREATE TABLE sp (id INT PRIMARY KEY)")
+    run(cursor, "SAVEPOINT outside")  # no transaction: nothing to remember
+    run(cursor, "BEGIN")
+    run(cursor, "INSERT INTO sp VALUES (1)")
+    run(cursor, "SAVEPOINT a")
+    run(cursor, "INSERT INTO sp VALUES (2)")
+    run(cursor, "SAVEPOINT b")
+    run(cursor, "INSERT INTO sp VALUES (3)")
+    run(cursor, "ROLLBACK TO a")  # forgets b
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        run(cursor, "ROLLBACK TO SAVEPOINT b")
+    assert err.value.args[0] == 1305
+    run(cursor, "INSERT INTO sp VALUES (4)")
+    run(cursor, "RELEASE SAVEPOINT a")
+    with pytest.raises(pymysql.err.MySQLError):
+        run(cursor, "ROLLBACK TO a")
+    run(cursor, "COMMIT")
+    assert run(cursor, "SELECT id FROM sp ORDER BY id") == ((1,), (4,))
 
 
 def test_a_failed_statement_in_a_transaction_is_undone_alone(db):

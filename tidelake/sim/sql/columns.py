@@ -31,7 +31,7 @@ _SIMPLE: dict[Any, str] = {
     T.BINARY: "binary", T.VARBINARY: "varbinary", T.TEXT: "text", T.TINYTEXT: "tinytext",
     T.MEDIUMTEXT: "mediumtext", T.LONGTEXT: "longtext", T.BLOB: "blob", T.TINYBLOB: "tinyblob",
     T.MEDIUMBLOB: "mediumblob", T.LONGBLOB: "longblob", T.VECTOR: "vector", T.DECIMAL: "decimal",
-    T.UDECIMAL: "decimal unsigned", T.FLOAT: "float", T.BOOLEAN: "tinyint", T.ENUM: "enum", T.SET: "set",
+    T.UDECIMAL: "decimal unsigned", T.UDOUBLE: "double unsigned", T.FLOAT: "float", T.BOOLEAN: "tinyint", T.ENUM: "enum", T.SET: "set",
 }
 _WITH_ARGS = {"decimal", "decimal unsigned", "float", "double", "char", "varchar", "binary", "varbinary", "bit",
               "datetime", "timestamp", "time", "vector"}
@@ -52,6 +52,8 @@ def type_text(kind: exp.DataType) -> str:
                            "'" + p.name.replace("'", "''") + "'" for p in kind.expressions)
         return f"{name}({members})"
     base, _, unsigned = name.partition(" ")
+    if dtype == T.UDOUBLE and kind.meta.get("float"):  # FLOAT UNSIGNED (tidelake/sim/tidb/dialect.py)
+        base = "float"
     if base == "float" and len(args) == 1:
         return "double" if int(args[0]) > 24 else "float"
     if base in _INTEGER_NAMES and args:  # a display width changes nothing stored

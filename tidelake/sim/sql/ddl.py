@@ -278,7 +278,7 @@ def _create_index(node: exp.Create, text: str, state: SessionState) -> Result:
 def execute_drop(node: exp.Drop, text: str, state: SessionState) -> Result:
     kind = (node.args.get("kind") or "").upper()
     if kind in ("DATABASE", "SCHEMA"):
-        name = node.this.name
+        name = (node.args.get("tables") or [node.this])[0].name  # sqlglot keeps the name as a table
         if name.lower() not in state.tidb.catalog.dbs:
             if node.args.get("exists"):
                 return Result(warnings=1)

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from mysql_mimic import ResultColumn
+from mysql_mimic.charset import CharacterSet
 from mysql_mimic.types import ColumnType
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -50,11 +51,28 @@ _SQL_TYPES = {
 }
 
 
+def evaluate_constants(expressions: list[exp.Expr], state: SessionState) -> list[Any]:
+    """Expressions without columns (SELECT SLEEP(1), DO ...), evaluated with the session's values."""
+    now = sv.now_in(state.variables)
+    resolve = state_variable(state)
+    return [Compiled(e.unalias() if isinstance(e, exp.Alias) else e, resolve).evaluate(None, now=now)
+            for e in expressions]
+
+
+def constant_select(tree: exp.Select, state: SessionState) -> Result:
+    """A SELECT without a table that mysql-mimic does not answer itself (session.py: SLEEP)."""
+    values = evaluate_constants(tree.expressions, state)
+    columns = [e.alias if isinstance(e, exp.Alias) else e.sql(dialect=TiDB) for e in tree.expressions]
+    return Result(rows=[tuple(values)], columns=columns)
+
+
 def run_select(tree: exp.Expr, state: SessionState, txn: Txn | None = None) -> Result:
     """The result of a single-table SELECT; `txn` reads inside that transaction (INSERT ... SELECT)."""
     if not isinstance(tree, exp.Select):
         raise er.not_supported(f"{type(tree).__name__.upper()} queries (only single-table SELECT)")
     tables = list(tree.find_all(exp.Table))
+    if not tables and not tree.args.get("from"):
+        return constant_select(tree, state)
     if len(tables) != 1 or tree.args.get("joins") or any(tree.find_all(exp.Subquery)) or tree.find(exp.Exists):
         raise er.not_supported("SELECT with JOIN, subqueries or several tables (the simulator's SQL front reads one "
                                "table per SELECT)")
@@ -204,7 +222,9 @@ def _result_columns(labels: list[str], rows: list[tuple]) -> list[ResultColumn]:
     out = []
     for i, label in enumerate(labels):
         sample = next((row[i] for row in rows if row[i] is not None), None)
-        out.append(ResultColumn(label, _wire_type(sample)))
+        kind = _wire_type(sample)
+        binary = kind == ColumnType.BLOB  # charset 63: clients hand binary strings back as bytes
+        out.append(ResultColumn(label, kind, character_set=CharacterSet.binary) if binary else ResultColumn(label, kind))
     return out
 
 

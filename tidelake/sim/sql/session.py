@@ -123,8 +123,8 @@ class SqlSession(Session):
             return True
         if isinstance(tree, exp.Select):
             tables = list(tree.find_all(exp.Table))
-            if not tables:
-                return True
+            if not tables:  # @@variables, DATABASE(), VERSION()... are mysql-mimic's; SLEEP is ours
+                return not any(f.name.upper() == "SLEEP" for f in tree.find_all(exp.Anonymous))
             return all((t.args.get("db").name if t.args.get("db") else (self.state.database or "")).lower()
                        in _SYSTEM_DBS for t in tables)
         return False

@@ -31,6 +31,7 @@ class SessionState:
         self.database: str | None = None
         self.txn: Txn | None = None
         self.explicit = False  # BEGIN/START TRANSACTION (not only autocommit=0)
+        self.savepoints: list[tuple[str, dict]] = []  # SAVEPOINT name -> Txn.savepoint(), oldest first
         self.last_insert_id = 0
         self.user_variables: dict[str, Any] = {}  # SET @name = value
 
@@ -70,7 +71,7 @@ class SessionState:
         self.explicit = True
 
     def commit(self) -> None:
-        txn, self.txn, self.explicit = self.txn, None, False
+        txn, self.txn, self.explicit, self.savepoints = self.txn, None, False, []
         if txn is None:
             return
         try:
@@ -83,7 +84,7 @@ class SessionState:
             raise
 
     def rollback(self) -> None:
-        txn, self.txn, self.explicit = self.txn, None, False
+        txn, self.txn, self.explicit, self.savepoints = self.txn, None, False, []
         if txn is not None:
             txn.rollback()
 
@@ -103,7 +104,7 @@ class SessionState:
         try:
             yield txn
         except TxnConflictError as err:  # the transaction itself is over (deadlock, lock timeout)
-            self.txn, self.explicit = None, False
+            self.txn, self.explicit, self.savepoints = None, False, []
             txn.rollback()
             raise _conflict(err) from None
         except BaseException:
@@ -115,6 +116,25 @@ class SessionState:
             raise
         if standalone and not self._keeps_open():
             self.commit()
+
+    def savepoint(self, name: str) -> None:
+        """SAVEPOINT: outside a transaction it is a no-op, as in TiDB; a name used again moves."""
+        if self.txn is None:
+            return
+        self.savepoints = [(n, sp) for n, sp in self.savepoints if n.lower() != name.lower()]
+        self.savepoints.append((name, self.txn.savepoint(named=True)))
+
+    def rollback_to_savepoint(self, name: str, release: bool = False) -> None:
+        """ROLLBACK TO SAVEPOINT undoes the writes since it and forgets later savepoints; RELEASE
+        SAVEPOINT forgets it and later ones. 1305 for a name not set in this transaction."""
+        at = next((i for i, (n, _) in enumerate(self.savepoints) if n.lower() == name.lower()), None)
+        if at is None:
+            raise er.sql_error(er.SP_DOES_NOT_EXIST, f"SAVEPOINT {name} does not exist")
+        if release:
+            del self.savepoints[at:]
+            return
+        self.txn.rollback_statement(self.savepoints[at][1])
+        del self.savepoints[at + 1:]
 
     def _keeps_open(self) -> bool:
         return self.explicit or not self.autocommit

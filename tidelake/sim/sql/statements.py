@@ -14,7 +14,8 @@ from tidelake.sim.sql import variables as sv
 from tidelake.sim.sql.ddl import state_variable
 from tidelake.sim.sql.parse import Statement
 from tidelake.sim.sql.result import Result
-from tidelake.sim.sql.select import run_select
+from tidelake.sim.sql.select import evaluate_constants, run_select
+from tidelake.sim.sql.split import execute_split
 from tidelake.sim.sql.state import SessionState
 from tidelake.sim.tidb import dialect as td
 from tidelake.sim.tidb import errors as er
@@ -36,8 +37,20 @@ def execute(statement: Statement, state: SessionState) -> Result:
         return Result()
     if isinstance(tree, exp.Rollback):
         if tree.args.get("savepoint"):
-            raise er.not_supported("ROLLBACK TO SAVEPOINT")
-        state.rollback()
+            state.rollback_to_savepoint(tree.args["savepoint"].name)
+        else:
+            state.rollback()
+        return Result()
+    if isinstance(tree, td.SplitTable):
+        return execute_split(tree, state)
+    if isinstance(tree, td.Do):
+        evaluate_constants(tree.expressions, state)
+        return Result()
+    if isinstance(tree, td.Savepoint):
+        if tree.args.get("release"):
+            state.rollback_to_savepoint(tree.this.name, release=True)
+        else:
+            state.savepoint(tree.this.name)
         return Result()
     if isinstance(tree, exp.Use):
         name = tree.this.name

@@ -35,6 +35,8 @@ _MAX_TIME = timedelta(hours=838, minutes=59, seconds=59)
 _TIMESTAMP_MIN = datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc)
 _TIMESTAMP_MAX = datetime(2038, 1, 19, 3, 14, 7, 999999, tzinfo=timezone.utc)
 _F32 = struct.Struct("<f")
+_NUMERIC_TYPES = frozenset({mt.TYPE_TINY, mt.TYPE_SHORT, mt.TYPE_INT24, mt.TYPE_LONG, mt.TYPE_LONGLONG, mt.TYPE_YEAR,
+                            mt.TYPE_FLOAT, mt.TYPE_DOUBLE, mt.TYPE_NEWDECIMAL})
 # MySQL's DECIMAL holds 65 digits; Python's default context rounds at 28
 DECIMAL_CONTEXT = Context(prec=96)
 
@@ -56,6 +58,11 @@ class Mode:
 
 
 STRICT = Mode()
+
+
+class BinaryLiteral(bytes):
+    """A hex (x'0a', 0x0a) or bit-value (b'1010') literal: a binary string that numeric columns take
+    as its big-endian number (TiDB's types.BinaryLiteral, converted by `ToInt`)."""
 
 
 def to_column(value: Any, column: ColumnInfo, mode: Mode = STRICT, row: int = 1) -> Any:
@@ -102,6 +109,8 @@ class _Converter:
 
     def convert(self, value: Any) -> Any:
         tp = self.ft.tp
+        if isinstance(value, BinaryLiteral) and tp in _NUMERIC_TYPES:
+            value = int.from_bytes(value, "big")
         if tp in _INT_BITS:
             return self.integer(value)
         if tp == mt.TYPE_YEAR:

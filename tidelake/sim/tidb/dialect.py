@@ -15,6 +15,7 @@ parsing, as TiDB's lexer does (`pkg/parser/lexer.go`), for the features this fro
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
@@ -99,6 +100,25 @@ class RenameTables(exp.Expression):
     arg_types = {"expressions": True}
 
 
+class Savepoint(exp.Expression):
+    """`SAVEPOINT name`, or `RELEASE SAVEPOINT name` (release). `ROLLBACK TO [SAVEPOINT] name` is
+    sqlglot's own Rollback."""
+
+    arg_types = {"this": True, "release": False}
+
+
+class SplitTable(exp.Expression):
+    """TiDB's `SPLIT TABLE t [INDEX i] BETWEEN (lo) AND (hi) REGIONS n` or `... BY (v), (v)...`."""
+
+    arg_types = {"this": True, "index": False, "lower": False, "upper": False, "regions": False, "by": False}
+
+
+class Do(exp.Expression):
+    """`DO expr, ...`: evaluated, nothing returned (TiCDC's tests wait with `DO SLEEP(n)`)."""
+
+    arg_types = {"expressions": True}
+
+
 class Replace(exp.Expression):
     """`REPLACE [INTO] t ...`: the INSERT it is written like, with replace semantics."""
 
@@ -161,7 +181,50 @@ class TiDBParser(MySQLParser):
         "PARTITION BY": lambda self: self.expression(Repartition(this=self._parse_partition_property())),
     }
 
+    # MySQL's FLOAT UNSIGNED (deprecated, still accepted by TiDB): sqlglot has no unsigned FLOAT type,
+    # so it parses as UDOUBLE marked meta["float"] (tidelake/sim/sql/columns.py reads the mark)
+    SIGNED_TO_UNSIGNED_TYPE_TOKEN = {**MySQLParser.SIGNED_TO_UNSIGNED_TYPE_TOKEN, TokenType.FLOAT: TokenType.UDOUBLE}
+
+    def _parse_types(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
+        first = self._curr
+        parsed = super()._parse_types(*args, **kwargs)
+        if (isinstance(parsed, exp.DataType) and parsed.this == exp.DType.UDOUBLE and first is not None
+                and first.token_type == TokenType.FLOAT):
+            parsed.meta["float"] = True
+        return parsed
+
     # ---- statements ----------------------------------------------------------------------------
+
+    def _parse_statement(self) -> exp.Expr | None:
+        word = self._curr.text.upper() if self._curr and self._curr.token_type == TokenType.VAR else ""
+        after = self._next.text.upper() if self._next else ""
+        if word == "SAVEPOINT" or (word == "RELEASE" and after == "SAVEPOINT"):
+            self._advance(1 if word == "SAVEPOINT" else 2)
+            return self.expression(Savepoint(this=self._parse_id_var(any_token=True), release=word == "RELEASE"))
+        if word == "SPLIT" and self._next and self._next.token_type == TokenType.TABLE:
+            self._advance(2)
+            return self._parse_split_table()
+        if word == "DO":
+            self._advance()
+            return self.expression(Do(expressions=self._parse_csv(self._parse_assignment)))
+        return super()._parse_statement()
+
+    def _parse_split_table(self) -> SplitTable:
+        table = self._parse_table_parts()
+        index = self._parse_id_var() if self._match(TokenType.INDEX) else None
+        if self._match(TokenType.BETWEEN):
+            lower = self._parse_wrapped_csv(self._parse_bitwise)
+            self._match(TokenType.AND)
+            upper = self._parse_wrapped_csv(self._parse_bitwise)
+            if not self._match_text_seq("REGIONS"):
+                self.raise_error("Expecting REGIONS")
+            regions = self._parse_number()
+            return self.expression(SplitTable(this=table, index=index, lower=lower, upper=upper, regions=regions))
+        if not self._match_text_seq("BY"):
+            self.raise_error("Expecting BETWEEN or BY")
+        by = self._parse_csv(lambda: self.expression(exp.Tuple(expressions=self._parse_wrapped_csv(
+            self._parse_bitwise))))
+        return self.expression(SplitTable(this=table, index=index, by=by))
 
     def _parse_replace(self) -> Replace:
         insert = self._parse_insert()

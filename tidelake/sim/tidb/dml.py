@@ -146,10 +146,15 @@ class Txn:
         """A statement starts: a fresh for_update_ts (pessimistic), and a savepoint for its rollback."""
         self._kv.begin_statement()
         self.last_insert_id = 0
-        return {"kv": self._kv.savepoint(), "touched": dict(self._touched)}
+        return self.savepoint()
+
+    def savepoint(self, named: bool = False) -> dict:
+        """What `rollback_statement` returns to: the writes so far (each statement; named: SAVEPOINT)."""
+        return {"kv": self._kv.savepoint(named), "touched": dict(self._touched)}
 
     def rollback_statement(self, savepoint: dict) -> None:
-        """Undo one failed statement's writes; the transaction goes on (TiDB's statement rollback)."""
+        """Undo the writes since `savepoint`; the transaction goes on (TiDB's statement rollback, and
+        ROLLBACK TO SAVEPOINT, which like TiDB's keeps the pessimistic locks taken since)."""
         self._kv.rollback_to(savepoint["kv"])
         self._touched = dict(savepoint["touched"])
 
@@ -338,6 +343,11 @@ class Txn:
                 self.delete_row(db_id, info, row)
         if old is not None and (old.physical, old.handle) != (physical, handle):
             self._kv.delete(record_key(old.physical, old.handle))
+        if old is not None:  # an UPDATE that sets the AUTO_INCREMENT column rebases it (TiDB's updateRecord)
+            column = next((c for c in info.columns if c.field_type.flag & mt.AUTO_INCREMENT_FLAG), None)
+            value = values.get(column.name) if column is not None else None
+            if isinstance(value, int) and value != old.values.get(column.name):
+                self._tidb.rowids.rebase(db_id, info.id, value)
         self._touch(db_id, info, physical)
         stored = {k: v for k, v in with_changing_values(info, values, self.sql_mode).items() if k != EXTRA_HANDLE_NAME}
         self._kv.put(key, encode_row(writable(info), stored))

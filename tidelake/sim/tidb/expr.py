@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import time
@@ -32,7 +33,7 @@ from sqlglot.helper import seq_get
 
 from tidelake.codec.mytime import MySQLTime
 from tidelake.sim.tidb import errors as er
-from tidelake.sim.tidb.coerce import DECIMAL_CONTEXT, parse_duration, split_moment, value_text
+from tidelake.sim.tidb.coerce import DECIMAL_CONTEXT, BinaryLiteral, parse_duration, split_moment, value_text
 from tidelake.sim.tidb.dialect import TiDB
 
 VALUES_SCOPE = "__values__"  # ON DUPLICATE KEY UPDATE's VALUES(col): the row the INSERT proposed
@@ -124,9 +125,10 @@ class Compiled:
             return self._name(literal_value(node))
         if isinstance(node, exp.HexString):
             text = node.this
-            return self._name(bytes.fromhex(text if len(text) % 2 == 0 else "0" + text))
-        if isinstance(node, exp.BitString):
-            return self._name(int(node.this or "0", 2))
+            return self._name(BinaryLiteral(bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)))
+        if isinstance(node, exp.BitString):  # a binary string, as MySQL's bit-value literals are
+            value = int(node.this or "0", 2)
+            return self._name(BinaryLiteral(value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")))
         if isinstance(node, exp.Boolean):
             return self._name(1 if node.this else 0)
         if isinstance(node, (exp.SessionParameter, exp.Parameter)):
@@ -580,6 +582,7 @@ _ENV: dict[str, Any] = {
     "TO_DAYS": _null_if_any(lambda v: _temporal(v).toordinal() + 365),
     "TIMETOSTR": _null_if_any(lambda v, fmt: _temporal(v).strftime(value_text(fmt).replace("%i", "%M").replace("%s", "%S"))),
     "SLEEP": _null_if_any(lambda s: (time.sleep(float(to_number(s))), 0)[1]),
+    "RANDOM_BYTES": _null_if_any(lambda n: os.urandom(int(to_number(n)))),
     "_CURRENT": lambda now, fsp: now.replace(microsecond=now.microsecond // 10 ** (6 - int(fsp)) * 10 ** (6 - int(fsp))),
 }
 

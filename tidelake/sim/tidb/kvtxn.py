@@ -104,6 +104,8 @@ class KvTxn:
         self._async_ts = 0  # async commit: the largest min_commit_ts the prewrites returned
         self._done = False
         self._undo: list[tuple[bytes, tuple[str, bytes] | None]] = []  # writes since the last savepoint
+        self._marks: list[list] = []  # savepoints, oldest first; the last is self._undo
+        self._named: list[bool] = []
 
     # ---- statements ------------------------------------------------------------------------
 
@@ -164,23 +166,36 @@ class KvTxn:
             self._check_open()
             self._lock(key)
 
-    def savepoint(self) -> list:
-        """Mark the buffered writes so far; `rollback_to` undoes the ones after the mark (a failed
-        statement's undo). Only the latest mark can be rolled back to. Pessimistic locks the
-        statement took stay held, as TiDB keeps them until the transaction ends."""
+    def savepoint(self, named: bool = False) -> list:
+        """Mark the buffered writes so far; `rollback_to` undoes the ones after the mark. A
+        statement's mark (named=False) lives until the next mark: its writes then join the named
+        mark below it, if any, else are forgotten. Named marks (SAVEPOINT) nest. Pessimistic locks
+        taken since stay held, as TiDB keeps them until the transaction ends."""
+        if self._marks and not self._named[-1]:
+            top = self._marks.pop()
+            self._named.pop()
+            if self._marks:
+                self._marks[-1].extend(top)
         self._undo = []
+        self._marks.append(self._undo)
+        self._named.append(named)
         return self._undo
 
     def rollback_to(self, savepoint: list) -> None:
+        """Undo the writes since `savepoint` (which stays, empty); later marks are gone."""
         self._check_open()
-        if savepoint is not self._undo:
-            raise TidelakeError("only the latest savepoint can be rolled back to")
-        for key, previous in reversed(self._undo):
-            if previous is None:
-                self._mutations.pop(key, None)
-            else:
-                self._mutations[key] = previous
-        self._undo.clear()
+        at = next((i for i, mark in enumerate(self._marks) if mark is savepoint), None)
+        if at is None:
+            raise TidelakeError("the savepoint is no longer held")
+        for mark in reversed(self._marks[at:]):
+            for key, previous in reversed(mark):
+                if previous is None:
+                    self._mutations.pop(key, None)
+                else:
+                    self._mutations[key] = previous
+            mark.clear()
+        del self._marks[at + 1:], self._named[at + 1:]
+        self._undo = savepoint
 
     @property
     def keys(self) -> list[bytes]:

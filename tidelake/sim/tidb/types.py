@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from tidelake.codec import mysql_types as mt
+from tidelake.codec.json_binary import JSON_NULL
 from tidelake.codec.schema import ColumnInfo, FieldType
 from tidelake.errors import InputError
 
@@ -210,6 +211,10 @@ def default_json(value: Any, field_type: FieldType) -> Any:
         return f"{text}.{fraction:06d}"[: len(text) + 1 + fsp] if fsp else text
     if isinstance(value, (int, float, Decimal, str)):
         return str(value)
+    if value is JSON_NULL:  # the JSON null a JSON NOT NULL column added without a default gets
+        return "null"
+    if isinstance(value, bytes):  # a binary string's default: Go's json.Marshal of the bytes as a string
+        return value.decode("utf-8", errors="replace")
     raise InputError(f"default value {value!r}: unsupported type {type(value).__name__}")
 
 
