@@ -90,8 +90,8 @@ class Stream:
 
     _END = object()
 
-    def __init__(self, address: str, v2: bool = True, metadata=MUX) -> None:
-        self.channel = grpc.insecure_channel(address)
+    def __init__(self, address: str, v2: bool = True, metadata=MUX, options=()) -> None:
+        self.channel = grpc.insecure_channel(address, options=list(options))
         stub = cdcpb_pb2_grpc.ChangeDataStub(self.channel)
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self.received: queue.SimpleQueue = queue.SimpleQueue()
