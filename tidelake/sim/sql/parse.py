@@ -46,12 +46,21 @@ def _tidb_only(text: str) -> str:
     return next((head for head in _TIDB_ONLY if words == head or words.startswith(head + " ")), "")
 
 
-def split(sql: str) -> list[str]:
-    """The statements of `sql` as texts, split where the tokenizer sees a top-level `;`."""
+def _tokens(sql: str) -> list:
     try:
-        tokens = _DIALECT.tokenize(sql)
+        return _DIALECT.tokenize(sql)
     except TokenError as err:
         raise syntax_error(sql, near=str(err)[:80]) from None
+
+
+def split(sql: str) -> list[str]:
+    """The statements of `sql` as texts, split where the tokenizer sees a top-level `;`."""
+    return [text for text, _ in _pieces(sql, _tokens(sql))]
+
+
+def _pieces(sql: str, tokens: list) -> list[tuple[str, list | None]]:
+    """(text, its tokens when they can be reused) per statement: a lone statement without comments
+    (the common case: one statement per COM_QUERY) is parsed from the tokens already made."""
     pieces, start, last_end = [], 0, None
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -62,16 +71,21 @@ def split(sql: str) -> list[str]:
             last_end = token.end + 1
     if last_end is not None:
         pieces.append(sql[start:last_end].strip())
-    return pieces
+    if len(pieces) == 1 and "/*" not in sql and sql.strip().startswith(pieces[0]):
+        return [(pieces[0], tokens)]
+    return [(text, None) for text in pieces]
 
 
 def parse(sql: str) -> list[Statement]:
     """Every statement of `sql`, parsed; the first syntax error stops all of them (none runs)."""
     out = []
-    for text in split(sql):
+    for text, tokens in _pieces(sql, _tokens(sql)):
         try:
-            expanded = expand_executable_comments(text, _DIALECT.tokenize(text))
-            trees = [t for t in _DIALECT.parse(expanded) if t is not None]
+            if tokens is not None:
+                trees = [t for t in _DIALECT.parser().parse(tokens, sql) if t is not None]
+            else:
+                expanded = expand_executable_comments(text, _DIALECT.tokenize(text))
+                trees = [t for t in _DIALECT.parse(expanded) if t is not None]
         except ParseError as err:
             head = _tidb_only(text)
             if head:
