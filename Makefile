@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: test test-all demo up integration postgres protos readme install clean bench browser
+.PHONY: test test-all demo up integration postgres protos readme install clean bench browser sql-clients sysbench \
+	bench-sysbench
 
-test: $(STAMP) protos browser postgres
+test: $(STAMP) protos browser postgres sql-clients
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-all: $(STAMP) protos browser postgres
+test-all: $(STAMP) protos browser postgres sql-clients
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Headless Chromium draws the Replication page in its test (Debian's package, as root or with
@@ -26,6 +27,29 @@ browser:
 	  $$SUDO apt-get install -y -q chromium >$$log 2>&1 \
 	  || { $$SUDO apt-get update -q >>$$log 2>&1 && $$SUDO apt-get install -y -q chromium >>$$log 2>&1; } \
 	  || { tail -n 20 $$log >&2; echo "error: headless Chromium is needed by make test: apt-get install chromium" >&2; exit 2; }; }
+
+# Debian packages installed like the browser above when missing: the MariaDB command-line client
+# and tmux for the interactive-client test of the simulator's SQL front (make test), sysbench for
+# bench-sysbench.
+define apt_install
+	@SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); log=$$(mktemp); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y -q $(1) >$$log 2>&1 \
+	  || { $$SUDO apt-get update -q >>$$log 2>&1 && $$SUDO apt-get install -y -q $(1) >>$$log 2>&1; } \
+	  || { tail -n 20 $$log >&2; echo "error: $(2) needs: apt-get install $(1)" >&2; exit 2; }
+endef
+
+sql-clients:
+	@command -v mariadb >/dev/null && command -v tmux >/dev/null || \
+	  echo "installing Debian's mariadb-client and tmux (the SQL front's interactive-client test)"
+	$(if $(shell command -v mariadb && command -v tmux),,$(call apt_install,mariadb-client tmux,make test))
+
+sysbench: sql-clients
+	$(if $(shell command -v sysbench),,$(call apt_install,sysbench,make bench-sysbench))
+
+# sysbench oltp_write_only through the simulator's SQL front for 60 s, then tidelake pull, merge
+# and verify with every replica matching (bench/README.md "SQL front"); ~4 minutes.
+bench-sysbench: $(STAMP) sysbench
+	$(PY) bench/bench_sysbench.py --time 60
 
 # Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md.
 bench: $(STAMP)
