@@ -139,12 +139,18 @@ def _prepare(conn: pymysql.Connection, sql: str) -> int:
     return stmt_id
 
 
-def _execute(conn: pymysql.Connection, stmt_id: int, values: list[int], send_types: bool) -> int:
-    """COM_STMT_EXECUTE of BIGINT parameters; without types when send_types is False, as libmysqlclient
-    sends every execution after the first. The affected rows."""
+def _execute(conn: pymysql.Connection, stmt_id: int, values: list, send_types: bool) -> int:
+    """COM_STMT_EXECUTE of BIGINT (int) and VAR_STRING (str) parameters; without types when send_types
+    is False, as libmysqlclient sends every execution after the first. The affected rows."""
     body = stmt_id.to_bytes(4, "little") + b"\x00" + (1).to_bytes(4, "little") + bytes((len(values) + 7) // 8)
-    body += b"\x01" + b"\x08\x00" * len(values) if send_types else b"\x00"
-    body += b"".join(v.to_bytes(8, "little", signed=True) for v in values)
+    types = b"".join(b"\xfd\x00" if isinstance(v, str) else b"\x08\x00" for v in values)
+    body += b"\x01" + types if send_types else b"\x00"
+    for v in values:
+        if isinstance(v, str):
+            raw = v.encode()
+            body += bytes([len(raw)]) + raw  # length-encoded, under 251 bytes
+        else:
+            body += v.to_bytes(8, "little", signed=True)
     conn._next_seq_id = 0
     conn.write_packet(b"\x17" + body)
     packet = conn._read_packet()
@@ -160,3 +166,17 @@ def test_prepared_statements_reuse_the_types_sent_once(connect, db):
     assert _execute(conn, stmt, [1, 10], send_types=True) == 1
     assert _execute(conn, stmt, [2, 20], send_types=False) == 1
     assert run(cursor, "SELECT * FROM ps ORDER BY id") == ((1, 10), (2, 20))
+
+
+def test_prepared_string_parameters_arrive_as_they_were_sent(connect, db):
+    """mysql-mimic writes parameters into the statement text; quotes, backslashes, `"` and `?` in a
+    value must not change the statement (tidelake/sim/sql/prepared.py)."""
+    name, cursor = db
+    run(cursor, "CREATE TABLE pstr (id BIGINT PRIMARY KEY, a VARCHAR(40), b VARCHAR(40))")
+    conn = connect(db=name)
+    stmt = _prepare(conn, "INSERT INTO pstr VALUES (?, ?, ?)")
+    tricky = ["it's", 'say "hi" ?', "back\\slash", "`tick` ' ?"]
+    for i, value in enumerate(tricky):
+        assert _execute(conn, stmt, [i, value, value[::-1]], send_types=i == 0) == 1
+    assert run(cursor, "SELECT a, b FROM pstr ORDER BY id") == tuple((v, v[::-1]) for v in tricky)
+

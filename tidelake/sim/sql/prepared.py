@@ -1,4 +1,6 @@
-"""COM_STMT_EXECUTE packets as mysql-mimic reads them: parameter types re-sent on every execution.
+"""COM_STMT_EXECUTE as mysql-mimic 3.0.5 reads it, with two of its gaps closed.
+
+Parameter types sent once.
 
 The MySQL protocol lets a client send a prepared statement's parameter types once: a later
 COM_STMT_EXECUTE with `new_params_bound_flag` = 0 reuses them ("COM_STMT_EXECUTE", MySQL
@@ -8,13 +10,24 @@ mysql CLI's library) do so from the second execution on; mysql-mimic 3.0.5 refus
 and puts them back into a packet that omits them, so mysql-mimic parses it unchanged. Packets
 with query attributes (CLIENT_QUERY_ATTRIBUTES, where a parameter count precedes the bitmap) are
 passed through as they are.
+
+Parameter values as SQL literals. mysql-mimic runs a prepared statement by writing each value
+into the statement text, one `?` at a time (`packets._interpolate_params`): a string goes in
+quotes without escaping, so a value holding a quote, a backslash, or a `"` / backquote (which
+throws off its search for the next `?` outside quotes) corrupts the statement. Here the `?`
+positions are found once in the prepared text and each value goes in as an escaped literal
+(`sql_literal`). Still mysql-mimic's: values of BLOB types are decoded as text in the client's
+charset, and DATE/TIME/DATETIME parameters are refused (clients send those as strings anyway).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mysql_mimic import packets
+from mysql_mimic.prepared import REGEX_PARAM
 from mysql_mimic.types import Capabilities
 
 _HEAD = 9  # stmt_id (4 bytes), flags (1), iteration count (4)
@@ -39,3 +52,44 @@ def keep_parameter_types(connection: Any) -> None:
         await original(data)
 
     connection.handle_stmt_execute = handle_stmt_execute
+
+
+def sql_literal(value: Any) -> str:
+    """A parameter value as a MySQL literal (backslash escapes, as in the default sql_mode)."""
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (bytes, bytearray)):
+        return "X'" + bytes(value).hex() + "'"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\x00", "\\0") + "'"
+    return str(value)
+
+
+def _parse_com_stmt_execute(capabilities: Any, client_charset: Any, data: bytes,
+                            get_stmt: Callable[[int], Any]) -> Any:
+    """mysql-mimic's `parse_com_stmt_execute` with the values spliced in as literals at the
+    statement's `?` positions, found once in the prepared text (module docstring). The packet is
+    read with mysql-mimic's own readers."""
+    reader = io.BytesIO(data)
+    stmt = get_stmt(packets.read_uint_4(reader))
+    use_cursor, count_available = packets._read_cursor_flags(reader)  # noqa: SLF001
+    packets.read_uint_4(reader)  # iteration count, always 1
+    count = stmt.num_params
+    if Capabilities.CLIENT_QUERY_ATTRIBUTES in capabilities and (count or count_available):
+        count = packets.read_uint_len(reader)
+    params = packets._read_params(capabilities, client_charset, reader, count, stmt.param_buffers) \
+        if count else []  # noqa: SLF001
+    values = [value for _, value in params[: stmt.num_params]]
+    pieces, last = [], 0
+    for match, value in zip(REGEX_PARAM.finditer(stmt.sql), values):
+        pieces += [stmt.sql[last:match.start()], sql_literal(value)]
+        last = match.end()
+    attrs = {k: v for k, v in params[stmt.num_params:] if k is not None}
+    return packets.ComStmtExecute(sql="".join(pieces) + stmt.sql[last:], query_attrs=attrs, stmt=stmt,
+                                  use_cursor=use_cursor)
+
+
+# mysql-mimic's connection looks the parser up on its (compiled) packets module at each call
+packets.parse_com_stmt_execute = _parse_com_stmt_execute
