@@ -25,6 +25,8 @@ from tests.sim.sql.conftest import run
     ("ALTER TABLE t ADD PRIMARY KEY (n) CLUSTERED", 8200),
     ("CREATE VIEW v AS SELECT 1", 1235),
     ("LOCK TABLES t READ", 1235),
+    ("CREATE TABLE ci (k VARCHAR(8) COLLATE utf8mb4_general_ci PRIMARY KEY CLUSTERED)", 1235),
+    ("SAVEPOINT s; ROLLBACK TO s", 1305),
 ])
 def test_bad_statements_answer_tidbs_error_codes(db, statement, code):
     _, cursor = db

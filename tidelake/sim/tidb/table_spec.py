@@ -130,6 +130,12 @@ def _set_primary_key(info: TableInfo, spec: TableSpec, pk_cols: list[Any]) -> No
         info.pk_is_handle = True
         return
     if clustered:
+        for col in pk_cols:  # the handle holds the collation's sort key, which the codec has only for _bin
+            collate = col.field_type.collate or ""
+            if col.field_type.tp in mt.STRING_TYPES and not mt.is_binary_string(col.field_type) and \
+                    not collate.endswith("_bin"):
+                raise er.not_supported(f"a clustered primary key on a {collate} column (the simulator encodes "
+                                       f"keys for binary and _bin collations only; NONCLUSTERED works)")
         info.is_common_handle, info.common_handle_version = True, 1
     info.indices.append(IndexInfo(id=len(info.indices) + 1, name="PRIMARY", unique=True, primary=True,
                                   columns=[IndexColumn(c.name, c.offset, lengths.get(c.name.lower(), -1))
