@@ -138,3 +138,17 @@ def test_sql_port_serves_mysql_beside_pd_and_a_busy_one_is_one_line(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"tidelake: error: SQL: cannot listen on 127.0.0.1:{port} (Address already in use; --sql-port "
                    "picks another port, 0 turns the SQL front off)"]
+
+
+def test_without_sql_port_a_taken_4000_falls_back_to_a_free_port(capsys):
+    """The default is TiDB's 4000; when something else has it the simulator still starts (demos and
+    tests run `tidelake sim` side by side) and says where SQL is served instead."""
+    with socket.socket() as holder:
+        try:
+            holder.bind(("127.0.0.1", 4000))
+            holder.listen()
+        except OSError:
+            pass  # already taken by someone else: the same situation
+        assert main(["sim", "--stores", "1", "--workload", "none", "--duration", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "sql: 127.0.0.1:4000 is taken; serving on port" in out

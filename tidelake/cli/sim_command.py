@@ -38,6 +38,9 @@ def _presets_help() -> str:
     return "\n".join(lines)
 
 
+DEFAULT_SQL_PORT = 4000  # TiDB's
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sim", help="run a simulated TiDB cluster (PD + TiKV with CDC) with a workload and faults",
@@ -47,9 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", type=int, default=3, metavar="N", help="number of TiKV stores (default 3)")
     parser.add_argument("--pd-port", type=int, default=0, metavar="P", help="PD port (default: any free port)")
-    parser.add_argument("--sql-port", type=int, default=4000, metavar="P",
-                        help="serve the MySQL protocol on 127.0.0.1:P like a TiDB server (default 4000, TiDB's; "
-                             "0 turns it off): `mysql -h 127.0.0.1 -P 4000 -u root`")
+    parser.add_argument("--sql-port", type=int, default=None, metavar="P",
+                        help="serve the MySQL protocol on 127.0.0.1:P like a TiDB server (default 4000, TiDB's, "
+                             "or any free port when 4000 is taken; 0 turns it off): "
+                             "`mysql -h 127.0.0.1 -P 4000 -u root`")
     parser.add_argument("--workload", default="mixed", metavar="PRESET", help="workload preset or 'none' (default mixed)")
     parser.add_argument("--rate", type=float, default=None, metavar="R", help="target txn/s (default: the preset's)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed for workload, faults and leaders")
@@ -86,7 +90,7 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--stores must be at least 1, got {args.stores}")
     if not 0 <= args.pd_port <= 65535:
         raise InputError(f"--pd-port must be 0..65535, got {args.pd_port}")
-    if not 0 <= args.sql_port <= 65535:
+    if args.sql_port is not None and not 0 <= args.sql_port <= 65535:
         raise InputError(f"--sql-port must be 0..65535 (0: no SQL front), got {args.sql_port}")
     if args.workload != "none":
         get_preset(args.workload)
@@ -167,10 +171,8 @@ def _serve(cluster: Any, stop: threading.Event, args: argparse.Namespace) -> Non
         for store_id, address in sorted(cluster.store_addresses.items()):
             print(f"store {store_id}: {address}", flush=True)
         tidb = SimTiDB(cluster, **({"txn_mode": args.txn_mode} if args.txn_mode else {}))
-        if args.sql_port:
-            from tidelake.sim.sql.server import SqlServer  # imports mysql-mimic and sqlglot only when serving SQL
-
-            sql = SqlServer(tidb, cluster.host, args.sql_port).start()
+        if args.sql_port != 0:
+            sql = _start_sql(tidb, cluster.host, args.sql_port)
             print(f"sql: {sql.address} (mysql -h {cluster.host} -P {sql.port} -u root)", flush=True)
         if args.info_file:
             cluster.write_info(args.info_file, sql=sql.address if sql is not None else None)
@@ -241,4 +243,17 @@ def _replay(args: argparse.Namespace) -> int:
     print("stopped", flush=True)
     return 0
 
+
+def _start_sql(tidb: Any, host: str, port: int | None) -> Any:
+    """The SQL front on `port`; without --sql-port on TiDB's 4000, else (taken) on any free port."""
+    from tidelake.sim.sql.server import SqlServer  # imports mysql-mimic and sqlglot only when serving SQL
+
+    if port is not None:
+        return SqlServer(tidb, host, port).start()
+    try:
+        return SqlServer(tidb, host, DEFAULT_SQL_PORT).start()
+    except InputError:
+        server = SqlServer(tidb, host, 0).start()
+        print(f"sql: {host}:{DEFAULT_SQL_PORT} is taken; serving on port {server.port} instead", flush=True)
+        return server
 

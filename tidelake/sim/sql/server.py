@@ -70,6 +70,7 @@ class SqlServer:
         try:
             self._loop.run_until_complete(self._server.start_server(host=self.host, port=self._port))
         except OSError as err:
+            self._loop.close()
             reason = os.strerror(err.errno) if err.errno else str(err)
             raise InputError(f"SQL: cannot listen on {self.host}:{self._port} ({reason}; --sql-port picks another "
                              "port, 0 turns the SQL front off)") from None
