@@ -203,7 +203,7 @@ def execute_update(node: exp.Update, state: SessionState) -> Result:
                     if _is_default(source):
                         value = column_default(column, txn.now, mode)
                     else:
-                        value = Compiled(_unqualified(source, alias), resolve).evaluate({**current, **changes},
+                        value = Compiled(rs.unqualified(source, alias), resolve).evaluate({**current, **changes},
                                                                                        now=txn.now)
                         value = None if value is None else to_column(value, column, mode, number)
                     changes[column.name] = value
@@ -240,9 +240,9 @@ def _locked(txn: Txn, db_id: int, info: TableInfo, node: exp.Expr, state: Sessio
     the statement read it (the caller retries at a newer read ts)."""
     alias = node.this.alias_or_name
     where = node.args.get("where")
-    where = _unqualified(where.this, alias) if where is not None else None
+    where = rs.unqualified(where.this, alias) if where is not None else None
     order = node.args.get("order")
-    order = _unqualified(order, alias) if order is not None else None
+    order = rs.unqualified(order, alias) if order is not None else None
     chosen = rs.select_rows(txn, db_id, info, where, order, node.args.get("limit"), state_variable(state),
                             state.mode())
     locked = []
@@ -252,12 +252,3 @@ def _locked(txn: Txn, db_id: int, info: TableInfo, node: exp.Expr, state: Sessio
             return None
         locked.append(latest)
     return locked
-
-
-def _unqualified(node: exp.Expr, alias: str) -> exp.Expr:
-    """Column references qualified by the table's own name or alias, as plain column names."""
-    def strip(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Column) and n.table and n.table.lower() == alias.lower():
-            return exp.column(n.name)
-        return n
-    return node.transform(strip)

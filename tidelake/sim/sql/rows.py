@@ -198,3 +198,12 @@ def is_true(value: Any) -> bool:
     if isinstance(value, (str, bytes)):  # MySQL reads a string condition as its number
         return to_number(value) != 0
     return bool(value)
+
+
+def unqualified(node: exp.Expr, alias: str) -> exp.Expr:
+    """Column references qualified by the table's own name or alias, as plain column names."""
+    def strip(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Column) and n.table and n.table.lower() == alias.lower():
+            return exp.column(n.name)
+        return n
+    return node.transform(strip)

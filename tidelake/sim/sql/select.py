@@ -86,7 +86,7 @@ def run_select(tree: exp.Expr, state: SessionState, txn: Txn | None = None) -> R
     where = tree.args.get("where")
     resolve = state_variable(state)
     alias = table.alias_or_name
-    condition = _unqualified(where.this, alias) if where is not None else None
+    condition = rs.unqualified(where.this, alias) if where is not None else None
     db_id = state.tidb.catalog.db(db).id
     found = rs.read_rows(reader, db_id, info, condition, resolve, state.mode(), snapshot=True) \
         if reader is not None else [values for _, _, values in rows_of(state.tidb.cluster, info, ts)]
@@ -139,13 +139,6 @@ def _table_at(state: SessionState, db: str, name: str, ts: int, stale: bool) -> 
         raise er.no_such_table(db, name)
     return catalog.table(db, name)
 
-
-def _unqualified(node: exp.Expr, alias: str) -> exp.Expr:
-    def strip(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Column) and n.table and n.table.lower() == alias.lower():
-            return exp.column(n.name)
-        return n
-    return node.transform(strip)
 
 
 def _execute(query: exp.Select, db: str, info: TableInfo, values: list[dict], state: SessionState) -> Result:
