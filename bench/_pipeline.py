@@ -51,7 +51,8 @@ class Outcome:
 
     def to_json(self) -> dict:
         return {"target_ts": self.target_ts, "merge_rounds": self.merge_rounds, "replicas": self.replicas,
-                "behind": self.behind, "stalled": self.stalled, "failed": self.failed, "stopped": self.stopped, "verify_exit": self.verify_exit,
+                "behind": self.behind, "stalled": self.stalled, "failed": self.failed, "stopped": self.stopped,
+                "verify_exit": self.verify_exit,
                 "verified": self.verified, "seconds": self.seconds}
 
 
@@ -167,7 +168,8 @@ class Pipeline:
                 outcome.failed.update(failed)
             doc = self.status(exact=True)
             tables = doc.get("tables", [])
-            outcome.stopped = {t["table"]: t.get("reason") or t.get("last_error") or "" for t in tables if t["state"] == "stopped"}
+            outcome.stopped = {t["table"]: t.get("reason") or t.get("last_error") or ""
+                               for t in tables if t["state"] == "stopped"}
             live = [t for t in tables if t["state"] not in ("dropped", "stopped")]
             outcome.replicas = len(live)
             outcome.behind = sorted(t["table"] for t in live if (t["checkpoint_ts"] or 0) < target

@@ -31,7 +31,8 @@ _SIMPLE: dict[Any, str] = {
     T.BINARY: "binary", T.VARBINARY: "varbinary", T.TEXT: "text", T.TINYTEXT: "tinytext",
     T.MEDIUMTEXT: "mediumtext", T.LONGTEXT: "longtext", T.BLOB: "blob", T.TINYBLOB: "tinyblob",
     T.MEDIUMBLOB: "mediumblob", T.LONGBLOB: "longblob", T.VECTOR: "vector", T.DECIMAL: "decimal",
-    T.UDECIMAL: "decimal unsigned", T.UDOUBLE: "double unsigned", T.FLOAT: "float", T.BOOLEAN: "tinyint", T.ENUM: "enum", T.SET: "set",
+    T.UDECIMAL: "decimal unsigned", T.UDOUBLE: "double unsigned", T.FLOAT: "float", T.BOOLEAN: "tinyint",
+    T.ENUM: "enum", T.SET: "set",
 }
 _WITH_ARGS = {"decimal", "decimal unsigned", "float", "double", "char", "varchar", "binary", "varbinary", "bit",
               "datetime", "timestamp", "time", "vector"}

@@ -156,12 +156,13 @@ def _execute(query: exp.Select, db: str, info: TableInfo, values: list[dict], st
         table.set("this", exp.to_identifier(info.name.lower()))
     try:
         optimized = optimize(query, schema, dialect=TiDB, leave_tables_isolated=True)
-        output = PythonExecutor(env=statement_env(sv.now_in(state.variables)), tables=ensure_tables({db.lower(): {info.name.lower(): data}})
-                                ).execute(Plan(optimized))
+        tables = ensure_tables({db.lower(): {info.name.lower(): data}})
+        output = PythonExecutor(env=statement_env(sv.now_in(state.variables)), tables=tables).execute(Plan(optimized))
     except er.SqlError:
         raise
     except SqlglotError as err:
-        raise er.sql_error(er.BAD_FIELD if "column" in str(err).lower() else er.UNKNOWN, str(err).splitlines()[0]) from None
+        kind = er.BAD_FIELD if "column" in str(err).lower() else er.UNKNOWN
+        raise er.sql_error(kind, str(err).splitlines()[0]) from None
     labels = _labels(query, output.columns)
     rows = [tuple(_out(v, state) for v in row) for row in output.rows]
     return Result(rows=rows, columns=_result_columns(labels, rows))

@@ -235,7 +235,8 @@ class _Converter:
             if self.mode.strict:
                 raise self.out_of_range()
             largest = limit - Decimal(1).scaleb(-scale)
-            result = max(-largest, min(largest, result)) if not mt.is_unsigned(self.ft.flag) else max(Decimal(0), min(largest, result))
+            lowest = Decimal(0) if mt.is_unsigned(self.ft.flag) else -largest
+            result = max(lowest, min(largest, result))
         return result
 
     def bit(self, value: Any) -> int:
