@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -70,6 +71,8 @@ class Pipeline:
         self._children: list[Child] = []
 
     def __enter__(self) -> Pipeline:
+        # SIGTERM unwinds like Ctrl-C, so the simulator and the puller are stopped with the run
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             self._start()
         except BaseException:
@@ -198,3 +201,8 @@ def _failed_merges(output: str) -> dict[str, str]:
             failed[current] = line.strip()[:300]
             current = None
     return failed
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+

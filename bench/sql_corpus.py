@@ -9,14 +9,17 @@ integration tests send before each script (`tests/integration_tests/_utils/run_s
 pingcap/tiflow: `set global tidb_enable_clustered_index = 'int_only'`). Scripts run test by test
 (a test is the folder holding `data/`); within a test in the order its `run.sh` names them when
 there is one (else by name), and a script its `run.sh` only sends to the downstream
-(`DOWN_TIDB_HOST`) is skipped. Pointed at the SQL of TiCDC's
-integration tests (`tests/integration_tests/*/data/*.sql` of pingcap/tiflow or pingcap/ticdc),
+(`DOWN_TIDB_HOST`) is skipped. TiCDC starts a new cluster per test; here tests run in batches
+(no two in a batch name the same database) and between batches the cluster is made to look new:
+every table moves to a database of its batch (`b<N>_<db>`, RENAME TABLE across databases) and
+the databases are dropped, `test` created again. Pointed at the SQL of TiCDC's integration tests (`tests/integration_tests/*/data/*.sql` of pingcap/tiflow or pingcap/ticdc),
 it measures how much of their SQL the front runs; none of that SQL is kept in this repository.
 
 The report: scripts run, scripts fully accepted, statements run and refused, refused statements
 by category (error code and message with names and numbers blanked), and whether `tidelake
 verify` finds every replica equal to the upstream after `tidelake pull` and `tidelake merge`
-(bench/_pipeline.py). `--no-replicate` only runs the scripts.
+(bench/_pipeline.py), once after the last batch (`--replicate-every N` also after every N
+batches). `--no-replicate` only runs the scripts.
 """
 
 from __future__ import annotations
@@ -108,14 +111,31 @@ def batches(tests: list[Test], size: int) -> list[list[Test]]:
     return [g[0] for g in out]
 
 
-def reset(client: str, port: int) -> None:
-    """Drop every user database and create `test`, as a new TiDB cluster has it."""
+def reset(client: str, port: int, keep_prefix: str | None) -> list[str]:
+    """Make the cluster look new to the next batch: every user database goes and `test` is
+    created, as a new TiDB cluster has it. With `keep_prefix`, each database's tables first move
+    to `<keep_prefix>_<db>` (RENAME TABLE across databases, which replicas follow), so one pull,
+    merge and verify at the end checks every batch's tables. Returns the errors met."""
     base = [client, "-uroot", "-h127.0.0.1", f"-P{port}", "-N", "-B"]
-    shown = subprocess.run([*base, "-e", "SHOW DATABASES"], capture_output=True, text=True, timeout=60, check=True)
-    drops = [f"DROP DATABASE `{name}`;" for name in shown.stdout.split()
-             if name.lower() not in _SYSTEM_DATABASES]
-    subprocess.run([*base, "-e", " ".join(drops + ["CREATE DATABASE test;"])], capture_output=True, timeout=600,
-                   check=True)
+
+    def sql(statement: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*base, "-e", statement], capture_output=True, text=True, timeout=600)
+
+    errors = []
+    shown = sql("SHOW DATABASES")
+    for db in (n for n in shown.stdout.split() if n.lower() not in _SYSTEM_DATABASES):
+        tables = sql(f"SHOW TABLES FROM `{db}`").stdout.split()
+        if keep_prefix and tables:
+            kept = f"{keep_prefix}_{db}"[:64]
+            pairs = ", ".join(f"`{db}`.`{t}` TO `{kept}`.`{t}`" for t in tables)
+            moved = sql(f"CREATE DATABASE `{kept}`; RENAME TABLE {pairs}")
+            if moved.returncode:
+                errors.append(moved.stderr.strip()[:300])
+        dropped = sql(f"DROP DATABASE `{db}`")
+        if dropped.returncode:
+            errors.append(dropped.stderr.strip()[:300])
+    sql("CREATE DATABASE test")
+    return errors
 
 
 def run_script(client: str, port: int, script: Path, timeout_s: float) -> dict:
@@ -149,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-replicate", action="store_true", help="only run the scripts")
     parser.add_argument("--workdir", type=Path, help="logs, lake and config (default: a temporary folder)")
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--batch", type=int, default=15,
-                        help="tests run between two pull + merge + verify rounds, at most (default 15)")
+    parser.add_argument("--batch", type=int, default=15, help="tests per fresh-looking cluster, at most (default 15)")
+    parser.add_argument("--replicate-every", type=int, default=0, metavar="N",
+                        help="pull + merge + verify after every N batches too (default: once, after the last)")
     parser.add_argument("--spark-lock", type=Path, help="run merge and verify under `flock` of this file")
     parser.add_argument("--show", type=int, default=3, help="example errors kept per category (default 3)")
     args = parser.parse_args(argv)
@@ -168,29 +189,32 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [str(s.relative_to(args.folder)) for t in tests for s in t.skipped]
     print(f"# {len(tests)} tests, {len(scripts)} scripts under {args.folder} ({len(skipped)} downstream-only "
           f"skipped), {len(groups)} batches; logs in {workdir}/logs", flush=True)
-    results, outcomes = [], []
+    results, outcomes, reset_errors = [], [], []
     with Pipeline(workdir, spark_lock=args.spark_lock) as pipe:
         for number, group in enumerate(groups, 1):
-            reset(args.client, pipe.sql_port)
+            keep = None if args.no_replicate else f"b{number - 1}"
+            reset_errors += reset(args.client, pipe.sql_port, keep)
             for test in group:
                 for script in test.scripts:
                     pipe.check(f"script {script}")
                     result = run_script(args.client, pipe.sql_port, script, args.timeout)
                     result["script"] = str(script.relative_to(args.folder))
                     results.append(result)
-            if not args.no_replicate:
+            print(f"  batch {number}/{len(groups)}: {len(group)} tests", flush=True)
+            last = number == len(groups)
+            if not args.no_replicate and (last or (args.replicate_every and number % args.replicate_every == 0)):
+                if last:
+                    reset_errors += reset(args.client, pipe.sql_port, f"b{number}")
                 outcome = pipe.replicate()
-                outcomes.append({"batch": number, "tests": [t.name for t in group], **outcome.to_json()})
+                outcomes.append({"after_batch": number, **outcome.to_json()})
                 verdict = "verified" if outcome.verified else f"NOT verified (verify exit {outcome.verify_exit})"
-                print(f"  batch {number}/{len(groups)}: {len(group)} tests, {outcome.replicas} replicas {verdict}",
-                      flush=True)
+                print(f"  pull + merge + verify: {outcome.replicas} replicas {verdict}", flush=True)
                 if not outcome.verified:
                     print(outcome.verify_tail, flush=True)
-            else:
-                print(f"  batch {number}/{len(groups)}: {len(group)} tests", flush=True)
     report = summarize(results, args.show)
     report["skipped_downstream_only"] = skipped
     report["tests"] = len(tests)
+    report["reset_errors"] = reset_errors
     print_report(report, outcomes)
     write_json(args.json, "sql_corpus", env, {**report, "replication": outcomes})
     return 0 if all(o["verified"] for o in outcomes) else 1
@@ -223,17 +247,15 @@ def print_report(report: dict, outcomes: list[dict]) -> None:
           f"statements: {report['statements']}, refused: {report['refused']}, timed out: {len(report['timed_out'])}")
     print(markdown_table(["refused statements by category", "count"],
                          [(c["category"], c["count"]) for c in report["categories"]]))
-    if outcomes:
-        replicas = sum(o["replicas"] for o in outcomes)
-        failed = [o for o in outcomes if not o["verified"]]
-        print(f"\nreplication: {len(outcomes)} rounds of pull + merge + verify, {replicas} replicas checked, "
-              f"{len(failed)} rounds not verified")
-        for o in failed:
-            print(f"  batch {o['batch']} ({', '.join(o['tests'])}): verify exit {o['verify_exit']}")
-            for kind in ("behind", "stalled", "failed", "stopped"):
-                if o[kind]:
-                    print(f"    {kind}: {o[kind]}")
-
+    for error in report["reset_errors"]:
+        print(f"between batches: {error}")
+    for o in outcomes:
+        verdict = "every replica verified" if o["verified"] else f"NOT verified (verify exit {o['verify_exit']})"
+        print(f"\nafter batch {o['after_batch']}: pull + merge + verify, {o['replicas']} replicas, {verdict}; "
+              f"seconds {o['seconds']}")
+        for kind in ("behind", "stalled", "failed", "stopped"):
+            if o[kind]:
+                print(f"  {kind}: {o[kind]}")
 
 if __name__ == "__main__":
     sys.exit(main())

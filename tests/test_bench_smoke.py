@@ -147,3 +147,31 @@ def test_bench_compaction_reads_the_same_window_from_fewer_files(tmp_path):
     assert results["window_rows"] == 150 and results["rows_landed"] == 300
     assert results["files_before"] == 30 and results["files_after"] == 1 and results["files_removed"] == 60
     assert results["read_before_s"] > 0 and results["read_after_s"] > 0
+
+
+@pytest.mark.skipif(not __import__("shutil").which("mariadb"), reason="needs Debian's mariadb-client (make sql-clients)")
+def test_sql_corpus_runs_each_test_in_run_sh_order_and_classifies_refusals(tmp_path):
+    """A folder shaped like TiCDC's integration tests, with our own scripts: run.sh decides the
+    order and which script is the downstream's; refusals are counted by category."""
+    folder = tmp_path / "tests"
+    first = folder / "first" / "data"
+    first.mkdir(parents=True)
+    (first / "a_check.sql").write_text("USE orders_db;\nSELECT COUNT(*) FROM t;\n")
+    (first / "b_prepare.sql").write_text("CREATE DATABASE orders_db;\nUSE orders_db;\n"
+                                         "CREATE TABLE t (id INT PRIMARY KEY, v INT);\nINSERT INTO t VALUES (1, 1);\n")
+    (first / "down.sql").write_text("CREATE DATABASE downstream_only;\n")
+    (folder / "first" / "run.sh").write_text("run_sql_file $CUR/data/b_prepare.sql ${UP_TIDB_HOST} ${UP_TIDB_PORT}\n"
+                                             "run_sql_file $CUR/data/a_check.sql ${UP_TIDB_HOST} ${UP_TIDB_PORT}\n"
+                                             "run_sql_file $CUR/data/down.sql ${DOWN_TIDB_HOST} ${DOWN_TIDB_PORT}\n")
+    second = folder / "second" / "data"
+    second.mkdir(parents=True)
+    (second / "x.sql").write_text("USE test;\nCREATE TABLE u (id INT PRIMARY KEY);\nADMIN CHECK TABLE u;\n"
+                                  "INSERT INTO u VALUES (1);\nINSERT INTO u VALUES (1);\nSELEC 1;\n")
+    results = run_bench("sql_corpus.py", tmp_path, str(folder), "--no-replicate", timeout_s=180)
+    assert [r["script"] for r in results["scripts_detail"]] == ["first/data/b_prepare.sql", "first/data/a_check.sql",
+                                                                 "second/data/x.sql"]
+    assert results["skipped_downstream_only"] == ["first/data/down.sql"]
+    assert (results["scripts"], results["fully_accepted"], results["refused"]) == (3, 2, 3)
+    categories = {c["category"][:4]: (c["category"], c["count"]) for c in results["categories"]}
+    assert categories["1235"] == ("1235 not supported: ADMIN statements", 1)
+    assert categories["1062"] == ("1062 Duplicate entry ? for key ?", 1) and categories["1064"][1] == 1
