@@ -27,9 +27,9 @@ def test_as_of_timestamp_reads_the_past(db):
     _, cursor = db
     run(cursor, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     run(cursor, "INSERT INTO t VALUES (1, 1)")
-    time.sleep(1.1)
-    then = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    time.sleep(1.1)
+    time.sleep(0.05)
+    then = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")  # TiDB takes fractional seconds
+    time.sleep(0.05)
     run(cursor, "UPDATE t SET v = 2 WHERE id = 1")
     run(cursor, "INSERT INTO t VALUES (2, 2)")
     assert run(cursor, f"SELECT id, v FROM t AS OF TIMESTAMP '{then}' ORDER BY id") == ((1, 1),)
