@@ -341,6 +341,22 @@ def test_verify_overlapped_write_skips_cf_write(cluster, feed):
     assert cluster.mvcc.get(key, cluster.tso.next(), resolved_locks=(t1_commit,)) == b"value1"
 
 
+def test_cdc_overlapped_write_bug(cluster, feed):
+    """TiKV issue #18498: after the overlapped secondary's rollback (its lock removed, no write
+    record), the next transaction on the key prewrites and reaches the feed."""
+    key, primary = b"test_key", b"t2_primary"
+    _, t1_commit = cluster.write({key: b"value1"})
+    stream = feed()
+    stream.send(request(cluster.region_of(key)))
+    stream.collect_until(has_initialized)
+    cluster.mvcc.prewrite([("put", primary, b"value2"), ("put", key, b"value2")], primary, t1_commit, 3000)
+    stream.collect_until(lambda m: any(r.type == T.PREWRITE and r.key == key for r in rows([m])))
+    cluster.mvcc.rollback([key], t1_commit)
+    t3, _ = cluster.write({key: b"value3"}, commit=False)
+    got = stream.collect_until(lambda m: any(r.type == T.PREWRITE and r.start_ts == t3 for r in rows([m])))
+    assert (T.ROLLBACK, key, t1_commit) in [(r.type, r.key, r.start_ts) for r in rows(got)]
+
+
 def test_cdc_no_write_corresponding_to_lock(cluster, feed):
     """A lock rolled back without a write record must not hold the resolved ts back."""
     stream = feed()
