@@ -45,6 +45,7 @@ _ERROR = re.compile(r"^ERROR (\d+) \((\w+)\)(?: at line (\d+))?: (.*)$")
 _ECHO = "--------------"
 _USE = re.compile(r"^\s*use\s+\S+", re.IGNORECASE)
 _DATABASE = re.compile(r"(?:\buse\s+|\bdatabase\s+(?:if\s+(?:not\s+)?exists\s+)?)`?(\w+)`?", re.IGNORECASE)
+_KEPT = re.compile(r"^b\d+_")  # a database an earlier batch's tables were moved to
 _SYSTEM_DATABASES = {"mysql", "information_schema", "performance_schema", "metrics_schema", "sys"}
 
 
@@ -123,7 +124,7 @@ def reset(client: str, port: int, keep_prefix: str | None) -> list[str]:
 
     errors = []
     shown = sql("SHOW DATABASES")
-    for db in (n for n in shown.stdout.split() if n.lower() not in _SYSTEM_DATABASES):
+    for db in (n for n in shown.stdout.split() if n.lower() not in _SYSTEM_DATABASES and not _KEPT.match(n)):
         tables = sql(f"SHOW TABLES FROM `{db}`").stdout.split()
         if keep_prefix and tables:
             kept = f"{keep_prefix}_{db}"[:64]
