@@ -31,7 +31,7 @@ from tidelake.codec.row import EXTRA_HANDLE_NAME
 from tidelake.codec.schema import TableInfo
 from tidelake.sim.sql import rows as rs
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.sql.ddl import state_variable, table_name
+from tidelake.sim.sql.ddl_statements import state_variable, table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.state import SessionState
 from tidelake.sim.tidb import errors as er
@@ -60,7 +60,7 @@ def evaluate_constants(expressions: list[exp.Expr], state: SessionState) -> list
 
 
 def constant_select(tree: exp.Select, state: SessionState) -> Result:
-    """A SELECT without a table that mysql-mimic does not answer itself (session.py: SLEEP)."""
+    """A SELECT without a table that mysql-mimic does not answer itself (client_session.py: SLEEP)."""
     values = evaluate_constants(tree.expressions, state)
     columns = [e.alias if isinstance(e, exp.Alias) else e.sql(dialect=TiDB) for e in tree.expressions]
     return Result(rows=[tuple(values)], columns=columns)

@@ -1,7 +1,7 @@
 """The SQL server of `tidelake sim --sql-port`: mysql-mimic's asyncio server on its own thread.
 
 mysql-mimic runs on asyncio; the simulator is threaded, so the server gets an event loop on a
-thread of its own and every connection a worker thread for its statements (session.py). `stop`
+thread of its own and every connection a worker thread for its statements (client_session.py). `stop`
 closes the listening socket and the connections; open transactions are rolled back.
 """
 
@@ -20,7 +20,7 @@ from mysql_mimic.types import ServerStatus
 
 from tidelake.errors import InputError
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.sql.session import SqlSession
+from tidelake.sim.sql.client_session import SqlSession
 
 # mysql-mimic logs every error it sends to a client at ERROR; a refused statement is no server error
 logging.getLogger("mysql_mimic").setLevel(logging.CRITICAL)

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from tidelake.sim.sql import ddl, dml, show
+from tidelake.sim.sql import ddl_statements, dml_statements, show
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.sql.ddl import state_variable
+from tidelake.sim.sql.ddl_statements import state_variable
 from tidelake.sim.sql.parse import Statement
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import evaluate_constants, run_select
@@ -60,23 +60,23 @@ def execute(statement: Statement, state: SessionState) -> Result:
     if isinstance(tree, exp.Set):
         return _set(tree, state)
     if isinstance(tree, exp.Create):
-        return ddl.execute_create(tree, text, state)
+        return ddl_statements.execute_create(tree, text, state)
     if isinstance(tree, exp.Drop):
-        return ddl.execute_drop(tree, text, state)
+        return ddl_statements.execute_drop(tree, text, state)
     if isinstance(tree, exp.Alter):
-        return ddl.execute_alter(tree, text, state)
+        return ddl_statements.execute_alter(tree, text, state)
     if isinstance(tree, exp.TruncateTable):
-        return ddl.execute_truncate(tree, text, state)
+        return ddl_statements.execute_truncate(tree, text, state)
     if isinstance(tree, td.RenameTables):
-        return ddl.execute_rename(tree, text, state)
+        return ddl_statements.execute_rename(tree, text, state)
     if isinstance(tree, td.Replace):
-        return dml.execute_insert(tree.this, state, replace=True)
+        return dml_statements.execute_insert(tree.this, state, replace=True)
     if isinstance(tree, exp.Insert):
-        return dml.execute_insert(tree, state)
+        return dml_statements.execute_insert(tree, state)
     if isinstance(tree, exp.Update):
-        return dml.execute_update(tree, state)
+        return dml_statements.execute_update(tree, state)
     if isinstance(tree, exp.Delete):
-        return dml.execute_delete(tree, state)
+        return dml_statements.execute_delete(tree, state)
     if isinstance(tree, exp.Select):
         return run_select(tree, state)
     if isinstance(tree, exp.Show):

@@ -18,7 +18,7 @@ from sqlglot import exp
 from tidelake.codec.row import EXTRA_HANDLE_NAME
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.sim.sql import rows as rs
-from tidelake.sim.sql.ddl import state_variable, table_name
+from tidelake.sim.sql.ddl_statements import state_variable, table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import run_select
 from tidelake.sim.sql.state import SessionState

@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from tidelake.sim.sql import statements
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.sql.errors import to_mysql
+from tidelake.sim.sql.error_packets import to_mysql
 from tidelake.sim.sql.parse import Statement, parse
 from tidelake.sim.sql.prepared import keep_parameter_types
 from tidelake.sim.sql.result import Result
