@@ -74,7 +74,7 @@ def ceiling(args: argparse.Namespace) -> dict:
     from tidelake.sim.sql.state import SessionState
     from tidelake.sim.sql.statements import execute
     from tidelake.sim.tidb.kvtxn import TxnConflictError
-    from tidelake.sim.tidb.errors import SqlError
+    from tidelake.sim.tidb.sql_errors import SqlError
     from tidelake.sim.tidb.session import SimTiDB
 
     tidb = SimTiDB(SimCluster(n_stores=3, split_check_interval_s=0, gc_interval_s=0))

@@ -33,7 +33,7 @@ from tidelake.sim.sql.prepared import keep_parameter_types
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.show import OURS
 from tidelake.sim.sql.state import SessionState
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.show_create import type_sql
 
 _SYSTEM_DBS = {"information_schema", "performance_schema", "metrics_schema", "mysql"}

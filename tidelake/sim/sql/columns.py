@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import dialect as td
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import to_type
 from tidelake.sim.tidb.dialect import TiDB
 from tidelake.sim.tidb.expr import Compiled

@@ -23,8 +23,8 @@ from tidelake.sim.sql.columns import ParsedColumn, default_value, parse_column
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.state import SessionState
 from tidelake.sim.tidb import dialect as td
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb import table_changes as tc
 from tidelake.sim.tidb.dialect import TiDB
 from tidelake.sim.tidb.show_create import type_sql

@@ -22,7 +22,7 @@ from tidelake.sim.sql.ddl_statements import state_variable, table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import run_select
 from tidelake.sim.sql.state import SessionState
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import to_column
 from tidelake.sim.tidb.dml import RowRef, Txn, column_default
 from tidelake.sim.tidb.expr import Compiled

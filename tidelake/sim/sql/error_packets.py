@@ -1,6 +1,6 @@
 """Errors as the MySQL protocol carries them: TiDB's code, SQLSTATE and message.
 
-The front raises SqlError with TiDB's codes (tidelake/sim/tidb/errors.py); anything else that
+The front raises SqlError with TiDB's codes (tidelake/sim/tidb/sql_errors.py); anything else that
 reaches the protocol is answered as TiDB answers an internal error (1105) and logged with its
 traceback, so a bug is never mistaken for a refusal. SQLSTATEs are registered in mysql-mimic's
 table (`mysql_mimic.errors.SQLSTATES`, which its error packets read) at import.
@@ -14,7 +14,7 @@ from mysql_mimic import errors as mimic_errors
 from mysql_mimic.errors import MysqlError
 
 from tidelake.errors import TidelakeError
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from sqlglot import exp
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.row import EXTRA_HANDLE_NAME
 from tidelake.codec.schema import TableInfo
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import Mode, to_column
 from tidelake.sim.tidb.dml import RowRef, Txn
 from tidelake.sim.tidb.expr import Compiled, compare, to_number

@@ -34,7 +34,7 @@ from tidelake.sim.sql import variables as sv
 from tidelake.sim.sql.ddl_statements import state_variable, table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.state import SessionState
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.catalog import Catalog
 from tidelake.sim.tidb.coerce import duration_text, value_text
 from tidelake.sim.tidb.dialect import TiDB

@@ -13,7 +13,7 @@ from tidelake.codec import mysql_types as mt
 from tidelake.codec.schema import TableInfo
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.state import SessionState
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.show_create import q, show_create_table, type_sql
 
 OURS = {"DATABASES", "TABLES", "CREATE TABLE", "CREATE DATABASE", "COLUMNS", "INDEX", "INDEXES", "KEYS"}

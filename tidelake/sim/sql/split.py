@@ -16,7 +16,7 @@ from tidelake.sim.sql.ddl_statements import table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import evaluate_constants
 from tidelake.sim.sql.state import SessionState
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.dialect import SplitTable
 
 MAX_REGIONS = 1000  # TiDB's split-region-max-num default is 1000 per statement

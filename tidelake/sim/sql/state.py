@@ -17,7 +17,7 @@ from typing import Any
 from mysql_mimic.variables import Variables
 
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import Mode
 from tidelake.sim.tidb.dml import Txn
 from tidelake.sim.tidb.kvtxn import DEFAULT_TXN_MODE, TxnConflictError

@@ -18,7 +18,7 @@ from tidelake.sim.sql.select import evaluate_constants, run_select
 from tidelake.sim.sql.split import execute_split
 from tidelake.sim.sql.state import SessionState
 from tidelake.sim.tidb import dialect as td
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.dialect import TiDB
 from tidelake.sim.tidb.expr import Compiled
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables, Variables
 
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 
 TIDB_VERSION = "8.0.11-TiDB-v8.5.0"
 DEFAULT_SQL_MODE = ("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,"

@@ -16,7 +16,7 @@ from typing import Any
 from tidelake.codec import meta_keys as mk
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb import system_tables as st
 from tidelake.sim.tidb.kvtxn import KvTxn, snapshot_get, snapshot_scan
 

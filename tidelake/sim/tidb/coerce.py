@@ -22,7 +22,7 @@ from typing import Any
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.mytime import MySQLTime
 from tidelake.codec.schema import ColumnInfo, FieldType
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 
 _INT_BITS = {mt.TYPE_TINY: 8, mt.TYPE_SHORT: 16, mt.TYPE_INT24: 24, mt.TYPE_LONG: 32, mt.TYPE_LONGLONG: 64}
 _NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")

@@ -9,7 +9,7 @@ write-reorg -> public), so readers meet intermediate states and running jobs as 
 ALTER TABLE actions are planned in tidelake/sim/tidb/table_changes.py; several in one statement
 run as one multi-schema change job (ActionMultiSchemaChange, pkg/ddl/multi_schema_change.go).
 Every method takes the statement's SQL text as `query` (what TiDB keeps in the job); without
-one, the front writes an equivalent statement. Errors carry TiDB's codes (tidb/errors.py).
+one, the front writes an equivalent statement. Errors carry TiDB's codes (tidelake/sim/tidb/sql_errors.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from tidelake.codec import mysql_types as mt
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState, SchemaState
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.sim.tidb import ddl_job_row as jr
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb import table_changes as tc
 from tidelake.sim.tidb.catalog import Catalog
 from tidelake.sim.tidb.coerce import Mode

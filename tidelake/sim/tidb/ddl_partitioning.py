@@ -30,8 +30,8 @@ from tidelake.codec.ddl_job import ActionType, DDLJob
 from tidelake.codec.keys import record_key
 from tidelake.codec.row import encode_row
 from tidelake.codec.schema import PartitionDefinition, PartitionInfo, TableInfo
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.ddl import DDLExecutor, JobPlan, S, Step
 from tidelake.sim.tidb.kvtxn import KvTxn
 from tidelake.sim.tidb.show_create import q

@@ -28,8 +28,8 @@ from tidelake.codec.row import EXTRA_HANDLE_NAME, decode_row, encode_row, row_ha
 from tidelake.codec.row_value import encode_key_datum
 from tidelake.codec.schema import STATE_PUBLIC, ColumnInfo, FieldType, IndexInfo, TableInfo
 from tidelake.errors import InputError
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import STRICT, Mode, to_column, value_text
 from tidelake.sim.tidb.expr import Compiled, parse_expression
 from tidelake.sim.tidb.kvtxn import KvTxn, TxnConflictError

@@ -32,7 +32,7 @@ from sqlglot.executor.python import PythonExecutor
 from sqlglot.helper import seq_get
 
 from tidelake.codec.mytime import MySQLTime
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import DECIMAL_CONTEXT, BinaryLiteral, parse_duration, split_moment, value_text
 from tidelake.sim.tidb.dialect import TiDB
 

@@ -22,7 +22,7 @@ from tidelake.codec import mysql_types as mt
 from tidelake.codec.row_value import collation_key
 from tidelake.codec.schema import PartitionDefinition, PartitionInfo, TableInfo
 from tidelake.errors import InputError
-from tidelake.sim.tidb import errors as er
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import to_type, value_text
 from tidelake.sim.tidb.expr import Row, compare, compile_text
 

@@ -24,8 +24,8 @@ from tidelake.codec.keys import decode_record_key, record_key, table_record_span
 from tidelake.codec.row import decode_row, encode_row
 from tidelake.codec.row_value import zero_value
 from tidelake.codec.schema import STATE_PUBLIC, ColumnInfo, IndexInfo, TableInfo
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import Mode, duration_text, to_column, value_text
 from tidelake.sim.tidb.kvtxn import KvTxn, snapshot_scan
 from tidelake.sim.tidb.show_create import column_sql, q, type_sql

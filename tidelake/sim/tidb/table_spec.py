@@ -15,8 +15,8 @@ from typing import Any
 
 from tidelake.codec import mysql_types as mt
 from tidelake.codec.schema import _TABLE_DEFAULTS, IndexColumn, IndexInfo, TableInfo
-from tidelake.sim.tidb import errors as er
 from tidelake.sim.tidb import partition as part
+from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.types import DEFAULT_COLLATIONS, ColumnDef, build_column
 
 # tidb_enable_clustered_index: TiDB's default `ON` clusters every primary key; the Python front's
