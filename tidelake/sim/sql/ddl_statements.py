@@ -21,7 +21,7 @@ from sqlglot import exp
 from tidelake.codec.schema import IndexInfo, TableInfo
 from tidelake.sim.sql.columns import ParsedColumn, default_value, parse_column
 from tidelake.sim.sql.result import Result
-from tidelake.sim.sql.state import SessionState
+from tidelake.sim.sql.state import SessionState, state_variable, table_name
 from tidelake.sim.tidb import dialect as td
 from tidelake.sim.tidb import partition as part
 from tidelake.sim.tidb import sql_errors as er
@@ -32,12 +32,6 @@ from tidelake.sim.tidb.table_spec import IndexSpec, TableSpec, default_collation
 
 Planner = Callable[[TableInfo], tc.TableChange]
 _IGNORED_TABLE_OPTIONS = (exp.EngineProperty, exp.RowFormatProperty, exp.ChecksumProperty)
-
-
-def table_name(node: exp.Expr, state: SessionState) -> tuple[str, str]:
-    """(database, table) of a table reference, the session's database when it names none."""
-    table = node.this if isinstance(node, exp.Schema) else node
-    return state.db(table.args.get("db").name if table.args.get("db") else None), table.name
 
 
 def execute_create(node: exp.Create, text: str, state: SessionState) -> Result:
@@ -253,15 +247,6 @@ def _expr_text(node: exp.Expr) -> str:
     """An expression as TiDB keeps partition expressions and bounds: restored SQL, names quoted."""
     inner = node.this if isinstance(node, exp.Paren) else node
     return inner.sql(dialect=TiDB, identify=True)
-
-
-def state_variable(state: SessionState) -> Callable[[exp.Expr], Any]:
-    """Resolves @@var (the session's value) and @var (a user variable; NULL when never set)."""
-    def resolve(node: exp.Expr) -> Any:
-        if isinstance(node, exp.SessionParameter):
-            return state.variable(node.name)
-        return state.user_variables.get(node.name.lower())
-    return resolve
 
 
 def _create_index(node: exp.Create, text: str, state: SessionState) -> Result:

@@ -18,10 +18,9 @@ from sqlglot import exp
 from tidelake.codec.row import EXTRA_HANDLE_NAME
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.sim.sql import rows as rs
-from tidelake.sim.sql.ddl_statements import state_variable, table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import run_select
-from tidelake.sim.sql.state import SessionState
+from tidelake.sim.sql.state import SessionState, state_variable, table_name
 from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import to_column
 from tidelake.sim.tidb.dml import RowRef, Txn, column_default

@@ -31,9 +31,8 @@ from tidelake.codec.row import EXTRA_HANDLE_NAME
 from tidelake.codec.schema import TableInfo
 from tidelake.sim.sql import rows as rs
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.sql.ddl_statements import state_variable, table_name
 from tidelake.sim.sql.result import Result
-from tidelake.sim.sql.state import SessionState
+from tidelake.sim.sql.state import SessionState, state_variable, table_name
 from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.catalog import Catalog
 from tidelake.sim.tidb.coerce import duration_text, value_text

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from tidelake.codec.keys import record_key
 from tidelake.codec.memcomparable_bytes import encode_bytes
-from tidelake.sim.sql.ddl_statements import table_name
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import evaluate_constants
-from tidelake.sim.sql.state import SessionState
+from tidelake.sim.sql.state import SessionState, table_name
 from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.dialect import SplitTable
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from mysql_mimic.variables import Variables
+from sqlglot import exp
 
 from tidelake.sim.sql import variables as sv
 from tidelake.sim.tidb import sql_errors as er
@@ -149,6 +150,21 @@ class SessionState:
         """DDL commits the open transaction first (an implicit commit), then runs alone."""
         self.commit()
         return action()
+
+
+def table_name(node: exp.Expr, state: SessionState) -> tuple[str, str]:
+    """(database, table) of a table reference, the session's database when it names none."""
+    table = node.this if isinstance(node, exp.Schema) else node
+    return state.db(table.args.get("db").name if table.args.get("db") else None), table.name
+
+
+def state_variable(state: SessionState) -> Callable[[exp.Expr], Any]:
+    """Resolves @@var (the session's value) and @var (a user variable; NULL when never set)."""
+    def resolve(node: exp.Expr) -> Any:
+        if isinstance(node, exp.SessionParameter):
+            return state.variable(node.name)
+        return state.user_variables.get(node.name.lower())
+    return resolve
 
 
 def _conflict(err: TxnConflictError) -> er.SqlError:

@@ -11,12 +11,11 @@ from sqlglot import exp
 
 from tidelake.sim.sql import ddl_statements, dml_statements, show
 from tidelake.sim.sql import variables as sv
-from tidelake.sim.sql.ddl_statements import state_variable
 from tidelake.sim.sql.parse import Statement
 from tidelake.sim.sql.result import Result
 from tidelake.sim.sql.select import evaluate_constants, run_select
 from tidelake.sim.sql.split import execute_split
-from tidelake.sim.sql.state import SessionState
+from tidelake.sim.sql.state import SessionState, state_variable
 from tidelake.sim.tidb import dialect as td
 from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.dialect import TiDB
