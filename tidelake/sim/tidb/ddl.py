@@ -340,7 +340,7 @@ class DDLExecutor:
         return self.alter_table(db, table, lambda t: [tc.drop_column(t, name)], query)
 
     def rename_column(self, db: str, table: str, name: str, new_name: str, query: str | None = None) -> DDLJob:
-        """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md §12.5)."""
+        """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md#actiontype-codes)."""
         return self.alter_table(db, table, lambda t: [tc.rename_column(t, name, new_name)], query)
 
     def modify_column(self, db: str, table: str, name: str, new_type: str | ColumnDef, nullable: bool | None = None,
@@ -443,7 +443,7 @@ class DDLExecutor:
         done = copy.deepcopy(job)
         job.state = JobState.SYNCED
         self._to_history(job, schema_ids, table_ids)
-        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md §12.3)
+        done.finished_ts = done_ts  # what TiCDC sets from the done row's commit ts (docs/wire.md#tidb_ddl_job-row)
         return done
 
     def _run_steps(self, plan: JobPlan, schema_ids: str, table_ids: str) -> int:

@@ -1,6 +1,6 @@
 """Partitioned tables: TiDB's PartitionInfo JSON and the routing of a row to its partition.
 
-Each partition is its own physical table id in row keys (docs/encoding.md §2.1), so the simulator
+Each partition is its own physical table id in row keys (docs/encoding.md#record-row-key), so the simulator
 routes rows exactly as TiDB does (pingcap/tidb `pkg/table/tables/partition.go`):
 - RANGE: the first partition whose `LESS THAN` bound exceeds the expression's value; RANGE COLUMNS
   compares the column tuple with each bound tuple (MAXVALUE above everything);
@@ -26,7 +26,7 @@ from tidelake.sim.tidb import sql_errors as er
 from tidelake.sim.tidb.coerce import to_type, value_text
 from tidelake.sim.tidb.expr import Row, compare, compile_text
 
-# docs/encoding.md §10 PartitionInfo.type (NONE: a table being partitioned, pkg/ddl `getPartitionInfoTypeNone`)
+# docs/encoding.md#schema-json PartitionInfo.type (NONE: a table being partitioned, pkg/ddl `getPartitionInfoTypeNone`)
 NONE, RANGE, HASH, LIST, KEY = 0, 1, 2, 3, 4
 TYPES = {"range": RANGE, "hash": HASH, "list": LIST, "key": KEY}
 TYPE_NAMES = {v: k.upper() for k, v in TYPES.items()}

@@ -132,7 +132,8 @@ def origin_default_text(col: ColumnInfo, now: datetime) -> Any:
 
 
 def add_column(info: TableInfo, defn: ColumnDef, position: Any = None, now: datetime | None = None) -> TableChange:
-    """Rows written before keep their encoding; readers fill `origin_default` (docs/encoding.md §5)."""
+    """Rows written before keep their encoding; readers fill `origin_default`
+    (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns)."""
     if defn.primary_key:
         raise er.unsupported_ddl("add column with primary key flag")
     if defn.auto_increment:
@@ -329,7 +330,7 @@ def _renamed_in_keys(info: TableInfo, old: str, new: str) -> TableInfo:
 
 
 def rename_column(info: TableInfo, name: str, new_name: str) -> TableChange:
-    """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md §12.5)."""
+    """RENAME COLUMN is ActionModifyColumn (12) in TiDB; no separate code (docs/wire.md#actiontype-codes)."""
     col = column_of(info, name)
     defn = _column_def_of(col, new_name)
     change = modify_column(info, name, defn)

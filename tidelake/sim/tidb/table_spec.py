@@ -215,7 +215,7 @@ def check_partitioning(info: TableInfo) -> None:
 
 
 def renumber(info: TableInfo) -> TableInfo:
-    """Offsets are positions in `cols`; index columns point at them (docs/encoding.md §10)."""
+    """Offsets are positions in `cols`; index columns point at them (docs/encoding.md#schema-json)."""
     columns = [replace(c, offset=i) for i, c in enumerate(info.columns)]
     by_name = {c.name.lower(): c.offset for c in columns}
     indices = [replace(idx, columns=[replace(ic, offset=by_name[ic.name.lower()]) for ic in idx.columns])
