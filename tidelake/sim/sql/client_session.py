@@ -1,15 +1,13 @@
 """One client connection: mysql-mimic's Session with the statements run on the TiDB-like front.
 
-mysql-mimic (pinned in pyproject.toml) owns the protocol: handshake, authentication (any user,
-as `tidelake sim` is a local test cluster), COM_QUERY, prepared statements (it interpolates the
-parameters into the SQL text; prepared.py supplies the parameter types C clients send only once),
-COM_INIT_DB. This session parses each query itself and runs every
-statement on the connection's own thread, so a statement waiting for a lock never holds up
-another connection's, in the order the client sent them. What only the protocol layer can
-answer is left to mysql-mimic's own handlers: SELECTs without a table (`SELECT @@version`),
-SHOW VARIABLES/STATUS/WARNINGS, information_schema queries. OK packets carry the affected rows and
-last insert id (mysql-mimic writes them through `Connection.ok`, which the session supplies the
-counts to), and the status flags show autocommit and an open transaction.
+mysql-mimic (pinned in pyproject.toml) owns the protocol: handshake, authentication (any user, a
+local test cluster), COM_QUERY, prepared statements (prepared.py), COM_INIT_DB. This session
+parses each query and runs its statements, in the client's order, on the connection's own
+thread, so a lock wait never holds up another connection. SELECTs without a table, SHOW
+VARIABLES/STATUS/WARNINGS and information_schema are mysql-mimic's; OK packets carry the affected
+rows and last insert id, the status flags autocommit and an open transaction.
+
+More: docs/internals.md#client_session.
 """
 
 from __future__ import annotations

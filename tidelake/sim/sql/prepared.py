@@ -1,23 +1,12 @@
-"""COM_STMT_EXECUTE as mysql-mimic 3.0.5 reads it, with two of its gaps closed.
+"""COM_STMT_EXECUTE as mysql-mimic 3.0.5 reads it, two of its gaps closed (SqlSession installs it).
 
-Parameter types sent once.
+- Parameter types sent once: a packet with `new_params_bound_flag` = 0 gets its statement's last
+  types put back, so mysql-mimic parses it unchanged (libmysqlclient and MariaDB Connector/C send
+  the types with the first execution only; mysql-mimic refuses such a packet).
+- Parameter values as SQL literals: the `?` positions are found once in the prepared text and each
+  value goes in as an escaped literal, where mysql-mimic pastes strings in unescaped.
 
-The MySQL protocol lets a client send a prepared statement's parameter types once: a later
-COM_STMT_EXECUTE with `new_params_bound_flag` = 0 reuses them ("COM_STMT_EXECUTE", MySQL
-client/server protocol documentation). libmysqlclient and MariaDB Connector/C (sysbench, the
-mysql CLI's library) do so from the second execution on; mysql-mimic 3.0.5 refuses such a packet
-("Server requires the new-params-bound-flag to be set"). This keeps each statement's last types
-and puts them back into a packet that omits them, so mysql-mimic parses it unchanged. Packets
-with query attributes (CLIENT_QUERY_ATTRIBUTES, where a parameter count precedes the bitmap) are
-passed through as they are.
-
-Parameter values as SQL literals. mysql-mimic runs a prepared statement by writing each value
-into the statement text, one `?` at a time (`packets._interpolate_params`): a string goes in
-quotes without escaping, so a value holding a quote, a backslash, or a `"` / backquote (which
-throws off its search for the next `?` outside quotes) corrupts the statement. Here the `?`
-positions are found once in the prepared text and each value goes in as an escaped literal
-(`sql_literal`). Still mysql-mimic's: values of BLOB types are decoded as text in the client's
-charset, and DATE/TIME/DATETIME parameters are refused (clients send those as strings anyway).
+More: docs/internals.md#prepared.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """DDL as TiDB's DDL owner runs it: a queued job, one transaction per schema-state step, a finish.
 
-Each job is: (1) allocate ids from `NextGlobalID` and insert the job row (state queueing);
-(2) per online-schema-change step, one transaction that writes the meta keys, a new schema
-version with its `Diff:<ver>` and the job row (state running, then done with `binlog` filled on
-the last step, FinishedTS left 0); (3) delete the job row and insert it into tidb_ddl_history.
-Steps follow TiDB's state machines (e.g. ADD COLUMN none -> delete-only -> write-only ->
-write-reorg -> public), so readers meet intermediate states and running jobs as on a real cluster.
-ALTER TABLE actions are planned in tidelake/sim/tidb/table_changes.py; several in one statement
-run as one multi-schema change job (ActionMultiSchemaChange, pkg/ddl/multi_schema_change.go).
-Every method takes the statement's SQL text as `query` (what TiDB keeps in the job); without
-one, the front writes an equivalent statement. Errors carry TiDB's codes (tidelake/sim/tidb/sql_errors.py).
+A job allocates its ids and queues its row; each online-schema-change step (e.g. ADD COLUMN
+none -> delete-only -> write-only -> write-reorg -> public) is one transaction writing the meta
+keys, a new schema version with its diff and the job row; the done row then moves to
+tidb_ddl_history. Readers meet intermediate states and running jobs as on a real cluster. Several
+ALTER TABLE actions are one multi-schema change job. Every job keeps the statement's text as
+`query`; errors carry TiDB's codes (sql_errors.py).
+
+More: docs/internals.md#ddl.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """Partition DDL that moves rows between physical tables: EXCHANGE, REORGANIZE, PARTITION BY, REMOVE.
 
-Job shapes follow pingcap/tidb pkg/ddl/partition.go (`onExchangeTablePartition`,
-`onReorganizePartition`) and pkg/ddl/executor.go (`ExchangeTablePartition`, `ReorganizePartitions`,
-`AlterTablePartitioning`, `RemovePartitioning`), with job version 1 args:
-- EXCHANGE PARTITION (42): the job is the non-partitioned table's (schema_id, table_id), args
-  [partition id, partitioned table's schema id, its table id, partition name, with validation];
-  step 1 (write only) marks the table with `exchange_partition_info`, step 2 checks the rows
-  (1737 when one does not belong in the partition) and swaps the two physical ids; the binlog holds
-  the partitioned table. No row moves: the keys stay, their owner changes.
-- REORGANIZE PARTITION (64), ALTER TABLE ... PARTITION BY (71), REMOVE PARTITIONING (72): args
-  [names of the partitions replaced, PartitionInfo of the new ones (`new_table_id` for 71/72)];
-  delete only -> write only -> write reorg -> delete reorg (the rows of the replaced partitions are
-  copied, same handles, into the new partitions, as TiDB's backfill does) -> done. 71 and 72 give
-  the table a new id at the end (`new_table_id`; REMOVE PARTITIONING's is the id of its single
-  "CollapsedPartitions" partition, which holds the copied rows). The replaced physical ids keep
-  their old rows, as TiDB leaves them to its delete-range worker.
-A transaction that wrote one of the tables before such a job and commits after it is refused
+Job shapes, args and steps are pingcap/tidb's (pkg/ddl/partition.go `onExchangeTablePartition`,
+`onReorganizePartition`; pkg/ddl/executor.go). EXCHANGE swaps two physical ids and moves no key;
+REORGANIZE, PARTITION BY and REMOVE PARTITIONING copy the replaced partitions' rows, same handles,
+into new physical ids and leave the old keys in place (TiDB's delete-range worker's job). A
+transaction that wrote one of the tables before such a job and commits after it is refused
 (8028, DDLExecutor.reorg_epoch).
+
+More: docs/sql-front.md#ddl-that-moves-rows-between-physical-tables.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """TiDB's SQL as sqlglot parses it: the MySQL dialect plus the TiDB forms it lacks.
 
 sqlglot (pinned in pyproject.toml) is extended the way its own Doris and StarRocks dialects extend
-MySQL: parser productions registered in its tables. Added here, each checked against TiDB's
-grammar (pingcap/tidb `pkg/parser/parser.y`):
-- `PARTITION BY [LINEAR] HASH|KEY (..) [PARTITIONS n]`, `RANGE|LIST COLUMNS (..)`, `LESS THAN MAXVALUE`;
-- ALTER TABLE: ADD/DROP/TRUNCATE/EXCHANGE/REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING;
-- `REPLACE`, `RENAME TABLE a TO b[, ...]` (sqlglot's MySQL tokenizer turns both into opaque commands);
-- `PRIMARY KEY (..) [NON]CLUSTERED`, column `AUTO_RANDOM[(shard[, range])]`;
-- `FROM t AS OF TIMESTAMP expr` (stale read).
-TiDB's executable comments (`/*T![feature] ...*/`, MySQL's `/*!NNNNN ...*/`) are expanded before
-parsing, as TiDB's lexer does (`pkg/parser/lexer.go`), for the features this front implements.
+MySQL: parser productions registered in its tables, each checked against TiDB's grammar
+(pingcap/tidb `pkg/parser/parser.y`). TiDB's executable comments (`/*T![feature] ...*/`, MySQL's
+`/*!NNNNN ...*/`) are expanded before parsing, as TiDB's lexer does (`pkg/parser/lexer.go`), for
+the features this front implements.
+
+The forms added: docs/sql-front.md#what-sqlglots-mysql-dialect-does-not-parse.
 """
 
 from __future__ import annotations

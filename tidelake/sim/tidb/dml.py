@@ -1,17 +1,13 @@
 """Row-level DML in one transaction, written as TiDB's `AddRecord`/`UpdateRecord` write it.
 
-A row is one record key `t{physical id}_r{handle}` whose value is row format v2 from codec's
-`encode_row` (docs/encoding.md#record-row-key, docs/encoding.md#row-value-format-v2). The handle is the int PK (pk_is_handle), the encoded
-PK columns (common handle) or an allocated `_tidb_rowid` (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns). Partitioned
-tables write under the partition's id. Index entries are not written: replicators read only the
-record span `[t_r, t_s)`. A unique key (a UNIQUE index, a non-clustered PRIMARY KEY) is enforced
-as TiDB's pessimistic transactions enforce it: the writer locks the key's index key (without
-writing it) and finds no other live row with the same values. The front fills what TiDB fills:
-defaults (CURRENT_TIMESTAMP included), AUTO_INCREMENT and AUTO_RANDOM ids, generated columns,
-ON UPDATE CURRENT_TIMESTAMP. At commit the transaction is refused if a table it wrote was dropped,
-truncated or had its rows rewritten by a DDL meanwhile, as TiDB's schema validator refuses it
-(8028). The transaction runs in the front's tidb_txn_mode (pessimistic by default, with async
-commit and 1PC; tidelake.sim.tidb.kvtxn).
+A row is one record key `t{physical id}_r{handle}` holding row format v2
+(docs/encoding.md#record-row-key), under the partition's id in a partitioned table. Index entries
+are not written; a unique key is enforced by locking its index key, as TiDB's pessimistic
+transactions do. The front fills what TiDB fills (defaults, AUTO_INCREMENT/AUTO_RANDOM ids,
+generated columns) and refuses at commit (8028) a transaction whose table a DDL dropped,
+truncated or rewrote meanwhile.
+
+More: docs/internals.md#dml.
 """
 
 from __future__ import annotations

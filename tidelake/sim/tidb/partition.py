@@ -1,14 +1,11 @@
 """Partitioned tables: TiDB's PartitionInfo JSON and the routing of a row to its partition.
 
-Each partition is its own physical table id in row keys (docs/encoding.md#record-row-key), so the simulator
-routes rows exactly as TiDB does (pingcap/tidb `pkg/table/tables/partition.go`):
-- RANGE: the first partition whose `LESS THAN` bound exceeds the expression's value; RANGE COLUMNS
-  compares the column tuple with each bound tuple (MAXVALUE above everything);
-- LIST / LIST COLUMNS: the partition whose `IN` values hold the value (tuple);
-- HASH: |expr mod num| (`locateHashPartition`; NULL goes to partition 0);
-- KEY: CRC32 (IEEE) over each column's hash key, mod num (`ForKeyPruning.LocateKeyPartition`).
-Bounds and values are kept as TiDB keeps them: the text of each expression (`less_than`,
-`in_values`), evaluated with the front's expression evaluator.
+Each partition is its own physical table id in row keys (docs/encoding.md#record-row-key), so rows
+are routed exactly as TiDB routes them (pingcap/tidb `pkg/table/tables/partition.go`): RANGE
+[COLUMNS], LIST [COLUMNS], HASH and KEY. Bounds and values are kept as TiDB keeps them, as the
+text of each expression, evaluated with the front's expression evaluator.
+
+More: docs/internals.md#partition.
 """
 
 from __future__ import annotations
