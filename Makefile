@@ -47,7 +47,7 @@ sysbench: sql-clients
 	$(if $(shell command -v sysbench),,$(call apt_install,sysbench,make bench-sysbench))
 
 # sysbench oltp_write_only through the simulator's SQL front for 60 s, then tidelake pull, merge
-# and verify with every replica matching (bench/README.md "SQL front"); ~4 minutes.
+# and verify with every replica matching (bench/README.md#what-each-bench-measures).
 bench-sysbench: $(STAMP) sysbench
 	$(PY) bench/bench_sysbench.py --time 60
 

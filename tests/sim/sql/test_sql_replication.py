@@ -73,7 +73,7 @@ SCRIPT = [
 
 
 @pytest.mark.spark
-@pytest.mark.slow  # ~110 s (a merge and a verify of ten replicas): `make test-all`
+@pytest.mark.slow  # a merge and a verify of ten replicas: `make test-all`
 @pytest.mark.timeout(900)
 def test_sql_through_the_front_replicates_and_verifies(spark, tmp_path):
     from tidelake.apply.merge_job import run_merge
