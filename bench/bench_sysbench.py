@@ -32,10 +32,20 @@ import threading
 import time
 from pathlib import Path
 
+from mysql_mimic.variables import GlobalVariables
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import markdown_table, print_environment, write_json  # noqa: E402
 from bench._pipeline import Pipeline  # noqa: E402
+from tidelake.sim.cluster import SimCluster  # noqa: E402
+from tidelake.sim.sql import variables as sv  # noqa: E402
+from tidelake.sim.sql.parse import parse  # noqa: E402
+from tidelake.sim.sql.state import SessionState  # noqa: E402
+from tidelake.sim.sql.statements import execute  # noqa: E402
+from tidelake.sim.tidb.kvtxn import TxnConflictError  # noqa: E402
+from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
+from tidelake.sim.tidb.sql_errors import SqlError  # noqa: E402
 
 
 def sysbench(port: int, args: argparse.Namespace, command: str, log: Path) -> str:
@@ -66,17 +76,6 @@ def parse_run(out: str) -> dict:
 
 def ceiling(args: argparse.Namespace) -> dict:
     """The oltp_write_only transaction on an in-process SimTiDB through parse + execute."""
-    from mysql_mimic.variables import GlobalVariables
-
-    from tidelake.sim.cluster import SimCluster
-    from tidelake.sim.sql import variables as sv
-    from tidelake.sim.sql.parse import parse
-    from tidelake.sim.sql.state import SessionState
-    from tidelake.sim.sql.statements import execute
-    from tidelake.sim.tidb.kvtxn import TxnConflictError
-    from tidelake.sim.tidb.sql_errors import SqlError
-    from tidelake.sim.tidb.session import SimTiDB
-
     tidb = SimTiDB(SimCluster(n_stores=3, split_check_interval_s=0, gc_interval_s=0))
     globals_: GlobalVariables = sv.global_variables()
 

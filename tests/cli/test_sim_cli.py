@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -11,6 +14,7 @@ import pymysql
 import pytest
 
 from tidelake.cli import main
+from tidelake.sim import cluster as cluster_module
 
 
 def test_sim_runs_for_duration_and_stops(tmp_path, capsys):
@@ -68,10 +72,6 @@ def test_txn_mode_comes_from_the_flag_else_the_preset_else_tidb_default(argv, mo
 
 
 def test_sigterm_stops_cleanly():
-    import signal
-    import subprocess
-    import sys
-
     proc = subprocess.Popen([sys.executable, "-m", "tidelake", "sim", "--stores", "1", "--workload", "smoke"],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -87,8 +87,6 @@ def test_sigterm_stops_cleanly():
 
 def test_gc_life_time_reaches_the_cluster(monkeypatch, capsys):
     seen = {}
-
-    from tidelake.sim import cluster as cluster_module
 
     class Recording(cluster_module.SimCluster):
         def __init__(self, **kw):

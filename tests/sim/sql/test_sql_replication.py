@@ -11,8 +11,14 @@ import pytest
 
 from tests.capture.pull_harness import make_config, wait_resolved
 from tests.sim.sql.test_sql_ddl import ZOO
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.lake.layout import LakeLayout
 from tidelake.sim.cluster import SimCluster
+from tidelake.sim.sql.server import SqlServer
+from tidelake.sim.tidb.session import SimTiDB
 from tidelake.table_filter import TableFilter
+from tidelake.upstream.kv_snapshot import SnapshotReader
+from tidelake.upstream.pd_client import PDClient
 
 DB = "front"
 
@@ -76,14 +82,8 @@ SCRIPT = [
 @pytest.mark.slow  # a merge and a verify of ten replicas: `make test-all`
 @pytest.mark.timeout(900)
 def test_sql_through_the_front_replicates_and_verifies(spark, tmp_path):
-    from tidelake.apply.merge_job import run_merge
-    from tidelake.apply.verify import Verdict, Verifier
-    from tidelake.capture.changefeed.puller_thread import PullerThread
-    from tidelake.lake.layout import LakeLayout
-    from tidelake.sim.sql.server import SqlServer
-    from tidelake.sim.tidb.session import SimTiDB
-    from tidelake.upstream.kv_snapshot import SnapshotReader
-    from tidelake.upstream.pd_client import PDClient
+    from tidelake.merge.merge_run import run_merge  # pyspark: imported by this Spark test only
+    from tidelake.verify.verifier import Verdict, Verifier  # pyspark, as above
 
     cluster = SimCluster(n_stores=2, split_check_interval_s=0, gc_interval_s=0, server_workers=8,
                          cdc_options={"min_ts_interval_s": 0.2})
