@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.errors import InputError
+from tidelake.lake.delta_read import read_delta, sql_string
 from tidelake.lake.layout import DdlSource, LakeLayout
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def start_snapshot_ts(layout: LakeLayout) -> int | None:
     if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
         return None
     table = DeltaTable(layout.ddl, storage_options=layout.storage_options)
-    ts = table.to_pyarrow_table(columns=["commit_ts"], filters=[("source", "=", DdlSource.SNAPSHOT)])["commit_ts"]
+    ts = read_delta(table, ["commit_ts"], f"source = {sql_string(DdlSource.SNAPSHOT)}")["commit_ts"]
     return pc.min(ts).as_py() if len(ts) else None
 
 
@@ -62,8 +63,8 @@ def schema_version_at(layout: LakeLayout, ts: int) -> int | None:
     the upstream's schema version at `ts` can never be below on the same cluster."""
     if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
         return None
-    versions = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
-        columns=["schema_version"], filters=[("commit_ts", "<=", ts)])["schema_version"]
+    versions = read_delta(DeltaTable(layout.ddl, storage_options=layout.storage_options), ["schema_version"],
+                          f"commit_ts <= {int(ts)}")["schema_version"]
     return pc.max(versions).as_py() if len(versions) else None
 
 
@@ -72,10 +73,9 @@ def has_snapshot_row(layout: LakeLayout, table_id: int, ts: int) -> bool:
     a table that joined the feed at ts)."""
     if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
         return False
-    table = DeltaTable(layout.ddl, storage_options=layout.storage_options).to_pyarrow_table(
-        columns=["table_id"],
-        filters=[("source", "=", DdlSource.SNAPSHOT), ("commit_ts", "=", ts), ("table_id", "=", table_id)],
-    )
+    table = read_delta(DeltaTable(layout.ddl, storage_options=layout.storage_options), ["table_id"],
+                       f"source = {sql_string(DdlSource.SNAPSHOT)} AND commit_ts = {int(ts)}"
+                       f" AND table_id = {int(table_id)}")
     return len(table) > 0
 
 

@@ -27,6 +27,7 @@ from tenacity import (
 )
 
 from tidelake.errors import InputError
+from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout, open_or_create
 
 _ASSIGN_LOCK = threading.Lock()
@@ -77,7 +78,7 @@ def catalog_path(layout: LakeLayout) -> str:
 
 
 def _entries_of(table: DeltaTable) -> dict[int, ReplicaEntry]:
-    rows = table.to_pyarrow_table().to_pylist()
+    rows = read_delta(table).to_pylist()
     return {r["table_key"]: ReplicaEntry(**{k: r[k] for k in ReplicaEntry.__dataclass_fields__}) for r in rows}
 
 

@@ -20,6 +20,7 @@ from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import DdlSource, LakeLayout
 
 TableKey = NewType("TableKey", int)
@@ -128,7 +129,7 @@ class SchemaHistory:
         if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
             return cls([])
         table = DeltaTable(layout.ddl, version=version, storage_options=layout.storage_options)
-        return cls(DdlRow(**r) for r in table.to_pyarrow_table().to_pylist())
+        return cls(DdlRow(**r) for r in read_delta(table).to_pylist())
 
     # --- queries -------------------------------------------------------------------------
 

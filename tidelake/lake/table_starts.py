@@ -19,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from tidelake.codec.ddl_job import ActionType
 from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.delta_read import read_delta, sql_string
 from tidelake.lake.layout import DdlSource, LakeLayout, open_or_create
 from tidelake.table_names import table_key
 
@@ -97,9 +98,8 @@ class TableStarts:
         """The current state of every request of the changefeed, oldest request first."""
         if not DeltaTable.is_deltatable(self._path, storage_options=self._layout.storage_options):
             return []
-        table = DeltaTable(self._path, storage_options=self._layout.storage_options).to_pyarrow_table(
-            filters=[("changefeed", "=", changefeed)]
-        )
+        table = read_delta(DeltaTable(self._path, storage_options=self._layout.storage_options),
+                           where=f"changefeed = {sql_string(changefeed)}")
         table = table.sort_by([("updated_at", "ascending")])
         last: dict[str, TableStart] = {}
         first_seen: dict[str, int] = {}

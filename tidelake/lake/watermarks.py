@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout, WatermarkKind
 
 NO_VERSION = -1
@@ -64,7 +65,7 @@ def read_watermarks(layout: LakeLayout) -> Watermarks:
     if not DeltaTable.is_deltatable(layout.watermarks, storage_options=layout.storage_options):
         return Watermarks({}, 0, NO_VERSION)
     table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
-    return fold_watermarks(table.to_pyarrow_table())
+    return fold_watermarks(read_delta(table))
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def read_by_puller(layout: LakeLayout) -> dict[str, PullerMarks]:
     """Each puller partition, by puller (app id)."""
     if not DeltaTable.is_deltatable(layout.watermarks, storage_options=layout.storage_options):
         return {}
-    table = DeltaTable(layout.watermarks, storage_options=layout.storage_options).to_pyarrow_table()
+    table = read_delta(DeltaTable(layout.watermarks, storage_options=layout.storage_options))
     out = {}
     for name in sorted(set(table.column("puller").to_pylist())):
         rows = table.filter(pc.equal(table.column("puller"), name))

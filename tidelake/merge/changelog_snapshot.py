@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
+from tidelake.lake.delta_read import read_delta, sql_string
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.merge.table_plan import FileStat
@@ -58,19 +58,17 @@ class ChangelogSnapshot:
                 if high > lo and low <= hi]
 
     def rows(self, physical_ids: Sequence[int], lo: int, hi: int, columns: Sequence[str]) -> pa.Table:
-        """`columns` of the rows of `physical_ids` with lo < commit_ts <= hi. The table_id
-        partition filter prunes the file list in delta-rs before pyarrow builds a fragment per
-        file: a dataset of the whole changelog costs time in its file count."""
-        if self.table is None:
+        """`columns` of the rows of `physical_ids` with lo < commit_ts <= hi. The table_id and
+        commit_bucket partitions and the commit_ts stats prune the files delta-rs reads."""
+        if self.table is None or not physical_ids:
             return pa.table({c: [] for c in columns})
         seconds = self.bucket_seconds
-        window = (ds.field("table_id").isin([int(p) for p in physical_ids])
-                  & (ds.field("commit_bucket") >= bucket_label(lo + 1, seconds))
-                  & (ds.field("commit_bucket") <= bucket_label(hi, seconds))
-                  & (ds.field("commit_ts") > lo) & (ds.field("commit_ts") <= hi))
-        ids = [str(int(p)) for p in physical_ids]
-        dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=[("table_id", "in", ids)])
-        return dataset.to_table(columns=list(columns), filter=window)
+        ids = ", ".join(str(int(p)) for p in physical_ids)
+        window = (f"table_id IN ({ids})"
+                  f" AND commit_bucket >= {sql_string(bucket_label(lo + 1, seconds))}"
+                  f" AND commit_bucket <= {sql_string(bucket_label(hi, seconds))}"
+                  f" AND commit_ts > {int(lo)} AND commit_ts <= {int(hi)}")
+        return read_delta(self.table, columns, window)
 
     def last_changes(self, physical_ids: Sequence[int], lo: int, hi: int) -> pa.Table:
         """The window collapsed: one row of COLLAPSED_COLUMNS per raw key."""

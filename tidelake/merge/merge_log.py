@@ -16,7 +16,6 @@ from enum import StrEnum
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from tenacity import (
@@ -27,6 +26,7 @@ from tenacity import (
 )
 
 from tidelake.errors import InputError
+from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout, open_or_create
 from tidelake.lake.replica_facts import REPLICA_FACTS_TYPE, ReplicaFacts
 
@@ -160,15 +160,13 @@ class _Window:
     def read_since(self, start_us: int, columns: list[str] | None = None) -> pa.Table:
         """Rows that finished at or after `start_us`; delta-rs picks the files by their stats."""
         start = EPOCH + timedelta(microseconds=start_us)
-        dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=[(_FINISHED, ">=", start)])
-        at_least = ds.field(_FINISHED) >= pa.scalar(start, MERGE_LOG_SCHEMA.field(_FINISHED).type)
-        return dataset.to_table(columns=columns, filter=at_least)
+        return read_delta(self.table, columns, f"{_FINISHED} >= '{start.isoformat()}'")
 
     def read_recent(self, columns: list[str] | None = None) -> pa.Table:
         """Rows within RECENT of the newest."""
         if self.newest_us is not None:
             return self.read_since(self.newest_us - _us(RECENT), columns)
-        table = self.table.to_pyarrow_table(columns=columns)
+        table = read_delta(self.table, columns)
         if table.num_rows == 0:
             return table
         finished = pc.cast(table.column(_FINISHED), pa.int64())

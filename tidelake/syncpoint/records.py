@@ -17,6 +17,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from tidelake import tso
 from tidelake.errors import InputError
+from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout, open_or_create
 
 SYNCPOINT_APP_ID = "tidelake-syncpoint"
@@ -74,7 +75,7 @@ def read_syncpoints(layout: LakeLayout) -> list[Syncpoint]:
     """All recorded syncpoints, oldest first; empty before the first."""
     if not DeltaTable.is_deltatable(layout.syncpoints, storage_options=layout.storage_options):
         return []
-    rows = DeltaTable(layout.syncpoints, storage_options=layout.storage_options).to_pyarrow_table().to_pylist()
+    rows = read_delta(DeltaTable(layout.syncpoints, storage_options=layout.storage_options)).to_pylist()
     out = [
         Syncpoint(r["ts"], [ReplicaAt(**x) for x in json.loads(r["replicas"])], json.loads(r["excluded"]))
         for r in rows

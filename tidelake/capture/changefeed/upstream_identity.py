@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from tidelake.errors import TidelakeError
+from tidelake.lake.delta_read import read_delta, sql_string
 from tidelake.lake.layout import LakeLayout, open_or_create
 
 UPSTREAM_SCHEMA = pa.schema(
@@ -46,8 +47,8 @@ def recorded_cluster_id(layout: LakeLayout, changefeed: str) -> int | None:
     path = upstream_path(layout)
     if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
         return None
-    rows = DeltaTable(path, storage_options=layout.storage_options).to_pyarrow_table(
-        columns=["cluster_id", "first_ts"], filters=[("changefeed", "=", changefeed)])
+    rows = read_delta(DeltaTable(path, storage_options=layout.storage_options), ["cluster_id", "first_ts"],
+                      f"changefeed = {sql_string(changefeed)}")
     if not len(rows):
         return None
     first = rows.take(pc.sort_indices(rows, [("first_ts", "ascending")]))["cluster_id"][0].as_py()

@@ -11,6 +11,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from tidelake.capture.landing.app_txn import AppTxnTable, commit_once, commit_properties
+from tidelake.lake.delta_read import read_delta, sql_string
 from tidelake.lake.layout import (
     WATERMARKS_PARTITIONS,
     WATERMARKS_PROPERTIES,
@@ -25,11 +26,7 @@ from tidelake.lake.watermarks import Watermarks, fold_watermarks
 def delete_pullers(layout: LakeLayout, pullers: list[str]) -> None:
     """Drop the partitions of pullers that no longer run (a changefeed's previous shard layout)."""
     table = DeltaTable(layout.watermarks, storage_options=layout.storage_options)
-    table.delete(" OR ".join(f"puller = {_quote(name)}" for name in pullers))
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    table.delete(" OR ".join(f"puller = {sql_string(name)}" for name in pullers))
 
 
 def _with_current_properties(table: DeltaTable) -> DeltaTable:
@@ -59,7 +56,7 @@ class WatermarkWriter(AppTxnTable):
     def load(self) -> Watermarks:
         """This puller's durable watermarks."""
         self._table.update_incremental()
-        rows = self._table.to_pyarrow_table(filters=[("puller", "=", self.puller)])
+        rows = read_delta(self._table, where=f"puller = {sql_string(self.puller)}")
         return fold_watermarks(rows)
 
     def write(
@@ -93,7 +90,7 @@ class WatermarkWriter(AppTxnTable):
                 self._table,
                 data,
                 mode="overwrite",
-                predicate=f"puller = {_quote(self.puller)}",
+                predicate=f"puller = {sql_string(self.puller)}",
                 commit_properties=commit_properties(self.puller, seq, writer),
             )
 
