@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tidelake.cli.merge_command import EXIT_BLOCKED
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.supervisor import Child, accepting, await_stage, free_port
 
@@ -164,7 +165,7 @@ class Pipeline:
             outcome.merge_rounds = round_no
             done = self.run(f"merge-{round_no}", "merge", "--config", str(self.config), "--until-ts", str(target),
                             "--master", MASTER, spark=True)
-            if done.returncode != 0:
+            if done.returncode not in (0, EXIT_BLOCKED):  # blocked: the next round tries again
                 failed = _failed_merges(done.stdout + done.stderr)
                 if not failed:
                     raise RuntimeError(f"tidelake merge exited {done.returncode}; see {self.logs}/merge-{round_no}.log")

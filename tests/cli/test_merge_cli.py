@@ -1,8 +1,16 @@
-"""`tidelake merge` refuses bad arguments with one line naming the flag, before Spark starts."""
+"""`tidelake merge` refuses bad arguments with one line naming the flag, before Spark starts, and
+tells a run that merged from one that could not (exit codes: docs/operations.md#merge-exit-codes)."""
+
+from datetime import datetime, timezone
 
 import pytest
+from rich.console import Console
 
 from tidelake.cli import main
+from tidelake.cli.merge_command import EXIT_BLOCKED, exit_code
+from tidelake.lake.watermarks import Watermarks
+from tidelake.merge.merge_run import MergeReport
+from tidelake.merge.table_merge import TableResult
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -18,3 +26,32 @@ def test_bad_merge_arguments_are_named(tmp_path, capsys, flags, message):
 def test_merge_needs_exactly_one_of_lake_and_config(tmp_path, capsys):
     assert main(["merge"]) == 2
     assert "no lake given: pass --config FILE or --lake PATH" in capsys.readouterr().err
+
+
+def report_of(*statuses: str) -> MergeReport:
+    why = "no resolved ts for partition 7"
+    tables = [TableResult(i, f"app.t{i}", status=s, reason=why if s == "blocked" else None)
+              for i, s in enumerate(statuses)]
+    return MergeReport("r", datetime.now(timezone.utc), Watermarks({}, 0, 0), tables)
+
+
+@pytest.mark.parametrize("statuses, code", [
+    (("merged", "blocked"), 0),  # something advanced
+    (("idle", "idle"), 0),  # nothing new anywhere: up to date
+    ((), 0),
+    (("blocked", "blocked"), EXIT_BLOCKED),
+    (("idle", "blocked"), EXIT_BLOCKED),  # the one with work could not advance
+    (("error", "blocked"), 1),
+    (("stopped", "merged"), 1),
+])
+def test_a_run_that_advanced_nothing_because_tables_are_blocked_exits_75(statuses, code):
+    console = Console(record=True, width=300)
+    assert exit_code(report_of(*statuses), console) == code
+    said = console.export_text().strip()
+    if code == EXIT_BLOCKED:
+        blocked = statuses.count("blocked")
+        first = statuses.index("blocked")
+        assert said == (f"nothing merged: {blocked} of {len(statuses)} tables are blocked "
+                        f"(app.t{first}: no resolved ts for partition 7)")
+    else:
+        assert said == ""

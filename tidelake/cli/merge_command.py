@@ -2,8 +2,10 @@
 
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
 --until-ts), applying DDLs at barriers.
-Exit code 0 when every table merged, waited or had nothing to do; 1 when a table failed or
-was stopped by an unsupported DDL (the table shows why).
+Exit code 0 when tables merged or had nothing to do; 1 when a table failed or was stopped by an
+unsupported DDL (the table shows why); 75 (EX_TEMPFAIL, "try again later") when no table advanced
+because the ones with work were blocked, so a script does not take a run that did nothing for one
+that merged (docs/operations.md#merge-exit-codes).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+from rich.markup import escape
 from rich.table import Table
 
 from tidelake import tso
@@ -95,6 +98,23 @@ def render_report(report: MergeReport):
     return table
 
 
+EXIT_BLOCKED = 75  # sysexits.h EX_TEMPFAIL: nothing advanced yet, the same run later may
+
+
+def exit_code(report: MergeReport, console) -> int:
+    """1 when a table failed or stopped; EXIT_BLOCKED, with one line saying why, when no table
+    advanced because the tables with work are blocked; else 0."""
+    if report.failed:
+        return 1
+    blocked = report.blocked
+    if blocked:
+        first = blocked[0]
+        console.print(f"nothing merged: {len(blocked)} of {len(report.tables)} tables are blocked "
+                      f"({escape(first.table)}: {escape(first.reason or 'no reason given')})", markup=True)
+        return EXIT_BLOCKED
+    return 0
+
+
 def _merge(args: argparse.Namespace) -> int:
     target = target_from_args(args)
     console = report_console()
@@ -106,4 +126,4 @@ def _merge(args: argparse.Namespace) -> int:
     finally:
         release_session(spark)
     console.print(render_report(report))
-    return 1 if report.failed else 0
+    return exit_code(report, console)

@@ -66,6 +66,14 @@ class MergeReport:
     def failed(self) -> list[TableResult]:
         return [t for t in self.tables if t.status in (MergeStatus.ERROR, MergeStatus.STOPPED)]
 
+    @property
+    def blocked(self) -> list[TableResult]:
+        """The blocked tables when no table advanced (the run did no work while work was waiting);
+        empty otherwise."""
+        if any(t.status == MergeStatus.MERGED for t in self.tables):
+            return []
+        return [t for t in self.tables if t.status == MergeStatus.BLOCKED]
+
 
 def run_merge(
     spark: SparkSession,
