@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -186,6 +187,23 @@ def test_second_puller_on_the_same_changefeed_is_refused(layout, open_lander, ma
     with pytest.raises(LakeConflictError, match="another puller"):
         new.flush()
     assert len(_changelog(layout)) == 1
+
+
+def test_a_second_puller_refused_in_the_background_says_so_in_one_line(layout, open_lander, make_rows, caplog):
+    """The flush thread's refusal is logged once, as its message: no traceback (an operator who
+    started a second puller by hand reads one line, then the CLI's)."""
+    old = open_lander()
+    new = open_lander(flush_interval_s=0.05)
+    old.add_rows(make_rows(41, 1))
+    old.flush()
+    with caplog.at_level(logging.INFO, logger="tidelake.capture.landing.lander"):
+        new.add_rows(make_rows(41, 1))
+        assert _eventually(lambda: any(r.levelno >= logging.ERROR for r in caplog.records))
+    (refusal,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "another puller is landing this changefeed" in refusal.getMessage()
+    assert refusal.exc_info is None
+    with pytest.raises(LakeConflictError, match="another puller"):
+        new.add_rows(make_rows(41, 1))
 
 
 def test_backpressure_blocks_when_quota_is_full_and_releases_after_flush(

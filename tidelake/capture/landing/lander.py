@@ -366,8 +366,8 @@ class Lander:
                     self._resident.release_freed()
                     with self._cond:  # a producer held by the RSS check looks again, after the trim
                         self._cond.notify_all()
-            except LakeConflictError:
-                log.exception("lander of %s stopped", self.app_id)
+            except LakeConflictError as exc:  # an operator's mistake, not a bug: the message, no trace
+                log.error("lander of %s stopped: %s", self.app_id, exc)
                 return
             except Exception:
                 log.exception("flush of %s failed; retrying", self.app_id)
