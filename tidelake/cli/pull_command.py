@@ -108,4 +108,5 @@ def _progress_line(feed_id: str, p) -> str:
     return (
         f"pull {feed_id}: {p.tables} tables, {p.rows} rows ({p.rows_per_s:.0f}/s), {lag}, "
         f"DDL lag {p.ddl_lag_s:.1f}s, buffer {p.buffered_bytes / 2**20:.1f} MiB"
+        + (f", LANDING PAUSED: {p.landing_paused}" if p.landing_paused else "")
     )

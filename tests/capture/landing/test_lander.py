@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 
@@ -12,6 +13,7 @@ from prometheus_client import REGISTRY
 from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.ddl_writer import DdlWriter
+from tidelake.capture.landing import lander as lander_module
 from tidelake.capture.landing.lander import Lander, LanderClosedError
 from tidelake.capture.landing.resident_memory import ResidentGrowth
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
@@ -204,6 +206,37 @@ def test_a_second_puller_refused_in_the_background_says_so_in_one_line(layout, o
     assert refusal.exc_info is None
     with pytest.raises(LakeConflictError, match="another puller"):
         new.add_rows(make_rows(41, 1))
+
+
+def test_a_full_lake_pauses_landing_in_one_line_and_it_resumes_when_room_returns(layout, open_lander, make_rows,
+                                                                                 caplog, monkeypatch):
+    """While the store has no room the same flush is retried and said once (not a trace per try);
+    once it has room the rows land exactly once and the lander says it resumed."""
+    monkeypatch.setattr(lander_module, "PAUSED_RETRY_S", 0.1)
+    real_append, tries = ChangelogWriter.append, []
+
+    def full_disk(self, rows, seq, writer):
+        tries.append(seq)
+        if len(tries) <= 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_append(self, rows, seq, writer)
+
+    monkeypatch.setattr(ChangelogWriter, "append", full_disk)
+    rows = make_rows(41, 3)
+    with caplog.at_level(logging.INFO, logger="tidelake.capture.landing.lander"):
+        lander = open_lander(flush_interval_s=0.05)
+        lander.add_rows(rows)
+        assert _eventually(lambda: lander.paused() == "the lake's filesystem is full")
+        assert _eventually(lambda: lander.paused() is None)
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    paused, resumed = (r.getMessage() for r in said)
+    assert paused.startswith(f"landing of {lander.app_id} paused 0 s: the lake's filesystem is full; ")
+    assert paused.endswith("([Errno 28] No space left on device)")
+    assert resumed.startswith(f"landing of {lander.app_id} resumed after ")
+    assert resumed.endswith(" s paused (the lake's filesystem is full)")
+    assert all(r.exc_info is None for r in said)
+    assert len(tries) > 5 and len(set(tries)) == 1  # one flush, retried under its sequence
+    assert _changelog(layout) == sorted((r.commit_ts, r.key) for r in rows)
 
 
 def test_backpressure_blocks_when_quota_is_full_and_releases_after_flush(

@@ -32,6 +32,7 @@ from tidelake.capture.eventfeed.prewrites import check_spill_dir
 from tidelake.capture.eventfeed.prewrites import memory_for_quota as prewrite_memory_for_quota
 from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.capture.landing.app_txn import LakeConflictError
+from tidelake.capture.landing.store_room import refusal
 from tidelake.capture.landing.lander import Lander, LanderClosedError
 from tidelake.capture.landing.resident_memory import ResidentGrowth
 from tidelake.capture.puller_errors import PullerError
@@ -107,6 +108,7 @@ class Progress:
     ddl_lag_s: float
     table_lag_s: dict[int, float]  # physical id -> seconds behind PD's now
     buffered_bytes: int
+    landing_paused: str | None = None  # why flushes wait for the store (tidelake.capture.landing.store_room)
 
 
 @dataclass(frozen=True)
@@ -258,8 +260,9 @@ class PullerRunner:
         except Exception as exc:
             if not self._stop.is_set():
                 raise
-            log.exception("final flush of %s failed", self.feed_id)
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            if refusal(exc) is None:
+                log.exception("final flush of %s failed", self.feed_id)
             notes.append(f"the final flush failed ({first}): {lander.buffered_bytes():,} buffered bytes not landed, "
                          "re-pulled from the durable watermarks by the next run")
             return "; ".join(notes)
@@ -422,7 +425,7 @@ class PullerRunner:
         with self._mu:
             lags = {pid: tso.lag_seconds(ts, now_ts) for pid, ts in self._table_resolved.items()}
             ddl_lag = tso.lag_seconds(self._reported_ddl, now_ts)
-        return Progress(elapsed, len(lags), rows, rate, ddl_lag, lags, lander.buffered_bytes())
+        return Progress(elapsed, len(lags), rows, rate, ddl_lag, lags, lander.buffered_bytes(), lander.paused())
 
     def metrics_state(self) -> PullerState | None:
         """What the metrics endpoint reads at a scrape (any thread); None before the lander exists."""

@@ -24,6 +24,7 @@ from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.capture.landing.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.capture.landing.resident_memory import ResidentGrowth
+from tidelake.capture.landing.store_room import check_room, refusal
 from tidelake.capture.landing.watermark_retirement import retired_watermark_ids
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.errors import InputError, TidelakeError
@@ -44,6 +45,10 @@ LANDER_FAILPOINTS = (
 # The floor of the RSS check is this fraction of a flush: a flush under memory pressure still
 # carries at least an eighth of a full one, so commits stay few (a larger floor held more RSS).
 FLOOR_DIVISOR = 8
+# While the store has no room: the longest wait between two tries of the flush, and how often the
+# lander says again that landing is paused.
+PAUSED_RETRY_S = 10.0
+PAUSED_REMINDER_S = 60.0
 # TiCDC's changefeed id rule (pkg/config: ^[a-zA-Z0-9]+(\-[a-zA-Z0-9]+)*$), shard suffixes too.
 _CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")
 
@@ -130,6 +135,8 @@ class Lander:
         self._closed = False
         self._fatal: LakeConflictError | None = None
         self._flush_wanted = False
+        self._paused: str | None = None  # why landing waits for the store, while it does
+        self._paused_since = self._paused_said = 0.0
         self._flush_lock = threading.RLock()
         self._flush_depth = 0
         self._flush_again = False
@@ -191,6 +198,11 @@ class Lander:
         """Memory of the rows buffered or in a flush not yet landed: what the memory quota counts."""
         with self._cond:
             return self._used()
+
+    def paused(self) -> str | None:
+        """Why flushes wait for the store to have room again; None while they land."""
+        with self._cond:
+            return self._paused
 
     def durable_watermarks(self) -> tuple[dict[int, int], int]:
         """(table resolved ts, ddl resolved ts) as landed so far."""
@@ -258,6 +270,7 @@ class Lander:
     def _land(self, batch: _Batch) -> None:
         started = time.monotonic()
         try:
+            check_room(self._layout.root, batch.memory)
             self._commit(batch)
         except LakeConflictError as exc:
             self._metrics.flush_failures.labels(**self._labels).inc()
@@ -362,6 +375,7 @@ class Lander:
             try:
                 self.flush()
                 backoff = self._interval
+                self._resume()
                 if self._resident is not None:  # the flush's rows and buffers are free now
                     self._resident.release_freed()
                     with self._cond:  # a producer held by the RSS check looks again, after the trim
@@ -369,9 +383,37 @@ class Lander:
             except LakeConflictError as exc:  # an operator's mistake, not a bug: the message, no trace
                 log.error("lander of %s stopped: %s", self.app_id, exc)
                 return
-            except Exception:
-                log.exception("flush of %s failed; retrying", self.app_id)
-                backoff = min(backoff * 2, 30.0)
+            except Exception as exc:
+                cause = refusal(exc)
+                if cause is None:
+                    log.exception("flush of %s failed; retrying", self.app_id)
+                    backoff = min(backoff * 2, 30.0)
+                else:
+                    self._pause(cause, exc)
+                    backoff = min(backoff * 2, PAUSED_RETRY_S)
+
+    def _pause(self, cause: str, exc: Exception) -> None:
+        """One line when landing pauses for the store (and a reminder now and then), not a trace
+        per try: the buffer is kept, and producers wait at the quota."""
+        now = time.monotonic()
+        with self._cond:
+            first = self._paused != cause
+            if first:
+                self._paused, self._paused_since = cause, now
+            if not (first or now - self._paused_said >= PAUSED_REMINDER_S):
+                return
+            self._paused_said = now
+            since, buffered = now - self._paused_since, self._used()
+        detail = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        log.warning("landing of %s paused %.0f s: %s; %.1f MiB kept in memory, retried every %.0f s at most "
+                    "(%s)", self.app_id, since, cause, buffered / 2**20, PAUSED_RETRY_S, detail)
+
+    def _resume(self) -> None:
+        with self._cond:
+            cause, self._paused = self._paused, None
+            since = time.monotonic() - self._paused_since
+        if cause is not None:
+            log.warning("landing of %s resumed after %.0f s paused (%s)", self.app_id, since, cause)
 
     # --- helpers -------------------------------------------------------------------------
 

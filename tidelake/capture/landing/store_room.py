@@ -1,0 +1,77 @@
+"""Whether the lake's store has room for a flush: a local filesystem's free space, checked before a
+write, and the store's refusal read from a failed one (ENOSPC, EDQUOT, HTTP 507 Insufficient
+Storage, HTTP 503 Slow Down). A flush the store has no room for is retried as it is, and the
+lander says why in one line instead of a trace per attempt: nothing buffered is dropped.
+Owner: the lander (tidelake.capture.landing.lander).
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+from tidelake.errors import TidelakeError
+
+# Room a flush needs besides its rows: its Delta commit files, and a checkpoint now and then.
+FLUSH_OVERHEAD_BYTES = 1 << 20
+
+# How the engines word a refusal (delta-rs/object_store, pyarrow, Python), most specific first.
+_REFUSALS = (
+    (re.compile(r"No space left on device|os error 28\b|\bENOSPC\b", re.I), "the lake's filesystem is full"),
+    (re.compile(r"Disk quota exceeded|os error 122\b|\bEDQUOT\b", re.I), "the lake's disk quota is used up"),
+    (re.compile(r"\b507\b[^\n]{0,40}Insufficient Storage|Insufficient ?Storage", re.I),
+     "the object store has no room (HTTP 507 Insufficient Storage)"),
+    (re.compile(r"\b503\b[^\n]{0,40}(Slow ?Down|Service Unavailable)|\bSlowDown\b", re.I),
+     "the object store refuses writes for now (HTTP 503)"),
+)
+_ERRNOS = {errno.ENOSPC: "the lake's filesystem is full", errno.EDQUOT: "the lake's disk quota is used up"}
+
+
+class NoRoomError(TidelakeError):
+    """The store cannot take the flush now; the same flush lands once it can."""
+
+
+def refusal(exc: BaseException) -> str | None:
+    """The store's refusal behind `exc` (or an exception it was raised from), in a few words; None
+    when `exc` is another failure."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, NoRoomError):
+            return _ERRNOS[errno.ENOSPC]
+        if isinstance(current, OSError) and current.errno in _ERRNOS:
+            return _ERRNOS[current.errno]
+        text = str(current)
+        for pattern, cause in _REFUSALS:
+            if pattern.search(text):
+                return cause
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def local_root(root: str) -> Path | None:
+    """The directory of a lake on a local filesystem; None for an object store."""
+    parsed = urlparse(root)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    return Path(root) if parsed.scheme == "" else None
+
+
+def check_room(root: str, nbytes: int) -> None:
+    """Raise NoRoomError when the local filesystem under `root` has less free space than a flush
+    of `nbytes` buffered bytes may take (its rows plus FLUSH_OVERHEAD_BYTES); object stores are
+    judged by their answer to the write instead."""
+    directory = local_root(root)
+    if directory is None:
+        return
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    free = shutil.disk_usage(directory).free
+    need = nbytes + FLUSH_OVERHEAD_BYTES
+    if free < need:
+        raise NoRoomError(f"the lake's filesystem is full: {free / 2**20:.1f} MiB free under {root}, "
+                          f"a flush of {nbytes / 2**20:.1f} MiB needs up to {need / 2**20:.1f} MiB")
