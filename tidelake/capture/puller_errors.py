@@ -1,4 +1,6 @@
-"""Fatal puller errors: each one stops the feed and reaches the user as one line."""
+"""Fatal puller errors: each one stops the feed and reaches the user as one line.
+Owner: the puller.
+"""
 
 from __future__ import annotations
 

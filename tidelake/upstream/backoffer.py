@@ -3,6 +3,7 @@
 One Backoffer lives for one logical read (a get, or one region's scan batch): each error kind
 grows its own exponential delay, and the sum of all sleeps is capped so a request that can never
 succeed ends with an error naming what kept failing, instead of retrying forever.
+Owner: each KV read, one Backoffer per logical read.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """gRPC channels to PD and TiKV, plain or TLS, with the options TiCDC dials with.
 
 Every upstream client dials through here so TLS and message limits are set in one place.
+Owner: the upstream clients (PD, TiKV KV, CDC streams).
 """
 
 from __future__ import annotations

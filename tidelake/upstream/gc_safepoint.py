@@ -4,6 +4,7 @@ Like the TiCDC owner, we hold a PD service GC safepoint at `checkpoint - 1` (a s
 the checkpoint must stay complete) with a TTL, and refresh it from a background thread well
 within the TTL. PD refuses a safepoint below the current minimum silently, by answering with a
 higher minimum; we turn that into a clear error instead of replicating from a lost snapshot.
+Owner: the puller runner, and bootstrap while it reads its snapshot.
 """
 
 from __future__ import annotations

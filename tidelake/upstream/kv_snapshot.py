@@ -4,6 +4,7 @@ This is client-go's snapshot (`txnsnapshot/scan.go`, `snapshot.go`) over plain u
 calls (docs/metadata.md#snapshot-reads-over-kvrpcpb): RAW keys, region bounds decoded from PD's encoded keys,
 every region error handled by re-locating or backing off, and every lock met resolved so rows
 of transactions committed at or below the read ts are included and nothing else is.
+Owner: the upstream clients; bootstrap, `tidelake verify` and the puller read through it.
 """
 
 from __future__ import annotations

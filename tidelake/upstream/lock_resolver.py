@@ -7,6 +7,7 @@ transaction (CheckTxnStatus), then let TiKV read through the lock (committed_loc
 An async-commit transaction is never rolled back by CheckTxnStatus: once its primary's TTL has
 passed, its fate is read from all its keys with CheckSecondaryLocks, as client-go's
 `resolveAsyncCommitLock` does (docs/wire.md#transactional-writes).
+Owner: the snapshot reader (tidelake.upstream.kv_snapshot) and stale_locks.
 """
 
 from __future__ import annotations

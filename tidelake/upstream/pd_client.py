@@ -3,6 +3,7 @@
 It follows the Go PD client (docs/wire.md#pdpb-subset, docs/wire.md#pd-server-behaviour): GetMembers on the seed URLs gives the
 cluster id (which every later request carries and which must agree across seeds) and the leader,
 whose client URL is dialled; any transport error or "not leader" re-runs discovery and retries.
+Owner: the upstream clients; every stage that talks to PD dials it.
 """
 
 from __future__ import annotations

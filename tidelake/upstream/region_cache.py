@@ -2,7 +2,7 @@
 
 client-go decodes region bounds with DecodeBytes before comparing them with request keys
 (docs/metadata.md#tikv-read-semantics); keeping decoded bounds here means the scan loop only ever
-compares raw keys.
+compares raw keys. Owner: the KV readers (tidelake.upstream.kv_snapshot, region_request).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 This is client-go's `RegionRequestSender` + `onRegionError` (docs/metadata.md#region-errors-during-reads): the
 caller builds the request for whatever region the key is in now, and gets back a response free
 of region errors together with the region it was answered by (for its bounds).
+Owner: the KV readers (kv_snapshot, lock_resolver, stale_locks).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 docs/metadata.md#how-ticdc-builds-its-initial-schema-snapshot: scan the `DBs` hash, then each wanted `DB:<id>` hash, keep the
 `Table*` fields, all at the same ts as the data snapshot, so schema and rows agree. DDL jobs
 after that ts then arrive through the DDL puller (docs/metadata.md#schema-and-ddl-handoff).
+Owner: the schema tracker, bootstrap and `tidelake verify`, each at its own TSO.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 PD answers `TsoRequest{count=n}` with the largest of n consecutive TSOs (docs/wire.md#pd-server-behaviour), so
 one round trip serves every caller waiting at that moment, as the Go PD client's dispatcher does.
+Owner: the PD client.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Errors from talking to the upstream cluster, as one actionable line each."""
+"""Errors from talking to the upstream cluster, as one actionable line each.
+Owner: the upstream clients.
+"""
 
 from __future__ import annotations
 

@@ -2,12 +2,11 @@
 
 docs/wire.md#ddl-job-storage-as-ticdc-reads-it: the job table (id MaxInt48-1) is subscribed like any table; each Put row
 carries the job JSON in column `job_meta` (row format v2). Only jobs in state done count, each
-once (a job row can be delivered again after a region error), with FinishedTS := the row's commit
-ts; a job at or below the DDL resolved ts already landed, or with schema version 0, is skipped.
-
-Jobs are buffered and released in finished-ts order only when the job span's resolved ts passes
-them, as TiCDC's DDL puller sorts before it applies: rows of different regions (and of the
-incremental scan) arrive in no global order, and the schema must move forward job by job.
+once, with FinishedTS := the row's commit ts; a job at or below the DDL resolved ts already
+landed, or with schema version 0, is skipped. Jobs are released in finished-ts order only when the
+job span's resolved ts passes them (rows of different regions arrive in no global order, and the
+schema must move forward job by job), as TiCDC's DDL puller sorts before it applies.
+Owner: the puller runner of shard 0, the one shard that lands DDL.
 """
 
 from __future__ import annotations

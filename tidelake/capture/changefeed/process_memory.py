@@ -2,6 +2,7 @@
 runs a shard in-process (tidelake.orchestration.airflow.puller_operator). Each keeps memory the
 puller freed from staying resident, which its memory quota would otherwise have to absorb; a
 value the user set in the environment wins.
+Owner: `tidelake pull` and the Airflow puller operator, each for its own process.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ collector that reads the runner's state at scrape time: per table resolved ts an
 state, region errors by kind, stream reconnects, the memory quota, the prewrites waiting for their
 commit (in memory and spilled to disk), and the GC safepoint held
 against the upstream's. Timestamps are exported as Unix seconds (a TSO does not fit a float).
+Owner: the puller runner, one registry per runner.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 `tidelake pull` runs PullerRunner in its own process; here it shares one with Spark or a
 test, so what ended it early is kept and re-raised in the caller's thread by check().
+Owner: the test kit (the one-process demo, nemesis, tests).
 """
 
 from __future__ import annotations

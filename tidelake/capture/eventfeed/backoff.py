@@ -2,6 +2,7 @@
 
 Region retries are re-queued tasks rather than sleeping calls, so tenacity's decorator model
 does not fit; this is the one formula the client uses for every retry class.
+Owner: the EventFeed client.
 """
 
 from __future__ import annotations

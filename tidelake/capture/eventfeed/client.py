@@ -7,6 +7,7 @@ not_leader goes to the named leader, epoch_not_match / region_not_found re-divid
 busy / congested / broken streams back off and retry, and protocol or compatibility errors stop
 the feed with one clear error. Rows go to the sink as soon as they are matched; a table's
 resolved ts is the minimum over its pieces (span frontier) and is reported only when it rises.
+Owner: the puller runner, one client per changefeed shard.
 """
 
 from __future__ import annotations

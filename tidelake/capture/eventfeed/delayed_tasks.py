@@ -2,6 +2,7 @@
 
 Region division and request sending go through one thread so PD lookups and stream setup never
 block the threads that read TiKV's streams, and retries are simply tasks due later.
+Owner: the EventFeed client.
 """
 
 from __future__ import annotations

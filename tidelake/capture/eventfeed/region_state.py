@@ -4,6 +4,7 @@ Implements TiCDC's `handleEventEntry` + matcher (docs/wire.md#row-handling-per-r
 (docs/wire.md#resolved-ts-handling). This is where Flink CDC lost rows (a COMMIT arriving before its PREWRITE during the
 incremental scan, docs/peers.md#flink-cdc-tidb-connector): before INITIALIZED such commits are cached and matched
 when the scan ends; after INITIALIZED an unmatched COMMIT is fatal instead of silently dropped.
+Owner: the EventFeed client, one state per region subscription.
 """
 
 from __future__ import annotations

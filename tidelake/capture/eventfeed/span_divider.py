@@ -4,6 +4,7 @@ TiCDC `divideSpanAndScheduleRegionRequests` + `CutRegionsLeftCoverSpan` + `regio
 (docs/wire.md#span-division). The lock is what makes re-division after a split or merge safe: each
 region request's checkpoint_ts is the resolved ts recorded for exactly the sub-range it covers,
 so a piece resumes from its own progress and never from a neighbour's higher ts.
+Owner: the EventFeed client.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ pkg/txnutil/lock_resolver.go `Resolve` scans the region's locks below a max vers
 KvScanLock (1024 a page) and hands each page to client-go's lock resolver; we do the same with
 the snapshot reader's LockResolver, which leaves live locks alone (TTL rules) and decides
 expired ones with CheckTxnStatus, CheckSecondaryLocks (async commit) and ResolveLock.
+Owner: the EventFeed client (the puller runner builds the resolver).
 """
 
 from __future__ import annotations

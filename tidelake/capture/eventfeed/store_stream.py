@@ -6,6 +6,7 @@ plain `EventFeed` stream per subscription. Incoming events are routed to the reg
 they belong to by (request_id, region_id); events for unknown subscriptions are dropped, and
 after an Error a subscription is forgotten (docs/wire.md#silence-after-an-error). Handlers run on the receiving thread and
 may block: that is the backpressure that reaches TiKV through gRPC flow control.
+Owner: the EventFeed client, one connection per store.
 """
 
 from __future__ import annotations

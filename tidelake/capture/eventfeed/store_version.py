@@ -2,6 +2,7 @@
 
 A store outside the range TiCDC accepts may speak a CDC protocol we were not written against;
 refusing to start with a clear message beats replicating subtly wrong data.
+Owner: the EventFeed client, before it uses a store.
 """
 
 from __future__ import annotations

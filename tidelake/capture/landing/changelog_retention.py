@@ -7,6 +7,7 @@ Only buckets entirely at or below a table's checkpoint go, so the predicate name
 columns alone and the delete is metadata-only (remove actions, no Parquet rewritten); files
 disappear from disk at the next VACUUM. It never touches the buckets the lander appends to,
 because new events have commit ts above every checkpoint.
+Owner: `tidelake maintenance` (tidelake.maintenance.lake_upkeep).
 """
 
 from __future__ import annotations

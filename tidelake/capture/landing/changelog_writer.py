@@ -1,5 +1,5 @@
 """Append path of the changelog: one flush is one Delta commit carrying an app transaction
-(tidelake.capture.landing.app_txn says how a flush lands once)."""
+(tidelake.capture.landing.app_txn says how a flush lands once). Owner: the lander."""
 
 from __future__ import annotations
 

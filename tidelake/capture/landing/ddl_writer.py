@@ -2,6 +2,7 @@
 
 Rows are inserted with a MERGE that only inserts absent keys, so a DDL job delivered twice (at-
 least-once pulling, a crash-replayed flush) is stored once.
+Owner: the lander; bootstrap's handoff (tidelake.bootstrap.handoff) writes through it too.
 """
 
 from __future__ import annotations

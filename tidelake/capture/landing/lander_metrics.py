@@ -2,7 +2,7 @@
 
 A puller runner gives each lander its own registry (several shards in one process, tests) and
 serves it (tidelake.capture.changefeed.puller_metrics); a lander built without one counts on the
-process's default registry, created once.
+process's default registry, created once. Owner: the lander.
 """
 
 from __future__ import annotations

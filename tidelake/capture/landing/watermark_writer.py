@@ -1,5 +1,7 @@
 """The puller's side of the watermarks table: each puller rewrites its own partition per flush
-(tidelake.lake.watermarks says why the table is written last and read first)."""
+(tidelake.lake.watermarks says why the table is written last and read first).
+Owner: the lander; resharding (tidelake.capture.changefeed.reshard) drops retired pullers' rows.
+"""
 
 from __future__ import annotations
 
