@@ -2,6 +2,7 @@
 
 TiDB stores it as text in ColumnInfo JSON (BIT in `origin_default_bit`, base64); TiCDC and TiDB
 read it with `GetColOriginDefaultValue` (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns, docs/encoding.md#schema-json).
+Owner: the codec.
 """
 
 from __future__ import annotations

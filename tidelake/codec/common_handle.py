@@ -3,6 +3,7 @@
 The handle is `EncodeKey(pk columns...)` in primary-index order (docs/encoding.md#record-row-key, docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
 Columns whose key form loses information (prefix columns, strings stored as collation sort keys
 that need restored data) are also kept in the row value, and `decode_row` prefers that copy.
+Owner: the codec.
 """
 
 from __future__ import annotations

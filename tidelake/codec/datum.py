@@ -2,7 +2,7 @@
 
 Index keys, common handles and row format v1 are sequences of `flag byte + payload`. This module
 reads and writes those payloads without knowing the column type; `row_value` maps them to and
-from the Python value model using the column's FieldType.
+from the Python value model using the column's FieldType. Owner: the codec.
 """
 
 from __future__ import annotations

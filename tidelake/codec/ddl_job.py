@@ -3,6 +3,7 @@
 JSON keys follow pingcap/tidb `pkg/meta/model/job.go` (docs/wire.md#modeljob-json): tagged snake_case
 keys for the job, untagged Go names (`SchemaVersion`, `DBInfo`, `TableInfo`, `FinishedTS`,
 `MultipleTableInfos`) inside `binlog`. Unknown keys are kept in `raw` and written back.
+Owner: the codec.
 """
 
 import json

@@ -2,7 +2,7 @@
 
 Implements docs/encoding.md#mydecimal-binary-format (pingcap/tidb `pkg/types/mydecimal.go` WriteBin/FromBin)
 with exact `decimal.Decimal` arithmetic: values are rebuilt from their digit strings, never
-through floats.
+through floats. Owner: the codec.
 """
 
 from collections.abc import Callable

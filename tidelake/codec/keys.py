@@ -3,6 +3,7 @@
 Raw keys are what TiDB writes and what CDC events carry; PD regions and CDC request spans use
 `EncodeBytes(raw)` ("region space", docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc). Keeping both here, with names
 that say which space they are in, is what stops the puller comparing keys across spaces.
+Owner: the codec.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The group encoding is prefix-free and sorts like the raw bytes. TiKV orders keys by it and PD
 region boundaries are in this form (docs/encoding.md#raw-keys-and-encoded-keys-pd-regions-cdc), so the puller converts every raw key with it before
-comparing against a region.
+comparing against a region. Owner: the codec.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """TiDB meta (`m`) keys: the string/hash/list structure holding the schema (docs/metadata.md#tidb-meta-structure-m-keys).
 
 The schema snapshot reader scans these hashes at a TSO exactly as TiCDC does (`DBs`, then each
-`DB:<id>`), so the key bytes must match TiDB's `structure` package.
+`DB:<id>`), so the key bytes must match TiDB's `structure` package. Owner: the codec.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """MySQL/TiDB column type codes and FieldType flag bits, as stored in TiDB's schema JSON.
 
 Values are those of pingcap/tidb `pkg/parser/mysql/type.go` (docs/encoding.md#mysql-type-codes-and-column-flags).
+Owner: the codec.
 """
 
 from typing import Protocol

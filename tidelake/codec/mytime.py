@@ -6,7 +6,7 @@ Value convention (shared with the row codec):
 - TIME -> `datetime.timedelta` (may be negative or exceed 24h, up to ±838:59:59).
 - Values Python's calendar cannot hold — the zero date '0000-00-00', or a zero month/day/year that
   MySQL accepts without NO_ZERO_DATE/NO_ZERO_IN_DATE — decode to `MySQLTime`, which keeps every
-  component and prints as MySQL does. Nothing is coerced to a nearby valid date.
+  component and prints as MySQL does. Nothing is coerced to a nearby valid date. Owner: the codec.
 """
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 Memcomparable forms sort bytewise like the numbers they hold, which is what TiKV keys rely on;
 varints are the compact, non-comparable forms of row format v1 and compact-bytes lengths.
 Decoders take `(buf, offset)` and return `(value, new_offset)` so callers can walk a buffer.
+Owner: the codec.
 """
 
 from __future__ import annotations

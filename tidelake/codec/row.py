@@ -3,6 +3,7 @@
 Decoding follows TiCDC's mounter (docs/encoding.md#how-ticdc-decodes-a-row): value columns first, then the
 handle columns from the key, then origin defaults for columns the row predates (docs/encoding.md#handle-columns-_tidb_rowid-and-missing-columns).
 Encoding follows TiDB's `AddRecord`/`CanSkip` (docs/encoding.md#which-columns-the-writer-stores) so the simulator writes byte-identical rows.
+Owner: the codec.
 """
 
 from __future__ import annotations

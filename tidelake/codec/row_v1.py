@@ -1,6 +1,7 @@
 """Row format v1 (docs/encoding.md#row-value-format-v1): alternating column-id and value datums.
 
 Clusters upgraded from TiDB < 4.0 may still write it, so one table can hold both formats.
+Owner: the codec.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Row format v2 layout (docs/encoding.md#layout): header, column-id lists, end offsets, data.
 
-Only the layout lives here; `row_value` turns each column's bytes into a value.
+Only the layout lives here; `row_value` turns each column's bytes into a value. Owner: the codec.
 """
 
 from __future__ import annotations

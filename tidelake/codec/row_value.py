@@ -5,6 +5,7 @@ The Python value model (shared with codec.mytime/decimal/json_binary): ints -> i
 -> float, DECIMAL -> Decimal, text -> str, binary strings -> bytes, DATE -> date, DATETIME -> naive
 datetime, TIMESTAMP -> UTC-aware datetime, TIME -> timedelta, YEAR/BIT -> int, ENUM/SET -> str,
 JSON -> Python object, NULL -> None. The FieldType decides the bytes; nothing is stored inline.
+Owner: the codec.
 """
 
 from __future__ import annotations

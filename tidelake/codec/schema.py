@@ -3,6 +3,7 @@
 The JSON keys are exactly those Go marshals from pingcap/tidb `pkg/meta/model` and
 `pkg/parser/types` (docs/encoding.md#schema-json, docs/wire.md#modeljob-json). Keys this model does not
 interpret are kept in `raw` and written back unchanged, so parse -> serialise loses nothing.
+Owner: the codec.
 """
 
 import base64

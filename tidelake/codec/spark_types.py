@@ -4,6 +4,7 @@
 `type_mapping_markdown` renders the same rows for the README, and `spark_value` converts the
 codec's Python values to what Spark/Arrow expects for the chosen type. Every mapping is lossless
 except MySQL zero dates, which have no Spark DATE/TIMESTAMP value and become NULL (documented row).
+Owner: the codec; the merge's replica schema (tidelake.merge.replica_schema) follows it.
 """
 
 from collections.abc import Callable
