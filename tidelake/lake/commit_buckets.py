@@ -1,5 +1,7 @@
 """The changelog's `commit_bucket` partition: which bucket a TSO falls in, and the bucket size a
-table was created with (docs/design.md#lake-layout)."""
+table was created with (docs/design.md#lake-layout).
+Owner: the lander partitions the changelog with it; retention, compaction and the merge read it.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ A puller commits the DDL rows a flush covers before the watermark row that cover
 the DDL watermark it reports, and a barrier computed from the two is never above a DDL that
 was still to land (docs/design.md invariant 2). Everything that decides from both (merge,
 syncpoints, status, the merge DAG's plan) reads them here, never one by one.
+Owner: the lander writes both tables (tidelake.capture.landing); every reader reads them here.
 """
 
 from __future__ import annotations

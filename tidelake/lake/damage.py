@@ -5,6 +5,7 @@ Rust backtrace or a Java stack names none of them).
 Looked for only after a read or a merge failed, so its cost (parsing every log line and listing
 every data file of the lake's Delta tables) is paid on the failure path. Local lakes only: an
 object store is not listed here and its failures keep their own first line.
+Owner: the commands (tidelake.cli) and the merge, on their failure paths.
 """
 
 from __future__ import annotations

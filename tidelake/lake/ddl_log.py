@@ -3,6 +3,7 @@
 One row per DDL job and table it touched (RENAME TABLES, CREATE TABLES touch several), stored
 once however often the puller delivers it (tidelake.capture.landing.ddl_writer); rows of the
 starting schema snapshot have job_id 0 and the snapshot ts as commit_ts.
+Owner: the lander and bootstrap's handoff write it (tidelake.capture.landing.ddl_writer).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ pools Python file objects, one of which a pool thread may release after the read
 interpreter is exiting then, the thread dies taking the GIL and the process aborts after its work
 ("terminate called without an active exception", exit 134; apache/arrow issue #34314). scan keeps
 the read in delta-rs's Rust runtime and serves the table at the snapshot the DeltaTable loaded.
+Owner: the lake contracts; every stage's in-process reads go through it.
 
 More: docs/internals.md#delta_read.
 """

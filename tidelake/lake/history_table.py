@@ -2,6 +2,7 @@
 writes it (tidelake.merge.scd2_history), maintenance, status and verify; read without Spark: at
 `<lake>/_tidelake/history/<the replica's folder>`, following the replica's folder, with its own
 checkpoint as the txn of HISTORY_APP_ID.
+Owner: the merge writes it (tidelake.merge.scd2_history); the others read it here.
 
 More: docs/internals.md#history_table.
 """

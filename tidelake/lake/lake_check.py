@@ -4,6 +4,7 @@ answered before Spark starts or PD is dialled.
 A mistyped `--lake` must not turn `verify` into a silent pass over nothing, nor `status` into an
 empty table: readers need the lake's own control tables (docs/design.md#lake-layout), writers at least a
 root that can hold them (not a plain file, not under one, not some other Delta table).
+Owner: the commands (tidelake.cli.target), bootstrap and the merge DAG's plan.
 """
 
 from __future__ import annotations

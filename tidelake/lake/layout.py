@@ -2,6 +2,7 @@
 
 The schemas are defined once, as pyarrow, because the puller writes them with delta-rs; the
 Spark DDL is derived from them so the merge side can never drift from what was landed.
+Owner: the lake contract; the lander, the merge and bootstrap take their schemas from it.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 and both engines: the process's AWS variables, overridden per setting by `[lake.storage_options]`,
 so delta-rs and Spark's s3a always reach the same bucket with the same credentials. Several writers commit with
 conditional PUTs, which the store must honour (docs/stack.md#object-store-the-lake-on-s3).
+Owner: the lake's configuration; every stage and both engines read it here.
 
 More: docs/internals.md#object_store.
 """

@@ -5,7 +5,7 @@ Reading it costs a replay of the replica's log and of its history table's (a LIS
 each on an object store), so status of many replicas cannot afford it for every replica. The
 merge reads it once per table at the end of the table's part of a run and records it in the merge
 log (tidelake.merge.merge_log); status takes it from there (tidelake.status.status_report says when
-it cannot).
+it cannot). Owner: the merge records it (tidelake.merge.merge_log); status reads that record.
 """
 
 from __future__ import annotations

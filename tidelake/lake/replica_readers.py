@@ -1,6 +1,7 @@
 """Which Delta reader features a replica requires, shared through replica_facts by the merge and
 status, and whether the installed deltalake can read it, asked from deltalake's own supported
 versions and features (delta-io/delta PROTOCOL.md "Table Features").
+Owner: replica_facts, for the merge and status.
 
 More: docs/internals.md#replica_readers.
 """

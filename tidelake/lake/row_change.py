@@ -1,4 +1,6 @@
-"""What the puller hands downstream: committed row changes."""
+"""What the puller hands downstream: committed row changes.
+Owner: the EventFeed client makes them, the lander lands them; the merge reads their op codes.
+"""
 
 from __future__ import annotations
 

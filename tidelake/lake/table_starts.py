@@ -2,6 +2,7 @@
 how a table joins a RUNNING changefeed at a ts J the puller chooses: bootstrap requests, the
 puller lands the schema at J and feeds from J (`joined`), bootstrap reads at J and marks `done`.
 Rows are only appended; a request's state is its last row.
+Owner: `tidelake bootstrap` requests and marks `done`; the puller (table_joins) marks `joined`.
 
 More: docs/internals.md#table_starts.
 """
