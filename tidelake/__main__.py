@@ -1,3 +1,5 @@
+"""`python -m tidelake`: the `tidelake` command line (tidelake.cli). Owner: the `tidelake` CLI."""
+
 import sys
 
 from tidelake.cli import main

@@ -3,7 +3,7 @@
 Each exposes `register(subparsers)`, which adds its command(s) and sets `handler` (a callable
 taking the parsed namespace and returning an exit code). A run imports only its command's module,
 and so only that command's stage (`tidelake decode` loads no Spark), as Airflow's CLI loads its
-commands lazily; the top-level help imports them all.
+commands lazily; the top-level help imports them all. Owner: the `tidelake` CLI.
 """
 
 from __future__ import annotations

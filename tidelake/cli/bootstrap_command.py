@@ -2,6 +2,7 @@
 
 Writes a replica of each selected table as of one TSO and hands it off to the changefeed so
 the puller continues exactly after it. Safe to rerun after a crash.
+Owner: `tidelake bootstrap` (the work: tidelake.bootstrap.bootstrap_run).
 """
 
 from __future__ import annotations

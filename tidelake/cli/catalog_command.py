@@ -4,6 +4,7 @@
 `sync` registers, renames and unregisters replicas to match the replica catalog, and the newest
 syncpoints as snapshot databases; run it after merges (it is idempotent). `confs` prints the Spark confs that open the same metastore, for
 `pyspark`/`spark-submit --conf` or a SparkSession builder, so users query `db.table`.
+Owner: `tidelake catalog`.
 """
 
 from __future__ import annotations

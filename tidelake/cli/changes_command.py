@@ -3,7 +3,7 @@ a replica's change data feed between two checkpoints (tidelake.consumers.replica
 
 It prints which checkpoints and Delta versions the range covers and how many changes of each
 kind it holds, and writes the rows to Parquet with --out. Pass the printed `to_checkpoint` as
-the next --from-ts to read every change once.
+the next --from-ts to read every change once. Owner: `tidelake changes`.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 Keys may be raw (as in CDC events and the changelog) or region-space (`EncodeBytes`, as in PD
 and region boundaries); the output says which (`"encoded"`).
+Owner: `tidelake decode`, over the codec.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 Simulated cluster -> puller -> lake -> Spark merge -> verify, in one process on loopback
 (tidelake.demos.one_process). Exit 0 when every replica verifies, 1 otherwise.
+Owner: `tidelake demo`.
 """
 
 from __future__ import annotations

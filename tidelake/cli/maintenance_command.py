@@ -3,7 +3,7 @@
 
 Compacts (OPTIMIZE) and vacuums the replicas, drops changelog partitions every replica has
 merged past and merge-log entries older than its retention (tidelake.maintenance.lake_upkeep.run_maintenance). The maintenance DAG runs this through
-spark_jobs/maintenance.py.
+spark_jobs/maintenance.py. Owner: `tidelake maintenance`.
 """
 
 from __future__ import annotations

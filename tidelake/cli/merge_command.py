@@ -3,9 +3,8 @@
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
 --until-ts), applying DDLs at barriers.
 Exit code 0 when tables merged or had nothing to do; 1 when a table failed or was stopped by an
-unsupported DDL (the table shows why); 75 (EX_TEMPFAIL, "try again later") when no table advanced
-because the ones with work were blocked, so a script does not take a run that did nothing for one
-that merged (docs/operations.md#merge-exit-codes).
+unsupported DDL; 75 (EX_TEMPFAIL) when no table advanced because the ones with work were blocked
+(docs/operations.md#merge-exit-codes). Owner: `tidelake merge` (the work: tidelake.merge.merge_run).
 """
 
 from __future__ import annotations

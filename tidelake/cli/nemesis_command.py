@@ -5,7 +5,7 @@ Runs N fault schedules (seeds S..S+N-1) against the simulator and the puller, ea
 independent landing checker (tidelake.nemesis); `--level apply` also merges with local Spark,
 crashing the merge at its failpoints, takes a syncpoint and checks the replicas; `--pullers process`
 runs the changefeed as `tidelake pull` shard processes and SIGKILLs them. One line per schedule,
-then a summary; exit 1 on any anomaly, 0 otherwise.
+then a summary; exit 1 on any anomaly, 0 otherwise. Owner: `tidelake nemesis`.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 It runs until SIGTERM/SIGINT or the run-length limit, then flushes what it pulled and exits 0,
 so a scheduler (Airflow @continuous) can stop it at any time and start it again: the next run
 resumes from the durable watermarks.
+Owner: `tidelake pull` (the work: tidelake.capture.changefeed.puller_runner).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Off a terminal (an Airflow task log, a pipe, a file) rich assumes 80 columns and
 cells of a wide table ("sim.…"), which leaves a log that names no table; reports there get a
 width a log viewer can show, unless the caller says how wide it is (COLUMNS, as `make demo`
 does for the commands whose output it shows on its own terminal).
+Owner: the CLI's reporting commands (status, verify, merge, demo).
 """
 
 from __future__ import annotations

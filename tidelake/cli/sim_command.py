@@ -2,6 +2,7 @@
 
 `tidelake sim-replay` serves a CDC recording made with `tidelake sim --record DIR` at full speed,
 so puller benchmarks measure the puller, not the simulator.
+Owner: `tidelake sim` and `tidelake sim-replay`, over the test kit (tidelake.sim).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ that together show upstream as of syncpoint TS (tidelake.syncpoint.records).
 
 Read each table with `spark.read.format("delta").option("versionAsOf", V).load(path)` (or SQL
 `VERSION AS OF V`). A TS that is not a syncpoint is an error naming the nearest ones: a cut
-across tables exists only where one was recorded.
+across tables exists only where one was recorded. Owner: `tidelake snapshot-at`.
 """
 
 from __future__ import annotations

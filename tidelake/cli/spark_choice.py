@@ -1,5 +1,7 @@
 """Which Spark a lake command runs on: `--remote URL` / `[spark] remote` / SPARK_REMOTE (a warm
-Spark Connect server, tidelake.spark.connect_server), else `--master` (local Spark)."""
+Spark Connect server, tidelake.spark.connect_server), else `--master` (local Spark).
+Owner: the Spark commands (merge, syncpoint, maintenance).
+"""
 
 from __future__ import annotations
 

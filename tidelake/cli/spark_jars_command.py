@@ -2,8 +2,8 @@
 
 A cluster deployment fills DIR on every node that runs a driver or an executor (the Airflow
 workers and the Spark workers: an image layer or a shared mount) and sets TIDELAKE_SPARK_JARS=DIR
-for Airflow, so no job resolves packages or copies 745 MB of jars per application
-(tidelake.spark.cluster_jars).
+for Airflow, so no job resolves packages or copies the jars per application
+(tidelake.spark.cluster_jars). Owner: `tidelake spark-jars`.
 """
 
 from __future__ import annotations

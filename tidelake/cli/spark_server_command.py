@@ -4,6 +4,7 @@ A long-running Spark Connect server with Delta (tidelake.spark.connect_server) t
 merge/syncpoint/maintenance --remote sc://127.0.0.1:P` (or `[spark] remote`, or SPARK_REMOTE)
 and the merge DAG reach as thin clients. `start` returns once the server listens and prints its
 URL, pid and log; `stop` ends the pid recorded in DIR. `make demo` / `make up` do both.
+Owner: `tidelake spark-server`.
 """
 
 from __future__ import annotations

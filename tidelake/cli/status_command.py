@@ -1,6 +1,7 @@
 """`tidelake status [--json] [--exact] [--config FILE | --lake PATH [--pd ADDR]]`: watermarks, lag, pending DDL.
 
 The JSON form is the stable schema documented in tidelake.status.status_report.
+Owner: `tidelake status` (the work: tidelake.status.status_report).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Merges every replica to the next reachable aligned TSO S and records the cut the
 (tidelake.syncpoint.cut.run_syncpoint); the interval comes from the changefeed's
 [merge].syncpoint_interval unless --interval is given. Exit 0 when a syncpoint was recorded or
 none is due yet (the reason is printed), 1 when the cut could not be taken. The merge DAG runs
-this through spark_jobs/syncpoint.py.
+this through spark_jobs/syncpoint.py. Owner: `tidelake syncpoint`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every command that reads a lake takes these the same way: the changefeed config names the lake
 root, its storage options, PD and TLS as a whole, and mixing it with --lake/--pd is an error, not
-a silent override.
+a silent override. Owner: the CLI: every lake command parses its target here.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Compares every replica at its checkpoint with a snapshot read of the upstream at
 (tidelake.verify.verifier). Exit 0 when all compared tables match (tables not merged yet are listed, not
 failed), 1 on any mismatch, table that could not be compared, or when no table was compared at all;
 2 on bad input (a lake that is not a tidelake lake is refused before Spark starts or PD is dialled).
+Owner: `tidelake verify`.
 """
 
 from __future__ import annotations
