@@ -6,6 +6,7 @@ settle where the changefeed covers each table from (handoff.py), read every tabl
 region range by region range, and write each replica with its rows and checkpoint in one commit
 (replica_write.py). A rerun after a crash skips the replicas already written and redoes the
 rest; nothing half-written ever carries a checkpoint.
+Owner: `tidelake bootstrap` and the bootstrap job (tidelake.orchestration.job_entry).
 """
 
 from __future__ import annotations

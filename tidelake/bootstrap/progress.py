@@ -1,7 +1,7 @@
 """Per-table bootstrap progress on the console: ranges (regions) done, rows, MB/s.
 
 The final line separates the read from the Delta write where they are apart (the local path):
-a small table's rate over read + write says more about the write than the read."""
+a small table's rate over read + write says more about the write than the read. Owner: bootstrap."""
 
 from __future__ import annotations
 

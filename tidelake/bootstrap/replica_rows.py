@@ -4,7 +4,7 @@ The columns are tidelake.merge.replica_schema's (upstream columns by name and ma
 the hidden `_tidb_commit_ts`, `_tidb_rowid`, `_tidb_partition_id`). A snapshot read at T does not
 return each row's commit ts, so bootstrapped rows carry T: an upper bound of their last change
 and below every change the feed delivers afterwards (docs/metadata.md#boundary-semantics), which is
-what merge compares it with.
+what merge compares it with. Owner: bootstrap.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 The ranges are the raw record ranges of the regions PD reports at planning time. They only
 shape the work (one Spark task per range); each range is read by SnapshotReader.scan, which
 follows splits, merges and leader moves that happen after planning (docs/metadata.md#the-scan-loop-of-a-snapshot-reader).
+Owner: bootstrap.
 """
 
 from __future__ import annotations

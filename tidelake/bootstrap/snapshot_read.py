@@ -3,6 +3,7 @@
 Used for small tables (below `--spark-threshold-regions`), where starting Spark tasks costs
 more than the read. Each planned range is scanned with SnapshotReader.scan, which follows
 regions that split or move during the read and resolves every lock it meets (docs/metadata.md#the-scan-loop-of-a-snapshot-reader), so the rows are exactly the commits <= T.
+Owner: bootstrap.
 """
 
 from __future__ import annotations

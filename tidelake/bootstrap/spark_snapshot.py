@@ -4,7 +4,7 @@ The driver lists the table's region ranges from PD (plan.region_ranges); each ta
 own PDClient and SnapshotReader, scans its raw key range at T (following splits and moves, and
 resolving locks, docs/metadata.md#the-scan-loop-of-a-snapshot-reader) and yields decoded replica rows as Arrow
 batches (mapInArrow), so rows never pass through the driver. Progress comes back through
-accumulators, which Spark updates as tasks finish.
+accumulators, which Spark updates as tasks finish. Owner: bootstrap.
 """
 
 from __future__ import annotations
