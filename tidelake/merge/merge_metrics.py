@@ -6,6 +6,7 @@ run visited since, e.g. a dropped one, leaves the file), and node_exporter's tex
 (or any reader of the text format) serves it. Built from the log, not from the run, so mapped merge tasks that each
 merge a group of tables all leave every table in the file; the write is a rename, so a reader
 never sees half a file. A lake on object storage gets no file (the collector reads local files).
+Owner: the merge run (tidelake.merge.merge_run) rewrites it.
 """
 
 from __future__ import annotations

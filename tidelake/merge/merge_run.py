@@ -1,11 +1,12 @@
 """A merge run: every selected table advanced as far as the watermarks and the cap allow, up to
 `threads` tables at once (tidelake.merge.table_merge does one table), then one merge-log entry
-per table. Owner of invariant 2 for the merge: the watermarks are read once, FIRST, then the DDL
+per table. It keeps invariant 2 for the merge: the watermarks are read once, FIRST, then the DDL
 history and one changelog snapshot shared by the run's tables.
 
 Each table thread has its own session of the same Spark application (txn confs are per
 session; tidelake.spark.spark_session.sibling_session). Tables that share a first window worth
 reading together are read in one pass (tidelake.merge.run_pass).
+Owner: `tidelake merge` and the merge DAG's jobs (tidelake.orchestration.job_entry).
 """
 
 from __future__ import annotations

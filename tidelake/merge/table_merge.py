@@ -1,5 +1,5 @@
 """One table's part of a merge run: its replica advanced window by window up to its plan's upper
-bound, DDLs applied at their barriers (docs/design.md invariants 3 and 4). Owner of both for it.
+bound, DDLs applied at their barriers (docs/design.md invariants 3 and 4). Owner: TableMerge, for its table.
 
 What it needs is opened once: the run's control tables and changelog snapshot (RunScope), its
 catalog entry and history-table state (again only after a DDL), the replica once per window. Its

@@ -3,7 +3,7 @@
 upper = min(resolved ts over the table's physical ids, DDL resolved ts, next DDL ts - 1, cap)
 (docs/design.md#timestamps-and-watermarks): a replica is correct as of ONE ts, so one lagging
 partition holds it back. At a barrier the step is the DDL. Chunks are cut at commit-ts quantiles
-of the file stats, each commits its own checkpoint. Owners: TableMerge and the Airflow plan.
+of the file stats, each commits its own checkpoint. Owner: TableMerge and the Airflow plan.
 
 More: docs/internals.md#table_plan.
 """

@@ -4,6 +4,7 @@ for a delta-rs write, tidelake.merge.writers.delta_rs_writer).
 Delta skips a write whose txn version is <= the one recorded for the app, and records it in the
 same commit as the rows (docs/stack.md#delta-lake-deltatable-python-api-and-write-options "Idempotent writes"); tidelake.lake.checkpoint reads
 it back without Spark.
+Owner: the merge's writers; bootstrap and maintenance use it too.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ docs/stack.md#delta-lake-schema-changes-protocol-concurrency (Delta 4.x type wid
 short->int/long/decimal/double, int->long/decimal/double, long->decimal, float->double,
 decimal(p,s)->decimal(p+k1,s+k2) with k1 >= k2 >= 0, date->timestamp_ntz. An integer widens to a
 decimal only if the decimal keeps all its digits. Everything else is rewritten with a CAST.
+Owner: the merge's DDL apply (tidelake.merge.ddl_apply).
 """
 
 from __future__ import annotations

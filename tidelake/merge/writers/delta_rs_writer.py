@@ -7,6 +7,7 @@ has not, so small windows come here (tidelake.merge.table_merge chooses).
 The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata with the rows
 (delta-rs CommitProperties app_transactions, docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's of
 the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
+Owner: TableMerge, which chooses the writer.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ Statements are SQL over a session temp view, not delta.tables: the same statemen
 session and over Spark Connect, where DeltaTable needs Delta's Connect server plugin, which Maven
 Central does not serve for Spark 4.2 (docs/stack.md#spark-connect-the-warm-spark). Each commit records the txn
 (MERGE_APP_ID, hi) through the session's txn confs (tidelake.merge.txn_confs).
+Owner: TableMerge, which chooses the writer.
 """
 
 from __future__ import annotations
