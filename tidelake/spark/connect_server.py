@@ -1,6 +1,6 @@
 """A warm Spark: a long-running Spark Connect server that merge runs reach as thin clients, so a
 task pays no JVM start and no jar resolution. Started and stopped by the pid it records
-(`tidelake spark-server`).
+(`tidelake spark-server`). Owner: `tidelake spark-server`.
 
 More: docs/internals.md#connect_server.
 """

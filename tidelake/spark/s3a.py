@@ -7,6 +7,7 @@ the s3a filesystem too, so one lake root string serves both engines.
 Spark writes only replicas: the control tables (changelog, ddl, watermarks) are written by delta-rs
 alone, because Spark's S3 log store does not commit with a conditional PUT and could overwrite a
 delta-rs commit of the same version (tidelake.maintenance.lake_upkeep).
+Owner: the Spark session builder (tidelake.spark.spark_session).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 local (`local[*]`, Delta jars from Maven Central), under spark-submit (the submit command's), or a
 Spark Connect client of a warm Spark; and the sibling sessions table threads merge in (txn confs
 are per session).
+Owner: every Spark stage (merge, syncpoint, maintenance, verify, catalog, bootstrap).
 
 More: docs/internals.md#spark_session.
 """

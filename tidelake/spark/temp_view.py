@@ -4,6 +4,7 @@ Delta's SQL DML works the same in a local session and over Spark Connect, where 
 API of delta.tables is not available (tidelake.spark.spark_session). A temp view is per session, so
 sessions merging at once never see each other's views; the name is unique all the same, and the
 view is dropped afterwards so a long-lived Connect session does not collect them.
+Owner: the Spark writer and the merge's DDL apply.
 """
 
 from __future__ import annotations
