@@ -2,6 +2,7 @@
 it lags, read without Spark; the per-table bounds are the merge planner's (table_plan.window_upper).
 A replica's facts come from its last merge-log entry (never ahead of the replica, possibly one run
 behind) or from its own log (`exact`). JSON: status_report.schema.json beside this file.
+Owner: `tidelake status`; the Airflow plugin's page shows the same report.
 
 More: docs/internals.md#status_report.
 """
