@@ -5,6 +5,7 @@ from the event how far it got: `checkpoint_ts` (the replica equals upstream as o
 and `delta_version` (the replica's Delta version holding it, for time travel or CDF reads).
 The URI names the changefeed, because one lake may hold several changefeeds' tables and an
 Airflow asset is global to the deployment.
+Owner: the merge DAG, which emits the events (tidelake.orchestration.merge_dag).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ TSO(end) - 1. That makes a backfill reproduce the lake at each interval boundary
 and an asset event per interval). A run without a logical date (manual trigger, asset trigger)
 has no data interval, and Airflow then leaves `data_interval_end` out of the task context
 (docs/stack.md#airflow-scheduling), so it merges to the latest watermarks.
+Owner: the merge DAG (tidelake.orchestration.merge_dag).
 """
 
 from __future__ import annotations

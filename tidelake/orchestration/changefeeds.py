@@ -7,6 +7,7 @@ reads in top-level DAG code: every parse would query the metadata DB. Adding a c
 adding a config path: no code change. The first config is the primary changefeed and keeps the
 plain DAG ids (`tidelake_merge`); the others get `tidelake_merge__<changefeed id>`, so adding a
 second changefeed never renames the first one's DAGs or loses their history.
+Owner: the DAG files and the Airflow plugin.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 Airflow task against a warm Spark (Spark Connect, docs/operations.md#warm-spark). Either way the same
 stage call: the merge, a syncpoint, maintenance or a bootstrap. Bad input is an InputError (the
 task fails without retries); a job that ran and did not do its work is JobFailed (retried).
+Owner: spark_jobs/ and the DAGs' warm-Spark tasks.
 """
 
 from __future__ import annotations

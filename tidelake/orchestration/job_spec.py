@@ -2,6 +2,7 @@
 JSON document per job run, of a kind and SPEC_VERSION; the plan task writes it once, and
 spark_jobs/ and the warm-Spark tasks run it (tidelake.orchestration.job_entry) with no command
 line in between. A spec of another version, kind or shape is refused whole, in one InputError.
+Owner: the DAGs' plan tasks write it (merge_dag for merges); job_entry runs it.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ changes it applied. From those the page draws two pictures an operator looks at 
   time of checkpoint_after (rows without a checkpoint, e.g. errors, are no points);
 - apply throughput per run: changes applied over the run's wall time (first start to last finish
   of its tables), so a run of many small tables is not counted as the sum of their durations.
-The merge log is read once for both, and only its last merge_log.RECENT (4 hours before the newest
-entry): the page says so (`MergeHistory.newest`, the report's `history_window`).
+The merge log is read once for both, only its last merge_log.RECENT before the newest entry (the
+page says so). Owner: the Airflow plugin's Replication page; the merge run writes the log.
 """
 
 from __future__ import annotations

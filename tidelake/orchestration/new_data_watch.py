@@ -2,6 +2,7 @@
 changes the watermarks now cover (or a lagging table waited PATIENCE_S), never sooner than the
 floor after the previous event. Only when a run starts, never correctness: the trigger in
 Airflow's triggerer decides with it (tidelake.orchestration.airflow.new_data_trigger).
+Owner: the merge DAG's trigger (tidelake.orchestration.airflow.new_data_trigger).
 
 More: docs/internals.md#new_data_watch.
 """

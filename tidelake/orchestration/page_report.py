@@ -1,7 +1,7 @@
 """What the Replication page shows for one changefeed: its status report and the page's additions.
 
 Kept apart from the Airflow app so it is built and tested without a web server, and so a page can
-be rendered from a lake alone (tools/page_screenshot.py).
+be rendered from a lake alone (tools/page_screenshot.py). Owner: the Airflow plugin.
 """
 
 from __future__ import annotations

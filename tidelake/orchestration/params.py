@@ -5,7 +5,7 @@ The form is plain JSON-schema (what Airflow's Param takes), so it is built and c
 without Airflow. Airflow's own schema check catches wrong types; `parse_merge_request` catches
 what a schema cannot say (unknown tables, contradicting fields, a Unix time typed where a TSO
 belongs) and names the param in the message, because the message is all a user sees of a run
-that failed at its first task.
+that failed at its first task. Owner: the merge and bootstrap DAGs.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 It renders the JSON form of the status report, the same document the plugin's JSON endpoint
 serves, so the page never shows anything the API does not. Jinja2 (an Airflow dependency)
 autoescapes every value: table names and DDL queries come from upstream users.
+Owner: the Airflow plugin.
 """
 
 from __future__ import annotations

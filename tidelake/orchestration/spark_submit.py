@@ -3,6 +3,7 @@ configured: `job_remote`), else submitted through SparkSubmitOperator (`spark_su
 the master, the Delta jars and confs, the executors' Python and the tidelake package shipped as a
 zip built at task time. Deployment knobs are the workers' TIDELAKE_SPARK_* variables
 (docs/operations.md#spark-cluster).
+Owner: the DAGs' Spark tasks (tidelake.orchestration.airflow.spark_operator).
 
 More: docs/internals.md#spark_submit.
 """

@@ -1,6 +1,7 @@
 """The Airflow pool that keeps two Spark writers off one replica at a time on an s3 lake: Spark's S3
 log store has no conditional PUT, so two commits of one replica version could overwrite each
 other. Merges take a slot each, maintenance and syncpoints the whole pool.
+Owner: the merge, maintenance and bootstrap DAGs, which take its slots.
 
 More: docs/internals.md#writer_pool.
 """

@@ -5,7 +5,7 @@ so every route here depends on Airflow's own `requires_access_view`: it resolves
 the `Authorization: Bearer` JWT or the UI's `_token` cookie exactly as /api/v2 does (401 without
 a credential, 403 for an invalid one or a user the auth manager refuses), then asks the
 configured auth manager whether the user may see plugin views. The page is embedded by the UI
-in an iframe of the same origin, so the UI's cookie authenticates it.
+in an iframe of the same origin, so the UI's cookie authenticates it. Owner: the Airflow plugin.
 """
 
 from __future__ import annotations

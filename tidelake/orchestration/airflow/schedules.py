@@ -4,6 +4,7 @@ Both are data-interval timetables on purpose: a run then covers [start, end) and
 merge at TSO(end) - 1 (backfill.py), which is what makes `airflow backfill create` reproduce
 the replicas at each interval boundary. Airflow's default for cron strings would be a trigger
 timetable whose interval has zero length (docs/stack.md#airflow-scheduling).
+Owner: the merge and maintenance DAGs.
 """
 
 from __future__ import annotations

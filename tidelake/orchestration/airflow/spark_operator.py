@@ -5,6 +5,7 @@
    as an environment connection (Airflow's documented AIRFLOW_CONN_* form), with a warning.
 2. The tidelake package is zipped at task time and passed as --py-files, so executors run the
    driver's exact code (spark_submit.build_package_zip).
+Owner: the merge, maintenance and bootstrap DAGs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Turn a tidelake InputError inside an Airflow task into a failure without retries: bad
 params or a bad config will not get better by retrying, and the one-line message is what the
-user reads in the task log and the run's failure note."""
+user reads in the task log and the run's failure note. Owner: the Airflow operators here."""
 
 from __future__ import annotations
 
