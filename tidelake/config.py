@@ -3,6 +3,7 @@
 Each TOML table maps to one dataclass and every key is validated here, so a typo or a bad value
 fails at start with one line naming the file, the section and the key, instead of deep inside
 the puller. Unknown keys are errors for the same reason. New features add new sections.
+Owner: this loader; every command, DAG and job reads a changefeed's settings through it.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 The demos, the benchmarks and the tests all write changefeeds; building the same document here
 and reading it back through load_config keeps them on the format users write by hand
 (examples/changefeed.toml), with its validation.
+Owner: the test kit (demos, nemesis, benches, tests).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Error types that reach users as one clear line instead of a traceback."""
+"""Error types that reach users as one clear line instead of a traceback.
+Owner: the CLI prints them and exits with their code; Airflow tasks fail on them.
+"""
 
 
 class TidelakeError(Exception):

@@ -4,6 +4,7 @@ Production code calls `failpoint(name, owner)` there, as in pingcap/failpoint an
 unarmed it costs one dict lookup. TIDELAKE_FAILPOINTS arms a process from its environment in a
 subset of fail-rs's syntax (docs/nemesis.md#arming-a-process-from-its-environment-tidelake_failpoints),
 refused whole when malformed.
+Owner: the tests and the nemesis arm them; product code only names them.
 
 More: docs/internals.md#failpoints.
 """

@@ -4,6 +4,7 @@ The syntax and evaluation follow TiDB's `pkg/util/table-filter` so a rule list c
 TiCDC changefeed selects exactly the same tables here: last matching rule wins, unmatched tables
 are rejected, and TiCDC's default (since v7.5.0) is case-insensitive matching. System schemas
 (docs/metadata.md#system-schemas-that-are-never-replicated) are never replicated, whatever the rules say.
+Owner: the config (`[filter] rules`); the schema tracker, the snapshot and bootstrap apply it.
 """
 
 from __future__ import annotations

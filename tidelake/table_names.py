@@ -1,5 +1,7 @@
 """How tidelake compares TiDB database and table names: case-insensitively, as TiDB does
-(lower_case_table_names is always 2 in TiDB), so `Shop.Orders` and `shop.orders` are one table."""
+(lower_case_table_names is always 2 in TiDB), so `Shop.Orders` and `shop.orders` are one table.
+Owner: every stage that matches names (schema tracker, table starts, bootstrap).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TSO arithmetic: ts = physical_ms << 18 | logical (docs/wire.md#tso-format)."""
+"""TSO arithmetic: ts = physical_ms << 18 | logical (docs/wire.md#tso-format).
+Owner: PD (the format); every stage computes with it here.
+"""
 
 from __future__ import annotations
 

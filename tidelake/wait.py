@@ -2,6 +2,7 @@
 
 Callers that wait on another thread or process pass `check`, which re-raises that worker's
 failure at once instead of letting the wait run into its deadline.
+Owner: the test kit (demos, nemesis).
 """
 
 from __future__ import annotations
