@@ -1,7 +1,7 @@
 """Merge-run metrics as a Prometheus textfile (`_tidelake/merge_metrics.prom`, beside the merge log).
 
 Merges are short batch runs, not servers to scrape: each run rewrites this file from the merge
-log's latest entry of every table logged within its last 4 hours (merge_log.RECENT: a table no
+log's latest entry of every table logged within merge_log.RECENT of its newest entry (a table no
 run visited since, e.g. a dropped one, leaves the file), and node_exporter's textfile collector
 (or any reader of the text format) serves it. Built from the log, not from the run, so mapped merge tasks that each
 merge a group of tables all leave every table in the file; the write is a rename, so a reader
