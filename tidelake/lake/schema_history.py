@@ -2,7 +2,7 @@
 the barriers are (docs/design.md#timestamps-and-watermarks). A table's identity is its id at its
 CREATE, through RENAME and TRUNCATE; the info valid at ts is the last DDL's at or below ts, and
 the barrier after checkpoint c is the next DDL's commit ts - 1. Read by merge, status, the plan.
-Owner: built here from the `ddl` table the lander writes (tidelake.lake.ddl_log).
+Owner: the lander writes the `ddl` table it is built from (tidelake.lake.ddl_log).
 
 More: docs/internals.md#schema_history.
 """

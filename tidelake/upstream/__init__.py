@@ -4,5 +4,5 @@ PD (members, TSO, regions, stores, GC safepoints), consistent TiKV snapshot read
 with lock resolution, and the TiDB schema read from meta keys at that TSO. The puller, the
 bootstrap snapshot and `tidelake verify` share them, and they speak exactly the protocol
 client-go speaks, so they work unchanged against a real cluster and the simulator.
-Owner: the upstream clients; no stage keeps its own protocol code.
+Owner: this package; the puller, bootstrap and `tidelake verify` only call it.
 """
