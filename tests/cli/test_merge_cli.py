@@ -7,6 +7,7 @@ import pytest
 from rich.console import Console
 
 from tidelake.cli import main
+from tidelake.cli import merge_command
 from tidelake.cli.merge_command import EXIT_BLOCKED, exit_code
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.merge_run import MergeReport
@@ -55,3 +56,17 @@ def test_a_run_that_advanced_nothing_because_tables_are_blocked_exits_75(statuse
                         f"(app.t{first}: no resolved ts for partition 7)")
     else:
         assert said == ""
+
+
+def test_a_lake_without_room_is_one_line_not_a_trace(tmp_path, capsys, monkeypatch):
+    """An engine's error on a full disk (here delta-rs's text) ends the command in one line naming
+    the cause; the full trace goes to a file."""
+    def full_disk(args):
+        raise Exception("Failed to parse parquet: External: Generic LocalFileSystem error: Unable to copy "
+                        "data to file: No space left on device (os error 28)\nmore detail")
+
+    monkeypatch.setattr(merge_command, "_merge", full_disk)
+    assert main(["merge", "--lake", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("tidelake: error: the lake's filesystem is full: Failed to parse parquet: ")
+    assert "(full trace: " in line

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from tidelake import __version__
 from tidelake.errors import TidelakeError
+from tidelake.lake.store_room import refusal
 
 # command -> the group module that registers it, in help order
 COMMANDS = {"decode": "decode", "sim": "sim", "sim-replay": "sim", "pull": "pull", "bootstrap": "bootstrap",
@@ -56,9 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         damage = _lake_damage(args)
-        if damage is None:
+        cause = refusal(exc)
+        if damage is None and cause is None:
             raise
-        print(f"tidelake: error: {damage.line()} (full trace: {_save_trace(exc)})", file=sys.stderr)
+        line = damage.line() if damage is not None else f"{cause}: {(str(exc).splitlines() or [''])[0][:300]}"
+        print(f"tidelake: error: {line} (full trace: {_save_trace(exc)})", file=sys.stderr)
         return 1
 
 

@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from tidelake.errors import TidelakeError
 from tidelake.lake.layout import TIDELAKE_DIR, LakeLayout
+from tidelake.lake.store_room import refusal
 
 _DELTA_LOG = "_delta_log"
 
@@ -151,6 +152,9 @@ def first_line(exc: BaseException) -> str:
 
 def explain_failure(layout: LakeLayout, exc: BaseException) -> str:
     """One line for a failure that touched the lake: the damage if a file is broken or missing,
-    else the error's own first line."""
+    the store's refusal (no room) before the error's first line, else that first line."""
     damage = find_damage(layout)
-    return damage.line() if damage is not None else first_line(exc)
+    if damage is not None:
+        return damage.line()
+    cause = refusal(exc)
+    return f"{cause}: {first_line(exc)}" if cause is not None else first_line(exc)

@@ -32,7 +32,6 @@ from tidelake.capture.eventfeed.prewrites import check_spill_dir
 from tidelake.capture.eventfeed.prewrites import memory_for_quota as prewrite_memory_for_quota
 from tidelake.capture.eventfeed.stale_locks import RegionLockResolver
 from tidelake.capture.landing.app_txn import LakeConflictError
-from tidelake.capture.landing.store_room import refusal
 from tidelake.capture.landing.lander import Lander, LanderClosedError
 from tidelake.capture.landing.resident_memory import ResidentGrowth
 from tidelake.capture.puller_errors import PullerError
@@ -42,6 +41,7 @@ from tidelake.errors import InputError, StopRequested
 from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
+from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import read_by_puller
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
 from tidelake.upstream.kv_snapshot import SnapshotReader
@@ -108,7 +108,7 @@ class Progress:
     ddl_lag_s: float
     table_lag_s: dict[int, float]  # physical id -> seconds behind PD's now
     buffered_bytes: int
-    landing_paused: str | None = None  # why flushes wait for the store (tidelake.capture.landing.store_room)
+    landing_paused: str | None = None  # why flushes wait for the store (tidelake.lake.store_room)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.capture.landing.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.capture.landing.resident_memory import ResidentGrowth
-from tidelake.capture.landing.store_room import check_room, refusal
+from tidelake.lake.store_room import check_room, refusal
 from tidelake.capture.landing.watermark_retirement import retired_watermark_ids
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.errors import InputError, TidelakeError

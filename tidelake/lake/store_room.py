@@ -1,7 +1,8 @@
 """Whether the lake's store has room for a flush: a local filesystem's free space, checked before a
 write, and the store's refusal read from a failed one (ENOSPC, EDQUOT, HTTP 507 Insufficient
 Storage, HTTP 503 Slow Down). A flush the store has no room for is retried as it is, and the
-lander says why in one line instead of a trace per attempt: nothing buffered is dropped.
+lander says why in one line instead of a trace per attempt: nothing buffered is dropped. Every
+command's one-line failure names a refusal too (tidelake.lake.damage.explain_failure).
 Owner: the lander (tidelake.capture.landing.lander).
 """
 

@@ -1,4 +1,4 @@
-"""The lander's view of a store without room (tidelake.capture.landing.store_room): refusals read
+"""The lander's view of a store without room (tidelake.lake.store_room): refusals read
 from the errors the engines raise, and a local filesystem's free space checked before a write."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import namedtuple
 
 import pytest
 
-from tidelake.capture.landing import store_room
-from tidelake.capture.landing.store_room import FLUSH_OVERHEAD_BYTES, NoRoomError, check_room, local_root, refusal
+from tidelake.lake import store_room
+from tidelake.lake.store_room import FLUSH_OVERHEAD_BYTES, NoRoomError, check_room, local_root, refusal
 
 FULL = "the lake's filesystem is full"
 
