@@ -1,0 +1,74 @@
+"""TiDBPDHook reads a tidb_pd connection as Airflow resolves it (here an AIRFLOW_CONN_* variable):
+the upstream config while its block runs, one line for a missing or wrong connection, and the
+private key's text and the password nowhere in its repr, logs, summary or Airflow's masked output."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from tidelake.errors import InputError
+from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
+
+KEY_BODY = "dGlkZWxha2UtdGVzdC1wcml2YXRlLWtleS0xMjM0NQ=="
+KEY = f"-----BEGIN PRIVATE KEY-----\n{KEY_BODY}\n-----END PRIVATE KEY-----\n"
+CERT = "-----BEGIN CERTIFICATE-----\nY2xpZW50IGNlcnQ=\n-----END CERTIFICATE-----\n"
+PASSWORD = "tidelake-test-password-9876"
+
+
+def define(monkeypatch, conn_id: str, **fields) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+def test_upstream_from_connection_keeps_secrets_out(monkeypatch, caplog, tmp_path):
+    from airflow.sdk._shared.secrets_masker import redact
+
+    define(monkeypatch, "tidelake_test_pd", conn_type="tidb_pd", host="pd-0.pd", port=2379, password=PASSWORD,
+           extra={"pd_endpoints": "pd-1.pd:2379", "cluster": "prod", "tls_ca": CERT, "tls_cert": CERT,
+                  "tls_private_key": KEY})
+    hook = TiDBPDHook(tidb_pd_conn_id="tidelake_test_pd")
+    caplog.set_level(logging.DEBUG)
+    with hook.upstream(gc_ttl_s=3600.0) as upstream:
+        assert upstream.pd == ("pd-0.pd:2379", "pd-1.pd:2379") and upstream.gc_ttl_s == 3600.0
+        key_file = Path(upstream.tls.key)
+        assert key_file.read_text() == KEY
+    assert not key_file.exists(), "the PEM files outlive the block"
+    summary = hook.pd_connection(tmp_path).summary()
+    shown = "\n".join([repr(hook), json.dumps(summary), caplog.text])
+    assert "pd-0.pd:2379" in caplog.text  # the hook did log the connection it used
+    for secret in (KEY_BODY, PASSWORD):
+        assert secret not in shown
+        assert secret not in redact(f"a task log line quoting {secret}")  # Airflow masks it in task logs
+
+
+def test_missing_connection_is_one_line_naming_it(monkeypatch):
+    monkeypatch.delenv("AIRFLOW_CONN_TIDELAKE_TEST_MISSING", raising=False)
+    with pytest.raises(InputError, match=r"^tidb_pd connection 'tidelake_test_missing': not defined") as caught:
+        with TiDBPDHook(tidb_pd_conn_id="tidelake_test_missing").upstream():
+            pass
+    assert "\n" not in str(caught.value)
+
+
+def test_connection_of_another_type_is_refused(monkeypatch):
+    define(monkeypatch, "tidelake_test_mysql", conn_type="mysql", host="tidb", port=4000)
+    with pytest.raises(InputError, match=r"^tidb_pd connection 'tidelake_test_mysql': conn_type: is 'mysql'"):
+        with TiDBPDHook(tidb_pd_conn_id="tidelake_test_mysql").upstream():
+            pass
+
+
+def test_bad_field_names_connection_and_field(monkeypatch):
+    define(monkeypatch, "tidelake_test_pd", conn_type="tidb_pd", host="pd-0", port=2379,
+           extra={"tls_ca": "/no/such/ca.pem"})
+    with pytest.raises(InputError, match=r"^tidb_pd connection 'tidelake_test_pd': tls_ca: "):
+        with TiDBPDHook(tidb_pd_conn_id="tidelake_test_pd").upstream():
+            pass
+
+
+def test_connection_as_uri(monkeypatch):
+    """A connection URI spells the type `tidb-pd://` (a URI scheme cannot hold `_`)."""
+    monkeypatch.setenv("AIRFLOW_CONN_TIDELAKE_TEST_URI", "tidb-pd://pd-0.pd:2379?pd_endpoints=pd-1.pd%3A2379&cluster=prod")
+    with TiDBPDHook(tidb_pd_conn_id="tidelake_test_uri").upstream() as upstream:
+        assert upstream.pd == ("pd-0.pd:2379", "pd-1.pd:2379") and upstream.tls is None

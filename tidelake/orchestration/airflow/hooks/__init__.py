@@ -1,0 +1,1 @@
+"""Hooks of the tidelake provider: one connection type each (provider_info lists them)."""
