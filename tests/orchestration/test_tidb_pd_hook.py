@@ -72,3 +72,15 @@ def test_connection_as_uri(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_TIDELAKE_TEST_URI", "tidb-pd://pd-0.pd:2379?pd_endpoints=pd-1.pd%3A2379&cluster=prod")
     with TiDBPDHook(tidb_pd_conn_id="tidelake_test_uri").upstream() as upstream:
         assert upstream.pd == ("pd-0.pd:2379", "pd-1.pd:2379") and upstream.tls is None
+
+
+def test_example_connections_file_imports_and_reads(monkeypatch):
+    """examples/connections.yaml parses as `airflow connections import` reads it, and the hook accepts it."""
+    from airflow.secrets.local_filesystem import load_connections_dict
+    from airflow_test_env import REPO
+
+    connections = load_connections_dict(str(REPO / "examples" / "connections.yaml"))
+    connection = connections[TiDBPDHook.default_conn_name]
+    monkeypatch.setenv(f"AIRFLOW_CONN_{TiDBPDHook.default_conn_name.upper()}", connection.as_json())
+    with TiDBPDHook().upstream() as upstream:
+        assert upstream.pd == ("127.0.0.1:2379",) and upstream.tls is None
