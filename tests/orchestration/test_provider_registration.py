@@ -91,3 +91,31 @@ def test_listed_modules_and_triggers_import(installed_provider):
         for entry in info[section]:
             for module in entry["python-modules"]:
                 importlib.import_module(module)
+
+
+@pytest.mark.airflow
+def test_api_server_serves_the_connection_form(installed_provider, airflow_db, changefeed):
+    """The api-server's hook_meta endpoint, from which the UI draws its connection form, offers
+    tidb_pd with its fields (password hidden, the key a password field). Not a browser check."""
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+    from airflow_test_env import ADMIN_PASSWORD
+    from fastapi.testclient import TestClient
+
+    HookMetaService.hook_meta_data.cache_clear()  # cached per process; a fresh manager is installed
+    purge_cached_app()
+    try:
+        with TestClient(create_app("core")) as client:
+            login = client.post("/auth/token", json={"username": "admin", "password": ADMIN_PASSWORD})
+            response = client.get("/ui/connections/hook_meta",
+                                  headers={"Authorization": f"Bearer {login.json()['access_token']}"})
+    finally:
+        HookMetaService.hook_meta_data.cache_clear()
+    assert response.status_code == 200, response.text
+    (form,) = [hook for hook in response.json() if hook["connection_type"] == "tidb_pd"]
+    assert form["hook_name"] == "TiDB PD"
+    assert form["standard_fields"]["password"]["hidden"] and not form["standard_fields"]["host"]["hidden"]
+    assert form["standard_fields"]["host"]["title"] == "PD host"
+    extras = form["extra_fields"]
+    assert set(extras) == {"pd_endpoints", "cluster", "tls_ca", "tls_cert", "tls_private_key"}
+    assert extras["tls_private_key"]["schema"]["format"] == "password"
