@@ -30,6 +30,11 @@ def test_default_port_list_extras_and_form_prefix(tmp_path):
     assert conn.cluster is None
 
 
+def test_host_may_carry_its_port(tmp_path):
+    assert pd_connection("pd", "https://pd-0:2380", None, {}, tmp_path).upstream.pd == ("https://pd-0:2380",)
+    assert pd_connection("pd", "pd-0:2380", 2380, {}, tmp_path).upstream.pd == ("pd-0:2380",)
+
+
 def test_pem_text_goes_to_owner_only_files(tmp_path):
     pem_dir = tmp_path / "pem"
     conn = pd_connection("pd", "pd-0", 2379, {"tls_ca": CA, "tls_cert": CERT, "tls_private_key": KEY}, pem_dir)
@@ -56,6 +61,7 @@ def test_file_paths_are_kept(tmp_path):
     [
         ("", 2379, {}, "host"),
         ("pd-0", 70000, {}, "host"),
+        ("pd-0:2380", 2379, {}, "port"),
         ("pd-0", 2379, {"pd_endpoints": "pd-1:2379,pd-2"}, "pd_endpoints"),
         ("pd-0", 2379, {"pd_endpoints": 5}, "pd_endpoints"),
         ("pd-0", 2379, {"tls-ca": CA}, "tls-ca"),

@@ -20,6 +20,7 @@ from tidelake.config import UpstreamConfig, TlsConfig, check_pd_address
 from tidelake.errors import InputError
 
 CONN_TYPE = "tidb_pd"
+HOOK_NAME = "TiDB PD"  # the connection type's name in Airflow's form and `airflow providers hooks`
 DEFAULT_PD_PORT = 2379  # PD's client port (pd-server --client-urls default)
 # How Airflow's connection form may store a custom field: plain, or prefixed by the connection type.
 _FORM_PREFIX = f"extra__{CONN_TYPE}__"
@@ -50,7 +51,7 @@ def pd_connection(conn_id: str, host: str | None, port: int | None, extra: Mappi
     fields = _extras(conn_id, extra)
     if not host or not host.strip():
         raise _bad(conn_id, "host", "is empty: the first PD endpoint's host, like pd-0.pd")
-    endpoints = [_endpoint(host.strip(), port or DEFAULT_PD_PORT), *_more_endpoints(conn_id, fields)]
+    endpoints = [_endpoint(conn_id, host.strip(), port), *_more_endpoints(conn_id, fields)]
     for index, address in enumerate(endpoints):
         try:
             check_pd_address(address)
@@ -76,10 +77,13 @@ def _extras(conn_id: str, extra: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _endpoint(host: str, port: int) -> str:
-    if ":" in host.split("://")[-1]:
-        return host  # the host already carries its port (or is a bracketed IPv6 address with one)
-    return f"{host}:{port}"
+def _endpoint(conn_id: str, host: str, port: int | None) -> str:
+    if ":" not in host.split("://")[-1]:
+        return f"{host}:{port or DEFAULT_PD_PORT}"
+    # The host carries its port (or is a bracketed IPv6 address): the port field must not contradict it.
+    if port and not host.rstrip("/").endswith(f":{port}"):
+        raise _bad(conn_id, "port", f"{port}, but host {host!r} names another port")
+    return host
 
 
 def _more_endpoints(conn_id: str, fields: Mapping[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tidelake import __version__
-from tidelake.orchestration.pd_connection import CONN_TYPE, DEFAULT_PD_PORT
+from tidelake.orchestration.pd_connection import CONN_TYPE, DEFAULT_PD_PORT, HOOK_NAME
 
 PACKAGE_NAME = "tidelake"  # the distribution's name: Airflow refuses provider info naming another
 INTEGRATION = "tidelake"
@@ -40,7 +40,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [{"integration-name": INTEGRATION, "python-modules": [f"{_AIRFLOW}.new_data_trigger"]}],
         "connection-types": [{
             "hook-class-name": f"{_AIRFLOW}.hooks.tidb_pd.TiDBPDHook",
-            "hook-name": "TiDB PD",
+            "hook-name": HOOK_NAME,
             "connection-type": CONN_TYPE,
             "ui-field-behaviour": {
                 "hidden-fields": ["schema", "login", "password"],

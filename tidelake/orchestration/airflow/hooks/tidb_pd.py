@@ -22,7 +22,7 @@ from airflow.sdk.log import mask_secret
 
 from tidelake.config import UpstreamConfig
 from tidelake.errors import InputError
-from tidelake.orchestration.pd_connection import CONN_TYPE, SECRET_FIELDS, PdConnection, pd_connection
+from tidelake.orchestration.pd_connection import CONN_TYPE, HOOK_NAME, SECRET_FIELDS, PdConnection, pd_connection
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class TiDBPDHook(BaseHook):
     conn_name_attr = "tidb_pd_conn_id"
     default_conn_name = "tidb_pd_default"
     conn_type = CONN_TYPE
-    hook_name = "TiDB PD"
+    hook_name = HOOK_NAME
 
     def __init__(self, tidb_pd_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
