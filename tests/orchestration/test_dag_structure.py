@@ -64,7 +64,7 @@ def test_a_missing_config_is_an_import_error_naming_the_variable(monkeypatch):
     from airflow.models import DagBag
 
     monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
-    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).import_errors
+    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).import_errors
     assert any("TIDELAKE_CONFIG is not set" in message for message in errors.values())
 
 
@@ -74,11 +74,11 @@ def test_schedule_comes_from_the_environment(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TIDELAKE_CONFIG", str(write_changefeed(tmp_path)))
     monkeypatch.setenv("TIDELAKE_MERGE_SCHEDULE", "15m")
-    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"]
+    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).dags["tidelake_merge"]
     assert isinstance(dag.timetable, DeltaDataIntervalTimetable)
     assert dag.timetable.delta.total_seconds() == 900
     monkeypatch.setenv("TIDELAKE_MERGE_SCHEDULE", "every now and then")
-    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).import_errors
+    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).import_errors
     assert any("TIDELAKE_MERGE_SCHEDULE" in message for message in errors.values())
 
 
@@ -88,7 +88,7 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
 
     config = write_changefeed(tmp_path, "cuts", merge={"syncpoint_interval": "1m", "parallel_jobs": 1})
     monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
-    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"]
+    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).dags["tidelake_merge"]
     due, syncpoint, publish = (dag.get_task(t) for t in ("syncpoint_due", "syncpoint", "publish"))
     assert due.upstream_task_ids == {"merge"}
     assert syncpoint.upstream_task_ids == {"syncpoint_due"}
@@ -119,7 +119,7 @@ def test_a_warm_spark_makes_the_spark_jobs_thin_connect_clients(tmp_path, monkey
     cold = write_changefeed(tmp_path, "cold")
     monkeypatch.setenv("TIDELAKE_CONFIG", str(cold))
     monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
-    merge = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py")).dags["tidelake_merge"].get_task("merge")
+    merge = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).dags["tidelake_merge"].get_task("merge")
     assert merge.task_type == "_PythonDecoratedOperator"
 
 
@@ -153,7 +153,7 @@ def test_run_on_new_data_adds_the_changelog_asset_and_its_watcher_to_the_schedul
     config = write_changefeed(tmp_path, "main", merge={"run_on_new_data": "30s"})
     monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
-    bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py"))
+    bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py"))
     assert bag.import_errors == {}
     dag = bag.dags["tidelake_merge"]
     assert isinstance(dag.timetable, AssetOrTimeSchedule)

@@ -56,7 +56,7 @@ def fed_lake(tmp_path, monkeypatch):
 def merge_dag():
     from airflow.models import DagBag
 
-    bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_merge.py"))
+    bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py"))
     assert bag.import_errors == {}
     return bag.dags["tidelake_merge"]
 

@@ -4,7 +4,8 @@ job specs (tidelake.orchestration.job_spec), and read where each replica stands 
 The plan is made here, once per run: which tables, in which groups, up to which cap, with the
 merge planner's view of each table logged (pending DDL, waiting watermarks); tables with nothing
 to do cost no Spark job. Each job then merges its tables' windows from the watermarks it reads
-when it runs, never past the run's cap. Owner: the merge DAG (dags/tidelake_merge.py).
+when it runs, never past the run's cap.
+Owner: the merge DAG (tidelake.orchestration.airflow.dags.merge).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ event it yields becomes an asset event of the changefeed's changelog asset, and 
 scheduled on that asset or its cron timetable, gets a run. The decision is
 tidelake.orchestration.new_data_watch; this class only polls and keeps going through errors (a
 lake unreachable for a while must not end the watch: the cron schedule would be all that is left).
-Owner: the merge DAG (dags/tidelake_merge.py).
+Owner: the merge DAG (tidelake.orchestration.airflow.dags.merge).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """PullerOperator: one puller shard run in the Airflow task process itself, so SIGTERM reaches the
 puller (it flushes and exits cleanly) and the task's process is the puller's own (its RSS counts
 against the quota, the allocator settings of `tidelake pull` apply).
-Owner: the puller DAG (dags/tidelake_puller.py).
+Owner: the puller DAG (tidelake.orchestration.airflow.dags.puller).
 
 More: docs/internals.md#puller_operator.
 """

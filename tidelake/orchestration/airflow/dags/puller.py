@@ -1,9 +1,10 @@
-"""tidelake_puller: the always-on puller of each changefeed, one task per puller shard.
+"""The puller DAG (tidelake_puller): the always-on puller of each changefeed, one task per puller shard.
 
 @continuous with max_active_runs=1: as soon as a run ends the next starts. Each shard's task
 runs the puller in-process for a bounded time (TIDELAKE_PULL_RUN_SECONDS, default 1 h), then
 flushes and succeeds; SIGTERM (a worker shutdown, a cleared task) flushes too. The next run
 resumes from the durable watermarks in the lake. Logic: tidelake.orchestration.airflow.puller_operator.
+Owner: the DAG factory (tidelake.orchestration.airflow.dag_factory).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from tidelake.orchestration.airflow.puller_operator import (
     PullerOperator,
     run_seconds_from_env,
 )
-from tidelake.orchestration.changefeeds import load_changefeeds
+from tidelake.orchestration.changefeeds import Changefeed
 
-RUN_SECONDS = run_seconds_from_env()
 
-for feed in load_changefeeds():
+def build(feed: Changefeed) -> DAG:
+    """The puller DAG of one changefeed, one mapped task per shard; the run length is read at each parse."""
     shards = feed.config.puller.shards
     with DAG(
         dag_id=feed.dag_id("puller"),
@@ -33,10 +34,11 @@ for feed in load_changefeeds():
         doc_md=__doc__,
         default_args={"retries": 3, "retry_delay": timedelta(seconds=30), "retry_exponential_backoff": True,
                       "max_retry_delay": timedelta(minutes=10)},
-    ):
+    ) as dag:
         PullerOperator.partial(
             task_id="pull",
             config_path=feed.config_path,
-            max_run_seconds=RUN_SECONDS,
+            max_run_seconds=run_seconds_from_env(),
             map_index_template="shard {{ task.shard }}",
         ).expand(shard=[f"{i}/{shards}" for i in range(shards)])
+    return dag

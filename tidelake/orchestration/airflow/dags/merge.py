@@ -1,29 +1,6 @@
-"""tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
+"""The merge DAG of one changefeed: plan, merge (Spark jobs, mapped), syncpoint, publish (DOC).
 
-plan (validate params, plan tables, group them) -> merge (one spark-submit of
-spark_jobs/merge.py per table group, mapped, each with its job spec) -> [syncpoint_due -> syncpoint] -> publish (an asset
-event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
-
-Each Spark job gets one job spec from the plan (tidelake.orchestration.job_spec). With a warm Spark
-([spark] remote in the changefeed config, or SPARK_REMOTE where the DAG file is parsed) the merge
-and syncpoint tasks run it in the task, thin Spark Connect clients of that server, instead of
-spark-submits (tidelake.orchestration.job_entry).
-
-With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
-boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
-runs spark_jobs/syncpoint.py: every replica to one aligned TSO, recorded as a cross-table cut
-(`tidelake snapshot-at TS`). [merge].parallel_jobs is the default of the groups param.
-
-Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).
-With [merge].run_on_new_data in the changefeed config, also a run whenever the changelog got
-changes its watermarks cover, at most one per that interval: an asset watched by a trigger in the
-triggerer (tidelake.orchestration.airflow.new_data_trigger).
-A scheduled or backfill run merges only changes committed before its data interval end, so
-`airflow backfill create --dag-id tidelake_merge --from-date ... --to-date ...` reproduces the
-replicas interval by interval; a manual run without a logical date merges to the latest.
-Trigger params: tables, until_ts or until_time, rebuild (one table replayed from its CREATE into a
-new replica, refused unless the changelog still holds all its changes), dry_run, groups. Logic:
-tidelake.orchestration.merge_dag.
+Owner: the DAG factory (tidelake.orchestration.airflow.dag_factory).
 """
 
 from __future__ import annotations
@@ -55,26 +32,51 @@ from tidelake.orchestration.assets import (
     merge_alias_name,
     replica_asset_uri,
 )
-from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.job_spec import SyncpointJob, to_json
 from tidelake.orchestration.params import merge_param_schemas
 from tidelake.orchestration.spark_submit import SparkSettings, job_remote, spark_submit_kwargs
 from tidelake.orchestration.writer_pool import writer_pool
 
-SCHEDULE = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
-SPARK = SparkSettings.from_env()
+DOC = """tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
 
+plan (validate params, plan tables, group them) -> merge (one spark-submit of
+spark_jobs/merge.py per table group, mapped, each with its job spec) -> [syncpoint_due -> syncpoint] -> publish (an asset
+event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
+
+Each Spark job gets one job spec from the plan (tidelake.orchestration.job_spec). With a warm Spark
+([spark] remote in the changefeed config, or SPARK_REMOTE where the DAG file is parsed) the merge
+and syncpoint tasks run it in the task, thin Spark Connect clients of that server, instead of
+spark-submits (tidelake.orchestration.job_entry).
+
+With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
+boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
+runs spark_jobs/syncpoint.py: every replica to one aligned TSO, recorded as a cross-table cut
+(`tidelake snapshot-at TS`). [merge].parallel_jobs is the default of the groups param.
+
+Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).
+With [merge].run_on_new_data in the changefeed config, also a run whenever the changelog got
+changes its watermarks cover, at most one per that interval: an asset watched by a trigger in the
+triggerer (tidelake.orchestration.airflow.new_data_trigger).
+A scheduled or backfill run merges only changes committed before its data interval end, so
+`airflow backfill create --dag-id tidelake_merge --from-date ... --to-date ...` reproduces the
+replicas interval by interval; a manual run without a logical date merges to the latest.
+Trigger params: tables, until_ts or until_time, rebuild (one table replayed from its CREATE into a
+new replica, refused unless the changelog still holds all its changes), dry_run, groups. Logic:
+tidelake.orchestration.merge_dag.
+"""  # the DAG's doc_md, shown in the UI
 
 def schedule(feed: Changefeed):
     """The cron timetable, or it OR the changelog asset when runs may also start on new data."""
+    cron = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
     floor_s = feed.config.merge.run_on_new_data_s
     if floor_s is None:
-        return SCHEDULE
+        return cron
     changefeed_id = feed.config.changefeed_id
     watcher = AssetWatcher(name=f"tidelake-new-data-{changefeed_id}",
                            trigger=NewDataTrigger(config_path=feed.config_path, floor_s=floor_s))
     changelog = Asset(uri=changelog_asset_uri(changefeed_id), group=ASSET_GROUP, watchers=[watcher])
-    return AssetOrTimeSchedule(timetable=SCHEDULE, assets=changelog)
+    return AssetOrTimeSchedule(timetable=cron, assets=changelog)
 
 
 def submitted(job: dict) -> dict:
@@ -83,10 +85,12 @@ def submitted(job: dict) -> dict:
 
 
 def build(feed: Changefeed) -> DAG:
+    """The merge DAG of one changefeed; settings from the environment are read at each parse."""
+    spark = SparkSettings.from_env()
     changefeed_id = feed.config.changefeed_id
     schemas = merge_param_schemas(merge_dag.table_choices(feed.config), feed.config.merge.parallel_jobs)
     alias = AssetAlias(merge_alias_name(changefeed_id))
-    submit = spark_submit_kwargs(SPARK, job="merge", app_name="tidelake merge", lake=feed.config.lake)
+    submit = spark_submit_kwargs(spark, job="merge", app_name="tidelake merge", lake=feed.config.lake)
     submit.pop("name")
     with DAG(
         dag_id=feed.dag_id("merge"),
@@ -97,7 +101,7 @@ def build(feed: Changefeed) -> DAG:
         max_active_runs=1,
         params={name: Param(schema.pop("default"), **schema) for name, schema in schemas.items()},
         tags=["tidelake", changefeed_id],
-        doc_md=__doc__,
+        doc_md=DOC,
         default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
     ) as dag:
 
@@ -148,7 +152,7 @@ def build(feed: Changefeed) -> DAG:
                 syncpoint = TidelakeSparkSubmitOperator(
                     task_id="syncpoint",
                     **pool.task_args(exclusive=True),
-                    **spark_submit_kwargs(SPARK, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
+                    **spark_submit_kwargs(spark, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
                                           lake=feed.config.lake,
                                           application_args=[to_json(SyncpointJob(feed.config_path))]),
                 )
@@ -166,6 +170,3 @@ def build(feed: Changefeed) -> DAG:
             merged >> syncpoint_due() >> syncpoint >> published
     return dag
 
-
-for _feed in load_changefeeds():
-    build(_feed)

@@ -1,4 +1,4 @@
-"""tidelake_bootstrap: manual initial snapshot of tables into their replicas (one per changefeed).
+"""The bootstrap DAG (tidelake_bootstrap): manual initial snapshot of tables into their replicas (one per changefeed).
 
 Trigger with params `tables` (["db.table", ...]; empty = every table the changefeed's filter
 selects; a table outside the filter is added to the RUNNING changefeed) and `at_ts` (a TSO;
@@ -6,6 +6,7 @@ empty = PD's current TSO). One spark-submit of spark_jobs/bootstrap.py: large ta
 the executors, one task per region range. It holds a PD service GC safepoint for the whole run,
 refuses a ts older than the GC safepoint, and is safe to re-trigger after a failure (finished
 replicas are skipped, partial ones rewritten). Logic: tidelake.bootstrap.bootstrap_run.
+Owner: the DAG factory (tidelake.orchestration.airflow.dag_factory).
 """
 
 from __future__ import annotations
@@ -15,18 +16,16 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import DAG, Param, task
 
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
-from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.job_spec import to_json
 from tidelake.orchestration.params import bootstrap_job, bootstrap_param_schemas
 from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
 from tidelake.orchestration.writer_pool import writer_pool
 
-SPARK = SparkSettings.from_env()
-
-
 def build(feed: Changefeed) -> DAG:
+    """The bootstrap DAG of one changefeed; Spark settings from the environment are read at each parse."""
     changefeed_id = feed.config.changefeed_id
-    submit = spark_submit_kwargs(SPARK, job="bootstrap", app_name="tidelake bootstrap",
+    submit = spark_submit_kwargs(SparkSettings.from_env(), job="bootstrap", app_name="tidelake bootstrap",
                                  lake=feed.config.lake)
     submit.pop("name")
     with DAG(
@@ -50,6 +49,3 @@ def build(feed: Changefeed) -> DAG:
                                             **submit).expand_kwargs(arguments(feed.config_path))
     return dag
 
-
-for _feed in load_changefeeds():
-    build(_feed)

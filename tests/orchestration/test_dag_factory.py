@@ -1,0 +1,75 @@
+"""changefeed_dags: a user's DAG file is one call; an unknown changefeed breaks only its own file."""
+
+from __future__ import annotations
+
+import pytest
+from airflow_test_env import write_changefeed
+
+from tidelake.errors import InputError
+
+KINDS = ("puller", "merge", "maintenance", "bootstrap")
+
+
+def dag_file(folder, name: str, call: str):
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(f"from tidelake.orchestration.airflow.dag_factory import changefeed_dags\n\n{call}\n")
+    return path
+
+
+def test_a_dag_file_of_one_call_builds_the_changefeeds_dags_and_a_bad_one_fails_alone(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    config = write_changefeed(tmp_path, "orders", shards=2)
+    dags = tmp_path / "dags"
+    dag_file(dags, "orders", f"changefeed_dags('orders', config_path={str(config)!r})")
+    bad = dag_file(dags, "typo", "changefeed_dags('ordres')")
+    bag = DagBag(dag_folder=str(dags))
+    assert sorted(bag.dag_ids) == sorted(f"tidelake_{kind}__orders" for kind in KINDS)
+    assert bag.dags["tidelake_puller__orders"].tasks[0].expand_input.value["shard"] == ["0/2", "1/2"]
+    assert bag.dags["tidelake_merge__orders"].get_task("publish").upstream_task_ids == {"merge"}
+    assert all(dag.fileloc == str(dags / "orders.py") for dag in bag.dags.values())
+    assert list(bag.import_errors) == [str(bad)]
+    assert bag.import_errors[str(bad)].strip().splitlines()[-1] == (
+        "tidelake.errors.InputError: changefeed 'ordres' not found: looked in TIDELAKE_CONFIG (not set) "
+        "and Airflow Variable 'tidelake_config__ordres' (not set)")
+
+
+def test_the_callers_globals_get_every_dag_by_id(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    config = write_changefeed(tmp_path, "orders")
+    namespace: dict = {}
+    exec("from tidelake.orchestration.airflow.dag_factory import changefeed_dags\n"
+         f"built = changefeed_dags('orders', config_path={str(config)!r})", namespace)
+    assert {name for name in namespace if name.startswith("tidelake_")} == {f"tidelake_{k}__orders" for k in KINDS}
+    assert all(namespace[dag_id] is dag for dag_id, dag in namespace["built"].items())
+
+
+def test_an_airflow_variable_names_the_config_file(tmp_path, monkeypatch):
+    from tidelake.orchestration.airflow.dag_factory import find_changefeed
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    config = write_changefeed(tmp_path, "orders")
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_CONFIG__ORDERS", str(config))  # Airflow's env secrets backend
+    feed = find_changefeed("orders")
+    assert (feed.config_path, feed.dag_id("merge")) == (str(config), "tidelake_merge__orders")
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_CONFIG__CRM", str(config))
+    with pytest.raises(InputError, match=r"^changefeed 'crm' not found: Airflow Variable 'tidelake_config__crm' "
+                                         rf"names {config}, whose \[changefeed\].id is 'orders'$"):
+        find_changefeed("crm")
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_CONFIG__CRM", str(tmp_path / "crm.toml"))
+    with pytest.raises(InputError, match=r"^changefeed 'crm': Airflow Variable 'tidelake_config__crm': .*crm.toml: "
+                                         "cannot read config"):
+        find_changefeed("crm")
+
+
+def test_tidelake_config_keeps_its_dag_ids_and_lists_its_changefeeds_when_the_name_is_not_there(tmp_path, monkeypatch):
+    from tidelake.orchestration.airflow.dag_factory import find_changefeed
+
+    monkeypatch.setenv("TIDELAKE_CONFIG", str(write_changefeed(tmp_path, "main")))
+    assert find_changefeed("main").dag_id("merge") == "tidelake_merge"
+    with pytest.raises(InputError, match=r"^changefeed 'crm' not found: looked in TIDELAKE_CONFIG \(changefeeds "
+                                         r"'main'\) and Airflow Variable 'tidelake_config__crm' \(not set\)$"):
+        find_changefeed("crm")
