@@ -78,9 +78,20 @@ class TlsConfig:
 
 @dataclass(frozen=True)
 class UpstreamConfig:
+    """PD endpoints and TLS, or `connection`: a tidb_pd Airflow connection id holding them, which
+    only the puller task resolves (tidelake.orchestration.airflow.puller_operator); pd is then empty."""
+
     pd: tuple[str, ...]
     tls: TlsConfig | None = None
     gc_ttl_s: float = 86400.0  # TiCDC gc-ttl default: the safepoint outlives a day of downtime
+    connection: str | None = None
+
+    def endpoints(self, user: str) -> list[str]:
+        """The PD endpoints for `user`; a connection id is one InputError line: it is not resolved there."""
+        if self.connection is not None:
+            raise InputError(f"[upstream].connection {self.connection!r}: {user} cannot read Airflow connections; "
+                             "only the puller task resolves it: give [upstream].pd for this")
+        return list(self.pd)
 
 
 @dataclass(frozen=True)
@@ -232,8 +243,12 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     changefeed.done()
 
     upstream = root.section("upstream", required=True)
-    pd = upstream.string_list("pd", required=True)
-    if not pd:
+    connection = upstream.string("connection")
+    if connection is not None and (upstream.raw("pd") is not None or upstream.raw("tls") is not None):
+        raise InputError(f"{source}: [upstream].connection: the connection holds the PD endpoints and TLS; "
+                         "remove [upstream].pd and [upstream.tls], or the connection")
+    pd = [] if connection is not None else upstream.string_list("pd", required=True)
+    if not pd and connection is None:
         raise upstream.bad("pd", "at least one PD address like '127.0.0.1:2379'", pd)
     for address in pd:
         try:
@@ -333,7 +348,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     root.done()
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
-        upstream=UpstreamConfig(pd=tuple(pd), tls=tls, gc_ttl_s=gc_ttl_s),
+        upstream=UpstreamConfig(pd=tuple(pd), tls=tls, gc_ttl_s=gc_ttl_s, connection=connection),
         lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s), storage_options=storage_options),
         start_ts=start_ts,
         filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),

@@ -220,3 +220,21 @@ def test_history_section_errors_name_the_key(tmp_path, section, message):
         load_config(write(tmp_path, MINIMAL + f"[history]\n{section}\n"))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+BY_CONNECTION = MINIMAL.replace('pd = ["127.0.0.1:2379"]', 'connection = "tidb_pd_prod"\ngc_ttl = "2h"')
+
+
+def test_upstream_by_connection_names_it_and_refuses_pd_beside_it(tmp_path):
+    upstream = load_config(write(tmp_path, BY_CONNECTION)).upstream
+    assert (upstream.connection, upstream.pd, upstream.tls, upstream.gc_ttl_s) == ("tidb_pd_prod", (), None, 7200)
+    with pytest.raises(InputError, match=r"^\[upstream\]\.connection 'tidb_pd_prod': the bootstrap job cannot read "
+                                         r"Airflow connections; only the puller task resolves it"):
+        upstream.endpoints("the bootstrap job")
+    both = BY_CONNECTION.replace('connection = "tidb_pd_prod"', 'connection = "tidb_pd_prod"\npd = ["pd:2379"]')
+    with pytest.raises(InputError, match=r"changefeed\.toml: \[upstream\]\.connection: the connection holds the PD "
+                                         r"endpoints and TLS; remove \[upstream\]\.pd"):
+        load_config(write(tmp_path, both))
+    with pytest.raises(InputError, match=r"\[upstream\]\.connection: expected a non-empty string"):
+        load_config(write(tmp_path, BY_CONNECTION.replace('"tidb_pd_prod"', '" "')))
+    assert load_config(write(tmp_path, MINIMAL)).upstream.endpoints("tidelake pull") == ["127.0.0.1:2379"]

@@ -85,3 +85,52 @@ def test_a_bad_config_fails_the_task_in_one_line_without_retries(tmp_path):
     with pytest.raises(AirflowFailException) as failed:
         operator.execute(context={})
     assert "bad.toml" in str(failed.value) and "\n" not in str(failed.value)
+
+
+class RecordingRunner:
+    """Stands in for PullerRunner: records the upstream it was given and whether its TLS files exist."""
+
+    seen: list = []
+
+    def __init__(self, config, shard, options, progress=None):
+        self.upstream = config.upstream
+
+    def run(self):
+        from tidelake.capture.changefeed.puller_runner import RunSummary
+
+        RecordingRunner.seen.append((self.upstream, os.path.exists(self.upstream.tls.ca)))
+        return RunSummary(start_ts=1, rows=0, jobs=0, table_resolved={}, ddl_resolved=1)
+
+
+def by_connection(tmp_path, conn_id: str):
+    doc = changefeed_document("tests", ["127.0.0.1:1"], "lake")
+    doc["upstream"] = {"connection": conn_id, "gc_ttl": "2h"}
+    return write_config(tmp_path / "tests.toml", doc)
+
+
+def test_upstream_connection_is_resolved_where_the_puller_task_starts(tmp_path, monkeypatch):
+    import json
+
+    import tidelake.capture.changefeed.puller_runner as runner_module
+
+    monkeypatch.setattr(runner_module, "PullerRunner", RecordingRunner)
+    ca = "-----BEGIN CERTIFICATE-----\nY2E=\n-----END CERTIFICATE-----\n"
+    monkeypatch.setenv("AIRFLOW_CONN_TIDELAKE_TEST_UP", json.dumps(
+        {"conn_type": "tidb_pd", "host": "pd-0.pd", "port": 2379, "extra": {"pd_endpoints": "pd-1.pd:2379", "tls_ca": ca}}))
+    config = by_connection(tmp_path, "tidelake_test_up")
+    PullerOperator(task_id="pull", config_path=str(config), shard="0/1", max_run_seconds=60).execute(context={})
+    upstream, ca_existed = RecordingRunner.seen[-1]
+    assert (upstream.pd, upstream.gc_ttl_s, upstream.connection) == (("pd-0.pd:2379", "pd-1.pd:2379"), 7200.0, None)
+    assert ca_existed and not os.path.exists(upstream.tls.ca)  # the PEM files live while the puller runs
+
+
+def test_a_missing_upstream_connection_fails_the_task_in_one_line_naming_it(tmp_path, monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.delenv("AIRFLOW_CONN_TIDELAKE_TEST_ABSENT", raising=False)
+    config = by_connection(tmp_path, "tidelake_test_absent")
+    operator = PullerOperator(task_id="pull", config_path=str(config), shard="0/1", max_run_seconds=60)
+    with pytest.raises(AirflowFailException) as failed:
+        operator.execute(context={})
+    assert str(failed.value).startswith("tidb_pd connection 'tidelake_test_absent': not defined")
+    assert "\n" not in str(failed.value)

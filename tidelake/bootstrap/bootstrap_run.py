@@ -90,11 +90,12 @@ class Bootstrap:
     def run(self) -> list[TableResult]:
         cfg = self.config
         check_lake_root(self.layout)  # before Spark and PD: a wrong root is one line, not a stack
+        endpoints = cfg.upstream.endpoints("the bootstrap job")
         # Every replica is written through Spark, so start its JVM now: launching it later means
         # forking (with a preexec_fn) a process whose gRPC threads are busy, and that child has
         # died before exec ("Java gateway process exited before sending its port number").
         self._session()
-        pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-bootstrap-{cfg.changefeed_id}")
+        pd = PDClient(endpoints, cfg.upstream.tls, caller_id=f"tidelake-bootstrap-{cfg.changefeed_id}")
         keeper = GCSafepointKeeper(pd, f"tidelake-bootstrap-{cfg.changefeed_id}", GC_TTL_S)
         try:
             with SnapshotReader(pd, cfg.upstream.tls) as reader:

@@ -54,7 +54,8 @@ def _named_target(args: argparse.Namespace, pd_required: bool) -> Target:
             raise InputError(f"give either --config or {alternative}, not both")
 
         config = load_config(args.config)
-        return Target(LakeLayout.from_config(config.lake), list(config.upstream.pd), config.upstream.tls, config)
+        endpoints = config.upstream.endpoints("the command line") if pd_required else list(config.upstream.pd)
+        return Target(LakeLayout.from_config(config.lake), endpoints, config.upstream.tls, config)
     if not args.lake:
         raise InputError("no lake given: pass --config FILE or --lake PATH" + (" --pd ADDR" if pd_required else ""))
     if pd_required and not pd:

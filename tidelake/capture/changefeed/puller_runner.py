@@ -194,7 +194,8 @@ class PullerRunner:
 
     def _run(self, cfg: ChangefeedConfig, started: float) -> RunSummary:
         try:
-            pd = PDClient(list(cfg.upstream.pd), cfg.upstream.tls, caller_id=f"tidelake-pull-{self.feed_id}",
+            pd = PDClient(cfg.upstream.endpoints("tidelake pull"), cfg.upstream.tls,
+                          caller_id=f"tidelake-pull-{self.feed_id}",
                           cancel=self._stop)
         except StopRequested as exc:
             return RunSummary(0, 0, 0, {}, 0, left=f"stopped before PD answered ({exc}); the lake is unchanged")

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
-from tidelake.config import load_config
+from tidelake.config import ChangefeedConfig, load_config
 from tidelake.errors import InputError
 from tidelake.failpoints import check_env_names
+from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 
 DEFAULT_RUN_SECONDS = 3600
@@ -38,6 +41,17 @@ def run_seconds_from_env(env: Mapping[str, str] | None = None) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise InputError(f"TIDELAKE_PULL_RUN_SECONDS: expected a whole number of seconds >= 1, got {raw!r}")
     return int(raw)
+
+
+@contextmanager
+def connected_upstream(config: ChangefeedConfig) -> Iterator[ChangefeedConfig]:
+    """The config with [upstream].connection replaced by that tidb_pd connection's endpoints and TLS
+    (its PEM files live while the block runs); a config naming PD endpoints is unchanged."""
+    if config.upstream.connection is None:
+        yield config
+        return
+    with TiDBPDHook(config.upstream.connection).upstream(config.upstream.gc_ttl_s) as upstream:
+        yield replace(config, upstream=upstream)
 
 
 class PullerOperator(BaseOperator):
@@ -67,26 +81,26 @@ class PullerOperator(BaseOperator):
         from tidelake.capture.landing.lander import LANDER_FAILPOINTS
 
         check_env_names(LANDER_FAILPOINTS, "the puller task")
-        config = load_config(self.config_path)
-        shard = Shard.parse(self.shard)
-        self._runner = PullerRunner(
-            config,
-            shard,
-            # Airflow runs each task in a process of its own, so the memory quota also holds the
-            # process's RSS growth back, as under `tidelake pull` (tidelake.capture.landing.resident_memory).
-            RunOptions(max_run_s=float(self.max_run_seconds), metrics_port=config.puller.metrics_port_of(shard.index),
-                       watch_rss=True),
-            progress=lambda p: log.info(
-                "%d tables, %d rows (%.0f/s), DDL lag %.1fs, max table lag %.1fs, buffer %.1f MiB",
-                p.tables, p.rows, p.rows_per_s, p.ddl_lag_s, max(p.table_lag_s.values(), default=0.0),
-                p.buffered_bytes / 2**20,
-            ),
-        )
-        summary = self._runner.run()
-        log.info("stopped after %d rows and %d DDL jobs; DDL resolved ts %d", summary.rows, summary.jobs,
-                 summary.ddl_resolved)
-        return {"rows": summary.rows, "ddl_jobs": summary.jobs, "ddl_resolved_ts": summary.ddl_resolved,
-                "tables": len(summary.table_resolved)}
+        with connected_upstream(load_config(self.config_path)) as config:
+            shard = Shard.parse(self.shard)
+            self._runner = PullerRunner(
+                config,
+                shard,
+                # Airflow runs each task in a process of its own, so the memory quota also holds the process's
+                # RSS growth back, as under `tidelake pull` (tidelake.capture.landing.resident_memory).
+                RunOptions(max_run_s=float(self.max_run_seconds),
+                           metrics_port=config.puller.metrics_port_of(shard.index), watch_rss=True),
+                progress=lambda p: log.info(
+                    "%d tables, %d rows (%.0f/s), DDL lag %.1fs, max table lag %.1fs, buffer %.1f MiB",
+                    p.tables, p.rows, p.rows_per_s, p.ddl_lag_s, max(p.table_lag_s.values(), default=0.0),
+                    p.buffered_bytes / 2**20,
+                ),
+            )
+            summary = self._runner.run()
+            log.info("stopped after %d rows and %d DDL jobs; DDL resolved ts %d", summary.rows, summary.jobs,
+                     summary.ddl_resolved)
+            return {"rows": summary.rows, "ddl_jobs": summary.jobs, "ddl_resolved_ts": summary.ddl_resolved,
+                    "tables": len(summary.table_resolved)}
 
     def on_kill(self) -> None:
         """SIGTERM or a task timeout: flush and return instead of dying mid-batch."""
