@@ -58,6 +58,7 @@ COMMANDS = [
     ["status"],
     ["status", "--pd", UNREACHABLE_PD],
     ["snapshot-at", "1"],
+    ["duckdb", "-c", "SELECT 1"],
     ["merge"],
     ["syncpoint"],
     ["maintenance"],

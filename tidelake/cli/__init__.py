@@ -22,8 +22,8 @@ from tidelake.lake.store_room import refusal
 # command -> the group module that registers it, in help order
 COMMANDS = {"decode": "decode", "sim": "sim", "sim-replay": "sim", "pull": "pull", "bootstrap": "bootstrap",
             "merge": "merge", "syncpoint": "syncpoint", "maintenance": "maintenance", "status": "status",
-            "verify": "verify", "snapshot-at": "snapshot", "changes": "changes", "catalog": "catalog", "demo": "demo",
-            "nemesis": "nemesis", "spark-server": "spark_server", "spark-jars": "spark_jars"}
+            "verify": "verify", "snapshot-at": "snapshot", "changes": "changes", "duckdb": "duckdb", "catalog": "catalog",
+            "demo": "demo", "nemesis": "nemesis", "spark-server": "spark_server", "spark-jars": "spark_jars"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -1,0 +1,45 @@
+"""DuckDB's read of a replica checked against delta-rs's read of the same Delta version: an
+independent reader (deltalake), every column of every row; tests/consumers/test_duckdb_lake.py."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from merge.lake_fixtures import sorted_rows
+
+from tidelake.consumers.duckdb_lake import offline_connection
+
+# Arrow types DuckDB hands out for what delta-rs reads as another Arrow type of the same values
+# (docs/operations.md#reading-replicas-with-duckdb): DuckDB has one VARCHAR and one BLOB.
+SAME_VALUES = {(pa.large_string(), pa.string()), (pa.large_binary(), pa.binary()),
+               (pa.string_view(), pa.string()), (pa.binary_view(), pa.binary())}
+
+
+def _comparable(value: Any) -> Any:
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted_rows([{k: _comparable(v) for k, v in row.items()} for row in table.to_pylist()])
+
+
+def assert_duckdb_reads_as_deltalake(duckdb_table: pa.Table, path: str, version: int, why: str = "") -> None:
+    """Same columns in the same order, same Arrow types (up to SAME_VALUES), same rows."""
+    expected = DeltaTable(path, version=version).to_pyarrow_table()
+    assert duckdb_table.schema.names == expected.schema.names, (why, duckdb_table.schema.names, expected.schema.names)
+    types = {f.name: (e.type, f.type) for f, e in zip(duckdb_table.schema, expected.schema, strict=True)
+             if f.type != e.type and (f.type, e.type) not in SAME_VALUES and (e.type, f.type) not in SAME_VALUES}
+    assert not types, (why, types)
+    got, want = _rows(duckdb_table), _rows(expected)
+    assert len(got) == len(want), (why, len(got), len(want))
+    for name in expected.schema.names:
+        assert [r[name] for r in got] == [r[name] for r in want], (why, name)
+
+
+def duckdb_read(path: str, version: int) -> pa.Table:
+    """The replica at `version` through DuckDB's delta extension on tidelake's offline connection."""
+    con = offline_connection()
+    return con.sql(f"SELECT * FROM delta_scan('{path}', version => {version})").to_arrow_table()
