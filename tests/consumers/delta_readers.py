@@ -10,7 +10,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from merge.lake_fixtures import sorted_rows
 
-from tidelake.consumers.duckdb_lake import offline_connection
+from tidelake.consumers.duckdb_lake import offline_connection, read_version
+from tidelake.lake.layout import LakeLayout
 
 # Arrow types DuckDB hands out for what delta-rs reads as another Arrow type of the same values
 # (docs/operations.md#reading-replicas-with-duckdb): DuckDB has one VARCHAR and one BLOB.
@@ -22,8 +23,16 @@ def _comparable(value: Any) -> Any:
     return "NaN" if isinstance(value, float) and math.isnan(value) else value
 
 
-def _rows(table: pa.Table) -> list[dict[str, Any]]:
-    return sorted_rows([{k: _comparable(v) for k, v in row.items()} for row in table.to_pylist()])
+def _rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted_rows([{k: _comparable(v) for k, v in row.items()} for row in rows])
+
+
+def assert_same_rows(duckdb_table: pa.Table, expected: list[dict[str, Any]], why: str = "") -> None:
+    """DuckDB's rows equal `expected` (another reader's), column by column."""
+    got, want = _rows(duckdb_table.to_pylist()), _rows(expected)
+    assert len(got) == len(want), (why, len(got), len(want))
+    for name in duckdb_table.schema.names:
+        assert [r[name] for r in got] == [r[name] for r in want], (why, name)
 
 
 def assert_duckdb_reads_as_deltalake(duckdb_table: pa.Table, path: str, version: int, why: str = "") -> None:
@@ -33,13 +42,14 @@ def assert_duckdb_reads_as_deltalake(duckdb_table: pa.Table, path: str, version:
     types = {f.name: (e.type, f.type) for f, e in zip(duckdb_table.schema, expected.schema, strict=True)
              if f.type != e.type and (f.type, e.type) not in SAME_VALUES and (e.type, f.type) not in SAME_VALUES}
     assert not types, (why, types)
-    got, want = _rows(duckdb_table), _rows(expected)
-    assert len(got) == len(want), (why, len(got), len(want))
-    for name in expected.schema.names:
-        assert [r[name] for r in got] == [r[name] for r in want], (why, name)
+    assert_same_rows(duckdb_table, expected.to_pylist(), why)
 
 
-def duckdb_read(path: str, version: int) -> pa.Table:
-    """The replica at `version` through DuckDB's delta extension on tidelake's offline connection."""
-    con = offline_connection()
-    return con.sql(f"SELECT * FROM delta_scan('{path}', version => {version})").to_arrow_table()
+def duckdb_read(layout: LakeLayout, table: str, version: int) -> pa.Table:
+    """Replica `db.table` at `version` as `tidelake duckdb` reads it."""
+    return read_version(offline_connection(), layout, table, version).to_arrow_table()
+
+
+def duckdb_read_path(path: str, version: int) -> pa.Table:
+    """A Delta table the catalog does not list (a history table) at `version`, on the same connection."""
+    return offline_connection().sql(f"SELECT * FROM delta_scan('{path}', version => {version})").to_arrow_table()

@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from consumers.delta_readers import assert_duckdb_reads_as_deltalake
+from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake
+
+from tidelake.consumers.duckdb_lake import open_lake
+from tidelake.lake.replica_catalog import ReplicaState, read_entries
+from tidelake.syncpoint.records import read_syncpoints
 
 pytestmark = pytest.mark.spark
 
@@ -38,13 +44,10 @@ def tidelake(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_name(spark, tmp_path):
-    from deltalake import DeltaTable
-
     from tidelake import tso
     from tidelake.lake.checkpoint import version_at_checkpoint
     from tidelake.merge.merge_run import run_merge
     from tidelake.syncpoint.cut import run_syncpoint
-    from tidelake.syncpoint.records import read_syncpoints
 
     lake = FedLake(str(tmp_path / "lake"))
     config = tmp_path / "cf.toml"
@@ -118,6 +121,7 @@ def test_catalog_follows_renames_swaps_and_drops_and_a_fresh_session_reads_by_na
             rows = DeltaTable(replica.path, version=replica.version).to_pyarrow_table().num_rows
             assert rows == seen["counts"][f"{replica.db}__sp_{sp.ts}.{replica.name}"]
     assert seen["counts"]["shop.a"] == 5 and seen["counts"]["shop.b"] == 4  # swapped: b held 5 rows, a 4
+    _duckdb_reads_the_same_cuts(lake.layout, first)
     assert seen["orders_v2_at"] == len(lake.expected_rows("shop", "orders_v2", first)) == 1
     assert seen["orders_v2_at"] == DeltaTable(orders_path, version=before_rename).to_pyarrow_table().num_rows
 
@@ -165,3 +169,18 @@ def test_catalog_syncpoints_is_a_count(tmp_path):
         config.write_text(base + f"syncpoints = {bad}\n")
         with pytest.raises(InputError, match=r"\[catalog\]\.syncpoints: expected an integer >= 0"):
             load_config(config)
+
+
+def _duckdb_reads_the_same_cuts(layout, first: int) -> None:
+    """`tidelake duckdb`'s views: every replica now, and every cut (under the names the tables
+    had at it) at its Delta version, as delta-rs reads them; `latest` is the newest cut."""
+    con = open_lake(layout, [first])
+    for entry in read_entries(layout).values():
+        if entry.state != ReplicaState.DROPPED:
+            got = con.sql(f'SELECT * FROM "{entry.db}"."{entry.name}"').to_arrow_table()
+            assert_duckdb_reads_as_deltalake(got, entry.path, DeltaTable(entry.path).version(), entry.name)
+    cuts = read_syncpoints(layout)
+    for sp, label in [(cuts[0], first), (cuts[-1], "latest")]:
+        for replica in sp.replicas:
+            got = con.sql(f'SELECT * FROM "{replica.db}__sp_{label}"."{replica.name}"').to_arrow_table()
+            assert_duckdb_reads_as_deltalake(got, replica.path, replica.version, f"{replica.qualified_name} at {label}")

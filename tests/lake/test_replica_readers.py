@@ -14,6 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 
 import pytest
+from consumers.delta_readers import assert_duckdb_reads_as_deltalake, assert_same_rows, duckdb_read
 from merge.lake_fixtures import FedLake, sorted_rows
 
 from tidelake.merge.replica_schema import COLUMN_MAPPING, creation_properties
@@ -64,6 +65,7 @@ def test_replicas_read_alike_by_deltalake_polars_and_spark_until_a_ddl_needs_a_f
     assert spark_rows == lake.expected_rows("shop", "orders", upper)
     assert sorted_rows(DeltaTable(path, version=version).to_pyarrow_table().to_pylist()) == spark_rows
     assert sorted_rows(pl.read_delta(path, version=version).to_dicts()) == spark_rows
+    assert_duckdb_reads_as_deltalake(duckdb_read(lake.layout, "shop.orders", version), path, version)
     status = _status_of(lake)
     assert (status.reader_features, status.deltalake_readable) == (["timestampNtz"], True)  # DATETIME
 
@@ -84,6 +86,9 @@ def test_replicas_read_alike_by_deltalake_polars_and_spark_until_a_ddl_needs_a_f
         assert spark_rows == lake.expected_rows("shop", "orders", upper), ddl.query
         assert sorted_rows(DeltaTable(path, version=version).to_pyarrow_table().to_pylist()) == spark_rows, ddl.query
         assert sorted_rows(pl.read_delta(path, version=version).to_dicts()) == spark_rows, ddl.query
+        assert_duckdb_reads_as_deltalake(duckdb_read(lake.layout, "shop.orders", version), path, version, ddl.query)
+        for older in range(version):  # time travel to before each rewrite
+            assert_duckdb_reads_as_deltalake(duckdb_read(lake.layout, "shop.orders", older), path, older, ddl.query)
 
 
 @pytest.mark.spark
@@ -149,6 +154,10 @@ def test_a_replica_that_has_column_mapping_keeps_following_ddl_in_place(spark, t
     assert "RENAME COLUMN" in [c["operation"] for c in commits], commits
     assert not [c for c in commits if c.get("operationParameters", {}).get("mode") == "Overwrite"], commits
     assert _spark_rows(spark, path, version) == lake.expected_rows("shop", "orders", upper)
+    # deltalake refuses column mapping: DuckDB is checked against Spark, before and after the rename
+    for at in (before, version):
+        assert_same_rows(duckdb_read(lake.layout, "shop.orders", at), _spark_rows(spark, path, at), at)
+    assert duckdb_read(lake.layout, "shop.orders", version).schema.names == spark.read.format("delta").load(path).columns
 
 
 def test_a_new_replica_gets_column_mapping_only_when_a_column_name_needs_it():
