@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -23,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 from tidelake import tso
 from tidelake.cli import main
 from tidelake.consumers.duckdb_lake import open_lake, read_syncpoint, read_version
-from tidelake.errors import InputError
+from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import WATERMARKS_SCHEMA, LakeLayout, open_or_create
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.syncpoint.records import ReplicaAt, Syncpoint, record_syncpoint
@@ -127,6 +128,18 @@ def test_cli_bad_input_is_one_line_and_exit_2(lake, capsys, args, expected):
     assert main(["duckdb", "--lake", lake.root, *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tidelake: error: ") and expected in err, err
+
+
+def test_a_replica_not_created_yet_has_no_view_and_a_broken_one_is_one_line(lake):
+    catalog = ReplicaCatalog(lake)
+    catalog.assign(3, "shop", "fresh", CUT)  # its first merge has not committed
+    assert [name for (name,) in open_lake(lake).sql("SELECT view_name FROM duckdb_views() WHERE schema_name = 'shop' "
+                                                    "ORDER BY 1").fetchall()] == ["items", "orders"]
+    items = catalog.get(2).path
+    for log in (Path(items) / "_delta_log").glob("*.json"):
+        log.write_text("{not json")
+    with pytest.raises(TidelakeError, match=f"replica shop.items at {items}: "):
+        open_lake(lake)
 
 
 def test_object_store_lakes_are_refused_in_one_line():

@@ -14,6 +14,7 @@ from importlib.resources import files
 
 import duckdb
 import duckdb_extension_delta
+from deltalake import DeltaTable
 
 from tidelake.consumers.metastore import snapshot_database
 from tidelake.errors import InputError, TidelakeError
@@ -96,8 +97,14 @@ def open_lake(layout: LakeLayout, syncpoints: Iterable[int] = (),
     InputError naming the nearest ones."""
     con = con or offline_connection()
     for entry in _readable(layout):
+        if not DeltaTable.is_deltatable(entry.path, storage_options=layout.storage_options):
+            continue  # assigned, its first merge not committed yet: nothing to read
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(entry.db)}")
-        con.execute(f"CREATE OR REPLACE VIEW {_quote(entry.db)}.{_quote(entry.name)} AS SELECT * FROM {_scan(entry.path)}")
+        try:
+            con.execute(f"CREATE OR REPLACE VIEW {_quote(entry.db)}.{_quote(entry.name)} AS SELECT * FROM "
+                        f"{_scan(entry.path)}")
+        except duckdb.Error as exc:
+            raise TidelakeError(f"replica {entry.db}.{entry.name} at {entry.path}: {first_line(exc)}") from exc
     recorded = {sp.ts: sp for sp in read_syncpoints(layout)}
     wanted = [(ts, ts) for ts in syncpoints] + [(max(recorded), None)] * bool(recorded)
     for ts, label in wanted:
