@@ -1,8 +1,8 @@
 """DuckDB over a lake: a view per replica at its current version, syncpoint cuts as schemas of
-views, and reads as of a Delta version, all through DuckDB's delta extension (delta-kernel-rs).
-The extension is the signed binary installed with the package (duckdb-extension-delta); the
-connection can neither download nor autoload extensions, nor load unsigned ones. Owner:
-`tidelake duckdb`.
+views, and reads as of a Delta version, all through DuckDB's delta extension (delta-kernel-rs),
+with httpfs for object-store lakes. Both are the signed binaries installed as packages
+(duckdb-extension-delta, -httpfs); the connection can neither download nor autoload extensions,
+nor load unsigned ones. Owner: `tidelake duckdb`.
 
 More: docs/operations.md#reading-replicas-with-duckdb.
 """
@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from importlib.resources import files
 
+from urllib.parse import urlparse
+
 import duckdb
 import duckdb_extension_delta
+import duckdb_extension_httpfs
 from deltalake import DeltaTable
 
 from tidelake.consumers.metastore import snapshot_database
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.object_store import is_s3
+from tidelake.lake.object_store import is_s3, setting_of
 from tidelake.lake.replica_catalog import ReplicaEntry, ReplicaState, read_entries
 from tidelake.syncpoint.records import read_syncpoints, replicas_at
 
@@ -41,22 +44,48 @@ def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def delta_extension_file() -> str:
-    """The delta extension built for the installed DuckDB, from the duckdb-extension-delta package."""
-    found = files(duckdb_extension_delta) / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+def extension_file(package: object, name: str) -> str:
+    """Extension `name` built for the installed DuckDB, from its duckdb-extension-<name> package."""
+    found = files(package) / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if not found.is_file():
-        raise TidelakeError(f"duckdb-extension-delta holds no extension for DuckDB {duckdb.__version__} "
+        raise TidelakeError(f"duckdb-extension-{name} holds no extension for DuckDB {duckdb.__version__} "
                             f"(looked for {found}): install the versions pyproject.toml pins")
     return str(found)
 
 
-def offline_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the delta extension loaded and no way to fetch another; TIMESTAMP
+def offline_connection(layout: LakeLayout | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the delta and httpfs extensions loaded and no way to
+    fetch another, holding an S3 secret for `layout` if it is an object-store lake; TIMESTAMP
     WITH TIME ZONE values come out in UTC, as the replicas hold them."""
-    con = duckdb.connect(database, config=OFFLINE_CONFIG)
+    con = duckdb.connect(":memory:", config=OFFLINE_CONFIG)
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f"LOAD {_string(delta_extension_file())}")
+    con.execute(f"LOAD {_string(extension_file(duckdb_extension_delta, 'delta'))}")
+    con.execute(f"LOAD {_string(extension_file(duckdb_extension_httpfs, 'httpfs'))}")
+    if layout is not None and is_s3(layout.root):
+        con.execute(s3_secret(layout))
     return con
+
+
+def s3_secret(layout: LakeLayout) -> str:
+    """CREATE SECRET for the lake's bucket from the storage options delta-rs uses (DuckDB "S3 API
+    Support": KEY_ID, SECRET, SESSION_TOKEN, REGION, ENDPOINT, URL_STYLE, USE_SSL, SCOPE)."""
+    options = layout.storage_options or {}
+    key, secret = setting_of(options, "access_key_id"), setting_of(options, "secret_access_key")
+    if not (key and secret):
+        raise InputError(f"{layout.root}: DuckDB needs access_key_id and secret_access_key in the lake's "
+                         "storage options or the AWS_* environment (instance credentials need DuckDB's aws "
+                         "extension, which tidelake does not install)")
+    fields = {"TYPE": "s3", "KEY_ID": key, "SECRET": secret, "SCOPE": f"s3://{urlparse(layout.root).netloc}",
+              "SESSION_TOKEN": setting_of(options, "session_token"), "REGION": setting_of(options, "region")}
+    endpoint = setting_of(options, "endpoint")
+    if endpoint:
+        parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+        fields |= {"ENDPOINT": parsed.netloc, "USE_SSL": parsed.scheme == "https"}
+        vhost = (setting_of(options, "virtual_hosted_style_request") or "").lower() == "true"
+        fields["URL_STYLE"] = "vhost" if vhost else "path"
+    shown = ", ".join(f"{k} {v if isinstance(v, bool) or k == 'TYPE' else _string(v)}"
+                      for k, v in fields.items() if v is not None)
+    return f"CREATE OR REPLACE SECRET tidelake_lake ({shown})"
 
 
 def _scan(path: str, version: int | None = None) -> str:
@@ -64,15 +93,8 @@ def _scan(path: str, version: int | None = None) -> str:
     return f"delta_scan({_string(path)}{at})"
 
 
-def _require_local(layout: LakeLayout) -> None:
-    if is_s3(layout.root):
-        raise InputError(f"{layout.root}: DuckDB reads local lakes only so far (its httpfs extension "
-                         "is not installed with tidelake)")
-
-
 def _readable(layout: LakeLayout) -> list[ReplicaEntry]:
     """The replicas a reader sees: active and stopped ones (a stopped replica keeps its last rows)."""
-    _require_local(layout)
     entries = [e for e in read_entries(layout).values() if e.state != ReplicaState.DROPPED]
     return sorted(entries, key=lambda e: (e.db, e.name))
 
@@ -95,7 +117,7 @@ def open_lake(layout: LakeLayout, syncpoints: Iterable[int] = (),
     `syncpoints`, schemas `<db>__sp_<ts>` / `<db>__sp_latest` of views at the cut's versions
     (the names tidelake.consumers.metastore gives them in Spark). A TS that is no syncpoint is an
     InputError naming the nearest ones."""
-    con = con or offline_connection()
+    con = con or offline_connection(layout)
     for entry in _readable(layout):
         if not DeltaTable.is_deltatable(entry.path, storage_options=layout.storage_options):
             continue  # assigned, its first merge not committed yet: nothing to read
@@ -125,14 +147,14 @@ def _relation(con: duckdb.DuckDBPyConnection, what: str, path: str, version: int
 
 
 def read_version(con: duckdb.DuckDBPyConnection, layout: LakeLayout, table: str, version: int) -> duckdb.DuckDBPyRelation:
-    """Replica `db.table` as of Delta `version` (time travel by version)."""
+    """Replica `db.table` as of Delta `version` (time travel by version), on a connection of
+    open_lake or offline_connection(layout)."""
     return _relation(con, f"table {table}", replica_entry(layout, table).path, version)
 
 
 def read_syncpoint(con: duckdb.DuckDBPyConnection, layout: LakeLayout, table: str, ts: int) -> duckdb.DuckDBPyRelation:
     """Replica `db.table` (its name at the cut) as the syncpoint at `ts` cut it; InputError if
     `ts` is no syncpoint or the table is not in its cut."""
-    _require_local(layout)
     replicas_at(layout, ts)  # raises with the nearest syncpoints when TS is not one
     cut = next(sp for sp in read_syncpoints(layout) if sp.ts == ts)
     replica = next((r for r in cut.replicas if r.qualified_name == table), None)
