@@ -13,12 +13,6 @@ from merge.lake_fixtures import sorted_rows
 from tidelake.consumers.duckdb_lake import offline_connection, read_version
 from tidelake.lake.layout import LakeLayout
 
-# Arrow types DuckDB hands out for what delta-rs reads as another Arrow type of the same values
-# (docs/operations.md#reading-replicas-with-duckdb): DuckDB has one VARCHAR and one BLOB.
-SAME_VALUES = {(pa.large_string(), pa.string()), (pa.large_binary(), pa.binary()),
-               (pa.string_view(), pa.string()), (pa.binary_view(), pa.binary())}
-
-
 def _comparable(value: Any) -> Any:
     return "NaN" if isinstance(value, float) and math.isnan(value) else value
 
@@ -35,12 +29,12 @@ def assert_same_rows(duckdb_table: pa.Table, expected: list[dict[str, Any]], why
         assert [r[name] for r in got] == [r[name] for r in want], (why, name)
 
 
-def assert_duckdb_reads_as_deltalake(duckdb_table: pa.Table, path: str, version: int, why: str = "") -> None:
-    """Same columns in the same order, same Arrow types (up to SAME_VALUES), same rows."""
-    expected = DeltaTable(path, version=version).to_pyarrow_table()
+def assert_duckdb_reads_as_deltalake(duckdb_table: pa.Table, path: str, version: int, why: str = "",
+                                     storage_options: dict[str, str] | None = None) -> None:
+    """Same columns in the same order with the same Arrow types, same rows."""
+    expected = DeltaTable(path, version=version, storage_options=storage_options).to_pyarrow_table()
     assert duckdb_table.schema.names == expected.schema.names, (why, duckdb_table.schema.names, expected.schema.names)
-    types = {f.name: (e.type, f.type) for f, e in zip(duckdb_table.schema, expected.schema, strict=True)
-             if f.type != e.type and (f.type, e.type) not in SAME_VALUES and (e.type, f.type) not in SAME_VALUES}
+    types = {f.name: (e.type, f.type) for f, e in zip(duckdb_table.schema, expected.schema, strict=True) if f.type != e.type}
     assert not types, (why, types)
     assert_same_rows(duckdb_table, expected.to_pylist(), why)
 
