@@ -1,5 +1,5 @@
 """Shared fixtures: one Spark session per test run (a JVM start costs more than most tests), a fresh
-lake folder, and a factory of raw row changes."""
+lake folder, an S3 API server per module, and a factory of raw row changes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import pytest
 from hypothesis import settings
 
+from tidelake.demos.s3_server import S3Server
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import RowChange
 from tidelake.tso import compose
@@ -84,6 +85,15 @@ def connect_mode(connect_spark, monkeypatch):
 def any_spark(request):
     """The run's local session, then a Spark Connect one: for the tests that must hold for both."""
     return request.getfixturevalue("spark" if request.param == "local" else "connect_mode")
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory):
+    """One moto S3 server process with one bucket for a test module's object-store lakes."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from deltalake import DeltaTable, write_deltalake
 from tidelake import tso
 from tidelake.cli import main
 from tidelake.consumers.duckdb_lake import open_lake, read_syncpoint, read_version
-from tidelake.demos.s3_server import S3Server
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import WATERMARKS_SCHEMA, LakeLayout, open_or_create
 from tidelake.lake.object_store import lake_storage_options
@@ -142,14 +141,6 @@ def test_a_replica_not_created_yet_has_no_view_and_a_broken_one_is_one_line(lake
         log.write_text("{not json")
     with pytest.raises(TidelakeError, match=f"replica shop.items at {items}: "):
         open_lake(lake)
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_an_object_store_lake_is_read_through_its_storage_options(s3_server):

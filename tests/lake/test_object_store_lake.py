@@ -16,7 +16,6 @@ from deltalake.exceptions import CommitFailedError
 from tests.lake.s3_fault_proxy import FaultClient
 from tidelake.capture.landing.changelog_retention import compact_changelog, open_changelog, vacuum_changelog
 from tidelake.capture.landing.lander import Lander
-from tidelake.demos.s3_server import S3Server
 from tidelake.errors import InputError
 from tidelake.lake.lake_check import check_lake_root, require_lake
 from tidelake.lake.layout import LakeLayout
@@ -24,14 +23,6 @@ from tidelake.lake.object_store import lake_storage_options
 from tidelake.lake.watermarks import read_watermarks
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
