@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from importlib.resources import files
-
 from urllib.parse import urlparse
 
 import duckdb
