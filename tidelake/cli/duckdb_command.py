@@ -5,6 +5,7 @@ Every replica is the view `db.table`; the newest syncpoint's cut is `db__sp_late
 each --syncpoint TS adds `db__sp_TS.table`. `delta_scan('PATH', version => V)` reads a replica
 as of a Delta version. Each -c runs in turn and prints its result; without -c the SQL is read
 from standard input. Unknown tables, syncpoints and bad SQL are one-line errors (exit 2).
+Owner: `tidelake duckdb`.
 """
 
 from __future__ import annotations
