@@ -179,7 +179,7 @@ def test_primary_key_changes_keep_the_row_handle(server, db):
         assert err.value.args[0] == 8200
 
 
-def test_rename_tables_swap_is_one_job_with_the_final_names(server, db):
+def test_rename_tables_swap_is_one_job_naming_each_pair_as_it_left_the_table(server, db):
     name, cursor = db
     tidb = server.tidb
     run(cursor, "CREATE TABLE a (id INT PRIMARY KEY)")
@@ -190,6 +190,7 @@ def test_rename_tables_swap_is_one_job_with_the_final_names(server, db):
     run(cursor, "RENAME TABLE a TO tmp, b TO a, tmp TO b")
     (job,) = jobs(tidb, before)
     assert job.type == ActionType.RENAME_TABLES
-    assert {t.id: t.name for t in job.multiple_table_infos} == {ids["a"]: "b", ids["b"]: "a"}
+    # pkg/ddl onRenameTables appends each pair's table info: a's intermediate name comes first
+    assert [(t.id, t.name) for t in job.multiple_table_infos] == [(ids["a"], "tmp"), (ids["b"], "a"), (ids["a"], "b")]
     feed.apply(job, now(tidb))
     assert (feed.lookup(ids["a"]).table, feed.lookup(ids["b"]).table) == ("b", "a")

@@ -217,7 +217,8 @@ class DDLExecutor:
         it left (a swap a->tmp, b->a, tmp->b renames each table once). One pair is ActionRenameTable
         (args [old schema id, new name, old schema name]); more are ActionRenameTables (args
         [old schema ids, new schema ids, new names, table ids, old schema names, old table names], binlog
-        MultipleTableInfos: each pair's table as it ends up; pkg/ddl `onRenameTables`,
+        MultipleTableInfos: each pair's table as that pair left it, so a swapped table appears twice,
+        under its intermediate name first; pkg/ddl `onRenameTables`,
         `finishJobRenameTables`)."""
         with self._ddl_lock:
             names = {(db_key, table_key): t.id for db_key, db_info in self._catalog.dbs.items()
@@ -249,8 +250,10 @@ class DDLExecutor:
                                 [m[4] for m in moves], [tc._cistr(m[0].name) for m in moves],
                                 [tc._cistr(m[1]) for m in moves]]
             final: dict[int, tuple[int, TableInfo]] = {}
+            steps: list[TableInfo] = []  # each pair's table as that pair left it
 
             def rename(txn: KvTxn) -> None:
+                steps.clear()
                 for src, old_name, dst, new_name, table_id in moves:
                     db_id, info = final.get(table_id, (src.id, by_id[table_id]))
                     renamed = self._updated(info, txn, name=new_name)
@@ -263,6 +266,7 @@ class DDLExecutor:
                         if base is not None:
                             self._catalog.write_rowid_base(txn, dst.id, table_id, base)
                     final[table_id] = (dst.id, renamed)
+                    steps.append(renamed)
 
             def finish(txn: KvTxn) -> None:
                 return None
@@ -272,7 +276,7 @@ class DDLExecutor:
                            lambda: (None, final[moves[-1][4]][1]), old_schema_id=first_src.id,
                            schema_ids=schema_ids if not single else jr.schema_ids_text(job, first_src.id),
                            table_ids=",".join(str(m[4]) for m in moves),
-                           multiple=None if single else (lambda: [final[m[4]][1] for m in moves]))
+                           multiple=None if single else (lambda: list(steps)))
             return self._run(plan)
 
     # ---- ALTER TABLE -----------------------------------------------------------------------
