@@ -198,6 +198,21 @@ class Upstream:
         return self._job(ActionType.RENAME_TABLE, new_db_id, info.id, f"RENAME TABLE {db}.{name} TO {new_db}.{new_name}",
                          info)
 
+    def rename_tables(self, db: str, pairs: list[tuple[str, str]]) -> DDLJob:
+        """RENAME TABLE a TO b, c TO d... in one job: MultipleTableInfos holds each pair's table as
+        that pair left it, as pkg/ddl `onRenameTables` appends them (a swapped table twice)."""
+        db_id = self.db_id(db)
+        infos = []
+        for old, new in pairs:
+            info = copy.deepcopy(self.table(db, old))
+            info.name = new
+            self.tables[info.id] = (db_id, info)
+            infos.append(copy.deepcopy(info))
+        query = "RENAME TABLE " + ", ".join(f"{old} TO {new}" for old, new in pairs)
+        job = self._job(ActionType.RENAME_TABLES, db_id, infos[-1].id, query, infos[-1])
+        job.multiple_table_infos = infos
+        return job
+
     def drop_table(self, db: str, name: str) -> DDLJob:
         db_id = self.db_id(db)
         info = self.table(db, name)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from ddl_jobs import DdlFeed, Upstream
 
 from tidelake.capture.landing.ddl_writer import DdlWriter
-from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.ddl_job import ActionType, DDLJob
+from tidelake.codec.schema import TableInfo
+from tidelake.lake.ddl_log import info_json
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.schema_history import SchemaHistory
 
@@ -73,6 +77,40 @@ def test_rename_across_databases_keeps_identity_and_tracks_names():
     event = h.ddl_events(t)[-1]
     assert (event.db_before, event.name_before, event.db, event.name) == ("shop", "orders", "archive", "orders_2025")
     assert h.find("ARCHIVE", "Orders_2025") == t and h.find("shop", "orders") is None
+
+
+def _swap() -> tuple[DdlFeed, DDLJob, dict[str, int]]:
+    up, feed = _shop()
+    feed.run(up.create_table("shop", "orders_new", [("id", "bigint", "pk"), ("amount", "int"), ("note", "int")]))
+    ids = {n: up.table("shop", n).id for n in ("orders", "orders_new")}
+    job = feed.run(up.rename_tables("shop", [("orders", "tmp"), ("orders_new", "orders"), ("tmp", "orders_new")]))
+    return feed, job, ids
+
+
+def test_rename_tables_swap_lands_each_table_once_under_its_final_name():
+    feed, job, ids = _swap()
+    assert [t.name for t in job.multiple_table_infos] == ["tmp", "orders", "orders_new"]
+    rows = [r for r in feed.rows if r.job_id == job.id]
+    assert sorted((r.table_id, r.table_name) for r in rows) == sorted(
+        [(ids["orders"], "orders_new"), (ids["orders_new"], "orders")])
+    h = SchemaHistory(feed.rows)
+    assert h.name_at(ids["orders"], job.finished_ts) == ("shop", "orders_new")
+    assert h.name_at(ids["orders_new"], job.finished_ts) == ("shop", "orders")
+    assert h.find("shop", "orders") == ids["orders_new"]
+
+
+def test_rename_tables_rows_landed_with_an_intermediate_name_fold_to_the_last():
+    """Rows an older puller landed (one per pair): one event per table, the last pair's name."""
+    feed, job, ids = _swap()
+    before = [r for r in feed.rows if r.job_id != job.id]
+    (a,) = [r for r in feed.rows if r.job_id == job.id and r.table_id == ids["orders"]]
+    tmp = TableInfo.from_json(a.table_info)
+    tmp.name = "tmp"
+    landed = [replace(a, table_name="tmp", table_info=info_json(tmp))] + [r for r in feed.rows if r.job_id == job.id]
+    h = SchemaHistory(before + landed)
+    events = [e for e in h.ddl_events(ids["orders"]) if e.job_id == job.id]
+    assert [(e.name_before, e.name) for e in events] == [("orders", "orders_new")]
+    assert h.next_ddl_after(ids["orders"], job.finished_ts - 1).name == "orders_new"
 
 
 def test_partitions_add_drop_truncate_change_physical_ids():

@@ -226,6 +226,8 @@ class SchemaHistory:
         if action == ActionType.TRUNCATE_TABLE:
             self._truncate(rows)
             return
+        if action == ActionType.RENAME_TABLES:  # rows landed before the puller kept one per table
+            rows = list({r.table_id: r for r in rows}.values())  # the last: as the job left it
         for row in rows:
             if row.table_id:
                 self._table_row(row, action, source)

@@ -159,7 +159,10 @@ class DdlPuller:
 
 def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
     """The job's `ddl` rows: one, keyed by the table the job acted on (for TRUNCATE the old id,
-    with the new table in table_info, as TiDB's job has it), or one per table of a multi-table job."""
+    with the new table in table_info, as TiDB's job has it), or one per table of a multi-table job,
+    with the table as the job left it: RENAME TABLES lists a table once per pair naming it (a
+    swap a->tmp, b->a, tmp->b lists a as tmp, then as b), so the last info of each id is kept and
+    no intermediate name reaches the history (pingcap/ticdc#4430)."""
     common = dict(
         job_id=job.id, commit_ts=finished_ts, schema_version=job.schema_version, action=int(job.type),
         action_name=job.action_label, query=job.query or None, db_info=info_json(job.db_info), source=DdlSource.JOB,
@@ -170,7 +173,7 @@ def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
             DdlRow(schema_id=after[info.id].db_id if info.id in after else job.schema_id,
                    schema_name=after[info.id].db if info.id in after else job.schema_name or None,
                    table_id=info.id, table_name=info.name, table_info=info_json(info), **common)
-            for info in job.multiple_table_infos
+            for info in {info.id: info for info in job.multiple_table_infos}.values()
         ]
     info = job.table_info
     return [DdlRow(schema_id=job.schema_id, schema_name=job.schema_name or None,
