@@ -213,6 +213,22 @@ class Upstream:
         job.multiple_table_infos = infos
         return job
 
+    def exchange_partition(self, db: str, pt_name: str, part: str, nt_name: str) -> DDLJob:
+        """EXCHANGE PARTITION: p's id and nt's id swap; the job is nt's, its binlog info pt's after
+        (pkg/ddl executor.go ExchangeTablePartition)."""
+        db_id = self.db_id(db)
+        pt, nt = copy.deepcopy(self.table(db, pt_name)), copy.deepcopy(self.table(db, nt_name))
+        defn = next(d for d in pt.partition.definitions if d.name == part)
+        old_nt = nt.id
+        del self.tables[old_nt]
+        nt.id, defn.id = defn.id, old_nt
+        self.tables[pt.id] = (db_id, pt)
+        self.tables[nt.id] = (db_id, nt)
+        job = self._job(ActionType.EXCHANGE_TABLE_PARTITION, db_id, old_nt,
+                        f"ALTER TABLE {pt_name} EXCHANGE PARTITION {part} WITH TABLE {nt_name}", pt)
+        job.raw_args = [nt.id, db_id, pt.id, part, True]
+        return job
+
     def drop_table(self, db: str, name: str) -> DDLJob:
         db_id = self.db_id(db)
         info = self.table(db, name)

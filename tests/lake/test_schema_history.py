@@ -113,6 +113,25 @@ def test_rename_tables_rows_landed_with_an_intermediate_name_fold_to_the_last():
     assert h.next_ddl_after(ids["orders"], job.finished_ts - 1).name == "orders_new"
 
 
+def test_exchange_partition_moves_physical_ids_and_the_normal_table_follows_its_new_id():
+    up = Upstream()
+    up.create_schema("s")
+    feed = DdlFeed(up)
+    feed.run(up.create_table("s", "pt", [("id", "bigint", "pk")], partitions=["p0", "p1"]))
+    feed.run(up.create_table("s", "nt", [("id", "bigint", "pk")]))
+    pt, nt = up.table("s", "pt").id, up.table("s", "nt").id
+    p0, p1 = up.table("s", "pt").physical_ids()
+    job = feed.run(up.exchange_partition("s", "pt", "p0", "nt"))
+    later = feed.run(up.add_column("s", "nt", ("c", "int")))
+    h = SchemaHistory(feed.rows)
+    assert sorted(h.job_tables(job.id, job.finished_ts)) == sorted([pt, nt])
+    assert (h.physical_ids_at(pt, job.finished_ts - 1), h.physical_ids_at(pt, job.finished_ts)) == ([p0, p1], [nt, p1])
+    assert (h.physical_ids_at(nt, job.finished_ts - 1), h.physical_ids_at(nt, job.finished_ts)) == ([nt], [p0])
+    event = h.next_ddl_after(nt, job.finished_ts - 1)
+    assert (event.name, event.removed_physical_ids) == ("nt", [nt])
+    assert h.next_ddl_after(nt, job.finished_ts).job_id == later.id  # keyed by nt's new id: same table
+
+
 def test_partitions_add_drop_truncate_change_physical_ids():
     up = Upstream()
     up.create_schema("s")

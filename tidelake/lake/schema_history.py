@@ -183,6 +183,11 @@ class SchemaHistory:
                 return key
         return None
 
+    def job_tables(self, job_id: int, commit_ts: int) -> list[TableKey]:
+        """The tables one job changed (both tables of an EXCHANGE PARTITION)."""
+        return [k for k, t in self._tables.items() if any(e.job_id == job_id and e.commit_ts == commit_ts
+                                                            for e in t.events)]
+
     def find(self, db: str, name: str) -> TableKey | None:
         """The live table now called `db`.`name` (case-insensitive as TiDB), else the latest dropped one."""
         wanted = (db.lower(), name.lower())
@@ -284,6 +289,10 @@ class SchemaHistory:
             return
         self._append(timeline, self._event(row, timeline, timeline.key, info or timeline.info))
         timeline.schema_id = row.schema_id or timeline.schema_id
+        if info is not None and info.id != timeline.logical_id:  # EXCHANGE PARTITION's normal table
+            self._by_logical.pop(timeline.logical_id, None)
+            timeline.logical_id = info.id
+            self._by_logical[info.id] = timeline.key
 
     def _truncate(self, rows: list[DdlRow]) -> None:
         """The old id is the one we know; the new TableInfo is the one whose id we do not (the

@@ -57,6 +57,7 @@ class JobEffect:
     joined: dict[int, TrackedTable]  # physical id -> table, to feed from the job's finished ts
     left: dict[int, TrackedTable]  # physical ids no longer replicated after the job
     touched: list[TrackedTable]  # the job's tables after it (as before it when it removed them)
+    replicated: frozenset[int] = frozenset()  # logical ids of `touched` the filter selects
 
 
 SchemaLoader = Callable[[int], SchemaSnapshot]
@@ -115,6 +116,8 @@ class SchemaTracker:
         joined = {pid: t for pid, t in after.items() if pid not in before}
         left = {pid: t for pid, t in before.items() if pid not in after}
         replicated_logical = {t.logical_id for t in (*before.values(), *after.values())}
+        # EXCHANGE PARTITION: the normal table now has the exchanged partition's id.
+        touched_ids |= {pid for t in touched_before.values() for pid in t.info.physical_ids() if pid in self._tables}
         touched = [
             self._tracked(tid) if tid in self._tables else touched_before[tid]
             for tid in sorted(touched_ids)
@@ -125,7 +128,8 @@ class SchemaTracker:
         relevant = bool(joined or left or replicated_logical & touched_ids) or (
             schema_level and bool(db_name) and self._filter.should_replicate_schema(db_name)
         )
-        return JobEffect(relevant, joined, left, touched)
+        return JobEffect(relevant, joined, left, touched,
+                         frozenset(t.logical_id for t in touched) & frozenset(replicated_logical))
 
     # --- internals -----------------------------------------------------------------------
 

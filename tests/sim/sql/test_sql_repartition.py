@@ -8,8 +8,10 @@ import pytest
 
 from tests.sim.sql.conftest import run
 from tests.sim.sql.test_sql_ddl import jobs
+from tidelake.capture.changefeed.ddl_puller import job_rows
 from tidelake.codec.ddl_job import ActionType, JobState
 from tidelake.codec.keys import decode_record_key, table_record_span
+from tidelake.codec.schema import TableInfo
 from tidelake.sim.tidb.kvtxn import snapshot_get, snapshot_scan
 from tidelake.table_filter import TableFilter
 from tidelake.upstream.schema_snapshot import load_schema
@@ -71,6 +73,10 @@ def test_exchange_partition_swaps_physical_ids_and_validates_rows(server, db):
     effect = feed.apply(job, now(tidb))
     assert not effect.joined and not effect.left
     assert feed.lookup(nt.id).table == "pt" and feed.lookup(p0).table == "nt"
+    # one `ddl` row per table: nt's keyed by its id before the job, with its info after (id p0)
+    rows = job_rows(job, now(tidb), effect)
+    assert [(r.table_id, r.table_name, TableInfo.from_json(r.table_info).id) for r in rows] == [
+        (pt.id, "pt", pt.id), (nt.id, "nt", p0)]
 
     run(cursor, "INSERT INTO nt VALUES (15, 0)")  # belongs in p1, not p0
     before = tidb.cluster.tso.next()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tidelake.capture.puller_errors import PullerError
 from tidelake.codec import meta_keys
-from tidelake.codec.ddl_job import DDLJob
+from tidelake.codec.ddl_job import ActionType, DDLJob
 from tidelake.codec.keys import DDL_JOB_TABLE_ID
 from tidelake.codec.row import decode_row
 from tidelake.codec.row_v2 import parse_row_v2
@@ -167,6 +167,8 @@ def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
         job_id=job.id, commit_ts=finished_ts, schema_version=job.schema_version, action=int(job.type),
         action_name=job.action_label, query=job.query or None, db_info=info_json(job.db_info), source=DdlSource.JOB,
     )
+    if job.type == ActionType.EXCHANGE_TABLE_PARTITION and job.table_info is not None:
+        return _exchange_rows(job, effect, common)
     if job.multiple_table_infos:
         after = {t.logical_id: t for t in effect.touched}
         return [
@@ -182,3 +184,22 @@ def job_rows(job: DDLJob, finished_ts: int, effect: JobEffect) -> list[DdlRow]:
                    table_info=info_json(info), **common)]
 
 
+
+
+def _exchange_rows(job: DDLJob, effect: JobEffect, common: dict) -> list[DdlRow]:
+    """EXCHANGE PARTITION: the job is the normal table's (job.table_id) and its binlog info the
+    partitioned table's after the swap (pkg/ddl executor.go ExchangeTablePartition). One row each,
+    for the tables the changefeed replicates: the partitioned table's, and the normal table's keyed
+    by its id before the job with its info after (it now has the exchanged partition's id)."""
+    pt = job.table_info
+    normal = [t for t in effect.touched if t.logical_id not in (pt.id, job.table_id)]
+    rows = []
+    if pt.id in effect.replicated:
+        db = next((t for t in effect.touched if t.logical_id == pt.id), None)
+        rows.append(DdlRow(schema_id=db.db_id if db else job.schema_id, schema_name=db.db if db else None,
+                           table_id=pt.id, table_name=pt.name, table_info=info_json(pt), **common))
+    for t in normal:
+        if t.logical_id in effect.replicated:
+            rows.append(DdlRow(schema_id=t.db_id, schema_name=t.db, table_id=job.table_id, table_name=t.table,
+                               table_info=info_json(t.info), **common))
+    return rows
