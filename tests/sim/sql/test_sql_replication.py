@@ -2,23 +2,14 @@
 `verify` find every replica equal to the upstream. The script covers the table shapes the front
 builds from CREATE TABLE (every type, generated columns, clustered and non-clustered keys,
 AUTO_RANDOM, the four partitioning kinds, CREATE TABLE LIKE) and the DML and DDL of the subset
-whose replica side exists (item 2's re-partitioning waits for the apply side)."""
+whose replica side exists (the DDL that moves rows: tests/sim/sql/test_sql_table_moves.py)."""
 
 from __future__ import annotations
 
-import pymysql
 import pytest
 
-from tests.capture.pull_harness import make_config, wait_resolved
+from tests.sim.sql.front_replication import replicate_and_verify
 from tests.sim.sql.test_sql_ddl import ZOO
-from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.lake.layout import LakeLayout
-from tidelake.sim.cluster import SimCluster
-from tidelake.sim.sql.server import SqlServer
-from tidelake.sim.tidb.session import SimTiDB
-from tidelake.table_filter import TableFilter
-from tidelake.upstream.kv_snapshot import SnapshotReader
-from tidelake.upstream.pd_client import PDClient
 
 DB = "front"
 
@@ -82,35 +73,10 @@ SCRIPT = [
 @pytest.mark.slow  # a merge and a verify of ten replicas: `make test-all`
 @pytest.mark.timeout(900)
 def test_sql_through_the_front_replicates_and_verifies(spark, tmp_path):
-    from tidelake.merge.merge_run import run_merge  # pyspark: imported by this Spark test only
-    from tidelake.verify.verifier import Verdict, Verifier  # pyspark, as above
+    from tidelake.verify.verifier import Verdict  # pyspark: imported by this Spark test only
 
-    cluster = SimCluster(n_stores=2, split_check_interval_s=0, gc_interval_s=0, server_workers=8,
-                         cdc_options={"min_ts_interval_s": 0.2})
-    with cluster:
-        tidb = SimTiDB(cluster)
-        layout = LakeLayout(str(tmp_path / "lake"))
-        config = make_config(cluster, tmp_path / "lake", rules=(f"{DB}.*",), flush="300ms")
-        with SqlServer(tidb, port=0) as server, PullerThread(config, progress_interval_s=3600) as puller:
-            wait_resolved(layout.root, {}, 1, puller)
-            conn = pymysql.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
-            with conn.cursor() as cursor:
-                cursor.execute(f"CREATE DATABASE {DB}")
-                cursor.execute(f"USE {DB}")
-                for statement in SCRIPT:
-                    cursor.execute(statement)
-            conn.close()
-            final = cluster.tso.next()
-            ids = tidb.physical_ids(TableFilter.parse([f"{DB}.*"]))
-            wait_resolved(layout.root, dict.fromkeys(ids, final), final, puller)
-        report = run_merge(spark, layout, until_ts=final)
-        assert not report.failed, report.failed
-        pd = PDClient([cluster.pd_address])
-        try:
-            with SnapshotReader(pd) as reader:
-                verified = Verifier(spark, layout, reader).run()
-        finally:
-            pd.close()
+    _, (report,), verified = replicate_and_verify(spark, tmp_path, DB, SCRIPT)
+    assert not report.failed, report.failed
     tables = {v.table: v for v in verified.tables}
     assert verified.ok, [(v.table, v.status, v.note, v.diffs[:2]) for v in verified.tables]
     expected = {"zoo", "acct", "ev", "logs", "np", "r", "l", "h", "k", "h3"}
