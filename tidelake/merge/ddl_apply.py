@@ -79,6 +79,19 @@ class BarrierError(TidelakeError):
     """apply_ddl called while the replica's checkpoint is not at the DDL's barrier."""
 
 
+class PartnerBehind(TidelakeError):
+    """EXCHANGE PARTITION waits until the other table's replica reaches the barrier (a later run)."""
+
+
+@dataclass(frozen=True)
+class ExchangePartner:
+    """The other replica of an EXCHANGE PARTITION as of the barrier: its Delta version whose
+    checkpoint is the DDL's barrier, immutable, so either replica may apply the DDL first."""
+
+    path: str
+    version: int
+
+
 _RENAMES = frozenset({ActionType.RENAME_TABLE, ActionType.RENAME_TABLES})
 _PARTITION_ACTIONS = frozenset({
     ActionType.ADD_TABLE_PARTITION, ActionType.DROP_TABLE_PARTITION, ActionType.TRUNCATE_TABLE_PARTITION,
@@ -88,13 +101,15 @@ _PARTITION_ACTIONS = frozenset({
 def apply_ddl(
     spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None,
     finish: Callable[[str], None] | None = None, history: str | None = None,
+    partner: ExchangePartner | None = None,
 ) -> None:
     """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts.
 
     `finish(path)` makes the last commit, the one that records checkpoint event.commit_ts; the merge
     passes one that also writes the rows committed at exactly that ts (docs/design.md invariant 4),
     and first the history table's commit at that ts. Without it the commit is an empty append.
-    `history` is the path of the replica's history table, whose steps are taken here too."""
+    `history` is the path of the replica's history table, whose steps are taken here too.
+    `partner` is the other table's replica of an EXCHANGE PARTITION."""
     catalog = catalog or ReplicaCatalog(layout)
     if event.creates_table:
         _create(spark, catalog, table, event)
@@ -120,6 +135,17 @@ def apply_ddl(
         _check_same_columns(event)
         for target in targets:
             _delete_physical_ids(target, event)
+    elif event.action == ActionType.EXCHANGE_TABLE_PARTITION and partner is not None:
+        _check_same_columns(event)
+        if len(targets) > 1:
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
+                                 f"follow rows between tables yet")
+        _exchange_rows(targets[0], event, partner)
+    elif event.action == ActionType.REMOVE_PARTITIONING:
+        if len(targets) > 1:
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
+                                 f"follow a re-keyed table yet")
+        _collapse_partitions(targets[0], event)
     elif event.action in _RENAMES or event.action in SCHEMA_DIFF_ACTIONS:
         for target in targets:
             _converge_schema(target, event)
@@ -191,6 +217,63 @@ def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
     ids = ", ".join(str(int(pid)) for pid in removed)
     replica.remove(event.commit_ts, f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+
+
+def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner) -> None:
+    """EXCHANGE PARTITION inside the lake, as no row event says rows changed table
+    (docs/sql-front.md#what-the-replica-side-does). The rows of the physical id this table gave
+    away leave it; the rows of the id it received
+    come from the partner's replica as of the barrier, re-keyed by `_tidb_partition_id` (the
+    received id). Each replica does this on its own from the partner's immutable version, so a
+    crash between the two replicas' commits loses and duplicates nothing: the removal is repeated
+    and the rows are MERGEd by key, so a rerun converges to the same rows."""
+    gave = event.removed_physical_ids
+    received = [pid for pid in event.physical_ids_after if pid not in event.physical_ids_before]
+    if len(gave) != 1 or len(received) != 1:
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed physical ids "
+                             f"{gave} -> {received}, not one for one")
+    partitioned = is_partitioned(event.table_info_after)
+    ids = ", ".join(str(int(pid)) for pid in (*gave, *received))
+    replica.remove(event.commit_ts, f"{quote(PARTITION_ID_COLUMN)} IN ({ids})" if partitioned else None)
+    spark = replica.spark
+    source = spark.read.format("delta").option("versionAsOf", partner.version).load(partner.path)
+    names = {f.name.lower(): f.name for f in source.schema.fields}
+    if has_soft_deletes(source.schema):
+        source = source.where(live_condition())
+    if PARTITION_ID_COLUMN in names:
+        source = source.where(F.col(PARTITION_ID_COLUMN) == F.lit(int(received[0])))
+    columns = []
+    for field in replica.schema().fields:
+        if field.name == PARTITION_ID_COLUMN:
+            value = F.lit(int(received[0]))
+        elif field.name == DELETED_COLUMN:
+            value = F.lit(False)
+        elif field.name.lower() in names:
+            value = F.col(quote(names[field.name.lower()]))
+        else:
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: the other table's replica "
+                                 f"{partner.path} has no column {field.name!r}")
+        columns.append(value.cast(field.dataType).alias(field.name))
+    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in key_columns(event.table_info_after))
+    with source_view(source.select(*columns)) as view:
+        spark.sql(f"MERGE INTO delta.{quote(replica.path)} t USING {view} s ON {on} "
+                  f"WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
+
+
+def _collapse_partitions(replica: _Replica, event: DdlEvent) -> None:
+    """REMOVE PARTITIONING: TiDB copies every row into the table's new physical id under the same
+    handle, so the replica keeps its rows and only `_tidb_partition_id` leaves them and the key:
+    one marked overwrite, as _rewrite_replica; a rerun finds the column gone."""
+    before, after = event.table_info_before, event.table_info_after
+    if [c.id for c in stored_columns(before)] != [c.id for c in stored_columns(after)] or (
+            key_columns(after) != [k for k in key_columns(before) if k != PARTITION_ID_COLUMN]):
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} also changed columns or the handle")
+    if not _has(replica.schema(), PARTITION_ID_COLUMN):
+        return
+    rows = replica.spark.read.format("delta").load(replica.path).drop(PARTITION_ID_COLUMN)
+    (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+     .option("userMetadata", rewrite_metadata(event.commit_ts)).save(replica.path))
+    failpoint("ddl_apply.after_rewrite", replica.path)
 
 
 # --- schema convergence ------------------------------------------------------------------

@@ -32,11 +32,12 @@ from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from tidelake.codec.ddl_job import ActionType
 from tidelake.codec.schema import TableInfo
 from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
-from tidelake.lake.checkpoint import open_replica, read_checkpoint
+from tidelake.lake.checkpoint import checkpoint_at_version, open_replica, read_checkpoint, version_at_checkpoint
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.history_table import history_checkpoint, history_path
@@ -46,7 +47,7 @@ from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, WindowKeys
-from tidelake.merge.ddl_apply import UnsupportedDDL, apply_ddl, record_checkpoint
+from tidelake.merge.ddl_apply import ExchangePartner, PartnerBehind, UnsupportedDDL, apply_ddl, record_checkpoint
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.run_pass import RunPass
 from tidelake.merge.scd2_history import create_history, write_history
@@ -187,6 +188,9 @@ class TableMerge:
         result, started = self.result, time.monotonic()
         try:
             self._run()
+        except PartnerBehind as exc:  # an EXCHANGE PARTITION waiting for the other table: a later run
+            result.status, result.reason = MergeStatus.BLOCKED, str(exc)
+            self._report(StepKind.DONE, result.checkpoint_after, f"blocked: {exc}")
         except UnsupportedDDL as exc:
             result.status, result.reason = MergeStatus.STOPPED, exc.reason
             if self.catalog.get(self.key) is not None:
@@ -285,7 +289,9 @@ class TableMerge:
                                                     event.commit_ts, self.scope.changelog.bucket_seconds),
                               f"{result.table} history {event.action_name}")
         finish = self._finish_ddl(event, stats)
-        retry_on_conflict(lambda: apply_ddl(self.spark, self.layout, self.key, event, self.catalog, finish, self.scd2),
+        partner = self._exchange_partner(event) if event.action == ActionType.EXCHANGE_TABLE_PARTITION else None
+        retry_on_conflict(lambda: apply_ddl(self.spark, self.layout, self.key, event, self.catalog, finish, self.scd2,
+                                            partner),
                           f"{result.table} {event.action_name}")
         failpoint("merge.after_ddl", self.key)
         result.checkpoint_after = event.commit_ts
@@ -294,6 +300,24 @@ class TableMerge:
         self.entry = self.catalog.get(self.key)  # a DDL creates, renames or drops it
         self._options(event.commit_ts)
         return event.commit_ts
+
+    def _exchange_partner(self, event: DdlEvent) -> ExchangePartner:
+        """The other table's replica of an EXCHANGE PARTITION as of the barrier
+        (docs/sql-front.md#what-the-replica-side-does)."""
+        others = [k for k in self.scope.history.job_tables(event.job_id, event.commit_ts) if k != self.key]
+        if len(others) != 1:
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} at {event.commit_ts}: the other "
+                                 f"table is not replicated, so its rows are not in the lake; bootstrap both tables")
+        entry = self.catalog.get(others[0])  # None until its first merge creates its replica
+        checkpoint = read_checkpoint(entry.path, self.layout.storage_options) if entry is not None else None
+        if entry is None or checkpoint is None or checkpoint < event.barrier:
+            raise PartnerBehind(f"{event.action_name} (job {event.job_id}) waits for the other table's replica "
+                                f"to reach {event.barrier} (at {checkpoint})")
+        version = version_at_checkpoint(entry.path, event.barrier, self.layout.storage_options)
+        if version is None or checkpoint_at_version(entry.path, version, self.layout.storage_options) != event.barrier:
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} at {event.commit_ts}: the replica "
+                                 f"of {entry.db}.{entry.name} has no version at {event.barrier}; bootstrap both tables")
+        return ExchangePartner(entry.path, version)
 
     def _finish_ddl(self, event: DdlEvent, stats: Sequence[FileStat]) -> Callable[[str], None] | None:
         """The last commits of a DDL (apply_ddl's `finish`): the history's commit at the DDL's ts D

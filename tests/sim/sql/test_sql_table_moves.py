@@ -1,8 +1,13 @@
 """DDL that moves rows or names between tables (issue #28 item 2), sent as SQL through the front,
 pulled by the real puller, merged, and compared with the upstream at the checkpoint by `verify`:
-a RENAME TABLES swap leaves each replica under its final name with its own rows and columns."""
+a RENAME TABLES swap leaves each replica under its final name with its own rows and columns;
+EXCHANGE PARTITION (with and without validation, twice) moves rows between the two replicas,
+also across a crash after one replica's rows moved; REMOVE PARTITIONING re-keys the replica.
+One script, one cluster, one verify: the Spark cost is paid once."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 
@@ -21,19 +26,65 @@ SWAP = [
     "UPDATE shadow SET v = 'after' WHERE id = 2",
 ]
 
+EXCHANGE = [
+    "CREATE TABLE pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), "
+    "PARTITION p1 VALUES LESS THAN (20), PARTITION p2 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE nt (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO pt VALUES (1, 1), (2, 2), (11, 11), (25, 25)",
+    "INSERT INTO nt VALUES (5, 50), (6, 60)",
+    "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE nt",
+    "INSERT INTO pt VALUES (3, 3)",  # p0 now has nt's old physical id
+    "DELETE FROM pt WHERE id = 6",
+    "UPDATE nt SET v = 20 WHERE id = 2",  # nt now has p0's old physical id and rows
+    "INSERT INTO nt VALUES (15, 0)",  # outside p0's range: only WITHOUT VALIDATION takes it
+    "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE nt WITHOUT VALIDATION",
+    "UPDATE pt SET v = 150 WHERE id = 15",
+    "INSERT INTO nt VALUES (7, 70)",
+]
+COLLAPSE = [
+    "CREATE TABLE hp (id INT PRIMARY KEY, v INT) PARTITION BY HASH (id) PARTITIONS 3",
+    "INSERT INTO hp VALUES (1, 1), (2, 2), (3, 3), (4, 4)",
+    "ALTER TABLE hp REMOVE PARTITIONING",
+    "INSERT INTO hp VALUES (5, 5)",
+    "DELETE FROM hp WHERE id = 1",
+]
+# An EXCHANGE waits for the other table's replica to reach the barrier (up to a run more per
+# EXCHANGE), and pt's first EXCHANGE crashes after its rows moved, before its checkpoint.
+MERGE_RUNS = 6
+
+
+def crash_pt_exchange() -> Callable[[str, object], None]:
+    """A failpoint action: raise at pt's second DDL commit point (its CREATE is the first)."""
+    calls = []
+
+    def action(name: str, owner: object) -> None:
+        if str(owner).endswith("/pt"):
+            calls.append(owner)
+            if len(calls) == 2:
+                raise RuntimeError("injected crash before pt's EXCHANGE commit")
+
+    return action
+
 
 @pytest.mark.spark
 @pytest.mark.timeout(600)
-def test_swapped_tables_replicate_and_verify(spark, tmp_path):
-    from tidelake.verify.verifier import Verdict  # pyspark: imported by this Spark test only
+def test_swapped_and_exchanged_tables_replicate_and_verify(spark, tmp_path):
+    from tidelake.merge.merge_log import MergeStatus  # pyspark: imported by this Spark test only
+    from tidelake.verify.verifier import Verdict  # pyspark, as above
 
-    layout, (report,), verified = replicate_and_verify(spark, tmp_path, DB, SWAP)
-    assert not report.failed, [(t.table, t.status, t.reason) for t in report.tables]
+    layout, reports, verified = replicate_and_verify(spark, tmp_path, DB, SWAP + EXCHANGE + COLLAPSE, MERGE_RUNS,
+                                                     (["ddl_apply.before_commit"], crash_pt_exchange()))
+    outcomes = [(t.table, t.status, t.reason) for r in reports for t in r.tables]
+    failed = [(t.table, t.status) for r in reports for t in r.failed]
+    assert failed == [(f"{DB}.pt", MergeStatus.ERROR)], outcomes  # the injected crash only
+    assert all(t.status not in (MergeStatus.BLOCKED, MergeStatus.ERROR) for t in reports[-1].tables), outcomes
     assert verified.ok, [(v.table, v.status, v.note, v.diffs[:2]) for v in verified.tables]
     tables = {v.table: v for v in verified.tables}
-    assert set(tables) == {f"{DB}.{t}" for t in ("live", "shadow")}
+    assert set(tables) == {f"{DB}.{t}" for t in ("live", "shadow", "pt", "nt", "hp")}
     assert all(v.status == Verdict.MATCH for v in tables.values())
     counts = {t: (v.upstream_rows, v.replica_rows) for t, v in tables.items()}
     assert counts[f"{DB}.live"] == (3, 3) and counts[f"{DB}.shadow"] == (2, 2)
+    assert counts[f"{DB}.pt"] == (5, 5) and counts[f"{DB}.nt"] == (3, 3)  # pt: 1, 2, 11, 15, 25; nt: 3, 5, 7
+    assert counts[f"{DB}.hp"] == (4, 4)
     names = sorted(f"{e.db}.{e.name}" for e in read_entries(layout).values())
     assert names == sorted(tables)  # no replica left under an intermediate name
