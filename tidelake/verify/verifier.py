@@ -50,6 +50,18 @@ if TYPE_CHECKING:
 
     from tidelake.upstream.kv_snapshot import SnapshotReader
 
+
+def ids_holding_rows(info: TableInfo) -> list[int]:
+    """The physical ids whose rows the upstream table holds at the schema `info` was read at. A
+    DROP PARTITION's barrier (its commit ts - 1) finds the dropped partitions under
+    `dropping_definitions`, their rows intact, which the replica rightly still holds there
+    (pkg/ddl `onDropTablePartition`: public -> delete only -> delete reorganization -> none)."""
+    ids = info.physical_ids()
+    partition = info.partition
+    if partition is not None and partition.dropping_definitions and not partition.adding_definitions:
+        ids += [d.id for d in partition.dropping_definitions if d.id not in ids]
+    return ids
+
 class Verdict(StrEnum):
     """What verify concluded for one table."""
 
@@ -386,7 +398,7 @@ class Verifier:
         types = replica_types(self.spark, verdict.path, verdict.delta_version)
         verdict.schema_problems = schema_problems(shape, types)
         comparison = RowComparison(shape, self.max_diffs)
-        scan = self.reader.scan_table(info.physical_ids(), verdict.checkpoint)
+        scan = self.reader.scan_table(ids_holding_rows(info), verdict.checkpoint)
         for raw_key, value in self._tick(verdict.table, "upstream", scan):
             comparison.add_upstream(raw_key, upstream_row(raw_key, value, info))
         live = None
@@ -463,7 +475,7 @@ class Verifier:
         if not set(shape.key) <= set(shape.columns):
             raise UpstreamError(f"the history table lacks key columns {list(full.key)}")
         comparison = RowComparison(shape, 0)
-        for raw_key, value in self.reader.scan_table(info.physical_ids(), ts):
+        for raw_key, value in self.reader.scan_table(ids_holding_rows(info), ts):
             comparison.add_upstream(raw_key, upstream_row(raw_key, value, info))
         valid = (f"`{VALID_FROM_COLUMN}` <= {ts} AND (`{VALID_TO_COLUMN}` IS NULL OR {ts} < `{VALID_TO_COLUMN}`)")
         for row in read_replica(self.spark, path, version, shape.columns, valid):
