@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cause = refusal(exc)
         if damage is None and cause is None:
             raise
-        line = damage.line() if damage is not None else f"{cause}: {(str(exc).splitlines() or [''])[0][:300]}"
+        line = damage.line() if damage is not None else f"{cause}: {_first_line(exc)}"
         print(f"tidelake: error: {line} (full trace: {_save_trace(exc)})", file=sys.stderr)
         return 1
 
@@ -80,6 +80,13 @@ def _lake_damage(args: argparse.Namespace):
     except Exception:  # noqa: BLE001 - no diagnosis: the original error is raised as it was
         return None
     return None
+
+
+def _first_line(exc: BaseException) -> str:
+    # not at the top: deltalake must load after `tidelake pull` tuned the allocators (process_memory)
+    from tidelake.lake.damage import first_line
+
+    return first_line(exc)
 
 
 def _save_trace(exc: BaseException) -> str:

@@ -231,7 +231,7 @@ def test_a_full_lake_pauses_landing_in_one_line_and_it_resumes_when_room_returns
     said = [r for r in caplog.records if r.levelno >= logging.WARNING]
     paused, resumed = (r.getMessage() for r in said)
     assert paused.startswith(f"landing of {lander.app_id} paused 0 s: the lake's filesystem is full; ")
-    assert paused.endswith("([Errno 28] No space left on device)")
+    assert paused.endswith("(OSError: [Errno 28] No space left on device)")
     assert resumed.startswith(f"landing of {lander.app_id} resumed after ")
     assert resumed.endswith(" s paused (the lake's filesystem is full)")
     assert all(r.exc_info is None for r in said)

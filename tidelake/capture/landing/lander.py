@@ -24,14 +24,15 @@ from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.capture.landing.lander_metrics import LanderMetrics, default_lander_metrics
 from tidelake.capture.landing.resident_memory import ResidentGrowth
-from tidelake.lake.store_room import check_room, refusal
 from tidelake.capture.landing.watermark_retirement import retired_watermark_ids
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.errors import InputError, TidelakeError
 from tidelake.failpoints import failpoint
+from tidelake.lake.damage import first_line
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
 from tidelake.lake.row_change import RowChange, check_ops, memory_bytes
+from tidelake.lake.store_room import check_room, refusal
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +405,7 @@ class Lander:
                 return
             self._paused_said = now
             since, buffered = now - self._paused_since, self._used()
-        detail = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        detail = first_line(exc)
         log.warning("landing of %s paused %.0f s: %s; %.1f MiB kept in memory, retried every %.0f s at most "
                     "(%s)", self.app_id, since, cause, buffered / 2**20, PAUSED_RETRY_S, detail)
 
