@@ -24,10 +24,11 @@ Fault = Callable[[str, object], None]
 
 
 def replicate_and_verify(spark, tmp_path: Path, db: str, script: list[str], merge_runs: int = 1,
-                         faults: tuple[list[str], Fault] | None = None):
-    """Run `script` in a new database `db` with the puller on, then merges to the final ts until
-    one leaves no table blocked or failed, `merge_runs` at most (with `faults`, (failpoint names,
-    action), armed), then verify: (layout, merge reports, verify report)."""
+                         faults: tuple[list[str], Fault] | None = None,
+                         cap: Callable[[LakeLayout], int] | None = None):
+    """Run `script` in a new database `db` with the puller on, then merges to the final ts (or to
+    `cap(layout)`) until one leaves no table blocked or failed, `merge_runs` at most (with `faults`,
+    (failpoint names, action), armed), then verify: (layout, merge reports, verify report)."""
     from tidelake.merge.merge_log import MergeStatus  # pyspark: imported by the Spark tests only
     from tidelake.merge.merge_run import run_merge  # pyspark, as above
     from tidelake.verify.verifier import Verifier  # pyspark, as above
@@ -50,11 +51,12 @@ def replicate_and_verify(spark, tmp_path: Path, db: str, script: list[str], merg
             final = cluster.tso.next()
             ids = tidb.physical_ids(TableFilter.parse([f"{db}.*"]))
             wait_resolved(layout.root, dict.fromkeys(ids, final), final, puller)
+        until = final if cap is None else cap(layout)
         with armed(*faults) if faults is not None else contextlib.nullcontext():
-            reports = [run_merge(spark, layout, until_ts=final)]
+            reports = [run_merge(spark, layout, until_ts=until)]
             while len(reports) < merge_runs and (reports[-1].failed or any(
                     t.status == MergeStatus.BLOCKED for t in reports[-1].tables)):
-                reports.append(run_merge(spark, layout, until_ts=final))
+                reports.append(run_merge(spark, layout, until_ts=until))
         pd = PDClient([cluster.pd_address])
         try:
             with SnapshotReader(pd) as reader:
