@@ -165,15 +165,15 @@ class Pipeline:
             outcome.merge_rounds = round_no
             done = self.run(f"merge-{round_no}", "merge", "--config", str(self.config), "--until-ts", str(target),
                             "--master", MASTER, spark=True)
-            if done.returncode not in (0, EXIT_BLOCKED):  # blocked: the next round tries again
-                failed = _failed_merges(done.stdout + done.stderr)
-                if not failed:
-                    raise RuntimeError(f"tidelake merge exited {done.returncode}; see {self.logs}/merge-{round_no}.log")
-                outcome.failed.update(failed)
             doc = self.status(exact=True)
             tables = doc.get("tables", [])
             outcome.stopped = {t["table"]: t.get("reason") or t.get("last_error") or ""
                                for t in tables if t["state"] == "stopped"}
+            if done.returncode not in (0, EXIT_BLOCKED):  # blocked: the next round tries again
+                failed = _failed_merges(done.stdout + done.stderr)
+                if not failed and not outcome.stopped:  # exit 1 also says a table stopped: reported, not fatal
+                    raise RuntimeError(f"tidelake merge exited {done.returncode}; see {self.logs}/merge-{round_no}.log")
+                outcome.failed.update(failed)
             live = [t for t in tables if t["state"] not in ("dropped", "stopped")]
             outcome.replicas = len(live)
             outcome.behind = sorted(t["table"] for t in live if (t["checkpoint_ts"] or 0) < target
