@@ -38,7 +38,7 @@ class FakeRunner:
 
         assert self.stopped.wait(30), "never asked to stop"
         self.flushed = True
-        return RunSummary(start_ts=1, rows=5, jobs=1, table_resolved={10: 7}, ddl_resolved=9)
+        return RunSummary(start_ts=1, rows=5, jobs=1, table_resolved={10: 7}, ddl_resolved=9, bytes=2048)
 
 
 def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
@@ -66,7 +66,7 @@ def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     assert runner.options.metrics_port == 9465  # [puller].metrics_port + the shard index
     assert runner.options.watch_rss  # the task has its process to itself: its RSS growth counts against the quota
     assert tuned_before_runner == [True]  # and the allocator settings of `tidelake pull`, before the runner
-    assert result == {"rows": 5, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
+    assert result == {"rows": 5, "bytes": 2048, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
     assert operator.execution_timeout == timedelta(seconds=600) + SHUTDOWN_GRACE
 
 

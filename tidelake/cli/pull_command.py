@@ -95,7 +95,8 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
         runner.stop()
     summary = runner.run()
     print(
-        f"pull {runner.feed_id}: stopped; {summary.rows} rows and {summary.jobs} DDL jobs this run, "
+        f"pull {runner.feed_id}: stopped; {summary.rows} rows ({summary.bytes / 2**20:.1f} MiB) and "
+        f"{summary.jobs} DDL jobs this run, "
         f"{len(summary.table_resolved)} table watermarks, DDL resolved ts {summary.ddl_resolved}"
         + (f"; left: {summary.left}" if summary.left else ""),
         file=sys.stderr,
@@ -107,7 +108,8 @@ def _progress_line(feed_id: str, p) -> str:
     worst = max(p.table_lag_s.items(), key=lambda kv: kv[1], default=None)
     lag = f"max lag {worst[1]:.1f}s (table {worst[0]})" if worst else "no tables"
     return (
-        f"pull {feed_id}: {p.tables} tables, {p.rows} rows ({p.rows_per_s:.0f}/s), {lag}, "
+        f"pull {feed_id}: {p.tables} tables, {p.rows} rows ({p.rows_per_s:.0f}/s), "
+        f"{p.bytes / 2**20:.1f} MiB ({p.mib_per_s:.2f} MiB/s), {lag}, "
         f"DDL lag {p.ddl_lag_s:.1f}s, buffer {p.buffered_bytes / 2**20:.1f} MiB"
         + (f", LANDING PAUSED: {p.landing_paused}" if p.landing_paused else "")
     )

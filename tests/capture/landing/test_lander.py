@@ -291,7 +291,7 @@ def test_close_flushes_and_refuses_more_rows(layout, open_lander, make_rows):
         lander.add_rows(make_rows(41, 1))
 
 
-def test_metrics_count_what_landed(open_lander, make_rows):
+def test_metrics_and_progress_count_rows_and_bytes(open_lander, make_rows):
     def sample(name):
         return REGISTRY.get_sample_value(name, {"changefeed": CF}) or 0
 
@@ -301,10 +301,11 @@ def test_metrics_count_what_landed(open_lander, make_rows):
     lander = open_lander()
     rows = make_rows(41, 4)
     lander.add_rows(rows)
+    payload = sum(len(r.key) + len(r.value) + len(r.old_value) for r in rows)
+    assert lander.payload_bytes_added() == payload  # what progress lines report, before it lands
     lander.flush()
     assert sample("tidelake_lander_rows_total") - rows0 == 4
-    assert sample("tidelake_lander_bytes_total") - bytes0 == sum(
-        len(r.key) + len(r.value) + len(r.old_value) for r in rows)
+    assert sample("tidelake_lander_bytes_total") - bytes0 == payload
     assert sample("tidelake_lander_flushes_total") - flushes0 == 1
     assert sample("tidelake_lander_flush_seconds_count") >= 1
 

@@ -105,6 +105,8 @@ class Progress:
     tables: int
     rows: int
     rows_per_s: float
+    bytes: int  # key + value + old value bytes of those rows
+    mib_per_s: float
     ddl_lag_s: float
     table_lag_s: dict[int, float]  # physical id -> seconds behind PD's now
     buffered_bytes: int
@@ -119,6 +121,7 @@ class RunSummary:
     table_resolved: dict[int, int]
     ddl_resolved: int
     left: str | None = None  # a stop that could not land or release everything says what here
+    bytes: int = 0  # key + value + old value bytes of those rows
 
 
 class PullerRunner:
@@ -248,7 +251,7 @@ class PullerRunner:
         if feed is not None and feed.error is not None and not stop_casualty:
             raise feed.error
         tables, ddl = lander.durable_watermarks()
-        return RunSummary(ddl_start, self._rows, self._jobs, tables, ddl, left)
+        return RunSummary(ddl_start, self._rows, self._jobs, tables, ddl, left, lander.payload_bytes_added())
 
     def _wind_down(self, lander: Lander, joins: TableJoins, keeper: GCSafepointKeeper, left: str | None) -> str | None:
         """Land what is buffered and move the GC safepoint; on a stop, a failure of either is
@@ -368,7 +371,7 @@ class PullerRunner:
               subscriptions: dict[int, int], started: float) -> None:
         deadline = None if self.options.max_run_s is None else started + self.options.max_run_s
         next_gc = next_progress = next_join = next_retire = time.monotonic()
-        last_rows, last_time = 0, next_progress
+        last_rows, last_bytes, last_time = 0, 0, next_progress
         while not self._stop.is_set() and feed.error is None:
             self._apply_actions(feed, subscriptions)
             now = time.monotonic()
@@ -384,10 +387,10 @@ class PullerRunner:
                 self._table_joins.poll()
                 next_join = now + self.options.table_starts_poll_s
             if self._progress is not None and now >= next_progress:
-                rows = self._rows
-                rate = (rows - last_rows) / max(now - last_time, 1e-3)
-                self._progress(self._progress_report(pd, lander, now - started, rows, rate))
-                last_rows, last_time = rows, now
+                rows, nbytes, seconds = self._rows, lander.payload_bytes_added(), max(now - last_time, 1e-3)
+                rates = ((rows - last_rows) / seconds, (nbytes - last_bytes) / seconds / 2**20)
+                self._progress(self._progress_report(pd, lander, now - started, (rows, nbytes), rates))
+                last_rows, last_bytes, last_time = rows, nbytes, now
                 next_progress = now + self.options.progress_interval_s
             if deadline is not None and now >= deadline:
                 log.info("run length of %.0fs reached; flushing and stopping", self.options.max_run_s)
@@ -421,12 +424,15 @@ class PullerRunner:
         if checkpoint > 0:
             keeper.advance(checkpoint)
 
-    def _progress_report(self, pd: PDClient, lander: Lander, elapsed: float, rows: int, rate: float) -> Progress:
+    def _progress_report(self, pd: PDClient, lander: Lander, elapsed: float, volume: tuple[int, int],
+                         rates: tuple[float, float]) -> Progress:
+        """Progress with (rows, bytes) so far and their rates (rows/s, MiB/s) since the last report."""
         now_ts = pd.get_ts()
         with self._mu:
             lags = {pid: tso.lag_seconds(ts, now_ts) for pid, ts in self._table_resolved.items()}
             ddl_lag = tso.lag_seconds(self._reported_ddl, now_ts)
-        return Progress(elapsed, len(lags), rows, rate, ddl_lag, lags, lander.buffered_bytes(), lander.paused())
+        return Progress(elapsed, len(lags), volume[0], rates[0], volume[1], rates[1], ddl_lag, lags,
+                        lander.buffered_bytes(), lander.paused())
 
     def metrics_state(self) -> PullerState | None:
         """What the metrics endpoint reads at a scrape (any thread); None before the lander exists."""

@@ -31,7 +31,7 @@ from tidelake.failpoints import failpoint
 from tidelake.lake.damage import first_line
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
-from tidelake.lake.row_change import RowChange, check_ops, memory_bytes
+from tidelake.lake.row_change import ROW_OVERHEAD_BYTES, RowChange, check_ops, memory_bytes
 from tidelake.lake.store_room import check_room, refusal
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,7 @@ class Lander:
         self._rows: list[RowChange] = []
         self._ddl: list[DdlRow] = []
         self._buffered = 0  # memory_bytes of _rows (not yet taken by a flush)
+        self._payload_added = 0  # key + value + old value bytes of every row added
         self._in_flight: _Batch | None = None
         self._closed = False
         self._fatal: LakeConflictError | None = None
@@ -171,6 +172,7 @@ class Lander:
             self._check_open()
             self._rows.extend(rows)
             self._buffered += nbytes
+            self._payload_added += nbytes - ROW_OVERHEAD_BYTES * len(rows)
             self._metrics.buffered_bytes.labels(**self._labels).set(self._used())
             if self._buffered >= self._flush_bytes:
                 self._flush_wanted = True
@@ -199,6 +201,12 @@ class Lander:
         """Memory of the rows buffered or in a flush not yet landed: what the memory quota counts."""
         with self._cond:
             return self._used()
+
+    def payload_bytes_added(self) -> int:
+        """Key + value + old value bytes of every row added so far: the capture's volume in bytes, as
+        the tidelake_lander_bytes_total metric counts it once landed."""
+        with self._cond:
+            return self._payload_added
 
     def paused(self) -> str | None:
         """Why flushes wait for the store to have room again; None while they land."""

@@ -91,16 +91,18 @@ class PullerOperator(BaseOperator):
                 RunOptions(max_run_s=float(self.max_run_seconds),
                            metrics_port=config.puller.metrics_port_of(shard.index), watch_rss=True),
                 progress=lambda p: log.info(
-                    "%d tables, %d rows (%.0f/s), DDL lag %.1fs, max table lag %.1fs, buffer %.1f MiB",
-                    p.tables, p.rows, p.rows_per_s, p.ddl_lag_s, max(p.table_lag_s.values(), default=0.0),
+                    "%d tables, %d rows (%.0f/s), %.1f MiB (%.2f MiB/s), DDL lag %.1fs, max table lag %.1fs, "
+                    "buffer %.1f MiB",
+                    p.tables, p.rows, p.rows_per_s, p.bytes / 2**20, p.mib_per_s, p.ddl_lag_s,
+                    max(p.table_lag_s.values(), default=0.0),
                     p.buffered_bytes / 2**20,
                 ),
             )
             summary = self._runner.run()
-            log.info("stopped after %d rows and %d DDL jobs; DDL resolved ts %d", summary.rows, summary.jobs,
-                     summary.ddl_resolved)
-            return {"rows": summary.rows, "ddl_jobs": summary.jobs, "ddl_resolved_ts": summary.ddl_resolved,
-                    "tables": len(summary.table_resolved)}
+            log.info("stopped after %d rows (%.1f MiB) and %d DDL jobs; DDL resolved ts %d", summary.rows,
+                     summary.bytes / 2**20, summary.jobs, summary.ddl_resolved)
+            return {"rows": summary.rows, "bytes": summary.bytes, "ddl_jobs": summary.jobs,
+                    "ddl_resolved_ts": summary.ddl_resolved, "tables": len(summary.table_resolved)}
 
     def on_kill(self) -> None:
         """SIGTERM or a task timeout: flush and return instead of dying mid-batch."""
