@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
 from enum import StrEnum
@@ -51,16 +51,26 @@ if TYPE_CHECKING:
     from tidelake.upstream.kv_snapshot import SnapshotReader
 
 
-def ids_holding_rows(info: TableInfo) -> list[int]:
-    """The physical ids whose rows the upstream table holds at the schema `info` was read at. A
-    DROP PARTITION's barrier (its commit ts - 1) finds the dropped partitions under
-    `dropping_definitions`, their rows intact, which the replica rightly still holds there
-    (pkg/ddl `onDropTablePartition`: public -> delete only -> delete reorganization -> none)."""
-    ids = info.physical_ids()
+def as_held(info: TableInfo) -> TableInfo:
+    """The table as its rows stand at the schema `info` was read at, which is what a replica whose
+    checkpoint is there was built from. A partitioning job lists the partitions it adds under
+    `adding_definitions` and those it removes under `dropping_definitions`, their rows intact until
+    the job is done: DROP PARTITION from delete only on; REORGANIZE PARTITION, PARTITION BY and
+    REMOVE PARTITIONING put the new ones in `definitions` at delete reorganization, when the
+    replaced ones still hold every row, TiDB writing to both (pingcap/tidb pkg/ddl/partition.go
+    `onDropTablePartition`, `onReorganizePartition`; docs/design/2022-09-29-reorganize-partition.md).
+    A table partitioned for the first time is one stand-in partition with the table's own id
+    ("pFullTable", `getPartitionInfoTypeNone`) until then: it is read as not partitioned."""
     partition = info.partition
-    if partition is not None and partition.dropping_definitions and not partition.adding_definitions:
-        ids += [d.id for d in partition.dropping_definitions if d.id not in ids]
-    return ids
+    if partition is None:
+        return info
+    adding = {d.id for d in partition.adding_definitions}
+    held = [d for d in partition.definitions if d.id not in adding]
+    held += [d for d in partition.dropping_definitions if d.id not in {h.id for h in held}]
+    if [d.id for d in held] == [info.id]:
+        return replace(info, partition=None)
+    return replace(info, partition=replace(partition, definitions=held, adding_definitions=[], dropping_definitions=[]))
+
 
 class Verdict(StrEnum):
     """What verify concluded for one table."""
@@ -391,14 +401,14 @@ class Verifier:
         schema = self._schemas.get(ts)
         if schema is None:
             schema = self._schemas[ts] = load_schema(self.reader, ts)
-        return next((t for _, t in schema.tables_with_rows() if t.id == table_id), None)
+        return next((as_held(t) for _, t in schema.tables_with_rows() if t.id == table_id), None)
 
     def _compare(self, verdict: TableVerdict, info: TableInfo) -> None:
         shape = ComparedShape.of(info)
         types = replica_types(self.spark, verdict.path, verdict.delta_version)
         verdict.schema_problems = schema_problems(shape, types)
         comparison = RowComparison(shape, self.max_diffs)
-        scan = self.reader.scan_table(ids_holding_rows(info), verdict.checkpoint)
+        scan = self.reader.scan_table(info.physical_ids(), verdict.checkpoint)
         for raw_key, value in self._tick(verdict.table, "upstream", scan):
             comparison.add_upstream(raw_key, upstream_row(raw_key, value, info))
         live = None
@@ -475,7 +485,7 @@ class Verifier:
         if not set(shape.key) <= set(shape.columns):
             raise UpstreamError(f"the history table lacks key columns {list(full.key)}")
         comparison = RowComparison(shape, 0)
-        for raw_key, value in self.reader.scan_table(ids_holding_rows(info), ts):
+        for raw_key, value in self.reader.scan_table(info.physical_ids(), ts):
             comparison.add_upstream(raw_key, upstream_row(raw_key, value, info))
         valid = (f"`{VALID_FROM_COLUMN}` <= {ts} AND (`{VALID_TO_COLUMN}` IS NULL OR {ts} < `{VALID_TO_COLUMN}`)")
         for row in read_replica(self.spark, path, version, shape.columns, valid):

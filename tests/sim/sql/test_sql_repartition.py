@@ -12,6 +12,7 @@ from tidelake.capture.changefeed.ddl_puller import job_rows
 from tidelake.codec.ddl_job import ActionType, JobState
 from tidelake.codec.keys import decode_record_key, table_record_span
 from tidelake.codec.schema import TableInfo
+from tidelake.sim.tidb import partition as part
 from tidelake.sim.tidb.kvtxn import snapshot_get, snapshot_scan
 from tidelake.table_filter import TableFilter
 from tidelake.upstream.schema_snapshot import load_schema
@@ -200,3 +201,41 @@ def test_rename_tables_swap_is_one_job_naming_each_pair_as_it_left_the_table(ser
     assert [(t.id, t.name) for t in job.multiple_table_infos] == [(ids["a"], "tmp"), (ids["b"], "a"), (ids["a"], "b")]
     feed.apply(job, now(tidb))
     assert (feed.lookup(ids["a"]).table, feed.lookup(ids["b"]).table) == ("b", "a")
+
+
+def test_verify_reads_a_repartitioned_table_at_its_barrier_from_the_ids_the_replica_holds(server, db):
+    """At a job's finished ts - 1, the replica's barrier, the table is in delete reorganization: its
+    `definitions` already list the new partitions, which hold the copies. verify (as_held) reads the
+    ids the replica was built from, which hold every row there; a first partitioning reads the
+    unpartitioned table (docs/sql-front.md#what-the-replica-side-does, item 7)."""
+    from tidelake.verify.verifier import as_held  # imports pyspark (no session is started)
+
+    name, cursor = db
+    tidb = server.tidb
+    reader = _Reader(tidb.cluster)
+    run(cursor, RANGED)
+    run(cursor, "INSERT INTO pt VALUES (1, 1), (12, 12), (18, 18), (25, 25)")
+    old = tidb.table_info(name, "pt").physical_ids()
+    job = tidb.reorganize_partition(name, "pt", ["p1", "p2"], [("p1a", ["15"]), ("pmax", ["MAXVALUE"])])
+    barrier = job.finished_ts - 1
+    in_flight = _table(load_schema(reader, barrier), name, "pt")
+    assert in_flight.partition.dropping_definitions and set(in_flight.physical_ids()) != set(old)
+    assert as_held(in_flight).physical_ids() == old and _rows_at(tidb, old, barrier) == 4
+    done = _table(load_schema(reader, job.finished_ts), name, "pt")
+    assert as_held(done).physical_ids() == job.table_info.physical_ids()
+
+    run(cursor, "CREATE TABLE h (id INT PRIMARY KEY, v INT)")
+    run(cursor, "INSERT INTO h VALUES (1, 1), (2, 2)")
+    plain = tidb.table_info(name, "h").id
+    job = tidb.alter_partitioning(name, "h", part.spec_from_dict({"type": "hash", "column": "id", "count": 2}))
+    held = as_held(_table(load_schema(reader, job.finished_ts - 1), name, "h"))
+    assert held.physical_ids() == [plain] and held.partition is None
+    assert _rows_at(tidb, [plain], job.finished_ts - 1) == 2
+
+
+def _table(snapshot, db: str, name: str) -> TableInfo:
+    return next(t for d, t in snapshot.tables_with_rows() if (d.name, t.name) == (db, name))
+
+
+def _rows_at(tidb, physical_ids: list[int], ts: int) -> int:
+    return sum(len(snapshot_scan(tidb.cluster, *table_record_span(pid), ts)) for pid in physical_ids)
