@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.table_plan import (
     BOUND_BARRIER,
@@ -24,20 +25,22 @@ from tidelake.merge.table_plan import (
 @dataclass(frozen=True)
 class Event:
     commit_ts: int
+    action: int = 0
 
 
 class History:
     """Physical ids change at each DDL ts (as TRUNCATE does); DDLs at the given ts."""
 
-    def __init__(self, ddl_ts: list[int], ids_by_epoch: list[list[int]]) -> None:
+    def __init__(self, ddl_ts: list[int], ids_by_epoch: list[list[int]], action: int = 0) -> None:
         self.ddl_ts = ddl_ts
         self.ids = ids_by_epoch
+        self.action = action
 
     def physical_ids_at(self, table, ts):
         return self.ids[sum(1 for d in self.ddl_ts if d <= ts)]
 
     def next_ddl_after(self, table, ts):
-        return next((Event(d) for d in self.ddl_ts if d > ts), None)
+        return next((Event(d, self.action) for d in self.ddl_ts if d > ts), None)
 
 
 def marks(resolved: dict[int, int], ddl: int = 10_000) -> Watermarks:
@@ -164,3 +167,14 @@ def test_a_barrier_waits_until_the_ids_the_ddl_keeps_are_resolved_to_its_ts():
     assert ready.at_barrier and ready.barrier_event.commit_ts == 400
     replaced = History([400], [[1], [2]])  # TRUNCATE: no id kept, nothing at 400 to wait for
     assert plan_table("t", 399, marks({1: 399}), replaced).at_barrier
+
+
+@pytest.mark.parametrize("action", sorted(COPIES_ROWS_TO_NEW_IDS))
+def test_a_repartitioning_barrier_waits_for_the_rows_copied_into_its_new_ids(action):
+    """REORGANIZE PARTITION / PARTITION BY: the puller lands the copied rows of the new ids at the
+    DDL's ts before it resolves them, so the barrier waits for every id after the DDL."""
+    reorganized = History([400], [[1, 2], [1, 3, 4]], action)  # 2 split into 3 and 4, 1 stays
+    waiting = plan_table("t", 399, marks({1: 400, 2: 399, 3: 400}), reorganized)
+    assert waiting.idle and waiting.reason is None and waiting.upper == 399
+    ready = plan_table("t", 399, marks({1: 400, 2: 399, 3: 400, 4: 400}), reorganized)
+    assert ready.at_barrier and ready.barrier_event.commit_ts == 400

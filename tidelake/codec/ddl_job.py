@@ -127,6 +127,15 @@ _ACTION_LABELS = {
 }
 
 
+# Jobs that copy rows into new physical ids, each row to the partition TiDB's routing of its values
+# picks, in write reorganization, before the job is done (pingcap/tidb pkg/ddl/partition.go
+# `onReorganizePartition`, docs/design/2022-09-29-reorganize-partition.md). The new ids join the
+# feed at the finished ts, so no row event carries the copies: the puller reads them at that ts
+# (docs/sql-front.md#what-the-replica-side-does). REMOVE PARTITIONING copies too, but to one id
+# under the same handles, which the replica follows without them.
+COPIES_ROWS_TO_NEW_IDS = frozenset({ActionType.REORGANIZE_PARTITION, ActionType.ALTER_TABLE_PARTITIONING})
+
+
 class JobState(IntEnum):
     """Job states (docs/wire.md#jobstate-codes). TiCDC replicates only DONE jobs from tidb_ddl_job."""
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from tidelake.codec.column_default import origin_default
-from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS, ActionType
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError, TidelakeError
@@ -141,6 +141,11 @@ def apply_ddl(
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow rows between tables yet")
         _exchange_rows(targets[0], event, partner)
+    elif event.action in COPIES_ROWS_TO_NEW_IDS:
+        if len(targets) > 1:
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
+                                 f"follow rows between partitions yet")
+        _repartition(targets[0], event)
     elif event.action == ActionType.REMOVE_PARTITIONING:
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
@@ -258,6 +263,25 @@ def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner)
     with source_view(source.select(*columns)) as view:
         spark.sql(f"MERGE INTO delta.{quote(replica.path)} t USING {view} s ON {on} "
                   f"WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
+
+
+def _repartition(replica: _Replica, event: DdlEvent) -> None:
+    """REORGANIZE PARTITION / PARTITION BY: the rows of the replaced ids leave the replica; the
+    copies TiDB made under the new ids arrive with the DDL's last commit, as the puller landed them
+    at its ts (docs/sql-front.md#what-the-replica-side-does). A table partitioned for the first
+    time gets `_tidb_partition_id` (empty: every row left). Each step is a no-op when run again."""
+    before, after = event.table_info_before, event.table_info_after
+    handle = [k for k in key_columns(before) if k != PARTITION_ID_COLUMN]
+    if [c.id for c in stored_columns(before)] != [c.id for c in stored_columns(after)] or (
+            [k for k in key_columns(after) if k != PARTITION_ID_COLUMN] != handle):
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} also changed columns or the handle")
+    _delete_physical_ids(replica, event)
+    if is_partitioned(after) and not _has(replica.schema(), PARTITION_ID_COLUMN):
+        target = replica_struct(after)
+        field = target[PARTITION_ID_COLUMN]
+        previous = target.fieldNames()[target.fieldNames().index(PARTITION_ID_COLUMN) - 1]
+        replica.alter(f"ADD COLUMNS ({quote(PARTITION_ID_COLUMN)} {field.dataType.simpleString()} "
+                      f"COMMENT {_sql_string(field.metadata.get('comment', ''))} AFTER {quote(previous)})")
 
 
 def _collapse_partitions(replica: _Replica, event: DdlEvent) -> None:

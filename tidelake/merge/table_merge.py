@@ -228,7 +228,7 @@ class TableMerge:
                 plan = scope.plan(self.key, checkpoint, stats)
             first = None
             if plan.at_barrier:
-                checkpoint = self._ddl(plan.barrier_event, stats)
+                checkpoint = self._ddl(plan.barrier_event)
                 continue
             if plan.idle:
                 if plan.reason is not None and result.windows == result.ddls_applied == 0:
@@ -281,14 +281,14 @@ class TableMerge:
             self.writer = self.delta_rs_writer if small else self.spark_writer
         return self.writer.write(window)
 
-    def _ddl(self, event: DdlEvent, stats: Sequence[FileStat]) -> int:
+    def _ddl(self, event: DdlEvent) -> int:
         """Apply the DDL at its barrier, the history's steps first; the new checkpoint."""
         result = self.result
         if self.scd2 is not None and event.creates_table:  # RECOVER TABLE: no history rows, its ts
             retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, event.table_info_after, (),
                                                     event.commit_ts, self.scope.changelog.bucket_seconds),
                               f"{result.table} history {event.action_name}")
-        finish = self._finish_ddl(event, stats)
+        finish = self._finish_ddl(event)
         partner = self._exchange_partner(event) if event.action == ActionType.EXCHANGE_TABLE_PARTITION else None
         retry_on_conflict(lambda: apply_ddl(self.spark, self.layout, self.key, event, self.catalog, finish, self.scd2,
                                             partner),
@@ -319,10 +319,14 @@ class TableMerge:
                                  f"of {entry.db}.{entry.name} has no version at {event.barrier}; bootstrap both tables")
         return ExchangePartner(entry.path, version)
 
-    def _finish_ddl(self, event: DdlEvent, stats: Sequence[FileStat]) -> Callable[[str], None] | None:
+    def _finish_ddl(self, event: DdlEvent) -> Callable[[str], None] | None:
         """The last commits of a DDL (apply_ddl's `finish`): the history's commit at the DDL's ts D
-        first, then the replica's with the rows committed at exactly D (none for a dropped table)."""
+        first, then the replica's with the rows committed at exactly D (none for a dropped table).
+        Those rows are in the ids after the DDL (ids it removes stop at D - 1), including the rows
+        a re-partitioning copied into its new ids (tidelake.capture.changefeed.copied_rows)."""
         gone = event.drops_table or event.table_info_after is None
+        lo, hi = rows_at_ddl_ts(event)
+        stats = [] if gone else self.scope.changelog.file_stats(event.table_info_after.physical_ids(), lo, hi)
         rows = None if gone else partial(self._merge_at_ddl_ts, event, stats)
         if self.scd2 is None:
             return rows
@@ -341,8 +345,8 @@ class TableMerge:
 
     def _merge_at_ddl_ts(self, event: DdlEvent, stats: Sequence[FileStat], path: str) -> None:
         """The commit that finishes a DDL at its ts D: the rows committed at exactly D, decoded with
-        the schema after it (tidelake.merge.window_spec.rows_at_ddl_ts). `stats` are the plan's, over
-        the ids before the DDL: rows at D are in those ids, so without a file at D nothing is read."""
+        the schema after it (tidelake.merge.window_spec.rows_at_ddl_ts). `stats` are those of the
+        ids after the DDL at D: without a file at D nothing is read."""
         info = event.table_info_after
         lo, hi = rows_at_ddl_ts(event)
         self.writer = None  # the DDL may have changed what the replica allows: chosen again

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS
 from tidelake.lake.layout import DdlSource
 from tidelake.lake.watermarks import Watermarks
 
@@ -195,10 +196,12 @@ def plan_table(
     if next_ts is not None and checkpoint == next_ts - 1:
         # The DDL's last commit also writes the rows committed at exactly its ts (async commit and
         # 1PC can share it; docs/design.md#dml-at-a-ddls-commit-ts): they must have landed, so
-        # every id the DDL keeps must be resolved to it. Ids it removes stop at ts - 1, ids it
-        # creates hold no row at ts.
-        kept = set(physical_ids) & set(history.physical_ids_at(table, next_ts))
-        if any(watermarks.table_resolved.get(pid, 0) < next_ts for pid in kept):
+        # every id the DDL keeps must be resolved to it. Ids it removes stop at ts - 1; ids it
+        # creates hold no row at ts, except the rows a re-partitioning copied into them, which
+        # the puller lands at ts before it resolves them (tidelake.capture.changefeed.copied_rows).
+        after = set(history.physical_ids_at(table, next_ts))
+        holding = after if event.action in COPIES_ROWS_TO_NEW_IDS else set(physical_ids) & after
+        if any(watermarks.table_resolved.get(pid, 0) < next_ts for pid in holding):
             return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_RESOLVED)
         return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_BARRIER, event)
     upper, bound, reason = window_upper(checkpoint, physical_ids, watermarks, next_ts, until_ts)

@@ -2,7 +2,8 @@
 pulled by the real puller, merged, and compared with the upstream at the checkpoint by `verify`:
 a RENAME TABLES swap leaves each replica under its final name with its own rows and columns;
 EXCHANGE PARTITION (with and without validation, twice) moves rows between the two replicas,
-also across a crash after one replica's rows moved; REMOVE PARTITIONING re-keys the replica.
+also across a crash after one replica's rows moved; REMOVE PARTITIONING re-keys the replica;
+REORGANIZE PARTITION and PARTITION BY bring the rows TiDB copied into new partition ids.
 One script, one cluster, one verify: the Spark cost is paid once."""
 
 from __future__ import annotations
@@ -48,6 +49,39 @@ COLLAPSE = [
     "INSERT INTO hp VALUES (5, 5)",
     "DELETE FROM hp WHERE id = 1",
 ]
+# REORGANIZE PARTITION (RANGE and LIST, split and merge) and PARTITION BY (a first partitioning
+# of a table keyed by _tidb_rowid, and a re-partitioning): rows TiDB copied into new partition ids
+# reach the replica through the puller's read at the job's finished ts, DML after lands in them.
+REORGANIZE = [
+    "CREATE TABLE rr (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), "
+    "PARTITION p1 VALUES LESS THAN (20), PARTITION pmax VALUES LESS THAN MAXVALUE)",
+    "INSERT INTO rr VALUES (1, 1), (12, 12), (18, 18), (25, 25), (40, 40)",
+    "ALTER TABLE rr REORGANIZE PARTITION pmax INTO (PARTITION p2 VALUES LESS THAN (30), "
+    "PARTITION pmax VALUES LESS THAN MAXVALUE)",  # split
+    "INSERT INTO rr VALUES (26, 26), (50, 50)",
+    "UPDATE rr SET v = 250 WHERE id = 25",
+    "ALTER TABLE rr REORGANIZE PARTITION p0, p1 INTO (PARTITION p01 VALUES LESS THAN (20))",  # merge
+    "DELETE FROM rr WHERE id = 1",
+    "UPDATE rr SET v = 0 WHERE id = 12",
+    "CREATE TABLE lr (id INT PRIMARY KEY, v INT) PARTITION BY LIST (id) (PARTITION pa VALUES IN (1, 2, 3), "
+    "PARTITION pb VALUES IN (4, 5, 6), PARTITION pc VALUES IN (7, 8, 9))",
+    "INSERT INTO lr VALUES (1, 1), (4, 4), (5, 5), (7, 7), (9, 9)",
+    "ALTER TABLE lr REORGANIZE PARTITION pa, pb INTO (PARTITION pab VALUES IN (1, 2, 3, 4, 5, 6))",  # merge
+    "ALTER TABLE lr REORGANIZE PARTITION pc INTO (PARTITION pc1 VALUES IN (7), PARTITION pc2 VALUES IN (8, 9))",
+    "INSERT INTO lr VALUES (8, 8), (2, 2)",
+    "DELETE FROM lr WHERE id = 4",
+]
+PARTITION_BY = [
+    "CREATE TABLE pb (id INT, v VARCHAR(10))",  # no primary key: rows keyed by _tidb_rowid
+    "INSERT INTO pb VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+    "ALTER TABLE pb PARTITION BY HASH (id) PARTITIONS 3",
+    "INSERT INTO pb VALUES (5, 'e')",
+    "UPDATE pb SET v = 'z' WHERE id = 2",
+    "ALTER TABLE pb PARTITION BY RANGE (id) (PARTITION r0 VALUES LESS THAN (3), "
+    "PARTITION r1 VALUES LESS THAN MAXVALUE)",
+    "DELETE FROM pb WHERE id = 3",
+    "INSERT INTO pb VALUES (6, 'f')",
+]
 # An EXCHANGE waits for the other table's replica to reach the barrier (up to a run more per
 # EXCHANGE), and pt's first EXCHANGE crashes after its rows moved, before its checkpoint.
 MERGE_RUNS = 6
@@ -72,7 +106,8 @@ def test_swapped_and_exchanged_tables_replicate_and_verify(spark, tmp_path):
     from tidelake.merge.merge_log import MergeStatus  # pyspark: imported by this Spark test only
     from tidelake.verify.verifier import Verdict  # pyspark, as above
 
-    layout, reports, verified = replicate_and_verify(spark, tmp_path, DB, SWAP + EXCHANGE + COLLAPSE, MERGE_RUNS,
+    layout, reports, verified = replicate_and_verify(spark, tmp_path, DB,
+                                                     SWAP + EXCHANGE + COLLAPSE + REORGANIZE + PARTITION_BY, MERGE_RUNS,
                                                      (["ddl_apply.before_commit"], crash_pt_exchange()))
     outcomes = [(t.table, t.status, t.reason) for r in reports for t in r.tables]
     failed = [(t.table, t.status) for r in reports for t in r.failed]
@@ -80,11 +115,14 @@ def test_swapped_and_exchanged_tables_replicate_and_verify(spark, tmp_path):
     assert all(t.status not in (MergeStatus.BLOCKED, MergeStatus.ERROR) for t in reports[-1].tables), outcomes
     assert verified.ok, [(v.table, v.status, v.note, v.diffs[:2]) for v in verified.tables]
     tables = {v.table: v for v in verified.tables}
-    assert set(tables) == {f"{DB}.{t}" for t in ("live", "shadow", "pt", "nt", "hp")}
+    assert set(tables) == {f"{DB}.{t}" for t in ("live", "shadow", "pt", "nt", "hp", "rr", "lr", "pb")}
     assert all(v.status == Verdict.MATCH for v in tables.values())
     counts = {t: (v.upstream_rows, v.replica_rows) for t, v in tables.items()}
     assert counts[f"{DB}.live"] == (3, 3) and counts[f"{DB}.shadow"] == (2, 2)
     assert counts[f"{DB}.pt"] == (5, 5) and counts[f"{DB}.nt"] == (3, 3)  # pt: 1, 2, 11, 15, 25; nt: 3, 5, 7
     assert counts[f"{DB}.hp"] == (4, 4)
+    assert counts[f"{DB}.rr"] == (6, 6) and counts[f"{DB}.lr"] == (6, 6) and counts[f"{DB}.pb"] == (5, 5)
+    stopped = [(t.table, t.reason) for r in reports for t in r.tables if t.status == MergeStatus.STOPPED]
+    assert not stopped, stopped
     names = sorted(f"{e.db}.{e.name}" for e in read_entries(layout).values())
     assert names == sorted(tables)  # no replica left under an intermediate name

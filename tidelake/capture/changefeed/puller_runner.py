@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tidelake import tso
+from tidelake.capture.changefeed.copied_rows import land_copied_rows
 from tidelake.capture.changefeed.ddl_puller import (
     DdlPuller,
     Fence,
@@ -35,6 +36,7 @@ from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.lander import Lander, LanderClosedError
 from tidelake.capture.landing.resident_memory import ResidentGrowth
 from tidelake.capture.puller_errors import PullerError
+from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
@@ -156,6 +158,7 @@ class PullerRunner:
         self._retirement: Retirement | None = None
         self._feed: EventFeedClient | None = None
         self._keeper: GCSafepointKeeper | None = None
+        self._reader: SnapshotReader | None = None
         self._gc_safepoint: int | None = None
         self.metrics = PullerMetrics(self.metrics_state)
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -202,7 +205,7 @@ class PullerRunner:
                           cancel=self._stop)
         except StopRequested as exc:
             return RunSummary(0, 0, 0, {}, 0, left=f"stopped before PD answered ({exc}); the lake is unchanged")
-        reader = SnapshotReader(pd, cfg.upstream.tls)
+        reader = self._reader = SnapshotReader(pd, cfg.upstream.tls)
         keeper = self._keeper = GCSafepointKeeper(pd, cfg.gc_service_id + self.shard.suffix(), cfg.upstream.gc_ttl_s)
         layout = LakeLayout.from_config(cfg.lake)
         feed: EventFeedClient | None = None
@@ -482,16 +485,23 @@ class PullerRunner:
             self._report_ddl_resolved()
 
     def _on_job(self, pulled: PulledJob) -> None:
-        """Land the job's rows (shard 0) and move this shard's tables in or out of the feed."""
+        """Land the job's rows (shard 0) and move this shard's tables in or out of the feed. The
+        rows a job copied into new ids are landed first, before its `ddl` row and the ids'
+        resolved ts (tidelake.capture.changefeed.copied_rows)."""
         self._jobs += 1
         finished = pulled.finished_ts
+        joined = self._owned(pulled.effect.joined)
+        if pulled.job.type in COPIES_ROWS_TO_NEW_IDS and joined:
+            copied = land_copied_rows(self._reader, self._lander, joined, finished)
+            log.info("DDL job %d copied %d rows into physical ids %s; landed as puts at %d", pulled.job.id, copied,
+                     sorted(joined), finished)
         if self.shard.lands_ddl and pulled.rows:
             self._lander.add_ddl(pulled.rows)
         for pid in self._owned(pulled.effect.left):
             self._leaving[pid] = finished
             if self._table_resolved.get(pid, 0) >= finished - 1:
                 self._leave(pid)
-        for pid in self._owned(pulled.effect.joined):
+        for pid in joined:
             if self._leaving.pop(pid, None) is not None:
                 continue  # left and came back before its feed was closed: it never stopped
             # No row of a table is at or below the ts it joins at (docs/metadata.md#boundary-semantics).
