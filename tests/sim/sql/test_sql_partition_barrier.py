@@ -1,4 +1,4 @@
-"""`verify` of a replica waiting at a DROP PARTITION (tidelake.verify.verifier.ids_holding_rows), end to
+"""`verify` of a replica waiting at a DROP PARTITION (tidelake.verify.verifier.as_held), end to
 end: the merge is capped just below the job's barrier (a run that reaches the barrier applies the
 DDL), so the replica still holds the dropped partition's rows, and so does the upstream at that ts
 (the partition is listed under dropping_definitions, its rows intact); verify must scan it and find
