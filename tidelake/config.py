@@ -104,12 +104,23 @@ class FilterConfig:
 
 
 @dataclass(frozen=True)
+class LeaseSettings:
+    """The replica writers' leases (tidelake.lake.lease): a lease not renewed for `ttl_s` may be
+    taken over; its holder renews it every `renew_s`; a second writer waits up to `wait_s` for it."""
+
+    ttl_s: float = 120.0
+    renew_s: float = 20.0
+    wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class LakeConfig:
     root: str
     commit_bucket_s: int = 3600
     # Passed to delta-rs as-is: endpoint, region, credentials, conditional-put/locking for
     # object stores (delta-rs "Storage configuration"); empty for a local folder.
     storage_options: dict[str, str] = field(default_factory=dict)
+    leases: LeaseSettings = field(default_factory=LeaseSettings)
 
 
 @dataclass(frozen=True)
@@ -292,6 +303,13 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     if commit_bucket_s < MIN_COMMIT_BUCKET_S or commit_bucket_s != int(commit_bucket_s):
         raise lake.bad("commit_bucket", "a whole number of seconds >= 1m like '1h' (partition labels name the "
                        "minute)", lake.raw("commit_bucket"))
+    defaults = LeaseSettings()
+    lease_ttl_s = lake.duration("lease_ttl", defaults.ttl_s)
+    leases = LeaseSettings(ttl_s=lease_ttl_s, renew_s=lake.duration("lease_renew", min(defaults.renew_s, lease_ttl_s / 3)),
+                           wait_s=lake.duration("lease_wait", defaults.wait_s))
+    # Two renewals per TTL at least: one late renewal must not let the lease expire under its holder.
+    if leases.renew_s * 2 > leases.ttl_s:
+        raise lake.bad("lease_renew", f"a duration at most half of lease_ttl ({leases.ttl_s:g}s)", lake.raw("lease_renew"))
     options = lake.section("storage_options")
     storage_options = options.string_table()
     lake.done()
@@ -349,7 +367,8 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
         upstream=UpstreamConfig(pd=tuple(pd), tls=tls, gc_ttl_s=gc_ttl_s, connection=connection),
-        lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s), storage_options=storage_options),
+        lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s), storage_options=storage_options,
+                        leases=leases),
         start_ts=start_ts,
         filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),
         puller=puller_config,

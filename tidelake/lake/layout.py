@@ -14,7 +14,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from tidelake.config import LakeConfig
+from tidelake.config import LakeConfig, LeaseSettings
 from tidelake.errors import InputError
 from tidelake.lake.object_store import lake_storage_options
 
@@ -126,15 +126,17 @@ def spark_ddl(schema: pa.Schema) -> str:
 class LakeLayout:
     """Paths of one lake. `root` is a local folder or an object-store URI (s3://, s3a://, abfss://,
     gs://); `storage_options` are passed to delta-rs as-is (credentials, endpoints). An s3 root
-    given without options takes them from the AWS environment (tidelake.lake.object_store)."""
+    given without options takes them from the AWS environment (tidelake.lake.object_store).
+    `leases` time the replica writers' leases (tidelake.lake.lease)."""
 
     root: str
     storage_options: dict[str, str] | None = field(default=None, compare=False)
+    leases: LeaseSettings = field(default_factory=LeaseSettings, compare=False)
 
     @classmethod
     def from_config(cls, lake: LakeConfig) -> LakeLayout:
-        """The lake a changefeed's [lake] section names, with its storage options."""
-        return cls(lake.root, lake_storage_options(lake.root, lake.storage_options))
+        """The lake a changefeed's [lake] section names, with its storage options and lease timing."""
+        return cls(lake.root, lake_storage_options(lake.root, lake.storage_options), lake.leases)
 
     def __post_init__(self) -> None:
         if not self.root:
@@ -162,6 +164,11 @@ class LakeLayout:
     @property
     def syncpoints(self) -> str:
         return f"{self.tidelake_root}/syncpoints"
+
+    @property
+    def leases_root(self) -> str:
+        """Folder of the writers' lease records (tidelake.lake.lease), not a Delta table."""
+        return f"{self.tidelake_root}/leases"
 
     def replica_path(self, db: str, table: str) -> str:
         """Replica of upstream `db`.`table`; names are used verbatim (TiDB names cannot hold '/')."""
