@@ -1,0 +1,284 @@
+"""Writer leases: one process at a time writes a replica, whoever started it (a DAG task, an
+operator's `tidelake merge`, maintenance), and its commits carry the lease's fencing token.
+
+A lease is a folder of records, one per token; the highest is the current lease. Taking it creates
+the next token's record, so of two takers one wins (create-if-absent, tidelake.lake.lease_store).
+A record names its holder and an expiry a background thread pushes forward every `renew_s`; once it
+passes (a killed holder), the next taker creates the next token. Right before each commit a writer
+checks its record is still the highest and unexpired (fence_token) and records its token.
+Owner: the replica writers' runs (merge, maintenance, bootstrap). More: docs/operations.md#writer-leases.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+
+from tidelake.config import LeaseSettings
+from tidelake.errors import TidelakeError
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease_store import LeaseStore, lease_store
+
+log = logging.getLogger(__name__)
+
+LEASE_METADATA_KEY = "tidelake.lease"  # the fencing token in a commit's userMetadata
+EXIT_HELD = 75  # sysexits.h EX_TEMPFAIL, as `tidelake merge` answers when every table is blocked
+_POLL_S = 1.0  # between looks at a held lease while waiting for it
+_COMMAND_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Holder:
+    host: str
+    pid: int
+    command: str
+    started: str  # ISO UTC, when the lease was taken
+
+    @classmethod
+    def this_process(cls) -> Holder:
+        argv = [os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]]
+        return cls(socket.gethostname(), os.getpid(), " ".join(argv)[:_COMMAND_CHARS],
+                   datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    token: int
+    nonce: str  # tells two holders of one token apart (a record removed by hand and taken again)
+    holder: Holder
+    expires_at: float  # Unix seconds on the holder's clock
+    released: bool = False
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> LeaseRecord | None:
+        """None for a record that is not one (edited by hand): it holds nothing."""
+        try:
+            data = json.loads(body)
+            return cls(int(data["token"]), str(data["nonce"]), Holder(**data["holder"]),
+                       float(data["expires_at"]), bool(data.get("released", False)))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def live(self, now: float) -> bool:
+        return not self.released and self.expires_at > now
+
+
+class LeaseHeld(TidelakeError):
+    """Another process holds the lease: the one line names it (host, pid, command, since)."""
+
+    exit_code = EXIT_HELD
+
+    def __init__(self, name: str, label: str, record: LeaseRecord, waited_s: float) -> None:
+        h = record.holder
+        left = max(record.expires_at - time.time(), 0.0)
+        waited = f"; waited {waited_s:.0f}s" if waited_s >= 1 else ""
+        super().__init__(f"{label} is being written by `{h.command}` (host {h.host}, pid {h.pid}) since "
+                         f"{h.started}: lease {name} token {record.token} expires in {left:.0f}s unless "
+                         f"renewed{waited}")
+        self.record = record
+
+
+class LeaseLost(TidelakeError):
+    """This process no longer holds its lease (expired unrenewed, or taken over): it must not commit."""
+
+
+@dataclass
+class Lease:
+    """One lease this process holds; its methods are safe from any thread (one lock per lease)."""
+
+    store: LeaseStore
+    name: str
+    label: str
+    record: LeaseRecord
+    version: str
+    settings: LeaseSettings
+    lost: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def token(self) -> int:
+        return self.record.token
+
+    def renew(self) -> None:
+        """Push the expiry forward; a store error is logged and retried at the next renewal
+        (the lease then expires on its own if the store stays away)."""
+        with self._lock:
+            if self.lost is not None:
+                return
+            record = replace(self.record, expires_at=time.time() + self.settings.ttl_s)
+            try:
+                # Never push a superseded record's expiry: it would look live again were the newer removed.
+                tokens = self.store.tokens(self.name)
+                version = (self.store.overwrite(self.name, self.token, record.to_bytes(), self.version)
+                           if tokens and tokens[-1] == self.token else None)
+            except Exception as exc:  # the store's own errors vary by store; the next renewal retries
+                log.warning("could not renew the lease of %s: %s", self.label, exc)
+                return
+            if version is None:
+                self.lost = f"its record {self.token} was superseded, replaced or removed"
+                log.error("lost the lease of %s: %s", self.label, self.lost)
+                return
+            self.record, self.version = record, version
+
+    def check(self) -> int:
+        """The token, after checking the lease is still this process's (LeaseLost if not)."""
+        with self._lock:
+            if self.lost is None and time.time() >= self.record.expires_at:
+                self.lost = f"it expired at {_iso(self.record.expires_at)} without a renewal"
+            if self.lost is None:
+                tokens = self.store.tokens(self.name)
+                if not tokens or tokens[-1] != self.token:
+                    self.lost = f"token {tokens[-1]} took it over" if tokens else "its records were removed"
+                else:
+                    stored = self.store.read(self.name, self.token)
+                    found = LeaseRecord.from_bytes(stored.body) if stored is not None else None
+                    if found is None or found.nonce != self.record.nonce:
+                        self.lost = f"its record {self.token} was replaced or removed"
+            if self.lost is not None:
+                raise LeaseLost(f"{self.label}: lease {self.name} token {self.token} is no longer held by this "
+                                f"process ({self.lost}); nothing more is committed")
+            return self.token
+
+    def release(self) -> None:
+        """Mark the record released (kept: the next taker numbers its token after it)."""
+        with self._lock:
+            if self.lost is not None:
+                return
+            record = replace(self.record, released=True, expires_at=time.time())
+            try:
+                if self.store.overwrite(self.name, self.token, record.to_bytes(), self.version) is not None:
+                    self.record = record
+            except Exception as exc:  # it then expires after the TTL
+                log.warning("could not release the lease of %s (it expires in %.0fs): %s", self.label,
+                            self.record.expires_at - time.time(), exc)
+            self.lost = "released"
+
+
+def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, holder: Holder,
+         deadline: float) -> Lease:
+    """Take lease `name`, waiting for a live holder until `deadline` (time.monotonic()); LeaseHeld
+    when it is still held then. A lease whose record expired unreleased is taken over."""
+    started = time.monotonic()
+    while True:
+        tokens = store.tokens(name)
+        top = tokens[-1] if tokens else 0
+        if top:
+            stored = store.read(name, top)
+            if stored is None:  # removed between the listing and the read: look again
+                continue
+            current = LeaseRecord.from_bytes(stored.body)
+            if current is not None and current.live(time.time()):
+                if time.monotonic() >= deadline:
+                    raise LeaseHeld(name, label, current, time.monotonic() - started)
+                time.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
+                continue
+            if current is not None and not current.released:
+                log.warning("taking over the lease of %s: lease %d of `%s` (host %s, pid %d) expired at %s",
+                            label, top, current.holder.command, current.holder.host, current.holder.pid,
+                            _iso(current.expires_at))
+        record = LeaseRecord(top + 1, uuid.uuid4().hex, holder, time.time() + settings.ttl_s)
+        version = store.create(name, record.token, record.to_bytes())
+        if version is None:  # another taker created this token first: look again
+            continue
+        for old in tokens[:-1]:  # the predecessor stays: a listing racing this one still sees a token
+            store.delete(name, old)
+        return Lease(store, name, label, record, version, settings)
+
+
+class Leases:
+    """The leases a run holds, by key, renewed by one background thread until closed; `refused`
+    are the keys another process holds."""
+
+    def __init__(self, settings: LeaseSettings, held: dict[Hashable, Lease],
+                 refused: dict[Hashable, LeaseHeld], fenced: bool) -> None:
+        self.settings, self.held, self.refused, self.fenced = settings, held, refused, fenced
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="tidelake-leases", daemon=True)
+        if held:
+            self._thread.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.settings.renew_s):
+            for lease in list(self.held.values()):
+                lease.renew()
+
+    @contextmanager
+    def fencing(self, key: Hashable) -> Iterator[None]:
+        """Commits in this block (this thread or task) are checked against `key`'s lease and carry
+        its token (fence_token)."""
+        reset = _current.set(self.held.get(key))
+        try:
+            yield
+        finally:
+            _current.reset(reset)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        for lease in self.held.values():
+            lease.release()
+
+
+@contextmanager
+def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]]) -> Iterator[Leases]:
+    """Hold the leases `names` (key -> (lease name, label in messages)) of `layout`'s lake for the
+    block, waiting up to the lake's lease_wait for those held elsewhere; the ones still held then
+    are `refused`. On a store without a conditional write nothing is held and nothing fenced."""
+    settings = layout.leases
+    store = lease_store(layout.leases_root, layout.storage_options)
+    held: dict[Hashable, Lease] = {}
+    refused: dict[Hashable, LeaseHeld] = {}
+    if store is None:
+        log.warning("%s has no conditional write wired for leases: its writers are not fenced", layout.root)
+    else:
+        holder = Holder.this_process()
+        deadline = time.monotonic() + settings.wait_s
+        try:
+            for key, (name, label) in names.items():
+                try:
+                    held[key] = take(store, name, label, settings, holder, deadline)
+                except LeaseHeld as exc:
+                    refused[key] = exc
+        except BaseException:
+            for lease in held.values():
+                lease.release()
+            raise
+    leases = Leases(settings, held, refused, store is not None)
+    try:
+        yield leases
+    finally:
+        leases.close()
+
+
+def replica_lease(table_key: int) -> str:
+    """The lease of the replica (and its history table) of the catalog's table `table_key`."""
+    return f"replica-{int(table_key)}"
+
+
+def fence_token() -> int | None:
+    """The token of the lease the current commit is made under, checked against the store right
+    now (LeaseLost when this process lost it); None outside any lease (tests, unfenced stores)."""
+    lease = _current.get()
+    return lease.check() if lease is not None else None
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+_current: ContextVar[Lease | None] = ContextVar("tidelake_lease", default=None)

@@ -1,0 +1,201 @@
+"""Where lease records live and the one atomic primitive they rely on: create-if-absent. A local
+folder creates a record by hard-linking a complete temporary file to its name (link(2) fails
+with EEXIST, and a reader never sees a half-written record); an S3 store by a PUT with
+`If-None-Match: *` (answered 412 when the key exists). A holder rewrites only its own record
+(S3: `If-Match` on its ETag). Owner: tidelake.lake.lease, the only caller.
+
+More: docs/operations.md#writer-leases.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlparse
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from tidelake.lake.object_store import is_s3, setting_of
+
+RECORD_SUFFIX = ".json"
+_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
+_MISSING_CODES = ("NoSuchKey", "404")
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    body: bytes
+    version: str  # what overwrite() must be given: an ETag on S3, the file's inode/mtime locally
+
+
+class LeaseStore(Protocol):
+    """A lease's records: one per fencing token, named by it, under the lease's folder."""
+
+    def tokens(self, lease: str) -> list[int]:
+        """The tokens of `lease`'s records, ascending."""
+        ...
+
+    def create(self, lease: str, token: int, body: bytes) -> str | None:
+        """Create the record of `token` holding `body`; its version, or None when it exists already."""
+        ...
+
+    def read(self, lease: str, token: int) -> StoredRecord | None:
+        """The record of `token`; None when there is none."""
+        ...
+
+    def overwrite(self, lease: str, token: int, body: bytes, version: str) -> str | None:
+        """Replace the record of `token` if it is still `version`; its new version, or None
+        when it changed or is gone."""
+        ...
+
+    def delete(self, lease: str, token: int) -> None:
+        """Remove the record of `token` (no error when it is gone)."""
+        ...
+
+
+def record_name(token: int) -> str:
+    """Fixed width, so the names sort as the tokens do."""
+    return f"{token:020d}{RECORD_SUFFIX}"
+
+
+def token_of(name: str) -> int | None:
+    stem = name[:-len(RECORD_SUFFIX)] if name.endswith(RECORD_SUFFIX) else ""
+    return int(stem) if stem.isdigit() else None
+
+
+class LocalLeaseStore:
+    """Records as files under a local folder."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    def tokens(self, lease: str) -> list[int]:
+        try:
+            names = os.listdir(self.root / lease)
+        except FileNotFoundError:
+            return []
+        return sorted(t for t in map(token_of, names) if t is not None)
+
+    def create(self, lease: str, token: int, body: bytes) -> str | None:
+        folder = self.root / lease
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = self._staged(folder, body)
+        try:
+            os.link(staged, folder / record_name(token))
+        except FileExistsError:
+            return None
+        finally:
+            staged.unlink()
+        return self._version(folder / record_name(token))
+
+    def read(self, lease: str, token: int) -> StoredRecord | None:
+        path = self.root / lease / record_name(token)
+        try:
+            return StoredRecord(path.read_bytes(), self._version(path))
+        except FileNotFoundError:
+            return None
+
+    def overwrite(self, lease: str, token: int, body: bytes, version: str) -> str | None:
+        # Only the holder rewrites its record, so a check then an atomic rename is enough here.
+        current = self.read(lease, token)
+        if current is None or current.version != version:
+            return None
+        folder = self.root / lease
+        os.replace(self._staged(folder, body), folder / record_name(token))
+        written = self.read(lease, token)
+        return written.version if written is not None else None
+
+    def delete(self, lease: str, token: int) -> None:
+        (self.root / lease / record_name(token)).unlink(missing_ok=True)
+
+    @staticmethod
+    def _version(path: Path) -> str:
+        stat = path.stat()
+        return f"{stat.st_ino}:{stat.st_mtime_ns}"
+
+    @staticmethod
+    def _staged(folder: Path, body: bytes) -> Path:
+        staged = folder / f".staged-{uuid.uuid4().hex}"
+        with open(staged, "xb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        return staged
+
+
+class S3LeaseStore:
+    """Records as objects under the lake's prefix, written with S3 conditional PUTs."""
+
+    def __init__(self, root: str, storage_options: dict[str, str] | None) -> None:
+        url = urlparse(root)
+        self.bucket, self.prefix = url.netloc, url.path.strip("/")
+        options = storage_options or {}
+        self.client = boto3.client(
+            "s3", endpoint_url=setting_of(options, "endpoint"), region_name=setting_of(options, "region"),
+            aws_access_key_id=setting_of(options, "access_key_id"),
+            aws_secret_access_key=setting_of(options, "secret_access_key"),
+            aws_session_token=setting_of(options, "session_token"),
+            config=Config(connect_timeout=10, read_timeout=20, retries={"mode": "standard", "max_attempts": 3}),
+        )
+
+    def _key(self, lease: str, token: int | None = None) -> str:
+        folder = f"{self.prefix}/{lease}/" if self.prefix else f"{lease}/"
+        return folder if token is None else folder + record_name(token)
+
+    def tokens(self, lease: str) -> list[int]:
+        found = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key(lease))
+        for page in pages:
+            found += [t for o in page.get("Contents", []) if (t := token_of(o["Key"].rsplit("/", 1)[-1])) is not None]
+        return sorted(found)
+
+    def create(self, lease: str, token: int, body: bytes) -> str | None:
+        try:
+            answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
+                                            IfNoneMatch="*")
+        except ClientError as exc:
+            if _code(exc) in _CONFLICT_CODES:
+                return None
+            raise
+        return answer["ETag"]
+
+    def read(self, lease: str, token: int) -> StoredRecord | None:
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(lease, token))
+        except ClientError as exc:
+            if _code(exc) in _MISSING_CODES:
+                return None
+            raise
+        return StoredRecord(answer["Body"].read(), answer["ETag"])
+
+    def overwrite(self, lease: str, token: int, body: bytes, version: str) -> str | None:
+        try:
+            answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
+                                            IfMatch=version)
+        except ClientError as exc:
+            if _code(exc) in (*_CONFLICT_CODES, *_MISSING_CODES):
+                return None
+            raise
+        return answer["ETag"]
+
+    def delete(self, lease: str, token: int) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(lease, token))
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def lease_store(root: str, storage_options: dict[str, str] | None) -> LeaseStore | None:
+    """The store of the lease records under `root` (the lake's leases folder); None for an object
+    store other than S3 (no conditional write wired yet: its writers are not fenced)."""
+    if is_s3(root):
+        return S3LeaseStore(root, storage_options)
+    if "://" in root and not root.startswith("file://"):
+        return None
+    return LocalLeaseStore(root.removeprefix("file://"))
