@@ -126,7 +126,10 @@ def test_sigkill_between_creating_the_replica_and_its_rows_then_a_rerun_is_corre
     from tidelake.config import load_config
 
     tidb, _ = shop
-    toml = write_config(tmp_path / "cf.toml", config_doc(sim, tmp_path / "lake"))
+    doc = config_doc(sim, tmp_path / "lake")
+    # Short leases: the killed run's lease is taken over seconds after, its replica refused till then.
+    doc["lake"].update(lease_ttl="3s", lease_renew="1s", lease_wait="30s")
+    toml = write_config(tmp_path / "cf.toml", doc)
     path = f"{tmp_path}/lake/shop/big"
     created = tmp_path / "lake" / "shop" / "big" / "_delta_log" / "00000000000000000000.json"
     with (tmp_path / "bootstrap.log").open("wb") as log:

@@ -3,6 +3,7 @@ retired physical id), OPTIMIZE compacting a replica's files, VACUUM deleting the
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.lake.checkpoint import MERGE_APP_ID, read_checkpoint
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import LEASE_METADATA_KEY, hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.schema_history import SchemaHistory
@@ -90,6 +92,8 @@ def test_retention_optimize_vacuum(spark, tmp_path):
     files_after = _parquet_files(path)
     assert len(files_after) == 1 and not set(files_after) & set(files_before)  # compacted, old ones vacuumed
     assert read_checkpoint(path) == truncated + HOUR  # OPTIMIZE keeps the checkpoint
+    (optimized,) = [c for c in DeltaTable(path).history() if c["operation"] == "OPTIMIZE"]
+    assert json.loads(optimized["userMetadata"]) == {LEASE_METADATA_KEY: 1}  # made under the replica's lease
     assert sorted(r["id"] for r in DeltaTable(path).to_pyarrow_table().to_pylist()) == [start, truncated + HOUR]
 
 
@@ -124,6 +128,24 @@ def test_a_lost_changelog_compaction_race_is_one_line_and_vacuum_still_runs(tmp_
     assert layout.changelog not in report.optimized and report.vacuumed == [layout.changelog]
     assert [r.message for r in caplog.records if "compaction lost" in r.message] == [
         "changelog compaction lost a commit race, left for the next run: a concurrent append won"]
+
+
+def test_a_replica_another_writer_holds_is_skipped_naming_the_holder(tmp_path):
+    layout = LakeLayout(str(tmp_path))
+    up = Upstream(ts=tso.compose(1_800_000_000_000))
+    up.create_schema("shop")
+    up.create_table("shop", "a", [("id", "bigint", "pk")])
+    feed = DdlFeed(up)
+    DdlWriter(layout, "puller").insert(feed.rows, 1)
+    key = SchemaHistory(feed.rows).tables()[0]
+    path = ReplicaCatalog(layout).assign(key, "shop", "a", up.ts).path
+    _replica_commit(path, up.ts)
+    with hold(layout, {key: (replica_lease(key), "replica of shop.a")}) as merge:
+        assert key in merge.held
+        report = run_maintenance(NoSpark(), layout, changelog_retention=False)  # NoSpark: no OPTIMIZE or VACUUM
+    assert path not in report.optimized and path not in report.vacuumed
+    (line,) = report.skipped.values()
+    assert line.startswith("replica of shop.a is being written by `") and "token 1 expires in" in line
 
 
 def test_maintenance_drops_merge_log_entries_past_the_retention_and_keeps_the_latest(tmp_path):

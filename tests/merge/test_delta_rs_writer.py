@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, replica_rows
-from merge.overtaking_job import merge_overtaken
+from merge.overtaking_job import merge_overtaken, unleased_runs
 
 from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import read_checkpoint
@@ -131,7 +131,8 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
         if not raced:
             raced.append(hi)
             monkeypatch.setattr(ChangelogSnapshot, "last_changes", real_read)
-            (other,) = run_merge(spark, lake.layout, until_ts=hi, write_log=False).tables  # the other job
+            with unleased_runs(monkeypatch):  # the other job, which lost its lease mid-write
+                (other,) = run_merge(spark, lake.layout, until_ts=hi, write_log=False).tables
             assert other.rows_in == 3
         return real_read(snapshot, ids, lo, hi)
 

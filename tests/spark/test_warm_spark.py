@@ -7,6 +7,7 @@ the fed lake (lake_fixtures.FedLake.expected_rows), as the local merge tests do.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -17,7 +18,8 @@ import pytest
 from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, replica_rows
 
-from tidelake.lake.checkpoint import checkpoint_metadata, read_checkpoint
+from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, checkpoint_metadata, read_checkpoint
+from tidelake.lake.lease import LEASE_METADATA_KEY
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.merge.txn_confs import TXN_VERSION_CONF, txn_confs
@@ -83,7 +85,11 @@ def test_a_client_killed_mid_merge_leaves_nothing_applied_twice(connect_server, 
                 t.delete("shop", "orders", {"id": (i + 1) % 5, "note": ""})
     upper = lake.resolve()
     lake.close()
-    merge = [sys.executable, "-m", "tidelake", "merge", "--lake", lake.layout.root, "--remote", connect_server.url,
+    # Short leases: the killed client's lease is taken over seconds later, its replica held till then.
+    config = tmp_path / "changefeed.toml"
+    config.write_text(f'[changefeed]\nid = "cf"\n[upstream]\npd = ["127.0.0.1:2379"]\n[lake]\nroot = "{lake.layout.root}"\n'
+                      'lease_ttl = "4s"\nlease_renew = "1s"\nlease_wait = "1m"\n')
+    merge = [sys.executable, "-m", "tidelake", "merge", "--config", str(config), "--remote", connect_server.url,
              "--max-chunk-rows", "2"]
 
     def replica_path() -> str | None:
@@ -112,5 +118,7 @@ def test_a_client_killed_mid_merge_leaves_nothing_applied_twice(connect_server, 
     path = replica_path()
     assert read_checkpoint(path) == upper
     assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", upper)
-    merges = [c["userMetadata"] for c in DeltaTable(path).history() if c["operation"] == "MERGE"]
-    assert len(merges) == len(set(merges)) and checkpoint_metadata(upper) in merges
+    merges = [json.loads(c["userMetadata"]) for c in DeltaTable(path).history() if c["operation"] == "MERGE"]
+    checkpoints = [m[CHECKPOINT_METADATA_KEY] for m in merges]
+    assert len(checkpoints) == len(set(checkpoints)) and upper in checkpoints
+    assert any(m.get(LEASE_METADATA_KEY) == 2 for m in merges)  # the rerun took the killed client's lease over

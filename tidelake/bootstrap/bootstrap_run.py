@@ -30,6 +30,7 @@ from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.lake_check import check_lake_root
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.table_starts import StartState, TableStart, TableStarts
@@ -229,6 +230,21 @@ class Bootstrap:
     # --- reading and writing one table ----------------------------------------------------
 
     def _bootstrap_table(self, pd: PDClient, reader: SnapshotReader, plan: TableRead) -> TableResult:
+        """Write one replica under its lease (LeaseHeld, one line, while another writer holds it);
+        a replica another bootstrap wrote while this one waited for the lease is skipped."""
+        key = self._table_key(plan.db.name, plan.info)
+        with hold(self.layout, {key: (replica_lease(key), f"replica of {plan.name}")}) as leases:
+            if key in leases.refused:
+                raise leases.refused[key]
+            path = self._replica_path(plan.db.name, plan.info)
+            checkpoint = read_checkpoint(path, self.layout.storage_options)
+            if checkpoint is not None:
+                self.say(f"{plan.name}: written meanwhile by another writer, at checkpoint {checkpoint}; skipped")
+                return TableResult(plan.name, checkpoint, path, "skipped")
+            with leases.fencing(key):
+                return self._snapshot_table(pd, reader, plan)
+
+    def _snapshot_table(self, pd: PDClient, reader: SnapshotReader, plan: TableRead) -> TableResult:
         ranges = [r for pid in plan.physical_ids for r in region_ranges(pd, pid)]
         progress = TableProgress(plan.name, len(ranges), self.options.progress_interval_s, self._out)
         path = self._replica_path(plan.db.name, plan.info, plan.ts)
@@ -250,13 +266,17 @@ class Bootstrap:
 
     def _replica_path(self, db: str, info: TableInfo, ts: int | None = None) -> str:
         """The catalog's path for the table (merge finds the replica there); `ts` registers it."""
-        key = SchemaHistory.load(self.layout).find(db, info.name)
-        table_key = int(key) if key is not None else info.id
+        key = self._table_key(db, info)
         catalog = ReplicaCatalog(self.layout)
         if ts is not None:
-            return catalog.assign(table_key, db, info.name, ts).path
-        entry = catalog.get(table_key)
+            return catalog.assign(key, db, info.name, ts).path
+        entry = catalog.get(key)
         return entry.path if entry is not None else self.layout.replica_path(db, info.name)
+
+    def _table_key(self, db: str, info: TableInfo) -> int:
+        """The catalog's key of the table: its key in the DDL history, else its table id."""
+        key = SchemaHistory.load(self.layout).find(db, info.name)
+        return int(key) if key is not None else info.id
 
     def _write(self, spark: SparkSession, path: str, plan: TableRead, rows: DataFrame) -> None:
         write_replica(spark, path, plan.info, rows, plan.ts, self.layout.storage_options)

@@ -3,7 +3,8 @@
 
 Compacts (OPTIMIZE) and vacuums the replicas, drops changelog partitions every replica has
 merged past and merge-log entries older than its retention (tidelake.maintenance.lake_upkeep.run_maintenance). The maintenance DAG runs this through
-spark_jobs/maintenance.py. Owner: `tidelake maintenance`.
+spark_jobs/maintenance.py. A replica another writer holds is skipped with one line naming the holder,
+and the exit code is then 75 (docs/operations.md#writer-leases). Owner: `tidelake maintenance`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import timedelta
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
 from tidelake.errors import InputError
+from tidelake.lake.lease import EXIT_HELD
 from tidelake.maintenance.lake_upkeep import DEFAULT_VACUUM_RETENTION_HOURS, run_maintenance
 from tidelake.merge.merge_log import DEFAULT_RETENTION, RECENT
 from tidelake.spark.spark_session import get_session, release_session
@@ -60,4 +62,6 @@ def _maintenance(args: argparse.Namespace) -> int:
         print(f"optimized {path}: {removed} files compacted")
     for path in report.vacuumed:
         print(f"vacuumed {path}")
-    return 0
+    for reason in report.skipped.values():
+        print(f"skipped: {reason}")
+    return EXIT_HELD if report.skipped else 0

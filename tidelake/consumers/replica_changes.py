@@ -10,14 +10,13 @@ More: docs/internals.md#replica_changes.
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
 from tidelake.errors import InputError
-from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID, REWRITE_METADATA_KEY
+from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID, REWRITE_METADATA_KEY, metadata_int
 
 CHECKPOINT_COLUMN = "_tidelake_checkpoint"
 VERSION_COLUMN = "_commit_version"
@@ -48,21 +47,9 @@ class ChangeRange:
         return self.first_version > self.last_version
 
 
-def _metadata(commit: dict, key: str) -> int | None:
-    """The int under `key` in a commit's userMetadata JSON; None when absent."""
-    meta = commit.get("userMetadata")
-    if not meta:
-        return None
-    try:
-        value = json.loads(meta).get(key)
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
-
-
 def rewrites(commits: list[dict]) -> dict[int, int]:
     """Delta version -> DDL commit ts of each of `commits` that rewrote the replica for a DDL."""
-    found = {commit["version"]: _metadata(commit, REWRITE_METADATA_KEY) for commit in commits}
+    found = {commit["version"]: metadata_int(commit, REWRITE_METADATA_KEY) for commit in commits}
     return {version: ts for version, ts in found.items() if ts is not None}
 
 
@@ -74,7 +61,7 @@ def recorded_checkpoints(commits: list[dict]) -> list[tuple[int, int]]:
     the last version naming a checkpoint is the one that holds it."""
     last: dict[int, int] = {}
     for commit in commits:
-        checkpoint = _metadata(commit, CHECKPOINT_METADATA_KEY)
+        checkpoint = metadata_int(commit, CHECKPOINT_METADATA_KEY)
         if checkpoint is not None:
             last[checkpoint] = max(last.get(checkpoint, -1), commit["version"])
     return sorted(last.items())

@@ -87,6 +87,18 @@ def checkpoint_metadata(version: int) -> str:
     return json.dumps({CHECKPOINT_METADATA_KEY: version})
 
 
+def metadata_int(commit: dict, key: str) -> int | None:
+    """The int under `key` in a commit's userMetadata JSON (DeltaTable.history()); None when absent."""
+    meta = commit.get("userMetadata")
+    if not meta:
+        return None
+    try:
+        value = json.loads(meta).get(key)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
 def rewrite_metadata(ddl_ts: int) -> str:
     """commitInfo.userMetadata of the commit that rewrote a replica for the DDL committed at
     `ddl_ts` (tidelake.merge.ddl_apply); change readers skip it (tidelake.consumers.replica_changes)."""

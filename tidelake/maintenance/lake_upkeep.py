@@ -25,11 +25,12 @@ from tidelake.capture.landing.changelog_retention import (
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.merge.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
 from tidelake.merge.replica_schema import quote
-from tidelake.merge.txn_confs import session_confs
+from tidelake.merge.txn_confs import USER_METADATA_CONF, fenced, session_confs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,6 +53,7 @@ class MaintenanceReport:
     changelog_rows_deleted: int = 0
     changelog_checkpoints: dict[int, int] = field(default_factory=dict)
     merge_log_rows_deleted: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # replica -> why (another writer holds its lease)
 
 
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
@@ -86,6 +88,24 @@ def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
     spark.sql(f"VACUUM delta.{quote(path)} RETAIN {float(retention_hours)!r} HOURS").collect()
 
 
+def _upkeep_replica(spark: SparkSession, layout: LakeLayout, key: int, label: str, paths: list[str],
+                    report: MaintenanceReport, optimize: bool, vacuum_retention_hours: float | None) -> None:
+    """Compact and vacuum one replica and its history table under the replica's lease; skipped,
+    with the holder in `report.skipped`, while another writer holds it."""
+    with hold(layout, {key: (replica_lease(key), label)}) as leases:
+        if key in leases.refused:
+            report.skipped[label] = str(leases.refused[key])
+            return
+        with leases.fencing(key):
+            for path in paths if optimize else ():
+                with session_confs(spark, {USER_METADATA_CONF: fenced("{}")}):
+                    report.optimized[path] = _compact(spark, path)
+            for path in paths if vacuum_retention_hours is not None else ():
+                with session_confs(spark, {USER_METADATA_CONF: fenced("{}")}):
+                    _vacuum(spark, path, vacuum_retention_hours)
+                report.vacuumed.append(path)
+
+
 def run_maintenance(
     spark: SparkSession,
     layout: LakeLayout,
@@ -103,30 +123,29 @@ def run_maintenance(
     if changelog_retention:
         report.changelog_checkpoints = changelog_checkpoints(layout, history, catalog)
         report.changelog_rows_deleted = delete_merged_changelog(layout, report.changelog_checkpoints)
-    paths = [e.path for e in catalog.entries().values() if read_checkpoint(e.path, layout.storage_options) is not None]
-    paths += [h for h in (history_path(layout, p) for p in paths) if history_checkpoint(h, layout.storage_options) is not None]
+    replicas: dict[int, tuple[str, list[str]]] = {}  # key -> (label, the replica and its history table)
+    for key, entry in catalog.entries().items():
+        if read_checkpoint(entry.path, layout.storage_options) is not None:
+            scd2 = history_path(layout, entry.path)
+            replicas[key] = (f"replica of {entry.db}.{entry.name}",
+                             [entry.path, *([scd2] if history_checkpoint(scd2, layout.storage_options) is not None else [])])
+    confs = {}
+    if vacuum and vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
+        confs[RETENTION_CHECK_CONF] = "false"
+    if vacuum and spark.conf.get(LISTING_CONF, None) is None:
+        confs[LISTING_CONF] = str(VACUUM_LISTING_TASKS)
+    with session_confs(spark, confs):
+        for key, (label, paths) in replicas.items():
+            _upkeep_replica(spark, layout, key, label, paths, report, optimize, vacuum_retention_hours if vacuum else None)
     changelog = open_changelog(layout)
-    if optimize:
-        for path in paths:
-            report.optimized[path] = _compact(spark, path)
-        if changelog is not None:
-            try:
-                report.optimized[layout.changelog] = compact_changelog(changelog)
-            except CommitFailedError as exc:  # a puller appended meanwhile: the next run compacts
-                _log.warning("changelog compaction lost a commit race, left for the next run: %s", exc)
-    if vacuum:
-        confs = {}
-        if vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
-            confs[RETENTION_CHECK_CONF] = "false"
-        if spark.conf.get(LISTING_CONF, None) is None:
-            confs[LISTING_CONF] = str(VACUUM_LISTING_TASKS)
-        with session_confs(spark, confs):
-            for path in paths:
-                _vacuum(spark, path, vacuum_retention_hours)
-                report.vacuumed.append(path)
-            if changelog is not None:
-                vacuum_changelog(changelog, vacuum_retention_hours)
-                report.vacuumed.append(layout.changelog)
+    if optimize and changelog is not None:
+        try:
+            report.optimized[layout.changelog] = compact_changelog(changelog)
+        except CommitFailedError as exc:  # a puller appended meanwhile: the next run compacts
+            _log.warning("changelog compaction lost a commit race, left for the next run: %s", exc)
+    if vacuum and changelog is not None:
+        vacuum_changelog(changelog, vacuum_retention_hours)
+        report.vacuumed.append(layout.changelog)
     log = open_merge_log(layout) if merge_log else None
     if log is not None:
         try:

@@ -49,7 +49,7 @@ from tidelake.merge.replica_schema import (
 )
 from tidelake.merge.scd2_history import close_versions
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
-from tidelake.merge.txn_confs import writer_txn_options
+from tidelake.merge.txn_confs import fenced, writer_txn_options
 from tidelake.merge.type_change import can_widen
 from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS
 from tidelake.spark.temp_view import source_view
@@ -296,7 +296,7 @@ def _collapse_partitions(replica: _Replica, event: DdlEvent) -> None:
         return
     rows = replica.spark.read.format("delta").load(replica.path).drop(PARTITION_ID_COLUMN)
     (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-     .option("userMetadata", rewrite_metadata(event.commit_ts)).save(replica.path))
+     .option("userMetadata", fenced(rewrite_metadata(event.commit_ts))).save(replica.path))
     failpoint("ddl_apply.after_rewrite", replica.path)
 
 
@@ -402,7 +402,7 @@ def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
     rows = replica.spark.read.format("delta").load(replica.path).select(*columns)
     try:
         (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-         .option("userMetadata", rewrite_metadata(ddl_ts)).save(replica.path))
+         .option("userMetadata", fenced(rewrite_metadata(ddl_ts))).save(replica.path))
     except PySparkException as exc:
         if not casts:
             raise

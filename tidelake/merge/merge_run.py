@@ -27,6 +27,7 @@ from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import Leases, hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
@@ -98,8 +99,32 @@ def run_merge(
     history = scope.history
     keys = history.select(tables or ([rebuild] if rebuild is not None else None))
     if rebuild is not None:
-        keys = _start_rebuild(layout, history, rebuild, keys)
+        (rebuilt,) = history.select([rebuild])
+        keys = keys if rebuilt in keys else [*keys, rebuilt]
     report = MergeReport(uuid.uuid4().hex, datetime.now(timezone.utc), scope.watermarks)
+    # Every replica this run writes is leased first, before anything is planned from its state.
+    with hold(layout, {key: (replica_lease(key), f"replica of {table_name(history, key)}") for key in keys}) as leases:
+        if rebuild is not None:
+            if rebuilt in leases.refused:
+                raise leases.refused[rebuilt]
+            _start_rebuild(layout, history, rebuild)
+        blocked = [TableResult(int(key), table_name(history, key), MergeStatus.BLOCKED, reason=str(leases.refused[key]))
+                   for key in keys if key in leases.refused]
+        keys = [key for key in keys if key not in leases.refused]
+        outcomes = _merge_tables(spark, scope, keys, threads, report, leases)
+    report.tables = blocked + [result for result, _ in outcomes]
+    if write_log:
+        failpoint("merge.before_log", report.run_id)
+        append_entries(layout, [_log_entry(report.run_id, r, report.started_at) for r in blocked]
+                       + [entry for _, entry in outcomes])
+        write_merge_metrics(layout)  # docs/operations.md#metrics
+    return report
+
+
+def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], threads: int, report: MergeReport,
+                  leases: Leases) -> list[tuple[TableResult, MergeLogEntry]]:
+    """Merge the leased `keys`, up to `threads` at once; each table's commits are fenced by its lease."""
+    layout, history = scope.layout, scope.history
     firsts: dict[TableKey, FirstPlan] = {}
     if len(keys) > 1:
         catalog = ReplicaCatalog(layout)
@@ -121,7 +146,8 @@ def run_merge(
                 except queue.Empty:
                     session = sibling_session(spark)
                     sessions.append(session)
-            result = TableMerge(scope, key, session or spark, firsts.get(key)).run()
+            with leases.fencing(key):
+                result = TableMerge(scope, key, session or spark, firsts.get(key)).run()
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             log.exception("merge of %s failed", table_name(history, key))
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
@@ -142,12 +168,7 @@ def run_merge(
             release_session(session)
         if run_pass is not None:
             close_pass(spark, run_pass)
-    report.tables = [result for result, _ in outcomes]
-    if write_log:
-        failpoint("merge.before_log", report.run_id)
-        append_entries(layout, [entry for _, entry in outcomes])
-        write_merge_metrics(layout)  # docs/operations.md#metrics
-    return report
+    return outcomes
 
 
 def _first_plan(scope: RunScope, catalog: ReplicaCatalog, key: TableKey) -> FirstPlan | None:
@@ -191,14 +212,13 @@ def _open_run_pass(spark: SparkSession, layout: LakeLayout, changelog: Changelog
         return None
 
 
-def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str, keys: list[TableKey]) -> list[TableKey]:
+def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str) -> None:
     (key,) = history.select([name])
     refusal = rebuild_refusal(layout, history, key)
     if refusal is not None:
         raise InputError(f"cannot rebuild {name}: {refusal}")
     entry = start_rebuild(layout, history, key)
     log.info("rebuilding %s into %s from its CREATE", name, entry.path)
-    return keys if key in keys else [*keys, key]
 
 
 def _log_entry(run_id: str, r: TableResult, started: datetime) -> MergeLogEntry:

@@ -86,6 +86,8 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed",
                  report.changelog_rows_deleted, report.merge_log_rows_deleted, len(report.optimized),
                  len(report.vacuumed))
+        for reason in report.skipped.values():
+            log.warning("maintenance skipped: %s", reason)
     elif isinstance(spec, BootstrapJob):
         bootstrap = Bootstrap(config, BootstrapOptions(at_ts=spec.at_ts, tables=spec.tables), spark=spark)
         results = bootstrap.run()

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from tidelake.codec.schema import TableInfo
-from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
+from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID, metadata_int
 from tidelake.merge.changelog_snapshot import WindowKeys
 from tidelake.merge.table_plan import FileStat, estimated_rows
 
@@ -60,9 +60,8 @@ def commit_metrics(window: ReplicaWindow, version_before: int, keys: int | None 
     the write (its txn recorded already). An append's changes are the window's `keys`."""
     replica = window.replica
     replica.update_incremental()
-    ours = checkpoint_metadata(window.hi)
     commit = next((c for c in replica.history(max(replica.version() - version_before, 1))
-                   if c.get("userMetadata") == ours and c["version"] > version_before), None)
+                   if metadata_int(c, CHECKPOINT_METADATA_KEY) == window.hi and c["version"] > version_before), None)
     if commit is None:
         return 0, 0
     m = commit.get("operationMetrics") or {}
