@@ -6,7 +6,7 @@ the next token's record, so of two takers one wins (create-if-absent, tidelake.l
 A record names its holder and an expiry a background thread pushes forward every `renew_s`; once it
 passes (a killed holder), the next taker creates the next token. Right before each commit a writer
 checks its record is still the highest and unexpired (fence_token) and records its token.
-Owner: the replica writers' runs (merge, maintenance, bootstrap). More: docs/operations.md#writer-leases.
+Owner: the replica writers' runs (merge, maintenance, bootstrap). More: docs/internals.md#lease.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
          deadline: float) -> Lease:
     """Take lease `name`, waiting for a live holder until `deadline` (time.monotonic()); LeaseHeld
     when it is still held then. A lease whose record expired unreleased is taken over."""
-    started = time.monotonic()
+    started, tried = time.monotonic(), None
     while True:
         tokens = store.tokens(name)
         top = tokens[-1] if tokens else 0
@@ -181,6 +181,8 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
             if stored is None:  # removed between the listing and the read: look again
                 continue
             current = LeaseRecord.from_bytes(stored.body)
+            if current is not None and current == tried:  # our create landed, its answer was lost (a retried PUT)
+                return Lease(store, name, label, current, stored.version, settings)
             if current is not None and current.live(time.time()):
                 if time.monotonic() >= deadline:
                     raise LeaseHeld(name, label, current, time.monotonic() - started)
@@ -190,7 +192,7 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
                 log.warning("taking over the lease of %s: lease %d of `%s` (host %s, pid %d) expired at %s",
                             label, top, current.holder.command, current.holder.host, current.holder.pid,
                             _iso(current.expires_at))
-        record = LeaseRecord(top + 1, uuid.uuid4().hex, holder, time.time() + settings.ttl_s)
+        record = tried = LeaseRecord(top + 1, uuid.uuid4().hex, holder, time.time() + settings.ttl_s)
         version = store.create(name, record.token, record.to_bytes())
         if version is None:  # another taker created this token first: look again
             continue

@@ -4,7 +4,7 @@ with EEXIST, and a reader never sees a half-written record); an S3 store by a PU
 `If-None-Match: *` (answered 412 when the key exists). A holder rewrites only its own record
 (S3: `If-Match` on its ETag). Owner: tidelake.lake.lease, the only caller.
 
-More: docs/operations.md#writer-leases.
+More: docs/internals.md#lease_store.
 """
 
 from __future__ import annotations
@@ -140,7 +140,10 @@ class S3LeaseStore:
             aws_access_key_id=setting_of(options, "access_key_id"),
             aws_secret_access_key=setting_of(options, "secret_access_key"),
             aws_session_token=setting_of(options, "session_token"),
-            config=Config(connect_timeout=10, read_timeout=20, retries={"mode": "standard", "max_attempts": 3}),
+            # The addressing delta-rs uses (object_store: path style unless virtual_hosted_style_request).
+            config=Config(connect_timeout=10, read_timeout=20, retries={"mode": "standard", "max_attempts": 3},
+                          s3={"addressing_style": "virtual" if (setting_of(options, "virtual_hosted_style_request")
+                                                                or "").lower() == "true" else "path"}),
         )
 
     def _key(self, lease: str, token: int | None = None) -> str:
