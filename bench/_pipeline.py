@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tidelake.cli.merge_command import EXIT_BLOCKED
+from tidelake.errors import EXIT_TRY_LATER
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.supervisor import Child, accepting, await_stage, free_port
 
@@ -169,7 +169,7 @@ class Pipeline:
             tables = doc.get("tables", [])
             outcome.stopped = {t["table"]: t.get("reason") or t.get("last_error") or ""
                                for t in tables if t["state"] == "stopped"}
-            if done.returncode not in (0, EXIT_BLOCKED):  # blocked: the next round tries again
+            if done.returncode not in (0, EXIT_TRY_LATER):  # blocked: the next round tries again
                 failed = _failed_merges(done.stdout + done.stderr)
                 if not failed and not outcome.stopped:  # exit 1 also says a table stopped: reported, not fatal
                     raise RuntimeError(f"tidelake merge exited {done.returncode}; see {self.logs}/merge-{round_no}.log")

@@ -2,6 +2,10 @@
 Owner: the CLI prints them and exits with their code; Airflow tasks fail on them.
 """
 
+# sysexits.h EX_TEMPFAIL: nothing was done because another writer or a barrier holds the work;
+# the same command later may (`tidelake merge`, `tidelake maintenance`, a held lease).
+EXIT_TRY_LATER = 75
+
 
 class TidelakeError(Exception):
     """An error a user can act on; the CLI prints it as one line and exits with `exit_code`."""

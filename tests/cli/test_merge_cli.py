@@ -8,7 +8,8 @@ from rich.console import Console
 
 from tidelake.cli import main
 from tidelake.cli import merge_command
-from tidelake.cli.merge_command import EXIT_BLOCKED, exit_code
+from tidelake.cli.merge_command import exit_code
+from tidelake.errors import EXIT_TRY_LATER
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.merge_run import MergeReport
 from tidelake.merge.table_merge import TableResult
@@ -40,8 +41,8 @@ def report_of(*statuses: str) -> MergeReport:
     (("merged", "blocked"), 0),  # something advanced
     (("idle", "idle"), 0),  # nothing new anywhere: up to date
     ((), 0),
-    (("blocked", "blocked"), EXIT_BLOCKED),
-    (("idle", "blocked"), EXIT_BLOCKED),  # the one with work could not advance
+    (("blocked", "blocked"), EXIT_TRY_LATER),
+    (("idle", "blocked"), EXIT_TRY_LATER),  # the one with work could not advance
     (("error", "blocked"), 1),
     (("stopped", "merged"), 1),
 ])
@@ -49,7 +50,7 @@ def test_a_run_that_advanced_nothing_because_tables_are_blocked_exits_75(statuse
     console = Console(record=True, width=300)
     assert exit_code(report_of(*statuses), console) == code
     said = console.export_text().strip()
-    if code == EXIT_BLOCKED:
+    if code == EXIT_TRY_LATER:
         blocked = statuses.count("blocked")
         first = statuses.index("blocked")
         assert said == (f"nothing merged: {blocked} of {len(statuses)} tables are blocked "

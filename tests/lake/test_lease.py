@@ -18,10 +18,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from tidelake.config import LeaseSettings, load_config
-from tidelake.errors import InputError
+from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import (
-    EXIT_HELD,
     LEASE_METADATA_KEY,
     Holder,
     LeaseLost,
@@ -83,7 +82,7 @@ def test_a_sigkilled_holder_is_taken_over_after_its_ttl_with_the_next_token(lake
         time.sleep(2.0)  # beyond the TTL: only the holder's renewals keep it
         with hold(timed(lake, 1.5, 0.3), NAMES) as refused:
             assert f"pid {child.pid})" in str(refused.refused[1])
-            assert refused.refused[1].exit_code == EXIT_HELD
+            assert refused.refused[1].exit_code == EXIT_TRY_LATER
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()

@@ -14,7 +14,8 @@ from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, replica_rows
 from rich.console import Console
 
-from tidelake.cli.merge_command import EXIT_BLOCKED, exit_code
+from tidelake.cli.merge_command import exit_code
+from tidelake.errors import EXIT_TRY_LATER
 from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.lease import LEASE_METADATA_KEY
@@ -48,7 +49,7 @@ def test_a_merge_started_while_another_holds_the_replica_reports_it_blocked(spar
     assert blocked.reason.startswith("replica of shop.orders is being written by ")
     assert f"pid {os.getpid()}) since " in blocked.reason
     out = io.StringIO()
-    assert exit_code(second[0], Console(file=out, width=2000)) == EXIT_BLOCKED
+    assert exit_code(second[0], Console(file=out, width=2000)) == EXIT_TRY_LATER
     assert out.getvalue().count("\n") == 1 and "nothing merged: 1 of 1 tables are blocked" in out.getvalue()
 
     path = ReplicaCatalog(lake.layout).find("shop", "orders").path

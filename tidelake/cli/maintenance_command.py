@@ -15,8 +15,7 @@ from datetime import timedelta
 
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
-from tidelake.errors import InputError
-from tidelake.lake.lease import EXIT_HELD
+from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.maintenance.lake_upkeep import DEFAULT_VACUUM_RETENTION_HOURS, run_maintenance
 from tidelake.merge.merge_log import DEFAULT_RETENTION, RECENT
 from tidelake.spark.spark_session import get_session, release_session
@@ -64,4 +63,4 @@ def _maintenance(args: argparse.Namespace) -> int:
         print(f"vacuumed {path}")
     for reason in report.skipped.values():
         print(f"skipped: {reason}")
-    return EXIT_HELD if report.skipped else 0
+    return EXIT_TRY_LATER if report.skipped else 0

@@ -20,7 +20,7 @@ from tidelake import tso
 from tidelake.cli.report_console import report_console
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import Target, add_target_arguments, resolve_target
-from tidelake.errors import InputError
+from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
 from tidelake.merge.table_merge import MergeProgress
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
@@ -97,11 +97,10 @@ def render_report(report: MergeReport):
     return table
 
 
-EXIT_BLOCKED = 75  # sysexits.h EX_TEMPFAIL: nothing advanced yet, the same run later may
 
 
 def exit_code(report: MergeReport, console) -> int:
-    """1 when a table failed or stopped; EXIT_BLOCKED, with one line saying why, when no table
+    """1 when a table failed or stopped; EXIT_TRY_LATER, with one line saying why, when no table
     advanced because the tables with work are blocked; else 0."""
     if report.failed:
         return 1
@@ -110,7 +109,7 @@ def exit_code(report: MergeReport, console) -> int:
         first = blocked[0]
         console.print(f"nothing merged: {len(blocked)} of {len(report.tables)} tables are blocked "
                       f"({escape(first.table)}: {escape(first.reason or 'no reason given')})", markup=True)
-        return EXIT_BLOCKED
+        return EXIT_TRY_LATER
     return 0
 
 

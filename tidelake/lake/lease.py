@@ -26,14 +26,13 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 
 from tidelake.config import LeaseSettings
-from tidelake.errors import TidelakeError
+from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease_store import LeaseStore, lease_store
 
 log = logging.getLogger(__name__)
 
 LEASE_METADATA_KEY = "tidelake.lease"  # the fencing token in a commit's userMetadata
-EXIT_HELD = 75  # sysexits.h EX_TEMPFAIL, as `tidelake merge` answers when every table is blocked
 _POLL_S = 1.0  # between looks at a held lease while waiting for it
 _COMMAND_CHARS = 160
 
@@ -80,7 +79,7 @@ class LeaseRecord:
 class LeaseHeld(TidelakeError):
     """Another process holds the lease: the one line names it (host, pid, command, since)."""
 
-    exit_code = EXIT_HELD
+    exit_code = EXIT_TRY_LATER
 
     def __init__(self, name: str, label: str, record: LeaseRecord, waited_s: float) -> None:
         h = record.holder
