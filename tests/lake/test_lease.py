@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,20 +77,34 @@ def test_one_holder_at_a_time_and_the_refusal_names_it(lake):
         assert third.held[1].token == 2
 
 
-def test_a_sigkilled_holder_is_taken_over_after_its_ttl_with_the_next_token(lake, caplog):
-    child = start_holder(lake, ttl_s=1.5, renew_s=0.3)
+def test_a_sigkilled_holder_on_this_host_is_taken_over_at_once_with_the_next_token(lake, caplog):
+    child = start_holder(lake, ttl_s=30.0, renew_s=0.3)
     try:
-        time.sleep(2.0)  # beyond the TTL: only the holder's renewals keep it
-        with hold(timed(lake, 1.5, 0.3), NAMES) as refused:
+        with hold(timed(lake, 30.0, 0.3), NAMES) as refused:
             assert f"pid {child.pid})" in str(refused.refused[1])
             assert refused.refused[1].exit_code == EXIT_TRY_LATER
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    with hold(timed(lake, 5.0, 1.0, wait_s=10.0), NAMES) as leases:
+    # Its record is still live for ~30 s, but its process is gone: no wait.
+    with hold(timed(lake, 30.0, 0.3), NAMES) as leases:
         assert leases.held[1].token == 2
         assert leases.held[1].check() == 2
-    assert f"lease 1 of `lease_holder.py` (host {Holder.this_process().host}, pid {child.pid}) expired" in caplog.text
+    assert (f"lease 1 of `lease_holder.py` (host {Holder.this_process().host}, pid {child.pid}) ended on this "
+            "host without releasing it") in caplog.text
+
+
+def test_a_silent_holder_on_another_host_is_taken_over_after_its_ttl(lake, caplog):
+    store = lease_store(lake.leases_root, lake.storage_options)
+    elsewhere = Holder("etl-elsewhere", 4242, "tidelake merge --config cf.toml", "2026-11-29T09:20:00+00:00")
+    take(store, replica_lease(1), "replica of shop.orders", LeaseSettings(1.5, 0.5), elsewhere, time.monotonic())
+    with hold(timed(lake, 1.5, 0.5), NAMES) as refused:  # never renewed, but not expired yet
+        assert "(host etl-elsewhere, pid 4242)" in str(refused.refused[1])
+    with hold(timed(lake, 1.5, 0.5, wait_s=10.0), NAMES) as leases:
+        assert leases.held[1].token == 2
+    assert re.search(r"waiting up to (9|10)s for replica of shop.orders is being written by `tidelake merge",
+                     caplog.text)
+    assert "lease 1 of `tidelake merge --config cf.toml` (host etl-elsewhere, pid 4242) expired at" in caplog.text
 
 
 def test_renewal_keeps_a_lease_past_its_ttl(lake):

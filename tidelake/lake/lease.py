@@ -1,12 +1,12 @@
-"""Writer leases: one process at a time writes a replica, whoever started it (a DAG task, an
-operator's `tidelake merge`, maintenance), and its commits carry the lease's fencing token.
-
-A lease is a folder of records, one per token; the highest is the current lease. Taking it creates
-the next token's record, so of two takers one wins (create-if-absent, tidelake.lake.lease_store).
-A record names its holder and an expiry a background thread pushes forward every `renew_s`; once it
-passes (a killed holder), the next taker creates the next token. Right before each commit a writer
-checks its record is still the highest and unexpired (fence_token) and records its token.
-Owner: the replica writers' runs (merge, maintenance, bootstrap). More: docs/internals.md#lease.
+"""Writer leases: one process at a time writes a replica or runs a puller shard, whoever started
+it (a DAG task, an operator's `tidelake merge` or `tidelake pull`), and a replica writer's commits
+carry the lease's fencing token. A lease is a folder of records, one per token; the highest is the
+lease. Taking it creates the next token's record, so of two takers one wins (create-if-absent,
+tidelake.lake.lease_store). Its holder pushes the record's expiry forward every `renew_s`; once it
+passes (a killed holder; at once when its process on this host is gone), the next taker creates the
+next token. Right before each commit a writer checks its record is still the highest and unexpired
+(fence_token) and records its token. Owner: the replica writers' runs (merge, maintenance,
+bootstrap) and the puller's run. More: docs/internals.md#lease.
 """
 
 from __future__ import annotations
@@ -44,9 +44,33 @@ class Holder:
     command: str
     started: str  # ISO UTC, when the lease was taken
 
+    def gone(self) -> bool:
+        """Whether this holder ran on this host and its process no longer exists (SIGKILLed, OOM-killed):
+        its lease is taken over without waiting for the expiry. A live pid (even a reused one) or
+        another host's holder waits for the expiry; a host name shared across pid namespaces can only
+        make a takeover early, and the old holder's fencing check then refuses its next commit."""
+        if self.host != socket.gethostname() or self.pid == os.getpid():
+            return False
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as stat:
+                return stat.read().rsplit(b")", 1)[-1].split()[0] in (b"Z", b"X")  # ended, not yet reaped
+        except FileNotFoundError:
+            return True
+        except OSError:  # no /proc (macOS): ask the kernel
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:  # alive, another user's
+                return False
+            return False
+
     @classmethod
     def this_process(cls) -> Holder:
-        argv = [os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]]
+        program = sys.argv[0] if sys.argv else "python"
+        if os.path.basename(program) == "__main__.py":  # `python -m tidelake`: name the package, as users type it
+            program = os.path.dirname(program)
+        argv = [os.path.basename(program), *sys.argv[1:]]
         return cls(socket.gethostname(), os.getpid(), " ".join(argv)[:_COMMAND_CHARS],
                    datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -168,10 +192,11 @@ class Lease:
 
 
 def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, holder: Holder,
-         deadline: float) -> Lease:
+         deadline: float, cancel: threading.Event | None = None) -> Lease:
     """Take lease `name`, waiting for a live holder until `deadline` (time.monotonic()); LeaseHeld
-    when it is still held then. A lease whose record expired unreleased is taken over."""
-    started, tried = time.monotonic(), None
+    when it is still held then, or at once when `cancel` is set. A lease whose record expired
+    unreleased, or whose holder's process on this host has ended (Holder.gone), is taken over."""
+    started, tried, waiting = time.monotonic(), None, False
     while True:
         tokens = store.tokens(name)
         top = tokens[-1] if tokens else 0
@@ -182,15 +207,21 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
             current = LeaseRecord.from_bytes(stored.body)
             if current is not None and current == tried:  # our create landed, its answer was lost (a retried PUT)
                 return Lease(store, name, label, current, stored.version, settings)
-            if current is not None and current.live(time.time()):
-                if time.monotonic() >= deadline:
+            gone = current is not None and current.holder.gone()
+            if current is not None and current.live(time.time()) and not gone:
+                if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
                     raise LeaseHeld(name, label, current, time.monotonic() - started)
-                time.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
+                if not waiting:
+                    waiting = True
+                    log.warning("waiting up to %.0fs for %s", deadline - time.monotonic(),
+                                LeaseHeld(name, label, current, 0.0))
+                (cancel or threading.Event()).wait(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
                 continue
             if current is not None and not current.released:
-                log.warning("taking over the lease of %s: lease %d of `%s` (host %s, pid %d) expired at %s",
-                            label, top, current.holder.command, current.holder.host, current.holder.pid,
-                            _iso(current.expires_at))
+                log.warning("taking over the lease of %s: lease %d of `%s` (host %s, pid %d) %s", label, top,
+                            current.holder.command, current.holder.host, current.holder.pid,
+                            "ended on this host without releasing it" if gone
+                            else f"expired at {_iso(current.expires_at)}")
         record = tried = LeaseRecord(top + 1, uuid.uuid4().hex, holder, time.time() + settings.ttl_s)
         version = store.create(name, record.token, record.to_bytes())
         if version is None:  # another taker created this token first: look again
@@ -236,10 +267,12 @@ class Leases:
 
 
 @contextmanager
-def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]]) -> Iterator[Leases]:
+def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
+         wait_s: float | None = None, cancel: threading.Event | None = None) -> Iterator[Leases]:
     """Hold the leases `names` (key -> (lease name, label in messages)) of `layout`'s lake for the
-    block, waiting up to the lake's lease_wait for those held elsewhere; the ones still held then
-    are `refused`. On a store without a conditional write nothing is held and nothing fenced."""
+    block, waiting up to `wait_s` (default: the lake's lease_wait; no longer once `cancel` is set)
+    for those held elsewhere; the ones still held then are `refused`. On a store without a
+    conditional write nothing is held and nothing fenced."""
     settings = layout.leases
     store = lease_store(layout.leases_root, layout.storage_options)
     held: dict[Hashable, Lease] = {}
@@ -248,11 +281,11 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]]) -> Itera
         log.warning("%s has no conditional write wired for leases: its writers are not fenced", layout.root)
     else:
         holder = Holder.this_process()
-        deadline = time.monotonic() + settings.wait_s
+        deadline = time.monotonic() + (settings.wait_s if wait_s is None else wait_s)
         try:
             for key, (name, label) in names.items():
                 try:
-                    held[key] = take(store, name, label, settings, holder, deadline)
+                    held[key] = take(store, name, label, settings, holder, deadline, cancel)
                 except LeaseHeld as exc:
                     refused[key] = exc
         except BaseException:
@@ -269,6 +302,11 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]]) -> Itera
 def replica_lease(table_key: int) -> str:
     """The lease of the replica (and its history table) of the catalog's table `table_key`."""
     return f"replica-{int(table_key)}"
+
+
+def puller_lease(feed_id: str) -> str:
+    """The lease of one puller shard of a changefeed (`feed_id`: the id and its shard suffix)."""
+    return f"puller-{feed_id}"
 
 
 def fence_token() -> int | None:
