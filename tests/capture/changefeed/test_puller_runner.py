@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +31,7 @@ from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.cli import main
 from tidelake.config import parse_config
 from tidelake.config_writer import write_config
-from tidelake.errors import InputError
+from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.upstream.upstream_errors import BelowGCSafepointError
 from tidelake.wait import wait_until
@@ -188,6 +190,33 @@ def test_sigkill_at_any_point_then_restart_loses_nothing(sim, tmp_path):
     landed = changelog(lake)
     assert set(landed) == expected
     assert {(r[1], r[2]) for r in landed} == {(r[1], r[2]) for r in expected}
+
+
+def test_a_second_puller_of_the_shard_waits_then_refuses_in_one_line_and_the_first_goes_on(sim, tmp_path):
+    """Two `tidelake pull` of one shard (docs/operations.md#writer-leases): the second waits out the
+    shard's lease, then exits 75 naming the first; the first keeps landing, and nothing is lost."""
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    doc = config_doc(sim, lake)
+    doc["lake"].update({"lease_ttl": "2s", "lease_renew": "500ms"})
+    path = write_config(tmp_path / "cf.toml", doc)
+    first = pull_process(path)
+    start = wait_until(lambda: watermarks(lake).ddl_resolved, 30, "the first flush")
+    second = pull_process(path)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == EXIT_TRY_LATER, err
+    holder = (rf"changefeed cf1 is being written by `tidelake pull --config {re.escape(str(path))}` "
+              rf"\(host {re.escape(socket.gethostname())}, pid {first.pid}\) since \S+: lease puller-cf1 token 1 ")
+    waiting, refused = [line for line in err.splitlines() if line.strip()]
+    assert re.search(r"WARNING tidelake\.lake\.lease: waiting up to [23]s for " + holder, waiting), err
+    assert re.fullmatch("tidelake: error: " + holder + r"expires in \d+s unless renewed; waited [23]s", refused), err
+
+    last = some_rows(tidb, random.Random(9), 110, 3)
+    wait_resolved(lake, {110: last})  # the first puller is still the one landing
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert set(changelog(lake)) == oracle(sim, 110, start)
 
 
 CRASH_AFTER = """

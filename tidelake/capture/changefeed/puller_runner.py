@@ -42,6 +42,7 @@ from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
 from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import LeaseHeld, hold, puller_lease
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import read_by_puller
@@ -205,9 +206,23 @@ class PullerRunner:
                           cancel=self._stop)
         except StopRequested as exc:
             return RunSummary(0, 0, 0, {}, 0, left=f"stopped before PD answered ({exc}); the lake is unchanged")
+        layout = LakeLayout.from_config(cfg.lake)
+        # One puller per shard: a second one waits out a lease it cannot take over at once (its
+        # holder on another host may be dead), then refuses in one line naming the holder.
+        wait_s = max(layout.leases.wait_s, layout.leases.ttl_s + layout.leases.renew_s)
+        names = {self.feed_id: (puller_lease(self.feed_id), f"changefeed {self.feed_id}")}
+        try:
+            with hold(layout, names, wait_s, self._stop) as leases:
+                if self.feed_id in leases.refused:
+                    raise leases.refused[self.feed_id]
+                return self._pull(cfg, pd, started, layout)
+        except LeaseHeld:
+            pd.close()
+            raise
+
+    def _pull(self, cfg: ChangefeedConfig, pd: PDClient, started: float, layout: LakeLayout) -> RunSummary:
         reader = self._reader = SnapshotReader(pd, cfg.upstream.tls)
         keeper = self._keeper = GCSafepointKeeper(pd, cfg.gc_service_id + self.shard.suffix(), cfg.upstream.gc_ttl_s)
-        layout = LakeLayout.from_config(cfg.lake)
         feed: EventFeedClient | None = None
         lander = self._lander = Lander(
             layout, self.feed_id, cfg.puller.memory_quota_bytes, cfg.puller.flush_interval_s,
