@@ -45,7 +45,7 @@ def test_a_merge_started_while_another_holds_the_replica_reports_it_blocked(spar
     (merged,) = first.tables
     (blocked,) = second[0].tables
     assert merged.status == MergeStatus.MERGED and merged.checkpoint_after == upper
-    assert blocked.status == MergeStatus.BLOCKED
+    assert blocked.status == MergeStatus.BLOCKED and blocked.held
     assert blocked.reason.startswith("replica of shop.orders is being written by ")
     assert f"pid {os.getpid()}) since " in blocked.reason
     out = io.StringIO()

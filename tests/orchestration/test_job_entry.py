@@ -11,7 +11,7 @@ import pytest
 from tidelake.config import load_config
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import InputError
-from tidelake.orchestration.job_entry import run_on_warm_spark, spark_submit_main
+from tidelake.orchestration.job_entry import JobFailed, run_job, run_on_warm_spark, spark_submit_main
 from tidelake.orchestration.job_spec import (
     SPEC_VERSION,
     BootstrapJob,
@@ -22,6 +22,7 @@ from tidelake.orchestration.job_spec import (
     to_json,
 )
 from tidelake.orchestration.spark_submit import job_remote
+from tidelake.syncpoint.cut import SyncpointOutcome, SyncpointResult
 
 
 def config(tmp_path, remote: str | None):
@@ -90,3 +91,19 @@ def test_a_warm_spark_job_refuses_bad_input_before_any_session(tmp_path):
         run_on_warm_spark(to_json(MergeJob(str(tmp_path / "missing.toml"))), "sc://127.0.0.1:1")
     with pytest.raises(InputError, match="not JSON"):
         run_on_warm_spark("--config cf.toml", "sc://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("outcome, fails", [(SyncpointOutcome.HELD, False), (SyncpointOutcome.INCOMPLETE, True)])
+def test_a_syncpoint_another_writer_put_off_is_a_warning_and_an_incomplete_one_fails(tmp_path, monkeypatch, caplog,
+                                                                                     outcome, fails):
+    doc = changefeed_document("cf", ["127.0.0.1:1"], tmp_path / "lake", merge={"syncpoint_interval": "10s"})
+    cf = load_config(write_config(tmp_path / "cf.toml", doc))
+    line = "replica of shop.orders is being written by `tidelake merge` (host h, pid 7) since T"
+    monkeypatch.setattr("tidelake.orchestration.job_entry.run_syncpoint",
+                        lambda spark, layout, interval: SyncpointResult(1 << 60, outcome, line))
+    if fails:
+        with pytest.raises(JobFailed, match=f"syncpoint {1 << 60} not taken: replica of shop.orders"):
+            run_job(SyncpointJob(str(tmp_path / "cf.toml")), cf, None)
+    else:
+        run_job(SyncpointJob(str(tmp_path / "cf.toml")), cf, None)
+        assert f"syncpoint {1 << 60} not taken now: {line}" in caplog.text

@@ -5,6 +5,7 @@ merge would (delta-rs, no Spark), so these tests exercise the choice of S and th
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
@@ -16,7 +17,7 @@ from tidelake.capture.landing.app_txn import commit_properties
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.cli import main
-from tidelake.errors import InputError
+from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.lake.checkpoint import (
     MERGE_APP_ID,
     checkpoint_at_version,
@@ -25,7 +26,12 @@ from tidelake.lake.checkpoint import (
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.syncpoint.cut import run_syncpoint
+from tidelake.lake.watermarks import Watermarks
+from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import MergeReport
+from tidelake.merge.table_merge import TableResult
+from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
+from tidelake.syncpoint.records import read_syncpoints
 from tidelake.syncpoint.records import boundary_at_or_below, merge_cap, next_boundary, replicas_at
 
 INTERVAL_S = 10
@@ -50,6 +56,7 @@ class Lake:
         self.catalog = ReplicaCatalog(self.layout)
         self.seq = 0
         self.merges: list[tuple[list[str], int]] = []
+        self.held: dict[str, str] = {}
         self.flush_ddl()
         for key in SchemaHistory(self.feed.rows).tables():
             event = SchemaHistory(self.feed.rows).ddl_events(key)[0]
@@ -66,12 +73,19 @@ class Lake:
         WatermarkWriter(self.layout, "puller").write(ids, ddl_resolved, 0, 0, self.seq)
 
     def merge(self, spark, layout, tables, until_ts):
-        """What run_merge(until_ts=S) leaves: each table's replica at checkpoint S."""
+        """What run_merge(until_ts=S) leaves: each table's replica at checkpoint S, but for the
+        tables in `held` (another writer holds their lease: blocked, the line naming it)."""
         self.merges.append((sorted(tables), until_ts))
         history = SchemaHistory.load(layout)
+        report = MergeReport("fake", datetime.now(timezone.utc), Watermarks({}, 0, 0))
         for name in tables:
             key = history.find(*name.split("."))
+            if name in self.held:
+                report.tables.append(TableResult(key, name, MergeStatus.BLOCKED, reason=self.held[name], held=True))
+                continue
             _commit(self.catalog.get(key).path, until_ts)
+            report.tables.append(TableResult(key, name, MergeStatus.MERGED, checkpoint_after=until_ts))
+        return report
 
     def path(self, name):
         key = SchemaHistory(self.feed.rows).find("shop", name)
@@ -145,3 +159,26 @@ def test_tables_ahead_raise_the_first_cut_and_stopped_tables_are_listed(tmp_path
     assert lake.merges[-1] == (["shop.a"], second.ts) and read_checkpoint(lake.path("b")) == first.ts
     assert list(replicas_at(lake.layout, second.ts)) == ["shop.a"]
     assert DeltaTable(lake.path("a")).version() == replicas_at(lake.layout, second.ts)["shop.a"]
+
+
+def test_a_replica_another_writer_holds_puts_the_cut_off_with_its_line(tmp_path, monkeypatch, capsys):
+    lake = Lake(tmp_path)
+    now = lake.up.ts
+    lake.resolve({"a": now + (25_000 << 18), "b": now + (25_000 << 18)}, ddl_resolved=now + (25_000 << 18))
+    line = "replica of shop.b is being written by `tidelake merge --config cf.toml` (host h, pid 7) since T"
+    lake.held = {"shop.b": line}
+    held = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
+    assert held.outcome is SyncpointOutcome.HELD and held.reason == line
+    assert read_syncpoints(lake.layout) == []
+
+    monkeypatch.setattr("tidelake.cli.syncpoint_command.get_session", lambda *a, **k: None)
+    monkeypatch.setattr("tidelake.cli.syncpoint_command.release_session", lambda spark: None)
+    monkeypatch.setattr("tidelake.cli.syncpoint_command.run_syncpoint",
+                        lambda spark, layout, interval: run_syncpoint(spark, layout, interval, merge=lake.merge))
+    assert main(["syncpoint", "--lake", lake.layout.root, "--interval", str(INTERVAL_S)]) == EXIT_TRY_LATER
+    assert capsys.readouterr().err == f"tidelake syncpoint: cut {held.ts} not taken now: {line}\n"
+
+    lake.held = {}  # the other writer is done: the next attempt takes the same cut
+    taken = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
+    assert taken.recorded and taken.ts == held.ts
+    assert read_checkpoint(lake.path("b")) == held.ts

@@ -3,7 +3,8 @@
 Merges every replica to the next reachable aligned TSO S and records the cut there
 (tidelake.syncpoint.cut.run_syncpoint); the interval comes from the changefeed's
 [merge].syncpoint_interval unless --interval is given. Exit 0 when a syncpoint was recorded or
-none is due yet (the reason is printed), 1 when the cut could not be taken. The merge DAG runs
+none is due yet (the reason is printed), 75 when another writer held a replica of the cut (one
+line names it; the next interval takes the cut), 1 when the cut could not be taken. The merge DAG runs
 this through spark_jobs/syncpoint.py. Owner: `tidelake syncpoint`.
 """
 
@@ -14,7 +15,7 @@ import sys
 
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
-from tidelake.errors import InputError
+from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.spark.spark_session import get_session, release_session
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 
@@ -48,5 +49,8 @@ def _syncpoint(args: argparse.Namespace) -> int:
     if result.outcome is SyncpointOutcome.INCOMPLETE:
         print(f"tidelake syncpoint: cut {result.ts} not taken: {result.reason}", file=sys.stderr)
         return 1
+    if result.outcome is SyncpointOutcome.HELD:
+        print(f"tidelake syncpoint: cut {result.ts} not taken now: {result.reason}", file=sys.stderr)
+        return EXIT_TRY_LATER
     print(f"no syncpoint this time ({result.outcome}): {result.reason}")
     return 0

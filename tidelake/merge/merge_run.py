@@ -108,7 +108,8 @@ def run_merge(
             if rebuilt in leases.refused:
                 raise leases.refused[rebuilt]
             _start_rebuild(layout, history, rebuild)
-        blocked = [TableResult(int(key), table_name(history, key), MergeStatus.BLOCKED, reason=str(leases.refused[key]))
+        blocked = [TableResult(int(key), table_name(history, key), MergeStatus.BLOCKED, reason=str(leases.refused[key]),
+                               held=True)
                    for key in keys if key in leases.refused]
         keys = [key for key in keys if key not in leases.refused]
         outcomes = _merge_tables(spark, scope, keys, threads, report, leases)

@@ -106,6 +106,7 @@ class TableResult:
     duration_s: float = 0.0
     reason: str | None = None
     replica: ReplicaFacts | None = None  # the replica's log once the run was done with the table
+    held: bool = False  # blocked because another writer holds the replica's lease (reason names it)
 
 
 @dataclass(frozen=True)

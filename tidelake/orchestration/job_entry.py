@@ -80,6 +80,9 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         result = run_syncpoint(spark, layout, interval)
         if result.outcome is SyncpointOutcome.INCOMPLETE:
             raise JobFailed(f"syncpoint {result.ts} not taken: {result.reason}")
+        if result.outcome is SyncpointOutcome.HELD:  # another writer's run: the next interval takes the cut
+            log.warning("syncpoint %s not taken now: %s", result.ts, result.reason)
+            return
         log.info("syncpoint %s: %s%s", result.ts, result.outcome, f" ({result.reason})" if result.reason else "")
     elif isinstance(spec, MaintenanceJob):
         report = run_maintenance(spark, layout)

@@ -48,6 +48,7 @@ class SyncpointOutcome(StrEnum):
     ALREADY_RECORDED = "already recorded"  # another run recorded the same S first
     NOT_REACHABLE = "not reachable"  # no boundary after the last syncpoint is reachable yet
     WAITING = "waiting"  # replicas are past the last boundary; every table must reach the next
+    HELD = "held"  # another writer held a replica the cut needed: the next attempt takes it
     INCOMPLETE = "incomplete"  # a replica has no Delta version at S
 
 
@@ -112,8 +113,10 @@ def run_syncpoint(
 
     included = [t for t in tables if _alive_at(history, t, ts)]
     behind = [t for t in included if checkpoints[t] is None or checkpoints[t] < ts]
+    held: dict[int, str] = {}  # table key -> the line naming the writer that held its replica
     if behind:
-        merge(spark, layout, tables=[".".join(history.current_name(t)) for t in behind], until_ts=ts)
+        report = merge(spark, layout, tables=[".".join(history.current_name(t)) for t in behind], until_ts=ts)
+        held = {r.table_key: r.reason for r in report.tables if r.held}
 
     entries = catalog.entries()
     replicas, excluded, problems = [], {}, []
@@ -125,13 +128,17 @@ def run_syncpoint(
         db, name = history.name_at(t, ts)
         version = version_at_checkpoint(entry.path, ts, layout.storage_options) if entry is not None else None
         if version is None or checkpoint_at_version(entry.path, version, layout.storage_options) != ts:
-            problems.append(f"{db}.{name} has no Delta version at checkpoint {ts}")
+            if int(t) not in held:
+                problems.append(f"{db}.{name} has no Delta version at checkpoint {ts}")
             continue
         replicas.append(ReplicaAt(int(t), db, name, entry.path, version))
     excluded.update({f"{e.db}.{e.name}": e.reason or "stopped" for e in stopped.values()
                      if _alive_at(history, e.table_key, ts)})
     if problems:
-        return SyncpointResult(ts, SyncpointOutcome.INCOMPLETE, "; ".join(problems))
+        return SyncpointResult(ts, SyncpointOutcome.INCOMPLETE, "; ".join(problems + list(held.values())))
+    if held:
+        more = f" (and {len(held) - 1} more replicas held)" if len(held) > 1 else ""
+        return SyncpointResult(ts, SyncpointOutcome.HELD, next(iter(held.values())) + more)
     syncpoint = Syncpoint(ts, replicas, excluded)
     failpoint("syncpoint.before_record", ts)
     if not record_syncpoint(layout, syncpoint):
