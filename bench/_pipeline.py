@@ -17,8 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tidelake.errors import EXIT_TRY_LATER
 from tidelake.config_writer import changefeed_document, write_config
@@ -60,8 +62,11 @@ class Outcome:
 
 class Pipeline:
     def __init__(self, workdir: Path, rules: tuple[str, ...] = ("*.*",), stores: int = 3,
-                 preferred_sql_port: int = 4000, spark_lock: Path | None = None) -> None:
+                 preferred_sql_port: int = 4000, spark_lock: Path | None = None,
+                 lake_root: str | None = None, lake: Mapping[str, Any] | None = None) -> None:
         self.workdir = workdir
+        self.lake_root = lake_root or str(workdir / "lake")  # an s3:// root takes `lake`'s storage_options
+        self.lake = lake
         self.logs = workdir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.rules = rules
@@ -93,8 +98,8 @@ class Pipeline:
         await_stage("sim", lambda: info.exists() and accepting(self.sql_port), 120, sim.log, checks=[sim.check],
                     interval_s=0.5)
         pd = json.loads(info.read_text())["pd"][0]
-        doc = changefeed_document("sql", [pd], self.workdir / "lake", rules=list(self.rules), gc_ttl="2h",
-                                  puller={"flush_interval": "500ms"})
+        doc = changefeed_document("sql", [pd], self.lake_root, rules=list(self.rules), gc_ttl="2h",
+                                  puller={"flush_interval": "500ms"}, lake=self.lake)
         write_config(self.config, doc)
         puller = Child("puller", tidelake("pull", "--config", str(self.config), "--progress-interval", "30"),
                        self.logs / "puller.log")
