@@ -33,6 +33,7 @@ from tidelake.config import parse_config
 from tidelake.config_writer import write_config
 from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.watermarks import read_by_puller
 from tidelake.upstream.upstream_errors import BelowGCSafepointError
 from tidelake.wait import wait_until
 
@@ -217,6 +218,27 @@ def test_a_second_puller_of_the_shard_waits_then_refuses_in_one_line_and_the_fir
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     assert set(changelog(lake)) == oracle(sim, 110, start)
+
+
+def test_another_changefeed_id_on_a_fed_lake_is_refused_in_one_line_and_lands_nothing(sim, tmp_path):
+    """A lake holds one changefeed (its pullers' watermarks are folded together): a config whose id
+    changed under an existing lake is refused before anything lands, naming the lake's changefeed."""
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    first = PullerThread(make_config(sim, lake)).start()
+    wait_resolved(lake, {110: some_rows(tidb, random.Random(3), 110)}, runner=first)
+    first.stop()
+    landed = watermarks(lake)
+
+    renamed = PullerThread(make_config(sim, lake, id="orders")).start()
+    wait_until(lambda: not renamed.thread.is_alive(), 30, "the refusal")
+    renamed.stop()
+    assert isinstance(renamed.error, InputError), renamed.error
+    assert "\n" not in str(renamed.error)
+    assert ("[changefeed] id is 'orders', but the lake at " + str(lake) + " is fed by changefeed 'cf1': a lake "
+            "holds one changefeed. Set id = 'cf1' to go on with it") in str(renamed.error)
+    assert list(read_by_puller(LakeLayout(str(lake)))) == ["tidelake-puller/cf1"]
+    assert watermarks(lake) == landed
 
 
 CRASH_AFTER = """

@@ -25,7 +25,7 @@ from tidelake.capture.changefeed.ddl_puller import (
     PulledJob,
 )
 from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
-from tidelake.capture.changefeed.reshard import Retirement, adopt, shard_suffix
+from tidelake.capture.changefeed.reshard import Retirement, adopt, other_changefeeds, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.changefeed.upstream_identity import check_cluster, check_schema_version, remember_cluster
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
@@ -304,7 +304,13 @@ class PullerRunner:
         durable_tables, durable_ddl = lander.durable_watermarks()
         adopted = None
         if durable_ddl == 0:
-            adopted = adopt(read_by_puller(layout), self.config.changefeed_id, self.shard.count)
+            by_puller = read_by_puller(layout)
+            others = other_changefeeds(by_puller, self.config.changefeed_id)
+            if others:
+                raise InputError(f"{self.config.source}: [changefeed] id is {self.config.changefeed_id!r}, but the lake "
+                                 f"at {layout.root} is fed by changefeed {others[0]!r}: a lake holds one changefeed. "
+                                 f"Set id = {others[0]!r} to go on with it, or give this changefeed its own [lake] root")
+            adopted = adopt(by_puller, self.config.changefeed_id, self.shard.count)
         if adopted is not None:
             durable_tables, durable_ddl = dict(adopted.table_resolved), adopted.ddl_resolved
             log.info("changefeed %s ran with other shards before (%s): %s adopts their watermarks, DDL from ts %d",

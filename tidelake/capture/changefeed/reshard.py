@@ -36,6 +36,14 @@ def layout_of(puller: str, changefeed_id: str) -> int | None:
     return int(match.group(2)) if match else None
 
 
+def other_changefeeds(by_puller: dict[str, PullerMarks], changefeed_id: str) -> list[str]:
+    """The ids of the other changefeeds whose pullers hold watermarks in the lake. A lake holds one
+    changefeed: the merge folds every puller's watermarks, so a second changefeed's would hold the
+    first's tables back (and an abandoned one's for ever)."""
+    return sorted({SHARD_SUFFIX.sub("", name[len(APP_ID_PREFIX):]) for name in by_puller
+                   if name.startswith(APP_ID_PREFIX) and layout_of(name, changefeed_id) is None})
+
+
 def previous_layouts(by_puller: dict[str, PullerMarks], changefeed_id: str, count: int) -> dict[str, PullerMarks]:
     """The partitions of this changefeed's pullers under another shard count."""
     return {name: rows for name, rows in by_puller.items()
