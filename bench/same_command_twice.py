@@ -90,8 +90,9 @@ def _classify(command: list[str], done: subprocess.CompletedProcess, seconds: fl
     output = (done.stdout + done.stderr).splitlines()
     refusals = [line for line in output if any(r in line for r in REFUSALS)]
     traceback = any(line.startswith("Traceback") for line in output)
-    if done.returncode == 0 and not traceback:
-        verdict, line = "done", next((x for x in reversed(output) if x.strip()), "")
+    if done.returncode == 0 and not traceback:  # the command's own last word, not the JVM's
+        said = [x for x in done.stdout.splitlines() if any(c.isalpha() for c in x)]
+        verdict, line = "done", said[-1] if said else ""
     elif refusals and not traceback and done.returncode in (0, 1, EXIT_TRY_LATER):
         verdict, line = "refused", refusals[0]
     else:

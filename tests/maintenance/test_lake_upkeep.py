@@ -18,11 +18,18 @@ from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.lake.checkpoint import MERGE_APP_ID, read_checkpoint
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.lease import LEASE_METADATA_KEY, hold, replica_lease
+from tidelake.errors import EXIT_TRY_LATER
+from tidelake.lake.lease import LEASE_METADATA_KEY, LeaseHeld, hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.maintenance.lake_upkeep import LISTING_CONF, VACUUM_LISTING_TASKS, changelog_checkpoints, run_maintenance
+from tidelake.maintenance.lake_upkeep import (
+    LISTING_CONF,
+    MAINTENANCE_LEASE,
+    VACUUM_LISTING_TASKS,
+    changelog_checkpoints,
+    run_maintenance,
+)
 from tidelake.merge.merge_log import MergeLogEntry, MergeStatus, append_entries, last_entries, merge_log_path
 
 HOUR = 3_600_000 << 18  # one hour of TSO (one changelog commit bucket)
@@ -166,3 +173,19 @@ def test_maintenance_drops_merge_log_entries_past_the_retention_and_keeps_the_la
     assert min(kept.to_pylist()) == t0 + timedelta(hours=18)
     assert report.optimized[merge_log_path(layout)] > 1
     assert last_entries(layout, {0, 1, 2}) == latest
+
+
+def test_a_second_maintenance_pass_refuses_at_once_naming_the_first(tmp_path):
+    """Two passes at once would each take the replicas the other had not reached: the second
+    refuses whole, in one line, and touches nothing."""
+    layout = LakeLayout(str(tmp_path))
+    ChangelogWriter(layout, "puller").append([_change(1, tso.compose(1_800_000_000_000))], 1)
+    landed = DeltaTable(layout.changelog).version()
+    with hold(layout, {MAINTENANCE_LEASE: (MAINTENANCE_LEASE, f"maintenance of {layout.root}")}):
+        with pytest.raises(LeaseHeld) as refused:
+            run_maintenance(NoSpark(), layout, changelog_retention=False)
+    assert refused.value.exit_code == EXIT_TRY_LATER and "\n" not in str(refused.value)
+    assert str(refused.value).startswith(f"maintenance of {layout.root} is being written by `")
+    assert DeltaTable(layout.changelog).version() == landed  # neither compacted nor vacuumed
+    report = run_maintenance(NoSpark(), layout, changelog_retention=False)  # released: the next pass runs
+    assert report.vacuumed == [layout.changelog]

@@ -106,6 +106,9 @@ def _upkeep_replica(spark: SparkSession, layout: LakeLayout, key: int, label: st
                 report.vacuumed.append(path)
 
 
+MAINTENANCE_LEASE = "maintenance"  # the lake's maintenance pass (tidelake.lake.lease)
+
+
 def run_maintenance(
     spark: SparkSession,
     layout: LakeLayout,
@@ -116,7 +119,18 @@ def run_maintenance(
     merge_log: bool = True,
     merge_log_retention: timedelta = DEFAULT_RETENTION,
 ) -> MaintenanceReport:
-    """One maintenance pass over the lake; each step is idempotent, so a retried run is safe."""
+    """One maintenance pass over the lake; each step is idempotent, so a retried run is safe. One
+    pass at a time per lake (its lease): a second one refuses at once in one line (LeaseHeld)
+    instead of taking the replicas the first has not reached yet."""
+    with hold(layout, {MAINTENANCE_LEASE: (MAINTENANCE_LEASE, f"maintenance of {layout.root}")}) as run:
+        if MAINTENANCE_LEASE in run.refused:
+            raise run.refused[MAINTENANCE_LEASE]
+        return _maintain(spark, layout, vacuum_retention_hours, optimize, vacuum, changelog_retention, merge_log,
+                         merge_log_retention)
+
+
+def _maintain(spark: SparkSession, layout: LakeLayout, vacuum_retention_hours: float, optimize: bool, vacuum: bool,
+              changelog_retention: bool, merge_log: bool, merge_log_retention: timedelta) -> MaintenanceReport:
     report = MaintenanceReport()
     history = SchemaHistory.load(layout)
     catalog = ReplicaCatalog(layout)
