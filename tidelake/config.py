@@ -44,6 +44,8 @@ GC_TTL_MIN_S = 3.0
 GC_TTL_MAX_S = float((1 << 63) - 1)
 PD_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")
 MIN_COMMIT_BUCKET_S = 60  # a changelog bucket's partition label names its minute
+# dialect[+driver]://rest, as SQLAlchemy's make_url parses it (sqlalchemy.engine.url)
+_SQLALCHEMY_URL = re.compile(r"^[a-z][a-z0-9]*(\+[a-z0-9_]+)?://", re.IGNORECASE)
 _PD_ADDRESS = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})/?$")
 
 
@@ -190,6 +192,20 @@ class CatalogConfig:
 
 
 @dataclass(frozen=True)
+class IcebergConfig:
+    """Where `tidelake iceberg sync` and the syncpoint job publish the replicas as Iceberg tables
+    (tidelake.consumers.iceberg, docs/operations.md#reading-replicas-as-iceberg)."""
+
+    # The syncpoint job publishes after each cut; `tidelake iceberg sync` runs either way.
+    enabled: bool = False
+    # SQLAlchemy URL of pyiceberg's SQL catalog (postgresql+psycopg2://..., sqlite:///...); None:
+    # a SQLite file in the lake's _tidelake/iceberg folder (a local lake only).
+    catalog_uri: str | None = None
+    # The catalog's name: pyiceberg's SQL catalog keeps several in one database, keyed by it.
+    catalog_name: str = "tidelake"
+
+
+@dataclass(frozen=True)
 class HistoryConfig:
     """Which replicas get an SCD type 2 history table and which keep deleted rows (docs/history.md). Each is a list of table-filter rules, matched like [filter].rules against the
     table's current upstream name, with [filter].case_sensitive. Empty: no table."""
@@ -217,6 +233,7 @@ class ChangefeedConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
+    iceberg: IcebergConfig = field(default_factory=IcebergConfig)
     source: str = ""
 
     @property
@@ -363,6 +380,21 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         except InputError as exc:
             raise InputError(f"{source}: [history].{key}: {exc}") from None
     history.done()
+
+    iceberg = root.section("iceberg")
+    catalog_uri = iceberg.string("catalog_uri")
+    if catalog_uri is not None and not _SQLALCHEMY_URL.match(catalog_uri):
+        raise iceberg.bad("catalog_uri", "a SQLAlchemy URL like 'postgresql+psycopg2://user@host/db' or "
+                          "'sqlite:////path/catalog.db'", catalog_uri)
+    catalog_name = iceberg.string("catalog_name") or IcebergConfig.catalog_name
+    if not _CHANGEFEED_ID.match(catalog_name):
+        raise iceberg.bad("catalog_name", "letters, digits, '-' and '_'", catalog_name)
+    iceberg_config = IcebergConfig(enabled=iceberg.boolean("enabled", False), catalog_uri=catalog_uri,
+                                   catalog_name=catalog_name)
+    if iceberg_config.enabled and catalog_uri is None and "://" in lake_root:
+        raise InputError(f"{source}: [iceberg].catalog_uri: required for the object-store lake {lake_root} (the "
+                         "default SQLite catalog file lives in a local lake only)")
+    iceberg.done()
     root.done()
     return ChangefeedConfig(
         changefeed_id=changefeed_id,
@@ -376,6 +408,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         spark=SparkConfig(remote=remote),
         catalog=CatalogConfig(metastore_dir=metastore_dir, syncpoints=syncpoints),
         history=HistoryConfig(history_rules["scd2"], history_rules["soft_deletes"], case_sensitive),
+        iceberg=iceberg_config,
         source=source,
     )
 

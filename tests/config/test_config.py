@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tidelake import tso
-from tidelake.config import load_config, parse_duration, parse_size
+from tidelake.config import IcebergConfig, load_config, parse_duration, parse_size
 from tidelake.errors import InputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "changefeed.toml"
@@ -238,3 +238,31 @@ def test_upstream_by_connection_names_it_and_refuses_pd_beside_it(tmp_path):
     with pytest.raises(InputError, match=r"\[upstream\]\.connection: expected a non-empty string"):
         load_config(write(tmp_path, BY_CONNECTION.replace('"tidb_pd_prod"', '" "')))
     assert load_config(write(tmp_path, MINIMAL)).upstream.endpoints("tidelake pull") == ["127.0.0.1:2379"]
+
+
+def test_iceberg_section_defaults_off_with_the_lake_sqlite_catalog(tmp_path):
+    assert load_config(write(tmp_path, MINIMAL)).iceberg == IcebergConfig()
+    text = MINIMAL + '[iceberg]\nenabled = true\ncatalog_uri = "postgresql+psycopg2://airflow@db/airflow"\n'
+    config = load_config(write(tmp_path, text)).iceberg
+    assert config == IcebergConfig(enabled=True, catalog_uri="postgresql+psycopg2://airflow@db/airflow")
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ('catalog_uri = "db.sqlite"', "[iceberg].catalog_uri: expected a SQLAlchemy URL like "),
+        ('catalog_name = "a b"', "[iceberg].catalog_name: expected letters, digits, '-' and '_', got 'a b'"),
+        ('enabled = "yes"', "[iceberg].enabled: expected true or false"),
+        ('uri = "sqlite://"', "[iceberg].uri: unknown key (valid here: catalog_name, catalog_uri, enabled)"),
+    ],
+)
+def test_iceberg_section_errors_name_the_key(tmp_path, section, message):
+    with pytest.raises(InputError) as err:
+        load_config(write(tmp_path, MINIMAL + f"[iceberg]\n{section}\n"))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_iceberg_on_an_object_store_lake_needs_a_catalog_uri(tmp_path):
+    text = MINIMAL.replace('root = "lake"', 'root = "s3://bucket/lake"') + "[iceberg]\nenabled = true\n"
+    with pytest.raises(InputError, match=r"\[iceberg\]\.catalog_uri: required for the object-store lake s3://bucket/lake"):
+        load_config(write(tmp_path, text))
