@@ -22,7 +22,7 @@ from tidelake.lake.store_room import refusal
 # command -> the group module that registers it, in help order
 COMMANDS = {"decode": "decode", "sim": "sim", "sim-replay": "sim", "pull": "pull", "bootstrap": "bootstrap",
             "merge": "merge", "syncpoint": "syncpoint", "maintenance": "maintenance", "status": "status",
-            "verify": "verify", "snapshot-at": "snapshot", "changes": "changes", "duckdb": "duckdb", "catalog": "catalog",
+            "verify": "verify", "snapshot-at": "snapshot", "changes": "changes", "duckdb": "duckdb", "iceberg": "iceberg", "catalog": "catalog",
             "demo": "demo", "nemesis": "nemesis", "spark-server": "spark_server", "spark-jars": "spark_jars"}
 
 

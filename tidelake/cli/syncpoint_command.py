@@ -4,7 +4,10 @@ Merges every replica to the next reachable aligned TSO S and records the cut the
 (tidelake.syncpoint.cut.run_syncpoint); the interval comes from the changefeed's
 [merge].syncpoint_interval unless --interval is given. Exit 0 when a syncpoint was recorded or
 none is due yet (the reason is printed), 75 when another writer held a replica of the cut (one
-line names it; the next interval takes the cut), 1 when the cut could not be taken. The merge DAG runs
+line names it; the next interval takes the cut), 1 when the cut could not be taken. With
+[iceberg].enabled it then publishes the syncpoints not yet published to the Iceberg catalog
+(`tidelake iceberg sync`; a refused replica is a line on stderr, an unreachable catalog exit 75).
+The merge DAG runs
 this through spark_jobs/syncpoint.py. Owner: `tidelake syncpoint`.
 """
 
@@ -15,6 +18,8 @@ import sys
 
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
+from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.spark.spark_session import get_session, release_session
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
@@ -45,12 +50,16 @@ def _syncpoint(args: argparse.Namespace) -> int:
         cut = result.syncpoint
         print(f"syncpoint {result.ts}: {len(cut.replicas)} replicas"
               + (f", left out: {cut.excluded}" if cut.excluded else ""))
-        return 0
-    if result.outcome is SyncpointOutcome.INCOMPLETE:
+    elif result.outcome is SyncpointOutcome.INCOMPLETE:
         print(f"tidelake syncpoint: cut {result.ts} not taken: {result.reason}", file=sys.stderr)
-        return 1
-    if result.outcome is SyncpointOutcome.HELD:
+    elif result.outcome is SyncpointOutcome.HELD:
         print(f"tidelake syncpoint: cut {result.ts} not taken now: {result.reason}", file=sys.stderr)
-        return EXIT_TRY_LATER
-    print(f"no syncpoint this time ({result.outcome}): {result.reason}")
-    return 0
+    else:
+        print(f"no syncpoint this time ({result.outcome}): {result.reason}")
+    if target.config is not None and target.config.iceberg.enabled:  # after the Delta cut, as the job does
+        iceberg = sync_iceberg(open_catalog(target.layout, target.config.iceberg), target.layout,
+                               on_publish=lambda p: print(p.line(), flush=True))
+        for line in iceberg.refused.values():
+            print(f"tidelake syncpoint: {line}", file=sys.stderr)
+    exits = {SyncpointOutcome.INCOMPLETE: 1, SyncpointOutcome.HELD: EXIT_TRY_LATER}
+    return exits.get(result.outcome, 0)

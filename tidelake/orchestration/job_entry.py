@@ -15,6 +15,8 @@ from pyspark.sql import SparkSession
 
 from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
 from tidelake.config import ChangefeedConfig, load_config
+from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
+from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
@@ -84,6 +86,10 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
             log.warning("syncpoint %s not taken now: %s", result.ts, result.reason)
             return
         log.info("syncpoint %s: %s%s", result.ts, result.outcome, f" ({result.reason})" if result.reason else "")
+        if config.iceberg.enabled:  # after the Delta cut: a catalog that fails leaves the cut as it is
+            iceberg = sync_iceberg(open_catalog(layout, config.iceberg), layout, on_publish=lambda p: log.info(p.line()))
+            for line in iceberg.refused.values():
+                log.warning("%s", line)
     elif isinstance(spec, MaintenanceJob):
         report = run_maintenance(spark, layout)
         log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed",

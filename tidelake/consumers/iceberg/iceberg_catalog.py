@@ -1,0 +1,68 @@
+"""The Iceberg catalog the replicas are published to: pyiceberg's SQL catalog on a database the
+deployment already runs (PostgreSQL), or a SQLite file in a local lake's _tidelake/iceberg folder,
+which also holds the tables' metadata files. Owner: `tidelake iceberg sync` and the syncpoint job.
+
+More: docs/operations.md#reading-replicas-as-iceberg.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from tidelake.config import IcebergConfig
+from tidelake.errors import EXIT_TRY_LATER, InputError, TidelakeError
+from tidelake.lake.damage import first_line
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import setting_of
+
+CATALOG_FILE = "catalog.db"
+# pyiceberg FileIO properties (pyiceberg.io S3_*) from the delta-rs settings of the lake's storage options
+_S3_PROPERTIES = {"s3.endpoint": "endpoint", "s3.region": "region", "s3.access-key-id": "access_key_id",
+                  "s3.secret-access-key": "secret_access_key", "s3.session-token": "session_token"}
+
+
+class CatalogUnreachable(TidelakeError):
+    """The catalog did not answer: nothing was published, the Delta side is untouched; run again."""
+
+    exit_code = EXIT_TRY_LATER
+
+
+def iceberg_root(layout: LakeLayout) -> str:
+    """The folder of the Iceberg metadata files (and the default catalog file) of a lake."""
+    return f"{layout.tidelake_root}/iceberg"
+
+
+def catalog_uri(layout: LakeLayout, config: IcebergConfig) -> str:
+    """The configured catalog URL, else the SQLite file of a local lake (created with its folder)."""
+    if config.catalog_uri is not None:
+        return config.catalog_uri
+    if "://" in layout.root:
+        raise InputError(f"{layout.root}: an object-store lake needs [iceberg].catalog_uri in its config "
+                         "(the default SQLite catalog file lives in a local lake only)")
+    folder = Path(iceberg_root(layout))
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / CATALOG_FILE}"
+
+
+def open_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog:
+    """The catalog, its tables created on first use; CatalogUnreachable in one line (the URL shown
+    without its password) when the database does not answer."""
+    uri = catalog_uri(layout, config)
+    try:
+        shown = make_url(uri).render_as_string(hide_password=True)
+    except ArgumentError:
+        raise InputError(f"Iceberg catalog URL {uri!r} is not a SQLAlchemy URL like "
+                         "'postgresql+psycopg2://user@host/db'") from None
+    options = layout.storage_options or {}
+    io = {key: setting_of(options, setting) for key, setting in _S3_PROPERTIES.items()}
+    try:
+        return SqlCatalog(config.catalog_name, uri=uri, warehouse=iceberg_root(layout),
+                          **{key: value for key, value in io.items() if value})
+    except ArgumentError as exc:  # a dialect or driver SQLAlchemy does not have
+        raise InputError(f"Iceberg catalog {shown}: {first_line(exc)}") from None
+    except SQLAlchemyError as exc:
+        raise CatalogUnreachable(f"Iceberg catalog {shown}: {first_line(exc)}") from exc
