@@ -59,10 +59,8 @@ def _cut(layout: LakeLayout, ts: int) -> Syncpoint:
     return Syncpoint(ts, replicas)
 
 
-@pytest.fixture
-def lake(tmp_path) -> LakeLayout:
-    """shop.orders (plain) and shop.odd (column mapping), cut at FIRST; then orders sees an UPDATE,
-    a DELETE and an ADD COLUMN, odd an append, and SECOND is cut."""
+def _first_cut(tmp_path: Path) -> tuple[LakeLayout, str, str, Syncpoint]:
+    """shop.orders (plain) and shop.odd (column mapping), cut at FIRST."""
     layout = LakeLayout(str(tmp_path / "lake"))
     open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
     catalog = ReplicaCatalog(layout)
@@ -71,12 +69,23 @@ def lake(tmp_path) -> LakeLayout:
     write_deltalake(orders, _orders(range(0, 6)))
     write_deltalake(orders, _orders(range(6, 9)), mode="append")
     write_deltalake(odd, _odd(range(0, 5)), configuration=COLUMN_MAPPING)
-    _cut(layout, FIRST)
+    return layout, orders, odd, _cut(layout, FIRST)
+
+
+def _change(orders: str, odd: str) -> None:
+    """orders sees an UPDATE, a DELETE and an ADD COLUMN, odd an append."""
     DeltaTable(orders).update(updates={"note": "'changed'"}, predicate="id < 3")
     DeltaTable(orders).delete("id = 7")
     wider = _orders(range(20, 22)).append_column("extra", pa.array(["x", None], pa.string()))
     write_deltalake(orders, wider, mode="append", schema_mode="merge")
     write_deltalake(odd, _odd(range(5, 8)), mode="append")
+
+
+@pytest.fixture
+def lake(tmp_path) -> LakeLayout:
+    """_first_cut, _change, and SECOND is cut."""
+    layout, orders, odd, _ = _first_cut(tmp_path)
+    _change(orders, odd)
     _cut(layout, SECOND)
     return layout
 
@@ -98,20 +107,10 @@ def test_every_reader_reads_the_delta_rows_of_every_cut_and_no_file_is_copied(la
 
 
 def test_each_syncpoint_is_its_own_tagged_snapshot_and_older_tags_read_older_rows(tmp_path):
-    layout = LakeLayout(str(tmp_path / "lake"))
-    open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
-    replicas = ReplicaCatalog(layout)
-    orders = replicas.assign(1, "shop", "orders", FIRST - 10).path
-    odd = replicas.assign(2, "shop", "odd", FIRST - 10).path
-    write_deltalake(orders, _orders(range(0, 6)))
-    write_deltalake(odd, _odd(range(0, 5)), configuration=COLUMN_MAPPING)
-    first = _cut(layout, FIRST)
+    layout, orders, odd, first = _first_cut(tmp_path)
     catalog = open_catalog(layout, IcebergConfig())
     assert len(sync_iceberg(catalog, layout).published) == 2
-    DeltaTable(orders).update(updates={"note": "'changed'"}, predicate="id < 3")
-    DeltaTable(orders).delete("id = 4")
-    write_deltalake(orders, _orders(range(20, 22)).append_column("extra", pa.array(["x", None])), mode="append",
-                    schema_mode="merge")
+    _change(orders, odd)
     second = _cut(layout, SECOND)
     report = sync_iceberg(catalog, layout)
     assert [(p.table, p.ts, p.delta_version) for p in report.published] == [(r.qualified_name, SECOND, r.version)
@@ -134,14 +133,7 @@ def test_a_rename_by_rewrite_keeps_the_old_name_readable_at_the_older_tag(tmp_pa
     """Without column mapping tidelake renames and drops a column by rewriting the replica in one
     overwrite commit (docs/operations.md#ddl-support): the new files name the new column, the older
     snapshot's files the old one, and both resolve through the name mapping."""
-    layout = LakeLayout(str(tmp_path / "lake"))
-    open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
-    orders = ReplicaCatalog(layout).assign(1, "shop", "orders", FIRST - 10).path
-    write_deltalake(orders, _orders(range(0, 4)))
-    catalog_rows = ReplicaCatalog(layout)
-    catalog_rows.assign(2, "shop", "odd", FIRST - 10)
-    write_deltalake(catalog_rows.get(2).path, _odd(range(0, 2)), configuration=COLUMN_MAPPING)
-    first = _cut(layout, FIRST)
+    layout, orders, _, first = _first_cut(tmp_path)
     catalog = open_catalog(layout, IcebergConfig())
     sync_iceberg(catalog, layout)
     renamed = DeltaTable(orders).to_pyarrow_table().rename_columns(["id", "memo", "amount", "at", "day", "local", "tags"])
