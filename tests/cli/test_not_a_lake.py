@@ -59,6 +59,7 @@ COMMANDS = [
     ["status", "--pd", UNREACHABLE_PD],
     ["snapshot-at", "1"],
     ["duckdb", "-c", "SELECT 1"],
+    ["iceberg", "sync"],
     ["merge"],
     ["syncpoint"],
     ["maintenance"],
