@@ -14,13 +14,14 @@ from pyiceberg.catalog import Catalog
 
 from tidelake.consumers.duckdb_lake import extension_file, offline_connection
 from tidelake.consumers.iceberg.publish import syncpoint_tag
+from tidelake.lake.layout import LakeLayout
 from tidelake.syncpoint.records import Syncpoint
 
 
-def iceberg_duckdb() -> duckdb.DuckDBPyConnection:
+def iceberg_duckdb(layout: LakeLayout | None = None) -> duckdb.DuckDBPyConnection:
     """DuckDB with the iceberg extension (and the avro one it reads manifests with) loaded from
-    their packages, nothing downloaded."""
-    con = offline_connection()
+    their packages, nothing downloaded; with the S3 secret of `layout` if it is an object-store lake."""
+    con = offline_connection(layout)
     for package, name in ((duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")):
         con.execute(f"LOAD '{extension_file(package, name)}'")
     return con
@@ -30,10 +31,10 @@ def delta_rows(con: duckdb.DuckDBPyConnection, path: str, version: int) -> pa.Ta
     return con.sql(f"SELECT * FROM delta_scan('{path}', version => {version})").to_arrow_table()
 
 
-def assert_iceberg_reads_the_cut(catalog: Catalog, syncpoint: Syncpoint) -> None:
+def assert_iceberg_reads_the_cut(catalog: Catalog, syncpoint: Syncpoint, layout: LakeLayout | None = None) -> None:
     """Every replica of the cut, read through its Iceberg table at the cut's tag by pyiceberg and by
     DuckDB, has the columns (names, order) and rows of its Delta version."""
-    con = iceberg_duckdb()
+    con = iceberg_duckdb(layout)
     for replica in syncpoint.replicas:
         why = f"{replica.qualified_name} at {syncpoint.ts}"
         expected = delta_rows(con, replica.path, replica.version)

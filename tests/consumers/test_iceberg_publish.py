@@ -25,6 +25,7 @@ from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.consumers.iceberg.publish import DELTA_VERSION, PUBLISHED_TS, syncpoint_tag
 from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.lake.layout import WATERMARKS_SCHEMA, LakeLayout, open_or_create
+from tidelake.lake.object_store import lake_storage_options
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.syncpoint.records import ReplicaAt, Syncpoint, read_syncpoints, record_syncpoint
 
@@ -144,3 +145,17 @@ def test_a_rename_by_rewrite_keeps_the_old_name_readable_at_the_older_tag(tmp_pa
         assert_iceberg_reads_the_cut(catalog, cut)
     mapping = {name: f.field_id for f in catalog.load_table(("shop", "orders")).name_mapping() for name in f.names}
     assert {"note", "memo", "day"} <= mapping.keys() and mapping["note"] != mapping["memo"]
+
+
+def test_an_object_store_lake_is_published_and_read_through_its_storage_options(s3_server, tmp_path):
+    root = s3_server.lake_root("iceberg")
+    layout = LakeLayout(root, lake_storage_options(root, s3_server.storage_options(), environ={}))
+    open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
+    orders = ReplicaCatalog(layout).assign(1, "shop", "orders", FIRST - 10).path
+    write_deltalake(orders, _orders(range(0, 4)), storage_options=layout.storage_options)
+    replicas = [ReplicaAt(1, "shop", "orders", orders, 0)]
+    assert record_syncpoint(layout, Syncpoint(FIRST, replicas))
+    catalog = open_catalog(layout, IcebergConfig(catalog_uri=f"sqlite:///{tmp_path / 'catalog.db'}"))
+    assert [p.table for p in sync_iceberg(catalog, layout).published] == ["shop.orders"]
+    assert catalog.load_table(("shop", "orders")).metadata_location.startswith(f"{root}/_tidelake/iceberg/shop/orders/")
+    assert_iceberg_reads_the_cut(catalog, Syncpoint(FIRST, replicas), layout)
