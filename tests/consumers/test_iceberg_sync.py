@@ -173,3 +173,21 @@ def test_the_syncpoint_job_publishes_after_its_cut_when_iceberg_is_enabled(lake,
         assert Path(iceberg_root(lake)).exists() is enabled
     assert cuts == [lake.root, lake.root]
     assert _marks(lake) == dict.fromkeys(TABLES, CUTS[0])
+
+
+def test_a_table_whose_ids_change_source_is_refused_not_mixed(lake):
+    """An Iceberg table's field ids come from Delta's column mapping or from names, for good: the
+    same name published from a column-mapped table later is refused, its snapshots kept."""
+    catalog = open_catalog(lake, IcebergConfig())
+    sync_iceberg(catalog, lake)
+    mapped = ReplicaCatalog(lake).assign(5, "shop", "orders2", CUTS[1]).path
+    write_deltalake(mapped, _rows(range(3)), configuration={"delta.columnMapping.mode": "name",
+                                                           "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+    cut = _cut(lake, CUTS[1])
+    swapped = [ReplicaAt(5, "shop", "orders", mapped, 0) if r.name == "orders" else r for r in cut.replicas]
+    assert record_syncpoint(lake, Syncpoint(CUTS[2], swapped))
+    report = sync_iceberg(catalog, lake)
+    assert report.refused == {"shop.orders": "shop.orders: not published as Iceberg: its field ids were published "
+                              "by-name and the replica now has column-mapping ids (column mapping changed); drop its "
+                              "Iceberg table to publish it anew"}
+    assert _marks(lake) == {"orders": CUTS[1], "items": CUTS[2], "users": CUTS[2]}

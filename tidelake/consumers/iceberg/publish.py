@@ -19,8 +19,8 @@ from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
 from tidelake.consumers.iceberg.data_files import delta_data_files
-from tidelake.consumers.iceberg.refusal import check_publishable
-from tidelake.consumers.iceberg.iceberg_schema import iceberg_schema, name_mapping
+from tidelake.consumers.iceberg.iceberg_schema import column_mapped, iceberg_schema, name_mapping
+from tidelake.consumers.iceberg.refusal import IcebergRefused, check_publishable
 from tidelake.consumers.iceberg.set_schema import SetSchema
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.layout import LakeLayout
@@ -29,6 +29,8 @@ from tidelake.syncpoint.records import ReplicaAt
 PUBLISHED_TS = "tidelake.syncpoint-ts"  # table property: the newest syncpoint published
 DELTA_VERSION = "tidelake.delta-version"  # snapshot summary: the Delta version it shows
 DELTA_TABLE = "tidelake.delta-table"  # table property: the replica's Delta table
+# table property: whether field ids are Delta's column mapping ids or given by name (iceberg_schema)
+ID_SOURCE = "tidelake.field-ids"
 NAME_MAPPING = "schema.name-mapping.default"  # Iceberg spec "Column Projection"
 # Iceberg spec "Table Properties": snapshot expiry and orphan-file removal must never delete a
 # data file: the files are the replica's, Delta's VACUUM owns them.
@@ -87,6 +89,11 @@ def publish_replica(catalog: Catalog, layout: LakeLayout, replica: ReplicaAt, ts
     found = catalog.load_table(identifier) if catalog.table_exists(identifier) else None
     if found is not None and int(found.properties.get(PUBLISHED_TS, 0)) >= ts:
         return None
+    ids = "column-mapping" if column_mapped(delta) else "by-name"
+    if found is not None and found.properties.get(ID_SOURCE, ids) != ids:
+        raise IcebergRefused(f"{replica.qualified_name}: not published as Iceberg: its field ids were published "
+                             f"{found.properties[ID_SOURCE]} and the replica now has {ids} ids (column mapping "
+                             "changed); drop its Iceberg table to publish it anew")
     history, last_column_id = (found.metadata.schemas, found.metadata.last_column_id) if found is not None else ([], 0)
     schema = iceberg_schema(replica.qualified_name, delta, history, last_column_id)
     table = found or _create_table(catalog, replica)  # created once nothing refuses the version
@@ -102,7 +109,7 @@ def publish_replica(catalog: Catalog, layout: LakeLayout, replica: ReplicaAt, ts
     if schema_changed:
         SetSchema(tx, schema).commit()
     mapping = name_mapping(delta, schema, table.name_mapping())
-    tx.set_properties({NAME_MAPPING: mapping.model_dump_json(), PUBLISHED_TS: str(ts)})
+    tx.set_properties({NAME_MAPPING: mapping.model_dump_json(), PUBLISHED_TS: str(ts), ID_SOURCE: ids})
     if snapshot is None or added or removed or schema_changed:
         summary = {PUBLISHED_TS: str(ts), DELTA_VERSION: str(replica.version)}
         update = tx.update_snapshot(snapshot_properties=summary)
