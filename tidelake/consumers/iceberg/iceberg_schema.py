@@ -49,6 +49,13 @@ _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _ID = "delta.columnMapping.id"
 _PHYSICAL = "delta.columnMapping.physicalName"
 _TYPE_CHANGES = "delta.typeChanges"  # delta-io/delta PROTOCOL.md "Type Change Metadata"
+# Spark's Delta writes the change data feed's columns (delta-io/delta CDCReader.CDC_COLUMNS_IN_DATA:
+# `_change_type`, `__is_cdc`, all null) into the data files an UPDATE or DELETE rewrites, outside
+# the table schema; Delta readers ignore them, pyiceberg refuses a file column its name mapping
+# lacks. They map to ids of the range Iceberg reserves (spec "Reserved Field IDs"), never a table
+# field's: `_change_type` to Iceberg's own (apache/iceberg MetadataColumns.CHANGE_TYPE).
+DELTA_CDC_COLUMNS = [MappedField(field_id=2**31 - 1 - 104, names=["_change_type"]),
+                     MappedField(field_id=2**31 - 1 - 199, names=["__is_cdc"])]
 ELEMENT = "element"  # the list element's Parquet name as Spark and delta-rs write it (Parquet LogicalTypes.md "Lists")
 
 
@@ -124,6 +131,7 @@ def name_mapping(delta: DeltaTable, schema: Schema, previous: NameMapping | None
         nested = [MappedField(field_id=field.field_type.element_id, names=[ELEMENT])] \
             if isinstance(field.field_type, ListType) else []
         mapped.append(MappedField(field_id=field.field_id, names=[physical[field.name]], fields=nested))
+    mapped += DELTA_CDC_COLUMNS
     ids, names = {f.field_id for f in mapped}, {n for f in mapped for n in f.names}
     older = [f for f in (previous or ()) if f.field_id not in ids and not names & set(f.names)]
     return NameMapping(mapped + older)
