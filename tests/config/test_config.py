@@ -186,11 +186,16 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
         ("parallel_jobs = 0", "[merge].parallel_jobs: expected a positive integer, got 0"),
         ('run_on_new_data = "soon"', "[merge].run_on_new_data: expected a duration like '5s', got 'soon'"),
         ('schedule = "1m"', "[merge].schedule: unknown key (valid here: parallel_jobs, run_on_new_data, syncpoint_interval)"),
+        ('catalog_uri = "db.sqlite"', "[iceberg].catalog_uri: expected a SQLAlchemy URL like "),
+        ('catalog_name = "a b"', "[iceberg].catalog_name: expected letters, digits, '-' and '_', got 'a b'"),
+        ('enabled = "yes"', "[iceberg].enabled: expected true or false"),
+        ('uri = "sqlite://"', "[iceberg].uri: unknown key (valid here: catalog_name, catalog_uri, enabled)"),
     ],
 )
-def test_merge_section_errors_name_the_key(tmp_path, section, message):
+def test_merge_and_iceberg_section_errors_name_the_key(tmp_path, section, message):
+    name = message[1:message.index("]")]
     with pytest.raises(InputError) as err:
-        load_config(write(tmp_path, MINIMAL + f"[merge]\n{section}\n"))
+        load_config(write(tmp_path, MINIMAL + f"[{name}]\n{section}\n"))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 
@@ -245,21 +250,6 @@ def test_iceberg_section_defaults_off_with_the_lake_sqlite_catalog(tmp_path):
     text = MINIMAL + '[iceberg]\nenabled = true\ncatalog_uri = "postgresql+psycopg2://airflow@db/airflow"\n'
     config = load_config(write(tmp_path, text)).iceberg
     assert config == IcebergConfig(enabled=True, catalog_uri="postgresql+psycopg2://airflow@db/airflow")
-
-
-@pytest.mark.parametrize(
-    ("section", "message"),
-    [
-        ('catalog_uri = "db.sqlite"', "[iceberg].catalog_uri: expected a SQLAlchemy URL like "),
-        ('catalog_name = "a b"', "[iceberg].catalog_name: expected letters, digits, '-' and '_', got 'a b'"),
-        ('enabled = "yes"', "[iceberg].enabled: expected true or false"),
-        ('uri = "sqlite://"', "[iceberg].uri: unknown key (valid here: catalog_name, catalog_uri, enabled)"),
-    ],
-)
-def test_iceberg_section_errors_name_the_key(tmp_path, section, message):
-    with pytest.raises(InputError) as err:
-        load_config(write(tmp_path, MINIMAL + f"[iceberg]\n{section}\n"))
-    assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_iceberg_on_an_object_store_lake_needs_a_catalog_uri(tmp_path):
