@@ -11,7 +11,7 @@ from tidelake.syncpoint.cut import SyncpointOutcome, SyncpointResult
 
 @pytest.mark.parametrize("outcome, code", [
     (SyncpointOutcome.NOT_REACHABLE, 0), (SyncpointOutcome.WAITING, 0), (SyncpointOutcome.ALREADY_RECORDED, 0),
-    (SyncpointOutcome.INCOMPLETE, 1),
+    (SyncpointOutcome.INCOMPLETE, 1), (SyncpointOutcome.HELD, 75),
 ])
 def test_only_an_incomplete_cut_fails(tmp_path, monkeypatch, capsys, outcome, code):
     layout = LakeLayout(str(tmp_path / "lake"))
