@@ -158,12 +158,15 @@ def test_a_refused_replica_is_one_line_exit_1_and_the_others_are_published(lake,
     assert not open_catalog(lake, IcebergConfig()).table_exists(("shop", "nested"))
 
 
-def test_the_syncpoint_job_publishes_after_its_cut_when_iceberg_is_enabled(lake, tmp_path, monkeypatch):
+@pytest.mark.parametrize("outcome", [SyncpointOutcome.ALREADY_RECORDED, SyncpointOutcome.HELD])
+def test_the_syncpoint_job_publishes_after_its_cut_when_iceberg_is_enabled(lake, tmp_path, monkeypatch, outcome):
     """The job's stage call (tidelake.orchestration.job_entry.run_job), the cut itself stubbed: the
-    Delta side is tests/syncpoint's; here only what follows it."""
+    Delta side is tests/syncpoint's; here only what follows it. A cut another writer put off still
+    publishes the cuts recorded before it, as `tidelake syncpoint` does."""
     cuts = []
     monkeypatch.setattr(job_entry, "run_syncpoint", lambda _spark, layout, interval: cuts.append(layout.root)
-                        or SyncpointResult(CUTS[0], SyncpointOutcome.ALREADY_RECORDED))
+                        or SyncpointResult(CUTS[0], outcome, None if outcome is SyncpointOutcome.ALREADY_RECORDED
+                                           else "replica of shop.a is being written by `tidelake merge`"))
     text = (f'[changefeed]\nid = "cf"\n[upstream]\npd = ["127.0.0.1:2379"]\n[lake]\nroot = "{lake.root}"\n'
             '[merge]\nsyncpoint_interval = "1m"\n')
     for enabled in (False, True):

@@ -80,16 +80,18 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         if interval is None:
             raise InputError(f"{spec.config}: no [merge].syncpoint_interval, so no syncpoint to take")
         result = run_syncpoint(spark, layout, interval)
-        if result.outcome is SyncpointOutcome.INCOMPLETE:
-            raise JobFailed(f"syncpoint {result.ts} not taken: {result.reason}")
         if result.outcome is SyncpointOutcome.HELD:  # another writer's run: the next interval takes the cut
             log.warning("syncpoint %s not taken now: %s", result.ts, result.reason)
-            return
-        log.info("syncpoint %s: %s%s", result.ts, result.outcome, f" ({result.reason})" if result.reason else "")
-        if config.iceberg.enabled:  # after the Delta cut: a catalog that fails leaves the cut as it is
+        elif result.outcome is not SyncpointOutcome.INCOMPLETE:
+            log.info("syncpoint %s: %s%s", result.ts, result.outcome, f" ({result.reason})" if result.reason else "")
+        # After the Delta cut, whatever this attempt made of it: the cuts recorded before still publish
+        # (as `tidelake syncpoint` does); a catalog that fails leaves the cut as it is.
+        if config.iceberg.enabled:
             iceberg = sync_iceberg(open_catalog(layout, config.iceberg), layout, on_publish=lambda p: log.info(p.line()))
             for line in iceberg.refused.values():
                 log.warning("%s", line)
+        if result.outcome is SyncpointOutcome.INCOMPLETE:
+            raise JobFailed(f"syncpoint {result.ts} not taken: {result.reason}")
     elif isinstance(spec, MaintenanceJob):
         report = run_maintenance(spark, layout)
         log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed",
