@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.codec.ddl_job import ActionType, DDLJob, JobState, SchemaState
-from tidelake.codec.schema import DBInfo, TableInfo
+from tidelake.codec.ddl_job import ActionType, DDLJob, JobState, SchemaState, copied_physical_ids
+from tidelake.codec.schema import ColumnInfo, DBInfo, FieldType, PartitionDefinition, PartitionInfo, TableInfo
 from tidelake.errors import InputError
 
 DATA = Path(__file__).parent / "data"
@@ -119,3 +119,23 @@ def test_action_codes_match_tidb() -> None:
 def test_bad_job_json(raw: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
         DDLJob.from_json(raw)
+
+
+def _table(column_ids: list[int], partition_ids: list[int] = ()) -> TableInfo:
+    columns = [ColumnInfo(cid, f"c{i}", i, FieldType(3)) for i, cid in enumerate(column_ids)]
+    part = PartitionInfo(1, "c0", definitions=[PartitionDefinition(p, f"p{p}") for p in partition_ids]) \
+        if partition_ids else None
+    return TableInfo(70, "t", columns=columns, partition=part)
+
+
+def test_copied_ids_are_a_repartitionings_new_ids_or_every_id_of_a_reorganising_modify_column():
+    """REORGANIZE PARTITION copies into new ids; a MODIFY COLUMN (alone or in a multi-schema change)
+    that gave a column a new id rewrote every row of the table; one that kept the id rewrote none."""
+    assert copied_physical_ids(ActionType.REORGANIZE_PARTITION, _table([1, 2], [80, 81]),
+                               _table([1, 2], [80, 82, 83])) == [82, 83]
+    assert copied_physical_ids(ActionType.MODIFY_COLUMN, _table([1, 2], [80, 81]), _table([1, 3], [80, 81])) == [80, 81]
+    assert copied_physical_ids(ActionType.MULTI_SCHEMA_CHANGE, _table([1, 2]), _table([1, 3, 4])) == [70]
+    assert copied_physical_ids(ActionType.MODIFY_COLUMN, _table([1, 2]), _table([1, 2])) == []  # VARCHAR widening
+    assert copied_physical_ids(ActionType.MULTI_SCHEMA_CHANGE, _table([1, 2]), _table([1, 2, 3])) == []  # ADD only
+    assert copied_physical_ids(ActionType.ADD_COLUMN, _table([1, 2]), _table([1, 2, 3])) == []
+    assert copied_physical_ids(ActionType.MODIFY_COLUMN, None, _table([1])) == []

@@ -129,11 +129,30 @@ _ACTION_LABELS = {
 
 # Jobs that copy rows into new physical ids, each row to the partition TiDB's routing of its values
 # picks, in write reorganization, before the job is done (pingcap/tidb pkg/ddl/partition.go
-# `onReorganizePartition`, docs/design/2022-09-29-reorganize-partition.md). The new ids join the
-# feed at the finished ts, so no row event carries the copies: the puller reads them at that ts
-# (docs/sql-front.md#what-the-replica-side-does). REMOVE PARTITIONING copies too, but to one id
-# under the same handles, which the replica follows without them.
-COPIES_ROWS_TO_NEW_IDS = frozenset({ActionType.REORGANIZE_PARTITION, ActionType.ALTER_TABLE_PARTITIONING})
+# `onReorganizePartition`, docs/design/2022-09-29-reorganize-partition.md). REMOVE PARTITIONING
+# copies too, but to one id under the same handles, which the replica follows without them.
+REPARTITIONS = frozenset({ActionType.REORGANIZE_PARTITION, ActionType.ALTER_TABLE_PARTITIONING})
+_COLUMN_CHANGES = frozenset({ActionType.MODIFY_COLUMN, ActionType.MULTI_SCHEMA_CHANGE})
+
+
+def copied_physical_ids(action: int, before: TableInfo | None, after: TableInfo | None) -> list[int]:
+    """The physical ids whose rows a job rewrote where no row event carries them as the schema after
+    it reads them, so the puller reads them at the finished ts F and lands them as puts at F
+    (docs/sql-front.md#what-the-replica-side-does): a re-partitioning's new ids, which join the feed
+    only at F; every id of a table whose MODIFY COLUMN reorganised data, i.e. gave the column a new
+    id (TiDB writes each row's converted value into a changing column under that id, and its row
+    events decode, before F, with the old column: pkg/ddl/modify_column.go `doModifyColumnTypeWithData`).
+    A multi-schema change that both adds and drops a column counts too: a read more, never a row less."""
+    if before is None or after is None:
+        return []
+    if action in REPARTITIONS:
+        kept = set(before.physical_ids())
+        return [pid for pid in after.physical_ids() if pid not in kept]
+    if action in _COLUMN_CHANGES:
+        old, new = {c.id for c in before.public_columns()}, {c.id for c in after.public_columns()}
+        if new - old and old - new:
+            return after.physical_ids()
+    return []
 
 
 class JobState(IntEnum):

@@ -17,7 +17,7 @@ from typing import NewType
 
 from deltalake import DeltaTable
 
-from tidelake.codec.ddl_job import ActionType
+from tidelake.codec.ddl_job import ActionType, copied_physical_ids
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.ddl_log import DdlRow
@@ -70,6 +70,11 @@ class DdlEvent:
         """Physical ids whose rows the job removed (dropped/truncated partitions, truncated table)."""
         after = set(self.physical_ids_after)
         return [pid for pid in self.physical_ids_before if pid not in after]
+
+    @property
+    def copied_physical_ids(self) -> list[int]:
+        """Ids whose rows the puller landed as puts at this DDL's ts (tidelake.capture.changefeed.copied_rows)."""
+        return copied_physical_ids(self.action, self.table_info_before, self.table_info_after)
 
     @property
     def barrier(self) -> int:

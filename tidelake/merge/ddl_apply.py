@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from tidelake.codec.column_default import origin_default
-from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS, ActionType
+from tidelake.codec.ddl_job import REPARTITIONS, ActionType
 from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.errors import InputError, TidelakeError
@@ -141,7 +141,7 @@ def apply_ddl(
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow rows between tables yet")
         _exchange_rows(targets[0], event, partner)
-    elif event.action in COPIES_ROWS_TO_NEW_IDS:
+    elif event.action in REPARTITIONS:
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow rows between partitions yet")

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS
 from tidelake.lake.layout import DdlSource
 from tidelake.lake.watermarks import Watermarks
 
@@ -197,11 +196,15 @@ def plan_table(
         # The DDL's last commit also writes the rows committed at exactly its ts (async commit and
         # 1PC can share it; docs/design.md#dml-at-a-ddls-commit-ts): they must have landed, so
         # every id the DDL keeps must be resolved to it. Ids it removes stop at ts - 1; ids it
-        # creates hold no row at ts, except the rows a re-partitioning copied into them, which
-        # the puller lands at ts before it resolves them (tidelake.capture.changefeed.copied_rows).
+        # creates hold no row at ts, except the rows a job rewrote (a re-partitioning's new ids, a
+        # reorganising MODIFY COLUMN's table), which a shard lands at ts before it resolves the
+        # new ids or reports the DDL resolved ts (tidelake.capture.changefeed.copied_rows).
         after = set(history.physical_ids_at(table, next_ts))
-        holding = after if event.action in COPIES_ROWS_TO_NEW_IDS else set(physical_ids) & after
-        if any(watermarks.table_resolved.get(pid, 0) < next_ts for pid in holding):
+        if event.copied_physical_ids:
+            ready = watermarks.reached(next_ts, after)
+        else:
+            ready = not watermarks.lagging(next_ts, set(physical_ids) & after)
+        if not ready:
             return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_RESOLVED)
         return TableMergePlan(table, checkpoint, checkpoint, physical_ids, BOUND_BARRIER, event)
     upper, bound, reason = window_upper(checkpoint, physical_ids, watermarks, next_ts, until_ts)

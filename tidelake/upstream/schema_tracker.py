@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tidelake.codec.ddl_job import ActionType, DDLJob
+from tidelake.codec.ddl_job import ActionType, DDLJob, copied_physical_ids
 from tidelake.codec.schema import DBInfo, TableInfo
 from tidelake.table_filter import TableFilter, is_system_schema
 from tidelake.table_names import table_key
@@ -58,6 +58,7 @@ class JobEffect:
     left: dict[int, TrackedTable]  # physical ids no longer replicated after the job
     touched: list[TrackedTable]  # the job's tables after it (as before it when it removed them)
     replicated: frozenset[int] = frozenset()  # logical ids of `touched` the filter selects
+    copied: dict[int, TrackedTable] = field(default_factory=dict)  # replicated ids read at the finished ts
 
 
 SchemaLoader = Callable[[int], SchemaSnapshot]
@@ -128,8 +129,10 @@ class SchemaTracker:
         relevant = bool(joined or left or replicated_logical & touched_ids) or (
             schema_level and bool(db_name) and self._filter.should_replicate_schema(db_name)
         )
+        copied = {pid: after[pid] for tid, t in touched_before.items() if tid in self._tables
+                  for pid in copied_physical_ids(job.type, t.info, self._tables[tid][1]) if pid in after}
         return JobEffect(relevant, joined, left, touched,
-                         frozenset(t.logical_id for t in touched) & frozenset(replicated_logical))
+                         frozenset(t.logical_id for t in touched) & frozenset(replicated_logical), copied)
 
     # --- internals -----------------------------------------------------------------------
 

@@ -67,3 +67,37 @@ def test_copied_rows_land_at_the_finished_ts_again_after_a_crash_before_the_ddl_
             after = {(t, k, ts, op, v) for t, k, ts, op, v in landed if t == pid and ts > finished}
             assert after == oracle(sim, pid, finished), pid
         assert len(new_ids) == 2  # p1 holds 12 and 25, the new pmax 40: each copied once, landed twice
+
+
+def test_a_reorganising_modify_column_lands_every_row_at_the_finished_ts_and_a_widening_none(tmp_path):
+    """A MODIFY COLUMN that gives the column a new id (TiDB rewrote every row, here clamping under a
+    non-strict sql_mode) lands the table's rows at its finished ts, as TiDB's MVCC holds them there;
+    a VARCHAR widening keeps the column id and lands nothing at its ts."""
+    lake = tmp_path / "lake"
+    with small_sim() as sim:
+        tidb = SimTiDB(sim)
+        config = make_config(sim, lake, rules=("shop.*",), flush="200ms")
+        with SqlServer(tidb, port=0) as server, PullerThread(config, progress_interval_s=3600) as puller:
+            conn = pymysql.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+            cursor = conn.cursor()
+            wait_resolved(lake, {}, 1, puller)
+            for statement in (
+                "SET sql_mode = ''", "CREATE DATABASE shop", "USE shop",
+                "CREATE TABLE t (id INT PRIMARY KEY, v BIGINT, s VARCHAR(8))",
+                "INSERT INTO t VALUES (1, 5, 'a'), (2, 300, 'b'), (3, -70000, 'c'), (4, NULL, 'd')",
+                "DELETE FROM t WHERE id = 4",
+                "ALTER TABLE t MODIFY COLUMN v TINYINT",
+                "ALTER TABLE t MODIFY COLUMN s VARCHAR(20)",
+            ):
+                cursor.execute(statement)
+            final = sim.tso.next()
+            (pid,) = tidb.table_info("shop", "t").physical_ids()
+            wait_resolved(lake, {pid: final}, final, puller)
+            conn.close()
+        lossy, widening = [r for r in ddl_rows(lake) if r["action"] == ActionType.MODIFY_COLUMN]
+        landed = changelog(lake)
+        copies = {(key, value) for table, key, ts, op, value in landed
+                  if table == pid and ts == lossy["commit_ts"] and op == "put"}
+        assert copies == set(snapshot_scan(sim, *table_record_span(pid), lossy["commit_ts"]))
+        assert len(copies) == 3
+        assert not [row for row in landed if row[2] == widening["commit_ts"]]

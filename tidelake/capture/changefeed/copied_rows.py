@@ -1,12 +1,11 @@
-"""The rows a REORGANIZE PARTITION or PARTITION BY job copied into new physical ids, landed as
-changelog puts at the job's finished ts F, before the job's `ddl` row (docs/sql-front.md#what-the-replica-side-does).
-
-TiDB copies the rows in write reorganization, before F, and the new ids join the feed only at F,
-so no row event carries the copies (tidelake.codec.ddl_job.COPIES_ROWS_TO_NEW_IDS). The puller reads
-each new id at F with the snapshot reader bootstrap uses (KvScan over kvrpcpb, locks resolved):
+"""The rows a job rewrote that no row event carries as the schema after it reads them
+(tidelake.codec.ddl_job.copied_physical_ids: a re-partitioning's new ids, a reorganising MODIFY
+COLUMN's table), landed as puts at the job's finished ts F before its `ddl` row and before the
+shard reports a DDL resolved ts >= F (docs/sql-front.md#what-the-replica-side-does). The puller
+reads each id at F with the snapshot reader bootstrap uses (KvScan over kvrpcpb, locks resolved):
 F is above the GC safepoint the puller holds, which stays below its durable DDL watermark < F.
 Landed again after a restart, a put is the same (key, commit ts) change twice, which the merge
-collapses (docs/design.md invariant 5). Owner: the puller shard that feeds the new ids.
+collapses (docs/design.md invariant 5). Owner: the puller shard that feeds the ids.
 """
 
 from __future__ import annotations

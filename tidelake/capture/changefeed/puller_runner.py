@@ -36,7 +36,6 @@ from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.lander import Lander, LanderClosedError
 from tidelake.capture.landing.resident_memory import ResidentGrowth
 from tidelake.capture.puller_errors import PullerError
-from tidelake.codec.ddl_job import COPIES_ROWS_TO_NEW_IDS
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, table_record_span_encoded
 from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
@@ -507,15 +506,16 @@ class PullerRunner:
 
     def _on_job(self, pulled: PulledJob) -> None:
         """Land the job's rows (shard 0) and move this shard's tables in or out of the feed. The
-        rows a job copied into new ids are landed first, before its `ddl` row and the ids'
-        resolved ts (tidelake.capture.changefeed.copied_rows)."""
+        rows a job rewrote (effect.copied) are landed first, before its `ddl` row, the new ids'
+        resolved ts and this shard's DDL resolved ts (tidelake.capture.changefeed.copied_rows)."""
         self._jobs += 1
         finished = pulled.finished_ts
         joined = self._owned(pulled.effect.joined)
-        if pulled.job.type in COPIES_ROWS_TO_NEW_IDS and joined:
-            copied = land_copied_rows(self._reader, self._lander, joined, finished)
-            log.info("DDL job %d copied %d rows into physical ids %s; landed as puts at %d", pulled.job.id, copied,
-                     sorted(joined), finished)
+        copied = self._owned(pulled.effect.copied)
+        if copied:
+            count = land_copied_rows(self._reader, self._lander, copied, finished)
+            log.info("DDL job %d rewrote %d rows of physical ids %s; landed as puts at %d", pulled.job.id, count,
+                     sorted(copied), finished)
         if self.shard.lands_ddl and pulled.rows:
             self._lander.add_ddl(pulled.rows)
         for pid in self._owned(pulled.effect.left):
