@@ -154,6 +154,8 @@ def apply_ddl(
     elif event.action in _RENAMES or event.action in SCHEMA_DIFF_ACTIONS:
         for target in targets:
             _converge_schema(target, event)
+            if event.copied_physical_ids:
+                target.remove(event.commit_ts)  # TiDB's copies of every row arrive with the last commit
     else:
         raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
                              f"at {event.commit_ts}: {event.query or 'no query'}")
@@ -329,8 +331,9 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
     pairs = _match_columns(before, after)
     features = _features_of(replica)
     widen = TYPE_WIDENING.keys() <= features
+    overwritten = _overwritten(replica, event)
     if not _features_needed(replica, pairs, target, widen) <= features:
-        _rewrite_replica(replica, pairs, target, event.commit_ts)
+        _rewrite_replica(replica, pairs, target, event.commit_ts, overwritten)
         return
     for old, new in pairs:
         if new is None:
@@ -338,8 +341,27 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
     for old, new in pairs:
         if old is not None and new is not None:
             _rename_column(replica, old.name, new.name)
-            _change_type(replica, event, new, target[new.name].dataType, widen)
+            _change_type(replica, event, new, target[new.name].dataType, widen, overwritten)
     _add_columns(replica, after, [new for old, new in pairs if old is None], target)
+
+
+def _overwritten(replica: _Replica, event: DdlEvent) -> str | None:
+    """SQL: the rows a reorganising MODIFY COLUMN's copies replace (every row live at the barrier,
+    removed once the schema converged, before the DDL's last commit writes TiDB's converted rows:
+    docs/sql-front.md#what-the-replica-side-does), whose cast therefore cannot fail the DDL; None
+    without copies, or for a history table, whose versions before the DDL keep the cast."""
+    if not event.copied_physical_ids or replica.is_history:
+        return None
+    return live_condition() if has_soft_deletes(replica.schema()) else "true"
+
+
+def _cast_sql(column: str, target: DataType, overwritten: str | None) -> str:
+    """Spark's ANSI CAST (a value that does not convert fails), TRY_CAST (NULL) for the rows
+    `overwritten` (see _overwritten): TiDB's own converted rows replace those at the DDL's ts."""
+    cast = f"CAST({column} AS {target.simpleString()})"
+    if overwritten is None:
+        return cast
+    return f"CASE WHEN {overwritten} THEN TRY_{cast} ELSE {cast} END"
 
 
 def _features_of(replica: _Replica) -> set[str]:
@@ -370,10 +392,10 @@ def _features_needed(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
 
 
 def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, ColumnInfo | None]],
-                     target: StructType, ddl_ts: int) -> None:
+                     target: StructType, ddl_ts: int, overwritten: str | None) -> None:
     """Converge by rewriting the replica in ONE overwrite commit instead of enabling a reader feature,
     so deltalake, Polars and other readers without column mapping or type widening keep reading it
-    (docs/operations.md#who-can-read-a-replica). Columns are renamed, cast (ANSI: a value that does not
+    (docs/operations.md#who-can-read-a-replica). Columns are renamed, cast (_cast_sql: a value that does not
     convert fails the DDL) and dropped in the rewrite, and added ones take their origin default.
     The overwrite is atomic, so a rerun after a crash finds either the old schema (and rewrites)
     or the target one (and has nothing left to do); it costs a read and a write of every row. Its
@@ -397,7 +419,7 @@ def _rewrite_replica(replica: _Replica, pairs: list[tuple[ColumnInfo | None, Col
             name = old.name if old is not None and _has(current, old.name) else field.name
             value = F.col(quote(name))
             if _field_type(current, name) != field.dataType:
-                value, casts = value.cast(field.dataType), True
+                value, casts = F.expr(_cast_sql(quote(name), field.dataType, overwritten)), True
         columns.append(value.alias(field.name, metadata=field.metadata))
     rows = replica.spark.read.format("delta").load(replica.path).select(*columns)
     try:
@@ -497,14 +519,15 @@ def _add_columns(replica: _Replica, after: TableInfo, cols: list[ColumnInfo], ta
         replica.fill_columns(defaults)
 
 
-def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType, widen: bool) -> None:
+def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: DataType, widen: bool,
+                 overwritten: str | None) -> None:
     """Delta type widening where Delta allows it and the replica has it (`widen`; metadata only);
     else rewrite the column with CAST into a new column (column mapping renames it into place)."""
     name = col.name
     current_schema = replica.schema()
     tmp = f"__tidelake_retype_{event.commit_ts}_{col.id}"
     if _has(current_schema, tmp):
-        _finish_retype(replica, name, tmp, target)
+        _finish_retype(replica, name, tmp, target, overwritten)
         return
     current = _field_type(current_schema, name)
     if current == target:
@@ -513,16 +536,16 @@ def _change_type(replica: _Replica, event: DdlEvent, col: ColumnInfo, target: Da
         replica.alter(f"ALTER COLUMN {quote(name)} TYPE {target.simpleString()}")
         return
     replica.alter(f"ADD COLUMNS ({quote(tmp)} {target.simpleString()} AFTER {quote(name)})")
-    _finish_retype(replica, name, tmp, target)
+    _finish_retype(replica, name, tmp, target, overwritten)
 
 
-def _finish_retype(replica: _Replica, name: str, tmp: str, target: DataType) -> None:
+def _finish_retype(replica: _Replica, name: str, tmp: str, target: DataType, overwritten: str | None) -> None:
     """Resume-safe tail of a retype: fill tmp from the old column (if it still exists), drop the
-    old column, rename tmp into place. Spark CAST is ANSI: a value that does not convert fails the
-    DDL instead of silently becoming NULL."""
+    old column, rename tmp into place. The cast is _cast_sql's: a value that does not convert
+    fails the DDL instead of silently becoming NULL, unless TiDB's copies overwrite it."""
     if _has(replica.schema(), name):
         try:
-            replica.set_column(tmp, f"CAST({quote(name)} AS {target.simpleString()})")
+            replica.set_column(tmp, _cast_sql(quote(name), target, overwritten))
         except PySparkException as exc:
             raise UnsupportedDDL(f"column {name!r} cannot be cast to {target.simpleString()}: {exc}") from exc
         replica.alter(f"DROP COLUMN {quote(name)}")
