@@ -129,12 +129,21 @@ class SchemaTracker:
         relevant = bool(joined or left or replicated_logical & touched_ids) or (
             schema_level and bool(db_name) and self._filter.should_replicate_schema(db_name)
         )
-        copied = {pid: after[pid] for tid, t in touched_before.items() if tid in self._tables
-                  for pid in copied_physical_ids(job.type, t.info, self._tables[tid][1]) if pid in after}
+        copied = {pid: after[pid] for tid, t in touched_before.items() if (info := self._became(job, tid)) is not None
+                  for pid in copied_physical_ids(job.type, t.info, info) if pid in after}
         return JobEffect(relevant, joined, left, touched,
                          frozenset(t.logical_id for t in touched) & frozenset(replicated_logical), copied)
 
     # --- internals -----------------------------------------------------------------------
+
+    def _became(self, job: DDLJob, table_id: int) -> TableInfo | None:
+        """What table `table_id` is after `job`: itself, or the job's table when the job gave it a
+        new id (PARTITION BY: job.table_id is the old table, table_info the new one)."""
+        if table_id in self._tables:
+            return self._tables[table_id][1]
+        if job.table_id == table_id and job.table_info is not None and job.table_info.id in self._tables:
+            return self._tables[job.table_info.id][1]
+        return None
 
     def _load(self, snapshot: SchemaSnapshot) -> None:
         self._ts = snapshot.ts
