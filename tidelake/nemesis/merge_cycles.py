@@ -14,7 +14,7 @@ from typing import Any
 
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
-from tidelake.merge.merge_run import run_merge
+from tidelake.merge.merge_run import MergeReport, run_merge
 from tidelake.nemesis.landing_check import Anomaly
 from tidelake.nemesis.merge_crash import MergeCrashed, MergeCrashSwitch, MergeWriteError
 from tidelake.nemesis.plan import MERGE_CRASH, MERGE_STEPS, MergeFault
@@ -40,14 +40,15 @@ def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int, faults: Sequ
     layout = LakeLayout(root)
     out = MergeCycles()
 
-    def merge(until_ts: int | None = None, **kwargs: Any) -> None:
+    def merge(until_ts: int | None = None, **kwargs: Any) -> MergeReport:
         report = run_merge(spark, layout, until_ts=until_ts, max_chunk_rows=MERGE_CHUNK_ROWS, **kwargs)
         out.failures.extend(Anomaly("merge_failed", t.table_key, until_ts or 0, f"{t.table}: {t.reason}")
                             for t in report.failed)
+        return report
 
     def syncpoint() -> None:
         result = run_syncpoint(spark, layout, SYNCPOINT_INTERVAL_S, merge=lambda _s, _l, **kw: merge(**kw))
-        if result.outcome == SyncpointOutcome.INCOMPLETE:
+        if result.outcome in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD):  # nobody else writes here
             out.failures.append(Anomaly("merge_failed", 0, result.ts or 0, f"syncpoint: {result.reason}"))
 
     steps: dict[str, Callable[[], None]] = {"merge_mid": lambda: merge(mid_ts), "syncpoint": syncpoint,

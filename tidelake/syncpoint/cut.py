@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -26,7 +25,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import Watermarks
-from tidelake.merge.merge_run import run_merge
+from tidelake.merge.merge_run import MergeReport, run_merge
 from tidelake.syncpoint.records import (
     ReplicaAt,
     Syncpoint,
@@ -37,7 +36,7 @@ from tidelake.syncpoint.records import (
 )
 
 SYNCPOINT_FAILPOINTS = ("syncpoint.before_record",)
-MergeFn = Callable[..., Any]  # run_merge(spark, layout, tables=[...], until_ts=S)
+MergeFn = Callable[..., MergeReport]  # run_merge(spark, layout, tables=[...], until_ts=S)
 _NO_LIMIT = 1 << 63
 
 
