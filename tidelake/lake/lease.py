@@ -215,7 +215,11 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
                     waiting = True
                     log.warning("waiting up to %.0fs for %s", deadline - time.monotonic(),
                                 LeaseHeld(name, label, current, 0.0))
-                (cancel or threading.Event()).wait(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
+                pause = min(_POLL_S, max(deadline - time.monotonic(), 0.0))
+                if cancel is None:
+                    time.sleep(pause)
+                else:
+                    cancel.wait(pause)
                 continue
             if current is not None and not current.released:
                 log.warning("taking over the lease of %s: lease %d of `%s` (host %s, pid %d) %s", label, top,

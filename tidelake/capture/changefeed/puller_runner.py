@@ -41,7 +41,7 @@ from tidelake.config import ChangefeedConfig
 from tidelake.errors import InputError, StopRequested
 from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.lease import LeaseHeld, hold, puller_lease
+from tidelake.lake.lease import hold, puller_lease
 from tidelake.lake.row_change import RowChange
 from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import read_by_puller
@@ -210,14 +210,16 @@ class PullerRunner:
         # holder on another host may be dead), then refuses in one line naming the holder.
         wait_s = max(layout.leases.wait_s, layout.leases.ttl_s + layout.leases.renew_s)
         names = {self.feed_id: (puller_lease(self.feed_id), f"changefeed {self.feed_id}")}
+        pulling = False  # from then on _pull owns `pd` and closes it
         try:
             with hold(layout, names, wait_s, self._stop) as leases:
                 if self.feed_id in leases.refused:
                     raise leases.refused[self.feed_id]
+                pulling = True
                 return self._pull(cfg, pd, started, layout)
-        except LeaseHeld:
-            pd.close()
-            raise
+        finally:
+            if not pulling:  # refused, or the lease store failed: nothing else closes it
+                pd.close()
 
     def _pull(self, cfg: ChangefeedConfig, pd: PDClient, started: float, layout: LakeLayout) -> RunSummary:
         reader = self._reader = SnapshotReader(pd, cfg.upstream.tls)
