@@ -180,6 +180,43 @@ def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp
     assert read_checkpoint(f"{layout.root}/shop/big") > target
 
 
+def test_a_table_the_widened_filter_selects_is_bootstrapped_where_it_joined(sim, shop, spark, tmp_path):
+    """[filter].rules widened between two runs of a sharded puller: the new table joins at J
+    (filter_change), the merge waits for its bootstrap, and bootstrap reads it at J."""
+    tidb, ids = shop
+    lake = tmp_path / "lake"
+    layout = LakeLayout(str(lake))
+    narrow, wide = (make_config(sim, lake, rules=rules, shards=2) for rules in (("shop.small",), ("shop.*",)))
+    Bootstrap(narrow, BootstrapOptions(), spark=spark).run()
+
+    def pullers(stack: ExitStack, config) -> list[PullerThread]:
+        return [stack.enter_context(PullerThread(config, Shard(i, 2), join_lead_s=2.0, first_run_wait_s=30,
+                                                 table_starts_poll_s=0.5)) for i in range(2)]
+
+    with LiveWriter(tidb, ["small", "big"], 2000) as writer:
+        with ExitStack() as stack:
+            runs = pullers(stack, narrow)
+            wait_until(lambda: read_watermarks(layout).ddl_resolved > 0 and writer.commits > 10, 30, "feed running")
+        with ExitStack() as stack:
+            runs += pullers(stack, wide)
+            starts = TableStarts(layout)
+            wait_until(lambda: [s.state for s in starts.latest("cf1")] == [StartState.JOINED], 60, "big joined")
+            (join,) = starts.latest("cf1")
+            blocked = {t.table: t for t in run_merge(spark, layout).tables}["shop.big"]
+            assert blocked.reason == f"no replica yet: bootstrap it from the snapshot at {join.start_ts}"
+            results = {r.name: r for r in Bootstrap(wide, BootstrapOptions(), spark=spark).run()}
+            assert results["shop.small"].how == "skipped" and results["shop.big"].ts == join.start_ts
+            last = writer.commits
+            wait_until(lambda: writer.commits > last + 20, 30, "writes after the bootstrap")
+            target = tidb.cluster.tso.next()
+            wait_until(lambda: read_watermarks(layout).table_resolved.get(ids["big"], 0) > target, 30, "big resolved")
+    assert all(run.error is None for run in runs)
+    assert [s.state for s in TableStarts(layout).latest("cf1")] == [StartState.DONE]
+    run_merge(spark, layout)
+    checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
+    assert read_checkpoint(f"{layout.root}/shop/big") > target
+
+
 def test_ts_below_the_gc_safepoint_is_refused_with_a_clear_error(sim, shop, tmp_path, capsys):
     old = sim.tso.next()
     sim.gc_safe_points.advance_gc_safe_point(sim.tso.next())

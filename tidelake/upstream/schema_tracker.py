@@ -72,6 +72,7 @@ class SchemaTracker:
         self._reload = reload
         self._dbs: dict[int, DBInfo] = {}
         self._tables: dict[int, tuple[int, TableInfo]] = {}  # logical id -> (db id, info)
+        self._held: set[int] = set()  # logical ids left out until add_tables names them
         self._load(snapshot)
         self._replicated = self._compute_replicated()
 
@@ -98,10 +99,18 @@ class SchemaTracker:
         key = table_key(db, table)
         return self._compute_replicated(lambda d, n: table_key(d, n) == key)
 
+    def hold_back(self, logical_ids: set[int]) -> None:
+        """Leave these tables out of the replicated set until add_tables names them: tables the
+        filter selects that join through a request (tidelake.capture.changefeed.filter_change)."""
+        self._held |= logical_ids
+        self._replicated = self._compute_replicated()
+
     def add_tables(self, names: list[tuple[str, str]]) -> dict[int, TrackedTable]:
         """Also replicate these (db, table) names from now on (tables added to a running feed);
         returns the physical ids that join."""
         before = self._replicated
+        keys = {table_key(db, table) for db, table in names}
+        self._held = {tid for tid in self._held if tid not in self._tables or self._key(tid) not in keys}
         self._filter = _WithTables(self._filter, names)
         self._replicated = self._compute_replicated()
         return {pid: t for pid, t in self._replicated.items() if pid not in before}
@@ -187,17 +196,23 @@ class SchemaTracker:
         return not infos and job.table_id == 0
 
     def _compute_replicated(self, selects: Callable[[str, str], bool] | None = None) -> dict[int, TrackedTable]:
+        held = self._held if selects is None else set()  # named() still finds a held table
         selects = selects or self._filter.should_replicate_table
         out: dict[int, TrackedTable] = {}
         for tid, (db_id, info) in self._tables.items():
             db = self._dbs.get(db_id)
-            if db is None or not has_rows(info) or not selects(db.name, info.name):
+            if db is None or tid in held or not has_rows(info) or not selects(db.name, info.name):
                 continue
             tracked = TrackedTable(db_id, db.name, info.name, tid, info)
             for pid in info.physical_ids():
                 if pid <= MAX_USER_GLOBAL_ID:  # docs/metadata.md#reserved-ids
                     out[pid] = tracked
         return out
+
+    def _key(self, table_id: int) -> str:
+        db_id, info = self._tables[table_id]
+        db = self._dbs.get(db_id)
+        return table_key(db.name if db is not None else "", info.name)
 
     def _tracked(self, table_id: int) -> TrackedTable:
         db_id, info = self._tables[table_id]

@@ -1,0 +1,66 @@
+"""[filter].rules widened between two runs: a table the changefeed never fed joins at one ts J
+with its schema, as a bootstrap request would add it, instead of being fed from the restart with
+its earlier rows in no changelog. Oracle: the simulator's MVCC write records."""
+
+from __future__ import annotations
+
+import random
+
+from tests.capture.changefeed.test_puller_runner import shop, some_rows
+from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
+    changelog,
+    ddl_rows,
+    make_config,
+    oracle,
+    sim,
+    wait_resolved,
+)
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.table_starts import StartState, TableStarts
+from tidelake.wait import wait_until
+
+
+def joined(lake) -> list:
+    return [s for s in TableStarts(LakeLayout(str(lake))).latest("cf1") if s.state == StartState.JOINED]
+
+
+def test_a_table_the_widened_rules_select_joins_with_its_schema_at_one_ts(sim, tmp_path):
+    rng = random.Random(3)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    some_rows(tidb, rng, 111)  # before the changefeed: bootstrap's to read
+    with PullerThread(make_config(sim, lake, rules=("shop.t110",))) as run:
+        last = max(some_rows(tidb, rng, 110), some_rows(tidb, rng, 111))
+        wait_resolved(lake, {110: last}, runner=run)
+    some_rows(tidb, rng, 111)  # while no puller runs
+    with PullerThread(make_config(sim, lake, rules=("shop.*",)), table_starts_poll_s=0.2) as run:
+        wait_until(lambda: joined(lake), 30, "t111 joined", check=lambda: run.error)
+        (join,) = joined(lake)
+        last = max(some_rows(tidb, rng, 110), some_rows(tidb, rng, 111))
+        wait_resolved(lake, {110: last, 111: last}, runner=run)
+    assert (join.db, join.table) == ("shop", "t111")
+    landed = {row for row in changelog(lake) if row[0] == 111}
+    assert landed == oracle(sim, 111, join.start_ts), "t111's changelog is every commit after its join, no other"
+    (schema,) = [r for r in ddl_rows(lake) if r["table_id"] == 111]
+    assert (schema["source"], schema["commit_ts"]) == (DdlSource.SNAPSHOT, join.start_ts)
+
+
+def test_tables_that_came_in_by_a_ddl_are_not_taken_for_new_ones_at_a_restart(sim, tmp_path):
+    rng = random.Random(4)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110)
+    config = make_config(sim, lake)
+    with PullerThread(config) as run:
+        tidb.create_table(2, 112, "t112")
+        tidb.truncate_table(110, 113)
+        last = max(some_rows(tidb, rng, 112), some_rows(tidb, rng, 113))
+        wait_resolved(lake, {112: last, 113: last}, runner=run)
+    restart = sim.tso.next()
+    with PullerThread(config, table_starts_poll_s=0.2) as run:
+        last = max(some_rows(tidb, rng, 112), some_rows(tidb, rng, 113))
+        wait_resolved(lake, {112: last, 113: last}, runner=run)
+    assert TableStarts(LakeLayout(str(lake))).latest("cf1") == []
+    for table_id in (112, 113):
+        landed = {row for row in changelog(lake) if row[0] == table_id and row[2] > restart}
+        assert landed == oracle(sim, table_id, restart)
