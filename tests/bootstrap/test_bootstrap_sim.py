@@ -33,6 +33,7 @@ from tidelake.config_writer import write_config
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.ddl_log import start_snapshot_ts
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.table_starts import StartState, TableStarts
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.merge.merge_run import run_merge
@@ -215,6 +216,30 @@ def test_a_table_the_widened_filter_selects_is_bootstrapped_where_it_joined(sim,
     run_merge(spark, layout)
     checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
     assert read_checkpoint(f"{layout.root}/shop/big") > target
+
+
+def test_a_table_the_narrowed_filter_drops_leaves_with_its_replica_as_of_its_last_fed_ts(sim, shop, spark, tmp_path):
+    """[filter].rules narrowed between two runs: the puller lands a `filter` row at L (the table's
+    watermark + 1), and the merge takes it as a DROP: the replica holds upstream as of L - 1."""
+    tidb, ids = shop
+    lake = tmp_path / "lake"
+    layout = LakeLayout(str(lake))
+    wide, narrow = (make_config(sim, lake, rules=rules) for rules in (("shop.*",), ("shop.small",)))
+    Bootstrap(wide, BootstrapOptions(), spark=spark).run()
+    with LiveWriter(tidb, ["small", "big"], 2000) as writer:
+        for config in (wide, narrow):
+            with PullerThread(config) as run:
+                last = writer.commits
+                wait_until(lambda: writer.commits > last + 10, 30, "writes while the puller runs")
+                assert run.error is None
+    left_at = read_watermarks(layout).table_resolved[ids["big"]] + 1
+    run_merge(spark, layout)
+    entry = ReplicaCatalog(layout).find("shop", "big")
+    assert (entry.state, read_checkpoint(entry.path)) == (ReplicaState.DROPPED, left_at)
+    assert entry.reason == f"left the changefeed at {left_at}: [filter].rules no longer select it"
+    assert replica_rows(spark, entry.path) == upstream_rows(tidb, "big", left_at - 1)
+    assert upstream_rows(tidb, "big", left_at - 1) != upstream_rows(tidb, "big", tidb.cluster.tso.next())
+    checkpoints_match_upstream(spark, tidb, layout, ["small"])
 
 
 def test_ts_below_the_gc_safepoint_is_refused_with_a_clear_error(sim, shop, tmp_path, capsys):

@@ -23,7 +23,9 @@ from tidelake.lake.checkpoint import (
     checkpoint_at_version,
     read_checkpoint,
 )
-from tidelake.lake.layout import LakeLayout
+from tidelake.codec.ddl_job import ActionType
+from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import Watermarks
@@ -134,6 +136,25 @@ def test_a_truncate_inside_the_window_does_not_hold_the_cut(tmp_path):
     WatermarkWriter(lake.layout, "puller").write(ids, far, 0, 0, lake.seq)
     result = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
     assert result.recorded and result.ts == boundary_at_or_below(far, INTERVAL_S) > truncated_at
+
+
+def test_a_table_that_left_the_filter_does_not_hold_the_cut(tmp_path):
+    """A `filter` row (the puller's, when [filter].rules stopped selecting b) ends b's life at L:
+    b's watermark stays at L - 1 for good, and the cut goes on past it without b."""
+    lake = Lake(tmp_path)
+    b = lake.up.table("shop", "b")
+    (created,) = [r for r in lake.feed.rows if r.table_id == b.id]
+    left_at = lake.up.ts + (5_000 << 18)
+    lake.feed.rows.append(DdlRow(job_id=0, commit_ts=left_at, schema_version=0, action=int(ActionType.DROP_TABLE),
+                                 action_name="leave changefeed ([filter].rules)", schema_id=created.schema_id,
+                                 schema_name="shop", table_id=b.id, table_name="b", query=None, table_info=None,
+                                 db_info=None, source=DdlSource.FILTER))
+    lake.flush_ddl()
+    far = lake.up.ts + (30_000 << 18)
+    lake.resolve({"a": far, "b": left_at - 1}, ddl_resolved=far)
+    result = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
+    assert result.recorded and result.ts == boundary_at_or_below(far, INTERVAL_S) > left_at
+    assert list(replicas_at(lake.layout, result.ts)) == ["shop.a"]
 
 
 def test_tables_ahead_raise_the_first_cut_and_stopped_tables_are_listed(tmp_path):

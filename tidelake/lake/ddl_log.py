@@ -41,10 +41,10 @@ class DdlRow:
     query: str | None
     table_info: str | None  # TableInfo JSON after the job
     db_info: str | None  # DBInfo JSON after the job
-    source: str  # DdlSource.JOB | DdlSource.SNAPSHOT
+    source: str  # a DdlSource
 
     def __post_init__(self) -> None:
-        if self.source not in (DdlSource.JOB, DdlSource.SNAPSHOT):
+        if self.source not in tuple(DdlSource):
             raise InputError(f"ddl row of job {self.job_id} has source {self.source!r}")
 
 

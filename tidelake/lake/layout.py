@@ -47,10 +47,13 @@ CHANGELOG_SCHEMA = pa.schema(
 CHANGELOG_PARTITIONS = ("table_id", "commit_bucket")
 
 class DdlSource(StrEnum):
-    """Where a `ddl` row comes from: a DDL job, or the schema snapshot a feed or a join starts at."""
+    """Where a `ddl` row comes from: a DDL job, the schema snapshot a feed or a join starts at,
+    or the puller when `[filter].rules` stopped selecting a table (a DROP TABLE for the replica:
+    the table leaves the changefeed, tidelake.capture.changefeed.filter_change)."""
 
     SNAPSHOT = "snapshot"
     JOB = "job"
+    FILTER = "filter"
 
 
 DDL_SCHEMA = pa.schema(

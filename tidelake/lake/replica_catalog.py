@@ -139,8 +139,9 @@ class ReplicaCatalog:
     def rename(self, table_key: int, db: str, name: str, ts: int) -> ReplicaEntry:
         return self._change(table_key, ts, db=db, name=name)
 
-    def mark_dropped(self, table_key: int, ts: int) -> ReplicaEntry:
-        return self._change(table_key, ts, state=ReplicaState.DROPPED, reason=None)
+    def mark_dropped(self, table_key: int, ts: int, reason: str | None = None) -> ReplicaEntry:
+        """`reason` says why when the upstream table was not dropped (it left the changefeed)."""
+        return self._change(table_key, ts, state=ReplicaState.DROPPED, reason=reason)
 
     def mark_stopped(self, table_key: int, reason: str, ts: int) -> ReplicaEntry:
         return self._change(table_key, ts, state=ReplicaState.STOPPED, reason=reason)

@@ -196,7 +196,8 @@ def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event
 
 def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent) -> None:
     if event.drops_table:
-        catalog.mark_dropped(entry.table_key, event.commit_ts)
+        left = f"left the changefeed at {event.commit_ts}: [filter].rules no longer select it"
+        catalog.mark_dropped(entry.table_key, event.commit_ts, left if event.source == DdlSource.FILTER else None)
     elif (entry.db, entry.name) != (event.db, event.name):
         catalog.rename(entry.table_key, event.db, event.name, event.commit_ts)
 

@@ -376,7 +376,7 @@ class Verifier:
     def verify_entry(self, entry: ReplicaEntry, history: SchemaHistory) -> TableVerdict:
         name = f"{entry.db}.{entry.name}"
         if entry.state == ReplicaState.DROPPED:
-            return TableVerdict(name, entry.path, Verdict.SKIPPED, note="dropped upstream")
+            return TableVerdict(name, entry.path, Verdict.SKIPPED, note=entry.reason or "dropped upstream")
         snapshot = replica_snapshot(entry.path, self.layout.storage_options)
         if snapshot is None or snapshot[1] is None:
             return TableVerdict(name, entry.path, Verdict.SKIPPED, note="no replica yet (not merged)")

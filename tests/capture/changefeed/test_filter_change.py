@@ -13,7 +13,9 @@ from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     make_config,
     oracle,
     sim,
+    start_ts,
     wait_resolved,
+    watermarks,
 )
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.lake.layout import DdlSource, LakeLayout
@@ -64,3 +66,27 @@ def test_tables_that_came_in_by_a_ddl_are_not_taken_for_new_ones_at_a_restart(si
     for table_id in (112, 113):
         landed = {row for row in changelog(lake) if row[0] == table_id and row[2] > restart}
         assert landed == oracle(sim, table_id, restart)
+
+
+def test_a_table_the_narrowed_rules_drop_leaves_where_its_data_is_complete_and_cannot_rejoin(sim, tmp_path, caplog):
+    rng = random.Random(5)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    wide, narrow = (make_config(sim, lake, rules=rules) for rules in (("shop.*",), ("shop.t110",)))
+    with PullerThread(wide) as run:
+        start_ts(lake, run)
+        last = max(some_rows(tidb, rng, 110), some_rows(tidb, rng, 111))
+        wait_resolved(lake, {110: last, 111: last}, runner=run)
+    fed_to = watermarks(lake).table_resolved[111]
+    for config in (narrow, narrow, wide):  # the second run lands no second row; then it is selected again
+        with PullerThread(config, table_starts_poll_s=0.2) as run:
+            last = max(some_rows(tidb, rng, 110), some_rows(tidb, rng, 111))
+            wait_resolved(lake, {110: last}, last, runner=run)
+    (leave,) = [r for r in ddl_rows(lake) if r["source"] == DdlSource.FILTER]
+    (first,) = [r["commit_ts"] for r in ddl_rows(lake) if r["table_id"] == 111 and r["source"] == DdlSource.SNAPSHOT]
+    assert (leave["table_id"], leave["commit_ts"]) == (111, max(fed_to, first) + 1)
+    assert watermarks(lake).table_resolved[111] == fed_to, "t111 was never fed again"
+    fed = {row for row in changelog(lake) if row[0] == 111}
+    assert fed and fed == oracle(sim, 111, first) - oracle(sim, 111, fed_to), "t111's rows while fed, none after"
+    assert TableStarts(LakeLayout(str(lake))).latest("cf1") == []
+    assert any("shop.t111 left changefeed cf1" in m and "cannot rejoin" in m for m in caplog.messages)

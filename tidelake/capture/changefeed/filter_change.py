@@ -1,10 +1,10 @@
-"""A changefeed's `[filter].rules` widened between two runs of its puller: a table the rules now
-select that the changefeed never fed has rows and a schema from before the restart that no
-changelog holds. It must not be fed from the restart ts as if it had always been there (its
-earlier rows would be lost, and the merge would have no schema to start it from): it joins the
-running changefeed at a ts J like a table `tidelake bootstrap` adds (tidelake.lake.table_starts),
-and bootstrap reads it at J. Until it joins, every shard holds it back.
-Owner: the puller (puller_runner._prepare); shard 0 writes the requests.
+"""A changefeed's `[filter].rules` changed between two runs of its puller. A table newly selected
+that was never fed joins at one ts J like a table `tidelake bootstrap` adds (its earlier rows are
+in no changelog), held back by every shard until then. A fed table no longer selected leaves where
+its data is complete, L = its watermark + 1: shard 0 lands a `filter` row there, a DROP TABLE for
+the replica side, so no syncpoint waits for it. A table that left cannot rejoin (its replica would
+miss what changed meanwhile): it is held back and named.
+Owner: the puller (puller_runner._prepare); shard 0 files the requests and the `filter` rows.
 
 More: docs/operations.md#changing-the-table-filter.
 """
@@ -15,10 +15,12 @@ import logging
 from dataclasses import dataclass
 
 from tidelake.capture.changefeed.reshard import layout_of
-from tidelake.lake.layout import LakeLayout
-from tidelake.lake.schema_history import SchemaHistory
+from tidelake.codec.ddl_job import ActionType
+from tidelake.lake.ddl_log import DdlRow
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.table_starts import StartState, TableStart, TableStarts
-from tidelake.lake.watermarks import read_by_puller
+from tidelake.lake.watermarks import read_by_puller, read_watermarks
 from tidelake.table_names import table_key
 from tidelake.upstream.schema_tracker import SchemaTracker, TrackedTable
 
@@ -26,41 +28,43 @@ log = logging.getLogger(__name__)
 
 # Request states a table's join is still on its way in (table_joins takes them up).
 _OPEN = (StartState.REQUESTED, StartState.SCHEDULED, StartState.SCHEMA_LANDED)
+LEAVE_NAME = "leave changefeed ([filter].rules)"
 
 
 @dataclass(frozen=True)
-class Widening:
-    """Tables the rules select that the changefeed has never fed, by logical id."""
+class FilterChange:
+    """What a restarted shard does about the rules' change; tables by logical id."""
 
-    joining: dict[int, TrackedTable]  # held back until their join
-    unrequested: list[TrackedTable]  # of those, the ones no open request names yet
-
-
-def fed_physical_ids(layout: LakeLayout, changefeed_id: str, durable: dict[int, int]) -> set[int]:
-    """Physical ids some puller of the changefeed (any shard, any layout) has a watermark for."""
-    fed = set(durable)
-    for name, marks in read_by_puller(layout).items():
-        if layout_of(name, changefeed_id) is not None:
-            fed |= set(marks.marks.table_resolved)
-    return fed
+    held: dict[int, TrackedTable]  # not fed now: joining, or left for good
+    unrequested: list[TrackedTable]  # joining tables no open request names yet
+    left: list[TrackedTable]  # left before, selected again: never fed again
+    leaving: list[DdlRow]  # the `filter` rows of tables the rules no longer select
 
 
-def widening(tracker: SchemaTracker, fed: set[int], starts: list[TableStart], layout: LakeLayout) -> Widening:
-    """What a restarted shard holds back: a selected table none of whose physical ids was ever
-    fed and that the lake's schema history does not know. A table of the start snapshot or one
-    that came in by a DDL is in that history even when the shard owning it never ran."""
-    tables: dict[int, TrackedTable] = {}
+def filter_change(tracker: SchemaTracker, layout: LakeLayout, changefeed_id: str, durable: dict[int, int],
+                  starts: list[TableStart]) -> FilterChange:
+    """Compare the tables the rules select at the restart with those the lake says were fed.
+    A table the lake's schema history knows was fed, even when the shard owning it never ran
+    (start snapshot) or when it came in by a DDL."""
+    history = SchemaHistory.load(layout)
+    fed = _fed_physical_ids(layout, changefeed_id, durable)
+    selected: dict[int, TrackedTable] = {}
     pids: dict[int, list[int]] = {}
     for pid, table in tracker.replicated().items():
-        tables[table.logical_id] = table
+        selected[table.logical_id] = table
         pids.setdefault(table.logical_id, []).append(pid)
-    unfed = {lid: t for lid, t in tables.items() if not fed.intersection(pids[lid])}
-    history = SchemaHistory.load(layout) if unfed else None
-    joining = {lid: t for lid, t in unfed.items()
-               if all(history.table_of_physical_id(pid) is None for pid in pids[lid])}
+    owners = {pid: key for key in history.tables() for pid in history.all_physical_ids(key)}
+    joining, left = {}, {}
+    for lid, table in selected.items():
+        known = {owners[pid] for pid in pids[lid] if pid in owners}
+        if any(_left_by_filter(history, key) for key in known):
+            left[lid] = table
+        elif not known and not fed.intersection(pids[lid]):
+            joining[lid] = table
     requested = {table_key(s.db, s.table) for s in starts if s.state in _OPEN}
     unrequested = [t for t in joining.values() if table_key(t.db, t.table) not in requested]
-    return Widening(joining, unrequested)
+    return FilterChange({**joining, **left}, unrequested, list(left.values()),
+                        _leaving(tracker, history, read_watermarks(layout).table_resolved))
 
 
 def request_joins(starts: TableStarts, changefeed_id: str, tables: list[TrackedTable]) -> None:
@@ -70,3 +74,49 @@ def request_joins(starts: TableStarts, changefeed_id: str, tables: list[TrackedT
         log.warning("table %s.%s is selected by [filter].rules but changefeed %s has never fed it: it joins the "
                     "running changefeed (request %s); then `tidelake bootstrap` (or the bootstrap DAG) reads its "
                     "rows where it joined", table.db, table.table, changefeed_id, request.request_id)
+
+
+def say_left(changefeed_id: str, left: list[TrackedTable], leaving: list[DdlRow]) -> None:
+    """One line per table that leaves now, and per table that left and is selected again."""
+    for row in leaving:
+        log.warning("table %s.%s is no longer selected by [filter].rules: it leaves changefeed %s at ts %d; its "
+                    "replica stays readable as of then, marked dropped", row.schema_name, row.table_name,
+                    changefeed_id, row.commit_ts)
+    for table in left:
+        log.warning("table %s.%s left changefeed %s when [filter].rules stopped selecting it and cannot rejoin it "
+                    "(its replica would miss what changed meanwhile): it is not fed; replicate it with a new "
+                    "changefeed", table.db, table.table, changefeed_id)
+
+
+def _fed_physical_ids(layout: LakeLayout, changefeed_id: str, durable: dict[int, int]) -> set[int]:
+    """Physical ids some puller of the changefeed (any shard, any layout) has a watermark for."""
+    fed = set(durable)
+    for name, marks in read_by_puller(layout).items():
+        if layout_of(name, changefeed_id) is not None:
+            fed |= set(marks.marks.table_resolved)
+    return fed
+
+
+def _left_by_filter(history: SchemaHistory, key: TableKey) -> bool:
+    last = history.ddl_events(key)[-1]
+    return last.drops_table and last.source == DdlSource.FILTER
+
+
+def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int, int]) -> list[DdlRow]:
+    """A `filter` row for each live table of the history that exists upstream but that the rules
+    no longer select, at L = max(its folded watermark, its last DDL) + 1."""
+    rows = []
+    selected = set(tracker.replicated())
+    for key in history.live_tables():
+        events = history.ddl_events(key)
+        info = events[-1].table_info_after
+        ids = info.physical_ids()
+        db, name = history.current_name(key)
+        if selected.intersection(ids) or not tracker.named(db, name):
+            continue  # still fed, or gone upstream (its DROP is a DDL the puller lands)
+        at = max(min(resolved.get(pid, 0) for pid in ids), events[-1].commit_ts) + 1
+        rows.append(DdlRow(job_id=0, commit_ts=at, schema_version=0, action=int(ActionType.DROP_TABLE),
+                           action_name=LEAVE_NAME, schema_id=events[-1].schema_id, schema_name=db,
+                           table_id=info.id, table_name=name, query=None, table_info=None, db_info=None,
+                           source=DdlSource.FILTER))
+    return rows

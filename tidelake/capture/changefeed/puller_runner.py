@@ -24,7 +24,7 @@ from tidelake.capture.changefeed.ddl_puller import (
     JobRowDecoder,
     PulledJob,
 )
-from tidelake.capture.changefeed.filter_change import fed_physical_ids, request_joins, widening
+from tidelake.capture.changefeed.filter_change import filter_change, request_joins, say_left
 from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
 from tidelake.capture.changefeed.reshard import Retirement, adopt, other_changefeeds, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
@@ -332,11 +332,15 @@ class PullerRunner:
         if added:
             tracker.add_tables(added)  # tables added to the running feed earlier stay in it
         if not first_run:
-            widened = widening(tracker, fed_physical_ids(layout, self.config.changefeed_id, durable_tables),
-                               self._table_joins.starts.latest(self.config.changefeed_id), layout)
-            tracker.hold_back(set(widened.joining))
+            change = filter_change(tracker, layout, self.config.changefeed_id, durable_tables,
+                                   self._table_joins.starts.latest(self.config.changefeed_id))
+            tracker.hold_back(set(change.held))
             if self.shard.lands_ddl:
-                request_joins(self._table_joins.starts, self.config.changefeed_id, widened.unrequested)
+                request_joins(self._table_joins.starts, self.config.changefeed_id, change.unrequested)
+                say_left(self.config.changefeed_id, change.left, change.leaving)
+                if change.leaving:
+                    lander.add_ddl(change.leaving)
+                    lander.flush()
         self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
         self._table_joins.attach(self._ddl)
         owned = self._owned(tracker.replicated())
