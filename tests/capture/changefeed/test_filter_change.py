@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+from lake.ddl_jobs import DdlFeed, Upstream
+
 from tests.capture.changefeed.test_puller_runner import shop, some_rows
 from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
@@ -17,9 +19,14 @@ from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     wait_resolved,
     watermarks,
 )
+from tidelake import tso
+from tidelake.capture.changefeed.filter_change import filter_change
 from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.lake.table_starts import StartState, TableStarts
+from tidelake.table_filter import TableFilter
+from tidelake.upstream.schema_tracker import SchemaTracker
 from tidelake.wait import wait_until
 
 
@@ -90,3 +97,27 @@ def test_a_table_the_narrowed_rules_drop_leaves_where_its_data_is_complete_and_c
     assert fed and fed == oracle(sim, 111, first) - oracle(sim, 111, fed_to), "t111's rows while fed, none after"
     assert TableStarts(LakeLayout(str(lake))).latest("cf1") == []
     assert any("shop.t111 left changefeed cf1" in m and "cannot rejoin" in m for m in caplog.messages)
+
+
+def test_a_table_a_bootstrap_request_names_never_leaves_and_one_renamed_out_does(tmp_path):
+    """filter_change alone, on a lake the DdlFeed stand-in landed: shop.b is out of the rules but
+    a bootstrap request names it (its join's schema landed, the shard not joined yet); shop.c
+    was renamed out of the rules by a DDL the lake holds."""
+    up = Upstream(ts=tso.compose(1_800_000_000_000))
+    up.create_schema("shop")
+    up.create_schema("other")
+    for name in ("a", "b", "c"):
+        up.create_table("shop", name, [("id", "bigint", "pk")])
+    feed = DdlFeed(up)
+    feed.run(up.rename_table("shop", "c", "other", "c"))
+    layout = LakeLayout(str(tmp_path / "lake"))
+    DdlWriter(layout, "puller").insert(feed.rows, 1)
+    starts = TableStarts(layout)
+    starts.mark(starts.request("cf1", "shop", "b"), StartState.SCHEMA_LANDED, start_ts=up.ts + (10_000 << 18))
+    tracker = SchemaTracker(up.snapshot(), TableFilter.parse(["shop.a"]), lambda ts: up.snapshot())
+    change = filter_change(tracker, layout, "cf1", {}, starts.latest("cf1"))
+    (leave,) = change.leaving
+    renamed = up.table("other", "c")
+    assert (leave.table_id, leave.schema_name, leave.table_name) == (renamed.id, "other", "c")
+    assert leave.commit_ts == max(r.commit_ts for r in feed.rows if r.table_id == renamed.id) + 1
+    assert change.held == {} and change.left == []

@@ -63,8 +63,9 @@ def filter_change(tracker: SchemaTracker, layout: LakeLayout, changefeed_id: str
             joining[lid] = table
     requested = {table_key(s.db, s.table) for s in starts if s.state in _OPEN}
     unrequested = [t for t in joining.values() if table_key(t.db, t.table) not in requested]
+    asked = {table_key(s.db, s.table) for s in starts}  # bootstrap's tables stay, in or out of the rules
     return FilterChange({**joining, **left}, unrequested, list(left.values()),
-                        _leaving(tracker, history, read_watermarks(layout).table_resolved))
+                        _leaving(tracker, history, read_watermarks(layout).table_resolved, asked))
 
 
 def request_joins(starts: TableStarts, changefeed_id: str, tables: list[TrackedTable]) -> None:
@@ -102,9 +103,11 @@ def _left_by_filter(history: SchemaHistory, key: TableKey) -> bool:
     return last.drops_table and last.source == DdlSource.FILTER
 
 
-def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int, int]) -> list[DdlRow]:
+def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int, int],
+             asked: set[str]) -> list[DdlRow]:
     """A `filter` row for each live table of the history that exists upstream but that the rules
-    no longer select, at L = max(its folded watermark, its last DDL) + 1."""
+    no longer select and no bootstrap request names, at L = max(its folded watermark, its last
+    DDL) + 1."""
     rows = []
     selected = set(tracker.replicated())
     for key in history.live_tables():
@@ -112,8 +115,8 @@ def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int,
         info = events[-1].table_info_after
         ids = info.physical_ids()
         db, name = history.current_name(key)
-        if selected.intersection(ids) or not tracker.named(db, name):
-            continue  # still fed, or gone upstream (its DROP is a DDL the puller lands)
+        if selected.intersection(ids) or not tracker.named(db, name) or table_key(db, name) in asked:
+            continue  # still fed, gone upstream (its DROP is a DDL the puller lands), or bootstrap's
         at = max(min(resolved.get(pid, 0) for pid in ids), events[-1].commit_ts) + 1
         rows.append(DdlRow(job_id=0, commit_ts=at, schema_version=0, action=int(ActionType.DROP_TABLE),
                            action_name=LEAVE_NAME, schema_id=events[-1].schema_id, schema_name=db,
