@@ -21,6 +21,7 @@ from typing import Any
 from tidelake.codec.schema import FieldType
 from tidelake.errors import InputError
 from tidelake.sim.tidb.kvtxn import ASYNC_COMMIT, ONE_PC, TWO_PC, TxnConflictError, check_txn_mode
+from tidelake.sim.tidb.partition import spec_from_dict
 from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value
 
@@ -28,6 +29,7 @@ ROWID = "_tidb_rowid"
 # Transactions larger than this take the cheap bulk-load row path (planning cost matters at 100k rows).
 BULK_THRESHOLD = 1000
 PRELOAD_TXN_ROWS = 10_000
+HASH_PARTITIONS = 4  # hash-partitioned tables: p0..p3 by id % 4
 _BULK_EPOCH = datetime(2024, 1, 1)
 
 
@@ -330,7 +332,7 @@ class WorkloadPlanner:
         if table.partition == "range":
             args["partition"] = {"type": "range", "column": "id", "bounds": list(table.range_bounds)}
         elif table.partition == "hash":
-            args["partition"] = {"type": "hash", "column": "id", "count": 4}
+            args["partition"] = {"type": "hash", "column": "id", "count": HASH_PARTITIONS}
         return args
 
     def _plan_preload(self) -> list[Op]:
@@ -481,7 +483,17 @@ class WorkloadPlanner:
             "truncate_partition": any(t.partition for t in tables),
             "create_database": len(self._scratch_dbs) < 2,
             "drop_database": bool(self._scratch_dbs),
+            "swap_tables": bool(self._swappable()),
+            "partition_by": any(not t.partition for t in scratch),
+            "remove_partitioning": any(t.partition == "hash" for t in scratch),
+            "exchange_partition": any(t.partition == "hash" for t in scratch),
+            "reorganize_partition": any(t.partition == "range" and len(t.range_bounds) > 1 for t in tables),
         }
+
+    def _swappable(self) -> list[tuple[_Table, _Table]]:
+        """Pairs of scratch tables of one database, for RENAME TABLE a TO tmp, b TO a, tmp TO b."""
+        scratch = [t for t in self._dml_tables() if not t.core]
+        return [(a, b) for i, a in enumerate(scratch) for b in scratch[i + 1:] if a.db == b.db]
 
     def _next_name(self, prefix: str) -> str:
         self._serial += 1
@@ -575,9 +587,9 @@ class WorkloadPlanner:
                 name, high = table.range_bounds[index]
                 table.clear_keys(keep=lambda k: not low <= k < high)
             else:
-                index = rng.randrange(4)
+                index = rng.randrange(HASH_PARTITIONS)
                 name = f"p{index}"
-                table.clear_keys(keep=lambda k: k % 4 != index)
+                table.clear_keys(keep=lambda k: k % HASH_PARTITIONS != index)
             return [DdlOp("truncate_partition", {"db": table.db, "table": table.name, "name": name})]
         if kind == "create_database":
             name = self._next_name(f"{self.database}_scratch")
@@ -588,7 +600,52 @@ class WorkloadPlanner:
             for key in [k for k in self._tables if k[0] == name]:
                 del self._tables[key]
             return [DdlOp("drop_database", {"name": name})]
+        if kind in ("swap_tables", "partition_by", "remove_partitioning", "exchange_partition",
+                    "reorganize_partition"):
+            return self._repartition_or_swap(kind)
         raise AssertionError(f"unplanned DDL kind {kind}")
+
+    def _repartition_or_swap(self, kind: str) -> list[DdlOp]:
+        """DDL that moves rows between tables or partitions, or swaps names; the model follows."""
+        rng = self._rng
+        scratch = [t for t in self._dml_tables() if not t.core]
+        if kind == "swap_tables":
+            a, b = rng.choice(self._swappable())
+            tmp, (a_name, b_name) = self._next_name("swap"), (a.name, b.name)
+            a.name, b.name = b_name, a_name
+            self._tables[(a.db, a.name)], self._tables[(b.db, b.name)] = a, b
+            pairs = [(a.db, a_name, a.db, tmp), (a.db, b_name, a.db, a_name), (a.db, tmp, a.db, b_name)]
+            return [DdlOp("rename_tables", {"pairs": pairs})]
+        if kind == "partition_by":
+            table = rng.choice([t for t in scratch if not t.partition])
+            table.partition = "hash"
+            spec = spec_from_dict({"type": "hash", "column": "id", "count": HASH_PARTITIONS})
+            return [DdlOp("alter_partitioning", {"db": table.db, "table": table.name, "spec": spec})]
+        if kind == "remove_partitioning":
+            table = rng.choice([t for t in scratch if t.partition == "hash"])
+            table.partition = ""
+            return [DdlOp("remove_partitioning", {"db": table.db, "table": table.name})]
+        if kind == "exchange_partition":
+            # EXCHANGE needs a normal table defined like the partitioned one: CREATE TABLE LIKE copies
+            # the partitioning too, so it is removed first; the partition's rows move to it.
+            pt = rng.choice([t for t in scratch if t.partition == "hash"])
+            index = rng.randrange(HASH_PARTITIONS)
+            nt = _Table(pt.db, self._next_name("exchanged"), list(pt.columns), pt.handle, list(pt.pk), core=False,
+                        next_id=pt.next_id, added_columns=list(pt.added_columns), indexes=list(pt.indexes))
+            for key in [k for k in pt.keys if k % HASH_PARTITIONS == index]:
+                nt.add_key(key)
+            pt.clear_keys(keep=lambda k: k % HASH_PARTITIONS != index)
+            self._tables[(nt.db, nt.name)] = nt
+            return [DdlOp("create_table_like", {"db": nt.db, "name": nt.name, "source_db": pt.db, "source": pt.name}),
+                    DdlOp("remove_partitioning", {"db": nt.db, "table": nt.name}),
+                    DdlOp("exchange_partition", {"db": pt.db, "table": pt.name, "partition": f"p{index}",
+                                                 "other_db": nt.db, "other": nt.name})]
+        table = next(t for t in self._dml_tables() if t.partition == "range" and len(t.range_bounds) > 1)
+        (first, _), (second, bound) = table.range_bounds[:2]
+        name = self._next_name("p")
+        table.range_bounds[:2] = [(name, bound)]
+        return [DdlOp("reorganize_partition", {"db": table.db, "table": table.name, "names": [first, second],
+                                               "definitions": [(name, [str(bound)])]})]
 
     def _add_partition(self, table: _Table) -> DdlOp:
         name = self._next_name("p")
