@@ -16,7 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from tests.capture.pull_harness import make_config, sim, wait_resolved  # noqa: F401 (sim is a fixture)
+from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.nemesis.landing_check import check_landing
+from tidelake.sim.tidb.session import SimTiDB
 
 
 def test_what_the_puller_landed_has_no_anomaly(landed):
@@ -33,6 +36,16 @@ def _damaged(lake: Path, tmp_path: Path, change) -> Path:
     newest = max((copy / "_tidelake" / "changelog").rglob("*.parquet"),
                  key=lambda p: pc.max(pq.read_table(p, columns=["commit_ts"]).column("commit_ts")).as_py())
     pq.write_table(change(pq.read_table(newest)), newest)
+    return copy
+
+
+def _damaged_at(lake: Path, tmp_path: Path, ts: int, change) -> Path:
+    """A copy of the lake with the first changelog data file holding a change at `ts` rewritten."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(lake, copy)
+    path = next(p for p in sorted((copy / "_tidelake" / "changelog").rglob("*.parquet"))
+                if ts in pq.read_table(p, columns=["commit_ts"]).column("commit_ts").to_pylist())
+    pq.write_table(change(pq.read_table(path)), path)
     return copy
 
 
@@ -81,3 +94,35 @@ def test_a_watermark_that_goes_back_is_named(landed, tmp_path):
     write_deltalake(path, lowered, mode="overwrite", predicate=f"puller = '{puller}'")
     report = check_landing(str(copy), landed.cluster.mvcc, landed.bank)
     assert "watermark_regressed" in report.by_kind(), report.anomalies[:3]
+
+
+def test_rows_a_ddl_rewrote_are_copies_at_its_ts_and_a_wrong_copy_is_named(sim, tmp_path):
+    """REORGANIZE PARTITION rewrites every row of the partitions it replaces (TiDB's backfill);
+    the puller lands them as puts at the job's finished ts, which the checker takes as copies
+    only while they restate the upstream there."""
+    lake = tmp_path / "lake"
+    tidb = SimTiDB(sim)
+    tidb.create_database("shop")
+    tidb.create_table("shop", "m", [("id", "bigint", "pk"), ("v", "int")],
+                      partition={"type": "range", "column": "id", "bounds": [("p0", 10), ("p1", 20), ("p2", 30)]})
+    with PullerThread(make_config(sim, lake)) as puller:
+        wait_resolved(lake, {}, 1, puller)
+        with tidb.txn() as txn:
+            for i in range(25):
+                txn.insert("shop", "m", {"id": i, "v": i})
+        job = tidb.reorganize_partition("shop", "m", ["p0", "p1"], [("p01", ["20"])])
+        with tidb.txn() as txn:
+            txn.update("shop", "m", {"id": 3}, {"v": 33})
+        last = sim.tso.next()
+        wait_resolved(lake, {pid: last for pid in tidb.table_info("shop", "m").physical_ids()}, last, puller)
+    report = check_landing(str(lake), sim.mvcc)
+    assert report.anomalies == [] and report.copies >= 20, report.anomalies[:3]
+
+    def change(table: pa.Table) -> pa.Table:
+        rows = table.to_pylist()
+        copied = next(r for r in rows if r["commit_ts"] == job.finished_ts)
+        return pa.Table.from_pylist([dict(r, value=r["value"] + b"\x00") if r is copied else r for r in rows],
+                                    schema=table.schema)
+
+    damaged = _damaged_at(lake, tmp_path, job.finished_ts, change)
+    assert "phantom" in check_landing(str(damaged), sim.mvcc).by_kind()

@@ -82,6 +82,7 @@ def _nemesis(args: argparse.Namespace) -> int:
         anomalies = " ".join(f"{k}={n}" for k, n in result.anomalies_by_kind().items()) or "none"
         print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
+              + (f", {result.copies_checked} rewritten rows" if result.copies_checked else "")
               + (f", {result.checkpoints_checked} checkpoints, {result.syncpoints_checked} syncpoints"
                  + (f", {result.values_checked} values" if result.values_checked else "")
                  + (" (maintenance between merges)" if result.maintained else "")

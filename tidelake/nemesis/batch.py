@@ -99,6 +99,7 @@ class BatchSummary:
                 "puller_kills": dict(sorted(r.puller_kills.items())), "skipped": dict(sorted(r.skipped.items())),
                 "anomalies": r.anomalies_by_kind(),
                 "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
+                "copies_checked": r.copies_checked,
                 "checkpoints_checked": r.checkpoints_checked, "syncpoints_checked": r.syncpoints_checked,
                 "values_checked": r.values_checked, "unchecked": dict(sorted(r.unchecked.items())),
                 "merge_crashes": dict(sorted(r.merge_crashes.items())),

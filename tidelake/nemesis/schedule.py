@@ -68,6 +68,7 @@ class ScheduleResult:
     anomalies: list[Anomaly] = field(default_factory=list)
     watermarks_checked: int = 0
     totals_checked: int = 0
+    copies_checked: int = 0  # rows a DDL rewrote, landed at its finished ts (landing_check)
     txns: int = 0
     checkpoints_checked: int = 0  # apply level
     syncpoints_checked: int = 0
@@ -153,6 +154,7 @@ def _run(plan: SchedulePlan, root: Path, settle_timeout_s: float, spark: Any, mo
         report = check_landing(str(lake), cluster.mvcc, bank)
         result.anomalies.extend(report.anomalies)
         result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
+        result.copies_checked = report.copies
         if spark is None:
             return result
         merged = merge_cycles(spark, str(lake), (funded_ts + final_ts) // 2, final_ts, plan.merge_faults,
