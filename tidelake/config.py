@@ -203,6 +203,10 @@ class IcebergConfig:
     catalog_uri: str | None = None
     # The catalog's name: pyiceberg's SQL catalog keeps several in one database, keyed by it.
     catalog_name: str = "tidelake"
+    # Seconds a syncpoint's Iceberg snapshot stays readable, counted from the syncpoint's TSO:
+    # maintenance expires older ones and holds back each replica's VACUUM for the files of the rest
+    # (tidelake.consumers.iceberg.retention). Default: maintenance's default VACUUM retention, 7 days.
+    retention_s: float = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -390,7 +394,8 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
     if not _CHANGEFEED_ID.match(catalog_name):
         raise iceberg.bad("catalog_name", "letters, digits, '-' and '_'", catalog_name)
     iceberg_config = IcebergConfig(enabled=iceberg.boolean("enabled", False), catalog_uri=catalog_uri,
-                                   catalog_name=catalog_name)
+                                   catalog_name=catalog_name,
+                                   retention_s=iceberg.duration("retention", IcebergConfig.retention_s))
     if iceberg_config.enabled and catalog_uri is None and "://" in lake_root:
         raise InputError(f"{source}: [iceberg].catalog_uri: required for the object-store lake {lake_root} (the "
                          "default SQLite catalog file lives in a local lake only)")

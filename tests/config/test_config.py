@@ -189,7 +189,8 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
         ('catalog_uri = "db.sqlite"', "[iceberg].catalog_uri: expected a SQLAlchemy URL like "),
         ('catalog_name = "a b"', "[iceberg].catalog_name: expected letters, digits, '-' and '_', got 'a b'"),
         ('enabled = "yes"', "[iceberg].enabled: expected true or false"),
-        ('uri = "sqlite://"', "[iceberg].uri: unknown key (valid here: catalog_name, catalog_uri, enabled)"),
+        ('retention = "a week"', "[iceberg].retention: expected a duration like '5s', got 'a week'"),
+        ('uri = "sqlite://"', "[iceberg].uri: unknown key (valid here: catalog_name, catalog_uri, enabled, retention)"),
     ],
 )
 def test_merge_and_iceberg_section_errors_name_the_key(tmp_path, section, message):
@@ -250,6 +251,7 @@ def test_iceberg_section_defaults_off_with_the_lake_sqlite_catalog(tmp_path):
     text = MINIMAL + '[iceberg]\nenabled = true\ncatalog_uri = "postgresql+psycopg2://airflow@db/airflow"\n'
     config = load_config(write(tmp_path, text)).iceberg
     assert config == IcebergConfig(enabled=True, catalog_uri="postgresql+psycopg2://airflow@db/airflow")
+    assert load_config(write(tmp_path, text + 'retention = "2d"\n')).iceberg.retention_s == 2 * 86400
 
 
 def test_iceberg_on_an_object_store_lake_needs_a_catalog_uri(tmp_path):

@@ -30,6 +30,7 @@ from tidelake.maintenance.lake_upkeep import (
     changelog_checkpoints,
     run_maintenance,
 )
+from tidelake.maintenance.vacuum_hold import TOMBSTONE_RETENTION, VacuumHold
 from tidelake.merge.merge_log import MergeLogEntry, MergeStatus, append_entries, last_entries, merge_log_path
 
 HOUR = 3_600_000 << 18  # one hour of TSO (one changelog commit bucket)
@@ -189,3 +190,23 @@ def test_a_second_maintenance_pass_refuses_at_once_naming_the_first(tmp_path):
     assert DeltaTable(layout.changelog).version() == landed  # neither compacted nor vacuumed
     report = run_maintenance(NoSpark(), layout, changelog_retention=False)  # released: the next pass runs
     assert report.vacuumed == [layout.changelog]
+
+
+def test_a_hold_older_than_the_tables_tombstones_leaves_the_replica_unvacuumed_in_one_line(tmp_path):
+    """Past delta.deletedFileRetentionDuration the log forgets the removes, so no retention keeps
+    the held version's files: the replica is not vacuumed (NoSpark: a VACUUM would fail)."""
+    layout = LakeLayout(str(tmp_path))
+    path = ReplicaCatalog(layout).assign(1, "shop", "a", 1).path
+    write_deltalake(path, pa.table({"id": [1]}, schema=SCHEMA), commit_properties=commit_properties(MERGE_APP_ID, 1),
+                    configuration={TOMBSTONE_RETENTION: "interval 1 hours"})
+    write_deltalake(path, pa.table({"id": [2]}, schema=SCHEMA), mode="overwrite")  # removes version 0's file
+    hold = VacuumHold(0, "Iceberg snapshot 7 (syncpoint-1) of shop.a")
+    report = run_maintenance(NoSpark(), layout, optimize=False, changelog_retention=False, merge_log=False,
+                             vacuum_holds={path: hold})
+    assert path not in report.vacuumed
+    assert report.held[path].startswith("replica of shop.a not vacuumed: Iceberg snapshot 7 (syncpoint-1) of shop.a "
+                                        "shows Delta version 0, whose files need 1.0 hours of removed files kept, "
+                                        "longer than the table keeps them (delta.deletedFileRetentionDuration "
+                                        "interval 1 hours)")
+    (line,) = report.held.values()
+    assert "\n" not in line

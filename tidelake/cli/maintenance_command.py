@@ -16,6 +16,8 @@ from datetime import timedelta
 
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.config import IcebergConfig
+from tidelake.consumers.iceberg.retention import IcebergRetention, lake_retention
 from tidelake.errors import EXIT_TRY_LATER, InputError
 from tidelake.maintenance.lake_upkeep import DEFAULT_VACUUM_RETENTION_HOURS, run_maintenance
 from tidelake.merge.merge_log import DEFAULT_RETENTION, RECENT
@@ -46,6 +48,8 @@ def _maintenance(args: argparse.Namespace) -> int:
         raise InputError(f"--merge-log-retention-hours must be a finite number >= {RECENT.total_seconds() / 3600:g} "
                          f"(what status and the page read), got {log_hours}")
     target = resolve_target(args)
+    iceberg = target.config.iceberg if target.config is not None else IcebergConfig()
+    kept = lake_retention(target.layout, iceberg) if "vacuum" not in args.skip else IcebergRetention()
     spark = get_session("tidelake-maintenance", master=args.master, remote=remote_choice(args, target), lake=target.layout)
     try:
         report = run_maintenance(
@@ -53,6 +57,7 @@ def _maintenance(args: argparse.Namespace) -> int:
             vacuum_retention_hours=hours, optimize="optimize" not in args.skip,
             vacuum="vacuum" not in args.skip, changelog_retention="changelog" not in args.skip,
             merge_log="merge_log" not in args.skip, merge_log_retention=timedelta(hours=log_hours),
+            vacuum_holds=kept.holds,
         )
     finally:
         release_session(spark)
@@ -60,8 +65,12 @@ def _maintenance(args: argparse.Namespace) -> int:
     print(f"merge log rows deleted: {report.merge_log_rows_deleted}")
     for path, removed in report.optimized.items():
         print(f"optimized {path}: {removed} files compacted")
+    for expired in kept.expired:
+        print(f"expired Iceberg tag {expired}")
     for path in report.vacuumed:
         print(f"vacuumed {path}")
+    for line in report.held.values():
+        print(line)
     for reason in report.skipped.values():
         print(f"skipped: {reason}")
     return EXIT_TRY_LATER if report.skipped else 0

@@ -9,6 +9,8 @@ More: docs/internals.md#lake_upkeep.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -28,6 +30,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
+from tidelake.maintenance.vacuum_hold import VacuumHeld, VacuumHold, held_retention_hours
 from tidelake.merge.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
 from tidelake.merge.replica_schema import quote
 from tidelake.merge.txn_confs import USER_METADATA_CONF, fenced, session_confs
@@ -36,6 +39,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Delta 4.x VACUUM ignores a RETAIN other than 0 hours while this is on (delta-io/delta DeltaSQLConf
+# DELTA_VACUUM_RETENTION_WINDOW_IGNORE_ENABLED) and takes the table's deletedFileRetentionDuration
+# instead: the retention asked for, or held for Iceberg, must be the one VACUUM uses.
+RETENTION_WINDOW_CONF = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 # VACUUM lists a table's files with as many tasks as this conf says (delta-io/delta VacuumCommand
 # `gc`: DeltaFileOperations.recursiveListDirs with fileListingParallelism), Spark's default 10,000:
 # on a small cluster that many tiny tasks cost minutes per table whatever its size. A replica
@@ -54,6 +61,7 @@ class MaintenanceReport:
     changelog_checkpoints: dict[int, int] = field(default_factory=dict)
     merge_log_rows_deleted: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # replica -> why (another writer holds its lease)
+    held: dict[str, str] = field(default_factory=dict)  # path -> how a VacuumHold changed its VACUUM
 
 
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
@@ -88,10 +96,30 @@ def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
     spark.sql(f"VACUUM delta.{quote(path)} RETAIN {float(retention_hours)!r} HOURS").collect()
 
 
+def _held_hours(layout: LakeLayout, label: str, path: str, hold: VacuumHold | None, asked: float,
+                 report: MaintenanceReport) -> float | None:
+    """The retention to VACUUM `path` with: `asked`, or longer to keep the files `hold` needs;
+    None (not vacuumed) when no retention keeps them. Either is a line in `report.held`."""
+    if hold is None:
+        return asked
+    try:
+        needed = held_retention_hours(path, layout.storage_options, hold, time.time_ns() // 1_000_000)
+    except VacuumHeld as exc:
+        report.held[path] = f"{label} not vacuumed: {exc}"
+        return None
+    if needed <= asked:
+        return asked
+    report.held[path] = (f"{label} vacuumed keeping {needed:.1f} hours of removed files, not {asked:g}: "
+                         f"{hold.holder} shows Delta version {hold.version}")
+    return needed
+
+
 def _upkeep_replica(spark: SparkSession, layout: LakeLayout, key: int, label: str, paths: list[str],
-                    report: MaintenanceReport, optimize: bool, vacuum_retention_hours: float | None) -> None:
+                    report: MaintenanceReport, optimize: bool, vacuum_retention_hours: float | None,
+                    holds: Mapping[str, VacuumHold]) -> None:
     """Compact and vacuum one replica and its history table under the replica's lease; skipped,
-    with the holder in `report.skipped`, while another writer holds it."""
+    with the holder in `report.skipped`, while another writer holds it. A path in `holds` keeps the
+    files of its held version (tidelake.maintenance.vacuum_hold)."""
     with hold(layout, {key: (replica_lease(key), label)}) as leases:
         if key in leases.refused:
             report.skipped[label] = str(leases.refused[key])
@@ -101,8 +129,11 @@ def _upkeep_replica(spark: SparkSession, layout: LakeLayout, key: int, label: st
                 with session_confs(spark, {USER_METADATA_CONF: fenced("{}")}):
                     report.optimized[path] = _compact(spark, path)
             for path in paths if vacuum_retention_hours is not None else ():
+                hours = _held_hours(layout, label, path, holds.get(path), vacuum_retention_hours, report)
+                if hours is None:
+                    continue
                 with session_confs(spark, {USER_METADATA_CONF: fenced("{}")}):
-                    _vacuum(spark, path, vacuum_retention_hours)
+                    _vacuum(spark, path, hours)
                 report.vacuumed.append(path)
 
 
@@ -118,19 +149,22 @@ def run_maintenance(
     changelog_retention: bool = True,
     merge_log: bool = True,
     merge_log_retention: timedelta = DEFAULT_RETENTION,
+    vacuum_holds: Mapping[str, VacuumHold] | None = None,
 ) -> MaintenanceReport:
     """One maintenance pass over the lake; each step is idempotent, so a retried run is safe. One
     pass at a time per lake (its lease): a second one refuses at once in one line (LeaseHeld)
-    instead of taking the replicas the first has not reached yet."""
+    instead of taking the replicas the first has not reached yet. `vacuum_holds`: replica path ->
+    the older version whose files its VACUUM must keep (the Iceberg snapshots' versions)."""
     with hold(layout, {MAINTENANCE_LEASE: (MAINTENANCE_LEASE, f"maintenance of {layout.root}")}) as run:
         if MAINTENANCE_LEASE in run.refused:
             raise run.refused[MAINTENANCE_LEASE]
         return _maintain(spark, layout, vacuum_retention_hours, optimize, vacuum, changelog_retention, merge_log,
-                         merge_log_retention)
+                         merge_log_retention, vacuum_holds or {})
 
 
 def _maintain(spark: SparkSession, layout: LakeLayout, vacuum_retention_hours: float, optimize: bool, vacuum: bool,
-              changelog_retention: bool, merge_log: bool, merge_log_retention: timedelta) -> MaintenanceReport:
+              changelog_retention: bool, merge_log: bool, merge_log_retention: timedelta,
+              holds: Mapping[str, VacuumHold]) -> MaintenanceReport:
     report = MaintenanceReport()
     history = SchemaHistory.load(layout)
     catalog = ReplicaCatalog(layout)
@@ -146,11 +180,14 @@ def _maintain(spark: SparkSession, layout: LakeLayout, vacuum_retention_hours: f
     confs = {}
     if vacuum and vacuum_retention_hours < DEFAULT_VACUUM_RETENTION_HOURS:
         confs[RETENTION_CHECK_CONF] = "false"
+    if vacuum:
+        confs[RETENTION_WINDOW_CONF] = "false"
     if vacuum and spark.conf.get(LISTING_CONF, None) is None:
         confs[LISTING_CONF] = str(VACUUM_LISTING_TASKS)
     with session_confs(spark, confs):
         for key, (label, paths) in replicas.items():
-            _upkeep_replica(spark, layout, key, label, paths, report, optimize, vacuum_retention_hours if vacuum else None)
+            _upkeep_replica(spark, layout, key, label, paths, report, optimize, vacuum_retention_hours if vacuum else None,
+                            holds)
     changelog = open_changelog(layout)
     if optimize and changelog is not None:
         try:

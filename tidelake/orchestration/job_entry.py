@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
 from tidelake.config import ChangefeedConfig, load_config
 from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
+from tidelake.consumers.iceberg.retention import lake_retention
 from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import LakeLayout
@@ -93,7 +94,12 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         if result.outcome is SyncpointOutcome.INCOMPLETE:
             raise JobFailed(f"syncpoint {result.ts} not taken: {result.reason}")
     elif isinstance(spec, MaintenanceJob):
-        report = run_maintenance(spark, layout)
+        kept = lake_retention(layout, config.iceberg)
+        for expired in kept.expired:
+            log.info("expired Iceberg tag %s", expired)
+        report = run_maintenance(spark, layout, vacuum_holds=kept.holds)
+        for line in report.held.values():
+            log.info("%s", line)
         log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed",
                  report.changelog_rows_deleted, report.merge_log_rows_deleted, len(report.optimized),
                  len(report.vacuumed))

@@ -48,6 +48,14 @@ def catalog_uri(layout: LakeLayout, config: IcebergConfig) -> str:
     return f"sqlite:///{folder / CATALOG_FILE}"
 
 
+def existing_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog | None:
+    """The catalog if anything may have been published to it: the configured one, or the local
+    lake's SQLite file when it exists; None otherwise (an object-store lake without a catalog URL)."""
+    if config.catalog_uri is None and ("://" in layout.root or not Path(iceberg_root(layout), CATALOG_FILE).is_file()):
+        return None
+    return open_catalog(layout, config)
+
+
 def open_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog:
     """The catalog, its tables created on first use; CatalogUnreachable in one line (the URL shown
     without its password) when the database does not answer."""

@@ -37,8 +37,11 @@ NAME_MAPPING = "schema.name-mapping.default"  # Iceberg spec "Column Projection"
 TABLE_PROPERTIES = {"gc.enabled": "false", "format-version": "2"}
 
 
+TAG_PREFIX = "syncpoint-"
+
+
 def syncpoint_tag(ts: int) -> str:
-    return f"syncpoint-{ts}"
+    return f"{TAG_PREFIX}{ts}"
 
 
 class PublishRace(TidelakeError):

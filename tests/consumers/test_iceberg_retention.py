@@ -1,0 +1,79 @@
+"""Maintenance never vacuums a Parquet file an Iceberg snapshot within [iceberg].retention still
+lists (tidelake.consumers.iceberg.retention, tidelake.maintenance.vacuum_hold): after a DELETE
+rewrote a replica's file, a VACUUM with retention 0 keeps it while the older syncpoint's tag is
+within the retention (the tag still reads the Delta version's rows), and once the tag is past
+the retention the tag is expired and the file goes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from consumers.iceberg_readers import assert_iceberg_reads_the_cut
+from deltalake import DeltaTable, write_deltalake
+
+from tidelake import tso
+from tidelake.capture.landing.app_txn import commit_properties
+from tidelake.config import IcebergConfig
+from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
+from tidelake.consumers.iceberg.publish import syncpoint_tag
+from tidelake.consumers.iceberg.retention import keep_readable
+from tidelake.consumers.iceberg.sync import sync_iceberg
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.maintenance.lake_upkeep import run_maintenance
+from tidelake.syncpoint.records import ReplicaAt, Syncpoint, record_syncpoint
+
+HOUR_MS = 3_600_000
+
+
+def _cut(layout: LakeLayout, path: str, ts: int) -> Syncpoint:
+    syncpoint = Syncpoint(ts, [ReplicaAt(1, "shop", "orders", path, DeltaTable(path).version())])
+    assert record_syncpoint(layout, syncpoint)
+    return syncpoint
+
+
+def _files(path: str) -> set[str]:
+    return {p.name for p in Path(path).glob("*.parquet")}
+
+
+@pytest.mark.spark
+def test_vacuum_keeps_the_files_of_snapshots_within_the_retention_and_lets_older_ones_go(spark, tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    now_ms = time.time_ns() // 1_000_000
+    older, newer = tso.compose(now_ms - 2 * HOUR_MS), tso.compose(now_ms - 60_000)
+    path = ReplicaCatalog(layout).assign(1, "shop", "orders", older - 10).path
+    write_deltalake(path, pa.table({"id": pa.array(range(4), pa.int64()), "note": [f"n{i}" for i in range(4)]}),
+                    commit_properties=commit_properties(MERGE_APP_ID, older - 1))  # a replica with a checkpoint
+    catalog = open_catalog(layout, IcebergConfig())
+    first = _cut(layout, path, older)
+    sync_iceberg(catalog, layout)
+    first_files = _files(path)
+    DeltaTable(path).delete("id = 0")  # rewrites the only file
+    second = _cut(layout, path, newer)
+    sync_iceberg(catalog, layout)
+    assert first_files - _files(path) == set()  # nothing vacuumed yet
+
+    within = keep_readable(catalog, 24 * 3600, now_ms)
+    assert within.expired == [] and within.holds[path].version == 0
+    report = run_maintenance(spark, layout, vacuum_retention_hours=0, optimize=False, changelog_retention=False,
+                             merge_log=False, vacuum_holds=within.holds)
+    assert path in report.vacuumed
+    assert report.held[path].startswith("replica of shop.orders vacuumed keeping 1.0 hours of removed files, not 0: "
+                                        "Iceberg snapshot ")
+    assert first_files <= _files(path)
+    assert_iceberg_reads_the_cut(catalog, first)
+
+    past = keep_readable(catalog, 1 * 3600, now_ms)  # the older cut is 2 hours back
+    assert past.expired == [f"shop.orders {syncpoint_tag(older)}"] and past.holds[path].version == 1
+    orders = catalog.load_table(("shop", "orders"))
+    assert syncpoint_tag(older) not in orders.refs() and len(orders.snapshots()) == 1
+    report = run_maintenance(spark, layout, vacuum_retention_hours=0, optimize=False, changelog_retention=False,
+                             merge_log=False, vacuum_holds=past.holds)
+    assert path in report.vacuumed and path not in report.held
+    assert not first_files & _files(path)  # the rewritten file went
+    assert_iceberg_reads_the_cut(catalog, second)
