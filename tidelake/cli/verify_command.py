@@ -1,7 +1,8 @@
 """`tidelake verify [--config FILE | --pd ADDR --lake PATH] [--table DB.TABLE ...]`.
 
 Compares every replica at its checkpoint with a snapshot read of the upstream at that ts
-(tidelake.verify.verifier). Exit 0 when all compared tables match (tables not merged yet are listed, not
+(tidelake.verify.verifier); with `[iceberg] enabled` in the config, also each replica's Iceberg
+table at the newest syncpoint's tag with its Delta version there (tidelake.verify.iceberg_side). Exit 0 when all compared tables match (tables not merged yet are listed, not
 failed), 1 on any mismatch, table that could not be compared, or when no table was compared at all;
 2 on bad input (a lake that is not a tidelake lake is refused before Spark starts or PD is dialled).
 Owner: `tidelake verify`.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -18,10 +20,12 @@ from rich.table import Table
 from tidelake import tso
 from tidelake.cli.report_console import report_console
 from tidelake.cli.target import add_target_arguments, resolve_target
+from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.errors import InputError
 from tidelake.spark.spark_session import get_session
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
+from tidelake.verify.iceberg_side import IcebergVerdict, iceberg_ok, verify_iceberg
 from tidelake.verify.verifier import Verdict, Verifier
 
 
@@ -41,6 +45,8 @@ def _verify(args: argparse.Namespace) -> int:
     if args.max_diffs < 0:
         raise InputError(f"--max-diffs must be >= 0, got {args.max_diffs}")
     target = resolve_target(args, pd_required=True)
+    iceberg = target.config.iceberg if target.config is not None else None
+    catalog = open_catalog(target.layout, iceberg) if iceberg is not None and iceberg.enabled else None
     console = Console(stderr=True)
     # Before any gRPC thread runs: see tidelake.bootstrap.bootstrap_run.Bootstrap.run.
     spark = get_session("tidelake-verify", lake=target.layout)
@@ -55,8 +61,9 @@ def _verify(args: argparse.Namespace) -> int:
             report = verifier.run(args.table)
     finally:
         pd.close()
-    print_report(report, report_console())
-    return 0 if report.ok else 1
+    published = verify_iceberg(catalog, target.layout, args.table) if catalog is not None else []
+    print_report(report, report_console(), published)
+    return 0 if report.ok and iceberg_ok(published) else 1
 
 
 def history_line(h) -> str:
@@ -73,8 +80,22 @@ def history_line(h) -> str:
     return f"{head}[red]✗ error[/] ({h.note})"
 
 
-def print_report(report, console) -> None:
-    """One row per table, then the first differing keys of each mismatching table."""
+def iceberg_line(v: IcebergVerdict) -> str:
+    """One line for a replica's Iceberg table at the newest syncpoint's tag."""
+    head = f"{v.table} Iceberg at syncpoint-{v.ts} (Delta version {v.delta_version}): "
+    if v.status == Verdict.MATCH:
+        return f"{head}[green]✓ match[/] ({v.iceberg_rows:,} rows, snapshot {v.snapshot_id})"
+    if v.status == Verdict.SKIPPED:
+        return f"{head}[dim]– skipped[/] ({v.note})"
+    if v.status == Verdict.MISMATCH:
+        counts = f"{v.delta_rows:,} Delta rows, {v.iceberg_rows:,} Iceberg rows, {v.missing} missing, {v.extra} extra"
+        return f"{head}[red]✗ mismatch[/] (snapshot {v.snapshot_id}: {v.note or counts})"
+    return f"{head}[red]✗ error[/] (snapshot {v.snapshot_id}: {v.note})"
+
+
+def print_report(report, console, iceberg: Sequence[IcebergVerdict] = ()) -> None:
+    """One row per table, then the first differing keys of each mismatching table, then a line per
+    Iceberg table."""
 
     marks = {Verdict.MATCH: "[green]✓ match[/]", Verdict.MISMATCH: "[red]✗ mismatch[/]", Verdict.SKIPPED: "[dim]– skipped[/]"}
     table = Table(title="tidelake verify")
@@ -99,10 +120,14 @@ def print_report(report, console) -> None:
             console.print(f"{v.table}: soft deletes: {v.soft_deleted} rows flagged deleted{bad}")
     for h in report.histories:
         console.print(history_line(h), highlight=False)
+    for v in iceberg:
+        console.print(iceberg_line(v), highlight=False)
     compared = report.compared
     rows = sum(v.upstream_rows for v in compared)
     summary = f"{len(compared)} of {len(report.tables)} tables compared, {rows:,} upstream rows"
-    if report.ok:
+    if iceberg and not iceberg_ok(iceberg):
+        console.print(f"[red]verify failed: an Iceberg table differs from its replica[/] ({summary})", highlight=False)
+    elif report.ok:
         console.print(f"[green]all replicas match upstream[/] ({summary})", highlight=False)
     elif not compared:
         console.print(f"[red]verify failed: nothing to compare[/] ({summary}; no table has a merged replica)",
