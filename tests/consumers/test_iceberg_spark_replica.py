@@ -74,7 +74,7 @@ def test_a_column_mapped_replica_reads_right_across_a_rename_and_deletion_vector
     for cut in (first, second):
         assert_iceberg_reads_the_cut(catalog, Syncpoint(cut.ts, [r for r in cut.replicas if r.name == "mapped"]))
     assert_iceberg_reads_the_cut(catalog, Syncpoint(FIRST, [r for r in first.replicas if r.name == "marked"]))
-    mapped_at, marked_at = verify_iceberg(catalog, layout)  # `tidelake verify`'s check of the Iceberg side
+    mapped_at, marked_at = verify_iceberg(spark, catalog, layout)  # `tidelake verify`'s check of the Iceberg side
     assert (mapped_at.status, mapped_at.iceberg_rows, mapped_at.delta_rows) == (Verdict.MATCH, 6, 6), mapped_at.note
     assert (marked_at.status, marked_at.note) == (
         Verdict.SKIPPED, f"not published at syncpoint-{SECOND} yet (newest tag: syncpoint-{FIRST})")

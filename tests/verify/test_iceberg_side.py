@@ -23,6 +23,8 @@ from tidelake.syncpoint.records import ReplicaAt, Syncpoint, record_syncpoint
 from tidelake.verify.iceberg_side import iceberg_ok, verify_iceberg
 from tidelake.verify.verifier import TableVerdict, Verdict, VerifyReport
 
+pytestmark = pytest.mark.spark  # the Delta side is read with Spark, as verify reads it
+
 FIRST, SECOND, THIRD = (tso.compose(1_800_000_000_000 + 60_000 * n) for n in range(3))
 TABLES = ("orders", "items", "users")
 
@@ -56,23 +58,23 @@ def lake(tmp_path) -> LakeLayout:
     return layout
 
 
-def test_published_replicas_match_and_a_table_behind_says_so(lake):
+def test_published_replicas_match_and_a_table_behind_says_so(spark, lake):
     second = _cut(lake, SECOND)
     catalog = open_catalog(lake, IcebergConfig())
     sync_iceberg(catalog, lake)
-    verdicts = verify_iceberg(catalog, lake)
+    verdicts = verify_iceberg(spark, catalog, lake)
     assert [(v.table, v.status, v.ts, v.delta_version) for v in verdicts] == [
         (r.qualified_name, Verdict.MATCH, SECOND, r.version) for r in second.replicas]
     assert [v.iceberg_rows for v in verdicts] == [3 * key - 1 + key for key in (1, 2, 3)]
     assert iceberg_ok(verdicts)
     _cut(lake, THIRD)  # not published yet
-    (behind,) = verify_iceberg(catalog, lake, ["SHOP.items"])
+    (behind,) = verify_iceberg(spark, catalog, lake, ["SHOP.items"])
     assert (behind.status, behind.note) == (Verdict.SKIPPED,
                                             f"not published at {syncpoint_tag(THIRD)} yet (newest tag: "
                                             f"{syncpoint_tag(SECOND)})")
 
 
-def test_a_wrong_version_and_a_lost_data_file_are_mismatches(lake, capsys):
+def test_a_wrong_version_and_a_lost_data_file_are_mismatches(spark, lake, capsys):
     second = _cut(lake, SECOND)
     catalog = open_catalog(lake, IcebergConfig())
     orders, items, users = second.replicas
@@ -90,7 +92,7 @@ def test_a_wrong_version_and_a_lost_data_file_are_mismatches(lake, capsys):
     # users: never published at SECOND, and its Iceberg table dropped: not published
     catalog.drop_table(("shop", "users"))
 
-    wrong, lost, unpublished = verify_iceberg(catalog, lake)
+    wrong, lost, unpublished = verify_iceberg(spark, catalog, lake)
     # orders at version 0: ids 0..2; at SECOND: 0, 2 and 100 (id 1 deleted)
     assert (wrong.status, wrong.delta_rows, wrong.iceberg_rows, wrong.missing, wrong.extra) == (
         Verdict.MISMATCH, 3, 3, 1, 1)

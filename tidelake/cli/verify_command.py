@@ -61,7 +61,7 @@ def _verify(args: argparse.Namespace) -> int:
             report = verifier.run(args.table)
     finally:
         pd.close()
-    published = verify_iceberg(catalog, target.layout, args.table) if catalog is not None else []
+    published = verify_iceberg(spark, catalog, target.layout, args.table) if catalog is not None else []
     print_report(report, report_console(), published)
     return 0 if report.ok and iceberg_ok(published) else 1
 
