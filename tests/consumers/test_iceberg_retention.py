@@ -2,7 +2,8 @@
 lists (tidelake.consumers.iceberg.retention, tidelake.maintenance.vacuum_hold): after a DELETE
 rewrote a replica's file, a VACUUM with retention 0 keeps it while the older syncpoint's tag is
 within the retention (the tag still reads the Delta version's rows), and once the tag is past
-the retention the tag is expired and the file goes.
+the retention the tag is expired and the file goes. An unreachable catalog stops maintenance
+before it touches anything.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from deltalake import DeltaTable, write_deltalake
 
 from tidelake import tso
 from tidelake.capture.landing.app_txn import commit_properties
+from tidelake.cli import main
 from tidelake.config import IcebergConfig
 from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.consumers.iceberg.publish import syncpoint_tag
 from tidelake.consumers.iceberg.retention import keep_readable
 from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.lake.checkpoint import MERGE_APP_ID
-from tidelake.lake.layout import LakeLayout
+from tidelake.lake.layout import WATERMARKS_SCHEMA, LakeLayout, open_or_create
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.maintenance.lake_upkeep import run_maintenance
 from tidelake.syncpoint.records import ReplicaAt, Syncpoint, record_syncpoint
@@ -77,3 +79,19 @@ def test_vacuum_keeps_the_files_of_snapshots_within_the_retention_and_lets_older
     assert path in report.vacuumed and path not in report.held
     assert not first_files & _files(path)  # the rewritten file went
     assert_iceberg_reads_the_cut(catalog, second)
+
+
+def test_maintenance_with_an_unreachable_catalog_is_one_line_exit_75_before_it_touches_anything(tmp_path, capsys):
+    """Without the catalog the guard cannot know which files a snapshot lists: nothing is vacuumed."""
+    layout = LakeLayout(str(tmp_path / "lake"))
+    open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
+    path = ReplicaCatalog(layout).assign(1, "shop", "orders", 1).path
+    write_deltalake(path, pa.table({"id": [1]}), commit_properties=commit_properties(MERGE_APP_ID, 1))
+    uri = "postgresql+psycopg2://tidelake:s3cret@127.0.0.1:9/catalog?connect_timeout=2"
+    config = tmp_path / "changefeed.toml"
+    config.write_text(f'[changefeed]\nid = "cf1"\n[upstream]\npd = ["127.0.0.1:2379"]\n[lake]\nroot = "{layout.root}"\n'
+                      f'[iceberg]\ncatalog_uri = "{uri}"\n')
+    assert main(["maintenance", "--config", str(config)]) == 75
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tidelake: error: Iceberg catalog postgresql+psycopg2://tidelake:***@")
+    assert DeltaTable(path).version() == 0 and "VACUUM" not in str(DeltaTable(path).history())
