@@ -66,31 +66,30 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok and iceberg_ok(published) else 1
 
 
+def _outcome(status: str, match: str, mismatch: str, note: str | None) -> str:
+    """A verdict as the text after a table's head: `match` or `mismatch` details, else the note."""
+    if status == Verdict.MATCH:
+        return f"[green]✓ match[/] {match}"
+    if status == Verdict.MISMATCH:
+        return f"[red]✗ mismatch[/] {mismatch}"
+    return f"{'[dim]– skipped[/]' if status == Verdict.SKIPPED else '[red]✗ error[/]'} ({note})"
+
+
 def history_line(h) -> str:
     """One line for a history table: at how many upstream ts it was compared and the outcome."""
-    gc = f", {h.gc_skipped} below the GC safepoint" if h.gc_skipped else ""
-    head = f"{h.table} history (checkpoint {h.checkpoint}): "
-    if h.status == Verdict.MATCH:
-        return f"{head}[green]✓ match[/] at {h.points} upstream ts ({h.rows:,} rows){gc}"
-    if h.status == Verdict.SKIPPED:
-        return f"{head}[dim]– skipped[/] ({h.note}){gc}"
-    if h.status == Verdict.MISMATCH:
-        worst = "; ".join(f"at {ts}: {m} missing, {e} extra, {d} different" for ts, m, e, d in h.mismatched[:3])
-        return f"{head}[red]✗ mismatch[/] at {len(h.mismatched)} of {h.points} ts ({worst or h.note}){gc}"
-    return f"{head}[red]✗ error[/] ({h.note})"
+    gc = f", {h.gc_skipped} below the GC safepoint" if h.gc_skipped and h.status != Verdict.ERROR else ""
+    worst = "; ".join(f"at {ts}: {m} missing, {e} extra, {d} different" for ts, m, e, d in h.mismatched[:3])
+    return (f"{h.table} history (checkpoint {h.checkpoint}): "
+            + _outcome(h.status, f"at {h.points} upstream ts ({h.rows:,} rows)",
+                       f"at {len(h.mismatched)} of {h.points} ts ({worst or h.note})", h.note) + gc)
 
 
 def iceberg_line(v: IcebergVerdict) -> str:
     """One line for a replica's Iceberg table at the newest syncpoint's tag."""
-    head = f"{v.table} Iceberg at syncpoint-{v.ts} (Delta version {v.delta_version}): "
-    if v.status == Verdict.MATCH:
-        return f"{head}[green]✓ match[/] ({v.iceberg_rows:,} rows, snapshot {v.snapshot_id})"
-    if v.status == Verdict.SKIPPED:
-        return f"{head}[dim]– skipped[/] ({v.note})"
-    if v.status == Verdict.MISMATCH:
-        counts = f"{v.delta_rows:,} Delta rows, {v.iceberg_rows:,} Iceberg rows, {v.missing} missing, {v.extra} extra"
-        return f"{head}[red]✗ mismatch[/] (snapshot {v.snapshot_id}: {v.note or counts})"
-    return f"{head}[red]✗ error[/] (snapshot {v.snapshot_id}: {v.note})"
+    counts = f"{v.delta_rows:,} Delta rows, {v.iceberg_rows:,} Iceberg rows, {v.missing} missing, {v.extra} extra"
+    return (f"{v.table} Iceberg at syncpoint-{v.ts} (Delta version {v.delta_version}): "
+            + _outcome(v.status, f"({v.iceberg_rows:,} rows, snapshot {v.snapshot_id})",
+                       f"(snapshot {v.snapshot_id}: {v.note or counts})", v.note))
 
 
 def print_report(report, console, iceberg: Sequence[IcebergVerdict] = ()) -> None:

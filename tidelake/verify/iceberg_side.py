@@ -77,7 +77,8 @@ def _verify(spark: SparkSession, catalog: Catalog, replica: ReplicaAt, ts: int) 
         expected = spark.read.format("delta").option("versionAsOf", replica.version).load(replica.path).toArrow()
         got = table.scan(snapshot_id=ref.snapshot_id).to_arrow_batch_reader().read_all()
     except Exception as exc:  # noqa: BLE001 - a file the snapshot lists and the store lacks, or any read failure
-        verdict.status, verdict.note = Verdict.ERROR, f"could not read: {str(exc).splitlines()[0]}"
+        verdict.status = Verdict.ERROR
+        verdict.note = f"snapshot {ref.snapshot_id}: could not read: {str(exc).splitlines()[0]}"
         return verdict
     verdict.delta_rows, verdict.iceberg_rows = expected.num_rows, got.num_rows
     if got.schema.names != expected.schema.names:
