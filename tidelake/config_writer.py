@@ -23,7 +23,8 @@ def changefeed_document(changefeed_id: str, pd: Sequence[str], lake_root: str | 
                         gc_ttl: str | None = None, puller: Mapping[str, Any] | None = None,
                         merge: Mapping[str, Any] | None = None,
                         lake: Mapping[str, Any] | None = None,
-                        spark: Mapping[str, Any] | None = None) -> Document:
+                        spark: Mapping[str, Any] | None = None,
+                        iceberg: Mapping[str, Any] | None = None) -> Document:
     """The config as nested tables; sections with nothing set are left out (their defaults apply)."""
     doc: Document = {"changefeed": {"id": changefeed_id}}
     if start_ts is not None:
@@ -40,6 +41,8 @@ def changefeed_document(changefeed_id: str, pd: Sequence[str], lake_root: str | 
         doc["merge"] = dict(merge)
     if spark:
         doc["spark"] = dict(spark)
+    if iceberg:
+        doc["iceberg"] = dict(iceberg)
     return doc
 
 

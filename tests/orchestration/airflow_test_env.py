@@ -31,8 +31,8 @@ os.environ.update(
 
 
 def write_changefeed(folder: Path, changefeed_id: str = "tests", shards: int = 1, merge: dict | None = None,
-                     spark: dict | None = None) -> Path:
+                     spark: dict | None = None, iceberg: dict | None = None) -> Path:
     """A changefeed config whose lake is `folder/lake` (PD is never contacted by these tests)."""
     doc = changefeed_document(changefeed_id, ["127.0.0.1:1"], "lake", puller={"shards": shards}, merge=merge,
-                              spark=spark)
+                              spark=spark, iceberg=iceberg)
     return write_config(folder / f"{changefeed_id}.toml", doc)

@@ -96,6 +96,21 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
     assert syncpoint.application.endswith("spark_jobs/syncpoint.py")
     assert syncpoint.application_args == [to_json(SyncpointJob(str(config)))]
     assert dag.params["groups"] == 1
+    assert syncpoint.outlets == []  # no [iceberg]: nothing published, no catalog asset
+
+
+def test_iceberg_publishing_makes_the_catalog_asset_the_syncpoint_tasks_outlet(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    for remote in (None, {"remote": "sc://127.0.0.1:15002"}):
+        config = write_changefeed(tmp_path, "cuts", merge={"syncpoint_interval": "1m"}, spark=remote,
+                                  iceberg={"enabled": True, "catalog_name": "shop"})
+        monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
+        bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py"))
+        assert bag.import_errors == {}
+        (asset,) = bag.dags["tidelake_merge"].get_task("syncpoint").outlets
+        assert asset.uri.startswith("tidelake-iceberg://localhost/") and asset.uri.endswith("catalog.db/shop")
 
 
 def test_a_warm_spark_makes_the_spark_jobs_thin_connect_clients(tmp_path, monkeypatch):

@@ -5,7 +5,8 @@ from the event how far it got: `checkpoint_ts` (the replica equals upstream as o
 and `delta_version` (the replica's Delta version holding it, for time travel or CDF reads).
 The URI names the changefeed, because one lake may hold several changefeeds' tables and an
 Airflow asset is global to the deployment.
-Owner: the merge DAG, which emits the events (tidelake.orchestration.merge_dag).
+Owner: the merge DAG, which emits the events (tidelake.orchestration.merge_dag); the syncpoint
+task's outlet is its changefeed's Iceberg catalog.
 """
 
 from __future__ import annotations
@@ -14,10 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from sqlalchemy.engine import make_url
+
 from tidelake import tso
-from tidelake.lake.layout import TIDELAKE_DIR
+from tidelake.config import ChangefeedConfig
+from tidelake.consumers.iceberg.iceberg_catalog import catalog_uri
+from tidelake.lake.layout import TIDELAKE_DIR, LakeLayout
 
 ASSET_SCHEME = "tidelake"
+ICEBERG_ASSET_SCHEME = "tidelake-iceberg"
 ASSET_GROUP = "tidelake"
 
 
@@ -32,6 +38,16 @@ def changelog_asset_uri(changefeed_id: str) -> str:
     lake; no replica has that name): the asset [merge].run_on_new_data schedules merge runs on.
     Its events come from its watcher's trigger, not from a task."""
     return f"{ASSET_SCHEME}://{quote(changefeed_id, safe='')}/{TIDELAKE_DIR}/changelog"
+
+
+def iceberg_catalog_asset_uri(config: ChangefeedConfig) -> str:
+    """`tidelake-iceberg://<host[:port]>/<database>/<catalog name>` for the Iceberg catalog the
+    syncpoint job publishes to: one asset per catalog, whichever changefeeds publish to it; the
+    database's host (`localhost` for a SQLite file) and name, never its user or password."""
+    url = make_url(catalog_uri(LakeLayout.from_config(config.lake), config.iceberg))
+    host = f"{url.host}:{url.port}" if url.port else url.host or "localhost"
+    return (f"{ICEBERG_ASSET_SCHEME}://{quote(host, safe=':')}/{quote(url.database or '', safe='')}/"
+            f"{quote(config.iceberg.catalog_name, safe='')}")
 
 
 def merge_alias_name(changefeed_id: str) -> str:

@@ -37,15 +37,13 @@ def iceberg_root(layout: LakeLayout) -> str:
 
 
 def catalog_uri(layout: LakeLayout, config: IcebergConfig) -> str:
-    """The configured catalog URL, else the SQLite file of a local lake (created with its folder)."""
+    """The configured catalog URL, else the SQLite file of a local lake (open_catalog creates it)."""
     if config.catalog_uri is not None:
         return config.catalog_uri
     if "://" in layout.root:
         raise InputError(f"{layout.root}: an object-store lake needs [iceberg].catalog_uri in its config "
                          "(the default SQLite catalog file lives in a local lake only)")
-    folder = Path(iceberg_root(layout))
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / CATALOG_FILE}"
+    return f"sqlite:///{Path(iceberg_root(layout)) / CATALOG_FILE}"
 
 
 def existing_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog | None:
@@ -60,6 +58,8 @@ def open_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog:
     """The catalog, its tables created on first use; CatalogUnreachable in one line (the URL shown
     without its password) when the database does not answer."""
     uri = catalog_uri(layout, config)
+    if config.catalog_uri is None:
+        Path(iceberg_root(layout)).mkdir(parents=True, exist_ok=True)
     try:
         shown = make_url(uri).render_as_string(hide_password=True)
     except ArgumentError:

@@ -29,6 +29,7 @@ from tidelake.orchestration.assets import (
     ASSET_GROUP,
     asset_event_extra,
     changelog_asset_uri,
+    iceberg_catalog_asset_uri,
     merge_alias_name,
     replica_asset_uri,
 )
@@ -148,9 +149,14 @@ def build(feed: Changefeed) -> DAG:
                 """After every merge succeeded (or none was needed), if plan said this run takes one."""
                 return bool(context["ti"].xcom_pull(task_ids="plan", key="syncpoint"))
 
+            # With [iceberg] enabled the syncpoint job publishes the cut to the catalog: its asset
+            # gets an event when the task succeeds.
+            outlets = ([Asset(uri=iceberg_catalog_asset_uri(feed.config), group=ASSET_GROUP)]
+                       if feed.config.iceberg.enabled else [])
             if remote is None:
                 syncpoint = TidelakeSparkSubmitOperator(
                     task_id="syncpoint",
+                    outlets=outlets,
                     **pool.task_args(exclusive=True),
                     **spark_submit_kwargs(spark, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
                                           lake=feed.config.lake,
@@ -158,7 +164,7 @@ def build(feed: Changefeed) -> DAG:
                 )
             else:
 
-                @task(task_id="syncpoint", **pool.task_args(exclusive=True))
+                @task(task_id="syncpoint", outlets=outlets, **pool.task_args(exclusive=True))
                 def syncpoint_remote(config_path: str) -> None:
                     # Spark loads in the task, never where the DAG file is parsed
                     from tidelake.orchestration.job_entry import run_on_warm_spark
