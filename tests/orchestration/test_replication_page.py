@@ -182,3 +182,43 @@ def test_a_real_browser_draws_the_lag_lines_and_throughput_bars(tmp_path):
         left = min(y for x, y in line if x == xs[0])
         right = min(y for x, y in line if x == xs[-1])
         assert right < left, f"the lag line in {color} does not rise"
+
+
+def test_the_page_shows_the_last_iceberg_snapshot_per_table_or_why_it_cannot():
+    published = {"tables": [{"table": "shop.orders", "syncpoint_ts": TS, "snapshot_id": 4242,
+                             "published_at": "2026-05-01T08:00:09.123000+00:00"}], "error": None}
+    page = render_page([{**report(table()), "iceberg": published}])
+    assert "<h3>Iceberg</h3>" in page
+    assert (f'<td>shop.orders</td><td class="num" title="{TS}">2026-05-01 08:00:05</td>\n      '
+            '<td class="num">4242</td><td class="num">2026-05-01 08:00:09</td>') in page
+    down = render_page([{**report(table()), "iceberg": {"tables": [], "error": "Iceberg catalog <db>: refused"}}])
+    assert '<p class="bad">Iceberg catalog &lt;db&gt;: refused</p>' in down and "No table published as Iceberg yet." in down
+    assert "<h3>Iceberg</h3>" not in render_page([report(table())])  # [iceberg] not enabled
+
+
+def test_the_iceberg_report_reads_the_catalog(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from tidelake.config import IcebergConfig
+    from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
+    from tidelake.consumers.iceberg.sync import sync_iceberg
+    from tidelake.lake.replica_catalog import ReplicaCatalog
+    from tidelake.orchestration.page_report import iceberg_report
+    from tidelake.syncpoint.records import ReplicaAt, Syncpoint, record_syncpoint
+
+    layout = LakeLayout(str(tmp_path / "lake"))
+    assert iceberg_report(layout, IcebergConfig(enabled=True)) == {"tables": [], "error": None}  # nothing published
+    path = ReplicaCatalog(layout).assign(1, "shop", "orders", TS - 10).path
+    write_deltalake(path, pa.table({"id": [1, 2]}))
+    assert record_syncpoint(layout, Syncpoint(TS, [ReplicaAt(1, "shop", "orders", path, 0)]))
+    catalog = open_catalog(layout, IcebergConfig())
+    (published,) = sync_iceberg(catalog, layout).published
+    before = datetime.now(timezone.utc)
+    ((entry,), error) = iceberg_report(layout, IcebergConfig(enabled=True)).values()
+    assert error is None
+    assert (entry["table"], entry["syncpoint_ts"], entry["snapshot_id"]) == ("shop.orders", TS, published.snapshot_id)
+    assert before - timedelta(minutes=5) < datetime.fromisoformat(entry["published_at"]) <= before
+    unreachable = IcebergConfig(enabled=True, catalog_uri="postgresql+psycopg2://u:s3cret@127.0.0.1:9/c?connect_timeout=2")
+    down = iceberg_report(layout, unreachable)
+    assert down["tables"] == [] and down["error"].startswith("Iceberg catalog postgresql+psycopg2://u:***@127.0.0.1:9/")
