@@ -60,7 +60,7 @@ def test_vacuum_keeps_the_files_of_snapshots_within_the_retention_and_lets_older
     sync_iceberg(catalog, layout)
     assert first_files - _files(path) == set()  # nothing vacuumed yet
 
-    within = keep_readable(catalog, 24 * 3600, now_ms)
+    within = keep_readable(catalog, layout, 24 * 3600, now_ms)
     assert within.expired == [] and within.holds[path].version == 0
     report = run_maintenance(spark, layout, vacuum_retention_hours=0, optimize=False, changelog_retention=False,
                              merge_log=False, vacuum_holds=within.holds)
@@ -70,7 +70,7 @@ def test_vacuum_keeps_the_files_of_snapshots_within_the_retention_and_lets_older
     assert first_files <= _files(path)
     assert_iceberg_reads_the_cut(catalog, first)
 
-    past = keep_readable(catalog, 1 * 3600, now_ms)  # the older cut is 2 hours back
+    past = keep_readable(catalog, layout, 1 * 3600, now_ms)  # the older cut is 2 hours back
     assert past.expired == [f"shop.orders {syncpoint_tag(older)}"] and past.holds[path].version == 1
     orders = catalog.load_table(("shop", "orders"))
     assert syncpoint_tag(older) not in orders.refs() and len(orders.snapshots()) == 1

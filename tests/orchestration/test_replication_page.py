@@ -196,7 +196,7 @@ def test_the_page_shows_the_last_iceberg_snapshot_per_table_or_why_it_cannot():
     assert "<h3>Iceberg</h3>" not in render_page([report(table())])  # [iceberg] not enabled
 
 
-def test_the_iceberg_report_reads_the_catalog(tmp_path):
+def test_the_iceberg_report_reads_the_lakes_tables_from_the_catalog(tmp_path):
     import pyarrow as pa
     from deltalake import write_deltalake
 
@@ -214,6 +214,12 @@ def test_the_iceberg_report_reads_the_catalog(tmp_path):
     assert record_syncpoint(layout, Syncpoint(TS, [ReplicaAt(1, "shop", "orders", path, 0)]))
     catalog = open_catalog(layout, IcebergConfig())
     (published,) = sync_iceberg(catalog, layout).published
+    other = LakeLayout(str(tmp_path / "other"))  # another lake publishing to the same catalog
+    items = ReplicaCatalog(other).assign(1, "shop", "items", TS - 10).path
+    write_deltalake(items, pa.table({"id": [3]}))
+    assert record_syncpoint(other, Syncpoint(TS, [ReplicaAt(1, "shop", "items", items, 0)]))
+    shared = IcebergConfig(catalog_uri=f"sqlite:///{tmp_path / 'lake' / '_tidelake' / 'iceberg' / 'catalog.db'}")
+    assert len(sync_iceberg(open_catalog(other, shared), other).published) == 1
     before = datetime.now(timezone.utc)
     ((entry,), error) = iceberg_report(layout, IcebergConfig(enabled=True)).values()
     assert error is None

@@ -68,6 +68,6 @@ def iceberg_report(layout: LakeLayout, config: IcebergConfig) -> dict[str, Any]:
     tables and the one-line error when the catalog cannot be read (the rest of the page still shows)."""
     try:
         catalog = existing_catalog(layout, config)
-        return {"tables": last_snapshots(catalog) if catalog is not None else [], "error": None}
+        return {"tables": last_snapshots(catalog, layout) if catalog is not None else [], "error": None}
     except TidelakeError as exc:
         return {"tables": [], "error": str(exc)}

@@ -9,6 +9,7 @@ More: docs/operations.md#reading-replicas-as-iceberg.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from deltalake import DeltaTable
@@ -62,6 +63,17 @@ class Published:
     def line(self) -> str:
         return (f"{self.table}: Delta version {self.delta_version} -> Iceberg snapshot {self.snapshot_id} "
                 f"({syncpoint_tag(self.ts)}, +{self.added} -{self.removed} files)")
+
+
+def lake_tables(catalog: Catalog, layout: LakeLayout) -> Iterator[Table]:
+    """The Iceberg tables of `catalog` that show a replica of this lake (a catalog may hold other
+    lakes' tables, and tables tidelake did not publish)."""
+    root = layout.root.rstrip("/") + "/"
+    for namespace in catalog.list_namespaces():
+        for identifier in catalog.list_tables(namespace):
+            table = catalog.load_table(identifier)
+            if table.properties.get(DELTA_TABLE, "").startswith(root):
+                yield table
 
 
 def published_ts(catalog: Catalog, replica: ReplicaAt) -> int:

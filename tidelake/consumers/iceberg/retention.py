@@ -23,7 +23,7 @@ from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
 from tidelake import tso
 from tidelake.config import IcebergConfig
 from tidelake.consumers.iceberg.iceberg_catalog import existing_catalog
-from tidelake.consumers.iceberg.publish import DELTA_TABLE, DELTA_VERSION, TAG_PREFIX
+from tidelake.consumers.iceberg.publish import DELTA_TABLE, DELTA_VERSION, TAG_PREFIX, lake_tables
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.vacuum_hold import VacuumHold
 
@@ -41,25 +41,20 @@ def lake_retention(layout: LakeLayout, config: IcebergConfig) -> IcebergRetentio
     catalog = existing_catalog(layout, config)
     if catalog is None:
         return IcebergRetention()
-    return keep_readable(catalog, config.retention_s, time.time_ns() // 1_000_000)
+    return keep_readable(catalog, layout, config.retention_s, time.time_ns() // 1_000_000)
 
 
-def keep_readable(catalog: Catalog, retention_s: float, now_ms: int) -> IcebergRetention:
-    """Expire what is older than the retention in every published table of `catalog`, then hold
-    the oldest Delta version each table's remaining snapshots show. A table another writer
-    committed to meanwhile is left unexpired for the next run, and holds all it has."""
+def keep_readable(catalog: Catalog, layout: LakeLayout, retention_s: float, now_ms: int) -> IcebergRetention:
+    """Expire what is older than the retention in every table of `catalog` that shows a replica of
+    the lake, then hold the oldest Delta version each table's remaining snapshots show. A table
+    another writer committed to meanwhile is left unexpired for the next run, and holds all it has."""
     out = IcebergRetention()
     cutoff_ms = now_ms - retention_s * 1000
-    for namespace in catalog.list_namespaces():
-        for identifier in catalog.list_tables(namespace):
-            table = catalog.load_table(identifier)
-            path = table.properties.get(DELTA_TABLE)
-            if path is None:  # not published by tidelake
-                continue
-            table = _expire(catalog, table, cutoff_ms, out.expired)
-            hold = _oldest(table)
-            if hold is not None:
-                out.holds[path] = hold
+    for table in lake_tables(catalog, layout):
+        table = _expire(catalog, table, cutoff_ms, out.expired)
+        hold = _oldest(table)
+        if hold is not None:
+            out.holds[table.properties[DELTA_TABLE]] = hold
     return out
 
 
@@ -78,7 +73,8 @@ def _expire(catalog: Catalog, table: Table, cutoff_ms: float, expired: list[str]
     for tag in old:
         tags.remove_tag(tag)
     tags.commit()
-    ExpireSnapshots(tx).by_ids(unreferenced).commit()
+    if unreferenced:  # none when an expired tag shared its snapshot with a newer one
+        ExpireSnapshots(tx).by_ids(unreferenced).commit()
     try:
         tx.commit_transaction()
     except CommitFailedException as exc:
