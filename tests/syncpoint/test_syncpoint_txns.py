@@ -1,0 +1,86 @@
+"""A transaction spanning many tables is in every replica of a syncpoint or in none.
+
+The simulator commits transactions that write every table; the real puller lands them and the
+real syncpoint job (its merge included) cuts between them. Each recorded cut is read the way a
+consumer reads it: each replica with deltalake at the Delta version the cut records, compared
+with the simulator's MVCC snapshot at the cut's ts, and each spanning transaction found in all
+of the cut's replicas or in none.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.capture.pull_harness import config_doc, small_sim, wait_resolved
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.config_writer import config_from_document
+from tidelake.lake.layout import LakeLayout
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
+from tidelake.syncpoint.records import Syncpoint, read_syncpoints
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+
+DB = "shop"
+INTERVAL_S = 1
+SPANNING_TXNS = 3
+ROWS_PER_TABLE = 2
+TABLES = 50
+
+
+def _cut_after(spark, layout: LakeLayout, ts: int, puller: PullerThread) -> Syncpoint:
+    """Syncpoint jobs until one is recorded at or after `ts` (the boundary after it must pass first)."""
+    time.sleep(INTERVAL_S * 1.1)  # a boundary after `ts` has passed
+    deadline = time.monotonic() + 120
+    while True:
+        puller.check()
+        result = run_syncpoint(spark, layout, INTERVAL_S)
+        assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
+        recorded = read_syncpoints(layout)
+        if recorded and recorded[-1].ts >= ts:
+            return recorded[-1]
+        assert time.monotonic() < deadline, f"no syncpoint reached {ts}: {result}"
+        time.sleep(0.2)
+
+
+def test_a_transaction_over_every_table_is_in_all_replicas_of_a_cut_or_in_none(spark, tmp_path):
+    layout = LakeLayout(str(tmp_path / "lake"))
+    names = [f"t{i:02d}" for i in range(TABLES)]
+    with small_sim() as cluster:
+        tidb = SimTiDB(cluster)
+        doc = config_doc(cluster, tmp_path / "lake", rules=(f"{DB}.*",), flush="100ms")
+        with PullerThread(config_from_document(doc, "test.toml"), progress_interval_s=3600) as puller:
+            wait_resolved(layout.root, {}, 1, puller)
+            tidb.create_database(DB)
+            for name in names:
+                tidb.create_table(DB, name, [("id", "bigint"), ("txn", "varchar(16)")], primary_key=["id"])
+            cuts = [_cut_after(spark, layout, cluster.tso.next(), puller)]  # every table, no transaction yet
+            commits = {}
+            for k in range(SPANNING_TXNS):
+                label = f"span{k}"
+                with tidb.txn() as t:
+                    for name in names:
+                        for r in range(ROWS_PER_TABLE):
+                            t.insert(DB, name, {"id": k * ROWS_PER_TABLE + r, "txn": label})
+                commits[label] = t.commit_ts
+                cuts.append(_cut_after(spark, layout, t.commit_ts, puller))
+
+        assert len({c.ts for c in cuts}) == len(cuts)  # a cut between each two transactions
+        for cut in read_syncpoints(layout):
+            assert sorted(r.name for r in cut.replicas) == names and not cut.excluded
+            holding: dict[str, set[str]] = {label: set() for label in commits}
+            for replica in cut.replicas:
+                rows = DeltaTable(replica.path, version=replica.version).to_pyarrow_table(columns=["id", "txn"])
+                rows = {(r["id"], r["txn"]) for r in rows.to_pylist()}
+                upstream = {(r["id"], r["txn"]) for r in tidb.select_all(DB, replica.name, ts=cut.ts)}
+                assert rows == upstream, f"{replica.name} at version {replica.version} is not the upstream at {cut.ts}"
+                for _, label in rows:
+                    holding[label].add(replica.name)
+            for label, held in holding.items():
+                assert held in (set(), set(names)), f"cut {cut.ts} shows {label} in {sorted(held)} only"
+                assert (held == set(names)) == (commits[label] <= cut.ts), (cut.ts, label)
+        seen = {label: {commits[label] <= c.ts for c in cuts} for label in commits}
+        assert all(s == {False, True} for s in seen.values()), seen  # each one absent at a cut, then present
