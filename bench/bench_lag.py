@@ -14,16 +14,23 @@ Phase 2, memory under backpressure, once per --quotas memory quota (fresh lake e
   backlog  --backlog-rows rows (valid row values of the workload's `orders` table, written straight
            into MVCC in 1000-row transactions) wait behind the changefeed's start ts; the puller
            catches up. Base RSS: when the feed came up (its first progress line).
-  txn      a puller running and caught up; then ONE transaction of --txn-rows rows is prewritten
-           (the puller holds every prewrite until the commit), held --txn-hold s, and committed;
-           until every row is pulled. Base RSS: the idle puller just before the prewrite.
-Each reports base and peak RSS and growth / quota; if the quota holds, the growth follows the
-quota (plus a constant: a flush's working memory, the region queues), not the rows.
+  txn      a puller running and caught up on a table created for the case (CREATE TABLE LIKE
+           orders, after the changefeed's start, so a merge creates its replica from that
+           CREATE); then --txns consecutive transactions of --txn-rows rows, each prewritten
+           (the puller holds every prewrite until the commit), held --txn-hold s and committed.
+           Per transaction: land time (its last commit to the table's and the DDL's durable
+           watermarks reaching its commit ts: every row in the changelog, mergeable) and, with --merge, merge time (run_merge of
+           the table up to its commit ts, the writer run_merge chooses, in a local Spark session
+           started first) with the replica's commits for it (1: the transaction in one version)
+           and the replica's rows checked. Base RSS: the idle puller just before the first prewrite.
+Each reports base and peak RSS, growth / quota and peak / (base + quota); if the quota holds, the
+growth follows the quota (plus a constant: a flush's working memory, the region queues), not the rows.
 
     .venv/bin/python bench/bench_lag.py [--preset smoke] [--rate 100] [--duration 30]
         [--flush-interval 1s] [--quota 64MiB] [--backlog-rows 150000] [--txn-rows 0]
-        [--quotas 8MiB,48MiB] [--seed 0]
+        [--quotas 8MiB,48MiB] [--txns 1] [--merge] [--seed 0]
     --duration 0 skips the lag phase; --backlog-rows 0 / --txn-rows 0 skip those cases.
+    --merge starts a local Spark session (run it under `flock /tmp/tidelake-spark.lock`).
 """
 
 from __future__ import annotations
@@ -54,10 +61,13 @@ from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.config import parse_size  # noqa: E402
 from tidelake.config_writer import changefeed_document, write_config  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
+from tidelake.lake.replica_catalog import ReplicaCatalog  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
+from tidelake.merge.merge_run import run_merge  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.sim.workload import WorkloadRunner  # noqa: E402
+from tidelake.spark.spark_session import get_session  # noqa: E402
 
 DATABASE = "bench"
 _PROGRESS = re.compile(r"pull \S+: (\d+) tables, (\d+) rows .*?(?:max lag ([\d.]+)s|no tables)")
@@ -190,7 +200,7 @@ def _durable_lag_safe(layout: LakeLayout, cluster: SimCluster, tables: set[int])
 
 
 def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: float, value_bytes: int,
-                       quotas: list[str], flush_interval: str, seed: int) -> dict:
+                       quotas: list[str], flush_interval: str, seed: int, txns: int = 1, spark=None) -> dict:
     cluster = SimCluster(n_stores=3, seed=seed, gc_interval_s=0)
     runs = []
     with cluster:
@@ -204,23 +214,36 @@ def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: 
             if backlog_rows:
                 runs.append(_catch_up(cluster, tmp, quota, start_ts, backlog_rows, flush_interval))
             if txn_rows:
-                first_handle = 3 * 10**9 + len(runs) * txn_rows
-                runs.append(_big_txn(cluster, tmp, quota, info.id, first_handle, txn_rows, value, txn_hold_s,
-                                     flush_interval))
+                runs.append(_txns(cluster, tidb, tmp, quota, len(runs), txn_rows, txns, value, txn_hold_s,
+                                  flush_interval, spark))
     print(f"\n## Memory under backpressure: a backlog of {backlog_rows:,} rows "
-          f"({backlog_bytes / MIB:.0f} MiB key+value) and one transaction of {txn_rows:,} rows, "
+          f"({backlog_bytes / MIB:.0f} MiB key+value) and {txns} transaction(s) of {txn_rows:,} rows, "
           f"{len(value)} B values, flush interval {flush_interval}\n")
     print(markdown_table(
         ["case", "memory quota", "s", "rows/s", "commits", "base RSS MiB", "peak RSS MiB", "growth MiB",
          "growth / quota"],
         [[r["case"], r["quota"], r["seconds"], r["rows_per_s"], r["changelog_commits"], r["rss_base_mib"],
           r["rss_peak_mib"], r["rss_growth_mib"], r["growth_per_quota"]] for r in runs]))
+    _print_txns([r for r in runs if r["case"] == "txn"])
     fits = _fits(runs)
     for case, fit in fits.items():
         print(f"\n{case}: growth = {fit['slope']:.2f} x quota + {fit['intercept_mib']:.0f} MiB "
               f"(fit through the quotas {', '.join(fit['quotas'])})")
-    return {"backlog_rows": backlog_rows, "backlog_mib": backlog_bytes / MIB, "txn_rows": txn_rows,
+    return {"backlog_rows": backlog_rows, "backlog_mib": backlog_bytes / MIB, "txn_rows": txn_rows, "txns": txns,
             "value_bytes": len(value), "runs": runs, "fits": fits}
+
+
+def _print_txns(runs: list[dict]) -> None:
+    """Land and merge times of the transactions of each txn run, and its RSS against base + quota."""
+    if not runs:
+        return
+    print()
+    print(markdown_table(
+        ["memory quota", "transactions", "rows each", "land s p50", "p95", "max", "merge s p50", "p95", "max",
+         "replica commits per txn", "peak RSS / (base + quota)"],
+        [[r["quota"], r["txns"], r["txn_rows"], *r["land_s"], *(r["merge_s"] or ["-"] * 3),
+          ",".join(sorted({str(t.get("replica_commits", "-")) for t in r["transactions"]})),
+          r["rss_peak_per_base_plus_quota"]] for r in runs]))
 
 
 def _run_result(case: str, quota: str, rows: int, seconds: float, base: int, peak: int, commits: int) -> dict:
@@ -275,39 +298,104 @@ def _catch_up(cluster: SimCluster, tmp: Path, quota: str, start_ts: int, rows: i
     return _run_result("backlog", quota, rows, seconds, base, rss.peak, _commits(lake))
 
 
-def _big_txn(cluster: SimCluster, tmp: Path, quota: str, table_id: int, first_handle: int, rows: int, value: bytes,
-             hold_s: float, flush_interval: str) -> dict:
-    lake = tmp / f"lake-txn-{quota}"
-    config = _config(tmp / f"txn-{quota}.toml", cluster.pd_address, lake, flush_interval, quota,
+def _txns(cluster: SimCluster, tidb: SimTiDB, tmp: Path, quota: str, case: int, rows: int, count: int,
+          value: bytes, hold_s: float, flush_interval: str, spark=None) -> dict:
+    """`count` consecutive transactions of `rows` rows into a table created for this case."""
+    name = f"txns{case}"
+    lake = tmp / f"lake-txn-{quota}-{case}"
+    config = _config(tmp / f"txn-{quota}-{case}.toml", cluster.pd_address, lake, flush_interval, quota,
                      cluster.tso.next())
     pull = PullProcess(config, 0.5)
     layout = LakeLayout(str(lake))
+    txns, merge_warmup_s = [], None
     try:
-        while not read_watermarks(layout).table_resolved.get(table_id):  # subscribed and resolved
+        while not read_watermarks(layout).table_resolved:  # subscribed and resolved
             pull.alive()
             time.sleep(0.2)
+        tidb.create_table_like(DATABASE, name, DATABASE, "orders")
+        _, info = tidb.resolve_table(DATABASE, name)
+        created = cluster.tso.next()
+        _wait_landed(pull, layout, info.id, created)
+        if spark is not None:  # the replica's CREATE (and the session's first merge), not measured
+            merge_warmup_s = _merge(spark, layout, name, created)[0]
         time.sleep(2.0)  # settle: the idle puller's RSS is the base
         with RssSampler(pull.proc.pid, 0.05) as rss:
             base = rss.first
             started = time.monotonic()
-            keys = [record_key(table_id, first_handle + h) for h in range(rows)]
-            per_rpc = max(1, TXN_BATCH_BYTES // (len(keys[0]) + len(value)))
-            batches = [keys[i:i + per_rpc] for i in range(0, rows, per_rpc)]
-            start_ts = cluster.tso.next()
-            for batch in batches:  # one prewrite RPC per batch, as TiDB sends them
-                cluster.mvcc.prewrite([("put", k, value) for k in batch], keys[0], start_ts, 3_600_000)
-            time.sleep(hold_s)  # every prewrite reaches the puller and waits there for the commit
-            prewritten = max(b for _, b in rss.samples)
-            commit_ts = cluster.tso.next()
-            for batch in batches:  # the primary's batch first, then the secondaries
-                cluster.mvcc.commit(batch, start_ts, commit_ts)
-            _wait_rows(pull, rows, started, "big transaction")
+            prewritten = base
+            for n in range(count):
+                one = _one_txn(cluster, info.id, 1 + n * rows, rows, value, hold_s)
+                held = one.pop("held")
+                prewritten = max(prewritten, *(b for t, b in rss.samples if t <= held))
+                _wait_landed(pull, layout, info.id, one["commit_ts"])
+                one["land_s"] = time.monotonic() - one.pop("committed")
+                if spark is not None:
+                    one["merge_s"], one["replica_commits"] = _merge(spark, layout, name, one["commit_ts"],
+                                                                    (n + 1) * rows)
+                txns.append(one)
             seconds = time.monotonic() - started
     finally:
         pull.stop()
-    result = _run_result("txn", quota, rows, seconds, base, rss.peak, _commits(lake))
+    result = _run_result("txn", quota, rows * count, seconds, base, rss.peak, _commits(lake))
     result["rss_peak_before_commit_mib"] = prewritten / MIB  # while only prewrites were waiting
+    result["rss_peak_per_base_plus_quota"] = rss.peak / (base + parse_size(quota))
+    result.update(txns=count, txn_rows=rows, transactions=txns, land_s=_stats([t["land_s"] for t in txns]),
+                  merge_s=_stats([t["merge_s"] for t in txns]) if spark is not None else None,
+                  merge_warmup_s=merge_warmup_s)
     return result
+
+
+def _one_txn(cluster: SimCluster, table_id: int, first_handle: int, rows: int, value: bytes, hold_s: float) -> dict:
+    """Prewrite `rows` rows in TiDB-sized batches, hold them `hold_s`, commit; its commit ts and the
+    monotonic times its hold ended and its last commit batch was applied."""
+    keys = [record_key(table_id, first_handle + h) for h in range(rows)]
+    per_rpc = max(1, TXN_BATCH_BYTES // (len(keys[0]) + len(value)))
+    batches = [keys[i:i + per_rpc] for i in range(0, rows, per_rpc)]
+    began = time.monotonic()
+    start_ts = cluster.tso.next()
+    for batch in batches:  # one prewrite RPC per batch, as TiDB sends them
+        cluster.mvcc.prewrite([("put", k, value) for k in batch], keys[0], start_ts, 3_600_000)
+    time.sleep(hold_s)  # every prewrite reaches the puller and waits there for the commit
+    held = time.monotonic()
+    commit_ts = cluster.tso.next()
+    for batch in batches:  # the primary's batch first, then the secondaries
+        cluster.mvcc.commit(batch, start_ts, commit_ts)
+    committed = time.monotonic()
+    return {"rows": rows, "commit_ts": commit_ts, "write_s": committed - began, "held": held, "committed": committed}
+
+
+def _wait_landed(pull: PullProcess, layout: LakeLayout, table_id: int, ts: int) -> None:
+    """Until the table's and the DDL's durable watermarks reach `ts`: every row committed at or
+    before it landed, and a merge may advance the replica to it."""
+    started = time.monotonic()
+    while not _landed(read_watermarks(layout), table_id, ts):
+        pull.alive()
+        if time.monotonic() - started > 1800:
+            raise TimeoutError(f"table {table_id} not landed up to {ts}")
+        time.sleep(0.02)
+
+
+def _landed(marks, table_id: int, ts: int) -> bool:
+    return marks.table_resolved.get(table_id, 0) >= ts and marks.ddl_resolved >= ts
+
+
+def _merge(spark, layout: LakeLayout, name: str, until_ts: int, replica_rows: int | None = None) -> tuple[float, int]:
+    """(seconds, replica commits) of a merge of the table up to `until_ts`; checks the replica reached
+    it holding `replica_rows` rows (their count from the Delta log's file stats)."""
+    catalog = ReplicaCatalog(layout)
+    entry = catalog.find(DATABASE, name)
+    before = DeltaTable(entry.path).version() if entry is not None else -1
+    started = time.monotonic()
+    (table,) = run_merge(spark, layout, tables=[f"{DATABASE}.{name}"], until_ts=until_ts, write_log=False).tables
+    seconds = time.monotonic() - started
+    if table.checkpoint_after != until_ts:
+        raise RuntimeError(f"merge of {name} stopped at {table.checkpoint_after}, not {until_ts}: {table.reason}")
+    replica = DeltaTable(catalog.find(DATABASE, name).path)
+    if replica_rows is not None:
+        held = sum(replica.get_add_actions(flatten=True).column("num_records").to_pylist())
+        if held != replica_rows:
+            raise RuntimeError(f"replica of {name} holds {held} rows after the merge to {until_ts}, not {replica_rows}")
+    return seconds, replica.version() - before
 
 
 def _orders_value(cluster: SimCluster, tidb: SimTiDB, table_id: int, value_bytes: int) -> bytes:
@@ -342,12 +430,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--backlog-rows", type=int, default=150_000, help="0: skip the backpressure phase")
     parser.add_argument("--backlog-value-bytes", type=int, default=400, help="JSON padding per backlog row")
     parser.add_argument("--txn-rows", type=int, default=0, help="rows of the one big transaction; 0: skip it")
-    parser.add_argument("--txn-hold", type=float, default=5.0, help="seconds the big transaction stays prewritten")
+    parser.add_argument("--txn-hold", type=float, default=5.0, help="seconds each transaction stays prewritten")
+    parser.add_argument("--txns", type=int, default=1, help="consecutive transactions of --txn-rows rows")
+    parser.add_argument("--merge", action="store_true",
+                        help="merge the replica after each transaction lands (a local Spark session)")
     parser.add_argument("--quotas", default="8MiB,48MiB", help="memory quotas of the backpressure phase")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.txns < 1:
+        parser.error("--txns must be at least 1")
     env = print_environment()
+    # Spark first: launching its JVM forks, and forking while the simulator's gRPC threads run is unsafe.
+    spark = get_session("bench-lag", master="local[2]") if args.merge and args.txn_rows else None
     with tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp:
         results = {}
         if args.duration > 0:
@@ -356,7 +451,9 @@ def main(argv: list[str] | None = None) -> dict:
         if args.backlog_rows or args.txn_rows:
             results["backpressure"] = backpressure_phase(
                 Path(tmp), args.backlog_rows, args.txn_rows, args.txn_hold, args.backlog_value_bytes,
-                args.quotas.split(","), args.flush_interval, args.seed)
+                args.quotas.split(","), args.flush_interval, args.seed, args.txns, spark)
+    if spark is not None:
+        spark.stop()
     write_json(args.json, "lag", env, results)
     return results
 

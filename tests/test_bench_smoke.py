@@ -79,7 +79,8 @@ def test_bench_bootstrap_every_decoder_and_read_path_gets_every_row(tmp_path):
 @pytest.mark.slow
 def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
     results = run_bench("bench_lag.py", tmp_path, "--duration", "4", "--warmup", "1", "--rate", "20",
-                        "--backlog-rows", "3000", "--txn-rows", "2000", "--txn-hold", "1", "--quotas", "1MiB,4MiB")
+                        "--backlog-rows", "3000", "--txn-rows", "1000", "--txns", "2", "--txn-hold", "1",
+                        "--quotas", "1MiB,4MiB")
     lag = results["lag"]
     assert lag["samples"] > 0 and lag["txn_per_s"] > 0
     for p50, p95, worst in (lag["table_lag"], lag["durable_lag"]):
@@ -89,6 +90,9 @@ def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
     assert [(r["case"], r["quota"]) for r in runs] == [
         ("backlog", "1MiB"), ("txn", "1MiB"), ("backlog", "4MiB"), ("txn", "4MiB")]
     assert [r["rows"] for r in runs] == [3000, 2000] * 2
+    for run in (r for r in runs if r["case"] == "txn"):
+        assert [t["rows"] for t in run["transactions"]] == [1000, 1000] and run["merge_s"] is None
+        assert 0 < run["land_s"][0] <= run["land_s"][2] and run["rss_peak_per_base_plus_quota"] > 0
     assert all(r["rows_per_s"] > 0 and r["rss_peak_mib"] >= r["rss_base_mib"] > 0 for r in runs)
     assert all(r["changelog_commits"] >= 1 for r in runs)
     assert set(results["backpressure"]["fits"]) == {"backlog", "txn"}
