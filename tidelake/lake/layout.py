@@ -56,6 +56,9 @@ class DdlSource(StrEnum):
     FILTER = "filter"
 
 
+FILTER_LEFT_BECAUSE = "[filter].rules no longer select it"  # why a `filter` row's table left
+
+
 DDL_SCHEMA = pa.schema(
     [
         pa.field("job_id", pa.int64(), nullable=False),

@@ -28,7 +28,7 @@ from tidelake.errors import InputError, TidelakeError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import read_checkpoint, rewrite_metadata
 from tidelake.lake.history_table import history_checkpoint
-from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.layout import FILTER_LEFT_BECAUSE, DdlSource, LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, TableKey
 from tidelake.merge.replica_schema import (
@@ -196,7 +196,7 @@ def _create(spark: SparkSession, catalog: ReplicaCatalog, table: TableKey, event
 
 def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent) -> None:
     if event.drops_table:
-        left = f"left the changefeed at {event.commit_ts}: [filter].rules no longer select it"
+        left = f"left the changefeed at {event.commit_ts}: {FILTER_LEFT_BECAUSE}"
         catalog.mark_dropped(entry.table_key, event.commit_ts, left if event.source == DdlSource.FILTER else None)
     elif (entry.db, entry.name) != (event.db, event.name):
         catalog.rename(entry.table_key, event.db, event.name, event.commit_ts)

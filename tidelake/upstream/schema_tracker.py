@@ -48,6 +48,11 @@ class TrackedTable:
     logical_id: int
     info: TableInfo = field(compare=False, repr=False)
 
+    @property
+    def key(self) -> str:
+        """The table's name as tidelake.table_names.table_key compares it."""
+        return table_key(self.db, self.table)
+
 
 @dataclass(frozen=True)
 class JobEffect:
@@ -110,7 +115,8 @@ class SchemaTracker:
         returns the physical ids that join."""
         before = self._replicated
         keys = {table_key(db, table) for db, table in names}
-        self._held = {tid for tid in self._held if tid not in self._tables or self._key(tid) not in keys}
+        self._held = {tid for tid in self._held
+                      if tid not in self._tables or self._tracked(tid).key not in keys}
         self._filter = _WithTables(self._filter, names)
         self._replicated = self._compute_replicated()
         return {pid: t for pid, t in self._replicated.items() if pid not in before}
@@ -208,11 +214,6 @@ class SchemaTracker:
                 if pid <= MAX_USER_GLOBAL_ID:  # docs/metadata.md#reserved-ids
                     out[pid] = tracked
         return out
-
-    def _key(self, table_id: int) -> str:
-        db_id, info = self._tables[table_id]
-        db = self._dbs.get(db_id)
-        return table_key(db.name if db is not None else "", info.name)
 
     def _tracked(self, table_id: int) -> TrackedTable:
         db_id, info = self._tables[table_id]

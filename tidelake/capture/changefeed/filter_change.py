@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tidelake.capture.changefeed.reshard import layout_of
 from tidelake.codec.ddl_job import ActionType
 from tidelake.lake.ddl_log import DdlRow
-from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.layout import FILTER_LEFT_BECAUSE, DdlSource, LakeLayout
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.table_starts import StartState, TableStart, TableStarts
 from tidelake.lake.watermarks import read_by_puller, read_watermarks
@@ -62,7 +62,7 @@ def filter_change(tracker: SchemaTracker, layout: LakeLayout, changefeed_id: str
         elif not known and not fed.intersection(pids[lid]):
             joining[lid] = table
     requested = {table_key(s.db, s.table) for s in starts if s.state in _OPEN}
-    unrequested = [t for t in joining.values() if table_key(t.db, t.table) not in requested]
+    unrequested = [t for t in joining.values() if t.key not in requested]
     asked = {table_key(s.db, s.table) for s in starts}  # bootstrap's tables stay, in or out of the rules
     return FilterChange({**joining, **left}, unrequested, list(left.values()),
                         _leaving(tracker, history, read_watermarks(layout).table_resolved, asked))
@@ -80,9 +80,9 @@ def request_joins(starts: TableStarts, changefeed_id: str, tables: list[TrackedT
 def say_left(changefeed_id: str, left: list[TrackedTable], leaving: list[DdlRow]) -> None:
     """One line per table that leaves now, and per table that left and is selected again."""
     for row in leaving:
-        log.warning("table %s.%s is no longer selected by [filter].rules: it leaves changefeed %s at ts %d; its "
-                    "replica stays readable as of then, marked dropped", row.schema_name, row.table_name,
-                    changefeed_id, row.commit_ts)
+        log.warning("table %s.%s leaves changefeed %s at ts %d: %s; its replica stays readable as of then, "
+                    "marked dropped", row.schema_name, row.table_name, changefeed_id, row.commit_ts,
+                    FILTER_LEFT_BECAUSE)
     for table in left:
         log.warning("table %s.%s left changefeed %s when [filter].rules stopped selecting it and cannot rejoin it "
                     "(its replica would miss what changed meanwhile): it is not fed; replicate it with a new "
