@@ -51,7 +51,8 @@ from tidelake.merge.scd2_history import close_versions
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
 from tidelake.merge.txn_confs import fenced, writer_txn_options
 from tidelake.merge.type_change import can_widen
-from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS
+from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS, MergeSpec, Removal, removal_clause
+from tidelake.merge.writers.spark_writer import run_merge_spec
 from tidelake.spark.temp_view import source_view
 
 DDL_FAILPOINTS = ("ddl_apply.before_commit", "ddl_apply.after_rewrite")
@@ -100,16 +101,17 @@ _PARTITION_ACTIONS = frozenset({
 
 def apply_ddl(
     spark: SparkSession, layout: LakeLayout, table: TableKey, event: DdlEvent, catalog: ReplicaCatalog | None = None,
-    finish: Callable[[str], None] | None = None, history: str | None = None,
+    finish: Callable[[str, Removal | None], None] | None = None, history: str | None = None,
     partner: ExchangePartner | None = None,
 ) -> None:
     """Apply `event` to the replica of `table`; afterwards read_checkpoint(replica) == event.commit_ts.
 
-    `finish(path)` makes the last commit, the one that records checkpoint event.commit_ts; the merge
-    passes one that also writes the rows committed at exactly that ts (docs/design.md invariant 4),
-    and first the history table's commit at that ts. Without it the commit is an empty append.
-    `history` is the path of the replica's history table, whose steps are taken here too.
-    `partner` is the other table's replica of an EXCHANGE PARTITION."""
+    `finish(path, removal)` makes the last commit, the one that records checkpoint event.commit_ts;
+    the merge passes one that also writes the rows committed at exactly that ts (docs/design.md
+    invariant 4) and removes the rows `removal` names in the same commit, and first the history
+    table's commit at that ts. Without it the rows are removed, then an empty append records the
+    checkpoint. `history` is the path of the replica's history table, whose steps are taken here
+    too. `partner` is the other table's replica of an EXCHANGE PARTITION."""
     catalog = catalog or ReplicaCatalog(layout)
     if event.creates_table:
         _create(spark, catalog, table, event)
@@ -126,45 +128,51 @@ def apply_ddl(
             f"replica of {event.db}.{event.name} is at checkpoint {checkpoint}, DDL job {event.job_id} "
             f"({event.action_name}) needs {event.barrier}"
         )
-    targets = [_Replica(spark, entry.path, layout.storage_options)]
+    replica = _Replica(spark, entry.path, layout.storage_options)
+    targets = [replica]
     if history is not None and (history_checkpoint(history, layout.storage_options) or -1) < event.commit_ts:
         targets.append(_Replica(spark, history, layout.storage_options, is_history=True))
+    removal: Removal | None = None
     if event.drops_table:
         pass  # the replica (and its history) keeps its rows as of the drop; the catalog marks it dropped
     elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
         _check_same_columns(event)
-        for target in targets:
-            _delete_physical_ids(target, event)
+        removal = _physical_ids_removal(event)
     elif event.action == ActionType.EXCHANGE_TABLE_PARTITION and partner is not None:
         _check_same_columns(event)
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow rows between tables yet")
-        _exchange_rows(targets[0], event, partner)
+        _exchange_rows(replica, event, partner)
     elif event.action in REPARTITIONS:
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow rows between partitions yet")
-        _repartition(targets[0], event)
+        removal = _repartition(replica, event)
     elif event.action == ActionType.REMOVE_PARTITIONING:
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow a re-keyed table yet")
-        _collapse_partitions(targets[0], event)
+        _collapse_partitions(replica, event)
     elif event.action in _RENAMES or event.action in SCHEMA_DIFF_ACTIONS:
         for target in targets:
             _converge_schema(target, event)
-            if event.copied_physical_ids:
-                target.remove(event.commit_ts)  # TiDB's copies of every row arrive with the last commit
+        if event.copied_physical_ids:
+            removal = Removal(event.commit_ts)  # TiDB's copies of every row arrive with the last commit
     else:
         raise UnsupportedDDL(f"{event.action_name} (action {event.action}) of {event.db}.{event.name} "
                              f"at {event.commit_ts}: {event.query or 'no query'}")
+    if removal is not None:
+        for target in targets[1:]:  # the history table closes the versions before its own last commit
+            target.remove(removal)
     _sync_catalog(catalog, entry, event)
     failpoint("ddl_apply.before_commit", entry.path)
     if finish is not None:
-        finish(entry.path)
-    else:
-        record_checkpoint(spark, entry.path, event.commit_ts, layout.storage_options)
+        finish(entry.path, removal)
+        return
+    if removal is not None:
+        replica.remove(removal)
+    record_checkpoint(spark, entry.path, event.commit_ts, layout.storage_options)
 
 
 def record_checkpoint(
@@ -213,18 +221,17 @@ def _check_same_columns(event: DdlEvent) -> None:
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed the row key")
 
 
-def _delete_physical_ids(replica: _Replica, event: DdlEvent) -> None:
-    """TRUNCATE TABLE empties the replica; DROP/TRUNCATE PARTITION delete exactly those partitions' rows."""
+def _physical_ids_removal(event: DdlEvent) -> Removal | None:
+    """TRUNCATE TABLE removes every row; DROP/TRUNCATE PARTITION exactly those partitions' rows;
+    ADD PARTITION (new physical ids only) none."""
     removed = event.removed_physical_ids
     if not removed:
-        return  # ADD PARTITION: new physical ids only
+        return None
     if set(removed) == set(event.physical_ids_before):
-        replica.remove(event.commit_ts)
-        return
+        return Removal(event.commit_ts)
     if not is_partitioned(event.table_info_before):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
-    ids = ", ".join(str(int(pid)) for pid in removed)
-    replica.remove(event.commit_ts, f"{quote(PARTITION_ID_COLUMN)} IN ({ids})")
+    return Removal(event.commit_ts, tuple(int(pid) for pid in removed))
 
 
 def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner) -> None:
@@ -241,8 +248,7 @@ def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner)
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed physical ids "
                              f"{gave} -> {received}, not one for one")
     partitioned = is_partitioned(event.table_info_after)
-    ids = ", ".join(str(int(pid)) for pid in (*gave, *received))
-    replica.remove(event.commit_ts, f"{quote(PARTITION_ID_COLUMN)} IN ({ids})" if partitioned else None)
+    replica.remove(Removal(event.commit_ts, tuple(int(pid) for pid in (*gave, *received)) if partitioned else None))
     spark = replica.spark
     source = spark.read.format("delta").option("versionAsOf", partner.version).load(partner.path)
     names = {f.name.lower(): f.name for f in source.schema.fields}
@@ -268,23 +274,25 @@ def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner)
                   f"WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
 
 
-def _repartition(replica: _Replica, event: DdlEvent) -> None:
-    """REORGANIZE PARTITION / PARTITION BY: the rows of the replaced ids leave the replica; the
-    copies TiDB made under the new ids arrive with the DDL's last commit, as the puller landed them
-    at its ts (docs/sql-front.md#what-the-replica-side-does). A table partitioned for the first
-    time gets `_tidb_partition_id` (empty: every row left). Each step is a no-op when run again."""
+def _repartition(replica: _Replica, event: DdlEvent) -> Removal | None:
+    """REORGANIZE PARTITION / PARTITION BY: the rows of the replaced ids (the removal returned)
+    leave the replica in the DDL's last commit, in which the copies TiDB made under the new ids
+    arrive, as the puller landed them at its ts (docs/sql-front.md#what-the-replica-side-does). A
+    table partitioned for the first time gets `_tidb_partition_id` first (NULL in every row, all
+    of which leave). Each step is a no-op when run again."""
     before, after = event.table_info_before, event.table_info_after
     handle = [k for k in key_columns(before) if k != PARTITION_ID_COLUMN]
     if [c.id for c in stored_columns(before)] != [c.id for c in stored_columns(after)] or (
             [k for k in key_columns(after) if k != PARTITION_ID_COLUMN] != handle):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} also changed columns or the handle")
-    _delete_physical_ids(replica, event)
+    removal = _physical_ids_removal(event)
     if is_partitioned(after) and not _has(replica.schema(), PARTITION_ID_COLUMN):
         target = replica_struct(after)
         field = target[PARTITION_ID_COLUMN]
         previous = target.fieldNames()[target.fieldNames().index(PARTITION_ID_COLUMN) - 1]
         replica.alter(f"ADD COLUMNS ({quote(PARTITION_ID_COLUMN)} {field.dataType.simpleString()} "
                       f"COMMENT {_sql_string(field.metadata.get('comment', ''))} AFTER {quote(previous)})")
+    return removal
 
 
 def _collapse_partitions(replica: _Replica, event: DdlEvent) -> None:
@@ -348,7 +356,7 @@ def _converge_schema(replica: _Replica, event: DdlEvent) -> None:
 
 def _overwritten(replica: _Replica, event: DdlEvent) -> str | None:
     """SQL: the rows a reorganising MODIFY COLUMN's copies replace (every row live at the barrier,
-    removed once the schema converged, before the DDL's last commit writes TiDB's converted rows:
+    removed in the DDL's last commit, which writes TiDB's converted rows:
     docs/sql-front.md#what-the-replica-side-does), whose cast therefore cannot fail the DDL; None
     without copies, or for a history table, whose versions before the DDL keep the cast."""
     if not event.copied_physical_ids or replica.is_history:
@@ -457,18 +465,17 @@ class _Replica:
         self.spark.sql(f"ALTER TABLE delta.{quote(self.path)} {clause}")
 
     # Delta SQL DML, not delta.tables.DeltaTable, which Spark Connect lacks (tidelake.merge.writers.spark_writer).
-    def remove(self, ts: int, where: str | None = None) -> None:
-        """Rows (`where`) gone upstream at `ts`: deleted, flagged on a replica with soft deletes,
-        their current versions closed in a history table. Each is a no-op when run again."""
+    def remove(self, removal: Removal) -> None:
+        """The rows `removal` names, gone upstream at its ts, in a commit of their own (a DDL's
+        last commit removes them itself): the removal clause of the window semantics
+        (tidelake.merge.window_spec.removal_clause), or their current versions closed in a
+        history table. Each is a no-op when run again."""
         if self.is_history:
-            close_versions(self.spark, self.path, ts, where)
+            close_versions(self.spark, self.path, removal.ts, removal.condition())
             return
-        if not has_soft_deletes(self.schema()):
-            self.spark.sql(f"DELETE FROM delta.{quote(self.path)}" + (f" WHERE {where}" if where else "")).collect()
-            return
-        condition = live_condition() + (f" AND ({where})" if where else "")
-        self.spark.sql(f"UPDATE delta.{quote(self.path)} SET {quote(DELETED_COLUMN)} = true, "
-                       f"{quote(COMMIT_TS_COLUMN)} = {int(ts)} WHERE {condition}").collect()
+        current = self.schema()
+        run_merge_spec(self.spark, self.path, self.spark.createDataFrame([], current),
+                       MergeSpec("false", (removal_clause(removal, has_soft_deletes(current)),)))
 
     def set_column(self, name: str, expression: str) -> None:
         """Every row's `name` = the SQL `expression` over the row."""

@@ -53,7 +53,7 @@ from tidelake.merge.run_pass import RunPass
 from tidelake.merge.scd2_history import create_history, write_history
 from tidelake.merge.soft_deletes import enable_soft_deletes
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS, FileStat, TableMergePlan, estimated_rows, plan_table
-from tidelake.merge.window_spec import leaves_replica_unchanged, rows_at_ddl_ts
+from tidelake.merge.window_spec import Removal, leaves_replica_unchanged, rows_at_ddl_ts
 from tidelake.merge.writers.delta_rs_writer import DeltaRsWriter, writable
 from tidelake.merge.writers.replica_window import ReplicaWindow, WindowWriter
 from tidelake.merge.writers.spark_writer import SparkWriter
@@ -266,14 +266,14 @@ class TableMerge:
         return hi
 
     def _write(self, path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
-               stats: Sequence[FileStat], rows: float,
-               shared: tuple[DataFrame, WindowKeys] | None = None) -> tuple[int, int]:
+               stats: Sequence[FileStat], rows: float, shared: tuple[DataFrame, WindowKeys] | None = None,
+               removal: Removal | None = None) -> tuple[int, int]:
         """One attempt at the window: the replica opened once, nothing written if hi is recorded."""
         replica = open_replica(path, self.layout.storage_options)
         if replica is None:
             raise InputError(f"no replica at {path}")
         target = StructType.fromJson(json.loads(replica.schema().to_json()))
-        window = ReplicaWindow(path, replica, target, info, tuple(physical_ids), lo, hi, stats, shared)
+        window = ReplicaWindow(path, replica, target, info, tuple(physical_ids), lo, hi, stats, shared, removal)
         recorded = window.recorded
         if recorded is not None and recorded >= hi:  # as Delta skips a write whose txn is recorded
             return 0, 0
@@ -320,11 +320,12 @@ class TableMerge:
                                  f"of {entry.db}.{entry.name} has no version at {event.barrier}; bootstrap both tables")
         return ExchangePartner(entry.path, version)
 
-    def _finish_ddl(self, event: DdlEvent) -> Callable[[str], None] | None:
+    def _finish_ddl(self, event: DdlEvent) -> Callable[[str, Removal | None], None] | None:
         """The last commits of a DDL (apply_ddl's `finish`): the history's commit at the DDL's ts D
-        first, then the replica's with the rows committed at exactly D (none for a dropped table).
-        Those rows are in the ids after the DDL (ids it removes stop at D - 1), including the rows
-        a re-partitioning copied into its new ids (tidelake.capture.changefeed.copied_rows)."""
+        first, then the replica's with the rows committed at exactly D (none for a dropped table)
+        and the removal of the rows the DDL removes, in one commit. Those rows are in the ids
+        after the DDL (ids it removes stop at D - 1), including the rows a re-partitioning copied
+        into its new ids (tidelake.capture.changefeed.copied_rows)."""
         gone = event.drops_table or event.table_info_after is None
         lo, hi = rows_at_ddl_ts(event)
         stats = [] if gone else self.scope.changelog.file_stats(event.table_info_after.physical_ids(), lo, hi)
@@ -332,26 +333,28 @@ class TableMerge:
         if self.scd2 is None:
             return rows
 
-        def finish(path: str) -> None:
+        def finish(path: str, removal: Removal | None) -> None:
             info = event.table_info_after if rows is not None else event.table_info_before
             ids = info.physical_ids() if rows is not None else ()
             write_history(self.spark, self.layout, self.scd2, info, ids, event.commit_ts,
                           self.scope.changelog.bucket_seconds, stats, event.barrier)
             if rows is not None:
-                rows(path)
+                rows(path, removal)
             else:
                 record_checkpoint(self.spark, path, event.commit_ts, self.layout.storage_options)
 
         return finish
 
-    def _merge_at_ddl_ts(self, event: DdlEvent, stats: Sequence[FileStat], path: str) -> None:
+    def _merge_at_ddl_ts(self, event: DdlEvent, stats: Sequence[FileStat], path: str,
+                         removal: Removal | None) -> None:
         """The commit that finishes a DDL at its ts D: the rows committed at exactly D, decoded with
-        the schema after it (tidelake.merge.window_spec.rows_at_ddl_ts). `stats` are those of the
-        ids after the DDL at D: without a file at D nothing is read."""
+        the schema after it (tidelake.merge.window_spec.rows_at_ddl_ts), and the rows the DDL
+        removes (`removal`). `stats` are those of the ids after the DDL at D: without a file at D
+        nothing is read."""
         info = event.table_info_after
         lo, hi = rows_at_ddl_ts(event)
         self.writer = None  # the DDL may have changed what the replica allows: chosen again
-        self._write(path, info, info.physical_ids(), lo, hi, stats, estimated_rows(stats, lo, hi))
+        self._write(path, info, info.physical_ids(), lo, hi, stats, estimated_rows(stats, lo, hi), removal=removal)
 
     def _options(self, checkpoint: int | None) -> None:
         """Turn on what the changefeed's [history] asks for the table (a history table, soft

@@ -6,6 +6,7 @@ invariants 3 to 5.
 - Clauses: the replica's MERGE, matched on the key as it was at lo; soft deletes flag, not delete;
   the SCD2 history table's MERGE of versions and closes.
 - Append: a window none of whose keys held a row at lo is one append.
+- Removal: the rows a DDL removes leave in its last commit, with the rows committed at its ts.
 - Barriers: a DDL cuts the windows unless it leaves the replica and the row decoding unchanged.
 """
 
@@ -22,6 +23,7 @@ from tidelake.lake.schema_history import DdlEvent
 from tidelake.merge.replica_schema import (
     COMMIT_TS_COLUMN,
     DELETED_COLUMN,
+    PARTITION_ID_COLUMN,
     key_columns,
     quote,
     replica_columns,
@@ -49,6 +51,7 @@ MATCH_PREFIX = "_tidelake_match_"  # a common handle's key column as it was at l
 class When(StrEnum):
     MATCHED = "matched"
     NOT_MATCHED = "not matched"
+    NOT_MATCHED_BY_SOURCE = "not matched by source"
 
 
 class Action(StrEnum):
@@ -84,10 +87,41 @@ def match_columns(table: TableInfo) -> dict[str, str]:
     return {c.name: MATCH_PREFIX + c.name for c in table.primary_index().columns}
 
 
-def replica_merge(info: TableInfo, columns: Sequence[str], soft_deletes: bool = False) -> MergeSpec:
+@dataclass(frozen=True)
+class Removal:
+    """The replica rows a DDL at `ts` removes: those of `partition_ids` (None: every row) that the
+    rows committed at `ts` do not restate. They leave in the DDL's last commit, together with
+    those rows (TiDB's copies of moved rows among them), so no replica version shows the DDL half
+    done. Owner: tidelake.merge.ddl_apply, which says what a DDL removes."""
+
+    ts: int
+    partition_ids: tuple[int, ...] | None = None
+
+    def condition(self, alias: str = "") -> str | None:
+        """SQL over the replica's columns: the rows removed; None for every row."""
+        if self.partition_ids is None:
+            return None
+        prefix = f"{alias}." if alias else ""
+        return f"{prefix}{quote(PARTITION_ID_COLUMN)} IN ({', '.join(str(int(p)) for p in self.partition_ids)})"
+
+
+def removal_clause(removal: Removal, soft_deletes: bool) -> Clause:
+    """The MERGE clause that removes `removal`'s rows the source does not match: deleted, or
+    with soft deletes flagged with the DDL's ts (a flagged row stays as it was deleted)."""
+    condition = removal.condition("t")
+    if not soft_deletes:
+        return Clause(When.NOT_MATCHED_BY_SOURCE, condition, Action.DELETE)
+    live = live_condition("t") + (f" AND {condition}" if condition else "")
+    return Clause(When.NOT_MATCHED_BY_SOURCE, live, Action.UPDATE,
+                  ((DELETED_COLUMN, "true"), (COMMIT_TS_COLUMN, str(int(removal.ts)))))
+
+
+def replica_merge(info: TableInfo, columns: Sequence[str], soft_deletes: bool = False,
+                  removal: Removal | None = None) -> MergeSpec:
     """The replica's MERGE of a mounted window (`columns`: the replica's, the soft-delete flag
     apart). A delete removes the row, or with soft deletes flags it with its commit ts; a put
-    updates or inserts it and clears the flag; a flagged row stays as it was deleted."""
+    updates or inserts it and clears the flag; a flagged row stays as it was deleted. A DDL's
+    last window also removes what `removal` names (removal_clause)."""
     match = match_columns(info)
     on = " AND ".join(f"t.{quote(k)} = s.{quote(match.get(k, k))}" for k in key_columns(info))
     op = f"s.{quote(OP_COLUMN)}"
@@ -98,8 +132,11 @@ def replica_merge(info: TableInfo, columns: Sequence[str], soft_deletes: bool = 
         delete = Clause(When.MATCHED, f"{op} = 'delete'", Action.UPDATE,
                         ((DELETED_COLUMN, "true"), (COMMIT_TS_COLUMN, f"s.{quote(COMMIT_TS_COLUMN)}")))
         values += ((DELETED_COLUMN, "false"),)
-    return MergeSpec(on, (delete, Clause(When.MATCHED, None, Action.UPDATE, values),
-                          Clause(When.NOT_MATCHED, f"{op} = 'put'", Action.INSERT, values)))
+    clauses = (delete, Clause(When.MATCHED, None, Action.UPDATE, values),
+               Clause(When.NOT_MATCHED, f"{op} = 'put'", Action.INSERT, values))
+    if removal is not None:
+        clauses += (removal_clause(removal, soft_deletes),)
+    return MergeSpec(on, clauses)
 
 
 def history_merge(info: TableInfo, columns: Sequence[str], kind: str, valid_from: str, valid_to: str,
@@ -122,12 +159,14 @@ def history_merge(info: TableInfo, columns: Sequence[str], kind: str, valid_from
 # --- append ------------------------------------------------------------------------------
 
 
-def can_append(held_keys: int, recorded: int | None, lo: int, soft_deletes: bool) -> bool:
+def can_append(held_keys: int, recorded: int | None, lo: int, soft_deletes: bool,
+               removal: Removal | None = None) -> bool:
     """Whether the window (lo, hi] is one append of its keys' last puts instead of a MERGE: no key
     held a row at lo, and the replica is at lo (another job that merged part of the window leaves
     it between lo and hi, where only a MERGE is right). A replica with soft deletes keeps deleted
-    keys, which come back without an old value, so it is always merged."""
-    return held_keys == 0 and recorded in (None, lo) and not soft_deletes
+    keys, which come back without an old value, so it is always merged; so is a window that
+    removes a DDL's rows."""
+    return held_keys == 0 and recorded in (None, lo) and not soft_deletes and removal is None
 
 
 # --- barriers ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pyspark.sql.types import DecimalType, StructType
 
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
+from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.row_change import OP_PUT
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
 from tidelake.merge.mount import mount_arrow
@@ -74,19 +75,26 @@ class DeltaRsWriter:
         w = window
         collapsed = None if w.empty else self.changelog.last_changes(w.physical_ids, w.lo, w.hi)
         if collapsed is None or collapsed.num_rows == 0:
-            _commit_txn_only(w.replica, w.path, w.hi)
-            return 0, 0
+            if w.removal is None:
+                _commit_txn_only(w.replica, w.path, w.hi)
+                return 0, 0
+            failpoint("merge.before_commit", w.path)
+            metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi))
+            _record_if_unchanged(w)
+            return 0, int(metrics.get("num_deleted_rows", 0))
         columns = [f.name for f in w.target.fields]
         mounted = mount_arrow(collapsed, w.info, w.target)
         soft = has_soft_deletes(w.target)
-        if can_append(held_keys(collapsed), w.recorded, w.lo, soft):
+        if can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal):
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
             write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
             _checkpoint(w.replica)
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
-        metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft), w.hi)
+        metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft, w.removal), w.hi)
+        if w.removal is not None:
+            _record_if_unchanged(w)
         _checkpoint(w.replica)
         written = sum(int(metrics.get(k, 0)) for k in
                       ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
@@ -105,6 +113,10 @@ def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int)
             merger = merger.when_matched_update(values, c.condition)
         elif (c.when, c.action) == (When.NOT_MATCHED, Action.INSERT):
             merger = merger.when_not_matched_insert(values, c.condition)
+        elif (c.when, c.action) == (When.NOT_MATCHED_BY_SOURCE, Action.DELETE):
+            merger = merger.when_not_matched_by_source_delete(c.condition)
+        elif (c.when, c.action) == (When.NOT_MATCHED_BY_SOURCE, Action.UPDATE):
+            merger = merger.when_not_matched_by_source_update(values, c.condition)
         else:
             raise InputError(f"merge clause {c.when} {c.action} has no delta-rs form")
     return merger.execute()
@@ -117,6 +129,14 @@ def _commit_txn_only(replica: DeltaTable, path: str, hi: int) -> None:
                                      partition_by=replica.metadata().partition_columns or None,
                                      commit_properties=delta_rs_commit_properties(hi))
     _checkpoint(replica)
+
+
+def _record_if_unchanged(window: ReplicaWindow) -> None:
+    """delta-rs makes no commit for a DELETE or MERGE that changes no row, so its txn is not
+    recorded; the txn alone is committed then (the rows were already as the window leaves them)."""
+    window.replica.update_incremental()
+    if window.replica.transaction_version(MERGE_APP_ID) != window.hi:
+        _commit_txn_only(window.replica, window.path, window.hi)
 
 
 def _checkpoint(replica: DeltaTable) -> None:

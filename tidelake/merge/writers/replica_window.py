@@ -15,6 +15,7 @@ from tidelake.codec.schema import TableInfo
 from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID, metadata_int
 from tidelake.merge.changelog_snapshot import WindowKeys
 from tidelake.merge.table_plan import FileStat, estimated_rows
+from tidelake.merge.window_spec import Removal
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class ReplicaWindow:
     hi: int
     stats: Sequence[FileStat]  # changelog file stats of the window's physical ids
     shared: tuple[DataFrame, WindowKeys] | None = None  # the run pass's read of it (Spark only)
+    removal: Removal | None = None  # a DDL's last window: the rows the DDL removes leave in its commit
 
     @property
     def recorded(self) -> int | None:

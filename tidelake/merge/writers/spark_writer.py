@@ -24,7 +24,7 @@ from tidelake.merge.mount import mount
 from tidelake.merge.replica_schema import DELETED_COLUMN, quote
 from tidelake.merge.soft_deletes import has_soft_deletes
 from tidelake.merge.txn_confs import txn_confs
-from tidelake.merge.window_spec import Action, MergeSpec, When, can_append, replica_merge
+from tidelake.merge.window_spec import Action, MergeSpec, When, can_append, removal_clause, replica_merge
 from tidelake.merge.writers.replica_window import ReplicaWindow, commit_metrics
 from tidelake.spark.temp_view import source_view
 
@@ -44,6 +44,13 @@ class SparkWriter:
     def write(self, window: ReplicaWindow) -> tuple[int, int]:
         spark, w = self.spark, window
         version = w.replica.version()
+        soft = has_soft_deletes(w.target)
+        if w.empty and w.removal is not None:  # a DDL's removal alone
+            with txn_confs(spark, w.hi):
+                failpoint("merge.before_commit", w.path)
+                run_merge_spec(spark, w.path, spark.createDataFrame([], w.target),
+                               MergeSpec("false", (removal_clause(w.removal, soft),)))
+            return commit_metrics(w, version)
         if w.empty:  # an insert-only MERGE of no rows never scans the replica
             with txn_confs(spark, w.hi), source_view(spark.createDataFrame([], w.target)) as view:
                 failpoint("merge.before_commit", w.path)
@@ -57,8 +64,7 @@ class SparkWriter:
             collapsed = collapse_last_change(changes)
             keys = (self.changelog.window_keys(w.physical_ids, w.lo, w.hi)
                     if w.estimated_rows <= NEW_KEYS_CHECK_MAX_ROWS else None)
-        soft = has_soft_deletes(w.target)
-        if keys is not None and can_append(keys.held, w.recorded, w.lo, soft):
+        if keys is not None and can_append(keys.held, w.recorded, w.lo, soft, w.removal):
             columns = ", ".join(quote(f.name) for f in w.target.fields)
             puts = mount(collapsed.where(F.col("op") == OP_PUT), w.info, w.target)
             with txn_confs(spark, w.hi), source_view(puts) as view:
@@ -66,7 +72,7 @@ class SparkWriter:
                 spark.sql(f"INSERT INTO delta.{quote(w.path)} ({columns}) SELECT {columns} FROM {view}").collect()
             return commit_metrics(w, version, keys.keys)
         target = StructType([f for f in w.target.fields if f.name != DELETED_COLUMN]) if soft else w.target
-        spec = replica_merge(w.info, [f.name for f in target.fields], soft)
+        spec = replica_merge(w.info, [f.name for f in target.fields], soft, w.removal)
         with txn_confs(spark, w.hi):
             failpoint("merge.before_commit", w.path)
             run_merge_spec(spark, w.path, mount(collapsed, w.info, target), spec)
@@ -83,7 +89,7 @@ def merge_statement(path: str, view: str, spec: MergeSpec) -> str:
     """`spec` as one Delta MERGE statement."""
     clauses = []
     for c in spec.clauses:
-        head = "WHEN MATCHED" if c.when == When.MATCHED else "WHEN NOT MATCHED"
+        head = f"WHEN {c.when.value.upper()}"
         if c.condition is not None:
             head += f" AND {c.condition}"
         if c.action == Action.DELETE:
