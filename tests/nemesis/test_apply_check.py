@@ -53,26 +53,28 @@ def test_merged_replicas_and_the_syncpoint_equal_the_upstream(landed, merged):
     assert len(report.syncpoints) == 1 and report.syncpoints[0] >= landed.bank.funded_ts
 
 
-@pytest.mark.parametrize("statement, expected", [
-    ("UPDATE delta.`{path}` SET balance = balance + 1 WHERE id = 1", "replica_wrong_value"),
-    ("DELETE FROM delta.`{path}` WHERE id = 2", "replica_lost"),
-    ("INSERT INTO delta.`{path}` SELECT * FROM delta.`{path}` WHERE id = 3", "replica_duplicate"),  # applied twice
-])
-def test_a_replica_changed_behind_the_merge_is_named(spark, landed, merged, tmp_path, statement, expected):
+def test_replicas_changed_behind_the_merge_or_left_behind_it_are_named(spark, landed, merged, tmp_path):
+    """Each bank replica changed its own way in one copy of the lake, checked against a last merge
+    past every checkpoint: one check names each change by its table only, and every replica as
+    behind."""
     lake, tables, _ = merged
     copy = tmp_path / "lake"
     shutil.copytree(lake, copy)
-    replica = copy / "shop" / "bank_range"
-    spark.sql(statement.format(path=replica))
+    paths = {t.name: copy / t.db / t.name for t in tables}
+    row = spark.read.format("delta").load(str(paths["bank_clustered"])).select("region", "acct").first()
+    changes = {
+        "bank_range": ("UPDATE delta.`{path}` SET balance = balance + 1 WHERE id = 1", "replica_wrong_value"),
+        "bank_clustered": (f"DELETE FROM delta.`{{path}}` WHERE region = '{row.region}' AND acct = {row.acct}",
+                           "replica_lost"),
+        "bank_nopk": ("INSERT INTO delta.`{path}` SELECT * FROM delta.`{path}` LIMIT 1", "replica_duplicate"),  # twice
+    }
+    for name, (statement, _) in changes.items():
+        spark.sql(statement.format(path=paths[name]))
+    beyond = landed.final_ts + (1 << 40)
     report = check_replicas(spark, str(copy), landed.cluster.mvcc, tables, landed.bank.total, landed.bank.funded_ts,
-                            landed.final_ts)
-    named = {(a.kind, a.ts) for a in report.anomalies}
-    # only the new version shows it, at the checkpoint it keeps
-    assert named == {(expected, DeltaTable(str(replica)).transaction_version("tidelake-merge"))}, report.anomalies[:3]
-
-
-def test_a_replica_left_behind_the_last_merge_is_named(spark, landed, merged):
-    lake, tables, _ = merged
-    report = check_replicas(spark, str(lake), landed.cluster.mvcc, tables, landed.bank.total,
-                            landed.bank.funded_ts, landed.final_ts + (1 << 40))
-    assert [a.kind for a in report.anomalies] == ["replica_behind"] * len(tables), report.anomalies[:3]
+                            beyond)
+    named = {(a.kind, a.table_id, a.ts) for a in report.anomalies}
+    # only each new version shows its change, at the checkpoint it keeps
+    changed = {(changes[t.name][1], t.physical_ids[0],
+                DeltaTable(str(paths[t.name])).transaction_version("tidelake-merge")) for t in tables}
+    assert named == changed | {("replica_behind", t.physical_ids[0], beyond) for t in tables}, report.anomalies[:6]
