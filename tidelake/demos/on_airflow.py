@@ -289,13 +289,16 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         if options.required_tasks:
             _wait_tasks(api, paths, options, checks, say)
             say.mark("merge and syncpoint tasks")
+        # The merges are checked above. From here on no merge run is scheduled (a paused DAG's tasks
+        # are not queued), so none queued behind the bootstrap takes the writer pool ahead of
+        # maintenance (tidelake.orchestration.writer_pool), and verify gets the CPU; the puller keeps up.
+        api.set_paused("tidelake_merge", True)
         if options.bootstrap_tables:
             _bootstrap(api, paths, options, checks, say)
             say.mark("bootstrap")
         if options.maintenance:
             _maintenance(api, paths, options, checks, say)
             say.mark("maintenance")
-        api.set_paused("tidelake_merge", True)  # verify gets the CPU; the puller keeps up
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
         say.mark("verify")
