@@ -14,9 +14,11 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from tests.lake.s3_fault_proxy import FaultClient
-from tidelake.capture.landing.changelog_retention import compact_changelog, open_changelog, vacuum_changelog
+from tidelake.capture.landing.bucket_compaction import compact_buckets
+from tidelake.capture.landing.changelog_retention import open_changelog, vacuum_changelog
 from tidelake.capture.landing.lander import Lander
 from tidelake.errors import InputError
+from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
 from tidelake.lake.lake_check import check_lake_root, require_lake
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.object_store import lake_storage_options
@@ -111,8 +113,9 @@ def test_a_missing_bucket_is_one_line_naming_what_the_store_answered(s3_server):
 
 
 def test_changelog_upkeep_beside_appending_shards_loses_nothing(s3_layout, make_rows):
-    """Maintenance compacts and vacuums the changelog with delta-rs (conditional PUT commits) while
-    a puller appends: every appended row stays readable, and the files were compacted."""
+    """The changelog's bucket compaction (the lander's) and maintenance's vacuum, with delta-rs
+    (conditional PUT commits), while a puller appends to the same bucket: every appended row stays
+    readable, and the files were compacted."""
     lander = Lander(s3_layout, "cf-1", flush_interval_s=3600)
     added = []
     for _ in range(4):
@@ -122,6 +125,7 @@ def test_changelog_upkeep_beside_appending_shards_loses_nothing(s3_layout, make_
         lander.flush()
     changelog = open_changelog(s3_layout)
     files_before = len(changelog.file_uris())
+    bucket = bucket_label(added[0].commit_ts, bucket_seconds_of(changelog))
     stop = threading.Event()
 
     def append() -> None:
@@ -137,7 +141,7 @@ def test_changelog_upkeep_beside_appending_shards_loses_nothing(s3_layout, make_
     deadline = time.monotonic() + 120
     while not compacted and time.monotonic() < deadline:
         try:
-            compacted = compact_changelog(open_changelog(s3_layout))
+            compacted = compact_buckets(open_changelog(s3_layout), 9, [bucket])
         except CommitFailedError:
             pass  # lost to an append of the same files' partition: the next attempt compacts
     vacuum_changelog(open_changelog(s3_layout), 0)

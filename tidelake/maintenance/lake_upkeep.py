@@ -1,7 +1,9 @@
-"""Lake upkeep: compact and vacuum the replicas, their history tables and the changelog, drop the
-changelog partitions every replica merged past, trim the merge log. Each step is idempotent. The
-changelog and the merge log are maintained with delta-rs only (they have delta-rs writers at the
-same time; Spark's S3 log store assumes one writer). Owner: `tidelake maintenance`.
+"""Lake upkeep: compact and vacuum the replicas and their history tables, drop the changelog
+partitions every replica merged past and vacuum the changelog, trim the merge log. Each step is
+idempotent. The changelog and the merge log are maintained with delta-rs only (they have delta-rs
+writers at the same time; Spark's S3 log store assumes one writer). The changelog is not compacted
+here: the lander that writes a bucket compacts it once closed (tidelake.capture.landing.bucket_compaction),
+and a second rewrite of the same files here could commit beside it. Owner: `tidelake maintenance`.
 
 More: docs/internals.md#lake_upkeep.
 """
@@ -19,7 +21,6 @@ from deltalake.exceptions import CommitFailedError
 
 from tidelake.capture.landing.changelog_retention import (
     DEFAULT_VACUUM_RETENTION_HOURS,
-    compact_changelog,
     delete_merged_changelog,
     open_changelog,
     vacuum_changelog,
@@ -189,11 +190,6 @@ def _maintain(spark: SparkSession, layout: LakeLayout, vacuum_retention_hours: f
             _upkeep_replica(spark, layout, key, label, paths, report, optimize, vacuum_retention_hours if vacuum else None,
                             holds)
     changelog = open_changelog(layout)
-    if optimize and changelog is not None:
-        try:
-            report.optimized[layout.changelog] = compact_changelog(changelog)
-        except CommitFailedError as exc:  # a puller appended meanwhile: the next run compacts
-            _log.warning("changelog compaction lost a commit race, left for the next run: %s", exc)
     if vacuum and changelog is not None:
         vacuum_changelog(changelog, vacuum_retention_hours)
         report.vacuumed.append(layout.changelog)

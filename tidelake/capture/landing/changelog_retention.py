@@ -1,13 +1,12 @@
-"""Changelog retention with delta-rs, run by maintenance (tidelake.maintenance.lake_upkeep): drop
-whole partitions every replica has merged past, compact, vacuum. Pullers append meanwhile; on an
-object store only delta-rs commits with a conditional PUT, so the changelog is never written by
-Spark (docs/stack.md#object-store-the-lake-on-s3).
+"""Changelog retention with delta-rs, run by maintenance: drop whole partitions every replica has
+merged past, vacuum (closed buckets are compacted by their lander: bucket_compaction). Pullers
+append meanwhile; on an object store only delta-rs commits with a conditional PUT, so Spark never
+writes the changelog (docs/stack.md#object-store-the-lake-on-s3).
 
 Only buckets entirely at or below a table's checkpoint go, so the predicate names partition
 columns alone and the delete is metadata-only (remove actions, no Parquet rewritten); files
-disappear from disk at the next VACUUM. It never touches the buckets the lander appends to,
-because new events have commit ts above every checkpoint.
-Owner: `tidelake maintenance` (tidelake.maintenance.lake_upkeep).
+disappear at the next VACUUM. New events have commit ts above every checkpoint, so it never
+touches the buckets the lander appends to. Owner: `tidelake maintenance` (tidelake.maintenance.lake_upkeep).
 """
 
 from __future__ import annotations
@@ -47,11 +46,6 @@ def open_changelog(layout: LakeLayout) -> DeltaTable | None:
     if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
         return None
     return DeltaTable(layout.changelog, storage_options=layout.storage_options)
-
-
-def compact_changelog(changelog: DeltaTable) -> int:
-    """Bin-pack the small files each flush leaves (a dataChange=false commit); files removed."""
-    return int(changelog.optimize.compact()["numFilesRemoved"])
 
 
 def vacuum_changelog(changelog: DeltaTable, retention_hours: float) -> None:
