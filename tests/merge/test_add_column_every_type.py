@@ -3,8 +3,8 @@ through both writers; each replica equals the upstream replay (lake_fixtures.Fed
 
 A DATETIME column maps to TIMESTAMP_NTZ, whose Delta table feature Delta turns on by itself only
 when it creates a table: a replica created without one took no such column by ALTER TABLE. A
-DECIMAL wider than the driver writes exactly (BIGINT UNSIGNED is DECIMAL(20,0)) keeps a replica on
-Spark (tidelake.merge.writers.delta_rs_writer.writable), so the driver's kinds take every other type.
+DECIMAL wider than the driver writes stats of exactly (BIGINT UNSIGNED is DECIMAL(20,0)) gets no
+file stats once added (tidelake.merge.decimal_stats), so the driver's kinds take it too.
 """
 
 from __future__ import annotations
@@ -16,17 +16,16 @@ import pytest
 from consumers.delta_readers import assert_duckdb_reads_as_deltalake, assert_same_rows, duckdb_read, duckdb_read_path
 from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, replica_rows
-from pyspark.sql.types import DecimalType, StructType, TimestampType
+from pyspark.sql.types import StructType, TimestampType
 
 from tidelake.bootstrap.replica_write import write_replica
-from tidelake.codec.spark_types import spark_type
 from tidelake.config import HistoryConfig
 from tidelake.lake.history_table import history_path
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge import table_merge
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
-from tidelake.merge.replica_schema import data_type, read_replica_struct, replica_struct
+from tidelake.merge.replica_schema import read_replica_struct, replica_struct
 from tidelake.merge.writers import delta_rs_writer
 from tidelake.sim.tidb.types import parse_field_type
 from tidelake.sim.tidb.values import random_value
@@ -47,13 +46,9 @@ ON_DRIVER = ("rs_driver", "boot")
 HISTORY = HistoryConfig(scd2=(f"{DB}.hist",), soft_deletes=(f"{DB}.hist",))
 
 
-def _driver_writes(spec: str) -> bool:
-    tp = data_type(spark_type(parse_field_type(spec)))
-    return not (isinstance(tp, DecimalType) and tp.precision > delta_rs_writer.EXACT_DECIMAL_STATS_DIGITS)
-
-
 def _added(table: str) -> list[tuple[str, str]]:
-    return [(f"c_{i}", spec) for i, spec in enumerate(ZOO_TYPES) if table not in ON_DRIVER or _driver_writes(spec)]
+    """Every zoo type, on every kind of replica."""
+    return [(f"c_{i}", spec) for i, spec in enumerate(ZOO_TYPES)]
 
 
 def _columns(table: str) -> list[tuple]:
@@ -93,7 +88,7 @@ def test_every_type_zoo_column_added_to_every_replica_kind_takes_rows_through_bo
     on_spark = {fed.layout.replica_path(DB, "rs_spark")}
     real_writable = delta_rs_writer.writable
     monkeypatch.setattr(table_merge, "writable",
-                        lambda replica, target: replica.table_uri.rstrip("/") not in on_spark
+                        lambda replica, target: replica.table_uri.removeprefix("file://").rstrip("/") not in on_spark
                         and real_writable(replica, target))
 
     with fed.txn() as t:

@@ -8,7 +8,9 @@ PK change inside its collation key on both.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -19,6 +21,7 @@ from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.decimal_stats import STATS_COLUMNS
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
 
@@ -145,17 +148,64 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
 
 
 
-def test_a_replica_with_wide_decimals_is_merged_by_spark_and_found_by_a_filtered_read(spark, tmp_path):
+def _stats_columns_of_last_add(path: str) -> set[str]:
+    """The columns the replica's last added file has min/max statistics of, read from its log."""
+    stats = [json.loads(a["stats"]) for c in reversed(sorted(Path(path, "_delta_log").glob("*.json")))
+             for line in c.read_text().splitlines() if (a := json.loads(line).get("add")) and a.get("stats")]
+    return set(stats[0]["minValues"]) if stats else set()
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_wide_decimals_get_no_file_stats_so_delta_rs_merges_and_a_filtered_read_finds_them(spark, tmp_path, older):
     """deltalake 1.6 writes a decimal's min/max file stats through an int64 or a float, clamped or
-    rounded above 15 digits: a Spark `WHERE` that skips files by those stats would miss the row.
-    BIGINT UNSIGNED (DECIMAL(20,0)) and DECIMAL(20,2) replicas therefore stay on the Spark path."""
+    rounded above 15 digits: a Spark `WHERE` that skips files by those stats would miss the row. A
+    replica whose wide decimals are not keys collects no stats of them (delta.dataSkippingStatsColumns,
+    from its creation or, for a replica made before, from its next merge), so delta-rs merges it,
+    and a filtered read by Spark still finds the row."""
+    lake = _merged_empty_table(spark, tmp_path, [("id", "bigint", "pk"), ("amount", "decimal(20,2)"),
+                                                 ("fx", "decimal(30,10)"), ("note", "varchar(8)")])
+    path = ReplicaCatalog(lake.layout).find("app", "t").path
+    assert DeltaTable(path).metadata().configuration[STATS_COLUMNS] == "id,note,_tidb_commit_ts"
+    if older:  # a replica of a release before the property
+        spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES ('{STATS_COLUMNS}')")
+    with lake.txn() as t:
+        t.put("app", "t", {"id": 1, "amount": Decimal("123456789012345678.91"), "fx": Decimal("1.5"), "note": "a"})
+        t.put("app", "t", {"id": 7, "amount": Decimal("-0.01"), "fx": None, "note": "b"})
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
+    assert last_commit(path)["engineInfo"].startswith("delta-rs")
+    assert _stats_columns_of_last_add(path) == {"id", "note", "_tidb_commit_ts"}
+    found = spark.read.format("delta").load(path).where("amount = 123456789012345678.91").count()
+    assert found == 1
+    assert replica_rows(spark, path) == lake.expected_rows("app", "t", upper)
+
+    # Delta refuses a rewrite without a column the property names: the DDL drops the property
+    # first, the merge sets it again for the new columns, and delta-rs writes on
+    lake.ddl(lake.up.rename_column("app", "t", "note", "memo"))
+    lake.ddl(lake.up.drop_column("app", "t", "fx"))
+    with lake.txn() as t:
+        t.put("app", "t", {"id": 8, "amount": Decimal("99999999999999999.99"), "memo": "c"})
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper, result
+    assert DeltaTable(path).metadata().configuration[STATS_COLUMNS] == "id,memo,_tidb_commit_ts"
+    assert last_commit(path)["engineInfo"].startswith("delta-rs")
+    assert replica_rows(spark, path) == lake.expected_rows("app", "t", upper)
+    lake.close()
+
+
+def test_a_replica_keyed_by_a_wide_decimal_is_merged_by_spark_and_found_by_a_filtered_read(spark, tmp_path):
+    """A BIGINT UNSIGNED key (DECIMAL(20,0)) keeps its file stats, which point lookups skip files
+    by, so its replica stays on the Spark path."""
     lake = _merged_empty_table(spark, tmp_path, [("id", "bigint unsigned", "pk"), ("amount", "decimal(20,2)")])
+    path = ReplicaCatalog(lake.layout).find("app", "t").path
+    assert STATS_COLUMNS not in DeltaTable(path).metadata().configuration
     with lake.txn() as t:
         t.put("app", "t", {"id": 2**64 - 1, "amount": Decimal("123456789012345678.91")})
         t.put("app", "t", {"id": 7, "amount": Decimal("-0.01")})
     upper = lake.resolve()
     (result,) = run_merge(spark, lake.layout).tables
-    path = ReplicaCatalog(lake.layout).find("app", "t").path
     assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
     assert not last_commit(path)["engineInfo"].startswith("delta-rs")
     found = spark.read.format("delta").load(path).where(

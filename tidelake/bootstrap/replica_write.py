@@ -15,7 +15,7 @@ from tidelake.bootstrap.replica_rows import replica_ddl
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import TidelakeError
 from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.merge.replica_schema import creation_properties, replica_struct
+from tidelake.merge.replica_schema import creation_properties, replica_struct, spark_sql_string
 from tidelake.merge.txn_confs import writer_txn_options
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ class ReplicaWriteError(TidelakeError):
 def write_replica(spark: SparkSession, path: str, info: TableInfo, rows: DataFrame, ts: int,
                   storage_options: dict[str, str] | None = None) -> None:
     """Make `path` hold exactly `rows` with checkpoint `ts`."""
-    properties = ", ".join(f"'{k}' = '{v}'" for k, v in creation_properties(info).items())
+    properties = ", ".join(f"{spark_sql_string(k)} = {spark_sql_string(v)}" for k, v in creation_properties(info).items())
     location = path.replace("`", "``")
     _drop_stale_attempt(spark, path, info, storage_options)
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{location}` ({replica_ddl(info)}) USING delta "
@@ -58,3 +58,4 @@ def _drop_stale_attempt(spark: SparkSession, path: str, info: TableInfo, storage
     folder = jvm.org.apache.hadoop.fs.Path(path)
     folder.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(folder, True)
     jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+

@@ -31,6 +31,7 @@ from tidelake.lake.history_table import history_checkpoint
 from tidelake.lake.layout import FILTER_LEFT_BECAUSE, DdlSource, LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import DdlEvent, TableKey
+from tidelake.merge.decimal_stats import STATS_COLUMNS, listed_columns
 from tidelake.merge.replica_schema import (
     COLUMN_MAPPING,
     COMMIT_TS_COLUMN,
@@ -45,6 +46,7 @@ from tidelake.merge.replica_schema import (
     quote,
     read_replica_struct,
     replica_struct,
+    spark_sql_string,
     stored_columns,
 )
 from tidelake.merge.scd2_history import close_versions
@@ -133,6 +135,8 @@ def apply_ddl(
     if history is not None and (history_checkpoint(history, layout.storage_options) or -1) < event.commit_ts:
         targets.append(_Replica(spark, history, layout.storage_options, is_history=True))
     removal: Removal | None = None
+    if not event.drops_table and event.table_info_after is not None:
+        _release_stats_columns(replica, event.table_info_after)
     if event.drops_table:
         pass  # the replica (and its history) keeps its rows as of the drop; the catalog marks it dropped
     elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
@@ -208,6 +212,17 @@ def _sync_catalog(catalog: ReplicaCatalog, entry: ReplicaEntry, event: DdlEvent)
         catalog.mark_dropped(entry.table_key, event.commit_ts, left if event.source == DdlSource.FILTER else None)
     elif (entry.db, entry.name) != (event.db, event.name):
         catalog.rename(entry.table_key, event.db, event.name, event.commit_ts)
+
+
+def _release_stats_columns(replica: _Replica, after: TableInfo) -> None:
+    """Delta refuses a rewrite or ALTER that drops or renames a column `delta.dataSkippingStatsColumns`
+    names (DELTA_COLUMN_NOT_FOUND_IN_SCHEMA): the property goes first when a listed column is not
+    in the schema after the DDL. Spark collects every column's statistics right meanwhile, and
+    delta-rs does not write the replica without it (tidelake.merge.decimal_stats); TableMerge
+    sets it again after the DDL."""
+    listed = listed_columns(DeltaTable(replica.path, storage_options=replica.storage_options).metadata().configuration)
+    if listed and not listed <= {name.lower() for name in replica_struct(after).fieldNames()}:
+        replica.alter(f"UNSET TBLPROPERTIES ({spark_sql_string(STATS_COLUMNS)})")
 
 
 # --- data-removing DDLs ------------------------------------------------------------------
@@ -291,7 +306,7 @@ def _repartition(replica: _Replica, event: DdlEvent) -> Removal | None:
         field = target[PARTITION_ID_COLUMN]
         previous = target.fieldNames()[target.fieldNames().index(PARTITION_ID_COLUMN) - 1]
         replica.alter(f"ADD COLUMNS ({quote(PARTITION_ID_COLUMN)} {field.dataType.simpleString()} "
-                      f"COMMENT {_sql_string(field.metadata.get('comment', ''))} AFTER {quote(previous)})")
+                      f"COMMENT {spark_sql_string(field.metadata.get('comment', ''))} AFTER {quote(previous)})")
     return removal
 
 
@@ -517,7 +532,7 @@ def _add_columns(replica: _Replica, after: TableInfo, cols: list[ColumnInfo], ta
             continue
         position = order.index(col.name)
         where = "FIRST" if position == 0 else f"AFTER {quote(order[position - 1])}"
-        comment = f" COMMENT {_sql_string(col.comment)}" if col.comment else ""
+        comment = f" COMMENT {spark_sql_string(col.comment)}" if col.comment else ""
         clauses.append(f"{quote(col.name)} {target[col.name].dataType.simpleString()}{comment} {where}")
     if clauses:
         replica.alter(f"ADD COLUMNS ({', '.join(clauses)})")
@@ -559,6 +574,3 @@ def _finish_retype(replica: _Replica, name: str, tmp: str, target: DataType, ove
         replica.alter(f"DROP COLUMN {quote(name)}")
     replica.alter(f"RENAME COLUMN {quote(tmp)} TO {quote(name)}")
 
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -19,6 +19,7 @@ from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
+from tidelake.merge.decimal_stats import STATS_COLUMNS, stats_columns
 from tidelake.merge.txn_confs import delta_rs_commit_properties, writer_txn_options
 
 if TYPE_CHECKING:
@@ -85,10 +86,13 @@ def replica_columns(info: TableInfo) -> list[tuple[str, str, str]]:
 
 
 def creation_properties(info: TableInfo) -> dict[str, str]:
-    """The table properties a new replica of `info` starts with: column mapping only if a column name needs it."""
+    """The table properties a new replica of `info` starts with: column mapping only if a column
+    name needs it, statistics only of the columns delta-rs writes them right for (tidelake.merge.decimal_stats)."""
     names = [name for name, _, _ in replica_columns(info)]
     needs_mapping = any(_PARQUET_UNSAFE_NAME.search(n) for n in names)
-    return {**REPLICA_PROPERTIES, **(COLUMN_MAPPING if needs_mapping else {})}
+    stats = stats_columns(replica_struct(info), key_columns(info))
+    return {**REPLICA_PROPERTIES, **(COLUMN_MAPPING if needs_mapping else {}),
+            **({STATS_COLUMNS: stats} if stats is not None else {})}
 
 
 def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
@@ -99,8 +103,24 @@ def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
     current = DeltaTable(path, storage_options=storage_options).metadata().configuration
     missing = {k: v for k, v in wanted.items() if current.get(k) != v}
     if missing:
-        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        pairs = ", ".join(f"{spark_sql_string(k)} = {spark_sql_string(v)}" for k, v in missing.items())
         spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
+
+
+def exclude_wide_decimals(spark: SparkSession, path: str, info: TableInfo,
+                          storage_options: dict[str, str] | None = None) -> bool:
+    """Keep the statistics property of a replica of `info` with wide decimals as
+    tidelake.merge.decimal_stats.stats_columns says: set on replicas made before it, and again
+    after a DDL changed the columns (a metadata commit); False when there was nothing to do."""
+    from pyspark.sql.types import StructType  # see data_type
+
+    replica = DeltaTable(path, storage_options=storage_options)
+    struct = StructType.fromJson(json.loads(replica.schema().to_json()))
+    wanted = stats_columns(struct, key_columns(info))
+    if wanted is None or replica.metadata().configuration.get(STATS_COLUMNS) == wanted:
+        return False
+    enable_properties(spark, path, {STATS_COLUMNS: wanted}, storage_options)
+    return True
 
 
 def schema_features(struct: StructType) -> set[str]:
@@ -131,6 +151,12 @@ def enable_schema_features(spark: SparkSession, path: str, struct: StructType,
 def quote(name: str) -> str:
     """Spark SQL identifier quoting."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def spark_sql_string(text: str) -> str:
+    """A Spark SQL string literal of `text` (backslash escapes; delta-rs predicates take
+    tidelake.lake.delta_read.sql_string)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def data_type(ddl: str) -> DataType:

@@ -49,6 +49,7 @@ from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, WindowKeys
 from tidelake.merge.ddl_apply import ExchangePartner, PartnerBehind, UnsupportedDDL, apply_ddl, record_checkpoint
 from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.replica_schema import exclude_wide_decimals
 from tidelake.merge.run_pass import RunPass
 from tidelake.merge.scd2_history import create_history, write_history
 from tidelake.merge.soft_deletes import enable_soft_deletes
@@ -358,12 +359,17 @@ class TableMerge:
 
     def _options(self, checkpoint: int | None) -> None:
         """Turn on what the changefeed's [history] asks for the table (a history table, soft
-        deletes) and note its history table; a replica not merged yet gets them later."""
+        deletes) and note its history table; a replica not merged yet gets them later. A
+        replica with wide decimals gets its statistics property (exclude_wide_decimals)."""
         entry, config = self.entry, self.scope.history_config
         self.scd2 = None
         if entry is None or entry.state != ReplicaState.ACTIVE or checkpoint is None:
             return
         path = history_path(self.layout, entry.path)
+        info = self.scope.history.table_info_at(self.key, checkpoint)
+        if info is not None and exclude_wide_decimals(self.spark, entry.path, info, self.layout.storage_options):
+            log.info("%s.%s: its wide DECIMAL columns get no file statistics (delta.dataSkippingStatsColumns), so "
+                     "delta-rs may merge it", entry.db, entry.name)
         if config is not None and config.wants_soft_deletes(entry.db, entry.name):
             if enable_soft_deletes(self.spark, entry.path, self.layout.storage_options):
                 log.info("%s.%s: soft deletes on", entry.db, entry.name)

@@ -17,13 +17,14 @@ import logging
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
-from pyspark.sql.types import DecimalType, StructType
+from pyspark.sql.types import StructType
 
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.row_change import OP_PUT
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
+from tidelake.merge.decimal_stats import unsafe_stats
 from tidelake.merge.mount import mount_arrow
 from tidelake.merge.replica_schema import quote
 from tidelake.merge.soft_deletes import has_soft_deletes
@@ -42,21 +43,16 @@ _READER_FEATURES = frozenset({"timestampNtz"})
 _WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "timestampNtz",
                               "generatedColumns"})
 CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
-# A float64 holds every decimal of up to 15 significant digits exactly (see `writable`).
-EXACT_DECIMAL_STATS_DIGITS = 15
 
 
 def writable(replica: DeltaTable, target: StructType) -> bool:
     """Whether delta-rs may write this replica: change data feed and timestampNtz, no deletion
-    vectors, column mapping or type widening, no soft deletes, and no DECIMAL wider than
-    EXACT_DECIMAL_STATS_DIGITS digits: deltalake 1.6 writes a decimal's min/max file stats through
-    an int64 or a float, clamped or rounded above that, and readers that skip files by those
-    stats (Spark's `WHERE d = ...`, deltalake's filters) would then miss rows."""
+    vectors, column mapping or type widening, no soft deletes, and no DECIMAL whose statistics
+    delta-rs would write wrong (tidelake.merge.decimal_stats)."""
     protocol = replica.protocol()
     if has_soft_deletes(target) or protocol.min_reader_version not in (1, 3):  # legacy 2: column mapping
         return False
-    if any(isinstance(f.dataType, DecimalType) and f.dataType.precision > EXACT_DECIMAL_STATS_DIGITS
-           for f in target.fields):
+    if unsafe_stats(target, replica.metadata().configuration):
         return False
     if not set(protocol.reader_features or ()) <= _READER_FEATURES:
         return False
