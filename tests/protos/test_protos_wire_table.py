@@ -461,6 +461,29 @@ FIELDS: list[tuple[str, str, int, str]] = [
     ("mvccpb.KeyValue", "key", 1, "bytes"),
     ("mvccpb.KeyValue", "mod_revision", 3, "int64"),
     ("mvccpb.KeyValue", "value", 5, "bytes"),
+    ("mvccpb.KeyValue", "create_revision", 2, "int64"),
+    ("mvccpb.KeyValue", "version", 4, "int64"),
+    ("etcdserverpb.PutRequest", "key", 1, "bytes"),
+    ("etcdserverpb.PutRequest", "value", 2, "bytes"),
+    ("etcdserverpb.PutRequest", "prev_kv", 4, "bool"),
+    ("etcdserverpb.PutResponse", "prev_kv", 2, "mvccpb.KeyValue"),
+    ("etcdserverpb.RequestOp", "request_range", 1, "etcdserverpb.RangeRequest"),
+    ("etcdserverpb.RequestOp", "request_put", 2, "etcdserverpb.PutRequest"),
+    ("etcdserverpb.ResponseOp", "response_range", 1, "etcdserverpb.RangeResponse"),
+    ("etcdserverpb.ResponseOp", "response_put", 2, "etcdserverpb.PutResponse"),
+    ("etcdserverpb.Compare", "result", 1, "etcdserverpb.Compare.CompareResult"),
+    ("etcdserverpb.Compare", "target", 2, "etcdserverpb.Compare.CompareTarget"),
+    ("etcdserverpb.Compare", "key", 3, "bytes"),
+    ("etcdserverpb.Compare", "version", 4, "int64"),
+    ("etcdserverpb.Compare", "create_revision", 5, "int64"),
+    ("etcdserverpb.Compare", "mod_revision", 6, "int64"),
+    ("etcdserverpb.Compare", "value", 7, "bytes"),
+    ("etcdserverpb.Compare", "range_end", 64, "bytes"),
+    ("etcdserverpb.TxnRequest", "compare", 1, "repeated etcdserverpb.Compare"),
+    ("etcdserverpb.TxnRequest", "success", 2, "repeated etcdserverpb.RequestOp"),
+    ("etcdserverpb.TxnRequest", "failure", 3, "repeated etcdserverpb.RequestOp"),
+    ("etcdserverpb.TxnResponse", "succeeded", 2, "bool"),
+    ("etcdserverpb.TxnResponse", "responses", 3, "repeated etcdserverpb.ResponseOp"),
 ]
 
 # (enum full name, [(value name, number), ...]) from docs/wire.md#cdcpb-pingcapkvproto-protocdcpbproto, docs/wire.md#metapb-subset, docs/wire.md#kvrpcpb-and-raft_cmdpb-pieces-used-by-cdcpb, docs/wire.md#pdpb-subset and
@@ -525,6 +548,9 @@ ENUMS: list[tuple[str, list[tuple[str, int]]]] = [
             ("LockNotExistDoNothing", 5),
         ],
     ),
+    # docs/wire.md#pds-etcd-kv (etcd api/etcdserverpb/rpc.proto Compare)
+    ("etcdserverpb.Compare.CompareResult", [("EQUAL", 0), ("GREATER", 1), ("LESS", 2), ("NOT_EQUAL", 3)]),
+    ("etcdserverpb.Compare.CompareTarget", [("VERSION", 0), ("CREATE", 1), ("MOD", 2), ("VALUE", 3), ("LEASE", 4)]),
 ]
 
 # (oneof owner, oneof name, members) — docs/wire.md#event, docs/wire.md#changedatarequest; docs/metadata.md#kvrpcpbcontext.
@@ -571,6 +597,8 @@ METHODS: list[tuple[str, bool, bool]] = [
     ("/tikvpb.Tikv/KvBatchRollback", False, False),
     ("/tikvpb.Tikv/BatchCommands", True, True),
     ("/etcdserverpb.KV/Range", False, False),
+    ("/etcdserverpb.KV/Put", False, False),
+    ("/etcdserverpb.KV/Txn", False, False),
 ]
 
 _SCALARS = {

@@ -39,12 +39,34 @@ class KVStub:
                 request_serializer=etcdserverpb__pb2.RangeRequest.SerializeToString,
                 response_deserializer=etcdserverpb__pb2.RangeResponse.FromString,
                 _registered_method=True)
+        self.Put = channel.unary_unary(
+                '/etcdserverpb.KV/Put',
+                request_serializer=etcdserverpb__pb2.PutRequest.SerializeToString,
+                response_deserializer=etcdserverpb__pb2.PutResponse.FromString,
+                _registered_method=True)
+        self.Txn = channel.unary_unary(
+                '/etcdserverpb.KV/Txn',
+                request_serializer=etcdserverpb__pb2.TxnRequest.SerializeToString,
+                response_deserializer=etcdserverpb__pb2.TxnResponse.FromString,
+                _registered_method=True)
 
 
 class KVServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Range(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Put(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Txn(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -57,6 +79,16 @@ def add_KVServicer_to_server(servicer, server):
                     servicer.Range,
                     request_deserializer=etcdserverpb__pb2.RangeRequest.FromString,
                     response_serializer=etcdserverpb__pb2.RangeResponse.SerializeToString,
+            ),
+            'Put': grpc.unary_unary_rpc_method_handler(
+                    servicer.Put,
+                    request_deserializer=etcdserverpb__pb2.PutRequest.FromString,
+                    response_serializer=etcdserverpb__pb2.PutResponse.SerializeToString,
+            ),
+            'Txn': grpc.unary_unary_rpc_method_handler(
+                    servicer.Txn,
+                    request_deserializer=etcdserverpb__pb2.TxnRequest.FromString,
+                    response_serializer=etcdserverpb__pb2.TxnResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +118,60 @@ class KV:
             '/etcdserverpb.KV/Range',
             etcdserverpb__pb2.RangeRequest.SerializeToString,
             etcdserverpb__pb2.RangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Put(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.KV/Put',
+            etcdserverpb__pb2.PutRequest.SerializeToString,
+            etcdserverpb__pb2.PutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Txn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.KV/Txn',
+            etcdserverpb__pb2.TxnRequest.SerializeToString,
+            etcdserverpb__pb2.TxnResponse.FromString,
             options,
             channel_credentials,
             insecure,

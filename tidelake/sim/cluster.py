@@ -25,6 +25,7 @@ from tidelake.errors import InputError
 from tidelake.kvproto import etcdserverpb_pb2_grpc, metapb_pb2, pdpb_pb2_grpc, tikvpb_pb2_grpc
 from tidelake.sim.call_counter import CallCounter
 from tidelake.sim.cdc_service import ChangeDataService
+from tidelake.sim.etcd_keyspace import EtcdKeyspace
 from tidelake.sim.etcd_kv import EtcdKvService
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GC_WORKER, GcSafePoints
@@ -80,6 +81,7 @@ class SimCluster:
         self.regions = RegionMap(list(range(1, n_stores + 1)))
         self.faults = FaultState()
         self.gc_safe_points = GcSafePoints()
+        self.etcd = EtcdKeyspace()  # PD's embedded etcd: its keys outlive a PD restart
         self.lock_waits = LockWaits()
         self.pd_calls = CallCounter()  # PD RPCs received, by method (kept across PD restarts)
         self.leader_failover_delay_s = leader_failover_delay_s
@@ -130,7 +132,7 @@ class SimCluster:
         self.stop()
 
     def start_pd(self) -> None:
-        """(Re)start PD on the port it had. Its state (TSO, regions, safepoints) lives in the
+        """(Re)start PD on the port it had. Its state (TSO, regions, safepoints, etcd keys) lives in the
         cluster, as a restarted PD reloads it from etcd, so clients resume where they were."""
         with self._mu:
             if self._pd_server is not None:

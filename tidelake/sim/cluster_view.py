@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tidelake.kvproto import metapb_pb2
+from tidelake.sim.etcd_keyspace import EtcdKeyspace
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GcSafePoints
 from tidelake.sim.mvcc import MvccStore
@@ -24,6 +25,7 @@ class ClusterView(Protocol):
     regions: RegionMap
     faults: FaultState
     gc_safe_points: GcSafePoints
+    etcd: EtcdKeyspace
 
     @property
     def pd_address(self) -> str: ...
