@@ -8,7 +8,8 @@ pessimistic, each as 2PC, async commit and 1PC), with row values encoded as TiDB
 tidb_writes' table. The oracles are the simulator's own MVCC records, never typed expectations: every
 commit lands exactly once, and the landed changes, replayed, equal a snapshot read at the durable
 watermark; the replica merged from them matches the upstream under `tidelake verify`; a client-go
-snapshot read equals the simulator's scan.
+snapshot read equals the simulator's scan; etcd's own Go client (clientv3) creates a key on PD's etcd
+with its create-if-absent Txn exactly once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.capture.tidb_writes import TiDBWrites
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.codec.keys import record_key, table_record_span
 from tidelake.codec.memcomparable_bytes import encode_bytes
+from tidelake.kvproto import etcdserverpb_pb2
 from tidelake.lake.layout import LakeLayout
 from tidelake.sim.kv_service import KvService
 from tidelake.sim.mvcc import MvccStore
@@ -166,3 +168,14 @@ def test_client_go_snapshot_read_through_batch_commands(clientgo, calls, sim):
     expected = sim.mvcc.scan(lo, hi, int(ts_line), None)
     assert [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in (r.split(" ") for r in rows)] == expected
     assert expected and calls["batch_streams"]
+
+
+def test_etcds_own_go_client_creates_a_key_once_on_pd(clientgo, sim):
+    """clientv3 (etcd's Go client, which client-go uses for PD's etcd) runs its create-if-absent Txn
+    on PD (docs/wire.md#pds-etcd-kv): the first call creates, the second reads the first's value."""
+    first = run(clientgo, "etcd-create", sim.pd_address, "/tidelake/test/lake", "lake-a")
+    second = run(clientgo, "etcd-create", sim.pd_address, "/tidelake/test/lake", "lake-b")
+    assert len(first) == 1 and first[0].startswith("created ")
+    assert second == [f"exists {first[0].split()[1]} lake-a"]
+    kvs, _ = sim.etcd.range(etcdserverpb_pb2.RangeRequest(key=b"/tidelake/test/lake"))
+    assert [(kv.value, kv.version) for kv in kvs] == [(b"lake-a", 1)]

@@ -5,6 +5,8 @@
 //	clientgo write PD TABLE_ID  writes transactions of every kind TiDB uses into the table's rows
 //	                            (row values as TiDB writes them for tests/capture/tidb_writes.py's table)
 //	clientgo read PD TABLE_ID   prints a snapshot of the table's rows: "ts", then "hexkey hexvalue"
+//	clientgo etcd-create PD KEY VALUE  creates KEY in PD's etcd unless it exists, with etcd's own Go
+//	                            client: prints "created REVISION" or "exists CREATE_REVISION VALUE"
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tikv/client-go/v2/txnkv"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // recordKey is TiDB's row key: 't' + int64(table) + "_r" + int64(handle), ints big-endian with the
@@ -176,9 +179,36 @@ func read(ctx context.Context, client *txnkv.Client, table int64) {
 	}
 }
 
+// etcdCreate is clientv3's create-if-absent (a Txn: CreateRevision(key) = 0 → put, else get) on PD's
+// client URL, where PD's embedded etcd serves it (docs/wire.md#pds-etcd-kv).
+func etcdCreate(ctx context.Context, pd, key, value string) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{pd}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		fail("etcd connect", err)
+	}
+	defer cli.Close()
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, value)).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		fail("etcd txn", err)
+	}
+	if resp.Succeeded {
+		fmt.Printf("created %d\n", resp.Header.Revision)
+		return
+	}
+	kv := resp.Responses[0].GetResponseRange().Kvs[0]
+	fmt.Printf("exists %d %s\n", kv.CreateRevision, kv.Value)
+}
+
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "etcd-create" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		etcdCreate(ctx, os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: clientgo write|read PD_ADDRESS TABLE_ID")
+		fmt.Fprintln(os.Stderr, "usage: clientgo write|read PD_ADDRESS TABLE_ID | etcd-create PD_ADDRESS KEY VALUE")
 		os.Exit(2)
 	}
 	table, err := strconv.ParseInt(os.Args[3], 10, 64)
