@@ -24,10 +24,10 @@ from tenacity import (
 
 from tidelake.config import TlsConfig
 from tidelake.errors import StopRequested
-from tidelake.kvproto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+from tidelake.kvproto import etcdserverpb_pb2_grpc, metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 from tidelake.upstream.channels import make_channel, strip_scheme
 from tidelake.upstream.tso_stream import TsoDispatcher, TsoStreamBroken
-from tidelake.upstream.upstream_errors import UpstreamError
+from tidelake.upstream.upstream_errors import EtcdApiUnavailable, UpstreamError
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +288,31 @@ class PDClient:
     def get_gc_safepoint(self) -> int:
         """The cluster GC safepoint: versions below it may already be collected."""
         return self._call("GetGCSafePoint", pdpb_pb2.GetGCSafePointRequest()).safe_point
+
+    # --- PD's embedded etcd -----------------------------------------------------------------
+
+    def etcd(self, method: str, request):
+        """A unary call of etcd's KV service on the PD leader's client URL, which PD's embedded etcd
+        serves (docs/wire.md#pds-etcd-kv); retried and re-discovered like PD's own calls. A PD that
+        does not expose it (UNIMPLEMENTED, e.g. behind a gRPC proxy) raises EtcdApiUnavailable."""
+
+        def attempt():
+            with self._lock:
+                if self._stub is None:
+                    self._discover()
+                url = self._leader_url
+                stub = etcdserverpb_pb2_grpc.KVStub(self._channel(url))
+            try:
+                return getattr(stub, method)(request, timeout=self._timeout_s)
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    raise EtcdApiUnavailable(f"PD {url} does not serve etcd's KV/{method}: {_rpc_text(exc)}") from None
+                if exc.code() in _FATAL_CODES:
+                    raise UpstreamError(f"PD's etcd KV/{method} on {url}: {_rpc_text(exc)}") from None
+                self._forget_leader()
+                raise _Transient(f"{url}: {_rpc_text(exc)}") from None
+
+        return self._with_retries(f"etcd KV/{method}", attempt)
 
     def close(self) -> None:
         self._tso.close()

@@ -25,6 +25,7 @@ from tidelake.capture.changefeed.ddl_puller import (
     PulledJob,
 )
 from tidelake.capture.changefeed.filter_change import filter_change, request_joins, say_left
+from tidelake.capture.changefeed.lake_registration import register_lake
 from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
 from tidelake.capture.changefeed.reshard import Retirement, adopt, other_changefeeds, shard_suffix
 from tidelake.capture.changefeed.table_joins import TableJoins
@@ -213,6 +214,10 @@ class PullerRunner:
         names = {self.feed_id: (puller_lease(self.feed_id), f"changefeed {self.feed_id}")}
         pulling = False  # from then on _pull owns `pd` and closes it
         try:
+            try:  # before anything lands or the GC service safepoint is taken: not another lake's changefeed
+                register_lake(pd, cfg, layout)
+            except StopRequested as exc:
+                return RunSummary(0, 0, 0, {}, 0, left=f"stopped before PD's etcd answered ({exc}); the lake is unchanged")
             with hold(layout, names, wait_s, self._stop) as leases:
                 if self.feed_id in leases.refused:
                     raise leases.refused[self.feed_id]
