@@ -79,7 +79,9 @@ TXN_BATCH_BYTES = 16 * 1024
 
 
 def _config(path: Path, pd: str, lake: Path, flush_interval: str, quota: str, start_ts: int | None) -> Path:
-    doc = changefeed_document("bench", [pd], lake, rules=[f"{DATABASE}.*"], start_ts=start_ts or None, gc_ttl="10m",
+    # One changefeed id per lake (the config's name): PD registers each id to one lake
+    # (docs/operations.md#moving-or-re-creating-a-lake), and the phases share one cluster.
+    doc = changefeed_document(path.stem, [pd], lake, rules=[f"{DATABASE}.*"], start_ts=start_ts or None, gc_ttl="10m",
                               puller={"flush_interval": flush_interval, "memory_quota": quota})
     return write_config(path, doc)
 
