@@ -26,7 +26,7 @@ from tidelake.kvproto import etcdserverpb_pb2_grpc, metapb_pb2, pdpb_pb2_grpc, t
 from tidelake.sim.call_counter import CallCounter
 from tidelake.sim.cdc_service import ChangeDataService
 from tidelake.sim.etcd_keyspace import EtcdKeyspace
-from tidelake.sim.etcd_kv import EtcdKvService
+from tidelake.sim.etcd_kv import GC_SAVED_SAFE_POINT_KEY, EtcdKvService
 from tidelake.sim.fault_state import FaultState
 from tidelake.sim.gc_safepoints import GC_WORKER, GcSafePoints
 from tidelake.sim.kv_service import KvService
@@ -81,7 +81,7 @@ class SimCluster:
         self.regions = RegionMap(list(range(1, n_stores + 1)))
         self.faults = FaultState()
         self.gc_safe_points = GcSafePoints()
-        self.etcd = EtcdKeyspace()  # PD's embedded etcd: its keys outlive a PD restart
+        self.etcd = EtcdKeyspace(derived=(GC_SAVED_SAFE_POINT_KEY,))  # PD's embedded etcd: outlives a PD restart
         self.lock_waits = LockWaits()
         self.pd_calls = CallCounter()  # PD RPCs received, by method (kept across PD restarts)
         self.leader_failover_delay_s = leader_failover_delay_s

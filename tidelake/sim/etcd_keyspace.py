@@ -36,11 +36,12 @@ class EtcdError(Exception):
 class EtcdKeyspace:
     """Thread-safe; one per simulated cluster."""
 
-    def __init__(self) -> None:
+    def __init__(self, derived: tuple[bytes, ...] = ()) -> None:
+        """`derived`: the keys only `derive` writes (absent until it first does)."""
         self._mu = threading.Lock()
         self._revision = 1  # etcd starts at 1
         self._kvs: dict[bytes, mvccpb_pb2.KeyValue] = {}
-        self._derived: set[bytes] = set()
+        self._derived = frozenset(derived)
 
     @property
     def revision(self) -> int:
@@ -50,7 +51,6 @@ class EtcdKeyspace:
     def derive(self, key: bytes, value: bytes) -> None:
         """Set a key the simulator owns (one revision when its value changes)."""
         with self._mu:
-            self._derived.add(key)
             current = self._kvs.get(key)
             if current is None or current.value != value:
                 self._revision += 1
