@@ -162,6 +162,9 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
         def pid(self) -> int:  # Postgres reads its pid file
             return 1
 
+        def create_database(self, name: str) -> str:
+            return f"postgresql+psycopg2://airflow@127.0.0.1:1/{name}"
+
     monkeypatch.setattr(integration, "S3Server", lambda _: Component("s3"))
     monkeypatch.setattr(integration, "TcpRelay", lambda *_: Component("relay"))
     monkeypatch.setattr(integration, "Postgres", lambda: Database("postgres", fails=True))

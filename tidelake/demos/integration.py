@@ -1,7 +1,9 @@
 """`make integration`: the production parts together on loopback, then proof that it worked: an
-S3 API server behind a relay killed for 10 s, PostgreSQL, a Spark standalone cluster, Airflow on
-them running the unchanged DAGs (two puller shards, merges, syncpoints, a bootstrap, maintenance),
-then `tidelake verify`. Every process is started by pid and stopped at the end.
+S3 API server behind a relay killed for 10 s, PostgreSQL (Airflow's database, and the Iceberg
+catalog in another), a Spark standalone cluster, Airflow on them running the unchanged DAGs (two
+puller shards, merges, syncpoints publishing to Iceberg, a bootstrap, maintenance), then
+`tidelake verify` of the Delta and the Iceberg side. Every process is started by pid and stopped
+at the end.
 
 More: docs/internals.md#integration.
 """
@@ -20,6 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidelake.config import IcebergConfig
+from tidelake.consumers.iceberg.catalog_view import last_snapshots
+from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.demos import on_airflow
 from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, Say
 from tidelake.demos.postgres import Postgres
@@ -37,6 +42,7 @@ OUTAGE_S = 10.0
 CLUSTER_APPS = ("tidelake-merge", "tidelake-syncpoint", "tidelake-bootstrap", "tidelake-maintenance")
 # A table of the workload that the demo's changefeed filter leaves out (on_airflow.TABLES).
 BOOTSTRAP_TABLE = f"{on_airflow.DATABASE}.sessions"
+ICEBERG_DATABASE = "iceberg"  # the Iceberg SQL catalog's database, beside Airflow's
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,9 @@ def run(options: IntegrationOptions) -> int:
             f"starting PostgreSQL; log: {postgres.log}")
         stops.callback(_stop, say, lambda: f"PostgreSQL (pid {postgres.pid()})", postgres.remove)
         postgres.start()
+        iceberg_catalog = postgres.create_database(ICEBERG_DATABASE)
         say.mark("postgres")
-        say(f"PostgreSQL 127.0.0.1:{postgres.port} pid {postgres.pid()}")
+        say(f"PostgreSQL 127.0.0.1:{postgres.port} pid {postgres.pid()}; Iceberg catalog {iceberg_catalog}")
         # Before the Spark worker starts: its executors' s3a reads these AWS_* variables.
         os.environ.update(lake_environment(endpoint))
         if cluster is not None:
@@ -104,10 +111,12 @@ def run(options: IntegrationOptions) -> int:
                                   # on the cluster, the Spark jobs are SparkSubmitOperator tasks
                                   warm_spark=cluster is None, required_tasks=("merge", "syncpoint"),
                                   bootstrap_tables=(BOOTSTRAP_TABLE,), maintenance=True,
+                                  iceberg_catalog_uri=iceberg_catalog,
                                   component_checks=(s3.check, relay.check, *(cluster.checks() if cluster else ())))
         code = on_airflow.run(demo, say)
         if code == 0:
             _check_lake(lake_root, options.shards, say)
+            _check_iceberg(lake_root, iceberg_catalog, say)
             if cluster is not None:
                 _check_cluster(cluster, say)
         return code
@@ -150,6 +159,20 @@ def _check_lake(lake_root: str, shards: int, say: Say) -> None:
     if not cuts:
         raise StageFailed("syncpoint", f"no syncpoint recorded in {layout.syncpoints}")
     say(f"lake {lake_root}: watermarks of shards {sorted(pullers)}; {len(cuts)} syncpoint(s)")
+
+
+def _check_iceberg(lake_root: str, catalog_uri: str, say: Say) -> None:
+    """The syncpoint job published to the PostgreSQL catalog: some replica's Iceberg table is tagged
+    at a recorded syncpoint (verify compared each one at the newest syncpoint's tag)."""
+    layout = LakeLayout(lake_root)
+    recorded = {cut.ts for cut in read_syncpoints(layout)}
+    shown = last_snapshots(open_catalog(layout, IcebergConfig(enabled=True, catalog_uri=catalog_uri)), layout)
+    tagged = [entry["table"] for entry in shown if entry["syncpoint_ts"] in recorded and entry["snapshot_id"] is not None]
+    if not tagged:
+        raise StageFailed("iceberg", f"no replica of {lake_root} is published at a recorded syncpoint in the Iceberg "
+                          f"catalog {catalog_uri} ({len(shown)} tables there)")
+    say(f"Iceberg catalog {catalog_uri}: {len(tagged)} of {len(shown)} tables tagged at a recorded syncpoint, "
+        f"newest syncpoint-{max(entry['syncpoint_ts'] for entry in shown)}")
 
 
 def _check_cluster(cluster: SparkCluster, say: Say) -> None:

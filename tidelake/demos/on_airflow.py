@@ -100,6 +100,9 @@ class AirflowDemoOptions:
     bootstrap_tables: tuple[str, ...] = ()
     maintenance: bool = False
     spark_jars: Path | None = None  # TIDELAKE_SPARK_JARS of Airflow (tidelake.spark.cluster_jars)
+    # [iceberg].catalog_uri: the syncpoint job publishes each cut to this SQL catalog, and verify
+    # checks the Iceberg side too; None: no Iceberg.
+    iceberg_catalog_uri: str | None = None
 
 
 @dataclass
@@ -245,7 +248,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         pd = json.loads(paths.cluster_info.read_text())["pd"][0]
         write_demo_changefeed(paths.config, pd, paths.lake_uri, start_ts, options.syncpoint_interval,
                               remote=spark_server[1].url if spark_server is not None else None, shards=options.shards,
-                              run_on_new_data=options.run_on_new_data)
+                              run_on_new_data=options.run_on_new_data, iceberg_catalog_uri=options.iceberg_catalog_uri)
         say.mark("simulator")
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
@@ -411,16 +414,19 @@ def _await_run(api: AirflowApi, dag_id: str, which: Callable[[list[dict]], dict 
 
 
 def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, syncpoint_interval: str,
-                          remote: str | None = None, shards: int = 1, run_on_new_data: str | None = None) -> Path:
+                          remote: str | None = None, shards: int = 1, run_on_new_data: str | None = None,
+                          iceberg_catalog_uri: str | None = None) -> Path:
     """The demo changefeed: the workload's database from `start_ts`, one Spark job per merge run
-    (a 2-core laptop runs one JVM well, not four), on the Spark Connect server `remote` if given."""
+    (a 2-core laptop runs one JVM well, not four), on the Spark Connect server `remote` if given,
+    publishing to the Iceberg catalog `iceberg_catalog_uri` if given."""
     merge = {"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1}
     if run_on_new_data is not None:
         merge["run_on_new_data"] = run_on_new_data
     doc = changefeed_document(CHANGEFEED_ID, [pd], lake, rules=[f"{DATABASE}.{t}" for t in TABLES],
                               start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s", "shards": shards},
                               merge=merge,
-                              spark={"remote": remote} if remote else None)
+                              spark={"remote": remote} if remote else None,
+                              iceberg={"enabled": True, "catalog_uri": iceberg_catalog_uri} if iceberg_catalog_uri else None)
     return write_config(path, doc, "Written by `make demo` (tidelake.demos.on_airflow).")
 
 

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL cluster on loopback: the Airflow metadata database of `make integration`.
+"""A throwaway PostgreSQL cluster on loopback: the Airflow metadata database of `make integration`
+(and, in a database of its own, the Iceberg catalog it publishes the replicas to).
 
 The server is Debian's postgresql package (binaries under /usr/lib/postgresql/<major>/bin; the
 Makefile target `postgres` installs it when missing). `initdb` refuses to run as root, so as root
@@ -25,9 +26,9 @@ USER = "airflow"
 SERVICE_USER = "postgres"  # created by Debian's postgresql-common
 
 
-def database_url(port: int) -> str:
-    """SQLAlchemy URL of the Airflow database on 127.0.0.1:port (psycopg2 driver)."""
-    return f"postgresql+psycopg2://{USER}@127.0.0.1:{port}/{DATABASE}"
+def database_url(port: int, database: str = DATABASE) -> str:
+    """SQLAlchemy URL of a database (the Airflow one by default) on 127.0.0.1:port (psycopg2 driver)."""
+    return f"postgresql+psycopg2://{USER}@127.0.0.1:{port}/{database}"
 
 
 def postgres_bin() -> Path:
@@ -70,7 +71,12 @@ class Postgres:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(int(timeout_s)),
                   "start")
         await_stage("postgres", self._ready, timeout_s, self.log, interval_s=0.5)
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, DATABASE)
+        self.create_database(DATABASE)
+
+    def create_database(self, name: str) -> str:
+        """A new empty database of the running cluster; its SQLAlchemy URL."""
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, name)
+        return database_url(self.port, name)
 
     def pid(self) -> int | None:
         """The postmaster's pid (first line of postmaster.pid), None when it is not running."""
