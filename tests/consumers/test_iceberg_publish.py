@@ -22,7 +22,8 @@ from deltalake import DeltaTable, write_deltalake
 from tidelake import tso
 from tidelake.config import IcebergConfig
 from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
-from tidelake.consumers.iceberg.publish import DELTA_VERSION, PUBLISHED_TS, syncpoint_tag
+from tidelake.consumers.iceberg.publish import DELTA_TABLE, DELTA_VERSION, PUBLISHED_TS, syncpoint_tag
+from tidelake.consumers.iceberg.retention import keep_readable
 from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.lake.layout import WATERMARKS_SCHEMA, LakeLayout, open_or_create
 from tidelake.lake.object_store import lake_storage_options
@@ -145,6 +146,30 @@ def test_a_rename_by_rewrite_keeps_the_old_name_readable_at_the_older_tag(tmp_pa
         assert_iceberg_reads_the_cut(catalog, cut)
     mapping = {name: f.field_id for f in catalog.load_table(("shop", "orders")).name_mapping() for name in f.names}
     assert {"note", "memo", "day"} <= mapping.keys() and mapping["note"] != mapping["memo"]
+
+
+def test_a_table_dropped_and_created_again_is_published_from_its_new_replica_and_both_are_held(tmp_path):
+    """Upstream DROP TABLE then CREATE TABLE of the same name: a new replica at a new path, the same
+    Iceberg table. Its next snapshot shows the new replica, the older tag still the old one, and
+    maintenance holds each replica's files for the snapshots that show it."""
+    layout, old, _, first = _first_cut(tmp_path)
+    catalog = open_catalog(layout, IcebergConfig())
+    sync_iceberg(catalog, layout)
+    new = ReplicaCatalog(layout).assign(3, "shop", "orders", SECOND - 10).path
+    write_deltalake(new, _orders(range(40, 43)))
+    assert new != old
+    second = Syncpoint(SECOND, [ReplicaAt(3, "shop", "orders", new, 0)])
+    assert record_syncpoint(layout, second)
+    assert [p.table for p in sync_iceberg(catalog, layout).published] == ["shop.orders"]
+    table = catalog.load_table(("shop", "orders"))
+    assert table.properties[DELTA_TABLE] == new
+    summaries = {tag: table.snapshot_by_id(table.refs()[syncpoint_tag(ts)].snapshot_id).summary
+                 for tag, ts in (("first", FIRST), ("second", SECOND))}
+    assert (summaries["first"][DELTA_TABLE], summaries["second"][DELTA_TABLE]) == (old, new)
+    assert_iceberg_reads_the_cut(catalog, second)
+    assert_iceberg_reads_the_cut(catalog, Syncpoint(FIRST, [r for r in first.replicas if r.name == "orders"]))
+    holds = keep_readable(catalog, layout, 7 * 86400, tso.physical_ms(SECOND))
+    assert (holds.holds[old].version, holds.holds[new].version) == (first.replicas[0].version, 0)
 
 
 def test_an_object_store_lake_is_published_and_read_through_its_storage_options(s3_server, tmp_path):

@@ -29,7 +29,9 @@ from tidelake.syncpoint.records import ReplicaAt
 
 PUBLISHED_TS = "tidelake.syncpoint-ts"  # table property: the newest syncpoint published
 DELTA_VERSION = "tidelake.delta-version"  # snapshot summary: the Delta version it shows
-DELTA_TABLE = "tidelake.delta-table"  # table property: the replica's Delta table
+# table property: the replica's Delta table at the newest publish; snapshot summary: the Delta
+# table it shows (a table dropped and created again upstream is a new replica at a new path)
+DELTA_TABLE = "tidelake.delta-table"
 # table property: whether field ids are Delta's column mapping ids or given by name (iceberg_schema)
 ID_SOURCE = "tidelake.field-ids"
 NAME_MAPPING = "schema.name-mapping.default"  # Iceberg spec "Column Projection"
@@ -119,14 +121,16 @@ def publish_replica(catalog: Catalog, layout: LakeLayout, replica: ReplicaAt, ts
     added = [files[uri] for uri in sorted(files.keys() - held.keys())]
     removed = [held[uri] for uri in sorted(held.keys() - files.keys())]
     schema_changed = metadata.schema().fields != schema.fields
+    moved = found is not None and found.properties.get(DELTA_TABLE) != replica.path  # created anew upstream
 
     tx = table.transaction()
     if schema_changed:
         SetSchema(tx, schema).commit()
     mapping = name_mapping(delta, schema, table.name_mapping())
-    tx.set_properties({NAME_MAPPING: mapping.model_dump_json(), PUBLISHED_TS: str(ts), ID_SOURCE: ids})
-    if snapshot is None or added or removed or schema_changed:
-        summary = {PUBLISHED_TS: str(ts), DELTA_VERSION: str(replica.version)}
+    tx.set_properties({NAME_MAPPING: mapping.model_dump_json(), PUBLISHED_TS: str(ts), ID_SOURCE: ids,
+                       DELTA_TABLE: replica.path})
+    if snapshot is None or added or removed or schema_changed or moved:
+        summary = {PUBLISHED_TS: str(ts), DELTA_VERSION: str(replica.version), DELTA_TABLE: replica.path}
         update = tx.update_snapshot(snapshot_properties=summary)
         with (update.overwrite() if removed else update.fast_append()) as change:
             for data_file in removed:

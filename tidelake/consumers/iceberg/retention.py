@@ -52,9 +52,10 @@ def keep_readable(catalog: Catalog, layout: LakeLayout, retention_s: float, now_
     cutoff_ms = now_ms - retention_s * 1000
     for table in lake_tables(catalog, layout):
         table = _expire(catalog, table, cutoff_ms, out.expired)
-        hold = _oldest(table)
-        if hold is not None:
-            out.holds[table.properties[DELTA_TABLE]] = hold
+        for path, hold in _oldest(table).items():
+            kept = out.holds.get(path)
+            if kept is None or hold.version < kept.version:
+                out.holds[path] = hold
     return out
 
 
@@ -84,14 +85,21 @@ def _expire(catalog: Catalog, table: Table, cutoff_ms: float, expired: list[str]
     return table
 
 
-def _oldest(table: Table) -> VacuumHold | None:
-    """The snapshot (of the current one and those a ref points at) showing the oldest Delta version."""
+def _oldest(table: Table) -> dict[str, VacuumHold]:
+    """Per Delta table the snapshots show (of the current one and those a ref points at), the one
+    showing its oldest version. A snapshot names its Delta table in its summary; one published
+    before summaries did shows the table's (then only) one."""
     tags = {ref.snapshot_id: tag for tag, ref in table.refs().items() if ref.snapshot_ref_type == SnapshotRefType.TAG}
     ids = {ref.snapshot_id for ref in table.refs().values()} | ({table.metadata.current_snapshot_id} - {None})
-    held = [(int(snapshot.summary.get(DELTA_VERSION, 0)) if snapshot.summary else 0, snapshot.snapshot_id)
-            for snapshot in table.snapshots() if snapshot.snapshot_id in ids]
-    if not held:
-        return None
-    version, snapshot_id = min(held)
-    shown = f" ({tags[snapshot_id]})" if snapshot_id in tags else ""
-    return VacuumHold(version, f"Iceberg snapshot {snapshot_id}{shown} of {'.'.join(table.name()[-2:])}")
+    oldest: dict[str, tuple[int, int]] = {}
+    for snapshot in table.snapshots():
+        if snapshot.snapshot_id not in ids:
+            continue
+        summary = snapshot.summary
+        path = (summary.get(DELTA_TABLE) if summary else None) or table.properties[DELTA_TABLE]
+        held = (int(summary.get(DELTA_VERSION, 0)) if summary else 0, snapshot.snapshot_id)
+        oldest[path] = min(oldest.get(path, held), held)
+    name = ".".join(table.name()[-2:])
+    return {path: VacuumHold(version, f"Iceberg snapshot {snapshot_id}"
+                             f"{f' ({tags[snapshot_id]})' if snapshot_id in tags else ''} of {name}")
+            for path, (version, snapshot_id) in oldest.items()}
