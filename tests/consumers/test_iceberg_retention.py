@@ -98,3 +98,27 @@ def test_maintenance_with_an_unreachable_catalog_is_one_line_exit_75_before_it_t
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tidelake: error: Iceberg catalog postgresql+psycopg2://tidelake:***@")
     assert DeltaTable(path).version() == 0 and "VACUUM" not in str(DeltaTable(path).history())
+
+
+def test_maintenance_of_an_s3_lake_without_its_catalog_refuses_to_vacuum_in_one_line(s3_server, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """`--lake s3://...` alone cannot reach the catalog; the lake records that it has one."""
+    for name, value in s3_server.storage_options().items():
+        monkeypatch.setenv(name, value)
+    root = s3_server.lake_root("unguarded")
+    layout = LakeLayout(root)
+    open_or_create(layout, layout.watermarks, WATERMARKS_SCHEMA)
+    path = ReplicaCatalog(layout).assign(1, "shop", "orders", 1).path
+    write_deltalake(path, pa.table({"id": [1]}), commit_properties=commit_properties(MERGE_APP_ID, 1),
+                    storage_options=layout.storage_options)
+    assert record_syncpoint(layout, Syncpoint(tso.compose(1_800_000_000_000), [ReplicaAt(1, "shop", "orders", path, 0)]))
+    catalog_uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    assert main(["iceberg", "sync", "--lake", root, "--catalog-uri", catalog_uri]) == 0
+    capsys.readouterr()
+    assert main(["maintenance", "--lake", root]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tidelake: error: {root}: its replicas are published as Iceberg to the catalog tidelake at "
+                   f"{catalog_uri} ({root}/_tidelake/iceberg/catalog.json), which no [iceberg].catalog_uri names here: "
+                   "vacuuming without it could delete files its snapshots list; pass --config with that catalog, "
+                   "or --skip vacuum\n")
+    assert DeltaTable(path, storage_options=layout.storage_options).version() == 0

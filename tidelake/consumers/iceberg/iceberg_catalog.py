@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io import FileIO, load_file_io
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -54,6 +55,17 @@ def existing_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog | 
     return open_catalog(layout, config)
 
 
+def _io_properties(layout: LakeLayout) -> dict[str, str]:
+    options = layout.storage_options or {}
+    io = {key: setting_of(options, setting) for key, setting in _S3_PROPERTIES.items()}
+    return {key: value for key, value in io.items() if value}
+
+
+def lake_file_io(layout: LakeLayout) -> FileIO:
+    """The FileIO the lake's catalog reads and writes its metadata with."""
+    return load_file_io(_io_properties(layout), iceberg_root(layout))
+
+
 def open_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog:
     """The catalog, its tables created on first use; CatalogUnreachable in one line (the URL shown
     without its password) when the database does not answer."""
@@ -65,11 +77,8 @@ def open_catalog(layout: LakeLayout, config: IcebergConfig) -> SqlCatalog:
     except ArgumentError:
         raise InputError(f"Iceberg catalog URL {uri!r} is not a SQLAlchemy URL like "
                          "'postgresql+psycopg2://user@host/db'") from None
-    options = layout.storage_options or {}
-    io = {key: setting_of(options, setting) for key, setting in _S3_PROPERTIES.items()}
     try:
-        return SqlCatalog(config.catalog_name, uri=uri, warehouse=iceberg_root(layout),
-                          **{key: value for key, value in io.items() if value})
+        return SqlCatalog(config.catalog_name, uri=uri, warehouse=iceberg_root(layout), **_io_properties(layout))
     except ArgumentError as exc:  # a dialect or driver SQLAlchemy does not have
         raise InputError(f"Iceberg catalog {shown}: {first_line(exc)}") from None
     except SQLAlchemyError as exc:

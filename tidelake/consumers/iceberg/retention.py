@@ -22,8 +22,10 @@ from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
 
 from tidelake import tso
 from tidelake.config import IcebergConfig
+from tidelake.consumers.iceberg.catalog_mark import mark_path, recorded_catalog
 from tidelake.consumers.iceberg.iceberg_catalog import existing_catalog
 from tidelake.consumers.iceberg.publish import DELTA_TABLE, DELTA_VERSION, TAG_PREFIX, lake_tables
+from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.vacuum_hold import VacuumHold
 
@@ -37,9 +39,16 @@ class IcebergRetention:
 
 
 def lake_retention(layout: LakeLayout, config: IcebergConfig) -> IcebergRetention:
-    """keep_readable over the lake's catalog now; nothing when nothing was published to one."""
+    """keep_readable over the lake's catalog now; nothing when nothing was published to one.
+    InputError when the lake records a catalog that `config` does not name (VACUUM would be
+    unguarded)."""
     catalog = existing_catalog(layout, config)
     if catalog is None:
+        recorded = recorded_catalog(layout)
+        if recorded is not None:
+            raise InputError(f"{layout.root}: its replicas are published as Iceberg to the catalog {recorded} "
+                             f"({mark_path(layout)}), which no [iceberg].catalog_uri names here: vacuuming without "
+                             "it could delete files its snapshots list; pass --config with that catalog, or --skip vacuum")
         return IcebergRetention()
     return keep_readable(catalog, layout, config.retention_s, time.time_ns() // 1_000_000)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from pyiceberg.catalog import Catalog
 
+from tidelake.consumers.iceberg.catalog_mark import record_catalog
 from tidelake.consumers.iceberg.publish import Published, publish_replica, published_ts
 from tidelake.consumers.iceberg.refusal import IcebergRefused
 from tidelake.failpoints import failpoint
@@ -38,6 +39,7 @@ def sync_iceberg(catalog: Catalog, layout: LakeLayout,
     syncpoints = read_syncpoints(layout)
     newest = syncpoints[-1].ts if syncpoints else 0
     marks: dict[str, int] = {}
+    marked = False
     for syncpoint in syncpoints:
         for replica in syncpoint.replicas:
             name = replica.qualified_name
@@ -45,6 +47,9 @@ def sync_iceberg(catalog: Catalog, layout: LakeLayout,
                 marks[name] = published_ts(catalog, replica)
             if name in report.refused or syncpoint.ts <= marks[name] or (marks[name] == 0 and syncpoint.ts != newest):
                 continue
+            if not marked:  # before the first snapshot: maintenance must know the catalog exists
+                record_catalog(catalog, layout)
+                marked = True
             failpoint("iceberg.before_publish", name)
             try:
                 published = publish_replica(catalog, layout, replica, syncpoint.ts)
