@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000
 	$(PY) bench/bench_merge.py --rows 10000
 	$(PY) bench/bench_scale.py --tables 100 --regions 1000 --steady 20 --history-flushes 100
+	$(PY) bench/bench_iceberg_publish.py --tables 5,50 --runs 1
 
 # The production path on this machine: simulator -> Airflow (puller + merge DAGs, Spark) -> verify.
 # `make up` keeps it running for the UI until Ctrl-C. `tidelake demo` is the one-process variant.

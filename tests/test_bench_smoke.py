@@ -153,6 +153,13 @@ def test_bench_compaction_reads_the_same_window_from_fewer_files(tmp_path):
     assert results["read_before_s"] > 0 and results["read_after_s"] > 0
 
 
+def test_bench_iceberg_publish_publishes_every_table_at_each_cut(tmp_path):
+    results = run_bench("bench_iceberg_publish.py", tmp_path, "--tables", "2", "--rows", "10", "--runs", "1")
+    (run,) = results["2"]["runs"]  # the bench exits non-zero unless every table was published at both cuts
+    assert run["first_s"] > 0 and run["next_s"] > 0 and run["ceiling_s"] > 0
+    assert results["2"]["next_vs_ceiling"]["median"] == run["next_s"] / run["ceiling_s"]
+
+
 @pytest.mark.skipif(not __import__("shutil").which("mariadb"), reason="needs Debian's mariadb-client (make sql-clients)")
 def test_sql_corpus_runs_each_test_in_run_sh_order_and_classifies_refusals(tmp_path):
     """A folder shaped like TiCDC's integration tests, with our own scripts: run.sh decides the
