@@ -19,7 +19,7 @@ from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
-from tidelake.merge.decimal_stats import STATS_COLUMNS, stats_columns
+from tidelake.merge.decimal_stats import STATS_COLUMNS, stats_columns, wide_decimals
 from tidelake.merge.txn_confs import delta_rs_commit_properties, writer_txn_options
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ def exclude_wide_decimals(spark: SparkSession, path: str, info: TableInfo,
     after a DDL changed the columns (a metadata commit); False when there was nothing to do."""
     from pyspark.sql.types import StructType  # see data_type
 
+    if not wide_decimals(replica_struct(info)):  # most replicas: their log is not opened per run
+        return False
     replica = DeltaTable(path, storage_options=storage_options)
     struct = StructType.fromJson(json.loads(replica.schema().to_json()))
     wanted = stats_columns(struct, key_columns(info))
