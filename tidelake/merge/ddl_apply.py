@@ -34,7 +34,6 @@ from tidelake.lake.schema_history import DdlEvent, TableKey
 from tidelake.merge.decimal_stats import STATS_COLUMNS, listed_columns
 from tidelake.merge.replica_schema import (
     COLUMN_MAPPING,
-    COMMIT_TS_COLUMN,
     DELETED_COLUMN,
     HIDDEN_COLUMNS,
     PARTITION_ID_COLUMN,
@@ -53,8 +52,8 @@ from tidelake.merge.scd2_history import close_versions
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
 from tidelake.merge.txn_confs import fenced, writer_txn_options
 from tidelake.merge.type_change import can_widen
-from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS, MergeSpec, Removal, removal_clause
-from tidelake.merge.writers.spark_writer import run_merge_spec
+from tidelake.merge.window_spec import SCHEMA_DIFF_ACTIONS, Removal
+from tidelake.merge.writers.spark_writer import remove_rows
 from tidelake.spark.temp_view import source_view
 
 DDL_FAILPOINTS = ("ddl_apply.before_commit", "ddl_apply.after_rewrite")
@@ -488,9 +487,7 @@ class _Replica:
         if self.is_history:
             close_versions(self.spark, self.path, removal.ts, removal.condition())
             return
-        current = self.schema()
-        run_merge_spec(self.spark, self.path, self.spark.createDataFrame([], current),
-                       MergeSpec("false", (removal_clause(removal, has_soft_deletes(current)),)))
+        remove_rows(self.spark, self.path, self.schema(), removal)
 
     def set_column(self, name: str, expression: str) -> None:
         """Every row's `name` = the SQL `expression` over the row."""

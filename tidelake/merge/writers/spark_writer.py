@@ -24,7 +24,7 @@ from tidelake.merge.mount import mount
 from tidelake.merge.replica_schema import DELETED_COLUMN, quote
 from tidelake.merge.soft_deletes import has_soft_deletes
 from tidelake.merge.txn_confs import txn_confs
-from tidelake.merge.window_spec import Action, MergeSpec, When, can_append, removal_clause, replica_merge
+from tidelake.merge.window_spec import Action, MergeSpec, Removal, can_append, removal_clause, replica_merge
 from tidelake.merge.writers.replica_window import ReplicaWindow, commit_metrics
 from tidelake.spark.temp_view import source_view
 
@@ -48,8 +48,7 @@ class SparkWriter:
         if w.empty and w.removal is not None:  # a DDL's removal alone
             with txn_confs(spark, w.hi):
                 failpoint("merge.before_commit", w.path)
-                run_merge_spec(spark, w.path, spark.createDataFrame([], w.target),
-                               MergeSpec("false", (removal_clause(w.removal, soft),)))
+                remove_rows(spark, w.path, w.target, w.removal)
             return commit_metrics(w, version)
         if w.empty:  # an insert-only MERGE of no rows never scans the replica
             with txn_confs(spark, w.hi), source_view(spark.createDataFrame([], w.target)) as view:
@@ -83,6 +82,14 @@ def run_merge_spec(spark: SparkSession, path: str, source: DataFrame, spec: Merg
     """MERGE `source` into the Delta table at `path` as `spec` says, under the caller's txn confs."""
     with source_view(source) as view:
         spark.sql(merge_statement(path, view, spec)).collect()
+
+
+def remove_rows(spark: SparkSession, path: str, target: StructType, removal: Removal) -> None:
+    """The rows `removal` names gone from the replica at `path` (its schema `target`) by a MERGE of no
+    source rows: the removal clause of the window semantics (tidelake.merge.window_spec.removal_clause),
+    a soft delete where the replica keeps them. A no-op when run again."""
+    run_merge_spec(spark, path, spark.createDataFrame([], target),
+                   MergeSpec("false", (removal_clause(removal, has_soft_deletes(target)),)))
 
 
 def merge_statement(path: str, view: str, spec: MergeSpec) -> str:
