@@ -18,7 +18,7 @@ from merge.lake_fixtures import FedLake, replica_rows
 from merge.overtaking_job import merge_overtaken, unleased_runs
 
 from tidelake.failpoints import armed
-from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.decimal_stats import STATS_COLUMNS
@@ -146,6 +146,34 @@ def test_a_commit_racing_another_job_of_the_same_window_is_retried_and_skipped(s
     assert DeltaTable(path).version() == version + 1  # the other job's commit only
     lake.close()
 
+
+def test_a_ddl_removal_that_removes_nothing_still_records_its_checkpoint(spark, tmp_path):
+    """TRUNCATE PARTITION of an empty partition: the DDL's last commit removes no row, and delta-rs
+    makes no commit for a DELETE that changes nothing. The DDL's txn must still be committed
+    (alone), or no replica version records the DDL's ts and, with nothing after it yet, the
+    replica stays at the barrier: each run applies the DDL again and moves nothing."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")],
+                                  partitions=["p0", "p1"]))
+    with lake.txn() as t:
+        for i in (1, 3, 5):  # odd ids: partition p1 only
+            t.put("shop", "orders", {"id": i, "note": f"n{i}"})
+    before = lake.resolve()
+    run_merge(spark, lake.layout)
+    path = ReplicaCatalog(lake.layout).find("shop", "orders").path
+    assert read_checkpoint(path) == before
+    emptied = lake.up.table("shop", "orders").physical_ids()[0]
+    truncated = lake.ddl(lake.up.truncate_partition("shop", "orders", "p0"))
+    lake.lander.resolve(emptied, truncated)  # the truncated partition's id is watched up to its DDL
+    lake.resolve(truncated)
+    for _ in range(2):  # a second run finds nothing left to do
+        (result,) = run_merge(spark, lake.layout).tables
+        assert read_checkpoint(path) == truncated, result
+    assert checkpoint_version(path) == (truncated, DeltaTable(path).version())
+    assert DeltaTable(path).history(1)[0]["engineInfo"].startswith("delta-rs")
+    assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", truncated)
+    lake.close()
 
 
 def _stats_columns_of_last_add(path: str) -> set[str]:
