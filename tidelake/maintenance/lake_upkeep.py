@@ -31,10 +31,10 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
+from tidelake.maintenance import replica_upkeep
 from tidelake.maintenance.vacuum_hold import VacuumHeld, VacuumHold, held_retention_hours
 from tidelake.merge.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
-from tidelake.merge.replica_schema import quote
-from tidelake.merge.txn_confs import USER_METADATA_CONF, fenced, session_confs
+from tidelake.merge.txn_confs import session_confs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,6 +63,7 @@ class MaintenanceReport:
     merge_log_rows_deleted: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # replica -> why (another writer holds its lease)
     held: dict[str, str] = field(default_factory=dict)  # path -> how a VacuumHold changed its VACUUM
+    engines: dict[str, str] = field(default_factory=dict)  # path -> the engine of its upkeep (replica_upkeep)
 
 
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
@@ -85,16 +86,6 @@ def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: R
             for pid in (*event.physical_ids_before, *event.physical_ids_after):
                 out[pid] = checkpoint
     return out
-
-
-# Delta SQL rather than delta.tables.DeltaTable, so maintenance also runs over Spark Connect.
-def _compact(spark: SparkSession, path: str) -> int:
-    metrics = spark.sql(f"OPTIMIZE delta.{quote(path)}").collect()[0]["metrics"]
-    return int(metrics["numFilesRemoved"])
-
-
-def _vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
-    spark.sql(f"VACUUM delta.{quote(path)} RETAIN {float(retention_hours)!r} HOURS").collect()
 
 
 def _held_hours(layout: LakeLayout, label: str, path: str, hold: VacuumHold | None, asked: float,
@@ -126,15 +117,15 @@ def _upkeep_replica(spark: SparkSession, layout: LakeLayout, key: int, label: st
             report.skipped[label] = str(leases.refused[key])
             return
         with leases.fencing(key):
+            engines = {path: replica_upkeep.upkeep_engine(path, layout.storage_options) for path in paths}
+            report.engines.update(engines)
             for path in paths if optimize else ():
-                with session_confs(spark, {USER_METADATA_CONF: fenced("{}")}):
-                    report.optimized[path] = _compact(spark, path)
+                report.optimized[path] = replica_upkeep.compact(spark, path, layout.storage_options, engines[path])
             for path in paths if vacuum_retention_hours is not None else ():
                 hours = _held_hours(layout, label, path, holds.get(path), vacuum_retention_hours, report)
                 if hours is None:
                     continue
-                with session_confs(spark, {USER_METADATA_CONF: fenced("{}")}):
-                    _vacuum(spark, path, hours)
+                replica_upkeep.vacuum(spark, path, layout.storage_options, engines[path], hours)
                 report.vacuumed.append(path)
 
 

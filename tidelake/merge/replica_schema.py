@@ -196,9 +196,14 @@ def replica_struct(info: TableInfo) -> StructType:
 
 def read_replica_struct(path: str, storage_options: dict[str, str] | None = None) -> StructType:
     """The replica's current Spark schema, read from its Delta log without a Spark job."""
+    return delta_struct(DeltaTable(path, storage_options=storage_options))
+
+
+def delta_struct(table: DeltaTable) -> StructType:
+    """The Spark schema of an opened Delta table's current version."""
     from pyspark.sql.types import StructType  # see data_type
 
-    return StructType.fromJson(json.loads(DeltaTable(path, storage_options=storage_options).schema().to_json()))
+    return StructType.fromJson(json.loads(table.schema().to_json()))
 
 
 def create_replica(

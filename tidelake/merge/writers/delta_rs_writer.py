@@ -85,13 +85,13 @@ class DeltaRsWriter:
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
             write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
-            _checkpoint(w.replica)
+            keep_checkpoint_cadence(w.replica)
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
         metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft, w.removal), w.hi)
         if w.removal is not None:
             _record_if_unchanged(w)
-        _checkpoint(w.replica)
+        keep_checkpoint_cadence(w.replica)
         written = sum(int(metrics.get(k, 0)) for k in
                       ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
         return int(metrics.get("num_source_rows", 0)), written
@@ -124,7 +124,7 @@ def _commit_txn_only(replica: DeltaTable, path: str, hi: int) -> None:
     replica.create_write_transaction([], mode="append", schema=replica.schema(),
                                      partition_by=replica.metadata().partition_columns or None,
                                      commit_properties=delta_rs_commit_properties(hi))
-    _checkpoint(replica)
+    keep_checkpoint_cadence(replica)
 
 
 def _record_if_unchanged(window: ReplicaWindow) -> None:
@@ -135,10 +135,11 @@ def _record_if_unchanged(window: ReplicaWindow) -> None:
         _commit_txn_only(window.replica, window.path, window.hi)
 
 
-def _checkpoint(replica: DeltaTable) -> None:
+def keep_checkpoint_cadence(replica: DeltaTable) -> None:
     """A checkpoint every CHECKPOINT_INTERVAL versions, the cadence Spark keeps, so Spark readers of
-    a replica merged only here replay short logs. The window's commit has landed by now, so a failed
-    checkpoint is only logged, as Spark's Delta does: the next one covers it."""
+    a replica written only by delta-rs (merges, maintenance) replay short logs. The commit has
+    landed by now, so a failed checkpoint is only logged, as Spark's Delta does: the next one
+    covers it."""
     try:
         replica.update_incremental()
         if replica.version() % CHECKPOINT_INTERVAL == 0:
