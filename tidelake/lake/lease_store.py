@@ -121,10 +121,14 @@ class LocalLeaseStore:
     @staticmethod
     def _staged(folder: Path, body: bytes) -> Path:
         staged = folder / f".staged-{uuid.uuid4().hex}"
-        with open(staged, "xb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(staged, "xb") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:  # a full disk: no empty file left behind per renewal
+            staged.unlink(missing_ok=True)
+            raise
         return staged
 
 

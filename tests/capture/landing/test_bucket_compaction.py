@@ -145,3 +145,22 @@ def test_a_flush_committed_after_the_compactor_read_the_log_does_not_fail_the_re
         assert sum(landed(layout).values()) == 3 * 8 + 8
     finally:
         lander.close()
+
+
+def test_a_round_the_store_has_no_room_for_is_one_line_not_a_trace(layout, monkeypatch, caplog):
+    """A full disk fails each round: one warning naming the cause, no trace per round (issue #32)."""
+    rounds = []
+
+    def full_disk(self):
+        rounds.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(BucketCompactor, "compact_once", full_disk)
+    compactor = BucketCompactor(layout, dict, 0.05)
+    compactor.start()
+    wait_until(lambda: len(rounds) >= 2, 10, "two rounds")
+    compactor.stop()
+    said = [r for r in caplog.records if r.name.endswith("bucket_compaction")]
+    assert said and all(r.exc_info is None for r in said), said
+    assert said[0].getMessage() == ("compacting closed changelog buckets waits: the lake's filesystem is full "
+                                    "(OSError: [Errno 28] No space left on device); retrying in 0 s")

@@ -262,6 +262,7 @@ class PullerRunner:
         except StopRequested as exc:
             left = f"stopped while waiting ({exc})"
         finally:
+            lander.refuse_rows()  # region workers waiting at a full quota end now, not after the feed's join timeout
             if feed is not None:
                 feed.close()
             try:
@@ -270,9 +271,10 @@ class PullerRunner:
                 keeper.stop()
                 reader.close()
                 pd.close()
-        # On a stop, region workers may fail because the stop ended their wait (PD retries, a full
-        # buffer closed under them): what they held is above the durable watermarks, re-pulled next run.
-        stop_casualty = self._stop.is_set() and isinstance(feed.error if feed else None, (StopRequested, LanderClosedError))
+        # Region workers may fail because the wind-down ended their wait (the lander refusing rows, or
+        # on a stop PD retries): what they held is above the durable watermarks, re-pulled next run.
+        error = feed.error if feed else None
+        stop_casualty = isinstance(error, LanderClosedError) or (self._stop.is_set() and isinstance(error, StopRequested))
         if feed is not None and feed.error is not None and not stop_casualty:
             raise feed.error
         tables, ddl = lander.durable_watermarks()

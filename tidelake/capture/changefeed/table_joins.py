@@ -18,6 +18,7 @@ from tidelake.capture.changefeed.ddl_puller import DdlPuller
 from tidelake.capture.landing.lander import Lander
 from tidelake.lake.ddl_log import has_snapshot_row
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.store_room import refusal
 from tidelake.lake.table_starts import (
     MISSED_JOIN,
     StartState,
@@ -115,8 +116,9 @@ class TableJoins:
             return
         try:
             self._lander.flush()
-        except Exception:  # the lander's flusher retries, and so does the next poll
-            log.warning("flush of the tables joining changefeed %s failed; retrying", self._cf, exc_info=True)
+        except Exception as exc:  # the lander's flusher retries, and so does the next poll
+            if refusal(exc) is None:  # a store without room: the lander says landing paused, once
+                log.warning("flush of the tables joining changefeed %s failed; retrying", self._cf, exc_info=True)
             return
         durable, _ = self._lander.durable_watermarks()
         latest = {s.request_id: s for s in self.starts.latest(self._cf)} if self._count > 1 else {}

@@ -45,7 +45,7 @@ from tidelake.capture.eventfeed.store_stream import StoreStream, StreamUnavailab
 from tidelake.capture.eventfeed.store_version import TICDC_VERSION, check_store_version
 from tidelake.capture.puller_errors import IncompatibleClusterError, PullerError
 from tidelake.config import TlsConfig
-from tidelake.errors import TidelakeError
+from tidelake.errors import StopRequested, TidelakeError
 from tidelake.kvproto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
 from tidelake.lake.row_change import RowChange
 from tidelake.upstream.channels import make_channel
@@ -644,7 +644,10 @@ class EventFeedClient:
                 wrapped.__cause__ = exc
                 exc = wrapped
             self._error = exc
-            log.error("event feed stopped: %s", exc)
+            if isinstance(exc, StopRequested) or self._done.is_set():  # a wind-down: the caller judges it
+                log.info("event feed stopped: %s", exc)
+            else:
+                log.error("event feed stopped: %s", exc)
         self._done.set()
 
 

@@ -19,7 +19,9 @@ from deltalake import DeltaTable
 
 from tidelake.capture.landing.changelog_writer import CHANGELOG_FILE_BYTES
 from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
+from tidelake.lake.damage import first_line
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.store_room import refusal
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +97,13 @@ class BucketCompactor:
         while not self._stop.wait(self._interval):
             try:
                 removed = self.compact_once()
-            except Exception:  # housekeeping: a failed round must never stop landing
-                log.exception("compacting closed changelog buckets failed; retrying in %.0f s", self._interval)
+            except Exception as exc:  # housekeeping: a failed round must never stop landing
+                cause = refusal(exc)
+                if cause is None:
+                    log.exception("compacting closed changelog buckets failed; retrying in %.0f s", self._interval)
+                else:  # the lander says landing paused; one line per round here, not a trace
+                    log.warning("compacting closed changelog buckets waits: %s (%s); retrying in %.0f s", cause,
+                                first_line(exc), self._interval)
                 continue
             if removed:
                 self._on_compacted(removed)

@@ -26,7 +26,7 @@ from tidelake.capture.landing.lander_metrics import LanderMetrics, default_lande
 from tidelake.capture.landing.resident_memory import ResidentGrowth
 from tidelake.capture.landing.watermark_retirement import retired_watermark_ids
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
-from tidelake.errors import InputError, TidelakeError
+from tidelake.errors import InputError, StopRequested
 from tidelake.failpoints import failpoint
 from tidelake.lake.damage import first_line
 from tidelake.lake.ddl_log import DdlRow
@@ -54,8 +54,8 @@ PAUSED_REMINDER_S = 60.0
 _CHANGEFEED_ID = re.compile(r"^[A-Za-z0-9]+([-_.][A-Za-z0-9]+)*$")
 
 
-class LanderClosedError(TidelakeError):
-    """Rows were offered after close(): the puller is shutting down."""
+class LanderClosedError(StopRequested):
+    """Rows were offered after close() or refuse_rows(): the puller is winding down, it did not fail."""
 
 
 def _per_table(rows: Iterable[RowChange]) -> dict[int, tuple[int, int]]:
@@ -135,6 +135,7 @@ class Lander:
         self._payload_added = 0  # key + value + old value bytes of every row added
         self._in_flight: _Batch | None = None
         self._closed = False
+        self._refusing = False  # a wind-down: producers get LanderClosedError instead of waiting for room
         self._fatal: LakeConflictError | None = None
         self._flush_wanted = False
         self._paused: str | None = None  # why landing waits for the store, while it does
@@ -237,6 +238,15 @@ class Lander:
                     again = self._flush_again
             finally:
                 self._flush_depth -= 1
+
+    def refuse_rows(self) -> None:
+        """From now on add_rows raises LanderClosedError, also in a producer waiting at the quota:
+        a wind-down does not wait for the store to take a flush first. Their rows are not buffered,
+        so they are above the durable watermarks and pulled again by the next run; close() still
+        lands what is buffered."""
+        with self._cond:
+            self._refusing = True
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Flush what is buffered and stop; add_rows fails afterwards."""
@@ -437,5 +447,5 @@ class Lander:
     def _check_open(self) -> None:
         if self._fatal is not None:
             raise self._fatal
-        if self._closed:
+        if self._closed or self._refusing:
             raise LanderClosedError(f"lander of {self.app_id} is closed")
