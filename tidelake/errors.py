@@ -2,8 +2,9 @@
 Owner: the CLI prints them and exits with their code; Airflow tasks fail on them.
 """
 
-# sysexits.h EX_TEMPFAIL: nothing was done because another writer or a barrier holds the work;
-# the same command later may (`tidelake merge`, `tidelake maintenance`, a held lease).
+# sysexits.h EX_TEMPFAIL: nothing was done because another writer or a barrier holds the work, or
+# the lake's store has no room; the same command later may (`tidelake merge`, `tidelake maintenance`,
+# a held lease, a full disk).
 EXIT_TRY_LATER = 75
 
 

@@ -67,7 +67,7 @@ def test_a_lake_without_room_is_one_line_not_a_trace(tmp_path, capsys, monkeypat
                         "data to file: No space left on device (os error 28)\nmore detail")
 
     monkeypatch.setattr(merge_command, "_merge", full_disk)
-    assert main(["merge", "--lake", str(tmp_path)]) == 1
+    assert main(["merge", "--lake", str(tmp_path)]) == EXIT_TRY_LATER
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("tidelake: error: the lake's filesystem is full: Exception: Failed to parse parquet: ")
     assert "(full trace: " in line

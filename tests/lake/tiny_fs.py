@@ -38,8 +38,9 @@ def tiny_tmpfs(folder: Path, size: str = "4m") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-def fill(folder: Path, name: str = "ballast") -> Path:
-    """Write a ballast file under `folder` until the filesystem refuses even a page; its path."""
+def fill(folder: Path, name: str = "ballast", leave: int = 0) -> Path:
+    """Write a ballast file under `folder` until the filesystem refuses even a page, then give
+    back `leave` bytes (whole pages); its path."""
     path = folder / name
     with open(path, "ab", buffering=0) as out:
         for size in (1 << 20, 1 << 16, 1 << 12):
@@ -50,6 +51,8 @@ def fill(folder: Path, name: str = "ballast") -> Path:
             except OSError as exc:
                 if exc.errno != errno.ENOSPC:
                     raise
+    if leave:
+        os.truncate(path, max(path.stat().st_size - leave, 0))
     return path
 
 

@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 
 from tidelake import __version__
-from tidelake.errors import TidelakeError
+from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.store_room import refusal
 
 # command -> the group module that registers it, in help order
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         line = damage.line() if damage is not None else f"{cause}: {_first_line(exc)}"
         print(f"tidelake: error: {line} (full trace: {_save_trace(exc)})", file=sys.stderr)
-        return 1
+        return 1 if damage is not None else EXIT_TRY_LATER  # a store without room: the same command later may succeed
 
 
 def _lake_damage(args: argparse.Namespace):

@@ -3,8 +3,8 @@
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
 --until-ts), applying DDLs at barriers.
 Exit code 0 when tables merged or had nothing to do; 1 when a table failed or was stopped by an
-unsupported DDL; 75 (EX_TEMPFAIL) when no table advanced because the ones with work were blocked
-(docs/operations.md#merge-exit-codes). Owner: `tidelake merge` (the work: tidelake.merge.merge_run).
+unsupported DDL; 75 (EX_TEMPFAIL) when no table advanced because the ones with work were blocked,
+or when the store had no room (docs/operations.md#merge-exit-codes). Owner: `tidelake merge` (the work: tidelake.merge.merge_run).
 """
 
 from __future__ import annotations
@@ -100,10 +100,22 @@ def render_report(report: MergeReport):
 
 
 def exit_code(report: MergeReport, console) -> int:
-    """1 when a table failed or stopped; EXIT_TRY_LATER, with one line saying why, when no table
-    advanced because the tables with work are blocked; else 0."""
+    """EXIT_TRY_LATER, with one line saying why, when the store had no room (every failed table
+    failed for it, or the merge log could not be written); 1 when a table failed or stopped;
+    EXIT_TRY_LATER when no table advanced because the tables with work are blocked; else 0."""
+    no_room = report.no_room
+    if no_room:
+        first = no_room[0]
+        console.print(f"stopped for lack of room: {len(no_room)} of {len(report.tables)} tables not merged "
+                      f"({escape(first.table)}: {escape(first.reason or 'no reason given')}); run again once "
+                      "the store has room", markup=True)
+        return EXIT_TRY_LATER
     if report.failed:
         return 1
+    if report.log_refused:
+        console.print(f"merge log not written: {escape(report.log_refused)}; status shows the previous run "
+                      "until the next one", markup=True)
+        return EXIT_TRY_LATER
     blocked = report.blocked
     if blocked:
         first = blocked[0]

@@ -1,8 +1,10 @@
 """Whether the lake's store has room for a flush: a local filesystem's free space, checked before a
 write, and the store's refusal read from a failed one (ENOSPC, EDQUOT, HTTP 507 Insufficient
 Storage, HTTP 503 Slow Down). A flush the store has no room for is retried as it is, and the
-lander says why in one line instead of a trace per attempt: nothing buffered is dropped. Every
-command's one-line failure names a refusal too (tidelake.lake.damage.explain_failure).
+lander says why in one line instead of a trace per attempt: nothing buffered is dropped. The
+delta-rs merge writer checks a window the same way before it writes, so a full disk fails the
+table before any file is written. Every command's one-line failure names a refusal too
+(tidelake.lake.damage.explain_failure), and exits 75 for it (tidelake.errors.EXIT_TRY_LATER).
 Owner: the lander (tidelake.capture.landing.lander).
 """
 
@@ -62,10 +64,10 @@ def local_root(root: str) -> Path | None:
     return Path(root) if parsed.scheme == "" else None
 
 
-def check_room(root: str, nbytes: int) -> None:
-    """Raise NoRoomError when the local filesystem under `root` has less free space than a flush
-    of `nbytes` buffered bytes may take (its rows plus FLUSH_OVERHEAD_BYTES); object stores are
-    judged by their answer to the write instead."""
+def check_room(root: str, nbytes: int, what: str = "a flush") -> None:
+    """Raise NoRoomError when the local filesystem under `root` has less free space than `what` (a
+    lander's flush, a merge window) of `nbytes` bytes in memory may take (its rows plus
+    FLUSH_OVERHEAD_BYTES); object stores are judged by their answer to the write instead."""
     directory = local_root(root)
     if directory is None:
         return
@@ -75,4 +77,4 @@ def check_room(root: str, nbytes: int) -> None:
     need = nbytes + FLUSH_OVERHEAD_BYTES
     if free < need:
         raise NoRoomError(f"the lake's filesystem is full: {free / 2**20:.1f} MiB free under {root}, "
-                          f"a flush of {nbytes / 2**20:.1f} MiB needs up to {need / 2**20:.1f} MiB")
+                          f"{what} of {nbytes / 2**20:.1f} MiB needs up to {need / 2**20:.1f} MiB")

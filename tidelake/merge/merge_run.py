@@ -25,11 +25,12 @@ from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.lake.damage import explain_failure
+from tidelake.lake.damage import explain_failure, first_line
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import Leases, hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
+from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge import table_merge
 from tidelake.merge.changelog_reader import Window
@@ -63,6 +64,14 @@ class MergeReport:
     started_at: datetime
     watermarks: Watermarks
     tables: list[TableResult] = field(default_factory=list)
+    log_refused: str | None = None  # why the store refused the run's merge-log entries, if it did
+
+    @property
+    def no_room(self) -> list[TableResult]:
+        """The failed tables, when every one of them failed for the store's lack of room (the same
+        run later succeeds); empty when any failed otherwise."""
+        failed = self.failed
+        return failed if failed and all(t.no_room for t in failed) else []
 
     @property
     def failed(self) -> list[TableResult]:
@@ -116,9 +125,19 @@ def run_merge(
     report.tables = blocked + [result for result, _ in outcomes]
     if write_log:
         failpoint("merge.before_log", report.run_id)
-        append_entries(layout, [_log_entry(report.run_id, r, report.started_at) for r in blocked]
-                       + [entry for _, entry in outcomes])
-        write_merge_metrics(layout)  # docs/operations.md#metrics
+        try:
+            append_entries(layout, [_log_entry(report.run_id, r, report.started_at) for r in blocked]
+                           + [entry for _, entry in outcomes])
+            write_merge_metrics(layout)  # docs/operations.md#metrics
+        except Exception as exc:
+            cause = refusal(exc)
+            if cause is None:
+                raise
+            # The log is for status; the replicas' commits carry their checkpoints. Status shows
+            # the previous run until the next one writes its entries.
+            report.log_refused = f"{cause}: {first_line(exc)}"
+            log.warning("merge run %s: its merge-log entries were not written: %s", report.run_id[:8],
+                        report.log_refused)
     return report
 
 
@@ -150,9 +169,13 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
             with leases.fencing(key):
                 result = TableMerge(scope, key, session or spark, firsts.get(key)).run()
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
-            log.exception("merge of %s failed", table_name(history, key))
+            no_room = refusal(exc) is not None
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
-                                 reason=explain_failure(layout, exc))
+                                 reason=explain_failure(layout, exc), no_room=no_room)
+            if no_room:
+                log.warning("merge of %s failed: %s", result.table, result.reason)
+            else:
+                log.exception("merge of %s failed", result.table)
         finally:
             if session is not None:
                 idle_sessions.put(session)

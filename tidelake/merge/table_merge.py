@@ -45,6 +45,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
+from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, WindowKeys
 from tidelake.merge.ddl_apply import ExchangePartner, PartnerBehind, UnsupportedDDL, apply_ddl, record_checkpoint
@@ -108,6 +109,7 @@ class TableResult:
     reason: str | None = None
     replica: ReplicaFacts | None = None  # the replica's log once the run was done with the table
     held: bool = False  # blocked because another writer holds the replica's lease (reason names it)
+    no_room: bool = False  # failed because the store had no room (reason names it): nothing half-committed
 
 
 @dataclass(frozen=True)
@@ -199,8 +201,12 @@ class TableMerge:
                 self.catalog.mark_stopped(self.key, exc.reason, result.checkpoint_after or 0)  # the DDL's barrier
             self._report(StepKind.DONE, result.checkpoint_after, f"stopped: {exc.reason}")
         except Exception as exc:  # one table's failure must not stop the others; it is logged and retried next run
-            log.exception("merge of %s failed", result.table)
-            result.status, result.reason = MergeStatus.ERROR, explain_failure(self.layout, exc)  # trace: in the log
+            result.status, result.reason = MergeStatus.ERROR, explain_failure(self.layout, exc)
+            result.no_room = refusal(exc) is not None
+            if result.no_room:  # the store's answer, not a bug: one line, no trace
+                log.warning("merge of %s failed: %s", result.table, result.reason)
+            else:
+                log.exception("merge of %s failed", result.table)  # trace: in the log
             entry = self.catalog.get(self.key)
             if entry is not None:
                 result.checkpoint_after = read_checkpoint(entry.path, self.layout.storage_options)

@@ -23,6 +23,7 @@ from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.row_change import OP_PUT
+from tidelake.lake.store_room import check_room
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
 from tidelake.merge.decimal_stats import unsafe_stats
 from tidelake.merge.mount import mount_arrow
@@ -70,6 +71,9 @@ class DeltaRsWriter:
     def write(self, window: ReplicaWindow) -> tuple[int, int]:
         w = window
         collapsed = None if w.empty else self.changelog.last_changes(w.physical_ids, w.lo, w.hi)
+        # A full local disk fails here, before a file is written (a write that runs out of room
+        # mid-file makes object_store's background upload task print a Rust panic).
+        check_room(w.path, collapsed.nbytes if collapsed is not None else 0, "a merge window")
         if collapsed is None or collapsed.num_rows == 0:
             if w.removal is None:
                 _commit_txn_only(w.replica, w.path, w.hi)
