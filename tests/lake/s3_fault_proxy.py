@@ -1,6 +1,8 @@
 """A loopback HTTP proxy in front of the S3 server that injects the faults of a real object store:
-a commit answered 503 (before or after the server stored it: a lost ack), throttling, and the
-store going away (every connection reset) for a while.
+a commit answered 503 (before or after the server stored it: a lost ack), throttling, the store
+going away (every connection reset) for a while, and a store refusing every write (PUT, POST) for
+a while with 507 Insufficient Storage (MinIO's answer when its drives are full) or 503 Slow Down,
+reads still answered.
 
 It runs as its own process (`python -m tests.lake.s3_fault_proxy UPSTREAM_PORT`, printing its
 port): delta-rs holds the GIL while it waits on the store, so a proxy thread in the test process
@@ -22,6 +24,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CONTROL = "/__faults__"
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+# MinIO's error when its drives are below the free-space threshold (cmd/api-errors.go ErrStorageFull).
+STORAGE_FULL = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>XMinioStorageFull</Code>'
+                b"<Message>Storage backend has reached its minimum free drive threshold. Please delete a few "
+                b"objects to proceed.</Message></Error>")
+REFUSALS = {507: STORAGE_FULL, 503: SLOW_DOWN}
 
 
 class FaultProxy:
@@ -30,6 +37,8 @@ class FaultProxy:
         self.down = False
         self.commit_faults: list[bool] = []  # per next log commit PUT: True = store it, then 503
         self.throttle = 0  # next N requests of any kind answered 503 SlowDown
+        self.refuse_writes = 0  # while set (507 or 503): every PUT and POST answered with it
+        self.refused = 0  # writes refused so far
         self.injected = 0
         self._mu = threading.Lock()
         proxy = self
@@ -63,6 +72,9 @@ class FaultProxy:
         with self._mu:
             if self.down:
                 return "down"
+            if self.refuse_writes and method in ("PUT", "POST"):
+                self.refused += 1
+                return "refuse"
             if self.throttle > 0:
                 self.throttle -= 1
                 self.injected += 1
@@ -80,13 +92,17 @@ class FaultProxy:
                 for key, value in json.loads(body or b"{}").items():
                     setattr(self, key, value)
                 state = {"down": self.down, "throttle": self.throttle, "injected": self.injected,
-                         "commit_faults": self.commit_faults}
+                         "commit_faults": self.commit_faults, "refuse_writes": self.refuse_writes,
+                         "refused": self.refused}
             self._reply(handler, 200, {"Content-Type": "application/json"}, json.dumps(state).encode())
             return
         fault = self._fault_for(handler.command, handler.path)
         if fault == "down":
             handler.close_connection = True
             handler.connection.close()
+            return
+        if fault == "refuse":
+            self._reply(handler, self.refuse_writes, {"Content-Type": "application/xml"}, REFUSALS[self.refuse_writes])
             return
         if fault in ("throttle", "before"):
             self._reply(handler, 503, {"Content-Type": "application/xml"}, SLOW_DOWN)

@@ -10,7 +10,7 @@ from collections import namedtuple
 import pytest
 
 from tidelake.lake import store_room
-from tidelake.lake.store_room import FLUSH_OVERHEAD_BYTES, NoRoomError, check_room, local_root, refusal
+from tidelake.lake.store_room import FLUSH_OVERHEAD_BYTES, NoRoomError, check_room, local_root, probe_room, refusal
 
 FULL = "the lake's filesystem is full"
 
@@ -32,6 +32,23 @@ FULL = "the lake's filesystem is full"
 ])
 def test_refusals_are_read_from_the_engines_errors(error, cause):
     assert refusal(error) == cause
+
+
+class _ClientError(Exception):
+    """What botocore's ClientError carries: the HTTP answer, its text naming only the error code."""
+
+    def __init__(self, status: int, code: str) -> None:
+        super().__init__(f"An error occurred ({code}) when calling the PutObject operation: ...")
+        self.response = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+
+
+@pytest.mark.parametrize("status, code, cause", [
+    (507, "XMinioStorageFull", "the object store has no room (HTTP 507 Insufficient Storage)"),
+    (503, "ServiceUnavailable", "the object store refuses writes for now (HTTP 503)"),
+    (412, "PreconditionFailed", None),
+])
+def test_an_s3_clients_refusal_is_read_from_its_http_status(status, code, cause):
+    assert refusal(_ClientError(status, code)) == cause
 
 
 def test_a_refusal_is_found_behind_the_error_raised_from_it():
@@ -62,3 +79,10 @@ def test_a_flush_needs_its_rows_and_the_commit_overhead_free(tmp_path, monkeypat
     with pytest.raises(NoRoomError, match=r"filesystem is full: 2\.0 MiB free under .*, a flush of 1\.0 MiB needs up to 2\.0 MiB"):
         check_room(root, 1 << 20)
     check_room("s3://bucket/lake", 1 << 40)  # object stores answer the write instead
+
+
+def test_a_local_probe_is_the_free_space_check(tmp_path, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(store_room.shutil, "disk_usage", lambda path: usage(1 << 40, 0, FLUSH_OVERHEAD_BYTES - 1))
+    with pytest.raises(NoRoomError, match="a flush of 0.0 MiB needs up to 1.0 MiB"):
+        probe_room(str(tmp_path), None)

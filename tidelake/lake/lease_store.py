@@ -138,17 +138,7 @@ class S3LeaseStore:
     def __init__(self, root: str, storage_options: dict[str, str] | None) -> None:
         url = urlparse(root)
         self.bucket, self.prefix = url.netloc, url.path.strip("/")
-        options = storage_options or {}
-        self.client = boto3.client(
-            "s3", endpoint_url=setting_of(options, "endpoint"), region_name=setting_of(options, "region"),
-            aws_access_key_id=setting_of(options, "access_key_id"),
-            aws_secret_access_key=setting_of(options, "secret_access_key"),
-            aws_session_token=setting_of(options, "session_token"),
-            # The addressing delta-rs uses (object_store: path style unless virtual_hosted_style_request).
-            config=Config(connect_timeout=10, read_timeout=20, retries={"mode": "standard", "max_attempts": 3},
-                          s3={"addressing_style": "virtual" if (setting_of(options, "virtual_hosted_style_request")
-                                                                or "").lower() == "true" else "path"}),
-        )
+        self.client = s3_client(storage_options)
 
     def _key(self, lease: str, token: int | None = None) -> str:
         folder = f"{self.prefix}/{lease}/" if self.prefix else f"{lease}/"
@@ -192,6 +182,22 @@ class S3LeaseStore:
 
     def delete(self, lease: str, token: int) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(lease, token))
+
+
+def s3_client(storage_options: dict[str, str] | None):
+    """A boto3 S3 client for the bucket delta-rs reaches with `storage_options` (same endpoint,
+    credentials and addressing), for the small conditional writes delta-rs does not offer."""
+    options = storage_options or {}
+    return boto3.client(
+        "s3", endpoint_url=setting_of(options, "endpoint"), region_name=setting_of(options, "region"),
+        aws_access_key_id=setting_of(options, "access_key_id"),
+        aws_secret_access_key=setting_of(options, "secret_access_key"),
+        aws_session_token=setting_of(options, "session_token"),
+        # The addressing delta-rs uses (object_store: path style unless virtual_hosted_style_request).
+        config=Config(connect_timeout=10, read_timeout=20, retries={"mode": "standard", "max_attempts": 3},
+                      s3={"addressing_style": "virtual" if (setting_of(options, "virtual_hosted_style_request")
+                                                            or "").lower() == "true" else "path"}),
+    )
 
 
 def _code(exc: ClientError) -> str:

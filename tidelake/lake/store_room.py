@@ -13,24 +13,30 @@ from __future__ import annotations
 import errno
 import re
 import shutil
+import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
 from tidelake.errors import TidelakeError
+from tidelake.lake.lease_store import s3_client
+from tidelake.lake.object_store import is_s3
 
 # Room a flush needs besides its rows: its Delta commit files, and a checkpoint now and then.
 FLUSH_OVERHEAD_BYTES = 1 << 20
 
+_STORE_FULL = "the object store has no room (HTTP 507 Insufficient Storage)"
+_STORE_BUSY = "the object store refuses writes for now (HTTP 503)"
 # How the engines word a refusal (delta-rs/object_store, pyarrow, Python), most specific first.
 _REFUSALS = (
     (re.compile(r"No space left on device|os error 28\b|\bENOSPC\b", re.I), "the lake's filesystem is full"),
     (re.compile(r"Disk quota exceeded|os error 122\b|\bEDQUOT\b", re.I), "the lake's disk quota is used up"),
-    (re.compile(r"\b507\b[^\n]{0,40}Insufficient Storage|Insufficient ?Storage", re.I),
-     "the object store has no room (HTTP 507 Insufficient Storage)"),
-    (re.compile(r"\b503\b[^\n]{0,40}(Slow ?Down|Service Unavailable)|\bSlowDown\b", re.I),
-     "the object store refuses writes for now (HTTP 503)"),
+    (re.compile(r"\b507\b[^\n]{0,40}Insufficient Storage|Insufficient ?Storage", re.I), _STORE_FULL),
+    (re.compile(r"\b503\b[^\n]{0,40}(Slow ?Down|Service Unavailable)|\bSlowDown\b", re.I), _STORE_BUSY),
 )
 _ERRNOS = {errno.ENOSPC: "the lake's filesystem is full", errno.EDQUOT: "the lake's disk quota is used up"}
+# An S3 client's error that carries the HTTP answer (botocore ClientError.response) is judged by its
+# status: its text names only the store's error code (MinIO's XMinioStorageFull for 507).
+_STATUSES = {507: _STORE_FULL, 503: _STORE_BUSY}
 
 
 class NoRoomError(TidelakeError):
@@ -48,6 +54,10 @@ def refusal(exc: BaseException) -> str | None:
             return _ERRNOS[errno.ENOSPC]
         if isinstance(current, OSError) and current.errno in _ERRNOS:
             return _ERRNOS[current.errno]
+        response = getattr(current, "response", None)
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+        if status in _STATUSES:
+            return _STATUSES[status]
         text = str(current)
         for pattern, cause in _REFUSALS:
             if pattern.search(text):
@@ -78,3 +88,19 @@ def check_room(root: str, nbytes: int, what: str = "a flush") -> None:
     if free < need:
         raise NoRoomError(f"the lake's filesystem is full: {free / 2**20:.1f} MiB free under {root}, "
                           f"{what} of {nbytes / 2**20:.1f} MiB needs up to {need / 2**20:.1f} MiB")
+
+
+def probe_room(root: str, storage_options: dict[str, str] | None) -> None:
+    """Raise the store's refusal if it takes no write now, at the cost of one small object: a local
+    folder by its free space (check_room of nothing), an S3 bucket by a PUT and DELETE of
+    `<root>/_tidelake/room-probe/<random>`; other object stores are not asked. The lander retries a
+    paused flush only after this passes: a delta-rs write the store refuses makes object_store's
+    BufWriter print a Rust panic (apache/arrow-rs-object-store issue 810), one per try otherwise."""
+    if not is_s3(root):
+        check_room(root, 0)
+        return
+    url = urlparse(root)
+    key = "/".join(p for p in (url.path.strip("/"), "_tidelake/room-probe", uuid.uuid4().hex) if p)
+    client = s3_client(storage_options)
+    client.put_object(Bucket=url.netloc, Key=key, Body=b"room?")
+    client.delete_object(Bucket=url.netloc, Key=key)

@@ -30,7 +30,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import Leases, hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
-from tidelake.lake.store_room import refusal
+from tidelake.lake.store_room import probe_room, refusal
 from tidelake.lake.watermarks import Watermarks
 from tidelake.merge import table_merge
 from tidelake.merge.changelog_reader import Window
@@ -126,6 +126,8 @@ def run_merge(
     if write_log:
         failpoint("merge.before_log", report.run_id)
         try:
+            if any(r.no_room for r, _ in outcomes):  # ask first: a refused delta-rs write prints a Rust panic
+                probe_room(layout.root, layout.storage_options)
             append_entries(layout, [_log_entry(report.run_id, r, report.started_at) for r in blocked]
                            + [entry for _, entry in outcomes])
             write_merge_metrics(layout)  # docs/operations.md#metrics

@@ -32,7 +32,7 @@ from tidelake.lake.damage import first_line
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
 from tidelake.lake.row_change import ROW_OVERHEAD_BYTES, RowChange, check_ops, memory_bytes
-from tidelake.lake.store_room import check_room, refusal
+from tidelake.lake.store_room import check_room, probe_room, refusal
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +289,8 @@ class Lander:
     def _land(self, batch: _Batch) -> None:
         started = time.monotonic()
         try:
+            if self.paused() is not None:  # the store refused: ask it cheaply before the flush's own writes
+                probe_room(self._layout.root, self._layout.storage_options)
             check_room(self._layout.root, batch.memory)
             self._commit(batch)
         except LakeConflictError as exc:
