@@ -4,7 +4,7 @@ Owner: the puller.
 
 from __future__ import annotations
 
-from tidelake.errors import TidelakeError
+from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 
 
 class PullerError(TidelakeError):
@@ -21,3 +21,10 @@ class PrewriteNotMatchError(PullerError):
 
 class IncompatibleClusterError(PullerError):
     """Store version, cluster id or protocol compatibility rejected by us or by TiKV (docs/wire.md#region-error-handling, docs/wire.md#version-checks)."""
+
+
+class SpillFullError(PullerError):
+    """The prewrite spill's folder has no room: the prewrites waiting for their commit cannot be kept,
+    so the feed stops before anything past them lands; the next run pulls them again."""
+
+    exit_code = EXIT_TRY_LATER

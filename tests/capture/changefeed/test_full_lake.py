@@ -19,6 +19,7 @@ from tests.capture.changefeed.test_puller_runner import REPO, shop
 from tests.capture.pull_harness import changelog, config_doc, ddl_rows, oracle, sim, watermarks  # noqa: F401 (sim is a fixture)
 from tests.lake.tiny_fs import fill, grow, tiny_tmpfs
 from tidelake.config_writer import write_config
+from tidelake.errors import EXIT_TRY_LATER
 from tidelake.lake.layout import DdlSource
 from tidelake.wait import wait_until
 
@@ -132,3 +133,46 @@ def test_pull_on_a_filesystem_that_fills_up_pauses_in_one_line_and_loses_nothing
             again.kill()
         rows = [r for r in changelog(lake) if r[0] == 110]
         assert Counter(rows) == Counter(oracle(sim, 110, start))  # each committed change once, none lost
+
+
+def test_a_spill_folder_that_fills_up_stops_the_puller_in_one_line_and_the_next_run_loses_nothing(sim, tmp_path):
+    """A transaction bigger than the spill folder (a 1 MiB tmpfs) while every prewrite spills: the
+    puller stops with one line, exit 75, nothing landed past the transaction; grown, the next run
+    lands every row."""
+    tidb = shop(sim, 110)
+    rng = random.Random(4)
+    with tiny_tmpfs(tmp_path / "spill", "1m") as spill:
+        lake = tmp_path / "lake"
+        doc = config_doc(sim, lake)
+        doc["puller"].update(memory_quota=f"{QUOTA_BYTES}B", spill_dir=str(spill))  # a prewrite budget of 1 KiB
+        config = write_config(tmp_path / "cf.toml", doc)
+        pull = Pull(config, tmp_path / "pull-1.log")
+        try:
+            wait_until(lambda: watermarks(lake).ddl_resolved, 30, "the start snapshot landed", check=pull.check)
+            start = next(r["commit_ts"] for r in ddl_rows(lake) if r["source"] == DdlSource.SNAPSHOT)
+            landed = _big_rows(tidb, rng, 2)
+            wait_until(lambda: watermarks(lake).table_resolved.get(110, 0) >= landed, 30, "the first rows landed",
+                       check=pull.check)
+            big = tidb.rows(110, {h: rng.randbytes(32 << 10) for h in range(100, 164)})  # 2 MiB of prewrites
+            assert pull.proc.wait(30) == EXIT_TRY_LATER
+        finally:
+            pull.kill()
+        lines = pull.lines()
+        _no_trace(lines)
+        assert lines[-1].startswith(f"tidelake: error: the prewrite spill folder {spill} is full (database or disk "
+                                    "is full): the puller stops before landing past the transactions waiting for "
+                                    "their commit; its next run pulls them again"), lines[-3:]
+        assert watermarks(lake).table_resolved[110] < big
+
+        grow(spill, "16m")
+        again = Pull(config, tmp_path / "pull-2.log")
+        try:
+            wait_until(lambda: watermarks(lake).table_resolved.get(110, 0) >= big, 30, "the next run landed",
+                       check=again.check)
+            assert again.stop() < STOP_WITHIN_S
+            _no_trace(again.lines())
+        finally:
+            again.kill()
+        assert list(spill.iterdir()) == []  # the spill file is unlinked once open
+    rows = [r for r in changelog(lake) if r[0] == 110]
+    assert Counter(rows) == Counter(oracle(sim, 110, start))

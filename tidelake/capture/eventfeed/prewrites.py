@@ -9,15 +9,17 @@ More: docs/internals.md#prewrites.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import os
 import sqlite3
+import sys
 import tempfile
 import threading
 import weakref
 
-from tidelake.capture.puller_errors import PullerError
+from tidelake.capture.puller_errors import PullerError, SpillFullError
 
 # What one in-memory entry costs beyond its key, value and old value: the (start_ts, key) tuple,
 # the (value, old value, generation) tuple, two ints, three bytes headers and the dict slot.
@@ -100,7 +102,10 @@ class PrewriteBudget:
         with self._lock:
             self._check_open()
             self._reap()
-            db = self._open()
+            try:
+                db = self._open()
+            except (OSError, sqlite3.Error) as exc:
+                raise self._full(exc) or exc
             db.execute("BEGIN")
             try:
                 # Each new (start_ts, key) as its first entry, then every entry in order replaces
@@ -119,6 +124,9 @@ class PrewriteBudget:
                 if db.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         db.execute("ROLLBACK")
+                full = self._full(sys.exc_info()[1])
+                if full is not None:
+                    raise full from None
                 raise
             self._spilled += new
             self._spills += new
@@ -185,6 +193,18 @@ class PrewriteBudget:
                 self._db.close()
                 self._db = None
             self._spilled = 0
+
+    def _full(self, exc: BaseException | None) -> SpillFullError | None:
+        """The one-line error for a spill write its filesystem had no room for; None for another failure."""
+        full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+            isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+                                                or "database or disk is full" in str(exc)))
+        if not full:
+            return None
+        folder = self.spill_dir or tempfile.gettempdir()
+        return SpillFullError(f"the prewrite spill folder {folder} is full ({exc}): the puller stops before "
+                              "landing past the transactions waiting for their commit; its next run pulls them "
+                              "again from the durable watermarks once the folder has room ([puller].spill_dir)")
 
     def _check_open(self) -> None:
         if self._closed:
