@@ -12,12 +12,14 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from lake.ddl_jobs import DdlFeed, Upstream
 
+from tests.lake.tiny_fs import fill, grow, tiny_tmpfs
 from tidelake import tso
 from tidelake.capture.landing.app_txn import commit_properties
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.cli import main
 from tidelake.errors import EXIT_TRY_LATER, InputError
+from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import (
     MERGE_APP_ID,
     checkpoint_at_version,
@@ -59,6 +61,7 @@ class Lake:
         self.seq = 0
         self.merges: list[tuple[list[str], int]] = []
         self.held: dict[str, str] = {}
+        self.no_room: dict[str, str] = {}
         self.flush_ddl()
         for key in SchemaHistory(self.feed.rows).tables():
             event = SchemaHistory(self.feed.rows).ddl_events(key)[0]
@@ -84,6 +87,9 @@ class Lake:
             key = history.find(*name.split("."))
             if name in self.held:
                 report.tables.append(TableResult(key, name, MergeStatus.BLOCKED, reason=self.held[name], held=True))
+                continue
+            if name in self.no_room:
+                report.tables.append(TableResult(key, name, MergeStatus.ERROR, reason=self.no_room[name], no_room=True))
                 continue
             _commit(self.catalog.get(key).path, until_ts)
             report.tables.append(TableResult(key, name, MergeStatus.MERGED, checkpoint_after=until_ts))
@@ -203,3 +209,44 @@ def test_a_replica_another_writer_holds_puts_the_cut_off_with_its_line(tmp_path,
     taken = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
     assert taken.recorded and taken.ts == held.ts
     assert read_checkpoint(lake.path("b")) == held.ts
+
+
+def test_a_replica_the_store_had_no_room_for_puts_the_cut_off_with_its_line_and_exit_75(tmp_path, monkeypatch, capsys):
+    lake = Lake(tmp_path)
+    now = lake.up.ts
+    lake.resolve({"a": now + (25_000 << 18), "b": now + (25_000 << 18)}, ddl_resolved=now + (25_000 << 18))
+    line = "the lake's filesystem is full: OSError: [Errno 28] No space left on device"
+    lake.no_room = {"shop.b": line}
+    monkeypatch.setattr("tidelake.cli.syncpoint_command.get_session", lambda *a, **k: None)
+    monkeypatch.setattr("tidelake.cli.syncpoint_command.release_session", lambda spark: None)
+    monkeypatch.setattr("tidelake.cli.syncpoint_command.run_syncpoint",
+                        lambda spark, layout, interval: run_syncpoint(spark, layout, interval, merge=lake.merge))
+    assert main(["syncpoint", "--lake", lake.layout.root, "--interval", str(INTERVAL_S)]) == EXIT_TRY_LATER
+    s = boundary_at_or_below(now + (25_000 << 18), INTERVAL_S)
+    assert capsys.readouterr().err == f"tidelake syncpoint: cut {s} not taken: shop.b: {line}\n"
+    assert read_syncpoints(lake.layout) == []
+
+    lake.no_room = {}  # room again: the next attempt takes the same cut
+    taken = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
+    assert taken.recorded and taken.ts == s
+
+
+def test_a_cut_whose_record_finds_the_filesystem_full_is_one_line_and_taken_once_grown(tmp_path, monkeypatch, capsys):
+    """The record of the cut on a real full filesystem (a tmpfs, tests/lake/tiny_fs.py): one line,
+    exit 75, nothing recorded; grown, the next attempt records the same cut."""
+    with tiny_tmpfs(tmp_path / "mnt", "4m") as mnt:
+        lake = Lake(mnt / "lake")
+        now = lake.up.ts
+        lake.resolve({"a": now + (25_000 << 18), "b": now + (25_000 << 18)}, ddl_resolved=now + (25_000 << 18))
+        monkeypatch.setattr("tidelake.cli.syncpoint_command.get_session", lambda *a, **k: None)
+        monkeypatch.setattr("tidelake.cli.syncpoint_command.release_session", lambda spark: None)
+        monkeypatch.setattr("tidelake.cli.syncpoint_command.run_syncpoint",
+                            lambda spark, layout, interval: run_syncpoint(spark, layout, interval, merge=lake.merge))
+        with armed(["syncpoint.before_record"], lambda name, ts: fill(mnt)):
+            assert main(["syncpoint", "--lake", lake.layout.root, "--interval", str(INTERVAL_S)]) == EXIT_TRY_LATER
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("tidelake: error: the lake's filesystem is full: "), line
+        assert read_syncpoints(lake.layout) == []
+        grow(mnt, "64m")
+        taken = run_syncpoint(None, lake.layout, INTERVAL_S, merge=lake.merge)
+        assert taken.recorded and taken.ts == boundary_at_or_below(now + (25_000 << 18), INTERVAL_S)

@@ -1,9 +1,9 @@
 """`tidelake syncpoint (--config FILE | --lake PATH) [--interval S]`: one cross-table cut.
 
 Merges every replica to the next reachable aligned TSO S and records the cut there
-(tidelake.syncpoint.cut.run_syncpoint); the interval comes from the changefeed's
-[merge].syncpoint_interval unless --interval is given. Exit 0 when a syncpoint was recorded or
-none is due yet (the reason is printed), 75 when another writer held a replica of the cut (one
+(tidelake.syncpoint.cut.run_syncpoint); the interval comes from [merge].syncpoint_interval
+unless --interval is given. Exit 0 when a syncpoint was recorded or none is due yet (the reason
+is printed), 75 when another writer held a replica of the cut or the store had no room (one
 line names it; the next interval takes the cut), 1 when the cut could not be taken. With
 [iceberg].enabled it then publishes the syncpoints not yet published to the Iceberg catalog
 (`tidelake iceberg sync`; a refused replica is a line on stderr, an unreachable catalog exit 75).
@@ -49,7 +49,7 @@ def _syncpoint(args: argparse.Namespace) -> int:
         cut = result.syncpoint
         print(f"syncpoint {result.ts}: {len(cut.replicas)} replicas"
               + (f", left out: {cut.excluded}" if cut.excluded else ""))
-    elif result.outcome is SyncpointOutcome.INCOMPLETE:
+    elif result.outcome in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.NO_ROOM):
         print(f"tidelake syncpoint: cut {result.ts} not taken: {result.reason}", file=sys.stderr)
     elif result.outcome is SyncpointOutcome.HELD:
         print(f"tidelake syncpoint: cut {result.ts} not taken now: {result.reason}", file=sys.stderr)
@@ -60,5 +60,6 @@ def _syncpoint(args: argparse.Namespace) -> int:
                                on_publish=lambda p: print(p.line(), flush=True))
         for line in iceberg.refused.values():
             print(f"tidelake syncpoint: {line}", file=sys.stderr)
-    exits = {SyncpointOutcome.INCOMPLETE: 1, SyncpointOutcome.HELD: EXIT_TRY_LATER}
+    exits = {SyncpointOutcome.INCOMPLETE: 1, SyncpointOutcome.HELD: EXIT_TRY_LATER,
+             SyncpointOutcome.NO_ROOM: EXIT_TRY_LATER}
     return exits.get(result.outcome, 0)

@@ -48,7 +48,8 @@ def merge_cycles(spark: Any, root: str, mid_ts: int, final_ts: int, faults: Sequ
 
     def syncpoint() -> None:
         result = run_syncpoint(spark, layout, SYNCPOINT_INTERVAL_S, merge=lambda _s, _l, **kw: merge(**kw))
-        if result.outcome in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD):  # nobody else writes here
+        failed = (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD, SyncpointOutcome.NO_ROOM)
+        if result.outcome in failed:  # nobody else writes here, and the lake has room
             out.failures.append(Anomaly("merge_failed", 0, result.ts or 0, f"syncpoint: {result.reason}"))
 
     steps: dict[str, Callable[[], None]] = {"merge_mid": lambda: merge(mid_ts), "syncpoint": syncpoint,

@@ -83,7 +83,7 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         result = run_syncpoint(spark, layout, interval)
         if result.outcome is SyncpointOutcome.HELD:  # another writer's run: the next interval takes the cut
             log.warning("syncpoint %s not taken now: %s", result.ts, result.reason)
-        elif result.outcome is not SyncpointOutcome.INCOMPLETE:
+        elif result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.NO_ROOM):
             log.info("syncpoint %s: %s%s", result.ts, result.outcome, f" ({result.reason})" if result.reason else "")
         # After the Delta cut, whatever this attempt made of it: the cuts recorded before still publish
         # (as `tidelake syncpoint` does); a catalog that fails leaves the cut as it is.
@@ -91,7 +91,7 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
             iceberg = sync_iceberg(open_catalog(layout, config.iceberg), layout, on_publish=lambda p: log.info(p.line()))
             for line in iceberg.refused.values():
                 log.warning("%s", line)
-        if result.outcome is SyncpointOutcome.INCOMPLETE:
+        if result.outcome in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.NO_ROOM):  # a full store fails the task
             raise JobFailed(f"syncpoint {result.ts} not taken: {result.reason}")
     elif isinstance(spec, MaintenanceJob):
         kept = lake_retention(layout, config.iceberg)

@@ -41,7 +41,7 @@ _NO_LIMIT = 1 << 63
 
 
 class SyncpointOutcome(StrEnum):
-    """How one attempt ended; only INCOMPLETE is a failure (the merge to S did not land)."""
+    """How one attempt ended; INCOMPLETE and NO_ROOM are failures (the merge to S did not land)."""
 
     RECORDED = "recorded"
     ALREADY_RECORDED = "already recorded"  # another run recorded the same S first
@@ -49,6 +49,7 @@ class SyncpointOutcome(StrEnum):
     WAITING = "waiting"  # replicas are past the last boundary; every table must reach the next
     HELD = "held"  # another writer held a replica the cut needed: the next attempt takes it
     INCOMPLETE = "incomplete"  # a replica has no Delta version at S
+    NO_ROOM = "no room"  # the store refused a replica's write for lack of room: taken once it has room
 
 
 @dataclass(frozen=True)
@@ -113,9 +114,11 @@ def run_syncpoint(
     included = [t for t in tables if _alive_at(history, t, ts)]
     behind = [t for t in included if checkpoints[t] is None or checkpoints[t] < ts]
     held: dict[int, str] = {}  # table key -> the line naming the writer that held its replica
+    no_room: dict[int, str] = {}  # table key -> its line when the store refused its write for lack of room
     if behind:
         report = merge(spark, layout, tables=[".".join(history.current_name(t)) for t in behind], until_ts=ts)
         held = {r.table_key: r.reason for r in report.tables if r.held}
+        no_room = {r.table_key: f"{r.table}: {r.reason}" for r in report.tables if r.no_room}
 
     entries = catalog.entries()
     replicas, excluded, problems = [], {}, []
@@ -127,14 +130,17 @@ def run_syncpoint(
         db, name = history.name_at(t, ts)
         version = version_at_checkpoint(entry.path, ts, layout.storage_options) if entry is not None else None
         if version is None or checkpoint_at_version(entry.path, version, layout.storage_options) != ts:
-            if int(t) not in held:
+            if int(t) not in held and int(t) not in no_room:
                 problems.append(f"{db}.{name} has no Delta version at checkpoint {ts}")
             continue
         replicas.append(ReplicaAt(int(t), db, name, entry.path, version))
     excluded.update({f"{e.db}.{e.name}": e.reason or "stopped" for e in stopped.values()
                      if _alive_at(history, e.table_key, ts)})
     if problems:
-        return SyncpointResult(ts, SyncpointOutcome.INCOMPLETE, "; ".join(problems + list(held.values())))
+        return SyncpointResult(ts, SyncpointOutcome.INCOMPLETE,
+                               "; ".join(problems + list(no_room.values()) + list(held.values())))
+    if no_room:
+        return SyncpointResult(ts, SyncpointOutcome.NO_ROOM, "; ".join(list(no_room.values()) + list(held.values())))
     if held:
         more = f" (and {len(held) - 1} more replicas held)" if len(held) > 1 else ""
         return SyncpointResult(ts, SyncpointOutcome.HELD, next(iter(held.values())) + more)
