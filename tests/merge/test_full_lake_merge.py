@@ -4,24 +4,32 @@ right before the replica's commit: one line naming the cause, no trace, exit 75 
 the same command later succeeds), the replica and its checkpoint unchanged; once the volume is
 grown, the next run merges and the replica equals the upstream (docs/operations.md#when-the-lake-has-no-room).
 
-Small windows are written on the driver with delta-rs, so no Spark session is started: the
-command's session is stubbed out, and anything that used it would fail the run."""
+Small windows are written on the driver with delta-rs, so the first test starts no Spark session:
+the command's session is stubbed out, and anything that used it would fail the run. The second
+sends every window through Spark (marked spark)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
+
+import pytest
 
 from merge.lake_fixtures import FedLake, sorted_rows
 from deltalake import DeltaTable
 
 from tests.lake.tiny_fs import fill, grow, tiny_tmpfs
 from tidelake.cli import main, merge_command
+from tidelake.config import LeaseSettings
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import EXIT_TRY_LATER
 from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.merge import table_merge
+from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import run_merge
 
 LEASE_TTL_S = 2
 FULL = "the lake's filesystem is full: OSError: [Errno 28] No space left on device"
@@ -100,6 +108,49 @@ def test_merge_on_a_full_filesystem_says_so_in_one_line_changes_nothing_and_merg
             grow(mnt, "64m")
             time.sleep(LEASE_TTL_S)
             assert main(merge) == 0
+            assert _replica(lake)[1] == upper
+            assert _rows(lake) == lake.expected_rows("shop", "orders", upper)
+        finally:
+            lake.close()
+
+
+@pytest.mark.spark
+def test_the_spark_writer_on_a_filesystem_filling_up_at_the_commit_fails_the_table_in_one_line(
+        spark, tmp_path, monkeypatch, caplog):
+    """The same with every window through Spark: the MERGE's files meet a full disk; the table's
+    reason names the cause (Java's own message, not the py4j call), no_room is set (exit 75), the
+    replica and its checkpoint are unchanged, and the run once grown merges to the upstream."""
+    monkeypatch.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
+    caplog.set_level(logging.WARNING)
+    with tiny_tmpfs(tmp_path / "mnt", "16m") as mnt:
+        lake = FedLake(str(mnt / "lake"))
+        try:
+            lake.ddl(lake.up.create_schema("shop"))
+            lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
+            with lake.txn() as t:
+                for i in range(1, 20):
+                    t.put("shop", "orders", {"id": i, "note": f"n{i}"})
+            lake.resolve()
+            assert run_merge(spark, lake.layout).tables[0].status == MergeStatus.MERGED
+            with lake.txn() as t:
+                for i in range(10, 40):
+                    t.put("shop", "orders", {"id": i, "note": f"m{i}"})
+            upper = lake.resolve()
+            before = _replica(lake)
+            # a short lease: the failed run cannot mark it released (see the test above)
+            layout = replace(lake.layout, leases=LeaseSettings(ttl_s=LEASE_TTL_S, renew_s=LEASE_TTL_S / 4))
+            with armed(["merge.before_commit"], lambda name, path: fill(mnt)):
+                report = run_merge(spark, layout)
+            (result,) = report.tables
+            assert result.status == MergeStatus.ERROR and result.no_room, result
+            assert result.reason.startswith("the lake's filesystem is full: ") and "\n" not in result.reason, result
+            assert _replica(lake) == before
+            assert report.log_refused is not None and report.log_refused.startswith("the lake's filesystem is full")
+            assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
+
+            grow(mnt, "64m")
+            time.sleep(LEASE_TTL_S)
+            assert run_merge(spark, layout).tables[0].status == MergeStatus.MERGED
             assert _replica(lake)[1] == upper
             assert _rows(lake) == lake.expected_rows("shop", "orders", upper)
         finally:
