@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tidelake.errors import TidelakeError
+from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.lease_store import s3_client
 from tidelake.lake.object_store import is_s3
 
@@ -41,6 +41,8 @@ _STATUSES = {507: _STORE_FULL, 503: _STORE_BUSY}
 
 class NoRoomError(TidelakeError):
     """The store cannot take the flush now; the same flush lands once it can."""
+
+    exit_code = EXIT_TRY_LATER
 
 
 def refusal(exc: BaseException) -> str | None:

@@ -176,3 +176,18 @@ def test_a_spill_folder_that_fills_up_stops_the_puller_in_one_line_and_the_next_
         assert list(spill.iterdir()) == []  # the spill file is unlinked once open
     rows = [r for r in changelog(lake) if r[0] == 110]
     assert Counter(rows) == Counter(oracle(sim, 110, start))
+
+
+def test_a_puller_started_on_a_full_filesystem_exits_in_one_line(sim, tmp_path):
+    shop(sim, 110)
+    with tiny_tmpfs(tmp_path / "mnt", "4m") as mnt:
+        config = write_config(tmp_path / "cf.toml", config_doc(sim, mnt / "lake"))
+        fill(mnt)
+        pull = Pull(config, tmp_path / "pull.log")
+        try:
+            assert pull.proc.wait(60) == EXIT_TRY_LATER
+        finally:
+            pull.kill()
+        lines = pull.lines()
+        _no_trace(lines)
+        assert len(lines) == 1 and lines[0].startswith("tidelake: error: the lake's filesystem is full: "), lines
