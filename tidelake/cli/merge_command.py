@@ -4,7 +4,8 @@ Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, 
 --until-ts), applying DDLs at barriers.
 Exit code 0 when tables merged or had nothing to do; 1 when a table failed or was stopped by an
 unsupported DDL; 75 (EX_TEMPFAIL) when no table advanced because the ones with work were blocked,
-or when the store had no room (docs/operations.md#merge-exit-codes). Owner: `tidelake merge` (the work: tidelake.merge.merge_run).
+or when the store had no room (docs/operations.md#merge-exit-codes).
+Owner: `tidelake merge` (the work: tidelake.merge.merge_run).
 """
 
 from __future__ import annotations

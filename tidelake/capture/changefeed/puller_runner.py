@@ -274,7 +274,8 @@ class PullerRunner:
         # Region workers may fail because the wind-down ended their wait (the lander refusing rows, or
         # on a stop PD retries): what they held is above the durable watermarks, re-pulled next run.
         error = feed.error if feed else None
-        stop_casualty = isinstance(error, LanderClosedError) or (self._stop.is_set() and isinstance(error, StopRequested))
+        stop_casualty = isinstance(error, LanderClosedError) or (
+            self._stop.is_set() and isinstance(error, StopRequested))
         if feed is not None and feed.error is not None and not stop_casualty:
             raise feed.error
         tables, ddl = lander.durable_watermarks()
