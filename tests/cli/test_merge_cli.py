@@ -71,3 +71,31 @@ def test_a_lake_without_room_is_one_line_not_a_trace(tmp_path, capsys, monkeypat
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("tidelake: error: the lake's filesystem is full: Exception: Failed to parse parquet: ")
     assert "(full trace: " in line
+
+
+@pytest.mark.parametrize("no_room, code", [
+    ((True, True), EXIT_TRY_LATER),  # every failure was the store's lack of room: the same run later succeeds
+    ((True, False), 1),  # another failure beside it is a failure
+])
+def test_a_run_whose_failures_are_all_the_stores_lack_of_room_exits_75_naming_it(no_room, code):
+    full = "the lake's filesystem is full: OSError: [Errno 28] No space left on device"
+    tables = [TableResult(0, "app.ok", status="merged")] + [
+        TableResult(i + 1, f"app.t{i + 1}", status="error", reason=full if room else "boom", no_room=room)
+        for i, room in enumerate(no_room)]
+    console = Console(record=True, width=300)
+    assert exit_code(MergeReport("r", datetime.now(timezone.utc), Watermarks({}, 0, 0), tables), console) == code
+    said = console.export_text().strip()
+    if code == EXIT_TRY_LATER:
+        assert said == (f"stopped for lack of room: 2 of 3 tables not merged (app.t1: {full}); run again once "
+                        "the store has room")
+    else:
+        assert said == ""
+
+
+def test_a_merge_log_the_store_refused_exits_75_saying_so():
+    report = MergeReport("r", datetime.now(timezone.utc), Watermarks({}, 0, 0),
+                         [TableResult(0, "app.ok", status="merged")], log_refused="the lake's filesystem is full: x")
+    console = Console(record=True, width=300)
+    assert exit_code(report, console) == EXIT_TRY_LATER
+    assert console.export_text().strip() == ("merge log not written: the lake's filesystem is full: x; status shows "
+                                             "the previous run until the next one")
