@@ -113,6 +113,7 @@ def _replica(lake: FedLake) -> tuple[int, int | None]:
     return DeltaTable(path, storage_options=options).version(), read_checkpoint(path, options)
 
 
+@pytest.mark.slow  # about 10 s, most of it feeding and merging the S3 lake first; the 507 reading is test_store_room's
 def test_merge_while_the_store_refuses_writes_is_one_line_before_anything_is_written(
         s3_server, proxy, tmp_path, monkeypatch, capfd):
     """The run's lease cannot be recorded: refused before any replica is touched."""
