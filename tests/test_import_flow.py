@@ -206,7 +206,7 @@ def test_frameworks_stay_in_their_stages(package):
     assert not outside, f"{package} imported outside {CONFINED[package]}: {outside}"
 
 
-@pytest.mark.parametrize("folder", ["dags", "plugins", "spark_jobs"])
+@pytest.mark.parametrize("folder", ["dags", "plugins", "tidelake/orchestration/spark_jobs"])
 def test_entry_points_do_not_reach_into_the_cli(folder):
     """A Spark job runs its job spec (tidelake.orchestration.job_entry); no entry point goes
     through the command line."""

@@ -48,7 +48,7 @@ def test_merge_plans_then_maps_spark_jobs_then_publishes_assets(bag):
     plan, merge, publish = (dag.get_task(t) for t in ("plan", "merge", "publish"))
     assert merge.upstream_task_ids == {"plan"}
     assert publish.upstream_task_ids == {"merge"}
-    assert merge.partial_kwargs["application"].endswith("spark_jobs/merge.py")
+    assert merge.partial_kwargs["application"].endswith("spark_jobs/merge_job.py")
     assert merge.partial_kwargs["conn_id"] == "spark_default"
     assert [o.name for o in publish.outlets] == ["tidelake-merge-main"]
     assert set(dag.params) == {"tables", "until_ts", "until_time", "rebuild", "dry_run", "groups"}
@@ -93,7 +93,7 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
     assert due.upstream_task_ids == {"merge"}
     assert syncpoint.upstream_task_ids == {"syncpoint_due"}
     assert publish.upstream_task_ids == {"merge", "syncpoint"}
-    assert syncpoint.application.endswith("spark_jobs/syncpoint.py")
+    assert syncpoint.application.endswith("spark_jobs/syncpoint_job.py")
     assert syncpoint.application_args == [to_json(SyncpointJob(str(config)))]
     assert dag.params["groups"] == 1
     assert syncpoint.outlets == []  # no [iceberg]: nothing published, no catalog asset

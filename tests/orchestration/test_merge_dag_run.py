@@ -1,5 +1,5 @@
 """tidelake_merge end to end with `dag.test`: a lake fed through the real Lander, the plan task,
-spark-submit of spark_jobs/merge.py on local Spark, and asset events with the checkpoint
+spark-submit of spark_jobs/merge_job.py on local Spark, and asset events with the checkpoint
 (the replica's contents are the merge job's tests' concern).
 
 One run has a data interval (as a scheduled or backfill run): the replica must stop at the TSO

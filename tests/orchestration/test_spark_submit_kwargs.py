@@ -13,6 +13,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+import tidelake
 from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.orchestration.job_spec import MergeJob, to_json
@@ -32,12 +33,21 @@ def _no_aws_environment(monkeypatch):
         monkeypatch.delenv(key)
 
 
+@pytest.mark.parametrize("job", ["merge", "syncpoint", "maintenance", "bootstrap"])
+def test_the_entry_points_ship_in_the_package(job, tmp_path):
+    """An installed tidelake (a wheel, no repository) submits its own entry point by default."""
+    kwargs = spark_submit_kwargs(SparkSettings.from_env({}), job=job, app_name="j", lake=LakeConfig(str(tmp_path)))
+    application = Path(kwargs["application"])
+    assert application.is_file()
+    assert application.is_relative_to(Path(tidelake.__file__).parent)
+
+
 def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
     settings = SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)})
     kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig(str(tmp_path / "lake")),
                                  application_args=["--table", "a.b"])
     assert kwargs["conn_id"] == "spark_default"
-    assert kwargs["application"] == str(tmp_path / "merge.py")
+    assert kwargs["application"] == str(tmp_path / "merge_job.py")
     assert kwargs["packages"] == delta_package()
     assert DELTA_CONFS.items() <= kwargs["conf"].items()
     assert kwargs["conf"]["spark.pyspark.python"] == sys.executable

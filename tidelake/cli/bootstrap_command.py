@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments shared by the CLI and the spark-submit entry (spark_jobs/bootstrap.py)."""
+    """Arguments shared by the CLI and the spark-submit entry (spark_jobs/bootstrap_job.py)."""
     parser.add_argument("--config", required=True, help="changefeed TOML file")
     parser.add_argument("--at-ts", type=int, help="snapshot TSO (default: PD's current TSO)")
     parser.add_argument("--table", action="append", default=[], metavar="DB.TABLE",

@@ -3,7 +3,7 @@
 
 Compacts (OPTIMIZE) and vacuums the replicas, drops changelog partitions every replica has
 merged past and merge-log entries older than its retention (tidelake.maintenance.lake_upkeep.run_maintenance). The maintenance DAG runs this through
-spark_jobs/maintenance.py. A replica another writer holds is skipped with one line naming the holder,
+spark_jobs/maintenance_job.py. A replica another writer holds is skipped with one line naming the holder,
 and the exit code is then 75; so is a second pass while one runs (docs/operations.md#writer-leases).
 Owner: `tidelake maintenance`.
 """

@@ -7,7 +7,7 @@ is printed), 75 when another writer held a replica of the cut or the store had n
 line names it; the next interval takes the cut), 1 when the cut could not be taken. With
 [iceberg].enabled it then publishes the syncpoints not yet published to the Iceberg catalog
 (`tidelake iceberg sync`; a refused replica is a line on stderr, an unreachable catalog exit 75).
-The merge DAG runs this through spark_jobs/syncpoint.py. Owner: `tidelake syncpoint`.
+The merge DAG runs this through spark_jobs/syncpoint_job.py. Owner: `tidelake syncpoint`.
 """
 
 from __future__ import annotations

@@ -34,12 +34,12 @@ class JobFailed(TidelakeError):
 
 
 def spark_submit_main(kind: str, argv: Sequence[str]) -> int:
-    """spark_jobs/<kind>.py: the spec is the one argument, the session spark-submit's; the exit
+    """spark_jobs/<kind>_job.py: the spec is the one argument, the session spark-submit's; the exit
     code is what spark-submit reports (0 done, 1 failed, 2 bad input)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if len(argv) != 1:
-            raise InputError(f"spark_jobs/{kind}.py takes one argument, a {kind} job spec (JSON); got {len(argv)}")
+            raise InputError(f"spark_jobs/{kind}_job.py takes one argument, a {kind} job spec (JSON); got {len(argv)}")
         spec = from_json(argv[0], kind)
         config = load_config(spec.config)
         run_job(spec, config, get_session(f"tidelake-{kind}", local=False, lake=LakeLayout.from_config(config.lake)))

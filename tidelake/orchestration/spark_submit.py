@@ -30,7 +30,7 @@ from tidelake.spark.spark_session import DELTA_CONFS, IVY_SETTINGS, delta_packag
 
 DEFAULT_CONN_ID = "spark_default"
 LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
-_REPO_ROOT = Path(tidelake.__file__).resolve().parent.parent
+JOBS_DIR = Path(__file__).resolve().parent / "spark_jobs"  # the installed package's own entry points
 
 
 def job_remote(config: ChangefeedConfig, env: Mapping[str, str] | None = None) -> str | None:
@@ -48,7 +48,7 @@ class SparkSettings:
     python: str = sys.executable
     extra_conf: dict[str, str] = field(default_factory=dict)
     extra_packages: tuple[str, ...] = ()
-    jobs_dir: Path = _REPO_ROOT / "spark_jobs"
+    jobs_dir: Path = JOBS_DIR
     jars_dir: Path | None = None
 
     @classmethod
@@ -67,7 +67,7 @@ class SparkSettings:
             python=env.get("TIDELAKE_SPARK_PYTHON", "").strip() or sys.executable,
             extra_conf={str(k): str(v) for k, v in extra_conf.items()},
             extra_packages=packages,
-            jobs_dir=Path(env.get("TIDELAKE_SPARK_JOBS_DIR", "").strip() or _REPO_ROOT / "spark_jobs"),
+            jobs_dir=Path(env.get("TIDELAKE_SPARK_JOBS_DIR", "").strip() or JOBS_DIR),
             jars_dir=Path(jars) if (jars := env.get("TIDELAKE_SPARK_JARS", "").strip()) else None,
         )
 
@@ -87,13 +87,13 @@ def spark_submit_kwargs(
     lake: LakeConfig,
     application_args: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>.py (client deploy mode:
+    """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>_job.py (client deploy mode:
     the driver runs on the Airflow worker, which holds the changefeed config it reads). An s3
     lake gets the s3a confs of its storage options (tidelake.spark.s3a) without credentials:
     these kwargs are built at DAG parse into the serialized DAG and the spark-submit command
     line, so s3a reads the worker's AWS_* variables and the job sets configured keys at start
     (tidelake.spark.spark_session.apply_s3a_credentials)."""
-    application = settings.jobs_dir / f"{job}.py"
+    application = settings.jobs_dir / f"{job}_job.py"
     layout = LakeLayout.from_config(lake)
     packages = packages_for(layout, settings)
     conf = {

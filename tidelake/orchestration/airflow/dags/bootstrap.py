@@ -2,7 +2,7 @@
 
 Trigger with params `tables` (["db.table", ...]; empty = every table the changefeed's filter
 selects; a table outside the filter is added to the RUNNING changefeed) and `at_ts` (a TSO;
-empty = PD's current TSO). One spark-submit of spark_jobs/bootstrap.py: large tables are read by
+empty = PD's current TSO). One spark-submit of spark_jobs/bootstrap_job.py: large tables are read by
 the executors, one task per region range. It holds a PD service GC safepoint for the whole run,
 refuses a ts older than the GC safepoint, and is safe to re-trigger after a failure (finished
 replicas are skipped, partial ones rewritten). Logic: tidelake.bootstrap.bootstrap_run.

@@ -1,6 +1,6 @@
 """The maintenance DAG (tidelake_maintenance): daily upkeep of each changefeed's lake with Spark.
 
-spark_jobs/maintenance.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
+spark_jobs/maintenance_job.py compacts (OPTIMIZE) and vacuums the replicas and drops changelog
 partitions every replica has merged past (changelog retention). It runs when merges are light
 (TIDELAKE_MAINTENANCE_SCHEDULE, default 03:00 UTC), as a thin Spark Connect client when a warm
 Spark is configured (tidelake.orchestration.job_entry). On an s3 lake it takes the whole replica

@@ -42,7 +42,7 @@ from tidelake.orchestration.writer_pool import writer_pool
 DOC = """tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
 
 plan (validate params, plan tables, group them) -> merge (one spark-submit of
-spark_jobs/merge.py per table group, mapped, each with its job spec) -> [syncpoint_due -> syncpoint] -> publish (an asset
+spark_jobs/merge_job.py per table group, mapped, each with its job spec) -> [syncpoint_due -> syncpoint] -> publish (an asset
 event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
 
 Each Spark job gets one job spec from the plan (tidelake.orchestration.job_spec). With a warm Spark
@@ -52,7 +52,7 @@ spark-submits (tidelake.orchestration.job_entry).
 
 With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
 boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
-runs spark_jobs/syncpoint.py: every replica to one aligned TSO, recorded as a cross-table cut
+runs spark_jobs/syncpoint_job.py: every replica to one aligned TSO, recorded as a cross-table cut
 (`tidelake snapshot-at TS`). [merge].parallel_jobs is the default of the groups param.
 
 Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).

@@ -1,8 +1,0 @@
-"""spark-submit entry point of the syncpoint job: its one argument is a syncpoint job spec (tidelake.orchestration.job_spec)."""
-
-import sys
-
-from tidelake.orchestration.job_entry import spark_submit_main
-
-if __name__ == "__main__":
-    sys.exit(spark_submit_main("syncpoint", sys.argv[1:]))
