@@ -74,10 +74,12 @@ up: $(STAMP) protos
 # The production parts on loopback: S3 API server, PostgreSQL, a Spark standalone master and worker,
 # Airflow (LocalExecutor), the puller, merges, a syncpoint, a bootstrap, maintenance and verify on an
 # s3:// lake with two puller shards and the S3 endpoint killed for 10 s (tidelake/demos/integration.py).
+# Airflow runs from a fresh venv holding a wheel of this tree, its DAGs from a 3-line DAG file, and
+# headless Chromium checks the UI's tidb_pd connection form (docs/internals.md#integration).
 # INTEGRATION_ARGS=--local-spark runs the Spark jobs on local[*] instead of the cluster.
 INTEGRATION_ARGS ?=
 
-integration: $(STAMP) protos postgres
+integration: $(STAMP) protos postgres browser
 	$(PY) -m tidelake.demos.integration $(INTEGRATION_ARGS)
 
 # Airflow's metadata DB in `make integration` (and tests/demos/test_postgres.py) is Debian's

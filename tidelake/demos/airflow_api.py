@@ -34,6 +34,23 @@ class AirflowApi:
                 return None
             raise
 
+    def import_errors(self) -> list[dict[str, Any]]:
+        """The DAG files' import errors the DAG processor recorded (filename, stack_trace)."""
+        return self._call("GET", "/api/v2/importErrors?limit=100")["import_errors"]
+
+    def put_connection(self, connection: dict[str, Any]) -> None:
+        """Create the connection, or replace its fields when it exists."""
+        try:
+            self._call("POST", "/api/v2/connections", connection)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
+            self._call("PATCH", f"/api/v2/connections/{connection['connection_id']}", connection)
+
+    def token(self) -> str:
+        """The admin's JWT (what the UI keeps in its cookie)."""
+        return self._login()
+
     def set_paused(self, dag_id: str, paused: bool) -> None:
         self._call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
 

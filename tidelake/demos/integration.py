@@ -1,8 +1,9 @@
 """`make integration`: the production parts together on loopback, then proof that it worked: an
 S3 API server behind a relay killed for 10 s, PostgreSQL (Airflow's database, and the Iceberg
-catalog in another), a Spark standalone cluster, Airflow on them running the unchanged DAGs (two
-puller shards, merges, syncpoints publishing to Iceberg, a bootstrap, maintenance), then
-`tidelake verify` of the Delta and the Iceberg side. Every process is started by pid and stopped
+catalog in another), a Spark standalone cluster, Airflow on them installed as a user installs it
+(a wheel of tidelake[airflow] in a fresh venv, the DAGs from a 3-line DAG file: two puller shards,
+merges, syncpoints publishing to Iceberg, a bootstrap, maintenance), then `tidelake verify` of the
+Delta and the Iceberg side. Every process is started by pid and stopped
 at the end.
 
 More: docs/internals.md#integration.
@@ -26,6 +27,7 @@ from tidelake.config import IcebergConfig
 from tidelake.consumers.iceberg.catalog_view import last_snapshots
 from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.demos import on_airflow
+from tidelake.demos.installed_airflow import install
 from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, Say
 from tidelake.demos.postgres import Postgres
 from tidelake.demos.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -52,6 +54,9 @@ class IntegrationOptions:
     port: int = 8080
     spark_cluster: bool = True
     shards: int = SHARDS
+    # Airflow from a fresh venv with the wheel of this tree (tidelake.demos.installed_airflow);
+    # False: from the running venv with the repository's dags/ (a quicker local run).
+    installed_airflow: bool = True
 
 
 def run(options: IntegrationOptions) -> int:
@@ -68,6 +73,14 @@ def run(options: IntegrationOptions) -> int:
     with contextlib.ExitStack() as stops:
         stops.callback(_timings, say)
         stops.callback(say.mark, "shutdown")
+        installed = None
+        if options.installed_airflow:
+            say(f"building a wheel of this tree and installing tidelake[airflow] from it into a fresh venv "
+                f"{options.workdir / 'installed' / 'venv'}; log: {options.workdir / 'installed' / 'install.log'}")
+            installed, wheel, times = install(options.workdir / "installed")
+            say(f"{wheel.name}: built in {times.wheel_s:.0f}s; venv {times.venv_s:.0f}s; "
+                f"pip install {times.install_s:.0f}s")
+            say.mark("wheel and venv")
         say(f"starting the S3 API server (moto) and the relay its clients reach it through; log: {s3.log}")
         stops.callback(_stop, say, lambda: f"the S3 server (pid {s3.pid})", s3.stop)
         s3.start()
@@ -111,7 +124,7 @@ def run(options: IntegrationOptions) -> int:
                                   # on the cluster, the Spark jobs are SparkSubmitOperator tasks
                                   warm_spark=cluster is None, required_tasks=("merge", "syncpoint"),
                                   bootstrap_tables=(BOOTSTRAP_TABLE,), maintenance=True,
-                                  iceberg_catalog_uri=iceberg_catalog,
+                                  iceberg_catalog_uri=iceberg_catalog, installed=installed,
                                   component_checks=(s3.check, relay.check, *(cluster.checks() if cluster else ())))
         code = on_airflow.run(demo, say)
         if code == 0:
@@ -206,10 +219,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="no Spark cluster: merge, syncpoint and maintenance on a warm Spark on local[*], "
                              "bootstrap a spark-submit on local[*] (a quicker local run)")
     parser.add_argument("--shards", type=int, default=SHARDS, help=f"puller shards (default {SHARDS})")
+    parser.add_argument("--repo-airflow", action="store_true",
+                        help="Airflow from this venv with the repository's dags/ instead of a fresh venv with a "
+                             "wheel of this tree (a quicker local run)")
     args = parser.parse_args(argv)
     return exit_code("integration", lambda: run(IntegrationOptions(
         workdir=args.workdir.resolve(), traffic_s=args.traffic, port=args.port, spark_cluster=not args.local_spark,
-        shards=args.shards)))
+        shards=args.shards, installed_airflow=not args.repo_airflow)))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from tidelake import tso
 from tidelake.config import load_config
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
+from tidelake.demos.connection_form import check_connection_form
+from tidelake.demos.installed_airflow import InstalledAirflow, check_installed, check_provider
 from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code, free_port
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
@@ -48,9 +50,6 @@ DATABASE = "demo"
 # (columns, indexes, truncates, partitions) are replicated, its scratch tables are not, which
 # keeps the Spark work of a first demo within minutes on a laptop.
 TABLES = ("orders", "accounts", "events", "metrics", "type_zoo")
-DEMO_DAGS = ("tidelake_puller", "tidelake_merge")
-# Run once by `make integration` after the merges (AirflowDemoOptions.bootstrap_tables, maintenance).
-BOOTSTRAP_DAG, MAINTENANCE_DAG = "tidelake_bootstrap", "tidelake_maintenance"
 PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md#airflow-testing-dags-processes-local-auth
 # Files and folders the demo owns in its workdir: only these are ever removed.
 OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
@@ -103,6 +102,43 @@ class AirflowDemoOptions:
     # [iceberg].catalog_uri: the syncpoint job publishes each cut to this SQL catalog, and verify
     # checks the Iceberg side too; None: no Iceberg.
     iceberg_catalog_uri: str | None = None
+    # Airflow from this installed venv (tidelake.demos.installed_airflow), its DAGs from the DAG
+    # file the demo writes there; None: the running venv with the repository's dags/ and plugins/.
+    installed: InstalledAirflow | None = None
+
+
+@dataclass(frozen=True)
+class DemoDags:
+    """The demo changefeed's DAG ids: plain from the repository's dags/ (the primary changefeed of
+    TIDELAKE_CONFIG), `tidelake_<kind>__demo` from the installed DAG file, whose config_path
+    argument names the changefeed (tidelake.orchestration.airflow.dag_factory)."""
+
+    suffix: str = ""
+
+    @classmethod
+    def of(cls, options: AirflowDemoOptions) -> DemoDags:
+        return cls("" if options.installed is None else f"__{CHANGEFEED_ID}")
+
+    @property
+    def puller(self) -> str:
+        return f"tidelake_puller{self.suffix}"
+
+    @property
+    def merge(self) -> str:
+        return f"tidelake_merge{self.suffix}"
+
+    @property
+    def bootstrap(self) -> str:
+        """Run once by `make integration` after the merges (AirflowDemoOptions.bootstrap_tables)."""
+        return f"tidelake_bootstrap{self.suffix}"
+
+    @property
+    def maintenance(self) -> str:
+        """Run once by `make integration` after the merges (AirflowDemoOptions.maintenance)."""
+        return f"tidelake_maintenance{self.suffix}"
+
+    def all(self) -> tuple[str, ...]:
+        return self.puller, self.merge, self.bootstrap, self.maintenance
 
 
 @dataclass
@@ -163,18 +199,24 @@ def sim_command(options: AirflowDemoOptions, info_file: Path) -> list[str]:
 
 def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None,
                 sql_alchemy_conn: str | None = None, spark_master: str | None = None,
-                spark_jars: Path | None = None) -> dict[str, str]:
+                spark_jars: Path | None = None, installed: InstalledAirflow | None = None) -> dict[str, str]:
     """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
-    connections would silently change the demo)."""
+    connections would silently change the demo). With `installed`, that venv's processes and
+    folders (InstalledAirflow.environment), else the running venv's with the repository's."""
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("AIRFLOW") and k != "SPARK_REMOTE"}  # the demo's config names its Spark
-    bin_dir = str(Path(sys.executable).parent)  # spark-submit comes with the venv's pyspark (docs/stack.md#apache-airflow-providers-apache-spark-634)
+    if installed is not None:
+        env = installed.environment(env)  # its bin first on PATH, with spark-submit
+        python = str(installed.python)
+    else:
+        python = sys.executable
+        # spark-submit comes with the venv's pyspark (docs/stack.md#apache-airflow-providers-apache-spark-634)
+        env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     env.update({
-        "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
         "AIRFLOW_HOME": str(paths.airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(installed.dags_folder if installed is not None else REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(installed.plugins_folder if installed is not None else REPO / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # unpaused once the API server is up
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn or f"sqlite:///{paths.airflow_home / 'airflow.db'}",
@@ -189,7 +231,7 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "TIDELAKE_MERGE_SCHEDULE": merge_schedule,
         "TIDELAKE_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                                            **(CLUSTER_CONFS if spark_master else {})}),
-        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_PYTHON": python,
     })
     if spark_jars is not None:
         env["TIDELAKE_SPARK_JARS"] = str(spark_jars)
@@ -229,6 +271,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         raise InputError(f"--traffic must be above zero seconds, got {options.traffic_s}")
     paths = DemoPaths(options.workdir, options.lake_root)
     paths.reset()
+    dags = DemoDags.of(options)
     port = free_port(options.port)
     children: list[Child] = []
     if threading.current_thread() is threading.main_thread():
@@ -252,13 +295,16 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         say.mark("simulator")
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
+        env = airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn,
+                          spark_master=options.spark_master, spark_jars=options.spark_jars, installed=options.installed)
+        if options.installed is not None:
+            _check_installed(options.installed, paths, env, say)
         say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
             f"log: {paths.logs / 'airflow.log'}")
-        airflow = Child("airflow standalone", [sys.executable, "-m", "airflow", "standalone"],
-                        paths.logs / "airflow.log",
-                        airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn,
-                                    spark_master=options.spark_master, spark_jars=options.spark_jars),
-                        cwd=REPO)
+        command = ([str(options.installed.bin_dir / "airflow"), "standalone"] if options.installed is not None
+                   else [sys.executable, "-m", "airflow", "standalone"])
+        airflow = Child("airflow standalone", command, paths.logs / "airflow.log", env,
+                        cwd=options.installed.cwd if options.installed is not None else REPO)
         children.append(airflow)
         checks = [*options.component_checks, *(child.check for child in children)]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
@@ -272,11 +318,14 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         if pool.required:
             api.set_pool(pool.name, pool.slots, "tidelake replica writers (tidelake.orchestration.writer_pool)")
         say("Airflow is up; waiting for the DAGs to be parsed")
-        for dag_id in DEMO_DAGS:
+        for dag_id in (dags.puller, dags.merge):
             await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
             api.set_paused(dag_id, False)
+        if options.installed is not None:
+            _check_parsed(api, options.installed, dags, say)
+            _check_connection_form(api, pd, paths, say)
         on_data = f" and on new data, at most every {options.run_on_new_data}" if options.run_on_new_data else ""
-        say(f"DAGs unpaused: tidelake_puller (continuous), tidelake_merge (every {options.merge_schedule}{on_data}); "
+        say(f"DAGs unpaused: {dags.puller} (continuous), {dags.merge} (every {options.merge_schedule}{on_data}); "
             f"UI http://localhost:{port}")
         say.mark("airflow and the DAGs")
         await_stage("puller start", lambda: puller_started(paths.lake_uri), options.startup_timeout_s,
@@ -287,38 +336,69 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             f"({tso.to_datetime(target):%H:%M:%S} UTC, {options.traffic_s:.0f}s from now)")
         if options.during_traffic is not None:
             options.during_traffic(say)
-        _wait_merged(api, paths, target, options, checks, say)
+        _wait_merged(api, dags, paths, target, options, checks, say)
         say.mark("traffic and merges")
         if options.required_tasks:
-            _wait_tasks(api, paths, options, checks, say)
+            _wait_tasks(api, dags, paths, options, checks, say)
             say.mark("merge and syncpoint tasks")
         # The merges are checked above. From here on no merge run is scheduled (a paused DAG's tasks
         # are not queued), so none queued behind the bootstrap takes the writer pool ahead of
         # maintenance (tidelake.orchestration.writer_pool), and verify gets the CPU; the puller keeps up.
-        api.set_paused("tidelake_merge", True)
+        api.set_paused(dags.merge, True)
         if options.bootstrap_tables:
-            _bootstrap(api, paths, options, checks, say)
+            _bootstrap(api, dags.bootstrap, paths, options, checks, say)
             say.mark("bootstrap")
         if options.maintenance:
-            _maintenance(api, paths, options, checks, say)
+            _maintenance(api, dags.maintenance, paths, options, checks, say)
             say.mark("maintenance")
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
         say.mark("verify")
-        _summary(api, paths, port, say)
+        _summary(api, dags, paths, port, say)
         say("demo passed: every replica equals the simulator at its checkpoint" if verified
             else f"demo failed: verify found differences (see above and {paths.logs / 'verify.log'})")
         if options.keep_running:
-            api.set_paused("tidelake_merge", False)
+            api.set_paused(dags.merge, False)
             say("running until Ctrl-C (merges every minute; `tidelake status --config "
                 f"{paths.config}` shows the lag)")
             _wait_for_interrupt(checks)
         return 0 if verified else 1
     finally:
-        _shutdown(children, port, paths, say)
+        _shutdown(children, port, paths, dags, say)
 
 
-def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: AirflowDemoOptions,
+def _check_installed(installed: InstalledAirflow, paths: DemoPaths, env: dict[str, str], say: Say) -> None:
+    """Before Airflow starts: the user's DAG file written, tidelake importing from the venv with
+    Airflow's environment, and `airflow providers list` naming it."""
+    dag_file = installed.write_dag_file(CHANGEFEED_ID, paths.config)
+    say(f"the DAG file a user writes, {dag_file} (the only file of the DAGs folder):\n"
+        + "".join(f"    {line}\n" for line in dag_file.read_text().splitlines()).rstrip())
+    module = check_installed(installed, env)
+    provider = check_provider(installed, env)
+    say(f"installed: tidelake imports from {module}; `airflow providers list`: "
+        f"{provider['package_name']} {provider['version']} ({provider['description']})")
+
+
+def _check_connection_form(api: AirflowApi, pd: str, paths: DemoPaths, say: Say) -> None:
+    screenshot = paths.logs / "connection-form.png"
+    shown = check_connection_form(api, pd, screenshot, paths.logs / "chromium.log")
+    say(f"the UI's connection form (headless Chromium) shows the tidb_pd type: {', '.join(shown)}; "
+        f"screenshot: {screenshot}")
+
+
+def _check_parsed(api: AirflowApi, installed: InstalledAirflow, dags: DemoDags, say: Say) -> None:
+    """The DAG processor parsed the DAG file into every DAG of the changefeed, without import errors."""
+    errors = api.import_errors()
+    if errors:
+        raise StageFailed("parse the DAG file", "import errors: " + "; ".join(
+            f"{e['filename']}: {e['stack_trace'].strip().splitlines()[-1]}" for e in errors), installed.dag_file)
+    missing = [dag_id for dag_id in dags.all() if api.dag(dag_id) is None]
+    if missing:
+        raise StageFailed("parse the DAG file", f"no DAG {', '.join(missing)} from it", installed.dag_file)
+    say(f"{installed.dag_file.name} parsed into {', '.join(dags.all())}; no import errors")
+
+
+def _wait_merged(api: AirflowApi, dags: DemoDags, paths: DemoPaths, target: int, options: AirflowDemoOptions,
                  checks: list[Callable[[str], None]], say: Say) -> None:
     layout = LakeLayout(paths.lake_uri)
     last_line = [0.0]
@@ -339,8 +419,8 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
             lags.append(max(live))
         if time.monotonic() - last_line[0] >= 20:
             last_line[0] = time.monotonic()
-            runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items())) or "none yet"
-            say(f"merge: {describe()}; tidelake_merge runs: {runs}")
+            runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states(dags.merge).items())) or "none yet"
+            say(f"merge: {describe()}; {dags.merge} runs: {runs}")
         return bool(report[0].tables) and not report[0].behind(target)
 
     await_stage("merge past the target", done, options.traffic_s + options.merge_timeout_s,
@@ -357,45 +437,45 @@ def _wait_merged(api: AirflowApi, paths: DemoPaths, target: int, options: Airflo
     say(f"every table is merged past {target}")
 
 
-def _wait_tasks(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
+def _wait_tasks(api: AirflowApi, dags: DemoDags, paths: DemoPaths, options: AirflowDemoOptions,
                 checks: list[Callable[[str], None]], say: Say) -> None:
     def missing() -> list[str]:
-        return [task for task in options.required_tasks if not api.succeeded("tidelake_merge", task)]
+        return [task for task in options.required_tasks if not api.succeeded(dags.merge, task)]
 
-    say("waiting until tidelake_merge's " + ", ".join(options.required_tasks) + " tasks have each succeeded once")
+    say(f"waiting until {dags.merge}'s " + ", ".join(options.required_tasks) + " tasks have each succeeded once")
     await_stage("merge and syncpoint tasks", lambda: not missing(), options.merge_timeout_s,
-                paths.airflow_home / "logs" / "dag_id=tidelake_merge", checks, 5,
+                paths.airflow_home / "logs" / f"dag_id={dags.merge}", checks, 5,
                 waiting=lambda: "no success yet of " + ", ".join(missing()))
-    say("tidelake_merge: " + ", ".join(f"{task} succeeded {api.succeeded('tidelake_merge', task)}x"
+    say(f"{dags.merge}: " + ", ".join(f"{task} succeeded {api.succeeded(dags.merge, task)}x"
                                        for task in options.required_tasks))
 
 
-def _bootstrap(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
+def _bootstrap(api: AirflowApi, dag_id: str, paths: DemoPaths, options: AirflowDemoOptions,
                checks: list[Callable[[str], None]], say: Say) -> None:
     tables = list(options.bootstrap_tables)
-    await_stage(f"parse {BOOTSTRAP_DAG}", lambda: api.dag(BOOTSTRAP_DAG), options.startup_timeout_s, paths.logs,
+    await_stage(f"parse {dag_id}", lambda: api.dag(dag_id), options.startup_timeout_s, paths.logs,
                 checks, 3)
-    api.set_paused(BOOTSTRAP_DAG, False)  # a manual run of a paused DAG stays queued; it has no schedule
-    run_id = api.trigger(BOOTSTRAP_DAG, {"tables": tables})
-    say(f"{BOOTSTRAP_DAG}: run {run_id} bootstraps {', '.join(tables)} into the running changefeed")
-    _await_run(api, BOOTSTRAP_DAG, lambda runs: next((r for r in runs if r["dag_run_id"] == run_id), None),
+    api.set_paused(dag_id, False)  # a manual run of a paused DAG stays queued; it has no schedule
+    run_id = api.trigger(dag_id, {"tables": tables})
+    say(f"{dag_id}: run {run_id} bootstraps {', '.join(tables)} into the running changefeed")
+    _await_run(api, dag_id, lambda runs: next((r for r in runs if r["dag_run_id"] == run_id), None),
                "bootstrap", paths, options, checks)
-    say(f"{BOOTSTRAP_DAG}: run {run_id} succeeded")
+    say(f"{dag_id}: run {run_id} succeeded")
 
 
-def _maintenance(api: AirflowApi, paths: DemoPaths, options: AirflowDemoOptions,
+def _maintenance(api: AirflowApi, dag_id: str, paths: DemoPaths, options: AirflowDemoOptions,
                  checks: list[Callable[[str], None]], say: Say) -> None:
     """Unpausing a DAG with catchup=False makes the scheduler create the run of its latest
     interval: that run is the integration's one maintenance (a manual trigger besides it would
     make two, which is how an earlier integration ran maintenance twice)."""
-    await_stage(f"parse {MAINTENANCE_DAG}", lambda: api.dag(MAINTENANCE_DAG), options.startup_timeout_s, paths.logs,
+    await_stage(f"parse {dag_id}", lambda: api.dag(dag_id), options.startup_timeout_s, paths.logs,
                 checks, 3)
-    api.set_paused(MAINTENANCE_DAG, False)
-    say(f"{MAINTENANCE_DAG} unpaused: its scheduled run of the latest interval compacts, vacuums and retires changelog")
-    _await_run(api, MAINTENANCE_DAG, lambda runs: runs[0] if runs else None, "maintenance", paths, options, checks)
-    api.set_paused(MAINTENANCE_DAG, True)
-    runs = api.runs(MAINTENANCE_DAG)
-    say(f"{MAINTENANCE_DAG}: run {runs[0]['dag_run_id']} succeeded; {len(runs)} run(s) in all")
+    api.set_paused(dag_id, False)
+    say(f"{dag_id} unpaused: its scheduled run of the latest interval compacts, vacuums and retires changelog")
+    _await_run(api, dag_id, lambda runs: runs[0] if runs else None, "maintenance", paths, options, checks)
+    api.set_paused(dag_id, True)
+    runs = api.runs(dag_id)
+    say(f"{dag_id}: run {runs[0]['dag_run_id']} succeeded; {len(runs)} run(s) in all")
 
 
 def _await_run(api: AirflowApi, dag_id: str, which: Callable[[list[dict]], dict | None], stage: str,
@@ -462,14 +542,14 @@ def _verify(paths: DemoPaths) -> bool:
     return result.returncode == 0
 
 
-def _summary(api: AirflowApi, paths: DemoPaths, port: int, say: Say) -> None:
+def _summary(api: AirflowApi, dags: DemoDags, paths: DemoPaths, port: int, say: Say) -> None:
     status = subprocess.run([sys.executable, "-m", "tidelake", "status", "--config", str(paths.config)],
                             cwd=REPO, capture_output=True, text=True, env=tool_env())
     print(status.stdout, end="", flush=True)
     cuts = read_syncpoints(LakeLayout(paths.lake_uri))
-    runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states("tidelake_merge").items()))
-    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(api.run_types("tidelake_merge").items()))
-    say(f"tidelake_merge runs: {runs} ({kinds}); syncpoints recorded: {len(cuts)}"
+    runs = ", ".join(f"{n} {s}" for s, n in sorted(api.run_states(dags.merge).items()))
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(api.run_types(dags.merge).items()))
+    say(f"{dags.merge} runs: {runs} ({kinds}); syncpoints recorded: {len(cuts)}"
         + (f" (latest {cuts[-1].ts}: `tidelake snapshot-at {cuts[-1].ts} --config {paths.config}`)" if cuts else ""))
     say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}  "
         f"(Browse > Replication: lag, pending DDL, syncpoints; JSON at /tidelake/api/status)")
@@ -492,12 +572,12 @@ def _wait_for_interrupt(checks: list[Callable[[str], None]]) -> None:
         pass
 
 
-def _shutdown(children: list[Child], port: int, paths: DemoPaths, say: Say) -> None:
+def _shutdown(children: list[Child], port: int, paths: DemoPaths, dags: DemoDags, say: Say) -> None:
     """Pause the DAGs (no new task starts), stop Airflow with its task processes and Spark JVMs,
     then the Spark Connect server and the simulator, each by its pid (children in reverse order)."""
     say("shutting down, in reverse start order: " + ", ".join(child.name for child in reversed(children)))
     api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
-    for dag_id in (*DEMO_DAGS, BOOTSTRAP_DAG, MAINTENANCE_DAG):
+    for dag_id in dags.all():
         try:
             api.set_paused(dag_id, True)
         except (OSError, urllib.error.URLError, ValueError, KeyError):
