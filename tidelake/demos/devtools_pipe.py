@@ -85,14 +85,22 @@ class DevToolsPipe:
         return json.loads(message)
 
     def close(self) -> None:
+        """Browser.close first, so the browser reaps its own renderer and GPU processes; then its
+        session (process group) is ended by signal if it is still there."""
+        try:
+            self.call("Browser.close", timeout_s=10)
+        except (OSError, RuntimeError, WaitTimeout):
+            pass  # already gone or not answering: the signals below end it
         for fd in (self._commands, self._replies):
             os.close(fd)
-        # the browser's own session: its renderer and GPU processes end with it
-        os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
         self._out.close()
         self._profile.cleanup()
