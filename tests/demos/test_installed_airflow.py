@@ -62,3 +62,4 @@ def test_airflow_runs_from_the_venv_with_no_path_to_the_checkout(tmp_path):
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(installed.dags_folder)
     assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(installed.plugins_folder)
     assert env["PYSPARK_PYTHON"] == str(installed.python)
+    assert "TIDELAKE_CONFIG" not in env  # the DAG file names the changefeed's config

@@ -227,12 +227,13 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master or "local[*]"}),
-        "TIDELAKE_CONFIG": str(paths.config),
         "TIDELAKE_MERGE_SCHEDULE": merge_schedule,
         "TIDELAKE_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
                                            **(CLUSTER_CONFS if spark_master else {})}),
         "PYSPARK_PYTHON": python,
     })
+    if installed is None:  # the repository's dags/ build the DAGs of TIDELAKE_CONFIG; the DAG file names its config
+        env["TIDELAKE_CONFIG"] = str(paths.config)
     if spark_jars is not None:
         env["TIDELAKE_SPARK_JARS"] = str(spark_jars)
     return env
