@@ -355,7 +355,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
         say.mark("verify")
-        _summary(api, dags, paths, port, say)
+        _summary(api, dags, paths, port, options.installed is not None, say)
         say("demo passed: every replica equals the simulator at its checkpoint" if verified
             else f"demo failed: verify found differences (see above and {paths.logs / 'verify.log'})")
         if options.keep_running:
@@ -543,7 +543,7 @@ def _verify(paths: DemoPaths) -> bool:
     return result.returncode == 0
 
 
-def _summary(api: AirflowApi, dags: DemoDags, paths: DemoPaths, port: int, say: Say) -> None:
+def _summary(api: AirflowApi, dags: DemoDags, paths: DemoPaths, port: int, installed: bool, say: Say) -> None:
     status = subprocess.run([sys.executable, "-m", "tidelake", "status", "--config", str(paths.config)],
                             cwd=REPO, capture_output=True, text=True, env=tool_env())
     print(status.stdout, end="", flush=True)
@@ -552,8 +552,9 @@ def _summary(api: AirflowApi, dags: DemoDags, paths: DemoPaths, port: int, say: 
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(api.run_types(dags.merge).items()))
     say(f"{dags.merge} runs: {runs} ({kinds}); syncpoints recorded: {len(cuts)}"
         + (f" (latest {cuts[-1].ts}: `tidelake snapshot-at {cuts[-1].ts} --config {paths.config}`)" if cuts else ""))
-    say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}  "
-        f"(Browse > Replication: lag, pending DDL, syncpoints; JSON at /tidelake/api/status)")
+    # the Replication page is a plugin of the repository's plugins/ (docs/internals.md#installed_airflow)
+    page = "" if installed else "  (Browse > Replication: lag, pending DDL, syncpoints; JSON at /tidelake/api/status)"
+    say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}{page}")
     say(f"logs: {paths.logs} (sim, airflow, verify); task logs: {paths.airflow_home / 'logs'}")
 
 
