@@ -27,6 +27,9 @@ EXTRA_VALUES = {"pd_endpoints": "pd-1.pd.tidb:2379,pd-2.pd.tidb:2379", "cluster"
                 "tls_ca": "/etc/tidelake/tls/ca.pem", "tls_cert": "/etc/tidelake/tls/client.pem",
                 "tls_private_key": "/etc/tidelake/tls/client-key.pem"}
 EDIT_BUTTON = 'button[aria-label="Edit Connection"]'
+# The sections open and close animated: the screenshot waits until no finite animation runs.
+SETTLED = ("document.getAnimations().filter(a => a.playState === 'running'"
+           " && a.effect?.getComputedTiming().iterations !== Infinity).length === 0")
 # The centre of the section's button: the accordion opens on a real pointer click, not on .click()
 EXTRA_FIELDS_BUTTON = ("(() => { const b = Array.from(document.querySelectorAll('[role=dialog] button'))"
                        ".find(b => b.innerText.trim() === 'Extra Fields'); if (!b) return null;"
@@ -68,6 +71,8 @@ def check_connection_form(api: AirflowApi, pd: str, screenshot: Path, log: Path,
             browser.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1},
                          session)
         form_shows(EXTRAS)
+        _until(lambda: evaluate(SETTLED), timeout_s, lambda: "the form's sections kept animating", screenshot,
+               browser, session)
         _screenshot(browser, session, screenshot)
         return [*STANDARD, *EXTRAS]
     finally:
