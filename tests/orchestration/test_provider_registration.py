@@ -3,8 +3,8 @@ hook import and its coherence checks) accepts the entry point pyproject.toml dec
 
 The shared venv's tidelake metadata predates the entry point, so the test writes the metadata an
 install would (a dist-info folder with pyproject.toml's entry point) on sys.path; Airflow then
-finds it as it finds any installed provider. Not proven here: that a built wheel carries it
-(issue #30's installed-wheel run does that).
+finds it as it finds any installed provider. That a built wheel carries it is
+tests/demos/test_installed_airflow.py's, and an Airflow installed from it `make integration`'s.
 """
 
 from __future__ import annotations
