@@ -41,6 +41,6 @@ def test_maintenance_on_a_full_filesystem_is_one_line_and_touches_nothing(tmp_pa
             grow(mnt, "64m")
             assert main(upkeep) == 0
             out = capsys.readouterr().out
-            assert f"optimized {lake.layout.root}/_tidelake/merge_log: 1 files compacted" in out, out
+            assert f"optimized {lake.layout.root}/_tidelake/merge_log (delta-rs): 1 files compacted" in out, out
         finally:
             lake.close()

@@ -64,11 +64,11 @@ def _maintenance(args: argparse.Namespace) -> int:
     print(f"changelog rows deleted: {report.changelog_rows_deleted}")
     print(f"merge log rows deleted: {report.merge_log_rows_deleted}")
     for path, removed in report.optimized.items():
-        print(f"optimized {path}: {removed} files compacted")
+        print(f"optimized {path} ({report.engines[path]}): {removed} files compacted")
     for expired in kept.expired:
         print(f"expired Iceberg tag {expired}")
     for path in report.vacuumed:
-        print(f"vacuumed {path}")
+        print(f"vacuumed {path} ({report.engines[path]})")
     for line in report.held.values():
         print(line)
     for reason in report.skipped.values():

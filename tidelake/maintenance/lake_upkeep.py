@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -64,6 +65,11 @@ class MaintenanceReport:
     skipped: dict[str, str] = field(default_factory=dict)  # replica -> why (another writer holds its lease)
     held: dict[str, str] = field(default_factory=dict)  # path -> how a VacuumHold changed its VACUUM
     engines: dict[str, str] = field(default_factory=dict)  # path -> the engine of its upkeep (replica_upkeep)
+
+    def by_engine(self) -> str:
+        """How many tables each engine kept up, e.g. `6 on delta-rs, 1 on spark`."""
+        counts = Counter(self.engines.values())
+        return ", ".join(f"{n} on {engine}" for engine, n in sorted(counts.items())) or "none"
 
 
 def changelog_checkpoints(layout: LakeLayout, history: SchemaHistory, catalog: ReplicaCatalog) -> dict[int, int]:
@@ -184,10 +190,12 @@ def _maintain(spark: SparkSession, layout: LakeLayout, vacuum_retention_hours: f
     if vacuum and changelog is not None:
         vacuum_changelog(changelog, vacuum_retention_hours)
         report.vacuumed.append(layout.changelog)
+        report.engines[layout.changelog] = replica_upkeep.DELTA_RS
     log = open_merge_log(layout) if merge_log else None
     if log is not None:
         try:
             report.merge_log_rows_deleted, report.optimized[merge_log_path(layout)] = trim(log, merge_log_retention)
+            report.engines[merge_log_path(layout)] = replica_upkeep.DELTA_RS
         except CommitFailedError as exc:  # a merge run appended meanwhile: the next run trims
             _log.warning("merge log upkeep lost a commit race, left for the next run: %s", exc)
     return report

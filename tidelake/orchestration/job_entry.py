@@ -100,9 +100,9 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         report = run_maintenance(spark, layout, vacuum_holds=kept.holds)
         for line in report.held.values():
             log.info("%s", line)
-        log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed",
-                 report.changelog_rows_deleted, report.merge_log_rows_deleted, len(report.optimized),
-                 len(report.vacuumed))
+        log.info("maintenance: %d changelog rows and %d merge-log rows deleted, %d tables optimized, %d vacuumed "
+                 "(%s)", report.changelog_rows_deleted, report.merge_log_rows_deleted, len(report.optimized),
+                 len(report.vacuumed), report.by_engine())
         for reason in report.skipped.values():
             log.warning("maintenance skipped: %s", reason)
     elif isinstance(spec, BootstrapJob):
