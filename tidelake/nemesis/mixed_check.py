@@ -38,6 +38,7 @@ from tidelake.nemesis.value_errors import Unchecked
 HIDDEN_PREFIX = "_tidb_"  # _tidb_commit_ts, _tidb_rowid, _tidb_partition_id, _tidb_deleted
 PARTITION_ID = "_tidb_partition_id"
 LAKE_DIR = "_tidelake"
+_VERSION_COLUMN = "__checked_version"  # tags each version's rows in a union of several (_read_and_compare)
 _SUFFIX = re.compile(r"^(.*)__(\d+)$")
 
 
@@ -136,6 +137,7 @@ def _check_checkpoints(spark: Any, path: str, upstream: _Upstream, final_ts: int
     table: UpstreamTable | None = None
     ids: list[int] = []
     changes: set[int] = set()
+    pending: list[_Version] = []
     last = None
     for version in range(delta.version() + 1):
         delta.load_as_version(version)
@@ -163,8 +165,9 @@ def _check_checkpoints(spark: Any, path: str, upstream: _Upstream, final_ts: int
             report.unchecked["no upstream table"] += 1
             continue
         table = now
-        _compare_version(spark, path, version, table, at, what, upstream, report)
+        pending.append(_Version(version, table, at, what))
         report.checkpoints += 1
+    _compare_versions(spark, path, pending, upstream, report)
     if table is not None and _follow(table, upstream.tables(final_ts)) is not None and (last or 0) < final_ts:
         report.anomalies.append(Anomaly("replica_behind", table.id, final_ts,
                                         f"{_short(path)} is at checkpoint {last}, the last merge went to {final_ts}"))
@@ -175,9 +178,45 @@ def _short(path: str) -> str:
     return "/".join(path.rstrip("/").split("/")[-2:])
 
 
+@dataclass(frozen=True)
+class _Version:
+    """A replica version to compare with the upstream `table` as of `ts`; `what` names it."""
+
+    version: int
+    table: UpstreamTable
+    ts: int
+    what: str
+
+
+def _compare_versions(spark: Any, path: str, versions: list[_Version], upstream: _Upstream,
+                      report: MixedReport) -> None:
+    """Each version against the upstream. Consecutive versions that select the same columns of
+    the same types are read in one Spark job (a union tagged by version): a job per version cost
+    more than the reading."""
+    batch: list[tuple[_Version, list[str], Any]] = []
+    for v in versions:
+        frame = spark.read.format("delta").option("versionAsOf", v.version).load(path)
+        planned = _plan_read(frame, v, report)
+        if planned is None:
+            continue
+        wanted, select = planned
+        if batch and (batch[0][1], batch[0][2].schema) != (wanted, select.schema):
+            _read_and_compare(batch, upstream, report)
+            batch = []
+        batch.append((v, wanted, select))
+    if batch:
+        _read_and_compare(batch, upstream, report)
+
+
 def _compare_version(spark: Any, path: str, version: int, table: UpstreamTable, ts: int, what: str,
                      upstream: _Upstream, report: MixedReport) -> None:
-    frame = spark.read.format("delta").option("versionAsOf", version).load(path)
+    _compare_versions(spark, path, [_Version(version, table, ts, what)], upstream, report)
+
+
+def _plan_read(frame: Any, v: _Version, report: MixedReport) -> tuple[list[str], Any] | None:
+    """The columns to read of the version and its projection; None (an anomaly said why) when
+    the replica lacks a key or partition column."""
+    table, ts, what = v.table, v.ts, v.what
     types = {f.name: f.dataType.typeName() for f in frame.schema.fields}
     visible = [n for n in types if not n.startswith(HIDDEN_PREFIX)]
     columns = {c["name"]["O"]: c for c in table.columns}
@@ -191,11 +230,30 @@ def _compare_version(spark: Any, path: str, version: int, table: UpstreamTable, 
     if not set(wanted) <= set(types):
         report.anomalies.append(Anomaly("replica_schema", table.id, ts, f"{what}: no key or partition column "
                                         f"{sorted(set(wanted) - set(types))}"))
-        return
+        return None
     select = [f"unix_micros(`{n}`) AS `{n}`" if types[n] == "timestamp" else f"`{n}`" for n in wanted]
+    return wanted, frame.selectExpr(*select)
+
+
+def _read_and_compare(batch: list[tuple[_Version, list[str], Any]], upstream: _Upstream, report: MixedReport) -> None:
+    tagged = [select.selectExpr("*", f"{index} AS {_VERSION_COLUMN}") for index, (_, _, select) in enumerate(batch)]
+    union = tagged[0]
+    for frame in tagged[1:]:
+        union = union.unionByName(frame)
+    rows: list[list[Any]] = [[] for _ in batch]
+    for row in union.collect():
+        rows[row[_VERSION_COLUMN]].append(row)
+    for (v, wanted, _), read in zip(batch, rows):
+        _compare_rows(v, wanted, read, upstream, report)
+
+
+def _compare_rows(v: _Version, wanted: list[str], read: list[Any], upstream: _Upstream, report: MixedReport) -> None:
+    table, ts, what = v.table, v.ts, v.what
+    columns = {c["name"]["O"]: c for c in table.columns}
+    keys = table.key_columns
     got: dict[Any, dict[str, Any]] = {}
     twice = []
-    for row in frame.selectExpr(*select).collect():
+    for row in read:
         identity = tuple(row[k] for k in keys) if table.handle == "common" else row[keys[0]]
         if identity in got:
             twice.append(identity)
