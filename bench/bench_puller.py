@@ -18,18 +18,30 @@
    (d) lander alone   the rows (b) produced, Lander.add_rows + resolve + flush into a temp lake;
    (e) puller+lander  (c) with the real Lander as the sink, until the lake's watermarks are durable.
    Ratios are (c)/(a), (c)/(b) and (e)/(c). Rows are committed row changes; MB are key + value +
-   old value bytes of those rows (what the lake stores), MiB = 2^20.
+   old value bytes of those rows (what the lake stores), MiB = 2^20, GiB = 2^30.
+
+Each stage and each run reports rows/s, MiB/s and CPU seconds per GiB. CPU is this process's
+(`time.process_time`: every thread, gRPC's own included); the replay server is a child process
+whose CPU `process_time` does not count, sampled separately through psutil and reported beside
+it ("replay CPU s"), so CPU s per GiB is the puller's cost alone, the simulator's taken out.
+
+Presets (`--preset`) name the two row shapes of issue #31; explicit flags override them:
+  narrow  --value-bytes 64, --rows 300000: ~100 B per committed row (19 B key + 64 B value + the
+          updates' 64 B old value at --update-ratio 0.3)
+  wide    --value-bytes 1600, --rows 100000: ~2 KiB per committed row (19 + 1600 + 0.3 x 1600)
 
 PD for the replay is answered from the recording itself (each recorded region piece, leader on the
 replay store): the EventFeed wire protocol is real, PD lookups are local.
 
-    .venv/bin/python bench/bench_puller.py [--rows 60000] [--txn-rows 10] [--tables 2] [--regions 4]
-        [--value-bytes 200] [--update-ratio 0.3] [--repeats 3] [--workers 4] [--seed 0] [--json out.json]
+    .venv/bin/python bench/bench_puller.py [--preset narrow|wide] [--rows 60000] [--txn-rows 10] [--tables 2]
+        [--regions 4] [--value-bytes 200] [--update-ratio 0.3] [--repeats 3] [--workers 4] [--seed 0]
+        [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -75,6 +87,9 @@ from tidelake.upstream.pd_client import PDClient, RegionInfo  # noqa: E402
 FIRST_TABLE_ID = 1000
 REPLAY_STORE_ID = 1
 WAIT_S = 600.0
+GIB = 2**30
+DEFAULTS = {"rows": 60_000, "value_bytes": 200}
+PRESETS = {"narrow": {"rows": 300_000, "value_bytes": 64}, "wide": {"rows": 100_000, "value_bytes": 1600}}
 
 
 # ---- 1. recording ---------------------------------------------------------------------------
@@ -403,7 +418,15 @@ def run(rows: int, txn_rows: int, tables: int, regions: int, value_bytes: int, u
             server.close()
     if any(r["rows"] != expected for r in results if r["path"] != "grpc ceiling"):
         raise RuntimeError(f"a path delivered a different row count than the {expected} committed rows: {results}")
+    for r in results:
+        r.update(_rates(expected, payload, r["wall_s"], r["cpu_s"]))
     return _report(results, expected, payload, workload)
+
+
+def _rates(rows: int, payload_mib: float, wall_s: float, cpu_s: float) -> dict[str, float]:
+    """One run's committed rows/s and MiB/s (wall) and this process's CPU seconds per GiB."""
+    return {"rows_per_s": rows / wall_s, "mib_per_s": payload_mib / wall_s,
+            "cpu_s_per_gib": cpu_s / (payload_mib * MIB / GIB)}
 
 
 def _measure(workload: Workload, server: ReplayServer, changes: list, expected: int, repeats: int,
@@ -463,6 +486,11 @@ def _report(results: list[dict], expected: int, payload_mib: float, workload: Wo
             "server_cpu_s": median(r["server_cpu_s"] for r in runs),
             "rss_growth_mib": max(r["rss_growth_mib"] for r in runs),
         }
+        for rate in ("rows_per_s", "mib_per_s", "cpu_s_per_gib"):
+            values = [r[rate] for r in runs]
+            summary[path][rate] = median(values)
+            summary[path][f"{rate}_min"] = min(values)
+            summary[path][f"{rate}_max"] = max(values)
     s = summary
     ratios = {
         "puller / grpc ceiling (wall rows/s)": s["puller"]["rows_per_s"] / s["grpc ceiling"]["rows_per_s"],
@@ -471,34 +499,53 @@ def _report(results: list[dict], expected: int, payload_mib: float, workload: Wo
         "puller+lander / puller (wall rows/s)": s["puller+lander"]["rows_per_s"] / s["puller"]["rows_per_s"],
         "puller+lander / lander alone (wall rows/s)":
             s["puller+lander"]["rows_per_s"] / s["lander alone"]["rows_per_s"],
+        "grpc ceiling / puller (CPU s per GiB)": s["grpc ceiling"]["cpu_s_per_gib"] / s["puller"]["cpu_s_per_gib"],
+        "state ceiling / puller (CPU s per GiB)": s["state ceiling"]["cpu_s_per_gib"] / s["puller"]["cpu_s_per_gib"],
     }
-    print(f"\n## Puller throughput: {expected:,} committed rows, {payload_mib:.1f} MiB key+value+old value, "
-          f"{len(workload.histories)} regions, median of {len(next(iter(by_path.values())))}\n")
+    replayed = ("grpc ceiling", "puller", "puller+lander")
+    print(f"\n## Puller throughput: {expected:,} committed rows, {payload_mib:.1f} MiB key+value+old value "
+          f"({payload_mib * MIB / expected:,.0f} B per row), {len(workload.histories)} regions, "
+          f"median (min..max) of {len(next(iter(by_path.values())))}\n")
     print(markdown_table(
-        ["path", "rows/s", "MiB/s", "median s", "min..max s", "our CPU s", "rows per CPU s", "replay CPU s",
+        ["path", "rows/s", "MiB/s", "our CPU s per GiB", "median s", "our CPU s", "rows per CPU s", "replay CPU s",
          "peak RSS growth MiB"],
-        [[p, v["rows_per_s"], v["mib_per_s"], v["wall_s"], f"{v['wall_min_s']:.2f}..{v['wall_max_s']:.2f}",
-          v["cpu_s"], v["rows_per_cpu_s"], v["server_cpu_s"] if p in ("grpc ceiling", "puller", "puller+lander")
-          else "-", v["rss_growth_mib"]] for p, v in summary.items()]))
+        [[p, f"{v['rows_per_s']:,.0f} ({v['rows_per_s_min']:,.0f}..{v['rows_per_s_max']:,.0f})",
+          f"{v['mib_per_s']:.1f} ({v['mib_per_s_min']:.1f}..{v['mib_per_s_max']:.1f})",
+          f"{v['cpu_s_per_gib']:.2f} ({v['cpu_s_per_gib_min']:.2f}..{v['cpu_s_per_gib_max']:.2f})",
+          v["wall_s"], v["cpu_s"], v["rows_per_cpu_s"], v["server_cpu_s"] if p in replayed else "-",
+          v["rss_growth_mib"]] for p, v in summary.items()]))
+    print()
+    print(markdown_table(
+        ["path", "run", "rows/s", "MiB/s", "our CPU s per GiB", "wall s", "replay CPU s"],
+        [[r["path"], r["attempt"], r["rows_per_s"], r["mib_per_s"], r["cpu_s_per_gib"], r["wall_s"],
+          r["server_cpu_s"] if r["path"] in replayed else "-"] for r in results]))
     print()
     print(markdown_table(["ratio", "value"], [[k, v] for k, v in ratios.items()]))
-    return {"rows": expected, "payload_mib": payload_mib, "regions": len(workload.histories),
-            "entry_rows": workload.entry_rows, "paths": summary, "ratios": ratios, "runs": results}
+    load_end = round(os.getloadavg()[0], 1)
+    print(f"\n# load at the end {load_end}")
+    return {"rows": expected, "payload_mib": payload_mib, "bytes_per_row": payload_mib * MIB / expected,
+            "regions": len(workload.histories), "entry_rows": workload.entry_rows, "load_avg_1m_end": load_end,
+            "paths": summary, "ratios": ratios, "runs": results}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=60_000, help="row changes written while recording")
+    parser.add_argument("--preset", choices=sorted(PRESETS),
+                        help="row shape of issue #31: narrow ~100 B rows, wide ~2 KiB rows (sets --rows, --value-bytes)")
+    parser.add_argument("--rows", type=int, help=f"row changes written while recording (default {DEFAULTS['rows']})")
     parser.add_argument("--txn-rows", type=int, default=10)
     parser.add_argument("--tables", type=int, default=2)
     parser.add_argument("--regions", type=int, default=4, help="regions per table")
-    parser.add_argument("--value-bytes", type=int, default=200)
+    parser.add_argument("--value-bytes", type=int, help=f"bytes of each value (default {DEFAULTS['value_bytes']})")
     parser.add_argument("--update-ratio", type=float, default=0.3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=4, help="EventFeedClient region workers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    for name, value in PRESETS.get(args.preset, DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     env = print_environment()
     results = run(args.rows, args.txn_rows, args.tables, args.regions, args.value_bytes, args.update_ratio,
                   args.repeats, args.workers, args.seed)

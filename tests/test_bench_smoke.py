@@ -53,9 +53,15 @@ def test_bench_sim_counts_what_each_preset_wrote(tmp_path):
 
 
 def test_bench_puller_every_path_delivers_every_committed_row(tmp_path):
-    results = run_bench("bench_puller.py", tmp_path, "--rows", "1500", "--repeats", "1", "--regions", "2")
+    results = run_bench("bench_puller.py", tmp_path, "--preset", "narrow", "--rows", "1500", "--repeats", "1",
+                        "--regions", "2")
     assert results["regions"] == 4  # 2 tables x 2 regions
     assert results["rows"] == 1500  # each write is one committed row change
+    # narrow: a 19-byte record key and a 64-byte value, plus the old value of the updates
+    assert 19 + 64 < results["bytes_per_row"] < 19 + 64 + 64
+    for run in results["runs"]:
+        assert all(run[rate] > 0 and math.isfinite(run[rate]) for rate in ("rows_per_s", "mib_per_s", "cpu_s_per_gib"))
+        assert math.isclose(run["mib_per_s"] * run["wall_s"], results["payload_mib"])
     assert {r["path"] for r in results["runs"]} == {
         "grpc ceiling", "state ceiling", "puller", "lander alone", "puller+lander"}
     for run in results["runs"]:
