@@ -67,6 +67,22 @@ def test_prewrite_then_commit_after_initialized_carries_prewrite_value_and_old_v
     assert s.unmatched_count == 0
 
 
+def test_matched_commit_takes_the_prewrite_bytes_and_leaves_the_commit_message_as_received():
+    # The value goes from the waiting prewrite to the RowChange as is: written into the COMMIT
+    # message and read back, each value was copied twice more (a wide row's cost, bench_puller).
+    new, old = b"n" * 2048, b"o" * 2048
+    after_init = state()
+    after_init.handle_rows([INIT, prewrite(1, 110, new, old)])
+    row = commit(1, 110, 120)
+    assert summary(after_init.handle_rows([row])) == [(key(1), 110, 120, "put", new, old)]
+    assert row.value == b"" and row.old_value == b""
+    scanning = state()  # the COMMIT overtakes the scan's PREWRITE: cached, matched at INITIALIZED
+    row = commit(1, 110, 120)
+    assert scanning.handle_rows([row, prewrite(1, 110, new, old)]) == []
+    assert summary(scanning.handle_rows([INIT])) == [(key(1), 110, 120, "put", new, old)]
+    assert row.value == b"" and row.old_value == b""
+
+
 def test_delete_commit_matches_empty_value_prewrite_after_initialized():
     s = state()
     s.handle_rows([INIT, prewrite(2, 110, b"", b"old", op=Row.DELETE)])

@@ -73,37 +73,40 @@ class RegionFeedState:
         prewrites: list[tuple[int, bytes, Prewrite]] = []  # a run of PREWRITEs, stored together
         for row in rows:
             kind = row.type
-            if kind != _INITIALIZED and not self._key_in_span(row.key):
+            # Each read of a bytes field copies it out of the message (upb): read the key once.
+            key = row.key
+            if kind != _INITIALIZED and not self._key_in_span(key):
                 continue  # docs/wire.md#row-handling-per-region: rows outside the region's sub-span are dropped
             if kind == _PREWRITE:
-                prewrites.append((row.start_ts, row.key, (row.value, row.old_value, row.generation)))
+                prewrites.append((row.start_ts, key, (row.value, row.old_value, row.generation)))
                 continue
             if prewrites:  # before anything that may look them up
                 self._unmatched.put_many(prewrites)
                 prewrites = []
             if kind == _COMMIT:
-                if self._match(row, self.initialized):
-                    self._emit_commit(row, out)
+                prewrite = self._match(row, key, self.initialized)
+                if prewrite is not None:
+                    self._emit_commit(row, key, prewrite, out)
                 elif self.initialized:
                     raise PrewriteNotMatchError(
-                        f"region {self.region_id}: COMMIT of key {row.key.hex()} start_ts {row.start_ts} "
+                        f"region {self.region_id}: COMMIT of key {key.hex()} start_ts {row.start_ts} "
                         f"commit_ts {row.commit_ts} after INITIALIZED without its PREWRITE"
                     )
                 else:
                     self._cached_commits.append(row)
             elif kind == _COMMITTED:
                 self._check_after_resolved(row, "COMMITTED")
-                out.append(self._row_change(row))
+                out.append(self._row_change(row, key, row.value, row.old_value))
             elif kind == _ROLLBACK:
                 if self.initialized:
-                    self._unmatched.take(row.start_ts, row.key)
+                    self._unmatched.take(row.start_ts, key)
                 else:
                     self._cached_rollbacks.append(row)
             elif kind == _INITIALIZED:
                 self._on_initialized(out)
             else:
                 raise ProtocolViolationError(
-                    f"region {self.region_id}: row of unknown type {kind} for key {row.key.hex()}"
+                    f"region {self.region_id}: row of unknown type {kind} for key {key.hex()}"
                 )
         if prewrites:
             self._unmatched.put_many(prewrites)
@@ -122,34 +125,35 @@ class RegionFeedState:
         cached, self._cached_commits = self._cached_commits, []
         for row in cached:
             # A commit whose PREWRITE never came must be covered by a scan COMMITTED row (docs/wire.md#commits-need-their-prewrite).
-            if self._match(row, True):
-                self._emit_commit(row, out)
+            key = row.key
+            prewrite = self._match(row, key, True)
+            if prewrite is not None:
+                self._emit_commit(row, key, prewrite, out)
             else:
                 log.info("region %d: ignore COMMIT of key %s start_ts %d without prewrite (scanned as COMMITTED)",
-                         self.region_id, row.key.hex(), row.start_ts)
+                         self.region_id, key.hex(), row.start_ts)
         rollbacks, self._cached_rollbacks = self._cached_rollbacks, []
         for row in rollbacks:
             self._unmatched.take(row.start_ts, row.key)
 
-    def _match(self, commit: Row, initialized: bool) -> bool:
+    def _match(self, commit: Row, key: bytes, initialized: bool) -> Prewrite | None:
+        """The waiting prewrite the COMMIT of `key` takes (its value and old value are the
+        commit's), None if it cannot be matched now."""
         if initialized:
-            prewrite = self._unmatched.take(commit.start_ts, commit.key)
-            if prewrite is None:
-                return False
-        else:
-            prewrite = self._unmatched.get(commit.start_ts, commit.key)
-            if prewrite is None or not prewrite[0] or prewrite[2] != 0:
-                return False  # the scan may still deliver the real prewrite (docs/wire.md#row-handling-per-region)
-            self._unmatched.take(commit.start_ts, commit.key)
-        commit.value = prewrite[0]
-        commit.old_value = prewrite[1]
-        return True
+            return self._unmatched.take(commit.start_ts, key)
+        prewrite = self._unmatched.get(commit.start_ts, key)
+        if prewrite is None or not prewrite[0] or prewrite[2] != 0:
+            return None  # the scan may still deliver the real prewrite (docs/wire.md#row-handling-per-region)
+        self._unmatched.take(commit.start_ts, key)
+        return prewrite
 
-    def _emit_commit(self, row: Row, out: list[RowChange]) -> None:
+    def _emit_commit(self, row: Row, key: bytes, prewrite: Prewrite, out: list[RowChange]) -> None:
         if row.commit_ts <= self.table_start_ts:
             return  # stale: already part of the subscription's starting point (docs/wire.md#row-handling-per-region)
         self._check_after_resolved(row, "COMMIT")
-        out.append(self._row_change(row))
+        # The prewrite's own bytes objects: writing them into the COMMIT message and reading
+        # them back would copy each value twice more.
+        out.append(self._row_change(row, key, prewrite[0], prewrite[1]))
 
     def _check_after_resolved(self, row: Row, kind: str) -> None:
         if row.commit_ts <= self.last_resolved_ts:
@@ -158,14 +162,13 @@ class RegionFeedState:
                 f"<= resolved ts {self.last_resolved_ts} already reported (docs/wire.md#commit-timestamps-above-every-watermark)"
             )
 
-    def _row_change(self, row: Row) -> RowChange:
+    def _row_change(self, row: Row, key: bytes, value: bytes, old_value: bytes) -> RowChange:
         op = _OPS.get(row.op_type)
         if op is None:
             raise ProtocolViolationError(
-                f"region {self.region_id}: committed row for key {row.key.hex()} commit_ts {row.commit_ts} "
+                f"region {self.region_id}: committed row for key {key.hex()} commit_ts {row.commit_ts} "
                 f"has op_type {row.op_type}, expected PUT or DELETE"
             )
-        key = row.key
         if key[:TABLE_PREFIX_LEN] != self._table_prefix:  # rows of a region share their table
             self._table_id = table_id_of(key)
             self._table_prefix = key[:TABLE_PREFIX_LEN]
@@ -174,9 +177,9 @@ class RegionFeedState:
             commit_ts=row.commit_ts,
             start_ts=row.start_ts,
             op=op,
-            key=row.key,
-            value=row.value,
-            old_value=row.old_value,
+            key=key,
+            value=value,
+            old_value=old_value,
             region_id=self.region_id,
         )
 
