@@ -666,8 +666,12 @@ class _Router:
         workers = self._client._workers
         workers.submit(workers.index_of(feed.subscription.id), fn)
 
-    def on_entries(self, token: _RegionFeed, rows: list[cdcpb_pb2.Event.Row]) -> None:
-        self._submit(token, lambda: self._client._on_rows(token, rows))
+    def on_entries(self, token: _RegionFeed, events: list[list[cdcpb_pb2.Event.Row]]) -> None:
+        def handle() -> None:
+            for rows in events:
+                self._client._on_rows(token, rows)
+
+        self._submit(token, handle)
 
     def on_resolved(self, tokens: list[_RegionFeed], ts: int) -> None:
         by_subscription: dict[int, list[_RegionFeed]] = {}

@@ -29,9 +29,10 @@ PROBE_TIMEOUT_S = 10.0
 
 
 class StreamHandler(Protocol):
-    """Receives routed events; `token` is whatever was registered for that region subscription."""
+    """Receives routed events; `token` is whatever (hashable) was registered for that region subscription."""
 
-    def on_entries(self, token: Any, rows: list[cdcpb_pb2.Event.Row]) -> None: ...
+    def on_entries(self, token: Any, events: list[list[cdcpb_pb2.Event.Row]]) -> None:
+        """The rows of one or more consecutive Entries events of the region, one list per event."""
 
     def on_resolved(self, tokens: list[Any], ts: int) -> None: ...
 
@@ -197,6 +198,11 @@ class StoreStream:
                 tokens = [t for t in (self._active.get((subscription, r)) for r in resolved.regions) if t is not None]
             if tokens:
                 self._handler.on_resolved(tokens, resolved.ts)
+        # One region's Entries events of this response go to the handler in one call, in order:
+        # a handler call (and a region worker's hand-off) per event cost more than its rows when
+        # events are small. A region's other events flush its entries first, so its order holds.
+        # Each event stays its own list: the sink's memory quota admits rows an event at a time.
+        pending: dict[Any, list[list[cdcpb_pb2.Event.Row]]] = {}
         for event in response.events:
             subscription = event.request_id if fixed_subscription is None else fixed_subscription
             key = (subscription, event.region_id)
@@ -206,8 +212,14 @@ class StoreStream:
             if token is None:
                 continue
             if kind == "entries":
-                self._handler.on_entries(token, list(event.entries.entries))
-            elif kind == "error":
+                pending.setdefault(token, []).append(list(event.entries.entries))
+                continue
+            events = pending.pop(token, None)
+            if events is not None:
+                self._handler.on_entries(token, events)
+            if kind == "error":
                 self._handler.on_error(token, event.error)
             elif kind == "resolved_ts":  # deprecated per-region form (clients < 4.0.8, docs/wire.md#event)
                 self._handler.on_resolved([token], event.resolved_ts)
+        for token, events in pending.items():
+            self._handler.on_entries(token, events)
