@@ -35,13 +35,15 @@ replay store): the EventFeed wire protocol is real, PD lookups are local.
 
     .venv/bin/python bench/bench_puller.py [--preset narrow|wide] [--rows 60000] [--txn-rows 10] [--tables 2]
         [--regions 4] [--value-bytes 200] [--update-ratio 0.3] [--repeats 3] [--workers 4] [--seed 0]
-        [--json out.json]
+        [--json out.json] [--profile PREFIX]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import random
 import subprocess
 import sys
@@ -395,11 +397,52 @@ def lake_rows(root: str) -> int:
     return DeltaTable(LakeLayout(root).changelog).to_pyarrow_table(columns=["commit_ts"]).num_rows
 
 
+def profile_puller(workload: Workload, address: str, expected: int, workers: int, path: str,
+                   lake: str | None = None, top: int = 30) -> None:
+    """One more puller run (untimed, not in the figures; with a lander into `lake`, until its
+    watermarks are durable) with cProfile on each thread's CPU clock in every thread it starts
+    (stream receivers, region workers, the lander's flusher), so waiting costs nothing; writes
+    the merged stats to `path` and prints the top entries by own CPU time. gRPC's C threads are
+    not Python and do not show; the main thread only waits, and its flush is not profiled."""
+    profilers: list[tuple[threading.Thread, cProfile.Profile]] = []
+    original = threading.Thread.run
+
+    def profiled(thread: threading.Thread) -> None:
+        profiler = cProfile.Profile(time.thread_time)
+        profilers.append((thread, profiler))
+        profiler.enable()
+        try:
+            original(thread)
+        finally:
+            profiler.disable()
+
+    threading.Thread.run = profiled  # type: ignore[method-assign]
+    lander = None
+    try:
+        if lake is not None:
+            lander = Lander(LakeLayout(lake), "bench", flush_interval_s=1.0)
+        delivered = puller(workload, address, expected, workers, lander)
+    finally:
+        threading.Thread.run = original  # type: ignore[method-assign]
+        if lander is not None:
+            lander.close()
+    if delivered != expected:
+        raise RuntimeError(f"profiled puller run delivered {delivered} of {expected} rows")
+    for thread, _ in profilers:
+        thread.join(5)  # a profile is read once its thread has ended
+    done = [profiler for thread, profiler in profilers if not thread.is_alive()]
+    stats = pstats.Stats(*done)
+    stats.dump_stats(path)
+    print(f"\n## Profile of one {'puller+lander' if lander else 'puller'} run ({len(done)} of {len(profilers)} "
+          f"threads ended), top {top} by own CPU time; stats in {path}\n")
+    stats.sort_stats("tottime").print_stats(top)
+
+
 # ---- driver ---------------------------------------------------------------------------------
 
 
 def run(rows: int, txn_rows: int, tables: int, regions: int, value_bytes: int, update_ratio: float,
-        repeats: int, workers: int, seed: int) -> dict:
+        repeats: int, workers: int, seed: int, profile: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-puller-") as tmp:
         started = time.perf_counter()
         recording = record(Path(tmp) / "rec", rows, txn_rows, tables, regions, value_bytes, update_ratio, seed)
@@ -414,6 +457,10 @@ def run(rows: int, txn_rows: int, tables: int, regions: int, value_bytes: int, u
         server = ReplayServer(recording)
         try:
             results = _measure(workload, server, changes, expected, repeats, workers, tmp)
+            if profile:
+                profile_puller(workload, server.address, expected, workers, f"{profile}-puller.pstats")
+                profile_puller(workload, server.address, expected, workers, f"{profile}-puller+lander.pstats",
+                               f"{tmp}/lake-profile")
         finally:
             server.close()
     if any(r["rows"] != expected for r in results if r["path"] != "grpc ceiling"):
@@ -542,13 +589,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workers", type=int, default=4, help="EventFeedClient region workers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results as JSON here")
+    parser.add_argument("--profile", metavar="PREFIX", help="after the measured runs, profile one puller run and "
+                        "one puller+lander run (cProfile): PREFIX-puller.pstats, PREFIX-puller+lander.pstats")
     args = parser.parse_args(argv)
     for name, value in PRESETS.get(args.preset, DEFAULTS).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     env = print_environment()
     results = run(args.rows, args.txn_rows, args.tables, args.regions, args.value_bytes, args.update_ratio,
-                  args.repeats, args.workers, args.seed)
+                  args.repeats, args.workers, args.seed, args.profile)
     write_json(args.json, "puller", env, results)
     return results
 
