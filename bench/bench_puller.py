@@ -578,7 +578,7 @@ def _report(results: list[dict], expected: int, payload_mib: float, workload: Wo
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS),
-                        help="row shape of issue #31: narrow ~100 B rows, wide ~2 KiB rows (sets --rows, --value-bytes)")
+                        help="row shape (issue #31): narrow ~100 B rows, wide ~2 KiB rows; sets --rows, --value-bytes")
     parser.add_argument("--rows", type=int, help=f"row changes written while recording (default {DEFAULTS['rows']})")
     parser.add_argument("--txn-rows", type=int, default=10)
     parser.add_argument("--tables", type=int, default=2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pstats
 import signal
 import subprocess
 import sys
@@ -54,7 +55,10 @@ def test_bench_sim_counts_what_each_preset_wrote(tmp_path):
 
 def test_bench_puller_every_path_delivers_every_committed_row(tmp_path):
     results = run_bench("bench_puller.py", tmp_path, "--preset", "narrow", "--rows", "1500", "--repeats", "1",
-                        "--regions", "2")
+                        "--regions", "2", "--profile", str(tmp_path / "profile"))
+    for stage in ("puller", "puller+lander"):  # the profiled runs saw the region workers handle every event
+        stats = pstats.Stats(str(tmp_path / f"profile-{stage}.pstats")).stats
+        assert any(name == "handle_rows" and calls > 0 for (_, _, name), (calls, *_) in stats.items()), stage
     assert results["regions"] == 4  # 2 tables x 2 regions
     assert results["rows"] == 1500  # each write is one committed row change
     # narrow: a 19-byte record key and a 64-byte value, plus the old value of the updates
