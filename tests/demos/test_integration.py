@@ -179,7 +179,8 @@ def test_every_started_component_is_stopped_even_when_a_stop_or_the_run_fails(tm
     monkeypatch.setattr(integration.on_airflow, "run", interrupted)
     monkeypatch.setattr(integration.signal, "signal", lambda signum, handler: handlers.setdefault(signum, handler))
     with pytest.raises(KeyboardInterrupt):
-        integration.run(integration.IntegrationOptions(workdir=tmp_path))  # the cluster is the default
+        # the cluster is the default; the wheel and venv are not what this test is about
+        integration.run(integration.IntegrationOptions(workdir=tmp_path, installed_airflow=False))
     assert stopped == ["jars installed", "spark", "postgres", "relay", "s3"]
     assert handlers == {integration.signal.SIGTERM: integration.on_airflow.interrupt}
 
@@ -226,3 +227,20 @@ def test_a_spark_master_or_worker_that_cannot_start_fails_its_stage_naming_its_l
         cluster.start(timeout_s=20)
     assert "no JVM for org.apache.spark.deploy.master.Master" in cluster.master_log.read_text()
     cluster.stop()
+
+
+def test_the_worker_kill_waits_for_a_merge_application_with_an_executor_not_yet_removed(tmp_path):
+    from tidelake.demos.spark_cluster import SparkCluster
+
+    cluster = SparkCluster(tmp_path)
+    log = tmp_path.joinpath("spark-master.log")
+    log.write_text("INFO Master: Registered app tidelake-merge with ID app-1-0000\n"
+                   "INFO Master: Launching executor app-1-0000/0 on worker worker-1\n"
+                   "INFO Master: Removing app app-1-0000\n"
+                   "INFO Master: Registered app tidelake-syncpoint with ID app-2-0001\n"
+                   "INFO Master: Launching executor app-2-0001/0 on worker worker-1\n"
+                   "INFO Master: Registered app tidelake-merge with ID app-3-0002\n")
+    assert cluster.running_apps() == ["tidelake-syncpoint"]  # the second merge has no executor yet
+    with log.open("a") as out:
+        out.write("INFO Master: Launching executor app-3-0002/0 on worker worker-1\n")
+    assert cluster.running_apps() == ["tidelake-syncpoint", "tidelake-merge"]
