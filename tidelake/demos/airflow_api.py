@@ -90,6 +90,11 @@ class AirflowApi:
         path = f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?task_id={task_id}&state=success&limit=1"
         return self._call("GET", path)["total_entries"]
 
+    def running_tasks(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's task instances in state running now (task_id, map_index, run id, try number)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?state=running&limit=100"
+        return self._call("GET", path)["task_instances"]
+
     def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> Any:
         headers = {"Content-Type": "application/json"}
         if auth:

@@ -2,9 +2,9 @@
 S3 API server behind a relay killed for 10 s, PostgreSQL (Airflow's database, and the Iceberg
 catalog in another), a Spark standalone cluster, Airflow on them installed as a user installs it
 (a wheel of tidelake[airflow] in a fresh venv, the DAGs from a 3-line DAG file: two puller shards,
-merges, syncpoints publishing to Iceberg, a bootstrap, maintenance), then `tidelake verify` of the
-Delta and the Iceberg side. Every process is started by pid and stopped
-at the end.
+merges, syncpoints publishing to Iceberg, a bootstrap, maintenance) as separate supervised
+components, the orchestrator's faults (tidelake.demos.orchestrator_faults), then `tidelake verify`
+of the Delta and the Iceberg side. Every process is started by pid and stopped at the end.
 
 More: docs/internals.md#integration.
 """
@@ -28,7 +28,8 @@ from tidelake.consumers.iceberg.catalog_view import last_snapshots
 from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.demos import on_airflow
 from tidelake.demos.installed_airflow import install
-from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, Say
+from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, RunningAirflow, Say
+from tidelake.demos.orchestrator_faults import OrchestratorFaults
 from tidelake.demos.postgres import Postgres
 from tidelake.demos.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tidelake.demos.spark_cluster import SparkCluster
@@ -44,6 +45,10 @@ OUTAGE_S = 10.0
 CLUSTER_APPS = ("tidelake-merge", "tidelake-syncpoint", "tidelake-bootstrap", "tidelake-maintenance")
 # A table of the workload that the demo's changefeed filter leaves out (on_airflow.TABLES).
 BOOTSTRAP_TABLE = f"{on_airflow.DATABASE}.sessions"
+# The new scheduler looks for the killed one's task instances every 15 s instead of Airflow's 300 s
+# default (docs/operations.md#when-a-component-dies): they are reset once the killed
+# scheduler's heartbeat is older than [scheduler] scheduler_health_check_threshold (30 s).
+AIRFLOW_SETTINGS = (("AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL", "15"),)
 ICEBERG_DATABASE = "iceberg"  # the Iceberg SQL catalog's database, beside Airflow's
 
 
@@ -108,6 +113,12 @@ def run(options: IntegrationOptions) -> int:
             _install_jars(jars)
             say.mark("spark jars")
 
+        faults = OrchestratorFaults(postgres, cluster)
+
+        def during_traffic(say: Say, airflow: RunningAirflow) -> None:
+            outage(say)
+            faults(say, airflow)
+
         def outage(say: Say) -> None:
             say(f"killing the S3 endpoint for {OUTAGE_S:.0f}s (SIGKILL relay pid {relay.pid}; "
                 f"moto pid {s3.pid} keeps the objects)")
@@ -119,7 +130,8 @@ def run(options: IntegrationOptions) -> int:
         lake_root = s3.lake_root("integration")
         demo = AirflowDemoOptions(workdir=options.workdir / "airflow-demo", traffic_s=options.traffic_s,
                                   port=options.port, lake_root=lake_root, sql_alchemy_conn=postgres.url,
-                                  shards=options.shards, during_traffic=outage,
+                                  shards=options.shards, during_traffic=during_traffic,
+                                  airflow_components=True, airflow_settings=AIRFLOW_SETTINGS,
                                   spark_master=cluster.url if cluster is not None else None, spark_jars=jars,
                                   # on the cluster, the Spark jobs are SparkSubmitOperator tasks
                                   warm_spark=cluster is None, required_tasks=("merge", "syncpoint"),

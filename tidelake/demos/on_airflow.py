@@ -30,6 +30,7 @@ from tidelake import tso
 from tidelake.config import load_config
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
+from tidelake.demos.airflow_components import AirflowComponents
 from tidelake.demos.connection_form import check_connection_form
 from tidelake.demos.installed_airflow import InstalledAirflow, check_installed, check_provider
 from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code, free_port
@@ -84,7 +85,11 @@ class AirflowDemoOptions:
     lake_root: str | None = None
     sql_alchemy_conn: str | None = None
     shards: int = 1
-    during_traffic: Callable[[Say], None] | None = None
+    during_traffic: Callable[[Say, RunningAirflow], None] | None = None
+    # Airflow as its four components under a supervisor that starts a dead one again
+    # (tidelake.demos.airflow_components), with these extra AIRFLOW__* settings; False: `airflow standalone`.
+    airflow_components: bool = False
+    airflow_settings: tuple[tuple[str, str], ...] = ()
     spark_master: str | None = None  # a standalone cluster (spark://) instead of local[*]
     # Checks of the processes started around the demo (the integration's S3 server, its relay,
     # the Spark cluster): one that dies fails the running stage with its own log named.
@@ -139,6 +144,16 @@ class DemoDags:
 
     def all(self) -> tuple[str, ...]:
         return self.puller, self.merge, self.bootstrap, self.maintenance
+
+
+@dataclass(frozen=True)
+class RunningAirflow:
+    """What a fault injected while traffic runs (AirflowDemoOptions.during_traffic) acts on and watches."""
+
+    api: AirflowApi
+    dags: DemoDags
+    components: AirflowComponents | None  # None under `airflow standalone`
+    checks: list[Callable[[str], None]]
 
 
 @dataclass
@@ -274,7 +289,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
     paths.reset()
     dags = DemoDags.of(options)
     port = free_port(options.port)
-    children: list[Child] = []
+    children: list[Child | AirflowComponents] = []
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a CI timeout, `kill`) ends the demo like Ctrl-C, through the shutdown below: the
         # children live in their own sessions and would otherwise outlive it.
@@ -300,13 +315,22 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
                           spark_master=options.spark_master, spark_jars=options.spark_jars, installed=options.installed)
         if options.installed is not None:
             _check_installed(options.installed, paths, env, say)
-        say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
-            f"log: {paths.logs / 'airflow.log'}")
-        command = ([str(options.installed.bin_dir / "airflow"), "standalone"] if options.installed is not None
-                   else [sys.executable, "-m", "airflow", "standalone"])
-        airflow = Child("airflow standalone", command, paths.logs / "airflow.log", env,
-                        cwd=options.installed.cwd if options.installed is not None else REPO)
-        children.append(airflow)
+        env.update(dict(options.airflow_settings))
+        cli = ([str(options.installed.bin_dir / "airflow")] if options.installed is not None
+               else [sys.executable, "-m", "airflow"])
+        cwd = options.installed.cwd if options.installed is not None else REPO
+        airflow: Child | AirflowComponents
+        if options.airflow_components:
+            say(f"starting Airflow as its components (db migrate, then scheduler, dag-processor, triggerer, "
+                f"api-server on port {port}), each started again if it dies; logs: {paths.logs / 'airflow-*.log'}")
+            airflow = AirflowComponents(cli, paths.logs, env, cwd, say)
+            children.append(airflow)
+            airflow.start()
+        else:
+            say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
+                f"log: {paths.logs / 'airflow.log'}")
+            airflow = Child("airflow standalone", [*cli, "standalone"], paths.logs / "airflow.log", env, cwd=cwd)
+            children.append(airflow)
         checks = [*options.component_checks, *(child.check for child in children)]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
         await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
@@ -336,7 +360,13 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         say(f"puller is landing changes; target: every table merged past TSO {target} "
             f"({tso.to_datetime(target):%H:%M:%S} UTC, {options.traffic_s:.0f}s from now)")
         if options.during_traffic is not None:
-            options.during_traffic(say)
+            options.during_traffic(say, RunningAirflow(api, dags, airflow if isinstance(airflow, AirflowComponents)
+                                                       else None, checks))
+            # the merges past the target must come after every fault: the proof that runs resumed
+            after = tso.compose(int(time.time() * 1000))
+            if after > target:
+                target = after
+                say(f"faults over; target moved to TSO {target} ({tso.to_datetime(target):%H:%M:%S} UTC)")
         _wait_merged(api, dags, paths, target, options, checks, say)
         say.mark("traffic and merges")
         if options.required_tasks:
@@ -574,7 +604,7 @@ def _wait_for_interrupt(checks: list[Callable[[str], None]]) -> None:
         pass
 
 
-def _shutdown(children: list[Child], port: int, paths: DemoPaths, dags: DemoDags, say: Say) -> None:
+def _shutdown(children: list[Child | AirflowComponents], port: int, paths: DemoPaths, dags: DemoDags, say: Say) -> None:
     """Pause the DAGs (no new task starts), stop Airflow with its task processes and Spark JVMs,
     then the Spark Connect server and the simulator, each by its pid (children in reverse order)."""
     say("shutting down, in reverse start order: " + ", ".join(child.name for child in reversed(children)))

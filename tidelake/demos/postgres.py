@@ -67,11 +67,19 @@ class Postgres:
             for path in (self.workdir, self.log):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "--encoding=UTF8", "--no-sync")
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.workdir} -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(int(timeout_s)),
-                  "start")
-        await_stage("postgres", self._ready, timeout_s, self.log, interval_s=0.5)
+        self._pg_ctl("start", timeout_s)
         self.create_database(DATABASE)
+
+    def restart(self, timeout_s: float = 60.0) -> None:
+        """`pg_ctl restart -m fast`, as an operator or a failover does: every session is ended, the
+        server comes back on the same port with the same data."""
+        self._pg_ctl("restart", timeout_s, "-m", "fast")
+
+    def _pg_ctl(self, action: str, timeout_s: float, *extra: str) -> None:
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.workdir} -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, *extra, "-w", "-t",
+                  str(int(timeout_s)), action)
+        await_stage("postgres", self._ready, timeout_s, self.log, interval_s=0.5)
 
     def create_database(self, name: str) -> str:
         """A new empty database of the running cluster; its SQLAlchemy URL."""

@@ -55,15 +55,32 @@ class SparkCluster:
                                         str(self.port), "--webui-port", str(free_port(0))], self.master_log, env)
         self.children.append(master)
         await_stage("spark master", lambda: accepting(self.port), timeout_s, self.master_log, [master.check], 1)
+        self._env = env
+        self.start_worker(timeout_s)
+
+    def start_worker(self, timeout_s: float = 180.0) -> int:
+        """A worker registered with the master (again, after kill_worker); its pid."""
+        registrations = self._worker_registrations()
         worker = Child("spark worker", [str(spark_class()), WORKER_CLASS, "--host", "127.0.0.1", "--cores",
                                         str(self.cores), "--memory", self.memory, "--webui-port", str(free_port(0)),
-                                        self.url], self.worker_log, env)
+                                        self.url], self.worker_log, self._env)
         self.children.append(worker)
-        await_stage("spark worker", self._worker_registered, timeout_s, self.worker_log,
-                    [master.check, worker.check], 1)
+        await_stage("spark worker", lambda: self._worker_registrations() > registrations, timeout_s, self.worker_log,
+                    self.checks(), 1)
+        return worker.process.pid
+
+    def kill_worker(self) -> tuple[int, int]:
+        """SIGKILL the worker with its executors (a lost machine); its pid and how many processes died."""
+        worker = self.children.pop()
+        return worker.process.pid, worker.kill()
 
     def checks(self) -> list:
-        return [child.check for child in self.children]
+        """One check over the processes running when it is called (the worker may be replaced)."""
+        return [self.check]
+
+    def check(self, stage: str) -> None:
+        for child in self.children:
+            child.check(stage)
 
     def stop(self) -> None:
         for child in reversed(self.children):
@@ -77,6 +94,20 @@ class SparkCluster:
         lines = self.master_log.read_text(errors="replace").splitlines() if self.master_log.exists() else []
         return [line.split(marker, 1)[1].rsplit(" with ID ", 1)[0] for line in lines if marker in line]
 
-    def _worker_registered(self) -> bool:
-        return "Successfully registered with master" in self.worker_log.read_text(errors="replace")
+    def running_apps(self) -> list[str]:
+        """Names of the applications registered and not yet removed that have an executor launched."""
+        lines = self.master_log.read_text(errors="replace").splitlines() if self.master_log.exists() else []
+        names: dict[str, str] = {}
+        for line in lines:
+            if "INFO Master: Registered app " in line:
+                name, app_id = line.split("INFO Master: Registered app ", 1)[1].rsplit(" with ID ", 1)
+                names[app_id.strip()] = name
+        launched = {app_id for app_id in names if any(f"Launching executor {app_id}/" in line for line in lines)}
+        removed = {app_id for app_id in names if any(f"Removing app {app_id}" in line for line in lines)}
+        return [names[app_id] for app_id in sorted(launched - removed)]
+
+    def _worker_registrations(self) -> int:
+        if not self.worker_log.exists():
+            return 0
+        return self.worker_log.read_text(errors="replace").count("Successfully registered with master")
 

@@ -1,0 +1,148 @@
+"""The orchestrator's faults of `make integration`, each when it hits work in flight and said in
+one line with when the component came back: the Airflow triggerer SIGKILLed while it runs the
+new-data trigger, the scheduler SIGKILLed with its task processes while merge tasks run, the Spark
+worker SIGKILLed with its executors while a merge runs, PostgreSQL restarted. Then the killed
+scheduler's task instances are run again and the trigger fires again; the run's checks after it
+(merges past a target taken after the faults, verify) prove nothing was lost.
+Owner: tidelake.demos.integration.
+
+More: docs/internals.md#orchestrator_faults.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tidelake.demos.airflow_components import RESTART_PAUSE_S
+from tidelake.demos.on_airflow import RunningAirflow, Say
+from tidelake.demos.postgres import Postgres
+from tidelake.demos.spark_cluster import SparkCluster
+from tidelake.demos.supervisor import StageFailed
+
+MOMENT_TIMEOUT_S = 240.0  # the longest wait for work in flight to hit, and for recovery to show
+MERGE_TASKS = ("merge", "syncpoint")
+T = TypeVar("T")
+
+
+@dataclass
+class OrchestratorFaults:
+    """The faults, in order; `postgres` and `cluster` are the run's (no cluster: no worker kill)."""
+
+    postgres: Postgres
+    cluster: SparkCluster | None
+
+    def __call__(self, say: Say, airflow: RunningAirflow) -> None:
+        if airflow.components is None:
+            raise StageFailed("orchestrator faults", "Airflow runs standalone: nothing restarts a killed component")
+        asset_runs = self._kill_triggerer(say, airflow)
+        orphans = self._kill_scheduler(say, airflow)
+        if self.cluster is not None:
+            self._kill_spark_worker(say, airflow, self.cluster)
+        self._restart_postgres(say, airflow)
+        self._await_recovery(say, airflow, asset_runs, orphans)
+
+    def _kill_triggerer(self, say: Say, airflow: RunningAirflow) -> int:
+        """The new-data trigger is an asset watcher: it runs in the triggerer from the merge DAG's
+        unpause on, so any moment hits it. The merge DAG's asset-triggered runs before the kill."""
+        before = _asset_runs(airflow)
+        pid, died = airflow.components.kill("triggerer")
+        down = time.monotonic()
+        time.sleep(RESTART_PAUSE_S)
+        new_pid = airflow.components.restart("triggerer")
+        say(f"SIGKILLed the Airflow triggerer (pid {pid}, {died} processes) while it ran {airflow.dags.merge}'s "
+            f"new-data trigger ({before} asset-triggered runs so far); started again after "
+            f"{time.monotonic() - down:.0f}s: pid {new_pid}")
+        return before
+
+    def _kill_scheduler(self, say: Say, airflow: RunningAirflow) -> list[dict[str, Any]]:
+        """When a merge or syncpoint task runs; the task instances it ran (they died with it)."""
+        running = _await(lambda: [t for t in _running(airflow) if t["task_id"] in MERGE_TASKS], airflow,
+                         "a running merge task")
+        orphans = _running(airflow)
+        pid, died = airflow.components.kill("scheduler")
+        down = time.monotonic()
+        time.sleep(RESTART_PAUSE_S)
+        new_pid = airflow.components.restart("scheduler")
+        say(f"SIGKILLed the Airflow scheduler (pid {pid}) with its {died - 1} task processes while "
+            f"{', '.join(_name(t) for t in running or orphans) or 'no merge task'} ran; started again after "
+            f"{time.monotonic() - down:.0f}s: pid {new_pid}")
+        return orphans
+
+    def _kill_spark_worker(self, say: Say, airflow: RunningAirflow, cluster: SparkCluster) -> None:
+        """When a merge application has an executor on the worker."""
+        apps = _await(lambda: [a for a in cluster.running_apps() if a == "tidelake-merge"], airflow,
+                      "a spark-submitted merge with an executor")
+        pid, died = cluster.kill_worker()
+        down = time.monotonic()
+        time.sleep(RESTART_PAUSE_S)
+        new_pid = cluster.start_worker()
+        say(f"SIGKILLed the Spark worker (pid {pid}, with its executors: {died} processes) while "
+            f"{', '.join(apps) or 'no merge application'} ran; started again and registered with the master "
+            f"after {time.monotonic() - down:.0f}s: pid {new_pid}")
+
+    def _restart_postgres(self, say: Say, airflow: RunningAirflow) -> None:
+        pid = self.postgres.pid()
+        running = _running(airflow)
+        down = time.monotonic()
+        self.postgres.restart()
+        say(f"restarted PostgreSQL (pg_ctl restart -m fast: pid {pid} ended every session of Airflow and of the "
+            f"Iceberg catalog) while {len(running)} task(s) ran; accepting again after "
+            f"{time.monotonic() - down:.0f}s: pid {self.postgres.pid()}")
+        _await(lambda: airflow.api.healthy(), airflow, "the Airflow API after the PostgreSQL restart", strict=True)
+
+    def _await_recovery(self, say: Say, airflow: RunningAirflow, asset_runs: int,
+                        orphans: list[dict[str, Any]]) -> None:
+        """The killed scheduler's task instances are no longer running in their killed try, and the
+        new-data trigger started a merge run again."""
+        started = time.monotonic()
+
+        def orphans_left() -> list[dict[str, Any]]:
+            # a reset task instance gets a new id (airflow-core TaskInstance.prepare_db_for_next_try)
+            running = {t["id"] for t in _running(airflow)}
+            return [t for t in orphans if t["id"] in running]
+
+        _await(lambda: not orphans_left(), airflow, "the killed scheduler's task instances to leave their try",
+               strict=True)
+        say(f"the {len(orphans)} task instance(s) the scheduler died with were reset and run again "
+            f"(no longer running in their killed try after {time.monotonic() - started:.0f}s more)")
+        _await(lambda: _asset_runs(airflow) > asset_runs, airflow, "an asset-triggered merge run after the "
+               "triggerer's restart", strict=True)
+        say(f"{airflow.dags.merge}: {_asset_runs(airflow)} asset-triggered runs: the new-data trigger fires again "
+            f"after the triggerer's restart")
+
+
+def _running(airflow: RunningAirflow) -> list[dict[str, Any]]:
+    return [*airflow.api.running_tasks(airflow.dags.merge), *airflow.api.running_tasks(airflow.dags.puller)]
+
+
+def _asset_runs(airflow: RunningAirflow) -> int:
+    return airflow.api.run_types(airflow.dags.merge).get("asset_triggered", 0)
+
+
+def _name(ti: dict[str, Any]) -> str:
+    index = f"[{ti['map_index']}]" if ti["map_index"] >= 0 else ""
+    return f"{ti['task_id']}{index} (run {ti['dag_run_id']}, try {ti['try_number']})"
+
+
+def _await(ready: Callable[[], T], airflow: RunningAirflow, what: str, strict: bool = False) -> T | None:
+    """The first truthy ready() within MOMENT_TIMEOUT_S, the supervisor's checks run every round (a
+    component that died of the fault is started again); an API error is a not-yet. On timeout:
+    StageFailed when `strict`, else None (the fault is injected anyway, and its line says so)."""
+    deadline = time.monotonic() + MOMENT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for check in airflow.checks:
+            check("orchestrator faults")
+        try:
+            found = ready()
+        except (OSError, urllib.error.URLError, ValueError, KeyError):
+            found = None
+        if found:
+            return found
+        time.sleep(0.5)
+    if strict:
+        raise StageFailed("orchestrator faults", f"no {what} within {MOMENT_TIMEOUT_S:.0f}s")
+    return None
