@@ -20,6 +20,11 @@ class InputError(TidelakeError):
     exit_code = 2
 
 
+class StoreUnreachable(InputError):
+    """The lake's store did not answer (refused, reset, timed out, a 5xx): one line like any bad
+    input, but it may come back, so an Airflow task retries it (tidelake.orchestration.airflow.task_errors)."""
+
+
 class StopRequested(TidelakeError):
     """A stop (SIGTERM, SIGINT) ended a wait or a retry: the caller winds down, it did not fail."""
 

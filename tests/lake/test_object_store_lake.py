@@ -17,7 +17,7 @@ from tests.lake.s3_fault_proxy import FaultClient
 from tidelake.capture.landing.bucket_compaction import compact_buckets
 from tidelake.capture.landing.changelog_retention import open_changelog, vacuum_changelog
 from tidelake.capture.landing.lander import Lander
-from tidelake.errors import InputError
+from tidelake.errors import InputError, StoreUnreachable
 from tidelake.lake.commit_buckets import bucket_label, bucket_seconds_of
 from tidelake.lake.lake_check import check_lake_root, require_lake
 from tidelake.lake.layout import LakeLayout
@@ -97,6 +97,7 @@ def test_store_unreachable_for_ten_seconds_loses_nothing(s3_layout, proxy, make_
     with pytest.raises(InputError, match=rf"^lake {s3_layout.root} cannot be read: .*") as refused:
         require_lake(impatient)  # a short retry budget: the refusal comes well within the outage
     assert "\n" not in str(refused.value)
+    assert isinstance(refused.value, StoreUnreachable)  # an Airflow task retries it
     time.sleep(10)
     proxy.set(down=False)
     lander.close()
@@ -110,6 +111,7 @@ def test_a_missing_bucket_is_one_line_naming_what_the_store_answered(s3_server):
     with pytest.raises(InputError, match=r"^lake s3://no-such-bucket/lake cannot be read: .*404") as refused:
         check_lake_root(layout)
     assert "\n" not in str(refused.value)
+    assert not isinstance(refused.value, StoreUnreachable)  # the store answered: retrying will not help
 
 
 def test_changelog_upkeep_beside_appending_shards_loses_nothing(s3_layout, make_rows):

@@ -14,11 +14,15 @@ from urllib.parse import urlparse
 
 from deltalake import DeltaTable
 
-from tidelake.errors import InputError
+from tidelake.errors import InputError, StoreUnreachable
 from tidelake.lake.layout import TIDELAKE_DIR, LakeLayout
 from tidelake.lake.object_store import store_error
 
 _DELTA_LOG = "_delta_log"
+# What object_store (under delta-rs) says when the store gave no answer or a 5xx, as opposed to a
+# 4xx (no such bucket, refused credentials): the same lake may answer later.
+UNANSWERED = ("error sending request", "timed out", "connection reset", "non-2xx status code: 5",
+              "status server error")
 
 
 def _local_path(root: str) -> str | None:
@@ -87,4 +91,7 @@ def _reachable_delta_table(layout: LakeLayout, path: str) -> bool:
     try:
         return DeltaTable.is_deltatable(path, storage_options=layout.storage_options)
     except Exception as exc:  # delta-rs raises its own types for unreachable stores
-        raise InputError(f"lake {layout.root} cannot be read: {store_error(exc)}") from None
+        message = f"lake {layout.root} cannot be read: {store_error(exc)}"
+        if any(mark in message for mark in UNANSWERED):
+            raise StoreUnreachable(message) from None
+        raise InputError(message) from None
