@@ -23,6 +23,7 @@ RESTART_PAUSE_S = 5.0  # how long the supervisor waits before starting a dead co
 # Exits of one component on its own (kill() is not counted) before the run fails: a restart loop is
 # a finding, never hidden behind the supervisor.
 MAX_RESTARTS = 3
+STOP_GRACE_S = 5.0
 
 
 class AirflowComponents:
@@ -90,11 +91,14 @@ class AirflowComponents:
             self.say(f"airflow {component} started again: pid {self._start(component)}")
 
     def stop(self) -> None:
-        """Each component by its tree, the api-server last (the others report through it)."""
+        """Each component by its tree, the api-server last (the others report through it). The
+        scheduler gets STOP_GRACE_S: on SIGTERM its LocalExecutor waits for running tasks (the
+        puller's run for up to an hour), and the SIGTERM the rest of its tree gets next is what a
+        task flushes and ends on."""
         for component in COMPONENTS:
             child = self.children.pop(component, None)
             if child is not None:
-                child.stop()
+                child.stop(grace_s=STOP_GRACE_S if component == "scheduler" else 60.0)
 
     def _start(self, component: str) -> int:
         child = Child(f"airflow {component}", [*self.command, component], self.log_of(component), self.env,

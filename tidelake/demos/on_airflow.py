@@ -470,15 +470,24 @@ def _wait_merged(api: AirflowApi, dags: DemoDags, paths: DemoPaths, target: int,
 
 def _wait_tasks(api: AirflowApi, dags: DemoDags, paths: DemoPaths, options: AirflowDemoOptions,
                 checks: list[Callable[[str], None]], say: Say) -> None:
+    """Each required task succeeded once; with `syncpoint` among them, a cut is also recorded: a
+    syncpoint task that found the replicas short of its cut succeeds without one (the next
+    interval takes it), so its success alone does not prove a syncpoint."""
+    layout = LakeLayout(paths.lake_uri)
+
     def missing() -> list[str]:
-        return [task for task in options.required_tasks if not api.succeeded(dags.merge, task)]
+        absent = [task for task in options.required_tasks if not api.succeeded(dags.merge, task)]
+        if "syncpoint" in options.required_tasks and not read_syncpoints(layout):
+            absent.append("a recorded syncpoint")
+        return absent
 
     say(f"waiting until {dags.merge}'s " + ", ".join(options.required_tasks) + " tasks have each succeeded once")
     await_stage("merge and syncpoint tasks", lambda: not missing(), options.merge_timeout_s,
                 paths.airflow_home / "logs" / f"dag_id={dags.merge}", checks, 5,
                 waiting=lambda: "no success yet of " + ", ".join(missing()))
     say(f"{dags.merge}: " + ", ".join(f"{task} succeeded {api.succeeded(dags.merge, task)}x"
-                                       for task in options.required_tasks))
+                                       for task in options.required_tasks)
+        + (f"; {len(read_syncpoints(layout))} syncpoint(s) recorded" if "syncpoint" in options.required_tasks else ""))
 
 
 def _bootstrap(api: AirflowApi, dag_id: str, paths: DemoPaths, options: AirflowDemoOptions,

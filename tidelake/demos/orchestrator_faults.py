@@ -14,7 +14,9 @@ from __future__ import annotations
 import time
 import urllib.error
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tidelake.demos.airflow_components import RESTART_PAUSE_S
@@ -34,6 +36,7 @@ class OrchestratorFaults:
 
     postgres: Postgres
     cluster: SparkCluster | None
+    _scheduler_killed: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
     def __call__(self, say: Say, airflow: RunningAirflow) -> None:
         if airflow.components is None:
@@ -63,6 +66,7 @@ class OrchestratorFaults:
         running = _await(lambda: [t for t in _running(airflow) if t["task_id"] in MERGE_TASKS], airflow,
                          "a running merge task")
         orphans = _running(airflow)
+        self._scheduler_killed = datetime.now(timezone.utc)
         pid, died = airflow.components.kill("scheduler")
         down = time.monotonic()
         time.sleep(RESTART_PAUSE_S)
@@ -73,14 +77,14 @@ class OrchestratorFaults:
         return orphans
 
     def _kill_spark_worker(self, say: Say, airflow: RunningAirflow, cluster: SparkCluster) -> None:
-        """When a merge application has an executor on the worker."""
-        apps = _await(lambda: [a for a in cluster.running_apps() if a == "tidelake-merge"], airflow,
-                      "a spark-submitted merge with an executor")
+        """When a merge application has an executor running on the worker."""
+        apps = _await(lambda: cluster.executors() and [a for a in cluster.running_apps() if a == "tidelake-merge"],
+                      airflow, "a spark-submitted merge with an executor")
         pid, died = cluster.kill_worker()
         down = time.monotonic()
         time.sleep(RESTART_PAUSE_S)
         new_pid = cluster.start_worker()
-        say(f"SIGKILLed the Spark worker (pid {pid}, with its executors: {died} processes) while "
+        say(f"SIGKILLed the Spark worker (pid {pid}) with its {died - 1} executor(s) while "
             f"{', '.join(apps) or 'no merge application'} ran; started again and registered with the master "
             f"after {time.monotonic() - down:.0f}s: pid {new_pid}")
 
@@ -98,8 +102,6 @@ class OrchestratorFaults:
                         orphans: list[dict[str, Any]]) -> None:
         """The killed scheduler's task instances are no longer running in their killed try, and the
         new-data trigger started a merge run again."""
-        started = time.monotonic()
-
         def orphans_left() -> list[dict[str, Any]]:
             # a reset task instance gets a new id (airflow-core TaskInstance.prepare_db_for_next_try)
             running = {t["id"] for t in _running(airflow)}
@@ -107,12 +109,26 @@ class OrchestratorFaults:
 
         _await(lambda: not orphans_left(), airflow, "the killed scheduler's task instances to leave their try",
                strict=True)
-        say(f"the {len(orphans)} task instance(s) the scheduler died with were reset and run again "
-            f"(no longer running in their killed try after {time.monotonic() - started:.0f}s more)")
+        reset = _reset_at(airflow.components.log_of("scheduler"), self._scheduler_killed)
+        when = (f"reset by the new scheduler {(reset - self._scheduler_killed).total_seconds():.0f}s after the kill"
+                if reset is not None else "no reset line in the scheduler's log")
+        say(f"the {len(orphans)} task instance(s) the scheduler died with left their killed try ({when}): "
+            + ", ".join(_name(t) for t in orphans))
         _await(lambda: _asset_runs(airflow) > asset_runs, airflow, "an asset-triggered merge run after the "
                "triggerer's restart", strict=True)
         say(f"{airflow.dags.merge}: {_asset_runs(airflow)} asset-triggered runs: the new-data trigger fires again "
             f"after the triggerer's restart")
+
+
+def _reset_at(log: Path, after: datetime) -> datetime | None:
+    """When the scheduler logged its reset of orphaned task instances after `after` (airflow-core
+    SchedulerJobRunner.adopt_or_reset_orphaned_tasks: "Reset the following N orphaned TaskInstances")."""
+    for line in log.read_text(errors="replace").splitlines():
+        if "orphaned TaskInstances" in line and line[:1].isdigit():
+            at = datetime.fromisoformat(line.split()[0].replace("Z", "+00:00"))
+            if at > after:
+                return at
+    return None
 
 
 def _running(airflow: RunningAirflow) -> list[dict[str, Any]]:

@@ -69,6 +69,10 @@ class SparkCluster:
                     self.checks(), 1)
         return worker.process.pid
 
+    def executors(self) -> int:
+        """How many executor JVMs the worker runs now (its child processes)."""
+        return max(0, len(self.children[-1].tree()) - 1) if len(self.children) > 1 else 0
+
     def kill_worker(self) -> tuple[int, int]:
         """SIGKILL the worker with its executors (a lost machine); its pid and how many processes died."""
         worker = self.children.pop()
