@@ -229,7 +229,7 @@ def test_a_spark_master_or_worker_that_cannot_start_fails_its_stage_naming_its_l
     cluster.stop()
 
 
-def test_the_worker_kill_waits_for_a_merge_application_with_an_executor_not_yet_removed(tmp_path):
+def test_the_worker_kill_waits_for_an_application_whose_executor_runs_a_task(tmp_path):
     from tidelake.demos.spark_cluster import SparkCluster
 
     cluster = SparkCluster(tmp_path)
@@ -244,3 +244,10 @@ def test_the_worker_kill_waits_for_a_merge_application_with_an_executor_not_yet_
     with log.open("a") as out:
         out.write("INFO Master: Launching executor app-3-0002/0 on worker worker-1\n")
     assert cluster.running_apps() == ["tidelake-syncpoint", "tidelake-merge"]
+    assert cluster.busy_apps() == []  # executors launched, no task started on them yet
+    stderr = tmp_path / "work" / "app-3-0002" / "0" / "stderr"
+    stderr.parent.mkdir(parents=True)
+    stderr.write_text("INFO CoarseGrainedExecutorBackend: Got assigned task 0\n")
+    assert cluster.busy_apps() == []
+    stderr.write_text("INFO Executor: Running task 0.0 in stage 0.0 (TID 0)\n")
+    assert cluster.busy_apps() == ["tidelake-merge"]

@@ -131,6 +131,7 @@ def run(options: IntegrationOptions) -> int:
         demo = AirflowDemoOptions(workdir=options.workdir / "airflow-demo", traffic_s=options.traffic_s,
                                   port=options.port, lake_root=lake_root, sql_alchemy_conn=postgres.url,
                                   shards=options.shards, during_traffic=during_traffic,
+                                  during_bootstrap=faults.kill_spark_worker,
                                   airflow_components=True, airflow_settings=AIRFLOW_SETTINGS,
                                   spark_master=cluster.url if cluster is not None else None, spark_jars=jars,
                                   # on the cluster, the Spark jobs are SparkSubmitOperator tasks

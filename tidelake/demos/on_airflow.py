@@ -86,6 +86,7 @@ class AirflowDemoOptions:
     sql_alchemy_conn: str | None = None
     shards: int = 1
     during_traffic: Callable[[Say, RunningAirflow], None] | None = None
+    during_bootstrap: Callable[[Say, RunningAirflow], None] | None = None  # once its run is triggered
     # Airflow as its four components under a supervisor that starts a dead one again
     # (tidelake.demos.airflow_components), with these extra AIRFLOW__* settings; False: `airflow standalone`.
     airflow_components: bool = False
@@ -359,9 +360,9 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         target = tso.compose(int((time.time() + options.traffic_s) * 1000))
         say(f"puller is landing changes; target: every table merged past TSO {target} "
             f"({tso.to_datetime(target):%H:%M:%S} UTC, {options.traffic_s:.0f}s from now)")
+        running = RunningAirflow(api, dags, airflow if isinstance(airflow, AirflowComponents) else None, checks)
         if options.during_traffic is not None:
-            options.during_traffic(say, RunningAirflow(api, dags, airflow if isinstance(airflow, AirflowComponents)
-                                                       else None, checks))
+            options.during_traffic(say, running)
             # the merges past the target must come after every fault: the proof that runs resumed
             after = tso.compose(int(time.time() * 1000))
             if after > target:
@@ -377,7 +378,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         # maintenance (tidelake.orchestration.writer_pool), and verify gets the CPU; the puller keeps up.
         api.set_paused(dags.merge, True)
         if options.bootstrap_tables:
-            _bootstrap(api, dags.bootstrap, paths, options, checks, say)
+            _bootstrap(running, paths, options, say)
             say.mark("bootstrap")
         if options.maintenance:
             _maintenance(api, dags.maintenance, paths, options, checks, say)
@@ -490,14 +491,16 @@ def _wait_tasks(api: AirflowApi, dags: DemoDags, paths: DemoPaths, options: Airf
         + (f"; {len(read_syncpoints(layout))} syncpoint(s) recorded" if "syncpoint" in options.required_tasks else ""))
 
 
-def _bootstrap(api: AirflowApi, dag_id: str, paths: DemoPaths, options: AirflowDemoOptions,
-               checks: list[Callable[[str], None]], say: Say) -> None:
+def _bootstrap(running: RunningAirflow, paths: DemoPaths, options: AirflowDemoOptions, say: Say) -> None:
+    api, dag_id, checks = running.api, running.dags.bootstrap, running.checks
     tables = list(options.bootstrap_tables)
     await_stage(f"parse {dag_id}", lambda: api.dag(dag_id), options.startup_timeout_s, paths.logs,
                 checks, 3)
     api.set_paused(dag_id, False)  # a manual run of a paused DAG stays queued; it has no schedule
     run_id = api.trigger(dag_id, {"tables": tables})
     say(f"{dag_id}: run {run_id} bootstraps {', '.join(tables)} into the running changefeed")
+    if options.during_bootstrap is not None:
+        options.during_bootstrap(say, running)
     _await_run(api, dag_id, lambda runs: next((r for r in runs if r["dag_run_id"] == run_id), None),
                "bootstrap", paths, options, checks)
     say(f"{dag_id}: run {run_id} succeeded")

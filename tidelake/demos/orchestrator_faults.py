@@ -1,9 +1,9 @@
 """The orchestrator's faults of `make integration`, each when it hits work in flight and said in
 one line with when the component came back: the Airflow triggerer SIGKILLed while it runs the
-new-data trigger, the scheduler SIGKILLed with its task processes while merge tasks run, the Spark
-worker SIGKILLed with its executors while a merge runs, PostgreSQL restarted. Then the killed
-scheduler's task instances are run again and the trigger fires again; the run's checks after it
-(merges past a target taken after the faults, verify) prove nothing was lost.
+new-data trigger, the scheduler SIGKILLed with its task processes while merge tasks run,
+PostgreSQL restarted, and during the bootstrap the Spark worker SIGKILLed while its executor runs
+tasks. The killed scheduler's task instances must run again and the trigger fire again; the run's
+checks after it (merges past a target taken after the faults, verify) prove nothing was lost.
 Owner: tidelake.demos.integration.
 
 More: docs/internals.md#orchestrator_faults.
@@ -43,8 +43,6 @@ class OrchestratorFaults:
             raise StageFailed("orchestrator faults", "Airflow runs standalone: nothing restarts a killed component")
         asset_runs = self._kill_triggerer(say, airflow)
         orphans = self._kill_scheduler(say, airflow)
-        if self.cluster is not None:
-            self._kill_spark_worker(say, airflow, self.cluster)
         self._restart_postgres(say, airflow)
         self._await_recovery(say, airflow, asset_runs, orphans)
 
@@ -76,16 +74,21 @@ class OrchestratorFaults:
             f"{time.monotonic() - down:.0f}s: pid {new_pid}")
         return orphans
 
-    def _kill_spark_worker(self, say: Say, airflow: RunningAirflow, cluster: SparkCluster) -> None:
-        """When a merge application has an executor running on the worker."""
-        apps = _await(lambda: cluster.executors() and [a for a in cluster.running_apps() if a == "tidelake-merge"],
-                      airflow, "a spark-submitted merge with an executor")
+    def kill_spark_worker(self, say: Say, airflow: RunningAirflow) -> None:
+        """While the bootstrap runs (AirflowDemoOptions.during_bootstrap): once its application's
+        executor runs tasks. A merge at the integration's rate writes its small windows with
+        delta-rs on the driver (tidelake.merge.table_merge DRIVER_WINDOW_MAX_ROWS): its executor
+        idles, and killing the worker under it took no work away."""
+        cluster = self.cluster
+        if cluster is None:
+            return
+        apps = _await(lambda: cluster.busy_apps(), airflow, "a Spark application whose executor runs tasks")
         pid, died = cluster.kill_worker()
         down = time.monotonic()
         time.sleep(RESTART_PAUSE_S)
         new_pid = cluster.start_worker()
-        say(f"SIGKILLed the Spark worker (pid {pid}) with its {died - 1} executor(s) while "
-            f"{', '.join(apps) or 'no merge application'} ran; started again and registered with the master "
+        say(f"SIGKILLed the Spark worker (pid {pid}) with the {died - 1} processes of its executor while "
+            f"{', '.join(apps or ['no application'])} ran tasks on it; started again and registered with the master "
             f"after {time.monotonic() - down:.0f}s: pid {new_pid}")
 
     def _restart_postgres(self, say: Say, airflow: RunningAirflow) -> None:

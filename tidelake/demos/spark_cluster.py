@@ -100,6 +100,17 @@ class SparkCluster:
 
     def running_apps(self) -> list[str]:
         """Names of the applications registered and not yet removed that have an executor launched."""
+        return [name for name, _ in self._running_apps()]
+
+    def busy_apps(self) -> list[str]:
+        """Names of the running applications whose executor on the worker has started a task (its
+        stderr in the worker's work folder says `Running task`): work the worker's loss takes away."""
+        work = self.workdir / "work"
+        return [name for name, app_id in self._running_apps()
+                if any("Running task" in stderr.read_text(errors="replace")
+                       for stderr in work.glob(f"{app_id}/*/stderr"))]
+
+    def _running_apps(self) -> list[tuple[str, str]]:
         lines = self.master_log.read_text(errors="replace").splitlines() if self.master_log.exists() else []
         names: dict[str, str] = {}
         for line in lines:
@@ -108,7 +119,7 @@ class SparkCluster:
                 names[app_id.strip()] = name
         launched = {app_id for app_id in names if any(f"Launching executor {app_id}/" in line for line in lines)}
         removed = {app_id for app_id in names if any(f"Removing app {app_id}" in line for line in lines)}
-        return [names[app_id] for app_id in sorted(launched - removed)]
+        return [(names[app_id], app_id) for app_id in sorted(launched - removed)]
 
     def _worker_registrations(self) -> int:
         if not self.worker_log.exists():
