@@ -43,8 +43,12 @@ class OrchestratorFaults:
             raise StageFailed("orchestrator faults", "Airflow runs standalone: nothing restarts a killed component")
         asset_runs = self._kill_triggerer(say, airflow)
         orphans = self._kill_scheduler(say, airflow)
-        self._restart_postgres(say, airflow)
-        self._await_recovery(say, airflow, asset_runs, orphans)
+        self._await_orphans(say, airflow, orphans)
+        self._restart_postgres(say, airflow, orphans)
+        _await(lambda: _asset_runs(airflow) > asset_runs, airflow, "an asset-triggered merge run after the "
+               "triggerer's restart", strict=True)
+        say(f"{airflow.dags.merge}: {_asset_runs(airflow)} asset-triggered runs: the new-data trigger fires again "
+            f"after the triggerer's restart")
 
     def _kill_triggerer(self, say: Say, airflow: RunningAirflow) -> int:
         """The new-data trigger is an asset watcher: it runs in the triggerer from the merge DAG's
@@ -91,20 +95,23 @@ class OrchestratorFaults:
             f"{', '.join(apps or ['no application'])} ran tasks on it; started again and registered with the master "
             f"after {time.monotonic() - down:.0f}s: pid {new_pid}")
 
-    def _restart_postgres(self, say: Say, airflow: RunningAirflow) -> None:
+    def _restart_postgres(self, say: Say, airflow: RunningAirflow, orphans: list[dict[str, Any]]) -> None:
+        """Once a task runs that the scheduler kill did not end (its task instances stay `running`
+        until reset, with nobody running them)."""
+        dead = {t["id"] for t in orphans}
+        running = _await(lambda: [t for t in _running(airflow) if t["id"] not in dead], airflow,
+                         "a running task after the scheduler's restart") or []
         pid = self.postgres.pid()
-        running = _running(airflow)
         down = time.monotonic()
         self.postgres.restart()
         say(f"restarted PostgreSQL (pg_ctl restart -m fast: pid {pid} ended every session of Airflow and of the "
-            f"Iceberg catalog) while {len(running)} task(s) ran; accepting again after "
+            f"Iceberg catalog) while {', '.join(_name(t) for t in running) or 'no task'} ran; accepting again after "
             f"{time.monotonic() - down:.0f}s: pid {self.postgres.pid()}")
         _await(lambda: airflow.api.healthy(), airflow, "the Airflow API after the PostgreSQL restart", strict=True)
 
-    def _await_recovery(self, say: Say, airflow: RunningAirflow, asset_runs: int,
-                        orphans: list[dict[str, Any]]) -> None:
-        """The killed scheduler's task instances are no longer running in their killed try, and the
-        new-data trigger started a merge run again."""
+    def _await_orphans(self, say: Say, airflow: RunningAirflow, orphans: list[dict[str, Any]]) -> None:
+        """The killed scheduler's task instances are no longer running in their killed try."""
+
         def orphans_left() -> list[dict[str, Any]]:
             # a reset task instance gets a new id (airflow-core TaskInstance.prepare_db_for_next_try)
             running = {t["id"] for t in _running(airflow)}
@@ -117,10 +124,6 @@ class OrchestratorFaults:
                 if reset is not None else "no reset line in the scheduler's log")
         say(f"the {len(orphans)} task instance(s) the scheduler died with left their killed try ({when}): "
             + ", ".join(_name(t) for t in orphans))
-        _await(lambda: _asset_runs(airflow) > asset_runs, airflow, "an asset-triggered merge run after the "
-               "triggerer's restart", strict=True)
-        say(f"{airflow.dags.merge}: {_asset_runs(airflow)} asset-triggered runs: the new-data trigger fires again "
-            f"after the triggerer's restart")
 
 
 def _reset_at(log: Path, after: datetime) -> datetime | None:
