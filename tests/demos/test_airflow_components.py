@@ -91,3 +91,25 @@ def test_a_failed_migration_fails_the_startup_naming_its_log(tmp_path):
                                           r"\(log: .*airflow-db-migrate.log\)"):
         airflow.start()
     assert airflow.children == {}
+
+
+def test_a_component_alive_but_not_heartbeating_is_killed_and_started_again(tmp_path, monkeypatch):
+    """After a lost database connection the scheduler waits, alive, for its running tasks: only
+    Airflow's health says it is gone, as a liveness probe reads it."""
+    monkeypatch.setattr(airflow_components, "RESTART_PAUSE_S", 0)
+    monkeypatch.setattr(airflow_components, "LIVENESS_GRACE_S", 0)
+    lines: list[str] = []
+    airflow = components(tmp_path, lines)
+    try:
+        airflow.start()
+        old, triggerer = airflow.pid("scheduler"), airflow.pid("triggerer")
+        airflow.liveness = lambda: {"scheduler": False, "triggerer": True}
+        airflow.check("merge past the target")
+        assert not psutil.pid_exists(old) or psutil.Process(old).status() == psutil.STATUS_ZOMBIE
+        assert airflow.pid("scheduler") != old and airflow.pid("triggerer") == triggerer
+        assert "is alive but not heartbeating" in lines[0] and lines[1].startswith("airflow scheduler started again")
+        airflow.liveness = dict  # the API did not answer: no verdict, nothing killed
+        airflow.check("merge past the target")
+        assert len(lines) == 2
+    finally:
+        airflow.stop()

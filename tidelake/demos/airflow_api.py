@@ -16,6 +16,16 @@ class AirflowApi:
         self.passwords_file = passwords_file
         self._token: str | None = None
 
+    def component_health(self) -> dict[str, bool]:
+        """Whether each of scheduler, triggerer, dag_processor heartbeats within Airflow's health
+        thresholds (the /monitor/health a liveness probe reads); {} when the API does not answer."""
+        try:
+            health = self._call("GET", "/api/v2/monitor/health", auth=False)
+        except (OSError, urllib.error.URLError, ValueError):
+            return {}
+        return {part: (health.get(part) or {}).get("status") == "healthy"
+                for part in ("scheduler", "triggerer", "dag_processor")}
+
     def healthy(self) -> bool:
         try:
             health = self._call("GET", "/api/v2/monitor/health", auth=False)

@@ -23,6 +23,9 @@ RESTART_PAUSE_S = 5.0  # how long the supervisor waits before starting a dead co
 # Exits of one component on its own (kill() is not counted) before the run fails: a restart loop is
 # a finding, never hidden behind the supervisor.
 MAX_RESTARTS = 3
+# A component alive but not heartbeating (Airflow's /monitor/health says unhealthy) this long after
+# its start is killed and started again, as a Kubernetes liveness probe (`airflow jobs check`) would.
+LIVENESS_GRACE_S = 60.0
 STOP_GRACE_S = 5.0
 
 
@@ -40,6 +43,9 @@ class AirflowComponents:
         self.say = say
         self.children: dict[str, Child] = {}
         self.restarts = dict.fromkeys(COMPONENTS, 0)
+        self.started: dict[str, float] = {}
+        # component -> healthy, from Airflow's health endpoint; set once the API is up
+        self.liveness: Callable[[], dict[str, bool]] | None = None
 
     @property
     def log(self) -> Path:
@@ -89,6 +95,30 @@ class AirflowComponents:
             del self.children[component]
             time.sleep(RESTART_PAUSE_S)
             self.say(f"airflow {component} started again: pid {self._start(component)}")
+        self.probe()
+
+    def probe(self) -> None:
+        """The liveness probe: a component running for LIVENESS_GRACE_S whose heartbeat Airflow
+        reports unhealthy is SIGKILLed and started again (counted as a restart). After a lost
+        database connection the scheduler leaves its loop and waits, alive, for its running tasks
+        (airflow-core SchedulerJobRunner._execute), which for the puller's task is up to an hour."""
+        health = self.liveness() if self.liveness is not None else {}
+        for component in ("scheduler", "triggerer", "dag-processor"):
+            healthy = health.get(component.replace("-", "_"))
+            child = self.children.get(component)
+            if healthy is not False or child is None or time.monotonic() - self.started[component] < LIVENESS_GRACE_S:
+                continue
+            self.restarts[component] += 1
+            if self.restarts[component] > MAX_RESTARTS:
+                raise StageFailed("liveness", f"airflow {component} stopped heartbeating {self.restarts[component]} "
+                                  "times", child.log)
+            pid, died = child.process.pid, child.kill()
+            del self.children[component]
+            self.say(f"airflow {component} (pid {pid}) is alive but not heartbeating (Airflow's health: unhealthy); "
+                     f"the supervisor's liveness probe killed it ({died} processes) and starts it again in "
+                     f"{RESTART_PAUSE_S:.0f}s (log: {child.log})")
+            time.sleep(RESTART_PAUSE_S)
+            self.say(f"airflow {component} started again: pid {self._start(component)}")
 
     def stop(self) -> None:
         """Each component by its tree, the api-server last (the others report through it). The
@@ -104,4 +134,5 @@ class AirflowComponents:
         child = Child(f"airflow {component}", [*self.command, component], self.log_of(component), self.env,
                       cwd=self.cwd)
         self.children[component] = child
+        self.started[component] = time.monotonic()
         return child.process.pid

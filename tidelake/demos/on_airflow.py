@@ -334,6 +334,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             children.append(airflow)
         checks = [*options.component_checks, *(child.check for child in children)]
         api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
+        if isinstance(airflow, AirflowComponents):
+            airflow.liveness = api.component_health
         await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
                  airflow.log, checks, 3)
         if spark_server is not None:
