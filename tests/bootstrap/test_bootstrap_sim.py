@@ -170,7 +170,7 @@ def test_table_added_to_running_changefeed_joins_at_its_ts(sim, shop, spark, tmp
         assert replica_rows(spark, f"{layout.root}/shop/big") == upstream_rows(tidb, "big", joined.ts)
         last = writer.commits
         wait_until(lambda: writer.commits > last + 20, 30, "writes after the join")
-    assert all(run.error is None for run in runs)
+    assert [run.error for run in runs] == [None] * len(runs)
     target = tidb.cluster.tso.next()
     with ExitStack() as stack:  # a restart keeps the added table in the feed
         pullers(stack)
@@ -211,7 +211,7 @@ def test_a_table_the_widened_filter_selects_is_bootstrapped_where_it_joined(sim,
             wait_until(lambda: writer.commits > last + 20, 30, "writes after the bootstrap")
             target = tidb.cluster.tso.next()
             wait_until(lambda: read_watermarks(layout).table_resolved.get(ids["big"], 0) > target, 30, "big resolved")
-    assert all(run.error is None for run in runs)
+    assert [run.error for run in runs] == [None] * len(runs)
     assert [s.state for s in TableStarts(layout).latest("cf1")] == [StartState.DONE]
     run_merge(spark, layout)
     checkpoints_match_upstream(spark, tidb, layout, ["small", "big"])
