@@ -15,7 +15,6 @@ import pytest
 from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, sorted_rows
 
-from tests.lake.s3_fault_proxy import FaultClient
 from tidelake.capture.landing.lander import Lander
 from tidelake.cli import main, merge_command
 from tidelake.config_writer import changefeed_document, write_config
@@ -31,13 +30,6 @@ CAUSES = {507: "the object store has no room (HTTP 507 Insufficient Storage)",
           503: "the object store refuses writes for now (HTTP 503)"}
 LEASE_TTL_S = 2
 _prefixes = itertools.count()
-
-
-@pytest.fixture
-def proxy(s3_server, tmp_path):
-    fault_proxy = FaultClient(s3_server.port, tmp_path / "proxy.log")
-    yield fault_proxy
-    fault_proxy.close()
 
 
 def _landed(layout: LakeLayout) -> list[tuple[int, int, bytes]]:

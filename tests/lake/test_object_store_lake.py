@@ -13,7 +13,6 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from tests.lake.s3_fault_proxy import FaultClient
 from tidelake.capture.landing.bucket_compaction import compact_buckets
 from tidelake.capture.landing.changelog_retention import open_changelog, vacuum_changelog
 from tidelake.capture.landing.lander import Lander
@@ -25,13 +24,6 @@ from tidelake.lake.object_store import lake_storage_options
 from tidelake.lake.watermarks import read_watermarks
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture
-def proxy(s3_server, tmp_path):
-    fault_proxy = FaultClient(s3_server.port, tmp_path / "proxy.log")
-    yield fault_proxy
-    fault_proxy.close()
 
 
 @pytest.fixture
