@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from tidelake.capture.landing.changelog_retention import (
@@ -123,15 +124,16 @@ def _upkeep_replica(spark: SparkSession, layout: LakeLayout, key: int, label: st
             report.skipped[label] = str(leases.refused[key])
             return
         with leases.fencing(key):
-            engines = {path: replica_upkeep.upkeep_engine(path, layout.storage_options) for path in paths}
+            tables = {path: DeltaTable(path, storage_options=layout.storage_options) for path in paths}
+            engines = {path: replica_upkeep.upkeep_engine(table) for path, table in tables.items()}
             report.engines.update(engines)
             for path in paths if optimize else ():
-                report.optimized[path] = replica_upkeep.compact(spark, path, layout.storage_options, engines[path])
+                report.optimized[path] = replica_upkeep.compact(spark, path, tables[path], engines[path])
             for path in paths if vacuum_retention_hours is not None else ():
                 hours = _held_hours(layout, label, path, holds.get(path), vacuum_retention_hours, report)
                 if hours is None:
                     continue
-                replica_upkeep.vacuum(spark, path, layout.storage_options, engines[path], hours)
+                replica_upkeep.vacuum(spark, path, tables[path], engines[path], hours)
                 report.vacuumed.append(path)
 
 

@@ -26,16 +26,15 @@ DELTA_RS = "delta-rs"
 SPARK = "spark"
 
 
-def upkeep_engine(path: str, storage_options: dict[str, str] | None) -> str:
-    """DELTA_RS when delta-rs may write the table at `path` as the merge would, else SPARK."""
-    table = DeltaTable(path, storage_options=storage_options)
+def upkeep_engine(table: DeltaTable) -> str:
+    """DELTA_RS when delta-rs may write `table` as the merge would, else SPARK."""
     return DELTA_RS if writable(table, delta_struct(table)) else SPARK
 
 
-def compact(spark: SparkSession, path: str, storage_options: dict[str, str] | None, engine: str) -> int:
-    """Bin-pack the table's small files in one dataChange=false commit; the files it removed."""
+def compact(spark: SparkSession, path: str, table: DeltaTable, engine: str) -> int:
+    """Bin-pack the small files of the table at `path` (opened as `table`) in one dataChange=false
+    commit; the files it removed."""
     if engine == DELTA_RS:
-        table = DeltaTable(path, storage_options=storage_options)
         metrics = table.optimize.compact(commit_properties=_commit_properties())
         keep_checkpoint_cadence(table)
         return int(metrics.get("numFilesRemoved", 0))
@@ -45,12 +44,11 @@ def compact(spark: SparkSession, path: str, storage_options: dict[str, str] | No
     return int(metrics["numFilesRemoved"])
 
 
-def vacuum(spark: SparkSession, path: str, storage_options: dict[str, str] | None, engine: str,
-           retention_hours: float) -> None:
+def vacuum(spark: SparkSession, path: str, table: DeltaTable, engine: str, retention_hours: float) -> None:
     """Delete the files no version of the last `retention_hours` references (delta-rs keeps whole
-    hours: the retention is rounded up, never down)."""
+    hours: the retention is rounded up, never down). `table` is the one `compact` was given, if any."""
     if engine == DELTA_RS:
-        table = DeltaTable(path, storage_options=storage_options)
+        table.update_incremental()
         table.vacuum(retention_hours=math.ceil(retention_hours), dry_run=False, enforce_retention_duration=False,
                      full=True, commit_properties=_commit_properties())
         keep_checkpoint_cadence(table)
