@@ -130,12 +130,18 @@ class SchemaHistory:
             self._apply_job(sorted(group, key=lambda r: r.table_id), source)
 
     @classmethod
-    def load(cls, layout: LakeLayout, version: int | None = None) -> SchemaHistory:
-        """From the `ddl` table (at `version`, e.g. Watermarks.ddl_version, for a reproducible read)."""
+    def load(cls, layout: LakeLayout, version: int | None = None, jobs_until: int | None = None) -> SchemaHistory:
+        """From the `ddl` table (at `version`, e.g. Watermarks.ddl_version, for a reproducible read).
+        With `jobs_until`, DDL jobs finished after it are left out: a flush that landed them and
+        failed before its watermarks leaves them above the durable DDL watermark, and the next run
+        pulls them again (a restart's schema is as of that watermark)."""
         if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
             return cls([])
         table = DeltaTable(layout.ddl, version=version, storage_options=layout.storage_options)
-        return cls(DdlRow(**r) for r in read_delta(table).to_pylist())
+        rows = (DdlRow(**r) for r in read_delta(table).to_pylist())
+        if jobs_until is None:
+            return cls(rows)
+        return cls(r for r in rows if r.source != DdlSource.JOB or r.commit_ts <= jobs_until)
 
     # --- queries -------------------------------------------------------------------------
 

@@ -121,3 +121,21 @@ def test_a_table_a_bootstrap_request_names_never_leaves_and_one_renamed_out_does
     assert (leave.table_id, leave.schema_name, leave.table_name) == (renamed.id, "other", "c")
     assert leave.commit_ts == max(r.commit_ts for r in feed.rows if r.table_id == renamed.id) + 1
     assert change.held == {} and change.left == []
+
+
+def test_a_restart_takes_no_ddl_job_above_its_durable_ddl_watermark_for_a_filter_change(tmp_path):
+    """A flush landed a TRUNCATE's `ddl` row and failed before its watermarks (nemesis seed 9127):
+    the restarted puller's schema is as of the durable DDL watermark, before the TRUNCATE, and it
+    pulls the job again. shop.a is still selected and fed: it neither leaves nor is held back."""
+    up = Upstream(ts=tso.compose(1_800_000_000_000))
+    up.create_schema("shop")
+    up.create_table("shop", "a", [("id", "bigint", "pk")])
+    feed = DdlFeed(up)
+    fed = up.table("shop", "a").id
+    tracker = SchemaTracker(up.snapshot(), TableFilter.parse(["shop.*"]), lambda ts: up.snapshot())
+    feed.run(up.truncate_table("shop", "a"))
+    layout = LakeLayout(str(tmp_path / "lake"))
+    DdlWriter(layout, "puller").insert(feed.rows, 1)
+    change = filter_change(tracker, layout, "cf1", {fed: tracker.ts}, [])
+    assert change.leaving == [], "no `filter` row for a table the rules still select"
+    assert change.held == {} and change.unrequested == [] and change.left == []

@@ -46,7 +46,7 @@ def filter_change(tracker: SchemaTracker, layout: LakeLayout, changefeed_id: str
     """Compare the tables the rules select at the restart with those the lake says were fed.
     A table the lake's schema history knows was fed, even when the shard owning it never ran
     (start snapshot) or when it came in by a DDL."""
-    history = SchemaHistory.load(layout)
+    history = SchemaHistory.load(layout, jobs_until=tracker.ts)  # the jobs the tracker has seen, no later
     fed = _fed_physical_ids(layout, changefeed_id, durable)
     selected: dict[int, TrackedTable] = {}
     pids: dict[int, list[int]] = {}
