@@ -346,9 +346,7 @@ class PullerRunner:
             if self.shard.lands_ddl:
                 request_joins(self._table_joins.starts, self.config.changefeed_id, change.unrequested)
                 say_left(self.config.changefeed_id, change.left, change.leaving)
-                if change.leaving:
-                    lander.add_ddl(change.leaving)
-                    lander.flush()
+                lander.add_ddl(change.leaving)  # landed by the flusher, which retries a failed write
         self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
         self._table_joins.attach(self._ddl)
         owned = self._owned(tracker.replicated())
