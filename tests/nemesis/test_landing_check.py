@@ -96,6 +96,19 @@ def test_a_watermark_that_goes_back_is_named(landed, tmp_path):
     assert "watermark_regressed" in report.by_kind(), report.anomalies[:3]
 
 
+def test_a_table_leaving_though_the_rules_never_changed_is_named(landed, tmp_path):
+    """A `filter` row (a DROP for the replica) that no change of [filter].rules asked for."""
+    copy = tmp_path / "lake"
+    shutil.copytree(landed.lake, copy)
+    path = str(copy / "_tidelake" / "ddl")
+    table = DeltaTable(path).to_pyarrow_table()
+    last = table.slice(len(table) - 1).to_pylist()[0]
+    write_deltalake(path, pa.Table.from_pylist([dict(last, source="filter", commit_ts=last["commit_ts"] + 1)],
+                                               schema=table.schema), mode="append")
+    report = check_landing(str(copy), landed.cluster.mvcc, landed.bank)
+    assert [a.kind for a in report.anomalies] == ["table_left"], report.anomalies[:3]
+
+
 def test_rows_a_ddl_rewrote_are_copies_at_its_ts_and_a_wrong_copy_is_named(sim, tmp_path):
     """REORGANIZE PARTITION rewrites every row of the partitions it replaces (TiDB's backfill);
     the puller lands them as puts at the job's finished ts, which the checker takes as copies

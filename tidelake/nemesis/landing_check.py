@@ -189,6 +189,7 @@ def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None) -> Landing
             starts[tid] = min(ts, starts.get(tid, ts))
     upstream = {tid: _Upstream(mvcc, tid) for tid in starts}
     jobs = _job_commit_ts(root)
+    _filter_rows(root, report)
     _duplicates(changelog.at(changelog.latest), report)
     seen: set[tuple[int, int, int]] = set()
     bank_seen: set[int] = set()
@@ -223,6 +224,19 @@ def _duplicates(by_table: dict[int, list[Change]], report: LandingReport) -> Non
             if prior != (op, value):
                 report.anomalies.append(Anomaly("conflicting_duplicate", tid, ts,
                                                 f"key {key.hex()} landed as {prior[0]} and as {op}, different values"))
+
+
+def _filter_rows(root: str, report: LandingReport) -> None:
+    """The nemesis never changes `[filter].rules`: a `filter` row (a table leaving) is wrong."""
+    path = os.path.join(root, DDL_DIR)
+    if not os.path.isdir(path):
+        return
+    rows = DeltaTable(path).to_pyarrow_table(columns=["commit_ts", "source", "schema_name", "table_name", "table_id"])
+    for row in rows.to_pylist():
+        if row["source"] == "filter":
+            report.anomalies.append(Anomaly("table_left", row["table_id"], row["commit_ts"],
+                                            f"{row['schema_name']}.{row['table_name']} left the changefeed, the "
+                                            "rules never changed"))
 
 
 def _job_commit_ts(root: str) -> set[int]:
