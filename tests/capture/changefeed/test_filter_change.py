@@ -8,7 +8,7 @@ import random
 
 from lake.ddl_jobs import DdlFeed, Upstream
 
-from tests.capture.changefeed.test_puller_runner import shop, some_rows
+from tests.capture.changefeed.test_puller_runner import SHOP, shop, some_rows
 from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
     ddl_rows,
@@ -23,6 +23,7 @@ from tidelake import tso
 from tidelake.capture.changefeed.filter_change import filter_change
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.capture.landing.ddl_writer import DdlWriter
+from tidelake.codec.keys import record_key
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.lake.table_starts import StartState, TableStarts
 from tidelake.table_filter import TableFilter
@@ -97,6 +98,34 @@ def test_a_table_the_narrowed_rules_drop_leaves_where_its_data_is_complete_and_c
     assert fed and fed == oracle(sim, 111, first) - oracle(sim, 111, fed_to), "t111's rows while fed, none after"
     assert TableStarts(LakeLayout(str(lake))).latest("cf1") == []
     assert any("shop.t111 left changefeed cf1" in m and "cannot rejoin" in m for m in caplog.messages)
+
+
+def test_a_table_the_narrowed_rules_drop_while_its_watermark_lags_its_last_ddl_is_fed_up_to_that_ddl(sim, tmp_path):
+    """A lock holds shop.t111's watermark below its RENAME when the puller stops; then the rules
+    drop it. It leaves at L = the RENAME's ts + 1, so the restarted puller feeds it until L - 1
+    first: the merge can take its replica there, and the rows up to L - 1 are every commit."""
+    rng = random.Random(6)
+    lake = tmp_path / "lake"
+    tidb = shop(sim, 110, 111)
+    wide, narrow = (make_config(sim, lake, rules=rules) for rules in (("shop.*",), ("shop.t110",)))
+    primary = record_key(111, 100)
+    with PullerThread(wide) as run:
+        first = start_ts(lake, run)
+        some_rows(tidb, rng, 111)
+        lock_ts = sim.tso.next()
+        sim.mvcc.prewrite([("put", primary, b"held")], primary, lock_ts, 600_000)
+        some_rows(tidb, rng, 111)
+        renamed = tidb.rename_table(111, SHOP, "t111_renamed")
+        wait_resolved(lake, {110: some_rows(tidb, rng, 110)}, renamed, runner=run)
+    assert watermarks(lake).table_resolved[111] < renamed, "the lock held t111 below its RENAME"
+    sim.mvcc.commit([primary], lock_ts, sim.tso.next())
+    with PullerThread(narrow) as run:
+        wait_until(lambda: watermarks(lake).table_resolved[111] >= renamed, 30, "t111 fed up to its RENAME",
+                   check=lambda: run.error)
+    (leave,) = [r for r in ddl_rows(lake) if r["source"] == DdlSource.FILTER]
+    assert (leave["table_id"], leave["commit_ts"]) == (111, renamed + 1)
+    landed = {row for row in changelog(lake) if row[0] == 111 and row[2] <= renamed}
+    assert landed == {row for row in oracle(sim, 111, first) if row[2] <= renamed}
 
 
 def test_a_table_a_bootstrap_request_names_never_leaves_and_one_renamed_out_does(tmp_path):

@@ -1,8 +1,9 @@
 """A changefeed's `[filter].rules` changed between two runs of its puller. A table newly selected
 that was never fed joins at one ts J like a table `tidelake bootstrap` adds (its earlier rows are
 in no changelog), held back by every shard until then. A fed table no longer selected leaves where
-its data is complete, L = its watermark + 1: shard 0 lands a `filter` row there, a DROP TABLE for
-the replica side, so no syncpoint waits for it. A table that left cannot rejoin (its replica would
+its data is complete, L = its watermark + 1 (its last DDL + 1 where the watermark lags that DDL:
+the shard owning it feeds it on until L - 1 first): shard 0 lands a `filter` row there, a DROP
+TABLE for the replica side, so no syncpoint waits for it. A table that left cannot rejoin (its replica would
 miss what changed meanwhile): it is held back and named.
 Owner: the puller (puller_runner._prepare); shard 0 files the requests and the `filter` rows.
 
@@ -39,6 +40,7 @@ class FilterChange:
     unrequested: list[TrackedTable]  # joining tables no open request names yet
     left: list[TrackedTable]  # left before, selected again: never fed again
     leaving: list[DdlRow]  # the `filter` rows of tables the rules no longer select
+    draining: dict[int, tuple[int, int]]  # physical id -> (logical id, L): fed on until L - 1, then not
 
 
 def filter_change(tracker: SchemaTracker, layout: LakeLayout, changefeed_id: str, durable: dict[int, int],
@@ -64,8 +66,8 @@ def filter_change(tracker: SchemaTracker, layout: LakeLayout, changefeed_id: str
     requested = {table_key(s.db, s.table) for s in starts if s.state in _OPEN}
     unrequested = [t for t in joining.values() if t.key not in requested]
     asked = {table_key(s.db, s.table) for s in starts}  # bootstrap's tables stay, in or out of the rules
-    return FilterChange({**joining, **left}, unrequested, list(left.values()),
-                        _leaving(tracker, history, read_watermarks(layout).table_resolved, asked))
+    leaving, draining = _leaving(tracker, history, read_watermarks(layout).table_resolved, asked)
+    return FilterChange({**joining, **left}, unrequested, list(left.values()), leaving, draining)
 
 
 def request_joins(starts: TableStarts, changefeed_id: str, tables: list[TrackedTable]) -> None:
@@ -104,11 +106,11 @@ def _left_by_filter(history: SchemaHistory, key: TableKey) -> bool:
 
 
 def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int, int],
-             asked: set[str]) -> list[DdlRow]:
+             asked: set[str]) -> tuple[list[DdlRow], dict[int, tuple[int, int]]]:
     """A `filter` row for each live table of the history that exists upstream but that the rules
     no longer select and no bootstrap request names, at L = max(its folded watermark, its last
-    DDL) + 1."""
-    rows = []
+    DDL) + 1. Where the watermark lags the last DDL, the table is fed on until L - 1 (`draining`)."""
+    rows, draining = [], {}
     selected = set(tracker.replicated())
     for key in history.live_tables():
         events = history.ddl_events(key)
@@ -118,8 +120,9 @@ def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int,
         if selected.intersection(ids) or not tracker.named(db, name) or table_key(db, name) in asked:
             continue  # still fed, gone upstream (its DROP is a DDL the puller lands), or bootstrap's
         at = max(min(resolved.get(pid, 0) for pid in ids), events[-1].commit_ts) + 1
+        draining.update({pid: (info.id, at) for pid in ids if resolved.get(pid, 0) < at - 1})
         rows.append(DdlRow(job_id=0, commit_ts=at, schema_version=0, action=int(ActionType.DROP_TABLE),
                            action_name=LEAVE_NAME, schema_id=events[-1].schema_id, schema_name=db,
                            table_id=info.id, table_name=name, query=None, table_info=None, db_info=None,
                            source=DdlSource.FILTER))
-    return rows
+    return rows, draining

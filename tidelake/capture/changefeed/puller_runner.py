@@ -151,6 +151,7 @@ class PullerRunner:
         self._actions: list[tuple[str, int, int]] = []  # ('subscribe'|'unsubscribe', physical id, ts)
         self._table_resolved: dict[int, int] = {}
         self._leaving: dict[int, int] = {}  # physical id -> finished ts of the job it leaves at
+        self._draining: dict[int, int] = {}  # physical id -> L of its `filter` row: fed until L - 1
         self._table_joins: TableJoins | None = None
         self._reported_ddl = 0
         self._rows = 0
@@ -339,6 +340,7 @@ class PullerRunner:
         added = self._table_joins.restart(tracker, durable_tables, start)
         if added:
             tracker.add_tables(added)  # tables added to the running feed earlier stay in it
+        draining: dict[int, int] = {}
         if not first_run:
             change = filter_change(tracker, layout, self.config.changefeed_id, durable_tables,
                                    self._table_joins.starts.latest(self.config.changefeed_id))
@@ -347,6 +349,8 @@ class PullerRunner:
                 request_joins(self._table_joins.starts, self.config.changefeed_id, change.unrequested)
                 say_left(self.config.changefeed_id, change.left, change.leaving)
                 lander.add_ddl(change.leaving)  # landed by the flusher, which retries a failed write
+            draining = {pid: at for pid, (lid, at) in change.draining.items()
+                        if self.config.puller.shard_of(lid) == self.shard.index and pid in durable_tables}
         self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
         self._table_joins.attach(self._ddl)
         owned = self._owned(tracker.replicated())
@@ -370,6 +374,11 @@ class PullerRunner:
                 log.warning("table %s.%s (physical id %d) has no durable watermark: it joins at ts %d",
                             table.db, table.table, pid, start)
             starts[pid] = durable_tables.get(pid, start)
+        for pid, at in draining.items():
+            log.info("physical id %d leaves the changefeed at ts %d, after its last DDL: fed from %d until %d",
+                     pid, at, durable_tables[pid], at - 1)
+            starts[pid] = durable_tables[pid]
+        self._draining = draining
         self._table_resolved = dict(starts)
         self._reported_ddl = start
         checkpoint = min([start, *starts.values()])
@@ -520,7 +529,10 @@ class PullerRunner:
                 self._table_resolved[table_id] = ts
                 leave_at = self._leaving.get(table_id)
                 if leave_at is not None and ts >= leave_at - 1:
-                    self._leave(table_id)
+                    self._leave(table_id, self._leaving)
+                drain_to = self._draining.get(table_id)
+                if drain_to is not None and ts >= drain_to - 1:
+                    self._leave(table_id, self._draining)
             self._report_ddl_resolved()
 
     def _on_job(self, pulled: PulledJob) -> None:
@@ -540,7 +552,7 @@ class PullerRunner:
         for pid in self._owned(pulled.effect.left):
             self._leaving[pid] = finished
             if self._table_resolved.get(pid, 0) >= finished - 1:
-                self._leave(pid)
+                self._leave(pid, self._leaving)
         for pid in joined:
             if self._leaving.pop(pid, None) is not None:
                 continue  # left and came back before its feed was closed: it never stopped
@@ -550,8 +562,9 @@ class PullerRunner:
             self._table_resolved[pid] = start
             self._actions.append(("subscribe", pid, start))
 
-    def _leave(self, pid: int) -> None:
-        del self._leaving[pid]
+    def _leave(self, pid: int, pending: dict[int, int]) -> None:
+        """Its feed closes: it reached the ts it leaves at (a DDL's, or a `filter` row's)."""
+        del pending[pid]
         del self._table_resolved[pid]
         self._actions.append(("unsubscribe", pid, 0))
 
