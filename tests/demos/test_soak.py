@@ -1,0 +1,93 @@
+"""The soak's samples, its flatness verdicts and its page, without the stack (the soak itself is
+`make soak`, hours long)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tidelake.demos.soak_chart import write_page
+from tidelake.demos.soak_run import Soak, SoakOptions, new_run_id
+from tidelake.demos.soak_samples import RUN_MARK, Sample, flatness, memory_by_role, role_of, series
+from tidelake.errors import InputError
+
+
+@pytest.mark.parametrize("command, role", [
+    (["/venv/bin/python", "-m", "tidelake", "pull", "--config", "cf.toml"], "puller"),
+    (["/venv/bin/python", "-m", "tidelake", "sim", "--pd-port", "0"], "simulator"),
+    (["/venv/bin/airflow", "scheduler"], "airflow scheduler"),
+    (["java", "-cp", "x", "org.apache.spark.executor.CoarseGrainedExecutorBackend"], "spark executor"),
+    (["java", "-cp", "x", "org.apache.spark.deploy.worker.Worker", "spark://h:7077"], "spark worker"),
+    (["/usr/lib/postgresql/15/bin/postgres", "-D", "/data"], "postgres"),
+    (["/usr/bin/unknown-thing", "--flag"], "unknown-thing"),
+])
+def test_a_process_is_named_by_its_command_line(command, role):
+    assert role_of(command) == role
+
+
+def test_the_memory_of_marked_processes_only_is_summed_per_role():
+    run_id = new_run_id()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    marked = subprocess.Popen(sleeper, env={**os.environ, RUN_MARK: run_id})
+    other = subprocess.Popen(sleeper, env={**os.environ, RUN_MARK: "another run"})
+    try:
+        time.sleep(0.3)
+        rss, count = memory_by_role(run_id)
+    finally:
+        for proc in (marked, other):
+            proc.kill()
+            proc.wait()
+    name = os.path.basename(sys.executable)
+    assert count == {name: 1} and rss[name] > 1 << 20
+
+
+def _samples(rss_mib: list[float], lag_s: list[float]) -> list[Sample]:
+    return [Sample(at=60.0 * i, rss={"puller": int(m * 2**20)}, processes={"puller": 1},
+                   replica_lag_max_s=lag, replica_lag_median_s=lag / 2, capture_lag_s=1.0)
+            for i, (m, lag) in enumerate(zip(rss_mib, lag_s))]
+
+
+def test_a_series_that_keeps_growing_is_not_flat_and_a_warm_up_does_not_count():
+    warm_then_flat = _samples([50, 200, 210, 205, 208, 211, 207, 209], [300, 20, 22, 21, 20, 23, 22, 21])
+    assert all(v.flat for v in flatness(warm_then_flat)), flatness(warm_then_flat)
+    leaking = _samples([200, 220, 260, 300, 340, 380, 420, 460], [20, 20, 21, 22, 60, 90, 120, 150])
+    verdicts = {v.series: v for v in flatness(leaking)}
+    assert not verdicts["rss puller"].flat and not verdicts["replica lag max"].flat
+    assert verdicts["capture lag"].flat
+    assert verdicts["rss puller"].last == pytest.approx(440.0)
+
+
+def test_the_page_draws_each_series_and_marks_each_fault(tmp_path):
+    samples = _samples([200, 210, 205, 208], [20, 22, 21, 20])
+    page = write_page(tmp_path / "soak.html", series(samples), [(90.0, "scheduler")], flatness(samples), "soak")
+    text = page.read_text()
+    assert text.count("<polyline") == 4  # rss puller, and the three lags
+    assert "scheduler at 1.5 min" in text and "GROWING" not in text
+
+
+def test_the_soak_strikes_its_faults_in_turn_and_writes_its_results(tmp_path, monkeypatch):
+    struck = []
+    monkeypatch.setattr("tidelake.demos.soak_run.take_sample",
+                        lambda run_id, layout, started: Sample(time.monotonic() - started, {"puller": 100 << 20},
+                                                               {"puller": 1}, 5.0, 2.0, 1.0))
+    faults = [("a", lambda say, airflow: struck.append("a")), ("b", lambda say, airflow: struck.append("b"))]
+    soak = Soak(SoakOptions(minutes=0.02, fault_every_s=0.2, sample_every_s=0.05), faults, str(tmp_path / "lake"),
+                tmp_path / "soak", "run1")
+
+    class Airflow:
+        checks = [lambda stage: None]
+
+    soak(lambda line: None, Airflow())
+    assert struck[:3] == ["a", "b", "a"][:len(struck)] and len(struck) >= 3
+    assert soak.write_results(verified=True)
+    assert (tmp_path / "soak" / "soak.jsonl").read_text().count("\n") == len(soak.samples)
+    assert '"flat": true' in (tmp_path / "soak" / "soak.json").read_text()
+
+
+def test_a_soak_of_no_minutes_is_refused():
+    with pytest.raises(InputError, match="--minutes, --fault-every and --sample-every must be above zero"):
+        SoakOptions(minutes=0)

@@ -1,0 +1,151 @@
+"""What a soak (tidelake.demos.soak) records over time, and whether it stayed flat.
+
+Every component a soak starts inherits RUN_MARK in its environment, so its processes are found by
+that mark alone, whoever their parent is now (PostgreSQL and the Spark daemons detach). A sample
+holds the resident memory summed per role (the role from the command line, ROLES) and the lag a
+reader sees: the worst and the median replica lag, and the capture lag (the lowest table
+watermark's age). A series is flat when the median of its last quarter is at most FLAT_RATIO times
+the median of its second quarter plus a slack (the first quarter is warm-up: JIT, caches, the
+first bootstrap). Owner: the soak.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tidelake import tso
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaState
+from tidelake.status.status_report import collect_status
+
+RUN_MARK = "TIDELAKE_SOAK_RUN"
+# First match wins; a process no pattern names is counted under its executable's name.
+ROLES = (
+    ("puller", re.compile(r"tidelake(?:\.__main__)?\s+pull\b|pull_changefeed|tidelake-puller")),
+    ("simulator", re.compile(r"tidelake(?:\.__main__)?\s+sim\b")),
+    ("spark executor", re.compile(r"CoarseGrainedExecutorBackend")),
+    ("spark worker", re.compile(r"deploy\.worker\.Worker")),
+    ("spark master", re.compile(r"deploy\.master\.Master")),
+    ("spark driver", re.compile(r"SparkSubmit|pyspark")),
+    ("airflow scheduler", re.compile(r"airflow\s+scheduler")),
+    ("airflow triggerer", re.compile(r"airflow\s+triggerer")),
+    ("airflow dag-processor", re.compile(r"airflow\s+dag-processor")),
+    ("airflow api-server", re.compile(r"airflow\s+api-server|uvicorn|gunicorn")),
+    ("airflow task", re.compile(r"airflow\s+(?:tasks|worker)|airflow task|supervisor")),
+    ("postgres", re.compile(r"postgres")),
+    ("s3 server", re.compile(r"moto")),
+)
+FLAT_RATIO = 1.25
+RSS_SLACK = 32 * 2**20  # bytes: a flush buffer's or a page cache's worth of noise
+LAG_SLACK_S = 15.0  # one merge interval's worth of noise
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float  # seconds since the soak's start
+    rss: dict[str, int]  # role -> bytes
+    processes: dict[str, int]  # role -> how many
+    replica_lag_max_s: float | None
+    replica_lag_median_s: float | None
+    capture_lag_s: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """One line of soak.jsonl."""
+        return {"at": round(self.at, 1), "rss": self.rss, "processes": self.processes,
+                "replica_lag_max_s": self.replica_lag_max_s, "replica_lag_median_s": self.replica_lag_median_s,
+                "capture_lag_s": self.capture_lag_s}
+
+
+def role_of(command: list[str]) -> str:
+    """The role of a process from its command line (ROLES), else its executable's name."""
+    line = " ".join(command)
+    for role, pattern in ROLES:
+        if pattern.search(line):
+            return role
+    return (command[0].rsplit("/", 1)[-1] if command else "") or "unknown"
+
+
+def memory_by_role(run_id: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(role -> RSS bytes, role -> processes) over the processes carrying RUN_MARK=run_id."""
+    rss: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for proc in psutil.process_iter(["cmdline", "memory_info"]):
+        try:
+            if proc.environ().get(RUN_MARK) != run_id:
+                continue
+            role = role_of(proc.info["cmdline"] or [])
+            rss[role] = rss.get(role, 0) + proc.info["memory_info"].rss
+            count[role] = count.get(role, 0) + 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, TypeError):
+            continue  # gone between the listing and the read, or not ours to read
+    return rss, count
+
+
+def lag_now(layout: LakeLayout) -> tuple[float | None, float | None, float | None]:
+    """(worst replica lag, median replica lag, capture lag) in seconds, over live tables."""
+    report = collect_status(layout)
+    live = [t for t in report.tables if t.state not in (ReplicaState.DROPPED, ReplicaState.STOPPED)]
+    lags = [t.lag_seconds for t in live if t.lag_seconds is not None]
+    resolved = [t.resolved_ts for t in live if t.resolved_ts]
+    capture = tso.lag_seconds(min(resolved), report.now_ts) if resolved else None
+    return (max(lags) if lags else None, statistics.median(lags) if lags else None, capture)
+
+
+def take_sample(run_id: str, layout: LakeLayout, started: float) -> Sample:
+    rss, count = memory_by_role(run_id)
+    worst, median, capture = lag_now(layout)
+    return Sample(time.monotonic() - started, rss, count, worst, median, capture)
+
+
+@dataclass(frozen=True)
+class Flatness:
+    """One series over the soak: the medians of its second and last quarter."""
+
+    series: str
+    settled: float | None
+    last: float | None
+    slack: float
+    flat: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        ok = self.settled is None or self.last is None or self.last <= FLAT_RATIO * self.settled + self.slack
+        object.__setattr__(self, "flat", ok)
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary's form (soak.json `series` items)."""
+        return {"series": self.series, "second_quarter_median": self.settled, "last_quarter_median": self.last,
+                "slack": self.slack, "flat": self.flat}
+
+
+def series(samples: list[Sample]) -> dict[str, list[tuple[float, float]]]:
+    """Each charted series as (seconds, value) points: `rss <role>` in MiB, and the three lags."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        for role, nbytes in s.rss.items():
+            out.setdefault(f"rss {role}", []).append((s.at, nbytes / 2**20))
+        for name, value in (("replica lag max", s.replica_lag_max_s), ("replica lag median", s.replica_lag_median_s),
+                            ("capture lag", s.capture_lag_s)):
+            if value is not None:
+                out.setdefault(name, []).append((s.at, value))
+    return out
+
+
+def flatness(samples: list[Sample]) -> list[Flatness]:
+    """Per series, the second quarter's median against the last quarter's (quarters of the soak's time)."""
+    if not samples:
+        return []
+    end = samples[-1].at
+    verdicts = []
+    for name, points in sorted(series(samples).items()):
+        settled = [v for at, v in points if end / 4 <= at < end / 2]
+        last = [v for at, v in points if at >= 3 * end / 4]
+        slack = RSS_SLACK / 2**20 if name.startswith("rss ") else LAG_SLACK_S
+        verdicts.append(Flatness(name, statistics.median(settled) if settled else None,
+                                 statistics.median(last) if last else None, slack))
+    return verdicts
