@@ -348,20 +348,25 @@ class DDLExecutor:
     def modify_column(self, db: str, table: str, name: str, new_type: str | ColumnDef, nullable: bool | None = None,
                       query: str | None = None, position: Any = None, mode: Mode | None = None) -> DDLJob:
         """MODIFY COLUMN: metadata only when the stored bytes stay valid, else TiDB's row rewrite."""
-        def plan(t: TableInfo) -> list[tc.TableChange]:
-            old = tc.column_of(t, name)
-            if isinstance(new_type, ColumnDef):
-                defn = new_type
-            else:
-                not_null = mt.is_not_null(old.field_type.flag) if nullable is None else not nullable
-                ft = old.field_type
-                string_like = ft.tp in mt.STRING_TYPES and not mt.is_binary_string(ft)
-                defn = ColumnDef(old.name, new_type, nullable=not not_null, default=old.default,
-                                 comment=old.comment,
-                                 charset=ft.charset if string_like and _is_text(new_type) else None,
-                                 collate=ft.collate if string_like and _is_text(new_type) else None)
-            return [tc.modify_column(t, name, defn, position, mode, self._cluster)]
-        return self.alter_table(db, table, plan, query)
+        return self.alter_table(db, table, lambda t: [self.modify_change(t, name, new_type, nullable, position, mode)],
+                                query)
+
+    def modify_change(self, t: TableInfo, name: str, new_type: str | ColumnDef, nullable: bool | None = None,
+                      position: Any = None, mode: Mode | None = None) -> tc.TableChange:
+        """The MODIFY COLUMN change of `t` (also a part of a multi-schema change): a type given as
+        text keeps the column's nullability, default, comment and, to a text type, its charset."""
+        old = tc.column_of(t, name)
+        if isinstance(new_type, ColumnDef):
+            defn = new_type
+        else:
+            not_null = mt.is_not_null(old.field_type.flag) if nullable is None else not nullable
+            ft = old.field_type
+            string_like = ft.tp in mt.STRING_TYPES and not mt.is_binary_string(ft)
+            defn = ColumnDef(old.name, new_type, nullable=not not_null, default=old.default,
+                             comment=old.comment,
+                             charset=ft.charset if string_like and _is_text(new_type) else None,
+                             collate=ft.collate if string_like and _is_text(new_type) else None)
+        return tc.modify_column(t, name, defn, position, mode, self._cluster)
 
     def add_index(self, db: str, table: str, name: str, columns: Sequence[str | tuple[str, int]], unique: bool = False,
                   query: str | None = None) -> DDLJob:
