@@ -6,8 +6,10 @@ table and version that shows it, a damaged value on each damaged column."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
@@ -20,17 +22,35 @@ from tidelake.nemesis.mixed_check import _replica_value, check_mixed_replicas, s
 from tidelake.nemesis.plan import MergeFault
 from tidelake.nemesis.schedule import workload_preset
 from tidelake.sim.tidb.session import SimTiDB
-from tidelake.sim.workload import DdlOp, WorkloadPlanner, WorkloadRunner
+from tidelake.sim.workload import DdlOp, TxnOp, WorkloadPlanner, WorkloadRunner
 from tidelake.table_filter import TableFilter
 
 pytestmark = pytest.mark.spark
 
 DB = "shop"
 RULES = ("shop*.*",)
-# its DDL: TRUNCATE accounts, ADD COLUMN events.added_1 DATETIME(3) DEFAULT ... (the first DATETIME
-# column of events: Delta's timestampNtz feature turned on by the DDL), DROP PARTITION metrics p0
 SEED = 465
 SETUP_OPS, TRAFFIC_OPS = 8, 48
+# The preset's traffic without DDL of its own nor scratch tables; these DDL come at traffic ops 15, 30
+# and 45: TRUNCATE accounts, ADD COLUMN events.added_1 DATETIME(3) DEFAULT ... (the first DATETIME
+# column of events: Delta's timestampNtz feature turned on by the DDL), DROP PARTITION metrics p0.
+PRESET = dataclasses.replace(workload_preset("mixed"), ddl_every=0, scratch_setup=False)
+DDL = {
+    15: DdlOp("truncate_table", {"db": DB, "name": "accounts"}),
+    30: DdlOp("add_column", {"db": DB, "table": "events",
+                             "column": ("added_1", "datetime(3)", {"default": datetime(2024, 5, 6, 7, 8, 9, 123000)})}),
+    45: DdlOp("drop_partition", {"db": DB, "table": "metrics", "name": "p0"}),
+}
+
+
+def planned_ops() -> list:
+    """Setup, then the traffic with DDL inserted before traffic ops 15, 30 and 45."""
+    ops = WorkloadPlanner(PRESET, SEED, DB).take(SETUP_OPS + TRAFFIC_OPS)
+    traffic = []
+    for index, op in enumerate(ops[SETUP_OPS:]):
+        traffic += [DDL[index]] if index in DDL else []
+        traffic.append(op)
+    return ops[:SETUP_OPS] + traffic
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +59,15 @@ def mixed(spark, tmp_path_factory):
     lake = tmp_path_factory.mktemp("mixed") / "lake"
     with small_sim() as cluster:
         tidb = SimTiDB(cluster)
-        workload = WorkloadRunner(tidb, workload_preset("mixed"), seed=SEED, database=DB)
+        workload = WorkloadRunner(tidb, PRESET, seed=SEED, database=DB)
+        ops = planned_ops()
         with PullerThread(make_config(cluster, lake, rules=RULES)) as puller:
             wait_resolved(lake, {}, 1, puller)
-            workload.run_ops(SETUP_OPS)
+            for op in ops[:SETUP_OPS]:
+                workload._execute(op)
             created = cluster.tso.next()
-            workload.run_ops(TRAFFIC_OPS)
+            for op in ops[SETUP_OPS:]:
+                workload._execute(op)
             workload.stop()  # the lock-holding txns commit
             # The syncpoint (merge_cycles, 1 s interval) needs a whole second between the mid merge and
             # the final ts, or it has no cut to take: the traffic alone may take under a second.
@@ -60,8 +83,9 @@ def mixed(spark, tmp_path_factory):
 
 
 def test_the_plan_holds_the_ddl_this_test_is_about():
-    ops = WorkloadPlanner(workload_preset("mixed"), SEED, DB).take(SETUP_OPS + TRAFFIC_OPS)[SETUP_OPS:]
+    ops = planned_ops()[SETUP_OPS:]
     assert [op.method for op in ops if isinstance(op, DdlOp)] == ["truncate_table", "add_column", "drop_partition"]
+    assert sum(isinstance(op, TxnOp) and any(r.table == "events" for r in op.rows) for op in ops[31:]) > 0
 
 
 def test_merged_mixed_replicas_equal_the_upstream_column_by_column(mixed):

@@ -80,7 +80,8 @@ def _nemesis(args: argparse.Namespace) -> int:
         if options.pullers == "process":
             faults += "; SIGKILLs: " + (" ".join(f"{k}={n}" for k, n in sorted(result.puller_kills.items())) or "none")
         anomalies = " ".join(f"{k}={n}" for k, n in result.anomalies_by_kind().items()) or "none"
-        print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, faults: {faults}; "
+        print(f"seed {result.plan.seed}: {result.seconds:.1f}s, {result.txns} txns, "
+              f"{sum(result.ddls.values())} DDL, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
               + (f", {result.copies_checked} rewritten rows" if result.copies_checked else "")
               + (f", {result.checkpoints_checked} checkpoints, {result.syncpoints_checked} syncpoints"
@@ -112,6 +113,9 @@ def _nemesis(args: argparse.Namespace) -> int:
           f"faults: {sum(summary.faults.values())} ({faults}){kills}; "
           + (f"unchecked: {', '.join(f'{k} {n}' for k, n in sorted(unchecked.items()))}; " if unchecked else "")
           + f"anomalies: {anomalies}", file=sys.stdout)
+    if summary.ddls:
+        print(f"DDL issued: {sum(summary.ddls.values())} ("
+              + ", ".join(f"{k} {n}" for k, n in sorted(summary.ddls.items())) + ")")
     if summary.failed_seeds:
         print(f"failed seeds: {' '.join(map(str, summary.failed_seeds))}")
     return 1 if summary.failed_seeds else 0

@@ -69,6 +69,11 @@ class BatchSummary:
         return sum((Counter(r.anomalies_by_kind()) for r in self.results), Counter())
 
     @property
+    def ddls(self) -> Counter[str]:
+        """DDL issued by kind over every schedule (the workload's DDL coverage)."""
+        return sum((r.ddls for r in self.results), Counter())
+
+    @property
     def failed_seeds(self) -> list[int]:
         return [r.plan.seed for r in self.results if not r.ok]
 
@@ -92,9 +97,10 @@ class BatchSummary:
             "values_checked": sum(r.values_checked for r in self.results),
             "unchecked": dict(sorted(sum((r.unchecked for r in self.results), Counter()).items())),
             "anomalies": dict(sorted(self.anomalies.items())),
+            "ddls": dict(sorted(self.ddls.items())),
             "failed_seeds": self.failed_seeds,
             "results": [{
-                "seed": r.plan.seed, "seconds": round(r.seconds, 2), "txns": r.txns,
+                "seed": r.plan.seed, "seconds": round(r.seconds, 2), "txns": r.txns, "ddls": dict(sorted(r.ddls.items())),
                 "faults": dict(sorted(r.faults.items())), "missed": dict(sorted(r.missed.items())),
                 "puller_kills": dict(sorted(r.puller_kills.items())), "skipped": dict(sorted(r.skipped.items())),
                 "anomalies": r.anomalies_by_kind(),

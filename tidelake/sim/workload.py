@@ -12,17 +12,20 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from tidelake.codec.schema import FieldType
+from tidelake.codec.schema import FieldType, TableInfo
 from tidelake.errors import InputError
+from tidelake.sim.tidb import table_changes as tc
 from tidelake.sim.tidb.kvtxn import ASYNC_COMMIT, ONE_PC, TWO_PC, TxnConflictError, check_txn_mode
 from tidelake.sim.tidb.partition import spec_from_dict
-from tidelake.sim.tidb.types import parse_field_type
+from tidelake.sim.tidb.table_spec import IndexSpec
+from tidelake.sim.tidb.types import column_def, parse_field_type
 from tidelake.sim.tidb.values import random_value
 
 ROWID = "_tidb_rowid"
@@ -51,6 +54,8 @@ class WorkloadPreset:
     long_txn_rows: int = 10
     bank_accounts: int = 0  # > 0: the bank workload, this many accounts in each bank table
     txn_mode: str | None = None  # tidb_txn_mode of its DML; None = the front's (TiDB's default, pessimistic)
+    # setup also creates the scratch tables the rarer DDL kinds need (SCRATCH_SETUP), so a short run meets them
+    scratch_setup: bool = False
 
 
 PRESETS: dict[str, WorkloadPreset] = {
@@ -161,10 +166,12 @@ class TxnOp:
 
 @dataclass(frozen=True)
 class DdlOp:
-    """One DDL statement: the SimTiDB method and its keyword arguments."""
+    """One DDL statement: the SimTiDB method and its keyword arguments; `kind` names the workload's
+    DDL kind it issues (DDL_WEIGHTS), empty for a step another kind needs first."""
 
     method: str
     args: dict
+    kind: str = ""
 
 
 Op = TxnOp | DdlOp
@@ -189,6 +196,9 @@ class _Table:
     added_columns: list[str] = field(default_factory=list)
     indexes: list[str] = field(default_factory=list)
     preloaded: bool = False  # holds the preload: never truncated, so it keeps its size
+    # a rowid table's NOT NULL column holding each row's planned key, never updated: unique, so a
+    # PRIMARY KEY may be added on it (`pk` then names it; the handle stays _tidb_rowid)
+    unique: str = ""
 
     def add_key(self, key: Any) -> None:
         if key not in self.key_pos:
@@ -224,6 +234,33 @@ ADDABLE_TYPES = (*ZOO_TYPES, "varchar(32)", "decimal(12,3)", "datetime(3)")
 # No DEFAULT for these: TiDB refuses one on BLOB, TEXT and JSON (ER_BLOB_CANT_HAVE_DEFAULT, 1101),
 # and ColumnInfo JSON keeps a BINARY default as text, which random bytes are not.
 NO_DEFAULT_TYPES = ("json", "text", "blob", "binary(4)", "varbinary(16)")
+# MODIFY COLUMN targets by current type: metadata only (TiDB keeps the stored bytes), and ones TiDB
+# rewrites every row for (pkg/ddl `needChangeColumnData`: another storage type) that every value of
+# the old type fits, so TiDB never refuses them in strict mode.
+MODIFY_IN_PLACE = {"int": "bigint", "varchar(32)": "varchar(128)"}
+MODIFY_REORG = {"int": ("varchar(16)", "decimal(20,0)"), "bigint": ("decimal(24,0)",)}
+# How often each DDL kind is drawn when it has a target (a kind without one is planned through the
+# DDL that makes one: `_ENABLERS`). The kinds that move rows between tables or partitions, swap
+# names or change a key weigh more: they are the hardest to replicate and need scratch tables.
+DDL_WEIGHTS: dict[str, int] = {
+    "create_table": 2, "drop_table": 3, "truncate_table": 2, "rename_table": 2, "add_column": 3,
+    "drop_column": 5, "rename_column": 5, "modify_column": 3, "modify_column_reorg": 4, "add_index": 3,
+    "drop_index": 4, "add_partition": 2, "drop_partition": 3, "truncate_partition": 3, "create_database": 2,
+    "drop_database": 3, "swap_tables": 5, "partition_by": 5, "remove_partitioning": 3, "exchange_partition": 6,
+    "reorganize_partition": 5, "multi_schema_change": 6, "add_primary_key": 5, "drop_primary_key": 5,
+}
+# What a kind without a target plans instead: the DDL that makes one.
+_ENABLERS = {
+    "drop_table": "create_table", "rename_table": "create_table", "drop_column": "add_column",
+    "rename_column": "add_column", "modify_column": "create_table", "modify_column_reorg": "create_table",
+    "drop_index": "add_index", "drop_database": "create_database", "swap_tables": "create_table",
+    "partition_by": "create_table_int", "remove_partitioning": "partition_by", "exchange_partition": "partition_by",
+    "add_primary_key": "create_table_nopk", "drop_primary_key": "add_primary_key", "multi_schema_change": "add_column",
+    "drop_partition": "add_partition", "reorganize_partition": "add_partition", "truncate_partition": "add_partition",
+    "create_database": "drop_database",
+}
+# The kind a planned DDL statement counts as, by its SimTiDB method, where the two names differ.
+_METHOD_KINDS = {"rename_tables": "swap_tables", "alter_partitioning": "partition_by"}
 
 
 class WorkloadPlanner:
@@ -283,10 +320,22 @@ class WorkloadPlanner:
             _Table(db, "type_zoo", [(f"c_{i}", t) for i, t in enumerate(ZOO_TYPES)], "int", ["id"]),
             _Table(db, "long_txns", [("payload", "varchar(64)")], "int", ["id"], core=False),
         ]
+        if self.preset.scratch_setup:  # two tables only: every replica costs each merge of a short run
+            layouts += [self._scratch_table(db, self._next_name("scratch"), "rowid", pk=["uid"]),
+                        self._scratch_table(db, self._next_name("scratch"), "int", partition="hash")]
         for table in layouts:
-            self._tables[(db, table.name)] = table
+            self._tables[(table.db, table.name)] = table
             ops.append(DdlOp("create_table", self._create_args(table)))
         return ops
+
+    @staticmethod
+    def _scratch_table(db: str, name: str, handle: str, partition: str = "", pk: list[str] | None = None) -> _Table:
+        """A setup scratch table that already has what the DDL dropping or renaming things needs: an
+        added column and an index."""
+        columns = [("v", "varchar(32)"), ("n", "int"), ("w", "int")]
+        return _Table(db, name, columns, handle, pk if pk is not None else (["id"] if handle == "int" else []),
+                      core=False, partition=partition, added_columns=["w"], indexes=["idx_0__v"],
+                      unique="uid" if handle == "rowid" else "")
 
     def _bank_setup(self) -> list[Op]:
         """The bank tables, then one txn funding every account with the same balance."""
@@ -326,9 +375,15 @@ class WorkloadPlanner:
     def _create_args(self, table: _Table) -> dict:
         key_cols = {"int": [("id", "bigint", "pk")], "common": [("region", "varchar(8)", "pk"), ("acct", "bigint", "pk")],
                     "rowid": []}[table.handle]
-        args: dict = {"db": table.db, "name": table.name, "columns": key_cols + [(n, t) for n, t in table.columns]}
+        unique = [(table.unique, "bigint", "not null")] if table.unique else []
+        args: dict = {"db": table.db, "name": table.name,
+                      "columns": key_cols + unique + [(n, t) for n, t in table.columns]}
         if table.handle == "common":
             args["clustered"] = True
+        elif table.handle == "rowid" and table.pk:
+            args["primary_key"], args["clustered"] = list(table.pk), False  # NONCLUSTERED: rows keep _tidb_rowid
+        if table.indexes:
+            args["indexes"] = [(name, [name.rsplit("__", 1)[-1]], False) for name in table.indexes]
         if table.partition == "range":
             args["partition"] = {"type": "range", "column": "id", "bounds": list(table.range_bounds)}
         elif table.partition == "hash":
@@ -414,7 +469,9 @@ class WorkloadPlanner:
         if table.handle == "common":
             return {"region": key[0], "acct": key[1]}
         if table.handle == "rowid":
-            return {} if for_insert else {ROWID: key}
+            if for_insert:
+                return {table.unique: key} if table.unique else {}
+            return {ROWID: key}
         return {"id": key}
 
     def _values(self, table: _Table, n: int) -> dict:
@@ -457,12 +514,21 @@ class WorkloadPlanner:
     # DDL --------------------------------------------------------------------------------------
 
     def _plan_ddl(self) -> list[DdlOp]:
+        """One DDL kind drawn by DDL_WEIGHTS among all kinds; one without a target yet plans the DDL
+        that makes one instead (a scratch table of the shape it needs), so every kind comes often."""
         rng = self._rng
         range_table = next((t for t in self._tables.values() if t.partition == "range"), None)
         if range_table is not None and range_table.next_id >= range_table.range_bounds[-1][1] - 100:
             return [self._add_partition(range_table)]
-        kinds = [k for k, ok in self._ddl_candidates().items() if ok]
-        return self._ddl_of_kind(rng.choice(kinds))
+        kinds = list(DDL_WEIGHTS)
+        kind = rng.choices(kinds, weights=[DDL_WEIGHTS[k] for k in kinds])[0]
+        wanted, candidates = kind, self._ddl_candidates()
+        while not candidates.get(kind, True):
+            kind = _ENABLERS[kind]
+        ops = self._ddl_of_kind(kind)
+        if kind != wanted and self._ddl_candidates()[wanted]:  # the enabler made a target: use it at once
+            ops += self._ddl_of_kind(wanted)
+        return [op if op.kind else replace(op, kind=_METHOD_KINDS.get(op.method, op.method)) for op in ops]
 
     def _ddl_candidates(self) -> dict[str, bool]:
         tables = self._dml_tables()
@@ -476,6 +542,7 @@ class WorkloadPlanner:
             "drop_column": any(t.added_columns for t in tables),
             "rename_column": any(t.added_columns for t in tables),
             "modify_column": any(self._modifiable(t) for t in tables),
+            "modify_column_reorg": any(self._reorganisable(t) for t in tables),
             "add_index": True,
             "drop_index": any(t.indexes for t in tables),
             "add_partition": any(t.partition == "range" for t in tables),
@@ -484,10 +551,13 @@ class WorkloadPlanner:
             "create_database": len(self._scratch_dbs) < 2,
             "drop_database": bool(self._scratch_dbs),
             "swap_tables": bool(self._swappable()),
-            "partition_by": any(not t.partition for t in scratch),
+            "partition_by": any(not t.partition and t.handle == "int" for t in scratch),
             "remove_partitioning": any(t.partition == "hash" for t in scratch),
             "exchange_partition": any(t.partition == "hash" for t in scratch),
             "reorganize_partition": any(t.partition == "range" and len(t.range_bounds) > 1 for t in tables),
+            "multi_schema_change": True,
+            "add_primary_key": any(t.unique and not t.pk for t in scratch),
+            "drop_primary_key": any(t.unique and t.pk for t in scratch),
         }
 
     def _swappable(self) -> list[tuple[_Table, _Table]]:
@@ -501,15 +571,67 @@ class WorkloadPlanner:
 
     @staticmethod
     def _modifiable(table: _Table) -> list[str]:
-        return [n for n, t in table.columns if n in table.added_columns and t in ("int", "varchar(32)")]
+        """Columns a MODIFY COLUMN may change in place: the added ones and a scratch table's own."""
+        return [n for n, t in table.columns if (n in table.added_columns or not table.core) and t in MODIFY_IN_PLACE]
+
+    @staticmethod
+    def _reorganisable(table: _Table) -> list[str]:
+        """Columns a MODIFY COLUMN may rewrite: as `_modifiable`, but no indexed one (the simulator
+        rewrites no index, table_changes.modify_column)."""
+        indexed = {idx.rsplit("__", 1)[-1] for idx in table.indexes}
+        return [n for n, t in table.columns
+                if (n in table.added_columns or not table.core) and t in MODIFY_REORG and n not in indexed]
+
+    def _modified_type(self, table: _Table, name: str, kind: str) -> str:
+        """The new type of a MODIFY COLUMN of `kind`; the model takes it."""
+        old = dict(table.columns)[name]
+        new_type = MODIFY_IN_PLACE[old] if kind == "modify_column" else self._rng.choice(MODIFY_REORG[old])
+        table.columns = [(n, new_type if n == name else t) for n, t in table.columns]
+        return new_type
+
+    def _multi_schema_change(self, table: _Table) -> DdlOp:
+        """One ALTER TABLE of several changes, one multi-schema change job (TiDB 6.2+), each change on
+        its own column as TiDB requires: ADD COLUMN + ADD INDEX [+ MODIFY COLUMN], or DROP COLUMN +
+        RENAME COLUMN of two added columns."""
+        rng = self._rng
+        droppable = [n for n in table.added_columns if not any(i.endswith(f"__{n}") for i in table.indexes)]
+        if len(droppable) >= 2 and rng.random() < 0.5:
+            dropped, renamed = rng.sample(droppable, 2)
+            new_name = self._next_name("added")
+            table.added_columns = [new_name if n == renamed else n for n in table.added_columns if n != dropped]
+            table.columns = [(new_name if n == renamed else n, t) for n, t in table.columns if n != dropped]
+            changes: tuple = (("drop_column", dropped), ("rename_column", renamed, new_name))
+            return DdlOp("alter_table", {"db": table.db, "table": table.name, "changes": changes}, "multi_schema_change")
+        indexable = [n for n, t in table.columns if t not in ("json", "blob", "text") and not t.startswith("set")]
+        reorganisable = self._reorganisable(table)
+        name, type_spec = self._next_name("added"), rng.choice(("int", "varchar(32)", "datetime(3)", "decimal(12,3)"))
+        changes = (("add_column", (name, type_spec)),)
+        if indexable:
+            column = rng.choice(indexable)
+            index = f"{self._next_name('idx')}__{column}"
+            changes += (("add_index", index, (column,)),)
+            reorganisable = [n for n in reorganisable if n != column]
+        if reorganisable:
+            column = rng.choice(reorganisable)
+            changes += (("modify_column", column, self._modified_type(table, column, "modify_column_reorg")),)
+        if indexable:
+            table.indexes.append(changes[1][1])
+        table.columns.append((name, type_spec))
+        table.added_columns.append(name)
+        return DdlOp("alter_table", {"db": table.db, "table": table.name, "changes": changes}, "multi_schema_change")
 
     def _ddl_of_kind(self, kind: str) -> list[DdlOp]:
         rng = self._rng
         tables = self._dml_tables()
         table = rng.choice(tables)
-        if kind == "create_table":
+        if kind in ("create_table", "create_table_nopk", "create_table_int"):
+            # half the scratch tables have no primary key, only a unique NOT NULL column one may be added on
             db = rng.choice([self.database, *self._scratch_dbs])
-            new = _Table(db, self._next_name("scratch"), [("v", "varchar(32)"), ("n", "int")], "int", ["id"], core=False)
+            columns = [("v", "varchar(32)"), ("n", "int")]
+            if kind == "create_table_nopk" or (kind == "create_table" and rng.random() < 0.5):
+                new = _Table(db, self._next_name("scratch"), columns, "rowid", [], core=False, unique="uid")
+            else:
+                new = _Table(db, self._next_name("scratch"), columns, "int", ["id"], core=False)
             self._tables[(db, new.name)] = new
             return [DdlOp("create_table", self._create_args(new))]
         if kind == "drop_table":
@@ -554,12 +676,20 @@ class WorkloadPlanner:
             table.columns.append((new_name, type_spec))
             table.added_columns.append(new_name)
             return [DdlOp("rename_column", {"db": table.db, "table": table.name, "name": name, "new_name": new_name})]
-        if kind == "modify_column":
-            table = rng.choice([t for t in tables if self._modifiable(t)])
-            name = rng.choice(self._modifiable(table))
-            new_type = {"int": "bigint", "varchar(32)": "varchar(128)"}[dict(table.columns)[name]]
-            table.columns = [(n, new_type if n == name else t) for n, t in table.columns]
-            return [DdlOp("modify_column", {"db": table.db, "table": table.name, "name": name, "new_type": new_type})]
+        if kind in ("modify_column", "modify_column_reorg"):
+            columns_of = self._modifiable if kind == "modify_column" else self._reorganisable
+            table = rng.choice([t for t in tables if columns_of(t)])
+            name = rng.choice(columns_of(table))
+            new_type = self._modified_type(table, name, kind)
+            return [DdlOp("modify_column", {"db": table.db, "table": table.name, "name": name, "new_type": new_type},
+                          kind)]
+        if kind == "multi_schema_change":
+            return [self._multi_schema_change(rng.choice(tables))]
+        if kind in ("add_primary_key", "drop_primary_key"):
+            table = rng.choice([t for t in tables if not t.core and t.unique and bool(t.pk) == (kind == "drop_primary_key")])
+            table.pk = [] if table.pk else [table.unique]
+            change = ("drop_primary_key",) if kind == "drop_primary_key" else ("add_primary_key", (table.unique,))
+            return [DdlOp("alter_table", {"db": table.db, "table": table.name, "changes": (change,)}, kind)]
         if kind == "add_index":
             candidates = [n for n, t in table.columns if t not in ("json", "blob", "text") and not t.startswith("set")]
             if not candidates:
@@ -617,7 +747,7 @@ class WorkloadPlanner:
             pairs = [(a.db, a_name, a.db, tmp), (a.db, b_name, a.db, a_name), (a.db, tmp, a.db, b_name)]
             return [DdlOp("rename_tables", {"pairs": pairs})]
         if kind == "partition_by":
-            table = rng.choice([t for t in scratch if not t.partition])
+            table = rng.choice([t for t in scratch if not t.partition and t.handle == "int"])
             table.partition = "hash"
             spec = spec_from_dict({"type": "hash", "column": "id", "count": HASH_PARTITIONS})
             return [DdlOp("alter_partitioning", {"db": table.db, "table": table.name, "spec": spec})]
@@ -651,7 +781,8 @@ class WorkloadPlanner:
         name = self._next_name("p")
         bound = table.range_bounds[-1][1] * 2
         table.range_bounds.append((name, bound))
-        return DdlOp("add_partition", {"db": table.db, "table": table.name, "name": name, "less_than": bound})
+        return DdlOp("add_partition", {"db": table.db, "table": table.name, "name": name, "less_than": bound},
+                     "add_partition")
 
 
 # --- running against a SimTiDB ----------------------------------------------------------------
@@ -670,9 +801,10 @@ class WorkloadCounters:
     async_commit: int = 0
     two_pc: int = 0
     last_error: str = ""
+    ddl_kinds: Counter[str] = field(default_factory=Counter)  # DDL that succeeded, by DdlOp.kind
 
     def snapshot(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "ddl_kinds": dict(self.ddl_kinds)}
 
 
 class WorkloadRunner:
@@ -728,8 +860,13 @@ class WorkloadRunner:
     def _execute(self, op: Op) -> None:
         try:
             if isinstance(op, DdlOp):
-                getattr(self.tidb, op.method)(**op.args)
+                if op.method == "alter_table":
+                    self.tidb.alter_table(op.args["db"], op.args["table"], alter_plan(self.tidb, op.args["changes"]))
+                else:
+                    getattr(self.tidb, op.method)(**op.args)
                 self._count(ddls=1)
+                with self._lock:
+                    self.counters.ddl_kinds[op.kind or op.method] += 1
             elif op.hold_s:
                 thread = threading.Thread(target=self._run_long, args=(op,), name="sim-long-txn", daemon=True)
                 self._long = [t for t in self._long if t.is_alive()] + [thread]
@@ -778,6 +915,37 @@ def _protocol_count(txn: Any) -> dict[str, int]:
     """The counter of the protocol a committed txn used (none for a txn that wrote nothing)."""
     name = {ONE_PC: "one_pc", ASYNC_COMMIT: "async_commit", TWO_PC: "two_pc"}.get(txn.protocol)
     return {name: 1} if name else {}
+
+
+def alter_plan(tidb: Any, changes: tuple[tuple, ...]) -> Callable[[TableInfo], list[tc.TableChange]]:
+    """The plan of SimTiDB.alter_table for a DdlOp's `changes` (each `(what, *args)`), each change
+    planned on the table the ones before it leave, as the SQL front plans an ALTER TABLE of several
+    actions (sim/sql/ddl_statements.py `execute_alter`); ADD PRIMARY KEY is NONCLUSTERED, as in TiDB."""
+    def plan(info: TableInfo) -> list[tc.TableChange]:
+        out, current = [], info
+        for what, *args in changes:
+            if what == "add_column":
+                change = tc.add_column(current, column_def(args[0]), None, datetime.now())
+            elif what == "drop_column":
+                change = tc.drop_column(current, args[0])
+            elif what == "rename_column":
+                change = tc.rename_column(current, args[0], args[1])
+            elif what == "modify_column":
+                change = tidb.modify_change(current, args[0], args[1])
+            elif what in ("add_index", "add_primary_key"):
+                primary = what == "add_primary_key"
+                name, columns = ("PRIMARY", args[0]) if primary else (args[0], args[1])
+                spec = IndexSpec(name, tuple((c, -1) for c in columns), unique=primary, primary=primary)
+                change = tc.add_index(current, spec, tidb.cluster)
+            elif what == "drop_primary_key":
+                change = tc.drop_index(current, "PRIMARY")
+            else:
+                raise InputError(f"alter_table change {what!r}: known are add_column, drop_column, rename_column, "
+                                 f"modify_column, add_index, add_primary_key, drop_primary_key")
+            out.append(change)
+            current = change.apply_all(current)
+        return out
+    return plan
 
 
 def _apply(txn: Any, row: RowOp) -> None:
