@@ -16,7 +16,9 @@ from tidelake.codec import mysql_types as mt
 from tidelake.codec.ddl_job import ActionType, DDLJob, JobState
 from tidelake.codec.keys import decode_record_key, table_record_span
 from tidelake.codec.row import decode_row
+from tidelake.codec.schema import STATE_PUBLIC
 from tidelake.sim.tidb import system_tables as st
+from tidelake.sim.tidb.catalog import Catalog
 from tidelake.sim.tidb.kvtxn import snapshot_scan
 
 ZOO = """CREATE TABLE zoo (
@@ -164,6 +166,29 @@ def test_alter_with_several_actions_is_one_multi_schema_change_job(server, db):
     assert all(s["state"] == JobState.DONE for s in subs)
     assert run(cursor, "SELECT * FROM m") == ((3, 1, "x"),)
     assert [c.name for c in job.table_info.public_columns()] == ["c", "id", "b"]
+
+
+def test_a_multi_schema_change_makes_nothing_public_before_every_change_is_past_its_revertible_state(
+        server, db, monkeypatch):
+    """pkg/ddl `onMultiSchemaChange`: the new column goes public only once the new index has been
+    backfilled (it exists, not public), and the index goes public after the column."""
+    name, cursor = db
+    run(cursor, "CREATE TABLE p (id INT PRIMARY KEY, v INT)")
+    written = []
+    put_table = Catalog.put_table
+
+    def recording(self, txn, db_id, info, old_name=None):
+        if info.name == "p":
+            column, index = info.column_by_name("c"), next((i for i in info.indices if i.name == "iv"), None)
+            written.append((column and column.state, index and index.state))
+        return put_table(self, txn, db_id, info, old_name)
+
+    monkeypatch.setattr(Catalog, "put_table", recording)
+    run(cursor, "ALTER TABLE p ADD COLUMN c INT, ADD INDEX iv (v)")
+    column_public = next(n for n, (column, _) in enumerate(written) if column == STATE_PUBLIC)
+    index_public = next(n for n, (_, index) in enumerate(written) if index == STATE_PUBLIC)
+    assert written[column_public][1] is not None, written
+    assert column_public < index_public == len(written) - 1, written
 
 
 def test_a_lossy_modify_column_rewrites_rows_and_a_failing_one_changes_nothing(server, db):

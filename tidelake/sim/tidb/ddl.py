@@ -304,27 +304,34 @@ class DDLExecutor:
     def _run_multi(self, job_id: int, db_info: DBInfo, info: TableInfo, changes: list[tc.TableChange],
                    text: str) -> DDLJob:
         """ActionMultiSchemaChange: `multi_schema_info.sub_jobs` carry each change's type, args, state and
-        schema state (pkg/meta/model `MultiSchemaInfo`, `SubJob`); each sub-job step is a step of the job."""
+        schema state (pkg/meta/model `MultiSchemaInfo`, `SubJob`); each sub-job step is a step of the job.
+        In two phases, as pkg/ddl/multi_schema_change.go `onMultiSchemaChange` runs them: each sub-job in
+        turn up to its last revertible state (`_revertible_steps`), then each in turn to its end, so no
+        change is public before every one of them has reached the point it cannot be rolled back from."""
         job = self._job(job_id, ActionType.MULTI_SCHEMA_CHANGE, db_info, info, text)
         subs = [{"type": int(c.action), "raw_args": c.raw_args, "schema_state": 0, "snapshot_ver": 0,
                  "real_start_ts": 0, "revertible": True, "state": int(JobState.QUEUEING), "row_count": 0,
                  "warning": None, "schema_version": 0, "reorg_tp": 0, "use_cloud": False} for c in changes]
-        job.raw["multi_schema_info"] = {"sub_jobs": subs, "revertible": True, "seq": 0}
-        transitions = []
-        for index, change in enumerate(changes):
-            for n, (state, fn) in enumerate(change.steps):
-                transitions.append((state, fn, index, n == len(change.steps) - 1))
+        multi = job.raw["multi_schema_info"] = {"sub_jobs": subs, "revertible": True, "seq": 0}
+        revertible = [_revertible_steps(c) for c in changes]
+        transitions = [(state, fn, index, False, n == len(change.steps) - 1)
+                       for index, change in enumerate(changes)
+                       for n, (state, fn) in enumerate(change.steps[:revertible[index]])]
+        transitions += [(state, fn, index, True, n == len(change.steps) - 1)
+                        for index, change in enumerate(changes)
+                        for n, (state, fn) in enumerate(change.steps) if n >= revertible[index]]
         current = {"t": info}
         steps = []
-        for state, fn, index, last_of_sub in transitions:
+        for state, fn, index, final_phase, last_of_sub in transitions:
             def apply(txn: KvTxn, fn: Callable = fn, index: int = index, state: int = state,
-                      last_of_sub: bool = last_of_sub) -> None:
+                      final_phase: bool = final_phase, last_of_sub: bool = last_of_sub) -> None:
                 current["t"] = self._updated(fn(current["t"], txn), txn)
                 self._catalog.put_table(txn, db_info.id, current["t"])
                 sub = subs[index]
                 sub["schema_state"], sub["real_start_ts"] = int(state), sub["real_start_ts"] or txn.start_ts
                 sub["state"] = int(JobState.DONE if last_of_sub else JobState.RUNNING)
-                sub["revertible"] = not last_of_sub
+                sub["revertible"] = not final_phase
+                multi["revertible"] = multi["revertible"] and not final_phase
             steps.append(Step(state, apply, sub_job=index))
         split = [pid for c in changes for pid in c.split_ids]
         rewrites = [info.id] if any(c.rewrites_rows for c in changes) else ()
@@ -529,3 +536,15 @@ def _is_text(type_spec: str) -> bool:
 
 
 __all__ = ["DDLExecutor", "JobPlan", "Step", "metadata_only_change", "parse_field_type", "with_charset"]
+
+
+_ADDING = frozenset({ActionType.ADD_COLUMN, ActionType.ADD_COLUMNS, ActionType.ADD_INDEX, ActionType.ADD_PRIMARY_KEY})
+
+
+def _revertible_steps(change: tc.TableChange) -> int:
+    """How many of a sub-job's steps run before it marks itself non-revertible: an ADD COLUMN, ADD
+    INDEX or a MODIFY COLUMN that rewrites the column, all but its public step (pkg/ddl `onAddColumn`,
+    `onCreateIndex`, `doModifyColumnTypeWithData` call `MarkNonRevertible` at write-reorganization);
+    a DROP or a change of metadata only, none (they mark it before their first step)."""
+    adding = change.action in _ADDING or (change.action == ActionType.MODIFY_COLUMN and len(change.steps) > 1)
+    return len(change.steps) - 1 if adding else 0
