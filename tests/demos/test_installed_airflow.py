@@ -35,6 +35,8 @@ def test_the_wheel_holds_the_spark_entry_points_package_data_and_the_provider(wh
     text = wheel.read(entry_points).decode()
     assert "[apache_airflow_provider]" in text
     assert "tidelake.orchestration.airflow.provider_info:get_provider_info" in text
+    assert "[airflow.plugins]" in text
+    assert "tidelake.orchestration.airflow.replication_plugin:TidelakeReplicationPlugin" in text
 
 
 def test_the_dag_file_is_three_lines_calling_the_factory(tmp_path):
@@ -62,4 +64,6 @@ def test_airflow_runs_from_the_venv_with_no_path_to_the_checkout(tmp_path):
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(installed.dags_folder)
     assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(installed.plugins_folder)
     assert env["PYSPARK_PYTHON"] == str(installed.python)
-    assert "TIDELAKE_CONFIG" not in env  # the DAG file names the changefeed's config
+    # the DAG file names the changefeed's config; the Replication page's list of changefeeds is TIDELAKE_CONFIG
+    assert env["TIDELAKE_CONFIG"] == str(tmp_path / "demo" / "changefeed.toml")
+    assert not any(installed.plugins_folder.glob("*"))  # the plugin comes from the wheel's entry point

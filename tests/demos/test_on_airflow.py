@@ -54,7 +54,7 @@ def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_p
     assert "SPARK_REMOTE" not in env  # the demo's changefeed config names its Spark
     assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == str(paths.airflow_home / PASSWORDS_FILE)
     assert Path(env["AIRFLOW__CORE__DAGS_FOLDER"], "tidelake_changefeeds.py").is_file()
-    assert Path(env["AIRFLOW__CORE__PLUGINS_FOLDER"], "tidelake_replication.py").is_file()
+    assert not Path(env["AIRFLOW__CORE__PLUGINS_FOLDER"]).exists()  # the plugin comes from the entry point
     assert env["AIRFLOW_HOME"] == str(paths.airflow_home)
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith(f"sqlite:///{paths.airflow_home}")
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://localhost:8181/execution/"

@@ -1,49 +1,24 @@
 """tidelake as an Airflow provider: Airflow's own discovery (entry point scan, schema validation,
-hook import and its coherence checks) accepts the entry point pyproject.toml declares.
-
-The shared venv's tidelake metadata predates the entry point, so the test writes the metadata an
-install would (a dist-info folder with pyproject.toml's entry point) on sys.path; Airflow then
-finds it as it finds any installed provider. That a built wheel carries it is
-tests/demos/test_installed_airflow.py's, and an Airflow installed from it `make integration`'s.
-"""
+hook import and its coherence checks) accepts the entry points pyproject.toml declares
+(installed_metadata publishes them as an install would)."""
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
-from airflow_test_env import REPO
+from installed_metadata import installed
 
 import tidelake
 from tidelake.orchestration.airflow.provider_info import get_provider_info
-
-GROUP = "apache_airflow_provider"
 
 
 @pytest.fixture
 def installed_provider(tmp_path, monkeypatch):
     """Fresh provider managers that scan a sys.path holding tidelake's would-be installed metadata."""
-    from airflow._shared.module_loading import _get_grouped_entry_points as core_entry_points
     from airflow.providers_manager import ProvidersManager
-    from airflow.sdk._shared.module_loading import _get_grouped_entry_points as sdk_entry_points
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    dist_info = tmp_path / f"{project['name']}-{project['version']}.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
-                                        f"Version: {project['version']}\n")
-    points = project["entry-points"][GROUP]
-    (dist_info / "entry_points.txt").write_text(f"[{GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for manager in (ProvidersManager, ProvidersManagerTaskRuntime):  # singletons: restored after the test
-        monkeypatch.setattr(manager, "_instance", None)
-        monkeypatch.setattr(manager, "_initialized", False)
-    core_entry_points.cache_clear()
-    sdk_entry_points.cache_clear()
-    yield ProvidersManager(), ProvidersManagerTaskRuntime()
-    core_entry_points.cache_clear()  # the next scan runs after monkeypatch has dropped tmp_path
-    sdk_entry_points.cache_clear()
+    with installed(tmp_path, monkeypatch):
+        yield ProvidersManager(), ProvidersManagerTaskRuntime()
 
 
 def test_providers_manager_lists_tidelake(installed_provider):
@@ -91,6 +66,26 @@ def test_listed_modules_and_triggers_import(installed_provider):
         for entry in info[section]:
             for module in entry["python-modules"]:
                 importlib.import_module(module)
+
+
+def test_the_plugin_loads_from_the_entry_point(installed_provider):
+    """Airflow's plugins manager finds the Replication plugin through the `airflow.plugins` entry
+    point, with no file in the plugins folder, once; the provider info names the same class."""
+    from pathlib import Path
+
+    from airflow import plugins_manager, settings
+
+    from tidelake.orchestration.airflow.replication_plugin import TidelakeReplicationPlugin
+
+    manager, _ = installed_provider
+    manager.initialize_providers_plugins()
+    listed = [p for p in manager.plugins if p.provider_name == "tidelake"]
+    assert [(p.name, p.plugin_class) for p in listed] == [
+        ("tidelake_replication", "tidelake.orchestration.airflow.replication_plugin.TidelakeReplicationPlugin")]
+    plugins, errors = plugins_manager._get_plugins()
+    assert [type(p) for p in plugins if p.name == "tidelake_replication"] == [TidelakeReplicationPlugin]
+    assert not any(Path(settings.PLUGINS_FOLDER).rglob("*.py"))
+    assert not errors
 
 
 @pytest.mark.airflow

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from airflow_test_env import ADMIN_PASSWORD, VIEWER_PASSWORD
+from installed_metadata import installed
 
 pytestmark = pytest.mark.airflow
 
@@ -21,16 +22,20 @@ REPORT = {
 
 
 @pytest.fixture
-def client(airflow_db, changefeed, monkeypatch):
+def client(airflow_db, changefeed, monkeypatch, tmp_path):
+    """The api-server app of an Airflow whose plugins folder is empty: the plugin comes from the
+    installed package's entry point."""
     from airflow.api_fastapi.app import create_app, purge_cached_app
     from fastapi.testclient import TestClient
 
     import tidelake.orchestration.airflow.replication_app as replication_app
 
     monkeypatch.setattr(replication_app, "page_report", lambda feed: {**REPORT, "changefeed": feed.config.changefeed_id})
-    purge_cached_app()
-    with TestClient(create_app("core")) as test_client:
-        yield test_client
+    with installed(tmp_path / "site", monkeypatch):
+        purge_cached_app()
+        with TestClient(create_app("core")) as test_client:
+            yield test_client
+        purge_cached_app()
 
 
 def token(client, username, password) -> str:

@@ -105,6 +105,15 @@ class AirflowApi:
         path = f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?state=running&limit=100"
         return self._call("GET", path)["task_instances"]
 
+    def get_page(self, path: str) -> tuple[int, str]:
+        """GET a page as the logged-in admin: its HTTP status and text (an error's body too)."""
+        request = urllib.request.Request(self.base_url + path, headers={"Authorization": f"Bearer {self._login()}"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+
     def _call(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> Any:
         headers = {"Content-Type": "application/json"}
         if auth:

@@ -37,6 +37,7 @@ from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.orchestration.plugin_views import PAGE_PATH
 from tidelake.orchestration.writer_pool import writer_pool
 from tidelake.spark.connect_server import ServerSettings, accepting, server_command
 from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_env
@@ -109,7 +110,7 @@ class AirflowDemoOptions:
     # checks the Iceberg side too; None: no Iceberg.
     iceberg_catalog_uri: str | None = None
     # Airflow from this installed venv (tidelake.demos.installed_airflow), its DAGs from the DAG
-    # file the demo writes there; None: the running venv with the repository's dags/ and plugins/.
+    # file the demo writes there; None: the running venv with the repository's dags/.
     installed: InstalledAirflow | None = None
 
 
@@ -232,7 +233,9 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
     env.update({
         "AIRFLOW_HOME": str(paths.airflow_home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(installed.dags_folder if installed is not None else REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(installed.plugins_folder if installed is not None else REPO / "plugins"),
+        # empty: the Replication plugin comes from the installed package's entry point
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(installed.plugins_folder if installed is not None
+                                             else paths.airflow_home / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # unpaused once the API server is up
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn or f"sqlite:///{paths.airflow_home / 'airflow.db'}",
@@ -248,8 +251,9 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
                                            **(CLUSTER_CONFS if spark_master else {})}),
         "PYSPARK_PYTHON": python,
     })
-    if installed is None:  # the repository's dags/ build the DAGs of TIDELAKE_CONFIG; the DAG file names its config
-        env["TIDELAKE_CONFIG"] = str(paths.config)
+    # The repository's dags/ build the DAGs of TIDELAKE_CONFIG (the installed DAG file names its config);
+    # the Replication page lists its changefeeds in either run: the api-server parses no DAG file.
+    env["TIDELAKE_CONFIG"] = str(paths.config)
     if spark_jars is not None:
         env["TIDELAKE_SPARK_JARS"] = str(spark_jars)
     return env
@@ -352,6 +356,7 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         if options.installed is not None:
             _check_parsed(api, options.installed, dags, say)
             _check_connection_form(api, pd, paths, say)
+        _check_replication_page(api, say)
         on_data = f" and on new data, at most every {options.run_on_new_data}" if options.run_on_new_data else ""
         say(f"DAGs unpaused: {dags.puller} (continuous), {dags.merge} (every {options.merge_schedule}{on_data}); "
             f"UI http://localhost:{port}")
@@ -418,6 +423,17 @@ def _check_connection_form(api: AirflowApi, pd: str, paths: DemoPaths, say: Say)
     shown = check_connection_form(api, pd, screenshot, paths.logs / "chromium.log")
     say(f"the UI's connection form (headless Chromium) shows the tidb_pd type: {', '.join(shown)}; "
         f"screenshot: {screenshot}")
+
+
+def _check_replication_page(api: AirflowApi, say: Say) -> None:
+    """The api-server serves the Replication plugin's page (from the package's entry point; the
+    plugins folder is empty) to the logged-in admin, and its JSON names the demo's changefeed."""
+    status, page = api.get_page(PAGE_PATH)
+    if status != 200:
+        raise StageFailed("replication page", f"GET {PAGE_PATH} as admin: HTTP {status}: {page[:200]!r}")
+    if f"Changefeed {CHANGEFEED_ID}" not in page:
+        raise StageFailed("replication page", f"GET {PAGE_PATH} as admin: no changefeed {CHANGEFEED_ID!r} on the page")
+    say(f"the Replication page is served at {PAGE_PATH} (plugin from the installed package's entry point)")
 
 
 def _check_parsed(api: AirflowApi, installed: InstalledAirflow, dags: DemoDags, say: Say) -> None:
@@ -596,9 +612,8 @@ def _summary(api: AirflowApi, dags: DemoDags, paths: DemoPaths, port: int, insta
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(api.run_types(dags.merge).items()))
     say(f"{dags.merge} runs: {runs} ({kinds}); syncpoints recorded: {len(cuts)}"
         + (f" (latest {cuts[-1].ts}: `tidelake snapshot-at {cuts[-1].ts} --config {paths.config}`)" if cuts else ""))
-    # the Replication page is a plugin of the repository's plugins/ (docs/internals.md#installed_airflow)
-    page = "" if installed else "  (Browse > Replication: lag, pending DDL, syncpoints; JSON at /tidelake/api/status)"
-    say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}{page}")
+    say(f"Airflow UI: http://localhost:{port}  login: admin / {api.password()}  (Browse > Replication: lag, "
+        "pending DDL, syncpoints; JSON at /tidelake/api/status)")
     say(f"logs: {paths.logs} (sim, airflow, verify); task logs: {paths.airflow_home / 'logs'}")
 
 

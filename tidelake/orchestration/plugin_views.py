@@ -19,6 +19,8 @@ import jinja2
 from tidelake import tso
 from tidelake.orchestration.page_report import CHART_TABLES, charted_tables
 
+URL_PREFIX = "/tidelake"  # where the api-server mounts the plugin's app
+PAGE_PATH = f"{URL_PREFIX}/replication"
 SPARK_WIDTH = 160
 SPARK_HEIGHT = 28
 CHART_WIDTH = 560

@@ -38,6 +38,9 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [{"integration-name": INTEGRATION, "python-modules": [
             f"{_AIRFLOW}.puller_operator", f"{_AIRFLOW}.spark_operator"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": [f"{_AIRFLOW}.new_data_trigger"]}],
+        # also the `airflow.plugins` entry point, which is what loads it (lazy provider discovery)
+        "plugins": [{"name": "tidelake_replication",
+                     "plugin-class": f"{_AIRFLOW}.replication_plugin.TidelakeReplicationPlugin"}],
         "connection-types": [{
             "hook-class-name": f"{_AIRFLOW}.hooks.tidb_pd.TiDBPDHook",
             "hook-name": HOOK_NAME,
