@@ -123,6 +123,10 @@ class LakeConfig:
     # object stores (delta-rs "Storage configuration"); empty for a local folder.
     storage_options: dict[str, str] = field(default_factory=dict)
     leases: LeaseSettings = field(default_factory=LeaseSettings)
+    # An Airflow `aws` connection holding the object store's endpoint, region and credentials, which
+    # only Airflow tasks resolve (tidelake.orchestration.airflow.hooks.aws_lake); None: environment
+    # and storage_options only.
+    aws_conn_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -333,6 +337,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         raise lake.bad("lease_renew", f"a duration at most half of lease_ttl ({leases.ttl_s:g}s)", lake.raw("lease_renew"))
     options = lake.section("storage_options")
     storage_options = options.string_table()
+    aws_conn_id = lake.string("aws_conn_id")
     lake.done()
 
     puller = root.section("puller")
@@ -405,6 +410,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         changefeed_id=changefeed_id,
         upstream=UpstreamConfig(pd=tuple(pd), tls=tls, gc_ttl_s=gc_ttl_s, connection=connection),
         lake=LakeConfig(root=lake_root, commit_bucket_s=int(commit_bucket_s), storage_options=storage_options,
+                        aws_conn_id=aws_conn_id,
                         leases=leases),
         start_ts=start_ts,
         filter=FilterConfig(rules=rules, case_sensitive=case_sensitive),

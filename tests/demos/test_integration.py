@@ -251,3 +251,39 @@ def test_the_worker_kill_waits_for_an_application_whose_executor_runs_a_task(tmp
     assert cluster.busy_apps() == []
     stderr.write_text("INFO Executor: Running task 0.0 in stage 0.0 (TID 0)\n")
     assert cluster.busy_apps() == ["tidelake-merge"]
+
+
+def test_the_tasks_lake_connection_is_the_store_every_process_reaches(tmp_path):
+    """The integration's aws connection names the same store as the AWS variables, with the amazon
+    provider's fields, and the demo's config points the tasks at it."""
+    from tidelake.demos.integration import LAKE_CONN_ID, lake_connection
+    from tidelake.demos.on_airflow import write_demo_changefeed
+    from tidelake.orchestration.aws_connection import aws_lake_settings
+
+    fields = lake_connection("http://127.0.0.1:9999")
+    env = lake_environment("http://127.0.0.1:9999")
+    settings = aws_lake_settings(LAKE_CONN_ID, fields["conn_type"], fields["login"], fields["password"],
+                                 fields["extra"], {})
+    assert settings.values == {"access_key_id": env["AWS_ACCESS_KEY_ID"],
+                               "secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+                               "endpoint": env["AWS_ENDPOINT_URL"], "region": env["AWS_REGION"]}
+    config = write_demo_changefeed(tmp_path / "c.toml", "127.0.0.1:1", "s3://lake/x", 450_000_000_000_000_000, "1m",
+                                   aws_conn_id=LAKE_CONN_ID)
+    assert load_config(config).lake.aws_conn_id == LAKE_CONN_ID
+
+
+def test_a_secret_in_a_task_log_fails_the_run_naming_the_log(tmp_path):
+    import pytest
+
+    from tidelake.demos.on_airflow import Say, _check_secret_not_logged
+    from tidelake.demos.supervisor import StageFailed
+
+    paths = DemoPaths(tmp_path)
+    task_logs = paths.airflow_home / "logs" / "dag_id=x" / "run_id=y"
+    task_logs.mkdir(parents=True)
+    (task_logs / "attempt=1.log").write_text("key ***\n")
+    _check_secret_not_logged(paths, "s3-secret-value", Say())
+    (task_logs / "attempt=2.log").write_text("spark conf s3-secret-value\n")
+    with pytest.raises(StageFailed) as err:
+        _check_secret_not_logged(paths, "s3-secret-value", Say())
+    assert "secret is in 1 task log" in str(err.value) and str(task_logs / "attempt=2.log") in str(err.value)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tidelake.config import IcebergConfig
 from tidelake.consumers.iceberg.catalog_view import last_snapshots
@@ -50,6 +51,7 @@ BOOTSTRAP_TABLE = f"{on_airflow.DATABASE}.sessions"
 # scheduler's heartbeat is older than [scheduler] scheduler_health_check_threshold (30 s).
 AIRFLOW_SETTINGS = (("AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL", "15"),)
 ICEBERG_DATABASE = "iceberg"  # the Iceberg SQL catalog's database, beside Airflow's
+LAKE_CONN_ID = "tidelake_lake"  # the changefeed's [lake].aws_conn_id
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ def run(options: IntegrationOptions) -> int:
                                   warm_spark=cluster is None, required_tasks=("merge", "syncpoint"),
                                   bootstrap_tables=(BOOTSTRAP_TABLE,), maintenance=True,
                                   iceberg_catalog_uri=iceberg_catalog, installed=installed,
+                                  lake_connection=(LAKE_CONN_ID, lake_connection(endpoint)),
                                   component_checks=(s3.check, relay.check, *(cluster.checks() if cluster else ())))
         code = on_airflow.run(demo, say)
         if code == 0:
@@ -162,6 +165,14 @@ def lake_environment(endpoint: str) -> dict[str, str]:
     """The AWS variables every process of the run gets: its only way to the lake's store."""
     return {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+
+
+def lake_connection(endpoint: str) -> dict[str, Any]:
+    """The same store as an Airflow `aws` connection (the amazon provider's fields), which the tasks
+    use; the Airflow processes keep the AWS variables for what runs outside tasks (the triggerer's
+    new-data watch, the Replication page, the DAG parse's table list)."""
+    return {"conn_type": "aws", "login": ACCESS_KEY, "password": SECRET_KEY,
+            "extra": {"endpoint_url": endpoint, "region_name": REGION}}
 
 
 def _install_jars(folder: Path) -> None:

@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from deltalake.exceptions import DeltaError
 
@@ -84,6 +85,9 @@ class AirflowDemoOptions:
     # `make integration` (tidelake.demos.integration): an object-store lake, Airflow's metadata
     # DB elsewhere (with LocalExecutor), several puller shards, a fault while traffic runs.
     lake_root: str | None = None
+    # [lake].aws_conn_id of the changefeed and that Airflow connection's fields (conn id, fields as
+    # AIRFLOW_CONN_* JSON): the tasks' store settings; the secret must be in no task log after the run.
+    lake_connection: tuple[str, dict[str, Any]] | None = None
     sql_alchemy_conn: str | None = None
     shards: int = 1
     during_traffic: Callable[[Say, RunningAirflow], None] | None = None
@@ -312,7 +316,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         pd = json.loads(paths.cluster_info.read_text())["pd"][0]
         write_demo_changefeed(paths.config, pd, paths.lake_uri, start_ts, options.syncpoint_interval,
                               remote=spark_server[1].url if spark_server is not None else None, shards=options.shards,
-                              run_on_new_data=options.run_on_new_data, iceberg_catalog_uri=options.iceberg_catalog_uri)
+                              run_on_new_data=options.run_on_new_data, iceberg_catalog_uri=options.iceberg_catalog_uri,
+                              aws_conn_id=options.lake_connection[0] if options.lake_connection else None)
         say.mark("simulator")
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
@@ -321,6 +326,11 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         if options.installed is not None:
             _check_installed(options.installed, paths, env, say)
         env.update(dict(options.airflow_settings))
+        if options.lake_connection is not None:
+            conn_id, fields = options.lake_connection
+            env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(fields)
+            say(f"the tasks reach the lake's store through the aws connection {conn_id!r} "
+                f"([lake].aws_conn_id; endpoint {fields['extra']['endpoint_url']})")
         cli = ([str(options.installed.bin_dir / "airflow")] if options.installed is not None
                else [sys.executable, "-m", "airflow"])
         cwd = options.installed.cwd if options.installed is not None else REPO
@@ -393,6 +403,8 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         say("verifying every replica against a snapshot read of the simulator at its checkpoint")
         verified = _verify(paths)
         say.mark("verify")
+        if options.lake_connection is not None:
+            _check_secret_not_logged(paths, options.lake_connection[1]["password"], say)
         _summary(api, dags, paths, port, options.installed is not None, say)
         say("demo passed: every replica equals the simulator at its checkpoint" if verified
             else f"demo failed: verify found differences (see above and {paths.logs / 'verify.log'})")
@@ -434,6 +446,15 @@ def _check_replication_page(api: AirflowApi, say: Say) -> None:
     if f"Changefeed {CHANGEFEED_ID}" not in page:
         raise StageFailed("replication page", f"GET {PAGE_PATH} as admin: no changefeed {CHANGEFEED_ID!r} on the page")
     say(f"the Replication page is served at {PAGE_PATH} (plugin from the installed package's entry point)")
+
+
+def _check_secret_not_logged(paths: DemoPaths, secret: str, say: Say) -> None:
+    """No task log of the run holds the lake connection's secret (Airflow masks it as `***`)."""
+    logs = [path for path in (paths.airflow_home / "logs").rglob("*") if path.is_file()]
+    leaked = [path for path in logs if secret.encode() in path.read_bytes()]
+    if leaked:
+        raise StageFailed("secrets", f"the lake connection's secret is in {len(leaked)} task log(s)", leaked[0])
+    say(f"the lake connection's secret is in none of the {len(logs)} task log files")
 
 
 def _check_parsed(api: AirflowApi, installed: InstalledAirflow, dags: DemoDags, say: Say) -> None:
@@ -556,14 +577,16 @@ def _await_run(api: AirflowApi, dag_id: str, which: Callable[[list[dict]], dict 
 
 def write_demo_changefeed(path: Path, pd: str, lake: Path | str, start_ts: int, syncpoint_interval: str,
                           remote: str | None = None, shards: int = 1, run_on_new_data: str | None = None,
-                          iceberg_catalog_uri: str | None = None) -> Path:
+                          iceberg_catalog_uri: str | None = None, aws_conn_id: str | None = None) -> Path:
     """The demo changefeed: the workload's database from `start_ts`, one Spark job per merge run
     (a 2-core laptop runs one JVM well, not four), on the Spark Connect server `remote` if given,
-    publishing to the Iceberg catalog `iceberg_catalog_uri` if given."""
+    publishing to the Iceberg catalog `iceberg_catalog_uri` if given, its store's settings from the
+    Airflow connection `aws_conn_id` in the tasks if given."""
     merge = {"syncpoint_interval": syncpoint_interval, "parallel_jobs": 1}
     if run_on_new_data is not None:
         merge["run_on_new_data"] = run_on_new_data
     doc = changefeed_document(CHANGEFEED_ID, [pd], lake, rules=[f"{DATABASE}.{t}" for t in TABLES],
+                              lake={"aws_conn_id": aws_conn_id} if aws_conn_id else None,
                               start_ts=start_ts, gc_ttl="1h", puller={"flush_interval": "1s", "shards": shards},
                               merge=merge,
                               spark={"remote": remote} if remote else None,

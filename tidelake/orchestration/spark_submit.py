@@ -92,7 +92,7 @@ def spark_submit_kwargs(
     lake gets the s3a confs of its storage options (tidelake.spark.s3a) without credentials:
     these kwargs are built at DAG parse into the serialized DAG and the spark-submit command
     line, so s3a reads the worker's AWS_* variables and the job sets configured keys at start
-    (tidelake.spark.spark_session.apply_s3a_credentials)."""
+    (tidelake.spark.spark_session.apply_s3a_confs)."""
     application = settings.jobs_dir / f"{job}_job.py"
     layout = LakeLayout.from_config(lake)
     packages = packages_for(layout, settings)

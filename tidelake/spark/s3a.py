@@ -51,7 +51,7 @@ def s3a_confs(layout: LakeLayout | None, credentials: bool = True) -> dict[str, 
 
     `credentials=False` leaves keys and token out, for confs that end up on a command line or
     in a serialized DAG: s3a's default provider chain then reads them from the AWS_* variables
-    of its process (s3a_credential_env) or they are set at job start (apply_s3a_credentials)."""
+    of its process (s3a_credential_env) or they are set at job start (apply_s3a_confs)."""
     if layout is None or not is_s3(layout.root):
         return {}
     options = layout.storage_options or {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidelake.errors import InputError
-from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_confs
+from tidelake.spark.s3a import lake_packages, s3a_confs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,7 +82,7 @@ def get_session(
         return connect_session(remote, extra_confs)
     active = SparkSession.getActiveSession()
     if active is not None:
-        apply_s3a_credentials(active, lake)
+        apply_s3a_confs(active, lake)
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -95,21 +95,26 @@ def get_session(
             builder = builder.config(key, value)
     for key, value in {**DELTA_CONFS, **(extra_confs or {})}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if not local:
+        apply_s3a_confs(session, lake)
+    return session
 
 
-def apply_s3a_credentials(session: SparkSession, lake: LakeLayout | None) -> None:
-    """Set an s3 lake's configured credentials on a running classic session's Hadoop conf.
+def apply_s3a_confs(session: SparkSession, lake: LakeLayout | None) -> None:
+    """Set an s3 lake's s3a confs, credentials included, on a classic session's Hadoop conf.
 
-    spark-submit jobs get the s3a confs without credentials (tidelake.orchestration.spark_submit:
-    a conf there is in the serialized DAG and on the command line); the command sets them here,
-    at job start, before its first read opens the s3a filesystem. A Spark Connect session has no
-    Hadoop conf of its own: its server got the credentials in its environment."""
+    spark-submit jobs get the s3a confs of the DAG's parse without credentials
+    (tidelake.orchestration.spark_submit: a conf there is in the serialized DAG and on the command
+    line); the job sets the lake's own here, at job start, before its first read opens the s3a
+    filesystem: its configured keys, and the endpoint, region and keys of the lake's Airflow
+    connection, which reach the job in its environment (tidelake.orchestration.airflow.hooks.aws_lake).
+    A Spark Connect session has no Hadoop conf of its own: its server got them in its environment."""
     jsc = getattr(session, "_jsc", None)
     if jsc is None:
         return
     hadoop = jsc.hadoopConfiguration()
-    for key, value in s3a_credential_confs(lake).items():
+    for key, value in s3a_confs(lake).items():
         hadoop.set(key.removeprefix("spark.hadoop."), value)
 
 

@@ -22,6 +22,7 @@ from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jem
 from tidelake.config import ChangefeedConfig, load_config
 from tidelake.errors import InputError
 from tidelake.failpoints import check_env_names
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
 from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 
@@ -81,7 +82,7 @@ class PullerOperator(BaseOperator):
         from tidelake.capture.landing.lander import LANDER_FAILPOINTS
 
         check_env_names(LANDER_FAILPOINTS, "the puller task")
-        with connected_upstream(load_config(self.config_path)) as config:
+        with connected_upstream(load_config(self.config_path)) as config, lake_connection(config.lake):
             shard = Shard.parse(self.shard)
             self._runner = PullerRunner(
                 config,

@@ -5,6 +5,8 @@
    as an environment connection (Airflow's documented AIRFLOW_CONN_* form), with a warning.
 2. The tidelake package is zipped at task time and passed as --py-files, so executors run the
    driver's exact code (spark_submit.build_package_zip).
+3. The lake's `aws` connection ([lake].aws_conn_id of `config_path`) is the spark-submit's AWS
+   environment (tidelake.orchestration.airflow.hooks.aws_lake), never an argument or a conf.
 Owner: the merge, maintenance and bootstrap DAGs.
 """
 
@@ -14,12 +16,15 @@ import json
 import logging
 import os
 import tempfile
+from contextlib import ExitStack
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
+from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.spark_submit import (
     LOCAL_MASTER_CONNECTION,
     build_package_zip,
@@ -38,12 +43,19 @@ def ensure_spark_connection(conn_id: str) -> None:
 
 
 class TidelakeSparkSubmitOperator(SparkSubmitOperator):
-    """Submits a spark_jobs/ entry point with the tidelake package attached."""
+    """Submits a spark_jobs/ entry point of the changefeed in `config_path`, tidelake attached."""
 
     ui_color = "#fde2c8"
+
+    def __init__(self, *, config_path: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config_path = config_path
 
     def execute(self, context: Any) -> None:
         ensure_spark_connection(self._conn_id)
         package = build_package_zip(os.path.join(tempfile.gettempdir(), "tidelake-py-files"))
         self.py_files = ",".join(p for p in (self.py_files, str(package)) if p)
-        return super().execute(context)
+        with ExitStack() as stack:
+            with input_errors_fail_the_task():  # a missing or wrong connection: one line, no retries
+                stack.enter_context(lake_connection_of(self.config_path))
+            return super().execute(context)

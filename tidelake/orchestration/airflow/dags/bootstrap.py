@@ -45,7 +45,7 @@ def build(feed: Changefeed) -> DAG:
         def arguments(config_path: str, **context) -> list[dict]:
             return [{"application_args": [to_json(bootstrap_job(config_path, context["params"]))]}]
 
-        TidelakeSparkSubmitOperator.partial(task_id="bootstrap", **writer_pool(feed.config).task_args(exclusive=True),
+        TidelakeSparkSubmitOperator.partial(task_id="bootstrap", config_path=feed.config_path, **writer_pool(feed.config).task_args(exclusive=True),
                                             **submit).expand_kwargs(arguments(feed.config_path))
     return dag
 

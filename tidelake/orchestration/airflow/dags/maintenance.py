@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG, task
 
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
 from tidelake.orchestration.airflow.schedules import (
     DEFAULT_MAINTENANCE_SCHEDULE,
     timetable,
@@ -46,6 +47,7 @@ def build(feed: Changefeed) -> DAG:
         if remote is None:
             TidelakeSparkSubmitOperator(
                 task_id="maintenance",
+                config_path=feed.config_path,
                 **pool,
                 **spark_submit_kwargs(
                     SparkSettings.from_env(),
@@ -62,7 +64,7 @@ def build(feed: Changefeed) -> DAG:
                 # Spark loads in the task, never where the DAG file is parsed
                 from tidelake.orchestration.job_entry import run_on_warm_spark
 
-                with input_errors_fail_the_task():
+                with input_errors_fail_the_task(), lake_connection_of(config_path):
                     run_on_warm_spark(to_json(MaintenanceJob(config_path)), remote)
 
             maintenance_remote(feed.config_path)

@@ -21,6 +21,7 @@ from airflow.sdk import (
 )
 
 from tidelake.orchestration import merge_dag
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
 from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
@@ -108,7 +109,7 @@ def build(feed: Changefeed) -> DAG:
 
         @task
         def plan(config_path: str, **context) -> list[dict]:
-            with input_errors_fail_the_task():
+            with input_errors_fail_the_task(), lake_connection_of(config_path):
                 planned = merge_dag.plan_run(config_path, context["params"], context)
             context["ti"].xcom_push(key="before", value=planned["before"])
             context["ti"].xcom_push(key="syncpoint", value=planned["syncpoint"])
@@ -117,7 +118,9 @@ def build(feed: Changefeed) -> DAG:
         @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS)
         def publish(config_path: str, **context):
             before = context["ti"].xcom_pull(task_ids="plan", key="before")
-            for table, state in merge_dag.changed_after_run(config_path, before).items():
+            with input_errors_fail_the_task(), lake_connection_of(config_path):
+                changed = merge_dag.changed_after_run(config_path, before)
+            for table, state in changed.items():
                 asset = Asset(uri=replica_asset_uri(changefeed_id, table), group=ASSET_GROUP)
                 yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
 
@@ -126,17 +129,18 @@ def build(feed: Changefeed) -> DAG:
         pool = writer_pool(feed.config)
         if remote is None:
             merged = TidelakeSparkSubmitOperator.partial(
-                task_id="merge", map_index_template="{{ task.name }}", **pool.task_args(exclusive=False), **submit
+                task_id="merge", map_index_template="{{ task.name }}", config_path=feed.config_path,
+                **pool.task_args(exclusive=False), **submit
             ).expand_kwargs(planned.map(submitted))
         else:
 
             @task(task_id="merge", map_index_template="{{ job_name }}", **pool.task_args(exclusive=False))
-            def merge_remote(spec: str, name: str) -> None:
+            def merge_remote(spec: str, name: str, config_path: str = feed.config_path) -> None:
                 # Spark loads in the task, never where the DAG file is parsed
                 from tidelake.orchestration.job_entry import run_on_warm_spark
 
                 get_current_context()["job_name"] = name  # the mapped task's label, as spark-submit's name
-                with input_errors_fail_the_task():
+                with input_errors_fail_the_task(), lake_connection_of(config_path):
                     run_on_warm_spark(spec, remote)
 
             merged = merge_remote.expand_kwargs(planned)
@@ -156,6 +160,7 @@ def build(feed: Changefeed) -> DAG:
             if remote is None:
                 syncpoint = TidelakeSparkSubmitOperator(
                     task_id="syncpoint",
+                    config_path=feed.config_path,
                     outlets=outlets,
                     **pool.task_args(exclusive=True),
                     **spark_submit_kwargs(spark, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
@@ -169,7 +174,7 @@ def build(feed: Changefeed) -> DAG:
                     # Spark loads in the task, never where the DAG file is parsed
                     from tidelake.orchestration.job_entry import run_on_warm_spark
 
-                    with input_errors_fail_the_task():
+                    with input_errors_fail_the_task(), lake_connection_of(config_path):
                         run_on_warm_spark(to_json(SyncpointJob(config_path)), remote)
 
                 syncpoint = syncpoint_remote(feed.config_path)
