@@ -1,5 +1,5 @@
 """What a Spark application on a standalone cluster pays for its jars: `--packages` against a
-TIDELAKE_SPARK_JARS folder (tidelake.spark.cluster_jars), in the same run on the same cluster.
+spark_jars_dir folder (tidelake.spark.cluster_jars), in the same run on the same cluster.
 
 A master and a worker as `make integration` starts them (tidelake.demos.spark_cluster); each
 application is submitted with the SparkSubmitOperator kwargs of the DAGs

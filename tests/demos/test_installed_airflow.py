@@ -43,12 +43,12 @@ def test_the_dag_file_is_three_lines_calling_the_factory(tmp_path):
     installed = InstalledAirflow(tmp_path)
     installed.dags_folder.mkdir()
     config = tmp_path / "a dir" / "changefeed.toml"
-    text = installed.write_dag_file("demo", config).read_text()
+    text = installed.write_dag_file("demo", config, merge_schedule="1m").read_text()
     assert len(text.splitlines()) == 3
     call = ast.parse(text).body[-1].value
     assert call.func.id == "changefeed_dags"
     assert [arg.value for arg in call.args] == ["demo"]
-    assert {kw.arg: kw.value.value for kw in call.keywords} == {"config_path": str(config)}
+    assert {kw.arg: kw.value.value for kw in call.keywords} == {"config_path": str(config), "merge_schedule": "1m"}
     assert DemoDags.of(AirflowDemoOptions(installed=installed)).all() == (
         "tidelake_puller__demo", "tidelake_merge__demo", "tidelake_bootstrap__demo", "tidelake_maintenance__demo")
 
@@ -58,7 +58,7 @@ def test_airflow_runs_from_the_venv_with_no_path_to_the_checkout(tmp_path):
     driver_bin = str(Path(sys.executable).parent)
     base = {"PATH": os.pathsep.join([driver_bin, "/usr/bin"]), "PYTHONPATH": "/checkout",
             "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
-    env = airflow_env(DemoPaths(tmp_path / "demo"), 8181, "1m", base=base, installed=installed)
+    env = airflow_env(DemoPaths(tmp_path / "demo"), 8181, base=base, installed=installed)
     assert env["PATH"].split(os.pathsep) == [str(installed.bin_dir), "/usr/bin"]
     assert "PYTHONPATH" not in env and env["VIRTUAL_ENV"] == str(installed.venv)
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(installed.dags_folder)

@@ -26,13 +26,13 @@ def _compose() -> dict:
 
 def test_compose_airflow_runs_the_executor_database_driver_and_lake_variables_of_the_integration(tmp_path):
     compose_env = _compose()["airflow-scheduler"]["environment"]
-    ours = airflow_env(DemoPaths(tmp_path), 8080, "1m", base={}, sql_alchemy_conn=database_url(5432),
+    ours = airflow_env(DemoPaths(tmp_path), 8080, base={}, sql_alchemy_conn=database_url(5432),
                        spark_master="spark://127.0.0.1:7077")
     assert compose_env["AIRFLOW__CORE__EXECUTOR"] == ours["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert urlparse(compose_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).scheme == urlparse(
         ours["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).scheme == "postgresql+psycopg2"
     assert set(lake_environment(S3Server(tmp_path).endpoint)) <= set(compose_env)
-    assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == "spark"
+    assert json.loads(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"])["conn_type"] == "spark"
 
 
 def test_compose_creates_the_replica_writers_pool_of_its_changefeed():
@@ -67,15 +67,17 @@ def test_compose_runs_spark_jobs_on_its_master_with_the_settings_of_the_cluster_
 
     services = _compose()
     compose_env = services["airflow-scheduler"]["environment"]
-    ours = airflow_env(DemoPaths(tmp_path), 8080, "1m", base={}, spark_master="spark://127.0.0.1:7077",
+    ours = airflow_env(DemoPaths(tmp_path), 8080, base={}, spark_master="spark://127.0.0.1:7077",
                        spark_jars=tmp_path / "spark-jars")
     assert "SPARK_REMOTE" not in compose_env and "SPARK_REMOTE" not in ours  # spark-submit, not a warm Spark
-    assert "TIDELAKE_SPARK_JARS" in compose_env and "TIDELAKE_SPARK_JARS" in ours  # jars on each node's classpath
+    compose_spark, our_spark = json.loads(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]), json.loads(ours["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert compose_spark["conn_type"] == our_spark["conn_type"] == "spark"
+    assert urlparse(compose_spark["host"]).scheme == urlparse(our_spark["host"]).scheme == "spark"
+    # jars on each node's classpath
+    assert "spark_jars_dir" in compose_spark["extra"] and "spark_jars_dir" in our_spark["extra"]
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    assert f"RUN tidelake spark-jars {compose_env['TIDELAKE_SPARK_JARS']}\n" in dockerfile
-    assert urlparse(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"]).scheme == urlparse(
-        json.loads(ours["AIRFLOW_CONN_SPARK_DEFAULT"])["host"]).scheme == "spark"
-    compose_conf, our_conf = json.loads(compose_env["TIDELAKE_SPARK_CONF"]), json.loads(ours["TIDELAKE_SPARK_CONF"])
+    assert f"RUN tidelake spark-jars {compose_spark['extra']['spark_jars_dir']}\n" in dockerfile
+    compose_conf, our_conf = compose_spark["extra"]["spark_conf"], our_spark["extra"]["spark_conf"]
     assert set(compose_conf) == set(our_conf)
     assert {k: v for k, v in compose_conf.items() if k not in HOST_CONFS} == {
         k: v for k, v in our_conf.items() if k not in HOST_CONFS}
@@ -104,7 +106,8 @@ def test_compose_s3a_confs_are_the_ones_derived_from_its_aws_variables_as_in_the
     assert set(derived) == set(exercised)
     assert {k: v for k, v in derived.items() if k != endpoint} == {k: v for k, v in exercised.items() if k != endpoint}
     assert derived[endpoint] == compose_env["AWS_ENDPOINT_URL"]
-    assert not [k for k in json.loads(compose_env["TIDELAKE_SPARK_CONF"]) if k.startswith("spark.hadoop.")]
+    compose_spark = json.loads(compose_env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert not [k for k in compose_spark["extra"]["spark_conf"] if k.startswith("spark.hadoop.")]
     for name in [k for k in os.environ if k.startswith("AWS_")]:
         monkeypatch.delenv(name)
     for name, value in compose_env.items():
@@ -112,7 +115,7 @@ def test_compose_s3a_confs_are_the_ones_derived_from_its_aws_variables_as_in_the
     jars = tmp_path / "spark-jars"  # the image's folder, filled with what `tidelake spark-jars` records
     jars.mkdir()
     (jars / MANIFEST).write_text(f"{delta_package()}\n{hadoop_aws_package()}\n")
-    settings = SparkSettings.from_env({**compose_env, "TIDELAKE_SPARK_JARS": str(jars)})
+    settings = SparkSettings.from_extras("spark_default", {**compose_spark["extra"], "spark_jars_dir": str(jars)})
     submitted = spark_submit_kwargs(settings, job="merge", app_name="m", lake=config.lake)
     assert {k: submitted["conf"][k] for k in derived} == derived
     assert hadoop_aws_package() in packages_for(_lake_layout(config.lake.root, compose_env), settings)

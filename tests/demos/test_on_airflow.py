@@ -46,14 +46,14 @@ def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_pat
     assert load_config(paths.config).merge.run_on_new_data_s == 15
 
 
-def test_airflow_env_points_at_the_repo_dags_the_workdir_and_a_local_spark(tmp_path):
+def test_airflow_env_points_at_the_demo_dags_the_workdir_and_a_local_spark(tmp_path):
     paths = DemoPaths(tmp_path)
-    env = airflow_env(paths, 8181, "1m", base={"PATH": "/usr/bin", "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+    env = airflow_env(paths, 8181, base={"PATH": "/usr/bin", "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
                                                "AIRFLOW_CONN_WAREHOUSE": "postgres://x", "SPARK_REMOTE": "sc://x"})
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor" and "AIRFLOW_CONN_WAREHOUSE" not in env  # nothing inherited
     assert "SPARK_REMOTE" not in env  # the demo's changefeed config names its Spark
     assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == str(paths.airflow_home / PASSWORDS_FILE)
-    assert Path(env["AIRFLOW__CORE__DAGS_FOLDER"], "tidelake_changefeeds.py").is_file()
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(paths.dags_folder)  # the demo writes its DAG file there
     assert not Path(env["AIRFLOW__CORE__PLUGINS_FOLDER"]).exists()  # the plugin comes from the entry point
     assert env["AIRFLOW_HOME"] == str(paths.airflow_home)
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith(f"sqlite:///{paths.airflow_home}")
@@ -165,8 +165,18 @@ def test_sigterm_during_startup_stops_every_demo_process(tmp_path):
 
 def test_airflow_env_takes_a_metadata_database_url_and_a_spark_master(tmp_path):
     url = "postgresql+psycopg2://airflow@127.0.0.1:5433/airflow"
-    env = airflow_env(DemoPaths(tmp_path), 8181, "1m", base={"PATH": "/usr/bin"}, sql_alchemy_conn=url,
+    env = airflow_env(DemoPaths(tmp_path), 8181, base={"PATH": "/usr/bin"}, sql_alchemy_conn=url,
                       spark_master="spark://127.0.0.1:7077")
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
-    assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark", "host": "spark://127.0.0.1:7077"}
+    spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert (spark["conn_type"], spark["host"]) == ("spark", "spark://127.0.0.1:7077")
+    assert spark["extra"]["spark_conf"]["spark.cores.max"] == "2" and "spark_jars_dir" not in spark["extra"]
+    assert json.loads(env["AIRFLOW_CONN_SPARK_BOOTSTRAP"]) == spark  # the bootstrap's, also spark-submit
+
+
+def test_a_warm_spark_is_a_spark_connect_connection_and_the_bootstrap_stays_classic(tmp_path):
+    env = airflow_env(DemoPaths(tmp_path), 8181, base={"PATH": "/usr/bin"}, spark_remote="sc://127.0.0.1:15002")
+    assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark_connect", "host": "sc://127.0.0.1:15002"}
+    assert json.loads(env["AIRFLOW_CONN_SPARK_BOOTSTRAP"])["conn_type"] == "spark"
+    assert not [name for name in env if name.startswith("TIDELAKE_") and name != "TIDELAKE_CONFIG"]

@@ -87,12 +87,11 @@ def test_the_lake_reads_the_connection_inside_the_block_and_the_worker_env_after
 def test_a_missing_connection_fails_the_spark_task_in_one_line(tmp_path, monkeypatch):
     from airflow.sdk.exceptions import AirflowFailException
 
-    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
+    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
 
     config = write_config(tmp_path / "tests.toml", changefeed_document(
         "tests", ["127.0.0.1:1"], "s3://bucket/lake", lake={"aws_conn_id": "nowhere_s3"}))
-    operator = TidelakeSparkSubmitOperator(task_id="merge", config_path=str(config), application="job.py",
-                                           conn_id="spark_default")
+    operator = TidelakeSparkOperator(task_id="merge", config_path=str(config), job="merge", application_args=["{}"])
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"}))
     with pytest.raises(AirflowFailException) as err:
         operator.execute(context={})
@@ -105,8 +104,7 @@ def test_spark_submit_gets_the_connection_in_its_environment_only(tmp_path, monk
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
-    from tidelake.orchestration.spark_submit import SparkSettings, spark_submit_kwargs
+    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
 
     define(monkeypatch, "lake_s3", CONN)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"}))
@@ -114,16 +112,15 @@ def test_spark_submit_gets_the_connection_in_its_environment_only(tmp_path, monk
         monkeypatch.delenv(name, raising=False)
     config = write_config(tmp_path / "tests.toml", changefeed_document(
         "tests", ["127.0.0.1:1"], "s3://bucket/lake", lake={"aws_conn_id": "lake_s3"}))
-    kwargs = spark_submit_kwargs(SparkSettings(), job="merge", app_name="m", lake=load_config(config).lake,
-                                 application_args=["{}"])
-    operator = TidelakeSparkSubmitOperator(task_id="merge", config_path=str(config), **kwargs)
+    operator = TidelakeSparkOperator(task_id="merge", config_path=str(config), job="merge", name="m",
+                                     application_args=["{}"])
     seen = {}
 
     def submit(self, context):
         seen["env"] = {name: os.environ.get(name) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                                                                "AWS_ENDPOINT_URL_S3", "AWS_REGION")}
         hook = SparkSubmitHook(conn_id="spark_default", conf=self.conf, application_args=self.application_args,
-                               packages=self.packages)
+                               packages=self.packages, env_vars=self.env_vars)
         seen["command"] = " ".join(hook._build_spark_submit_command(self.application))
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
@@ -131,6 +128,7 @@ def test_spark_submit_gets_the_connection_in_its_environment_only(tmp_path, monk
     assert seen["env"] == {"AWS_ACCESS_KEY_ID": "AKIATIDELAKE", "AWS_SECRET_ACCESS_KEY": SECRET,
                            "AWS_ENDPOINT_URL_S3": "http://s3.example:9000", "AWS_REGION": "eu-west-1"}
     assert "AKIATIDELAKE" not in seen["command"] and SECRET not in seen["command"]
+    assert "spark.hadoop.fs.s3a.endpoint=http://s3.example:9000" in seen["command"]  # from the connection
     assert os.environ.get("AWS_SECRET_ACCESS_KEY") is None  # restored after the task
 
 

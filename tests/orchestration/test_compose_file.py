@@ -3,6 +3,7 @@ PyPI, as `docker compose` is not installed here) and wired the way the DAGs expe
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -50,7 +51,9 @@ def test_airflow_components_share_config_and_wait_for_the_migration():
         assert service["command"][:2] == ["airflow", name.removeprefix("airflow-").replace("apiserver", "api-server")]
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql")
         assert env["AIRFLOW__API_AUTH__JWT_SECRET"] == found["airflow-init"]["environment"]["AIRFLOW__API_AUTH__JWT_SECRET"]
-        assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
+        spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+        assert (spark["conn_type"], spark["host"]) == ("spark", "spark://spark-master:7077")
+        assert not [k for k in env if k.startswith("TIDELAKE_") and k != "TIDELAKE_CONFIG"]  # the connection's extras
         assert service["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
     assert found["airflow-init"]["command"][-1].startswith("airflow db migrate && airflow pools set ")
     assert "spark://spark-master:7077" in found["spark-worker"]["command"]
@@ -87,5 +90,6 @@ def test_the_optional_warm_spark_service_is_a_tidelake_spark_server_the_airflow_
     assert f"{args.port}:{args.port}" in found["spark-connect"]["ports"]
     assert found["spark-connect"]["profiles"] == ["warm"]
     for name in AIRFLOW_COMPONENTS:  # by default the tasks spark-submit to the master
-        assert "SPARK_REMOTE" not in found[name]["environment"]
-    assert f"SPARK_REMOTE: sc://spark-connect:{args.port}" in COMPOSE.read_text()  # how to switch
+        assert json.loads(found[name]["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"])["conn_type"] == "spark"
+    # how to switch: a spark_connect connection to the server
+    assert f'"conn_type": "spark_connect", "host": "sc://spark-connect:{args.port}"' in COMPOSE.read_text()

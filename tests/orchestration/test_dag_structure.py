@@ -14,7 +14,6 @@ from tidelake.orchestration.job_spec import SyncpointJob, to_json
 def bag(tmp_path, monkeypatch):
     from airflow.models import DagBag
 
-    monkeypatch.delenv("SPARK_REMOTE", raising=False)  # a warm Spark turns the Spark jobs into Python tasks
     configs = [write_changefeed(tmp_path, "main", shards=3), write_changefeed(tmp_path, "crm")]
     monkeypatch.setenv("TIDELAKE_CONFIG", os.pathsep.join(map(str, configs)))
     return DagBag(dag_folder=str(REPO / "dags"))
@@ -48,8 +47,7 @@ def test_merge_plans_then_maps_spark_jobs_then_publishes_assets(bag):
     plan, merge, publish = (dag.get_task(t) for t in ("plan", "merge", "publish"))
     assert merge.upstream_task_ids == {"plan"}
     assert publish.upstream_task_ids == {"merge"}
-    assert merge.partial_kwargs["application"].endswith("spark_jobs/merge_job.py")
-    assert merge.partial_kwargs["conn_id"] == "spark_default"
+    assert (merge.partial_kwargs["job"], merge.partial_kwargs["conn_id"]) == ("merge", "spark_default")
     assert [o.name for o in publish.outlets] == ["tidelake-merge-main"]
     assert set(dag.params) == {"tables", "until_ts", "until_time", "rebuild", "dry_run", "groups"}
 
@@ -68,18 +66,34 @@ def test_a_missing_config_is_an_import_error_naming_the_variable(monkeypatch):
     assert any("TIDELAKE_CONFIG is not set" in message for message in errors.values())
 
 
-def test_schedule_comes_from_the_environment(tmp_path, monkeypatch):
-    from airflow.models import DagBag
-    from airflow.sdk import DeltaDataIntervalTimetable
+def dag_file(folder, config, **arguments) -> str:
+    """A user's DAG file calling the factory with `arguments`."""
+    path = folder / "user_dags.py"
+    keywords = "".join(f", {name}={value!r}" for name, value in arguments.items())
+    path.write_text("from tidelake.orchestration.airflow.dag_factory import changefeed_dags\n\n"
+                    f"changefeed_dags({config.stem!r}, config_path={str(config)!r}{keywords})\n")
+    return str(path)
 
-    monkeypatch.setenv("TIDELAKE_CONFIG", str(write_changefeed(tmp_path)))
-    monkeypatch.setenv("TIDELAKE_MERGE_SCHEDULE", "15m")
-    dag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).dags["tidelake_merge"]
-    assert isinstance(dag.timetable, DeltaDataIntervalTimetable)
-    assert dag.timetable.delta.total_seconds() == 900
-    monkeypatch.setenv("TIDELAKE_MERGE_SCHEDULE", "every now and then")
-    errors = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).import_errors
-    assert any("TIDELAKE_MERGE_SCHEDULE" in message for message in errors.values())
+
+def test_schedules_and_run_length_are_factory_arguments(tmp_path, monkeypatch):
+    from airflow.models import DagBag
+    from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    config = write_changefeed(tmp_path)
+    bag = DagBag(dag_folder=dag_file(tmp_path, config, merge_schedule="15m", maintenance_schedule="0 4 * * *",
+                                     pull_run_seconds=900))
+    assert bag.import_errors == {}
+    merge = bag.dags["tidelake_merge__tests"]
+    assert isinstance(merge.timetable, DeltaDataIntervalTimetable) and merge.timetable.delta.total_seconds() == 900
+    maintenance = bag.dags["tidelake_maintenance__tests"]
+    assert isinstance(maintenance.timetable, CronDataIntervalTimetable)
+    assert maintenance.timetable.expression == "0 4 * * *"
+    assert bag.dags["tidelake_puller__tests"].get_task("pull").partial_kwargs["max_run_seconds"] == 900
+    for arguments, message in (({"merge_schedule": "every now and then"}, "merge_schedule: expected a cron"),
+                               ({"pull_run_seconds": 0}, "pull_run_seconds: expected a whole number")):
+        (error,) = DagBag(dag_folder=dag_file(tmp_path, config, **arguments)).import_errors.values()
+        assert message in error
 
 
 
@@ -102,7 +116,6 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
 def test_iceberg_publishing_makes_the_catalog_asset_the_syncpoint_tasks_outlet(tmp_path, monkeypatch):
     from airflow.models import DagBag
 
-    monkeypatch.delenv("SPARK_REMOTE", raising=False)
     for remote in (None, {"remote": "sc://127.0.0.1:15002"}):
         config = write_changefeed(tmp_path, "cuts", merge={"syncpoint_interval": "1m"}, spark=remote,
                                   iceberg={"enabled": True, "catalog_name": "shop"})
@@ -113,29 +126,29 @@ def test_iceberg_publishing_makes_the_catalog_asset_the_syncpoint_tasks_outlet(t
         assert asset.uri.startswith("tidelake-iceberg://localhost/") and asset.uri.endswith("catalog.db/shop")
 
 
-def test_a_warm_spark_makes_the_spark_jobs_thin_connect_clients(tmp_path, monkeypatch):
-    """[spark] remote: merge, syncpoint and maintenance are Python tasks calling the server;
-    without it (the bag fixture) they stay spark-submits. SPARK_REMOTE on the workers does the same."""
+def test_one_shape_whichever_spark_the_connections_name(tmp_path, monkeypatch):
+    """The Spark tasks are TidelakeSparkOperator tasks on the factory's connection ids, whatever
+    `[spark] remote` or SPARK_REMOTE say (those are the `tidelake` commands'): the connection's type
+    chooses spark-submit or Spark Connect when the task runs."""
     from airflow.models import DagBag
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
+
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
     config = write_changefeed(tmp_path, "warm", merge={"syncpoint_interval": "1m"},
                               spark={"remote": "sc://127.0.0.1:15002"})
-    monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
-    bag = DagBag(dag_folder=str(REPO / "dags"))
+    bag = DagBag(dag_folder=dag_file(tmp_path, config, spark_conn_id="spark_warm",
+                                     bootstrap_spark_conn_id="spark_cluster"))
     assert bag.import_errors == {}
-    merge_dag = bag.dags["tidelake_merge"]
-    tasks = [merge_dag.get_task(t) for t in ("merge", "syncpoint")] + [bag.dags["tidelake_maintenance"].get_task("maintenance")]
-    for task in tasks:
-        assert not isinstance(task, SparkSubmitOperator) and task.task_type == "_PythonDecoratedOperator"
+    merge_dag = bag.dags["tidelake_merge__warm"]
+    merge, syncpoint = merge_dag.get_task("merge"), merge_dag.get_task("syncpoint")
+    maintenance = bag.dags["tidelake_maintenance__warm"].get_task("maintenance")
+    bootstrap = bag.dags["tidelake_bootstrap__warm"].get_task("bootstrap")
+    assert merge.operator_class is TidelakeSparkOperator and bootstrap.operator_class is TidelakeSparkOperator
+    assert isinstance(syncpoint, TidelakeSparkOperator) and isinstance(maintenance, TidelakeSparkOperator)
+    assert merge.partial_kwargs["conn_id"] == syncpoint._conn_id == maintenance._conn_id == "spark_warm"
+    assert bootstrap.partial_kwargs["conn_id"] == "spark_cluster"
     assert merge_dag.get_task("publish").upstream_task_ids == {"merge", "syncpoint"}
-
-    cold = write_changefeed(tmp_path, "cold")
-    monkeypatch.setenv("TIDELAKE_CONFIG", str(cold))
-    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
-    merge = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py")).dags["tidelake_merge"].get_task("merge")
-    assert merge.task_type == "_PythonDecoratedOperator"
 
 
 def test_replica_writers_on_a_filesystem_lake_stay_in_the_default_pool(bag):
@@ -167,7 +180,6 @@ def test_run_on_new_data_adds_the_changelog_asset_and_its_watcher_to_the_schedul
 
     config = write_changefeed(tmp_path, "main", merge={"run_on_new_data": "30s"})
     monkeypatch.setenv("TIDELAKE_CONFIG", str(config))
-    monkeypatch.delenv("SPARK_REMOTE", raising=False)
     bag = DagBag(dag_folder=str(REPO / "dags" / "tidelake_changefeeds.py"))
     assert bag.import_errors == {}
     dag = bag.dags["tidelake_merge"]

@@ -21,7 +21,6 @@ from tidelake.orchestration.job_spec import (
     from_json,
     to_json,
 )
-from tidelake.orchestration.spark_submit import job_remote
 from tidelake.syncpoint.cut import SyncpointOutcome, SyncpointResult
 
 
@@ -31,12 +30,13 @@ def config(tmp_path, remote: str | None):
 
 
 def test_the_config_remote_comes_before_spark_remote(tmp_path):
+    """For the `tidelake` commands; the DAGs' Spark is their connection (spark_operator)."""
     env = {"SPARK_REMOTE": "sc://from-env:15002"}
-    assert job_remote(config(tmp_path, "sc://from-config:15002"), env) == "sc://from-config:15002"
-    assert job_remote(config(tmp_path, None), env) == "sc://from-env:15002"
-    assert job_remote(config(tmp_path, None), {}) is None
+    assert config(tmp_path, "sc://from-config:15002").spark.remote_or_env(env) == "sc://from-config:15002"
+    assert config(tmp_path, None).spark.remote_or_env(env) == "sc://from-env:15002"
+    assert config(tmp_path, None).spark.remote_or_env({}) is None
     with pytest.raises(InputError, match="SPARK_REMOTE must be a Spark Connect URL"):
-        job_remote(config(tmp_path, None), {"SPARK_REMOTE": "local[2]"})
+        config(tmp_path, None).spark.remote_or_env({"SPARK_REMOTE": "local[2]"})
 
 
 @pytest.mark.parametrize("spec", [

@@ -47,9 +47,9 @@ def fed_lake(tmp_path, monkeypatch):
     lake.close()
     monkeypatch.setenv("TIDELAKE_CONFIG", str(write_changefeed(tmp_path)))
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setenv("TIDELAKE_SPARK_CONF", json.dumps({"spark.ui.enabled": "false",
-                                                          "spark.sql.shuffle.partitions": "2"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+        "conn_type": "spark", "host": "local[2]",
+        "extra": {"spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}}}))
     return lake
 
 

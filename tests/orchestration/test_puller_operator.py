@@ -15,7 +15,6 @@ from tidelake.errors import InputError
 from tidelake.orchestration.airflow.puller_operator import (
     SHUTDOWN_GRACE,
     PullerOperator,
-    run_seconds_from_env,
 )
 
 
@@ -68,13 +67,6 @@ def test_sigterm_stops_the_runner_gracefully(tmp_path, monkeypatch):
     assert tuned_before_runner == [True]  # and the allocator settings of `tidelake pull`, before the runner
     assert result == {"rows": 5, "bytes": 2048, "ddl_jobs": 1, "ddl_resolved_ts": 9, "tables": 1}
     assert operator.execution_timeout == timedelta(seconds=600) + SHUTDOWN_GRACE
-
-
-def test_run_length_from_the_environment():
-    assert run_seconds_from_env({}) == 3600
-    assert run_seconds_from_env({"TIDELAKE_PULL_RUN_SECONDS": "900"}) == 900
-    with pytest.raises(InputError, match="TIDELAKE_PULL_RUN_SECONDS"):
-        run_seconds_from_env({"TIDELAKE_PULL_RUN_SECONDS": "1h"})
 
 
 def test_a_bad_config_fails_the_task_in_one_line_without_retries(tmp_path):

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pyspark
@@ -36,17 +37,17 @@ def _no_aws_environment(monkeypatch):
 @pytest.mark.parametrize("job", ["merge", "syncpoint", "maintenance", "bootstrap"])
 def test_the_entry_points_ship_in_the_package(job, tmp_path):
     """An installed tidelake (a wheel, no repository) submits its own entry point by default."""
-    kwargs = spark_submit_kwargs(SparkSettings.from_env({}), job=job, app_name="j", lake=LakeConfig(str(tmp_path)))
+    kwargs = spark_submit_kwargs(SparkSettings(), job=job, app_name="j", lake=LakeConfig(str(tmp_path)))
     application = Path(kwargs["application"])
     assert application.is_file()
     assert application.is_relative_to(Path(tidelake.__file__).parent)
 
 
-def test_defaults_use_spark_default_and_the_local_delta_setup(tmp_path):
-    settings = SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)})
-    kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig(str(tmp_path / "lake")),
-                                 application_args=["--table", "a.b"])
-    assert kwargs["conn_id"] == "spark_default"
+def test_defaults_use_the_local_delta_setup(tmp_path):
+    settings = SparkSettings.from_extras("spark_default", {})
+    kwargs = spark_submit_kwargs(replace(settings, jobs_dir=tmp_path), job="merge", app_name="m",
+                                 lake=LakeConfig(str(tmp_path / "lake")), application_args=["--table", "a.b"])
+    assert "conn_id" not in kwargs  # the operator's, from the DAG factory
     assert kwargs["application"] == str(tmp_path / "merge_job.py")
     assert kwargs["packages"] == delta_package()
     assert DELTA_CONFS.items() <= kwargs["conf"].items()
@@ -67,23 +68,22 @@ def test_s3_lakes_get_hadoop_aws_matching_the_bundled_hadoop_and_their_s3a_confs
     assert kwargs["conf"]["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 
-def test_environment_overrides(tmp_path):
-    env = {
-        "TIDELAKE_SPARK_CONN_ID": "spark_cluster",
-        "TIDELAKE_SPARK_PYTHON": "/usr/bin/python3",
-        "TIDELAKE_SPARK_CONF": json.dumps({"spark.hadoop.fs.s3a.endpoint": "http://minio:9000",
-                                           "spark.sql.session.timeZone": "UTC"}),
-        "TIDELAKE_SPARK_PACKAGES": "org.example:x:1, " + delta_package(),
-    }
-    kwargs = spark_submit_kwargs(SparkSettings.from_env(env), job="merge", app_name="m", lake=LakeConfig("/l"))
-    assert kwargs["conn_id"] == "spark_cluster"
+@pytest.mark.parametrize("as_text", [False, True])
+def test_the_spark_connection_extras_override(as_text):
+    """The `spark` connection's extras, as JSON values or as the text a form field holds."""
+    conf = {"spark.hadoop.fs.s3a.endpoint": "http://minio:9000", "spark.sql.session.timeZone": "UTC"}
+    packages = ["org.example:x:1", delta_package()]
+    extras = {"spark_python": "/usr/bin/python3", "spark_conf": json.dumps(conf) if as_text else conf,
+              "spark_packages": ", ".join(packages) if as_text else packages}
+    settings = SparkSettings.from_extras("spark_cluster", extras)
+    kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig("/l"))
     assert kwargs["conf"]["spark.pyspark.python"] == "/usr/bin/python3"
     assert kwargs["conf"]["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert kwargs["packages"].split(",") == [delta_package(), "org.example:x:1"]
 
 
 def test_a_jar_folder_replaces_packages_with_the_classpath_of_driver_and_executors(tmp_path):
-    """TIDELAKE_SPARK_JARS: nothing for spark-submit to resolve or ship (tidelake.spark.cluster_jars);
+    """spark_jars_dir: nothing for spark-submit to resolve or ship (tidelake.spark.cluster_jars);
     a folder lacking a package the lake needs is refused with the command that fills it."""
     from tidelake.spark.cluster_jars import MANIFEST
     from tidelake.spark.s3a import hadoop_aws_package
@@ -91,19 +91,25 @@ def test_a_jar_folder_replaces_packages_with_the_classpath_of_driver_and_executo
     jars = tmp_path / "jars"
     jars.mkdir()
     (jars / MANIFEST).write_text(delta_package() + "\n")
-    settings = SparkSettings.from_env({"TIDELAKE_SPARK_JARS": str(jars)})
+    settings = SparkSettings.from_extras("spark_default", {"spark_jars_dir": str(jars)})
     kwargs = spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig(str(tmp_path / "lake")))
     assert "packages" not in kwargs and "spark.jars.ivySettings" not in kwargs["conf"]
     assert kwargs["conf"]["spark.driver.extraClassPath"] == kwargs["conf"]["spark.executor.extraClassPath"] == f"{jars}/*"
-    with pytest.raises(InputError, match=f"TIDELAKE_SPARK_JARS={jars}: holds no jars of {hadoop_aws_package()} .*"
+    with pytest.raises(InputError, match=f"spark_jars_dir {jars}: holds no jars of {hadoop_aws_package()} .*"
                                          f"tidelake spark-jars {jars}"):
         spark_submit_kwargs(settings, job="merge", app_name="m", lake=LakeConfig("s3://lake/prod"))
 
 
-@pytest.mark.parametrize("raw", ["{nope", "[1, 2]"])
-def test_bad_conf_json_names_the_variable(raw):
-    with pytest.raises(InputError, match="TIDELAKE_SPARK_CONF"):
-        SparkSettings.from_env({"TIDELAKE_SPARK_CONF": raw})
+@pytest.mark.parametrize("extras, message", [
+    ({"spark_conf": "{nope"}, "spark connection 'spark_x': spark_conf: not a JSON object"),
+    ({"spark_conf": [1, 2]}, "spark connection 'spark_x': spark_conf: expected a JSON object of confs"),
+    ({"spark_packages": 7}, "spark connection 'spark_x': spark_packages: expected Maven coordinates"),
+    ({"spark_jars_dir": ["/a"]}, "spark connection 'spark_x': spark_jars_dir: expected a path"),
+])
+def test_bad_extras_are_one_line_naming_the_connection_and_field(extras, message):
+    with pytest.raises(InputError) as err:
+        SparkSettings.from_extras("spark_x", extras)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
 def test_package_zip_is_importable_alone_and_reused(tmp_path):
@@ -129,9 +135,10 @@ def test_no_secret_or_token_reaches_the_conf_or_the_spark_submit_command(monkeyp
                                                          "AWS_ACCESS_KEY_ID": "cfg-key",
                                                          "AWS_SECRET_ACCESS_KEY": "cfg-secret-value",
                                                          "AWS_SESSION_TOKEN": "cfg-token-value"})
-    kwargs = spark_submit_kwargs(SparkSettings.from_env({"TIDELAKE_SPARK_JOBS_DIR": str(tmp_path)}), job="merge",
+    kwargs = spark_submit_kwargs(SparkSettings(jobs_dir=tmp_path), job="merge",
                                  app_name="m", lake=lake, application_args=[to_json(MergeJob("c.toml"))])
     hook_kwargs = {k: v for k, v in kwargs.items() if k not in ("application", "application_args")}
+    hook_kwargs["conn_id"] = "spark_default"
     argv = SparkSubmitHook(**hook_kwargs, application_args=kwargs["application_args"])._build_spark_submit_command(
         kwargs["application"])
     shown = json.dumps(kwargs) + " ".join(argv)

@@ -1,8 +1,8 @@
 """`tidelake spark-jars DIR`: the jars of the Spark jobs, resolved once into a folder.
 
 A cluster deployment fills DIR on every node that runs a driver or an executor (the Airflow
-workers and the Spark workers: an image layer or a shared mount) and sets TIDELAKE_SPARK_JARS=DIR
-for Airflow, so no job resolves packages or copies the jars per application
+workers and the Spark workers: an image layer or a shared mount) and names DIR in the `spark_jars_dir`
+extra of Airflow's Spark connection, so no job resolves packages or copies the jars per application
 (tidelake.spark.cluster_jars). Owner: `tidelake spark-jars`.
 """
 
@@ -17,11 +17,11 @@ from tidelake.spark.spark_session import delta_package
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("spark-jars", help="resolve the Spark jobs' jars into a folder (TIDELAKE_SPARK_JARS)")
+    parser = subparsers.add_parser("spark-jars", help="resolve the Spark jobs' jars into a folder (a Spark connection's spark_jars_dir)")
     parser.add_argument("folder", type=Path, help="where the jars go (created; refilled when its packages differ)")
     parser.add_argument("--no-s3", action="store_true", help="leave out hadoop-aws and the AWS SDK (lakes on a filesystem)")
     parser.add_argument("--package", action="append", default=[], metavar="G:A:V",
-                        help="an extra Maven package (repeatable), as in TIDELAKE_SPARK_PACKAGES")
+                        help="an extra Maven package (repeatable), as in a Spark connection's spark_packages extra")
     parser.set_defaults(handler=_spark_jars)
 
 

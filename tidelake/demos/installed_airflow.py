@@ -29,8 +29,20 @@ DAG_FILE_NAME = "tidelake_dags.py"
 # The whole DAG file of a deployment: the factory builds the changefeed's DAGs from its config file.
 DAG_FILE = """from tidelake.orchestration.airflow.dag_factory import changefeed_dags
 
-changefeed_dags({changefeed_id}, config_path={config_path})
+changefeed_dags({arguments})
 """
+
+
+def write_dag_file(folder: Path, changefeed_id: str, config_path: Path, **settings: str) -> Path:
+    """DAG_FILE in `folder` (created), for the changefeed in `config_path`, with the factory's
+    keyword `settings`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / DAG_FILE_NAME
+    # JSON strings are Python string literals in double quotes
+    keywords = {"config_path": str(config_path), **settings}
+    arguments = ", ".join([json.dumps(changefeed_id), *(f"{k}={json.dumps(v)}" for k, v in keywords.items())])
+    path.write_text(DAG_FILE.format(arguments=arguments))
+    return path
 # Run by the venv's Python with the Airflow processes' environment and working directory.
 PROBE = ("import json, os, pyspark, tidelake; print(json.dumps({'tidelake': tidelake.__file__, "
          "'pyspark_jars': os.path.isdir(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))}))")
@@ -71,11 +83,8 @@ class InstalledAirflow:
     def dag_file(self) -> Path:
         return self.dags_folder / DAG_FILE_NAME
 
-    def write_dag_file(self, changefeed_id: str, config_path: Path) -> Path:
-        # JSON strings are Python string literals in double quotes
-        self.dag_file.write_text(DAG_FILE.format(changefeed_id=json.dumps(changefeed_id),
-                                                 config_path=json.dumps(str(config_path))))
-        return self.dag_file
+    def write_dag_file(self, changefeed_id: str, config_path: Path, **settings: str) -> Path:
+        return write_dag_file(self.dags_folder, changefeed_id, config_path, **settings)
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """`base` for a process of the venv: its bin first on PATH, the driver's venv and any

@@ -33,7 +33,7 @@ from tidelake.config_writer import changefeed_document, write_config
 from tidelake.demos.airflow_api import AirflowApi
 from tidelake.demos.airflow_components import AirflowComponents
 from tidelake.demos.connection_form import check_connection_form
-from tidelake.demos.installed_airflow import InstalledAirflow, check_installed, check_provider
+from tidelake.demos.installed_airflow import InstalledAirflow, check_installed, check_provider, write_dag_file
 from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code, free_port
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
@@ -47,6 +47,7 @@ from tidelake.syncpoint.records import read_syncpoints
 
 REPO = Path(__file__).resolve().parents[2]
 CHANGEFEED_ID = "demo"
+BOOTSTRAP_SPARK_CONN_ID = "spark_bootstrap"
 DATABASE = "demo"
 # The workload's tables of every handle kind (int PK, clustered common handle, _tidb_rowid), a
 # range-partitioned one and one with every column type; the DDLs the workload runs on them
@@ -55,7 +56,7 @@ DATABASE = "demo"
 TABLES = ("orders", "accounts", "events", "metrics", "type_zoo")
 PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"  # docs/stack.md#airflow-testing-dags-processes-local-auth
 # Files and folders the demo owns in its workdir: only these are ever removed.
-OWNED = ("lake", "airflow_home", "logs", "changefeed.toml", "cluster.json")
+OWNED = ("lake", "airflow_home", "logs", "dags", "changefeed.toml", "cluster.json")
 SPARK_CONNECT_PORT = 15002
 # A cluster master gets none of the local confs (tidelake.spark.connect_server); a small one-machine
 # cluster wants the same few partitions and one modest executor.
@@ -109,26 +110,25 @@ class AirflowDemoOptions:
     # `maintenance` the scheduled run of tidelake_maintenance that unpausing it creates.
     bootstrap_tables: tuple[str, ...] = ()
     maintenance: bool = False
-    spark_jars: Path | None = None  # TIDELAKE_SPARK_JARS of Airflow (tidelake.spark.cluster_jars)
+    spark_jars: Path | None = None  # spark_default's spark_jars_dir extra (tidelake.spark.cluster_jars)
     # [iceberg].catalog_uri: the syncpoint job publishes each cut to this SQL catalog, and verify
     # checks the Iceberg side too; None: no Iceberg.
     iceberg_catalog_uri: str | None = None
     # Airflow from this installed venv (tidelake.demos.installed_airflow), its DAGs from the DAG
-    # file the demo writes there; None: the running venv with the repository's dags/.
+    # file the demo writes there; None: the running venv, the DAG file in <workdir>/dags.
     installed: InstalledAirflow | None = None
 
 
 @dataclass(frozen=True)
 class DemoDags:
-    """The demo changefeed's DAG ids: plain from the repository's dags/ (the primary changefeed of
-    TIDELAKE_CONFIG), `tidelake_<kind>__demo` from the installed DAG file, whose config_path
-    argument names the changefeed (tidelake.orchestration.airflow.dag_factory)."""
+    """The demo changefeed's DAG ids, `tidelake_<kind>__demo`: the demo's DAG file names its config
+    (config_path) and its merge schedule, as a user's does (tidelake.orchestration.airflow.dag_factory)."""
 
-    suffix: str = ""
+    suffix: str = f"__{CHANGEFEED_ID}"
 
     @classmethod
     def of(cls, options: AirflowDemoOptions) -> DemoDags:
-        return cls("" if options.installed is None else f"__{CHANGEFEED_ID}")
+        return cls()
 
     @property
     def puller(self) -> str:
@@ -188,6 +188,10 @@ class DemoPaths:
         return self.workdir / "changefeed.toml"
 
     @property
+    def dags_folder(self) -> Path:
+        return self.workdir / "dags"
+
+    @property
     def cluster_info(self) -> Path:
         return self.workdir / "cluster.json"
 
@@ -218,13 +222,16 @@ def sim_command(options: AirflowDemoOptions, info_file: Path) -> list[str]:
     ]
 
 
-def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str, str] | None = None,
+def airflow_env(paths: DemoPaths, port: int, base: dict[str, str] | None = None,
                 sql_alchemy_conn: str | None = None, spark_master: str | None = None,
-                spark_jars: Path | None = None, installed: InstalledAirflow | None = None) -> dict[str, str]:
+                spark_jars: Path | None = None, installed: InstalledAirflow | None = None,
+                spark_remote: str | None = None) -> dict[str, str]:
     """Environment of `airflow standalone`: everything set here, nothing in a global airflow.cfg,
     and no AIRFLOW_* setting inherited from the caller's shell (another deployment's DB, auth or
     connections would silently change the demo). With `installed`, that venv's processes and
-    folders (InstalledAirflow.environment), else the running venv's with the repository's."""
+    folders (InstalledAirflow.environment), else the running venv's with the demo's DAGs folder.
+    spark_default is a `spark_connect` connection to `spark_remote` (a warm Spark), else a `spark`
+    one on `spark_master` (or local[*]) with the demo's Spark confs and jar folder as its extras."""
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith("AIRFLOW") and k != "SPARK_REMOTE"}  # the demo's config names its Spark
     if installed is not None:
@@ -236,7 +243,7 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     env.update({
         "AIRFLOW_HOME": str(paths.airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(installed.dags_folder if installed is not None else REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(installed.dags_folder if installed is not None else paths.dags_folder),
         # empty: the Replication plugin comes from the installed package's entry point
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(installed.plugins_folder if installed is not None
                                              else paths.airflow_home / "plugins"),
@@ -249,18 +256,26 @@ def airflow_env(paths: DemoPaths, port: int, merge_schedule: str, base: dict[str
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master or "local[*]"}),
-        "TIDELAKE_MERGE_SCHEDULE": merge_schedule,
-        "TIDELAKE_SPARK_CONF": json.dumps({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-                                           **(CLUSTER_CONFS if spark_master else {})}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connection(spark_master, spark_jars, spark_remote)),
+        # the bootstrap needs classic Spark: spark-submit also when the other jobs run on a warm Spark
+        f"AIRFLOW_CONN_{BOOTSTRAP_SPARK_CONN_ID.upper()}": json.dumps(spark_connection(spark_master, spark_jars, None)),
         "PYSPARK_PYTHON": python,
     })
-    # The repository's dags/ build the DAGs of TIDELAKE_CONFIG (the installed DAG file names its config);
-    # the Replication page lists its changefeeds in either run: the api-server parses no DAG file.
+    # The DAG file names its config; the Replication page lists the changefeeds of TIDELAKE_CONFIG:
+    # the api-server parses no DAG file.
     env["TIDELAKE_CONFIG"] = str(paths.config)
-    if spark_jars is not None:
-        env["TIDELAKE_SPARK_JARS"] = str(spark_jars)
     return env
+
+
+def spark_connection(master: str | None, jars: Path | None, remote: str | None) -> dict[str, Any]:
+    """The demo's spark_default as an AIRFLOW_CONN_* JSON document (docs/operations.md#spark-cluster)."""
+    if remote is not None:
+        return {"conn_type": "spark_connect", "host": remote}
+    extra: dict[str, Any] = {"spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                                            **(CLUSTER_CONFS if master else {})}}
+    if jars is not None:
+        extra["spark_jars_dir"] = str(jars)
+    return {"conn_type": "spark", "host": master or "local[*]", "extra": extra}
 
 
 # --- the lake's side --------------------------------------------------------------------------
@@ -321,10 +336,13 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         say.mark("simulator")
         say(f"simulator up: PD {pd}; changefeed config {paths.config}")
 
-        env = airflow_env(paths, port, options.merge_schedule, sql_alchemy_conn=options.sql_alchemy_conn,
-                          spark_master=options.spark_master, spark_jars=options.spark_jars, installed=options.installed)
+        env = airflow_env(paths, port, sql_alchemy_conn=options.sql_alchemy_conn, spark_master=options.spark_master,
+                          spark_jars=options.spark_jars, installed=options.installed,
+                          spark_remote=spark_server[1].url if spark_server is not None else None)
         if options.installed is not None:
-            _check_installed(options.installed, paths, env, say)
+            _check_installed(options.installed, paths, env, dag_settings(options), say)
+        else:
+            write_dag_file(paths.dags_folder, CHANGEFEED_ID, paths.config, **dag_settings(options))
         env.update(dict(options.airflow_settings))
         if options.lake_connection is not None:
             conn_id, fields = options.lake_connection
@@ -418,10 +436,16 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         _shutdown(children, port, paths, dags, say)
 
 
-def _check_installed(installed: InstalledAirflow, paths: DemoPaths, env: dict[str, str], say: Say) -> None:
+def dag_settings(options: AirflowDemoOptions) -> dict[str, str]:
+    """The DAG factory's keyword arguments in the demo's DAG file."""
+    return {"merge_schedule": options.merge_schedule, "bootstrap_spark_conn_id": BOOTSTRAP_SPARK_CONN_ID}
+
+
+def _check_installed(installed: InstalledAirflow, paths: DemoPaths, env: dict[str, str], settings: dict[str, str],
+                     say: Say) -> None:
     """Before Airflow starts: the user's DAG file written, tidelake importing from the venv with
     Airflow's environment, and `airflow providers list` naming it."""
-    dag_file = installed.write_dag_file(CHANGEFEED_ID, paths.config)
+    dag_file = installed.write_dag_file(CHANGEFEED_ID, paths.config, **settings)
     say(f"the DAG file a user writes, {dag_file} (the only file of the DAGs folder):\n"
         + "".join(f"    {line}\n" for line in dag_file.read_text().splitlines()).rstrip())
     module = check_installed(installed, env)

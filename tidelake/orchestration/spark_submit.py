@@ -1,8 +1,8 @@
-"""How tidelake's Spark jobs run from Airflow: against a warm Spark (Spark Connect, when one is
-configured: `job_remote`), else submitted through SparkSubmitOperator (`spark_submit_kwargs`):
-the master, the Delta jars and confs, the executors' Python and the tidelake package shipped as a
-zip built at task time. Deployment knobs are the workers' TIDELAKE_SPARK_* variables
-(docs/operations.md#spark-cluster).
+"""How tidelake's Spark jobs are submitted from Airflow through a `spark` connection
+(`spark_submit_kwargs`): the Delta jars and confs, the executors' Python and the tidelake package
+shipped as a zip built at task time. Deployment knobs are that connection's extras (`SPARK_EXTRAS`,
+read at task time: `SparkSettings.from_extras`; docs/operations.md#spark-cluster). A `spark_connect`
+connection runs the jobs in the task instead (tidelake.orchestration.airflow.spark_operator).
 Owner: the DAGs' Spark tasks (tidelake.orchestration.airflow.spark_operator).
 
 More: docs/internals.md#spark_submit.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import tidelake
-from tidelake.config import ChangefeedConfig, LakeConfig
+from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.spark.cluster_jars import class_path, installed_packages
@@ -29,22 +29,18 @@ from tidelake.spark.s3a import lake_packages, s3a_confs
 from tidelake.spark.spark_session import DELTA_CONFS, IVY_SETTINGS, delta_package
 
 DEFAULT_CONN_ID = "spark_default"
-LOCAL_MASTER_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
+SUBMIT_CONN_TYPE = "spark"  # the Spark provider's SparkSubmitHook
+CONNECT_CONN_TYPE = "spark_connect"  # the Spark provider's SparkConnectHook
+LOCAL_MASTER_CONNECTION = {"conn_type": SUBMIT_CONN_TYPE, "host": "local[*]"}
 JOBS_DIR = Path(__file__).resolve().parent / "spark_jobs"  # the installed package's own entry points
-
-
-def job_remote(config: ChangefeedConfig, env: Mapping[str, str] | None = None) -> str | None:
-    """The Spark Connect server the DAG's Spark jobs use, or None for spark-submit: `[spark] remote`
-    of the changefeed config, else SPARK_REMOTE. Read where the DAG file is parsed (the DAG
-    processor's environment), as the DAG's shape depends on it."""
-    return config.spark.remote_or_env(os.environ if env is None else env)
+# Extras of a `spark` connection that tidelake reads (SparkSubmitHook reads its own and ignores these).
+SPARK_EXTRAS = ("spark_conf", "spark_packages", "spark_python", "spark_jars_dir")
 
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """Where and how tidelake's Spark jobs run, read once from the worker's environment."""
+    """How tidelake's Spark jobs are submitted: the `spark` connection's extras, read at task time."""
 
-    conn_id: str = DEFAULT_CONN_ID
     python: str = sys.executable
     extra_conf: dict[str, str] = field(default_factory=dict)
     extra_packages: tuple[str, ...] = ()
@@ -52,23 +48,32 @@ class SparkSettings:
     jars_dir: Path | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
-        env = os.environ if env is None else env
-        raw_conf = env.get("TIDELAKE_SPARK_CONF", "").strip()
-        try:
-            extra_conf = json.loads(raw_conf) if raw_conf else {}
-        except json.JSONDecodeError as exc:
-            raise InputError(f"TIDELAKE_SPARK_CONF: not a JSON object: {exc}") from None
-        if not isinstance(extra_conf, dict):
-            raise InputError(f"TIDELAKE_SPARK_CONF: expected a JSON object of confs, got {raw_conf!r}")
-        packages = tuple(p.strip() for p in env.get("TIDELAKE_SPARK_PACKAGES", "").split(",") if p.strip())
+    def from_extras(cls, conn_id: str, extras: Mapping[str, Any]) -> SparkSettings:
+        """`spark_conf` (a JSON object of Spark confs), `spark_packages` (Maven coordinates, a list or
+        comma-separated), `spark_python` (the executors' and driver's Python), `spark_jars_dir` (a
+        `tidelake spark-jars` folder at the same path on every node). A bad one is one InputError line."""
+        where = f"{SUBMIT_CONN_TYPE} connection {conn_id!r}"
+        conf = extras.get("spark_conf") or {}
+        if isinstance(conf, str):
+            try:
+                conf = json.loads(conf)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where}: spark_conf: not a JSON object: {exc}") from None
+        if not isinstance(conf, Mapping):
+            raise InputError(f"{where}: spark_conf: expected a JSON object of confs, got {conf!r}")
+        packages = extras.get("spark_packages") or ()
+        if isinstance(packages, str):
+            packages = packages.split(",")
+        if not isinstance(packages, (list, tuple)) or not all(isinstance(p, str) for p in packages):
+            raise InputError(f"{where}: spark_packages: expected Maven coordinates, got {packages!r}")
+        for name in ("spark_python", "spark_jars_dir"):
+            if extras.get(name) is not None and not isinstance(extras[name], str):
+                raise InputError(f"{where}: {name}: expected a path, got {extras[name]!r}")
         return cls(
-            conn_id=env.get("TIDELAKE_SPARK_CONN_ID", "").strip() or DEFAULT_CONN_ID,
-            python=env.get("TIDELAKE_SPARK_PYTHON", "").strip() or sys.executable,
-            extra_conf={str(k): str(v) for k, v in extra_conf.items()},
-            extra_packages=packages,
-            jobs_dir=Path(env.get("TIDELAKE_SPARK_JOBS_DIR", "").strip() or JOBS_DIR),
-            jars_dir=Path(jars) if (jars := env.get("TIDELAKE_SPARK_JARS", "").strip()) else None,
+            python=(extras.get("spark_python") or "").strip() or sys.executable,
+            extra_conf={str(k): str(v) for k, v in conf.items()},
+            extra_packages=tuple(p.strip() for p in packages if p.strip()),
+            jars_dir=Path(jars) if (jars := (extras.get("spark_jars_dir") or "").strip()) else None,
         )
 
 
@@ -90,9 +95,8 @@ def spark_submit_kwargs(
     """Keyword arguments of SparkSubmitOperator for spark_jobs/<job>_job.py (client deploy mode:
     the driver runs on the Airflow worker, which holds the changefeed config it reads). An s3
     lake gets the s3a confs of its storage options (tidelake.spark.s3a) without credentials:
-    these kwargs are built at DAG parse into the serialized DAG and the spark-submit command
-    line, so s3a reads the worker's AWS_* variables and the job sets configured keys at start
-    (tidelake.spark.spark_session.apply_s3a_confs)."""
+    these kwargs are the spark-submit command line, so s3a reads the task's AWS_* variables and
+    the job sets the lake's keys at start (tidelake.spark.spark_session.apply_s3a_confs)."""
     application = settings.jobs_dir / f"{job}_job.py"
     layout = LakeLayout.from_config(lake)
     packages = packages_for(layout, settings)
@@ -107,7 +111,6 @@ def spark_submit_kwargs(
     }
     kwargs: dict[str, Any] = {
         "application": str(application),
-        "conn_id": settings.conn_id,
         "name": app_name,
         "conf": conf,
         "env_vars": {"PYSPARK_PYTHON": settings.python, "PYSPARK_DRIVER_PYTHON": settings.python},
@@ -121,12 +124,12 @@ def spark_submit_kwargs(
 
 
 def _jar_confs(folder: Path, packages: list[str]) -> dict[str, str]:
-    """The classpath confs of a TIDELAKE_SPARK_JARS folder, which must hold every package the job
+    """The classpath confs of a `spark_jars_dir` folder, which must hold every package the job
     needs (checked on the Airflow worker, where the driver runs; the Spark nodes are expected
     to hold the same folder)."""
     missing = [p for p in packages if p not in installed_packages(folder)]
     if missing:
-        raise InputError(f"TIDELAKE_SPARK_JARS={folder}: holds no jars of {', '.join(missing)} "
+        raise InputError(f"spark_jars_dir {folder}: holds no jars of {', '.join(missing)} "
                          f"(fill it with `tidelake spark-jars {folder}`)")
     return {"spark.driver.extraClassPath": class_path(folder), "spark.executor.extraClassPath": class_path(folder)}
 

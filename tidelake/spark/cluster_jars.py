@@ -1,5 +1,6 @@
 """The Delta and hadoop-aws jars of a Spark cluster, resolved once into a folder every node reads
-(TIDELAKE_SPARK_JARS), instead of `--packages` resolving and copying them at every submit.
+(a Spark connection's spark_jars_dir extra), instead of `--packages` resolving and copying them at
+every submit.
 Owner: `tidelake spark-jars` fills the folder; spark-submit (tidelake.orchestration.spark_submit) reads it.
 
 More: docs/internals.md#cluster_jars.

@@ -1,11 +1,11 @@
 """changefeed_dags("orders_feed"): a user's DAG file in one call, its DAGs in the caller's globals.
 
 Builds the puller, merge, maintenance and bootstrap DAGs of one changefeed. Its TOML file, first
-match wins: the `config_path` argument; the files TIDELAKE_CONFIG names (their DAG ids,
-tidelake.orchestration.changefeeds); the Airflow Variable `tidelake_config__<changefeed id>`
-holding the path (read at each parse; AIRFLOW_VAR_* and secrets backends come before the DB).
-Through the argument or the Variable, DAG ids carry the id (`tidelake_merge__orders_feed`). Found
-nowhere: one InputError line naming it and where it looked, that DAG file's import error only.
+match wins: `config_path`; the files TIDELAKE_CONFIG names (their DAG ids stay plain,
+tidelake.orchestration.changefeeds); the Airflow Variable `tidelake_config__<changefeed id>` holding
+the path (read at each parse). Otherwise DAG ids carry the id (`tidelake_merge__orders_feed`).
+Found nowhere: one InputError line naming where it looked, that DAG file's import error only. The
+other keywords are deployment settings (tidelake.orchestration.dag_options), checked the same way.
 Owner: the user's DAG file, and dags/ of this repository.
 """
 
@@ -20,15 +20,29 @@ from tidelake.config import load_config
 from tidelake.errors import InputError
 from tidelake.orchestration.airflow.dags import bootstrap, maintenance, merge, puller
 from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
+from tidelake.orchestration.dag_options import (
+    DEFAULT_MAINTENANCE_SCHEDULE,
+    DEFAULT_MERGE_SCHEDULE,
+    DEFAULT_PULL_RUN_SECONDS,
+    DagOptions,
+)
+from tidelake.orchestration.spark_submit import DEFAULT_CONN_ID
 
 BUILDERS = (puller.build, merge.build, maintenance.build, bootstrap.build)
 VARIABLE_PREFIX = "tidelake_config__"
 
 
-def changefeed_dags(changefeed_id: str, config_path: str | None = None) -> dict[str, DAG]:
+def changefeed_dags(changefeed_id: str, config_path: str | None = None, *,
+                    spark_conn_id: str = DEFAULT_CONN_ID, bootstrap_spark_conn_id: str | None = None,
+                    merge_schedule: str = DEFAULT_MERGE_SCHEDULE,
+                    maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE,
+                    pull_run_seconds: int = DEFAULT_PULL_RUN_SECONDS) -> dict[str, DAG]:
     """Build the changefeed's DAGs into the caller's module globals; returns them by DAG id."""
+    options = DagOptions(spark_conn_id=spark_conn_id, bootstrap_spark_conn_id=bootstrap_spark_conn_id,
+                         merge_schedule=merge_schedule, maintenance_schedule=maintenance_schedule,
+                         pull_run_seconds=pull_run_seconds)
     feed = find_changefeed(changefeed_id, config_path)
-    dags = {dag.dag_id: dag for dag in (build(feed) for build in BUILDERS)}
+    dags = {dag.dag_id: dag for dag in (build(feed, options) for build in BUILDERS)}
     caller = inspect.currentframe().f_back
     caller.f_globals.update(dags)
     return dags

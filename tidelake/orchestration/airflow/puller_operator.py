@@ -26,22 +26,10 @@ from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
 from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 
-DEFAULT_RUN_SECONDS = 3600
 # Room for the final flush and the PD/TiKV connection teardown after the run-length limit.
 SHUTDOWN_GRACE = timedelta(minutes=10)
 
 log = logging.getLogger(__name__)
-
-
-def run_seconds_from_env(env: Mapping[str, str] | None = None) -> int:
-    """Run length of one puller task (TIDELAKE_PULL_RUN_SECONDS, default an hour)."""
-    env = os.environ if env is None else env
-    raw = env.get("TIDELAKE_PULL_RUN_SECONDS", "").strip()
-    if not raw:
-        return DEFAULT_RUN_SECONDS
-    if not raw.isdigit() or int(raw) < 1:
-        raise InputError(f"TIDELAKE_PULL_RUN_SECONDS: expected a whole number of seconds >= 1, got {raw!r}")
-    return int(raw)
 
 
 @contextmanager

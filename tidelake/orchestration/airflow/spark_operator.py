@@ -1,12 +1,11 @@
-"""TidelakeSparkSubmitOperator: SparkSubmitOperator plus the two things it lacks for tidelake.
-
-1. A missing Spark connection silently becomes `--master yarn` in the provider
-   (docs/stack.md#apache-airflow-providers-apache-spark-634). Here a missing connection means local[*], declared for this task process
-   as an environment connection (Airflow's documented AIRFLOW_CONN_* form), with a warning.
-2. The tidelake package is zipped at task time and passed as --py-files, so executors run the
-   driver's exact code (spark_submit.build_package_zip).
-3. The lake's `aws` connection ([lake].aws_conn_id of `config_path`) is the spark-submit's AWS
-   environment (tidelake.orchestration.airflow.hooks.aws_lake), never an argument or a conf.
+"""TidelakeSparkOperator: one Spark job spec of a changefeed on the Spark its connection's type names
+at task time, so a DAG has one shape whichever Spark runs the jobs. A `spark` connection: spark-submit
+of spark_jobs/<job>_job.py with the Delta jars and confs and the connection's tidelake extras
+(spark_submit.SparkSettings.from_extras), tidelake zipped as --py-files; a missing one is local[*]
+for this task (an AIRFLOW_CONN_* variable; the provider would silently use `--master yarn`,
+docs/stack.md#apache-airflow-providers-apache-spark-634). A `spark_connect` connection
+(SparkConnectHook's sc:// URL): the job runs in this task as a thin Connect client (job_entry).
+The lake's `aws` connection is the task's AWS environment (hooks.aws_lake), never an argument.
 Owner: the merge, maintenance and bootstrap DAGs.
 """
 
@@ -19,43 +18,87 @@ import tempfile
 from contextlib import ExitStack
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.log import mask_secret
 
-from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
+from tidelake.config import load_config
+from tidelake.errors import InputError
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.spark_submit import (
+    CONNECT_CONN_TYPE,
+    DEFAULT_CONN_ID,
+    JOBS_DIR,
     LOCAL_MASTER_CONNECTION,
+    SUBMIT_CONN_TYPE,
+    SparkSettings,
     build_package_zip,
+    spark_submit_kwargs,
 )
 
 log = logging.getLogger(__name__)
+# Jobs that need classic Spark (RDDs, the JVM): the bootstrap reads TiKV in executor tasks.
+CLASSIC_ONLY = ("bootstrap",)
 
 
-def ensure_spark_connection(conn_id: str) -> None:
-    """Define `conn_id` as local[*] for this process unless Airflow already knows it."""
+def spark_connection(conn_id: str) -> tuple[str, dict[str, Any]]:
+    """The connection's type and extras; an undefined one becomes local[*] for this process."""
     try:
-        BaseHook.get_connection(conn_id)
+        conn = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         log.warning("Spark connection %r is not defined: running on local[*]", conn_id)
         os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(LOCAL_MASTER_CONNECTION)
+        return SUBMIT_CONN_TYPE, {}
+    if conn.conn_type not in (SUBMIT_CONN_TYPE, CONNECT_CONN_TYPE):
+        raise InputError(f"Spark connection {conn_id!r}: conn_type: is {conn.conn_type!r}, expected "
+                         f"{SUBMIT_CONN_TYPE!r} (spark-submit) or {CONNECT_CONN_TYPE!r} (Spark Connect)")
+    if conn.conn_type == CONNECT_CONN_TYPE and conn.password:
+        mask_secret(conn.password)  # the Connect token, part of the sc:// URL
+    return conn.conn_type, conn.extra_dejson
 
 
-class TidelakeSparkSubmitOperator(SparkSubmitOperator):
-    """Submits a spark_jobs/ entry point of the changefeed in `config_path`, tidelake attached."""
+class TidelakeSparkOperator(SparkSubmitOperator):
+    """Runs the `job` spec (the one application argument) of the changefeed in `config_path` on the
+    Spark of connection `conn_id` (module docstring)."""
 
     ui_color = "#fde2c8"
 
-    def __init__(self, *, config_path: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, config_path: str, job: str, conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(application=str(JOBS_DIR / f"{job}_job.py"), conn_id=conn_id, deploy_mode="client",
+                         **kwargs)
         self.config_path = config_path
+        self.job = job
 
     def execute(self, context: Any) -> None:
-        ensure_spark_connection(self._conn_id)
-        package = build_package_zip(os.path.join(tempfile.gettempdir(), "tidelake-py-files"))
-        self.py_files = ",".join(p for p in (self.py_files, str(package)) if p)
         with ExitStack() as stack:
-            with input_errors_fail_the_task():  # a missing or wrong connection: one line, no retries
-                stack.enter_context(lake_connection_of(self.config_path))
+            with input_errors_fail_the_task():  # a bad connection or config: one line, no retries
+                kind, extras = spark_connection(self._conn_id)
+                config = load_config(self.config_path)
+                stack.enter_context(lake_connection(config.lake))
+                if kind == CONNECT_CONN_TYPE:
+                    if self.job in CLASSIC_ONLY:
+                        raise InputError(f"{CONNECT_CONN_TYPE} connection {self._conn_id!r}: the {self.job} job "
+                                         "needs classic Spark (RDDs); give it a `spark` connection")
+                    url = SparkConnectHook(self._conn_id).get_connection_url()
+                else:
+                    settings = SparkSettings.from_extras(self._conn_id, extras)
+                    submit = spark_submit_kwargs(settings, job=self.job, app_name=self.name, lake=config.lake)
+            if kind == CONNECT_CONN_TYPE:
+                return self._run_connected(url)
+            self.application = submit["application"]
+            self.conf = {**submit["conf"], **(self.conf or {})}
+            self.packages = submit.get("packages")
+            self.env_vars = submit["env_vars"]
+            package = build_package_zip(os.path.join(tempfile.gettempdir(), "tidelake-py-files"))
+            self.py_files = ",".join(p for p in (self.py_files, str(package)) if p)
             return super().execute(context)
+
+    def _run_connected(self, url: str) -> None:
+        # Spark loads in the task, never where the DAG file is parsed
+        from tidelake.orchestration.job_entry import run_on_warm_spark
+
+        with input_errors_fail_the_task():
+            run_on_warm_spark(self.application_args[0], url)

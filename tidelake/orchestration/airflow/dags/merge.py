@@ -16,15 +16,14 @@ from airflow.sdk import (
     Metadata,
     Param,
     TriggerRule,
-    get_current_context,
     task,
 )
 
 from tidelake.orchestration import merge_dag
 from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
 from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
-from tidelake.orchestration.airflow.schedules import DEFAULT_MERGE_SCHEDULE, timetable
-from tidelake.orchestration.airflow.spark_operator import TidelakeSparkSubmitOperator
+from tidelake.orchestration.airflow.schedules import timetable
+from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.assets import (
     ASSET_GROUP,
@@ -35,9 +34,9 @@ from tidelake.orchestration.assets import (
     replica_asset_uri,
 )
 from tidelake.orchestration.changefeeds import Changefeed
+from tidelake.orchestration.dag_options import DagOptions
 from tidelake.orchestration.job_spec import SyncpointJob, to_json
 from tidelake.orchestration.params import merge_param_schemas
-from tidelake.orchestration.spark_submit import SparkSettings, job_remote, spark_submit_kwargs
 from tidelake.orchestration.writer_pool import writer_pool
 
 DOC = """tidelake_merge: advance every replica to min(resolved ts, barrier ts, run cap) with Spark.
@@ -46,17 +45,16 @@ plan (validate params, plan tables, group them) -> merge (one spark-submit of
 spark_jobs/merge_job.py per table group, mapped, each with its job spec) -> [syncpoint_due -> syncpoint] -> publish (an asset
 event per replica that got a new commit, extra = {checkpoint_ts, delta_version}).
 
-Each Spark job gets one job spec from the plan (tidelake.orchestration.job_spec). With a warm Spark
-([spark] remote in the changefeed config, or SPARK_REMOTE where the DAG file is parsed) the merge
-and syncpoint tasks run it in the task, thin Spark Connect clients of that server, instead of
-spark-submits (tidelake.orchestration.job_entry).
+Each Spark job gets one job spec from the plan (tidelake.orchestration.job_spec), run on the Spark
+of the factory's spark_conn_id: a spark-submit for a `spark` connection, in the task as a thin
+Spark Connect client for a `spark_connect` one (a warm Spark; tidelake.orchestration.airflow.spark_operator).
 
 With [merge].syncpoint_interval in the changefeed config, merges stop at the next syncpoint
 boundary and a run that asks for everything (no tables, until or dry_run; not a backfill) then
 runs spark_jobs/syncpoint_job.py: every replica to one aligned TSO, recorded as a cross-table cut
 (`tidelake snapshot-at TS`). [merge].parallel_jobs is the default of the groups param.
 
-Schedule: TIDELAKE_MERGE_SCHEDULE, a cron expression or a duration (default every 5 minutes).
+Schedule: the factory's merge_schedule, a cron expression or a duration (default every 5 minutes).
 With [merge].run_on_new_data in the changefeed config, also a run whenever the changelog got
 changes its watermarks cover, at most one per that interval: an asset watched by a trigger in the
 triggerer (tidelake.orchestration.airflow.new_data_trigger).
@@ -68,9 +66,9 @@ new replica, refused unless the changelog still holds all its changes), dry_run,
 tidelake.orchestration.merge_dag.
 """  # the DAG's doc_md, shown in the UI
 
-def schedule(feed: Changefeed):
+def schedule(feed: Changefeed, options: DagOptions):
     """The cron timetable, or it OR the changelog asset when runs may also start on new data."""
-    cron = timetable("TIDELAKE_MERGE_SCHEDULE", DEFAULT_MERGE_SCHEDULE)
+    cron = timetable("merge_schedule", options.merge_schedule)
     floor_s = feed.config.merge.run_on_new_data_s
     if floor_s is None:
         return cron
@@ -86,18 +84,15 @@ def submitted(job: dict) -> dict:
     return {"application_args": [job["spec"]], "name": job["name"]}
 
 
-def build(feed: Changefeed) -> DAG:
-    """The merge DAG of one changefeed; settings from the environment are read at each parse."""
-    spark = SparkSettings.from_env()
+def build(feed: Changefeed, options: DagOptions) -> DAG:
+    """The merge DAG of one changefeed."""
     changefeed_id = feed.config.changefeed_id
     schemas = merge_param_schemas(merge_dag.table_choices(feed.config), feed.config.merge.parallel_jobs)
     alias = AssetAlias(merge_alias_name(changefeed_id))
-    submit = spark_submit_kwargs(spark, job="merge", app_name="tidelake merge", lake=feed.config.lake)
-    submit.pop("name")
     with DAG(
         dag_id=feed.dag_id("merge"),
         description=f"Merge changefeed {changefeed_id} into the replicas in {feed.config.lake.root}",
-        schedule=schedule(feed),
+        schedule=schedule(feed, options),
         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
         catchup=False,
         max_active_runs=1,
@@ -125,25 +120,11 @@ def build(feed: Changefeed) -> DAG:
                 yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
 
         planned = plan(feed.config_path)
-        remote = job_remote(feed.config)
         pool = writer_pool(feed.config)
-        if remote is None:
-            merged = TidelakeSparkSubmitOperator.partial(
-                task_id="merge", map_index_template="{{ task.name }}", config_path=feed.config_path,
-                **pool.task_args(exclusive=False), **submit
-            ).expand_kwargs(planned.map(submitted))
-        else:
-
-            @task(task_id="merge", map_index_template="{{ job_name }}", **pool.task_args(exclusive=False))
-            def merge_remote(spec: str, name: str, config_path: str = feed.config_path) -> None:
-                # Spark loads in the task, never where the DAG file is parsed
-                from tidelake.orchestration.job_entry import run_on_warm_spark
-
-                get_current_context()["job_name"] = name  # the mapped task's label, as spark-submit's name
-                with input_errors_fail_the_task(), lake_connection_of(config_path):
-                    run_on_warm_spark(spec, remote)
-
-            merged = merge_remote.expand_kwargs(planned)
+        merged = TidelakeSparkOperator.partial(
+            task_id="merge", map_index_template="{{ task.name }}", config_path=feed.config_path, job="merge",
+            conn_id=options.spark_conn_id, **pool.task_args(exclusive=False),
+        ).expand_kwargs(planned.map(submitted))
         published = publish(feed.config_path)
         merged >> published
         if feed.config.merge.syncpoint_interval_s is not None:
@@ -157,27 +138,16 @@ def build(feed: Changefeed) -> DAG:
             # gets an event when the task succeeds.
             outlets = ([Asset(uri=iceberg_catalog_asset_uri(feed.config), group=ASSET_GROUP)]
                        if feed.config.iceberg.enabled else [])
-            if remote is None:
-                syncpoint = TidelakeSparkSubmitOperator(
-                    task_id="syncpoint",
-                    config_path=feed.config_path,
-                    outlets=outlets,
-                    **pool.task_args(exclusive=True),
-                    **spark_submit_kwargs(spark, job="syncpoint", app_name=f"tidelake syncpoint {changefeed_id}",
-                                          lake=feed.config.lake,
-                                          application_args=[to_json(SyncpointJob(feed.config_path))]),
-                )
-            else:
-
-                @task(task_id="syncpoint", outlets=outlets, **pool.task_args(exclusive=True))
-                def syncpoint_remote(config_path: str) -> None:
-                    # Spark loads in the task, never where the DAG file is parsed
-                    from tidelake.orchestration.job_entry import run_on_warm_spark
-
-                    with input_errors_fail_the_task(), lake_connection_of(config_path):
-                        run_on_warm_spark(to_json(SyncpointJob(config_path)), remote)
-
-                syncpoint = syncpoint_remote(feed.config_path)
+            syncpoint = TidelakeSparkOperator(
+                task_id="syncpoint",
+                config_path=feed.config_path,
+                job="syncpoint",
+                conn_id=options.spark_conn_id,
+                name=f"tidelake syncpoint {changefeed_id}",
+                application_args=[to_json(SyncpointJob(feed.config_path))],
+                outlets=outlets,
+                **pool.task_args(exclusive=True),
+            )
             merged >> syncpoint_due() >> syncpoint >> published
     return dag
 

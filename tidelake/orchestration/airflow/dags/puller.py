@@ -1,7 +1,7 @@
 """The puller DAG (tidelake_puller): the always-on puller of each changefeed, one task per puller shard.
 
 @continuous with max_active_runs=1: as soon as a run ends the next starts. Each shard's task
-runs the puller in-process for a bounded time (TIDELAKE_PULL_RUN_SECONDS, default 1 h), then
+runs the puller in-process for a bounded time (the factory's pull_run_seconds, default 1 h), then
 flushes and succeeds; SIGTERM (a worker shutdown, a cleared task) flushes too. The next run
 resumes from the durable watermarks in the lake. Logic: tidelake.orchestration.airflow.puller_operator.
 Owner: the DAG factory (tidelake.orchestration.airflow.dag_factory).
@@ -13,15 +13,13 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import DAG
 
-from tidelake.orchestration.airflow.puller_operator import (
-    PullerOperator,
-    run_seconds_from_env,
-)
+from tidelake.orchestration.airflow.puller_operator import PullerOperator
 from tidelake.orchestration.changefeeds import Changefeed
+from tidelake.orchestration.dag_options import DagOptions
 
 
-def build(feed: Changefeed) -> DAG:
-    """The puller DAG of one changefeed, one mapped task per shard; the run length is read at each parse."""
+def build(feed: Changefeed, options: DagOptions) -> DAG:
+    """The puller DAG of one changefeed, one mapped task per shard."""
     shards = feed.config.puller.shards
     with DAG(
         dag_id=feed.dag_id("puller"),
@@ -38,7 +36,7 @@ def build(feed: Changefeed) -> DAG:
         PullerOperator.partial(
             task_id="pull",
             config_path=feed.config_path,
-            max_run_seconds=run_seconds_from_env(),
+            max_run_seconds=options.pull_run_seconds,
             map_index_template="shard {{ task.shard }}",
         ).expand(shard=[f"{i}/{shards}" for i in range(shards)])
     return dag
