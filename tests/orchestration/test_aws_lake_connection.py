@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tidelake.config import LakeConfig, load_config
+from tidelake.config import LakeConfig
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout

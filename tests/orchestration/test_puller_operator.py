@@ -11,7 +11,6 @@ from datetime import timedelta
 import pytest
 
 from tidelake.config_writer import changefeed_document, write_config
-from tidelake.errors import InputError
 from tidelake.orchestration.airflow.puller_operator import (
     SHUTDOWN_GRACE,
     PullerOperator,

@@ -9,8 +9,7 @@ More: docs/internals.md#puller_operator.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
@@ -20,7 +19,6 @@ from airflow.sdk import BaseOperator
 
 from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
 from tidelake.config import ChangefeedConfig, load_config
-from tidelake.errors import InputError
 from tidelake.failpoints import check_env_names
 from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
 from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
