@@ -1,4 +1,5 @@
-"""changefeed_dags: a user's DAG file is one call; an unknown changefeed breaks only its own file."""
+"""changefeed_dags: a user's DAG file is one call, its config from a file, a connection's extras, the
+files TIDELAKE_CONFIG names or an Airflow Variable; an unknown changefeed breaks only its own file."""
 
 from __future__ import annotations
 
@@ -73,3 +74,78 @@ def test_tidelake_config_keeps_its_dag_ids_and_lists_its_changefeeds_when_the_na
     with pytest.raises(InputError, match=r"^changefeed 'crm' not found: looked in TIDELAKE_CONFIG \(changefeeds "
                                          r"'main'\) and Airflow Variable 'tidelake_config__crm' \(not set\)$"):
         find_changefeed("crm")
+
+
+def define(monkeypatch, conn_id: str, fields: dict) -> None:
+    import json
+
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+def test_a_connections_extras_hold_the_config(tmp_path, monkeypatch):
+    """config_conn_id: the TOML text in the connection's extra `changefeed_toml`, written to a file on
+    the parsing host for the tasks; DAG ids carry the changefeed id and the tasks carry the conn id."""
+    from airflow.models import DagBag
+
+    from tidelake.orchestration.config_connection import config_file
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    text = write_changefeed(tmp_path, "orders", shards=2).read_text()
+    define(monkeypatch, "tidelake_test_orders_cfg", {"conn_type": "generic", "extra": {"changefeed_toml": text}})
+    config_file("tidelake_test_orders_cfg").unlink(missing_ok=True)
+    dags = tmp_path / "dags"
+    dag_file(dags, "orders", "changefeed_dags('orders', config_conn_id='tidelake_test_orders_cfg')")
+    bad = dag_file(dags, "typo", "changefeed_dags('ordres', config_conn_id='tidelake_test_orders_cfg')")
+    bag = DagBag(dag_folder=str(dags))
+    assert sorted(bag.dag_ids) == sorted(f"tidelake_{kind}__orders" for kind in KINDS)
+    written = config_file("tidelake_test_orders_cfg")
+    assert written.read_text() == text
+    pull = bag.dags["tidelake_puller__orders"].get_task("pull")
+    assert pull.partial_kwargs["config_path"] == str(written)
+    assert pull.partial_kwargs["config_conn_id"] == "tidelake_test_orders_cfg"
+    assert bag.dags["tidelake_merge__orders"].get_task("merge").partial_kwargs["config_conn_id"] == (
+        "tidelake_test_orders_cfg")
+    assert list(bag.import_errors) == [str(bad)]
+    assert bag.import_errors[str(bad)].strip().splitlines()[-1] == (
+        f"tidelake.errors.InputError: changefeed 'ordres' not found: connection 'tidelake_test_orders_cfg' names "
+        f"{written}, whose [changefeed].id is 'orders'")
+
+
+@pytest.mark.parametrize("fields, message", [
+    (None, "changefeed 'orders': connection 'tidelake_test_cfg': not defined"),
+    ({"conn_type": "generic", "extra": {"toml": "x"}},
+     "changefeed 'orders': connection 'tidelake_test_cfg': extra changefeed_toml: missing or empty"),
+    ({"conn_type": "generic", "extra": {"changefeed_toml": "[changefeed]\nid = 'orders'\n"}},
+     "changefeed 'orders': connection 'tidelake_test_cfg': extra changefeed_toml: "),
+])
+def test_a_missing_connection_or_field_is_one_line_naming_them(monkeypatch, fields, message):
+    from tidelake.orchestration.airflow.dag_factory import find_changefeed
+
+    monkeypatch.delenv("AIRFLOW_CONN_TIDELAKE_TEST_CFG", raising=False)
+    if fields is not None:
+        define(monkeypatch, "tidelake_test_cfg", fields)
+    with pytest.raises(InputError) as err:
+        find_changefeed("orders", config_conn_id="tidelake_test_cfg")
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_task_writes_the_connections_config_again_or_fails_in_one_line(tmp_path, monkeypatch):
+    """A worker that never parsed the DAG gets the file from the connection; a connection removed
+    since the parse fails the task without retries, naming it."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tidelake.orchestration.airflow.hooks.config_source import refresh_config
+    from tidelake.orchestration.airflow.puller_operator import PullerOperator
+    from tidelake.orchestration.config_connection import config_file
+
+    text = write_changefeed(tmp_path, "orders").read_text()
+    written = config_file("tidelake_test_task_cfg")
+    written.unlink(missing_ok=True)
+    task = PullerOperator(task_id="pull", config_path=str(written), shard="0/1", max_run_seconds=60,
+                          config_conn_id="tidelake_test_task_cfg")
+    with pytest.raises(AirflowFailException) as err:
+        task.execute(context={})
+    assert str(err.value).startswith("connection 'tidelake_test_task_cfg': not defined")
+    define(monkeypatch, "tidelake_test_task_cfg", {"conn_type": "generic", "extra": {"changefeed_toml": text}})
+    refresh_config("tidelake_test_task_cfg")
+    assert written.read_text() == text

@@ -29,6 +29,9 @@ class Changefeed:
     config_path: str
     config: ChangefeedConfig
     primary: bool
+    # The Airflow connection whose extras hold the config, written to config_path on each host
+    # (tidelake.orchestration.config_connection); None: config_path is the user's file.
+    config_conn_id: str | None = None
 
     def dag_id(self, kind: str) -> str:
         base = f"tidelake_{kind}"

@@ -1,9 +1,9 @@
 """changefeed_dags("orders_feed"): a user's DAG file in one call, its DAGs in the caller's globals.
 
-Builds the puller, merge, maintenance and bootstrap DAGs of one changefeed. Its TOML file, first
-match wins: `config_path`; the files TIDELAKE_CONFIG names (their DAG ids stay plain,
-tidelake.orchestration.changefeeds); the Airflow Variable `tidelake_config__<changefeed id>` holding
-the path (read at each parse). Otherwise DAG ids carry the id (`tidelake_merge__orders_feed`).
+Builds the puller, merge, maintenance and bootstrap DAGs of one changefeed. Its config, first match
+wins: the file `config_path`; the extra `changefeed_toml` of connection `config_conn_id`
+(hooks.config_source); the files TIDELAKE_CONFIG names (their DAG ids stay plain); the Airflow
+Variable `tidelake_config__<id>` holding a path. Otherwise DAG ids carry the id (`..__orders_feed`).
 Found nowhere: one InputError line naming where it looked, that DAG file's import error only. The
 other keywords are deployment settings (tidelake.orchestration.dag_options), checked the same way.
 Owner: the user's DAG file, and dags/ of this repository.
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import inspect
 import os
+from dataclasses import replace
 
 from airflow.sdk import DAG, Variable
 
 from tidelake.config import load_config
 from tidelake.errors import InputError
 from tidelake.orchestration.airflow.dags import bootstrap, maintenance, merge, puller
+from tidelake.orchestration.airflow.hooks.config_source import config_from_connection
 from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
 from tidelake.orchestration.dag_options import (
     DEFAULT_MAINTENANCE_SCHEDULE,
@@ -32,7 +34,7 @@ BUILDERS = (puller.build, merge.build, maintenance.build, bootstrap.build)
 VARIABLE_PREFIX = "tidelake_config__"
 
 
-def changefeed_dags(changefeed_id: str, config_path: str | None = None, *,
+def changefeed_dags(changefeed_id: str, config_path: str | None = None, *, config_conn_id: str | None = None,
                     spark_conn_id: str = DEFAULT_CONN_ID, bootstrap_spark_conn_id: str | None = None,
                     merge_schedule: str = DEFAULT_MERGE_SCHEDULE,
                     maintenance_schedule: str = DEFAULT_MAINTENANCE_SCHEDULE,
@@ -41,17 +43,24 @@ def changefeed_dags(changefeed_id: str, config_path: str | None = None, *,
     options = DagOptions(spark_conn_id=spark_conn_id, bootstrap_spark_conn_id=bootstrap_spark_conn_id,
                          merge_schedule=merge_schedule, maintenance_schedule=maintenance_schedule,
                          pull_run_seconds=pull_run_seconds)
-    feed = find_changefeed(changefeed_id, config_path)
+    feed = find_changefeed(changefeed_id, config_path, config_conn_id)
     dags = {dag.dag_id: dag for dag in (build(feed, options) for build in BUILDERS)}
     caller = inspect.currentframe().f_back
     caller.f_globals.update(dags)
     return dags
 
 
-def find_changefeed(changefeed_id: str, config_path: str | None = None) -> Changefeed:
+def find_changefeed(changefeed_id: str, config_path: str | None = None,
+                    config_conn_id: str | None = None) -> Changefeed:
     """The changefeed with this id from the first place that names one (module docstring)."""
     if config_path is not None:
         return _from_file(changefeed_id, config_path, "config_path")
+    if config_conn_id is not None:
+        try:
+            path = config_from_connection(config_conn_id)
+        except InputError as exc:
+            raise InputError(f"changefeed {changefeed_id!r}: {exc}") from None
+        return replace(_from_file(changefeed_id, path, f"connection {config_conn_id!r}"), config_conn_id=config_conn_id)
     looked = []
     if os.environ.get(CONFIG_ENV, "").strip():
         feeds = load_changefeeds()

@@ -21,6 +21,7 @@ from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jem
 from tidelake.config import ChangefeedConfig, load_config
 from tidelake.failpoints import check_env_names
 from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
+from tidelake.orchestration.airflow.hooks.config_source import refresh_config
 from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 
@@ -42,15 +43,18 @@ def connected_upstream(config: ChangefeedConfig) -> Iterator[ChangefeedConfig]:
 
 
 class PullerOperator(BaseOperator):
-    """Pull shard `shard` ("I/N") of the changefeed in `config_path` for `max_run_seconds`."""
+    """Pull shard `shard` ("I/N") of the changefeed in `config_path` (written from connection
+    `config_conn_id` when given) for `max_run_seconds`."""
 
     template_fields = ("config_path", "shard")
     ui_color = "#cfe8fc"
 
-    def __init__(self, *, config_path: str, shard: str, max_run_seconds: int, **kwargs: Any) -> None:
+    def __init__(self, *, config_path: str, shard: str, max_run_seconds: int, config_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", timedelta(seconds=max_run_seconds) + SHUTDOWN_GRACE)
         super().__init__(**kwargs)
         self.config_path = config_path
+        self.config_conn_id = config_conn_id
         self.shard = shard
         self.max_run_seconds = max_run_seconds
         self._runner = None
@@ -68,6 +72,7 @@ class PullerOperator(BaseOperator):
         from tidelake.capture.landing.lander import LANDER_FAILPOINTS
 
         check_env_names(LANDER_FAILPOINTS, "the puller task")
+        refresh_config(self.config_conn_id)
         with connected_upstream(load_config(self.config_path)) as config, lake_connection(config.lake):
             shard = Shard.parse(self.shard)
             self._runner = PullerRunner(

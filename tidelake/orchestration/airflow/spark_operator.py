@@ -27,6 +27,7 @@ from airflow.sdk.log import mask_secret
 from tidelake.config import load_config
 from tidelake.errors import InputError
 from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
+from tidelake.orchestration.airflow.hooks.config_source import refresh_config
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.spark_submit import (
     CONNECT_CONN_TYPE,
@@ -61,21 +62,24 @@ def spark_connection(conn_id: str) -> tuple[str, dict[str, Any]]:
 
 
 class TidelakeSparkOperator(SparkSubmitOperator):
-    """Runs the `job` spec (the one application argument) of the changefeed in `config_path` on the
-    Spark of connection `conn_id` (module docstring)."""
+    """Runs the `job` spec (the one application argument) of the changefeed in `config_path` (written
+    from connection `config_conn_id` when given) on the Spark of connection `conn_id` (module docstring)."""
 
     ui_color = "#fde2c8"
 
-    def __init__(self, *, config_path: str, job: str, conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(self, *, config_path: str, job: str, conn_id: str = DEFAULT_CONN_ID,
+                 config_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(application=str(JOBS_DIR / f"{job}_job.py"), conn_id=conn_id, deploy_mode="client",
                          **kwargs)
         self.config_path = config_path
+        self.config_conn_id = config_conn_id
         self.job = job
 
     def execute(self, context: Any) -> None:
         with ExitStack() as stack:
             with input_errors_fail_the_task():  # a bad connection or config: one line, no retries
                 kind, extras = spark_connection(self._conn_id)
+                refresh_config(self.config_conn_id)
                 config = load_config(self.config_path)
                 stack.enter_context(lake_connection(config.lake))
                 if kind == CONNECT_CONN_TYPE:

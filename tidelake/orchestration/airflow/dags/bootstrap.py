@@ -45,6 +45,7 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
             return [{"application_args": [to_json(bootstrap_job(config_path, context["params"]))]}]
 
         TidelakeSparkOperator.partial(task_id="bootstrap", config_path=feed.config_path, job="bootstrap",
+                                      config_conn_id=feed.config_conn_id,
                                       conn_id=options.bootstrap_conn_id, name="tidelake bootstrap",
                                       **writer_pool(feed.config).task_args(exclusive=True),
                                       ).expand_kwargs(arguments(feed.config_path))

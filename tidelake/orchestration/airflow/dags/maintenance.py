@@ -39,6 +39,7 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         TidelakeSparkOperator(
             task_id="maintenance",
             config_path=feed.config_path,
+            config_conn_id=feed.config_conn_id,
             job="maintenance",
             conn_id=options.spark_conn_id,
             name=f"tidelake maintenance {feed.config.changefeed_id}",

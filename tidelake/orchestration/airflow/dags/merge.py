@@ -21,6 +21,7 @@ from airflow.sdk import (
 
 from tidelake.orchestration import merge_dag
 from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
+from tidelake.orchestration.airflow.hooks.config_source import refresh_config
 from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.schedules import timetable
 from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
@@ -104,6 +105,8 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
 
         @task
         def plan(config_path: str, **context) -> list[dict]:
+            with input_errors_fail_the_task():
+                refresh_config(feed.config_conn_id)
             with input_errors_fail_the_task(), lake_connection_of(config_path):
                 planned = merge_dag.plan_run(config_path, context["params"], context)
             context["ti"].xcom_push(key="before", value=planned["before"])
@@ -113,6 +116,8 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS)
         def publish(config_path: str, **context):
             before = context["ti"].xcom_pull(task_ids="plan", key="before")
+            with input_errors_fail_the_task():
+                refresh_config(feed.config_conn_id)
             with input_errors_fail_the_task(), lake_connection_of(config_path):
                 changed = merge_dag.changed_after_run(config_path, before)
             for table, state in changed.items():
@@ -123,6 +128,7 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         pool = writer_pool(feed.config)
         merged = TidelakeSparkOperator.partial(
             task_id="merge", map_index_template="{{ task.name }}", config_path=feed.config_path, job="merge",
+            config_conn_id=feed.config_conn_id,
             conn_id=options.spark_conn_id, **pool.task_args(exclusive=False),
         ).expand_kwargs(planned.map(submitted))
         published = publish(feed.config_path)
@@ -141,6 +147,7 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
             syncpoint = TidelakeSparkOperator(
                 task_id="syncpoint",
                 config_path=feed.config_path,
+                config_conn_id=feed.config_conn_id,
                 job="syncpoint",
                 conn_id=options.spark_conn_id,
                 name=f"tidelake syncpoint {changefeed_id}",

@@ -36,6 +36,7 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         PullerOperator.partial(
             task_id="pull",
             config_path=feed.config_path,
+            config_conn_id=feed.config_conn_id,
             max_run_seconds=options.pull_run_seconds,
             map_index_template="shard {{ task.shard }}",
         ).expand(shard=[f"{i}/{shards}" for i in range(shards)])
