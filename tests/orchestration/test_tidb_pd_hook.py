@@ -84,3 +84,28 @@ def test_example_connections_file_imports_and_reads(monkeypatch):
     monkeypatch.setenv(f"AIRFLOW_CONN_{TiDBPDHook.default_conn_name.upper()}", connection.as_json())
     with TiDBPDHook().upstream() as upstream:
         assert upstream.pd == ("127.0.0.1:2379",) and upstream.tls is None
+
+
+def test_example_lake_and_spark_connections_read_as_the_tasks_read_them(monkeypatch):
+    """The aws and Spark connections of examples/connections.yaml give the lake's settings, the
+    spark-submit extras and a Spark Connect URL."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from airflow.secrets.local_filesystem import load_connections_dict
+    from airflow_test_env import REPO
+
+    from tidelake.config import LakeConfig
+    from tidelake.orchestration.airflow.hooks.aws_lake import lake_settings
+    from tidelake.orchestration.airflow.spark_operator import spark_connection
+    from tidelake.orchestration.spark_submit import SparkSettings
+
+    connections = load_connections_dict(str(REPO / "examples" / "connections.yaml"))
+    for conn_id in ("tidelake_lake", "spark_default", "spark_warm"):
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", connections[conn_id].as_json())
+    lake = lake_settings("tidelake_lake", LakeConfig(root="s3://lake/x", aws_conn_id="tidelake_lake"))
+    assert lake.values == {"access_key_id": "tidelake", "secret_access_key": "tidelake-secret",
+                           "endpoint": "http://127.0.0.1:9000", "region": "us-east-1"}
+    kind, extras = spark_connection("spark_default")
+    assert kind == "spark" and SparkSettings.from_extras("spark_default", extras).extra_conf == {
+        "spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "4"}
+    assert spark_connection("spark_warm")[0] == "spark_connect"
+    assert SparkConnectHook("spark_warm").get_connection_url() == "sc://127.0.0.1:15002/"
