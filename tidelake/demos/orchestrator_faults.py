@@ -54,13 +54,9 @@ class OrchestratorFaults:
         """The new-data trigger is an asset watcher: it runs in the triggerer from the merge DAG's
         unpause on, so any moment hits it. The merge DAG's asset-triggered runs before the kill."""
         before = _asset_runs(airflow)
-        pid, died = airflow.components.kill("triggerer")
-        down = time.monotonic()
-        time.sleep(RESTART_PAUSE_S)
-        new_pid = airflow.components.restart("triggerer")
+        pid, died, new_pid, down_s = _kill_and_restart(airflow, "triggerer")
         say(f"SIGKILLed the Airflow triggerer (pid {pid}, {died} processes) while it ran {airflow.dags.merge}'s "
-            f"new-data trigger ({before} asset-triggered runs so far); started again after "
-            f"{time.monotonic() - down:.0f}s: pid {new_pid}")
+            f"new-data trigger ({before} asset-triggered runs so far); started again after {down_s:.0f}s: pid {new_pid}")
         return before
 
     def _kill_scheduler(self, say: Say, airflow: RunningAirflow) -> list[dict[str, Any]]:
@@ -69,13 +65,10 @@ class OrchestratorFaults:
                          "a running merge task")
         orphans = _running(airflow)
         self._scheduler_killed = datetime.now(timezone.utc)
-        pid, died = airflow.components.kill("scheduler")
-        down = time.monotonic()
-        time.sleep(RESTART_PAUSE_S)
-        new_pid = airflow.components.restart("scheduler")
+        pid, died, new_pid, down_s = _kill_and_restart(airflow, "scheduler")
         say(f"SIGKILLed the Airflow scheduler (pid {pid}) with its {died - 1} task processes while "
             f"{', '.join(_name(t) for t in running or orphans) or 'no merge task'} ran; started again after "
-            f"{time.monotonic() - down:.0f}s: pid {new_pid}")
+            f"{down_s:.0f}s: pid {new_pid}")
         return orphans
 
     def kill_spark_worker(self, say: Say, airflow: RunningAirflow) -> None:
@@ -124,6 +117,16 @@ class OrchestratorFaults:
                 if reset is not None else "no reset line in the scheduler's log")
         say(f"the {len(orphans)} task instance(s) the scheduler died with left their killed try ({when}): "
             + ", ".join(_name(t) for t in orphans))
+
+
+def _kill_and_restart(airflow: RunningAirflow, component: str) -> tuple[int, int, int, float]:
+    """SIGKILL an Airflow component with its process tree, start it again after RESTART_PAUSE_S:
+    its pid, the processes killed, the new pid and the seconds it was down."""
+    pid, died = airflow.components.kill(component)
+    down = time.monotonic()
+    time.sleep(RESTART_PAUSE_S)
+    new_pid = airflow.components.restart(component)
+    return pid, died, new_pid, time.monotonic() - down
 
 
 def _reset_at(log: Path, after: datetime) -> datetime | None:
