@@ -22,7 +22,8 @@ TOKEN = "tidelake-test-aws-token-8086"
 CONN = {"conn_type": "aws", "login": "AKIATIDELAKE", "password": SECRET,
         "extra": {"region_name": "eu-west-1", "endpoint_url": "http://s3.example:9000"}}
 WORKER_ENV = {"AWS_ACCESS_KEY_ID": "worker-key", "AWS_SECRET_ACCESS_KEY": "worker-secret",
-              "AWS_SESSION_TOKEN": "worker-token", "AWS_ENDPOINT_URL": "http://wrong:1", "AWS_DEFAULT_REGION": "us-east-2"}
+              "AWS_SESSION_TOKEN": "worker-token", "AWS_ENDPOINT_URL_S3": "http://wrong:1",
+              "AWS_DEFAULT_REGION": "us-east-2"}
 
 
 def define(monkeypatch, conn_id: str, fields: dict) -> None:
@@ -74,10 +75,9 @@ def test_the_lake_reads_the_connection_inside_the_block_and_the_worker_env_after
     with lake_connection(lake):
         options = LakeLayout.from_config(lake).storage_options
         assert options["AWS_ACCESS_KEY_ID"] == "AKIATIDELAKE" and options["AWS_SECRET_ACCESS_KEY"] == SECRET
-        assert options["AWS_ENDPOINT_URL_S3"] == "http://s3.example:9000" and options["AWS_REGION"] == "eu-west-1"
-        assert "AWS_ENDPOINT_URL" not in options  # the worker's, replaced
+        assert options["AWS_ENDPOINT_URL"] == "http://s3.example:9000" and options["AWS_REGION"] == "eu-west-1"
         assert "AWS_SESSION_TOKEN" not in options and "AWS_SESSION_TOKEN" not in os.environ  # not the worker's
-        assert "AWS_DEFAULT_REGION" not in os.environ
+        assert "AWS_DEFAULT_REGION" not in os.environ and "AWS_ENDPOINT_URL_S3" not in os.environ
     assert {name: os.environ.get(name) for name in WORKER_ENV} == WORKER_ENV
     logged = caplog.text + capsys.readouterr().out  # Airflow's structlog writes to stdout
     assert "eu-west-1" in logged and SECRET not in logged
@@ -118,7 +118,7 @@ def test_spark_submit_gets_the_connection_in_its_environment_only(tmp_path, monk
 
     def submit(self, context):
         seen["env"] = {name: os.environ.get(name) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                                               "AWS_ENDPOINT_URL_S3", "AWS_REGION")}
+                                                               "AWS_ENDPOINT_URL", "AWS_REGION")}
         hook = SparkSubmitHook(conn_id="spark_default", conf=self.conf, application_args=self.application_args,
                                packages=self.packages, env_vars=self.env_vars)
         seen["command"] = " ".join(hook._build_spark_submit_command(self.application))
@@ -126,7 +126,7 @@ def test_spark_submit_gets_the_connection_in_its_environment_only(tmp_path, monk
     monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
     operator.execute(context={})
     assert seen["env"] == {"AWS_ACCESS_KEY_ID": "AKIATIDELAKE", "AWS_SECRET_ACCESS_KEY": SECRET,
-                           "AWS_ENDPOINT_URL_S3": "http://s3.example:9000", "AWS_REGION": "eu-west-1"}
+                           "AWS_ENDPOINT_URL": "http://s3.example:9000", "AWS_REGION": "eu-west-1"}
     assert "AKIATIDELAKE" not in seen["command"] and SECRET not in seen["command"]
     assert "spark.hadoop.fs.s3a.endpoint=http://s3.example:9000" in seen["command"]  # from the connection
     assert os.environ.get("AWS_SECRET_ACCESS_KEY") is None  # restored after the task

@@ -384,13 +384,13 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
         if options.installed is not None:
             _check_parsed(api, options.installed, dags, say)
             _check_connection_form(api, pd, paths, say)
-        _check_replication_page(api, say)
         on_data = f" and on new data, at most every {options.run_on_new_data}" if options.run_on_new_data else ""
         say(f"DAGs unpaused: {dags.puller} (continuous), {dags.merge} (every {options.merge_schedule}{on_data}); "
             f"UI http://localhost:{port}")
         say.mark("airflow and the DAGs")
         await_stage("puller start", lambda: puller_started(paths.lake_uri), options.startup_timeout_s,
                  paths.airflow_home / "logs", checks, 3)
+        _check_replication_page(api, say)  # the lake has its control tables now
         say.mark("puller start")
         target = tso.compose(int((time.time() + options.traffic_s) * 1000))
         say(f"puller is landing changes; target: every table merged past TSO {target} "

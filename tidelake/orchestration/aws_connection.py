@@ -21,7 +21,9 @@ CONN_TYPE = "aws"
 # Extras that make boto3 fetch credentials itself: neither lake engine can follow them.
 UNSUPPORTED_EXTRAS = ("role_arn", "assume_role_method", "profile_name")
 SECRET_SETTINGS = ("secret_access_key", "session_token")
-SETTINGS = ("endpoint", "region", *CREDENTIALS)
+# The variable each setting is set as: the names every AWS SDK, delta-rs and s3a read.
+VARIABLES = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
+             "secret_access_key": "AWS_SECRET_ACCESS_KEY", "session_token": "AWS_SESSION_TOKEN"}
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,10 @@ class AwsLakeSettings:
             given |= set(CREDENTIALS)
         env: dict[str, str | None] = {}
         for setting in sorted(given):
-            names = ENV_KEYS[setting]
-            for name in names:
+            for name in ENV_KEYS[setting]:
                 env[name] = None
             if setting in self.values:
-                env[names[0]] = self.values[setting]
+                env[VARIABLES[setting]] = self.values[setting]
         return env
 
     def summary(self) -> dict[str, Any]:
