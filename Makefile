@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: test test-all demo up integration postgres protos readme install clean bench browser sql-clients sysbench \
+.PHONY: test test-all demo up integration soak postgres protos readme install clean bench browser sql-clients sysbench \
 	bench-sysbench
 
 test: $(STAMP) protos browser postgres sql-clients
@@ -81,6 +81,11 @@ INTEGRATION_ARGS ?=
 
 integration: $(STAMP) protos postgres browser
 	$(PY) -m tidelake.demos.integration $(INTEGRATION_ARGS)
+
+# The integration's stack for SOAK_ARGS (default --minutes 120), a fault every few minutes,
+# memory and lag charted: docs/operations.md#soak.
+soak: $(STAMP) protos postgres browser
+	$(PY) -m tidelake.demos.soak $(SOAK_ARGS)
 
 # Airflow's metadata DB in `make integration` (and tests/demos/test_postgres.py) is Debian's
 # PostgreSQL server, installed like the browser above when missing; the integration and the test

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tidelake.demos.soak import main
 from tidelake.demos.soak_chart import write_page
 from tidelake.demos.soak_run import Soak, SoakOptions, new_run_id
 from tidelake.demos.soak_samples import RUN_MARK, Sample, flatness, memory_by_role, role_of, series
@@ -91,3 +92,8 @@ def test_the_soak_strikes_its_faults_in_turn_and_writes_its_results(tmp_path, mo
 def test_a_soak_of_no_minutes_is_refused():
     with pytest.raises(InputError, match="--minutes, --fault-every and --sample-every must be above zero"):
         SoakOptions(minutes=0)
+
+
+def test_the_soak_command_refuses_a_soak_of_no_minutes_in_one_line(capsys):
+    assert main(["--minutes", "0"]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0

@@ -33,6 +33,8 @@ from tidelake.demos.on_airflow import REPO, AirflowDemoOptions, RunningAirflow, 
 from tidelake.demos.orchestrator_faults import OrchestratorFaults
 from tidelake.demos.postgres import Postgres
 from tidelake.demos.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from tidelake.demos.soak_run import Soak, SoakOptions, new_run_id
+from tidelake.demos.soak_samples import RUN_MARK
 from tidelake.demos.spark_cluster import SparkCluster
 from tidelake.demos.supervisor import StageFailed, exit_code, free_port
 from tidelake.demos.tcp_relay import TcpRelay
@@ -64,6 +66,9 @@ class IntegrationOptions:
     # Airflow from a fresh venv with the wheel of this tree (tidelake.demos.installed_airflow);
     # False: from the running venv with the repository's dags/ (a quicker local run).
     installed_airflow: bool = True
+    # A soak (tidelake.demos.soak): its faults in rotation and samples during the traffic instead of
+    # each fault once.
+    soak: SoakOptions | None = None
 
 
 def run(options: IntegrationOptions) -> int:
@@ -73,6 +78,9 @@ def run(options: IntegrationOptions) -> int:
         # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C through the stops below.
         signal.signal(signal.SIGTERM, on_airflow.interrupt)
     say = Say()
+    run_id = new_run_id()
+    if options.soak is not None:  # every process started from here on carries it (soak_samples)
+        os.environ[RUN_MARK] = run_id
     s3 = S3Server(options.workdir / "s3")
     postgres = Postgres()
     cluster = SparkCluster(options.workdir / "spark") if options.spark_cluster else None
@@ -130,9 +138,11 @@ def run(options: IntegrationOptions) -> int:
             say(f"S3 endpoint back on {endpoint} (relay pid {relay.pid})")
 
         lake_root = s3.lake_root("integration")
+        soak = (Soak(options.soak, faults.rotation(lambda say, airflow: outage(say)), lake_root,
+                     options.workdir / "soak", run_id) if options.soak is not None else None)
         demo = AirflowDemoOptions(workdir=options.workdir / "airflow-demo", traffic_s=options.traffic_s,
                                   port=options.port, lake_root=lake_root, sql_alchemy_conn=postgres.url,
-                                  shards=options.shards, during_traffic=during_traffic,
+                                  shards=options.shards, during_traffic=soak or during_traffic,
                                   during_bootstrap=faults.kill_spark_worker,
                                   airflow_components=True, airflow_settings=AIRFLOW_SETTINGS,
                                   spark_master=cluster.url if cluster is not None else None, spark_jars=jars,
@@ -148,6 +158,10 @@ def run(options: IntegrationOptions) -> int:
             _check_iceberg(lake_root, iceberg_catalog, say)
             if cluster is not None:
                 _check_cluster(cluster, say)
+        if soak is not None:
+            passed = soak.write_results(verified=code == 0)
+            say(f"soak {'passed' if passed else 'failed'}: {soak.summary_line()}; charts {soak.folder / 'soak.html'}")
+            return 0 if passed else 1
         return code
 
 

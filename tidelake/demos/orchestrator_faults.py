@@ -27,6 +27,7 @@ from tidelake.demos.supervisor import StageFailed
 
 MOMENT_TIMEOUT_S = 240.0  # the longest wait for work in flight to hit, and for recovery to show
 MERGE_TASKS = ("merge", "syncpoint")
+Fault = Callable[[Say, RunningAirflow], None]  # one fault, struck while the traffic runs
 T = TypeVar("T")
 
 
@@ -49,6 +50,17 @@ class OrchestratorFaults:
                "triggerer's restart", strict=True)
         say(f"{airflow.dags.merge}: {_asset_runs(airflow)} asset-triggered runs: the new-data trigger fires again "
             f"after the triggerer's restart")
+
+    def rotation(self, outage: Fault) -> list[tuple[str, Fault]]:
+        """The faults one at a time, for a soak's rotation (tidelake.demos.soak_run): `outage`, the
+        triggerer, the scheduler (until its task instances left their try), PostgreSQL."""
+
+        def scheduler(say: Say, airflow: RunningAirflow) -> None:
+            self._await_orphans(say, airflow, self._kill_scheduler(say, airflow))
+
+        return [("S3 outage", outage), ("triggerer kill", lambda say, airflow: self._kill_triggerer(say, airflow)),
+                ("scheduler kill", scheduler),
+                ("PostgreSQL restart", lambda say, airflow: self._restart_postgres(say, airflow, []))]
 
     def _kill_triggerer(self, say: Say, airflow: RunningAirflow) -> int:
         """The new-data trigger is an asset watcher: it runs in the triggerer from the merge DAG's

@@ -8,18 +8,15 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tidelake.demos.on_airflow import RunningAirflow, Say
+from tidelake.demos.orchestrator_faults import Fault
 from tidelake.demos.soak_chart import write_page
 from tidelake.demos.soak_samples import Sample, flatness, series, take_sample
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
-
-Fault = Callable[[Say, RunningAirflow], None]
-
 
 @dataclass(frozen=True)
 class SoakOptions:

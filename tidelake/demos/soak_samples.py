@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from tidelake import tso
+from tidelake.errors import TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaState
 from tidelake.status.status_report import collect_status
@@ -98,8 +99,12 @@ def lag_now(layout: LakeLayout) -> tuple[float | None, float | None, float | Non
 
 
 def take_sample(run_id: str, layout: LakeLayout, started: float) -> Sample:
+    """Memory now, and the lags unless the store does not answer (the S3 outage): then None."""
     rss, count = memory_by_role(run_id)
-    worst, median, capture = lag_now(layout)
+    try:
+        worst, median, capture = lag_now(layout)
+    except (TidelakeError, OSError):
+        worst = median = capture = None
     return Sample(time.monotonic() - started, rss, count, worst, median, capture)
 
 
