@@ -30,6 +30,13 @@ def test_a_process_is_named_by_its_command_line(command, role):
     assert role_of(command) == role
 
 
+def test_an_airflow_task_process_is_named_by_its_task():
+    tasks = {"0193f1c2-7e4a": "pull"}
+    assert role_of(["airflow worker -- 0193f1c2-7e4a"], tasks) == "task pull"
+    assert role_of(["airflow worker -- 0193ffff-0000"], tasks) == "task unknown"
+    assert role_of(["airflow supervisor: 0193f1c2-7e4a"], tasks) == "airflow supervisor"
+
+
 def test_the_memory_of_marked_processes_only_is_summed_per_role():
     run_id = new_run_id()
     sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
@@ -73,14 +80,20 @@ def test_the_page_draws_each_series_and_marks_each_fault(tmp_path):
 def test_the_soak_strikes_its_faults_in_turn_and_writes_its_results(tmp_path, monkeypatch):
     struck = []
     monkeypatch.setattr("tidelake.demos.soak_run.take_sample",
-                        lambda run_id, layout, started: Sample(time.monotonic() - started, {"puller": 100 << 20},
+                        lambda run_id, layout, started, tasks: Sample(time.monotonic() - started, {"puller": 100 << 20},
                                                                {"puller": 1}, 5.0, 2.0, 1.0))
     faults = [("a", lambda say, airflow: struck.append("a")), ("b", lambda say, airflow: struck.append("b"))]
     soak = Soak(SoakOptions(minutes=0.02, fault_every_s=0.2, sample_every_s=0.05), faults, str(tmp_path / "lake"),
                 tmp_path / "soak", "run1")
 
+    class Api:
+        def running_tasks(self, dag_id):
+            return [{"id": f"ti-{dag_id}", "task_id": dag_id}]
+
     class Airflow:
         checks = [lambda stage: None]
+        api = Api()
+        dags = type("Dags", (), {"merge": "merge", "puller": "pull"})
 
     soak(lambda line: None, Airflow())
     assert struck[:3] == ["a", "b", "a"][:len(struck)] and len(struck) >= 3

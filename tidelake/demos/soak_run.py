@@ -57,7 +57,7 @@ class Soak:
             while time.monotonic() < end:
                 for check in airflow.checks:
                     check("soak")
-                self._sample(out, started)
+                self._sample(out, started, airflow)
                 if time.monotonic() >= next_fault and self._faults:
                     name, fault = self._faults[turn % len(self._faults)]
                     turn += 1
@@ -66,12 +66,12 @@ class Soak:
                     fault(say, airflow)
                     next_fault = time.monotonic() + self.options.fault_every_s
                 time.sleep(max(0.0, min(self.options.sample_every_s, end - time.monotonic())))
-            self._sample(out, started)
+            self._sample(out, started, airflow)
         say(f"soak: {len(self.samples)} samples, {len(self.struck)} faults over {self.options.minutes:g} min; "
             f"{self.summary_line()}")
 
-    def _sample(self, out, started: float) -> None:
-        sample = take_sample(self.run_id, self._layout, started)
+    def _sample(self, out, started: float, airflow: RunningAirflow) -> None:
+        sample = take_sample(self.run_id, self._layout, started, _task_ids(airflow))
         self.samples.append(sample)
         out.write(json.dumps(sample.to_json()) + "\n")
         out.flush()
@@ -92,6 +92,15 @@ class Soak:
         write_page(self.folder / "soak.html", series(self.samples), self.struck, verdicts,
                    f"tidelake soak {self.run_id}: {self.options.minutes:g} min")
         return flat and verified
+
+
+def _task_ids(airflow: RunningAirflow) -> dict[str, str]:
+    """Running task instance id -> task id, to name the task processes; {} while the API is down."""
+    try:
+        running = [*airflow.api.running_tasks(airflow.dags.merge), *airflow.api.running_tasks(airflow.dags.puller)]
+    except OSError:
+        return {}
+    return {t["id"]: t["task_id"] for t in running}
 
 
 def new_run_id() -> str:

@@ -2,8 +2,9 @@
 
 Every component a soak starts inherits RUN_MARK in its environment, so its processes are found by
 that mark alone, whoever their parent is now (PostgreSQL and the Spark daemons detach). A sample
-holds the resident memory summed per role (the role from the command line, ROLES) and the lag a
-reader sees: the worst and the median replica lag, and the capture lag (the lowest table
+holds the resident memory summed per role (the role from the command line, ROLES; an Airflow task
+process, titled `airflow worker -- <task instance id>` by the task runner, by its task id, which
+the caller looks up) and the lag a reader sees: the worst and the median replica lag, and the capture lag (the lowest table
 watermark's age). A series is flat when the median of its last quarter is at most FLAT_RATIO times
 the median of its second quarter plus a slack (the first quarter is warm-up: JIT, caches, the
 first bootstrap). Owner: the soak.
@@ -34,11 +35,12 @@ ROLES = (
     ("spark worker", re.compile(r"deploy\.worker\.Worker")),
     ("spark master", re.compile(r"deploy\.master\.Master")),
     ("spark driver", re.compile(r"SparkSubmit|pyspark")),
+    ("airflow executor", re.compile(r"airflow executor --")),
+    ("airflow supervisor", re.compile(r"airflow supervisor:")),
     ("airflow scheduler", re.compile(r"airflow\s+scheduler")),
     ("airflow triggerer", re.compile(r"airflow\s+triggerer")),
     ("airflow dag-processor", re.compile(r"airflow\s+dag-processor")),
     ("airflow api-server", re.compile(r"airflow\s+api-server|uvicorn|gunicorn")),
-    ("airflow task", re.compile(r"airflow\s+(?:tasks|worker)|airflow task|supervisor")),
     ("postgres", re.compile(r"postgres")),
     ("s3 server", re.compile(r"moto")),
 )
@@ -63,16 +65,23 @@ class Sample:
                 "capture_lag_s": self.capture_lag_s}
 
 
-def role_of(command: list[str]) -> str:
-    """The role of a process from its command line (ROLES), else its executable's name."""
+TASK_RUNNER = re.compile(r"airflow worker -- (\S+)")  # airflow.sdk.execution_time.task_runner's title
+
+
+def role_of(command: list[str], tasks: dict[str, str] | None = None) -> str:
+    """The role of a process from its command line (ROLES), else its executable's name; a task
+    runner's is `task <task id>` when `tasks` (task instance id -> task id) names it."""
     line = " ".join(command)
+    runner = TASK_RUNNER.search(line)
+    if runner:
+        return f"task {(tasks or {}).get(runner.group(1), 'unknown')}"
     for role, pattern in ROLES:
         if pattern.search(line):
             return role
     return (command[0].rsplit("/", 1)[-1] if command else "") or "unknown"
 
 
-def memory_by_role(run_id: str) -> tuple[dict[str, int], dict[str, int]]:
+def memory_by_role(run_id: str, tasks: dict[str, str] | None = None) -> tuple[dict[str, int], dict[str, int]]:
     """(role -> RSS bytes, role -> processes) over the processes carrying RUN_MARK=run_id."""
     rss: dict[str, int] = {}
     count: dict[str, int] = {}
@@ -80,7 +89,7 @@ def memory_by_role(run_id: str) -> tuple[dict[str, int], dict[str, int]]:
         try:
             if proc.environ().get(RUN_MARK) != run_id:
                 continue
-            role = role_of(proc.info["cmdline"] or [])
+            role = role_of(proc.info["cmdline"] or [], tasks)
             rss[role] = rss.get(role, 0) + proc.info["memory_info"].rss
             count[role] = count.get(role, 0) + 1
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, TypeError):
@@ -98,9 +107,9 @@ def lag_now(layout: LakeLayout) -> tuple[float | None, float | None, float | Non
     return (max(lags) if lags else None, statistics.median(lags) if lags else None, capture)
 
 
-def take_sample(run_id: str, layout: LakeLayout, started: float) -> Sample:
+def take_sample(run_id: str, layout: LakeLayout, started: float, tasks: dict[str, str] | None = None) -> Sample:
     """Memory now, and the lags unless the store does not answer (the S3 outage): then None."""
-    rss, count = memory_by_role(run_id)
+    rss, count = memory_by_role(run_id, tasks)
     try:
         worst, median, capture = lag_now(layout)
     except (TidelakeError, OSError):
