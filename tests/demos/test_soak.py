@@ -24,6 +24,8 @@ from tidelake.errors import InputError
     (["java", "-cp", "x", "org.apache.spark.executor.CoarseGrainedExecutorBackend"], "spark executor"),
     (["java", "-cp", "x", "org.apache.spark.deploy.worker.Worker", "spark://h:7077"], "spark worker"),
     (["/usr/lib/postgresql/15/bin/postgres", "-D", "/data"], "postgres"),
+    (["airflow api_server -- host:0.0.0.0 port:8080"], "airflow api-server"),
+    (["/venv/bin/python", "/venv/lib/site-packages/tidelake/orchestration/spark_jobs/merge_job.py"], "spark driver"),
     (["/usr/bin/unknown-thing", "--flag"], "unknown-thing"),
 ])
 def test_a_process_is_named_by_its_command_line(command, role):
@@ -37,20 +39,26 @@ def test_an_airflow_task_process_is_named_by_its_task():
     assert role_of(["airflow supervisor: 0193f1c2-7e4a"], tasks) == "airflow supervisor"
 
 
-def test_the_memory_of_marked_processes_only_is_summed_per_role():
+def test_the_memory_of_marked_processes_and_their_descendants_only_is_summed_per_role():
+    """The marked process starts a child without the mark, as a process that retitles itself
+    (setproctitle overwrites its environment) looks; an unmarked process of another run is left out."""
     run_id = new_run_id()
-    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
-    marked = subprocess.Popen(sleeper, env={**os.environ, RUN_MARK: run_id})
-    other = subprocess.Popen(sleeper, env={**os.environ, RUN_MARK: "another run"})
+    sleep = "import time; time.sleep(30)"
+    parent = (f"import os, subprocess, sys, time; env = dict(os.environ); env.pop({RUN_MARK!r}); "
+              f"subprocess.Popen([sys.executable, '-c', {sleep!r}], env=env); {sleep}")
+    marked = subprocess.Popen([sys.executable, "-c", parent], env={**os.environ, RUN_MARK: run_id},
+                              start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", sleep], env={**os.environ, RUN_MARK: "another run"})
     try:
-        time.sleep(0.3)
+        time.sleep(0.5)
         rss, count = memory_by_role(run_id)
     finally:
-        for proc in (marked, other):
-            proc.kill()
-            proc.wait()
+        os.killpg(marked.pid, 9)
+        other.kill()
+        marked.wait()
+        other.wait()
     name = os.path.basename(sys.executable)
-    assert count == {name: 1} and rss[name] > 1 << 20
+    assert count == {name: 2} and rss[name] > 2 << 20
 
 
 def _samples(rss_mib: list[float], lag_s: list[float]) -> list[Sample]:

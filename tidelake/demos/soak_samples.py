@@ -1,7 +1,9 @@
 """What a soak (tidelake.demos.soak) records over time, and whether it stayed flat.
 
 Every component a soak starts inherits RUN_MARK in its environment, so its processes are found by
-that mark alone, whoever their parent is now (PostgreSQL and the Spark daemons detach). A sample
+that mark, whoever their parent is now (PostgreSQL and the Spark daemons detach), and as
+descendants of a marked process (a process that retitles itself with setproctitle, as Airflow's
+api-server, executor and task processes do, overwrites its environment with its title). A sample
 holds the resident memory summed per role (the role from the command line, ROLES; an Airflow task
 process, titled `airflow worker -- <task instance id>` by the task runner, by its task id, which
 the caller looks up) and the lag a reader sees: the worst and the median replica lag, and the capture lag (the lowest table
@@ -34,13 +36,13 @@ ROLES = (
     ("spark executor", re.compile(r"CoarseGrainedExecutorBackend")),
     ("spark worker", re.compile(r"deploy\.worker\.Worker")),
     ("spark master", re.compile(r"deploy\.master\.Master")),
-    ("spark driver", re.compile(r"SparkSubmit|pyspark")),
+    ("spark driver", re.compile(r"SparkSubmit|pyspark|spark_jobs/\w+_job\.py")),
     ("airflow executor", re.compile(r"airflow executor --")),
     ("airflow supervisor", re.compile(r"airflow supervisor:")),
     ("airflow scheduler", re.compile(r"airflow\s+scheduler")),
     ("airflow triggerer", re.compile(r"airflow\s+triggerer")),
     ("airflow dag-processor", re.compile(r"airflow\s+dag-processor")),
-    ("airflow api-server", re.compile(r"airflow\s+api-server|uvicorn|gunicorn")),
+    ("airflow api-server", re.compile(r"airflow\s+api[-_]server|uvicorn|gunicorn")),
     ("postgres", re.compile(r"postgres")),
     ("s3 server", re.compile(r"moto")),
 )
@@ -85,16 +87,33 @@ def memory_by_role(run_id: str, tasks: dict[str, str] | None = None) -> tuple[di
     """(role -> RSS bytes, role -> processes) over the processes carrying RUN_MARK=run_id."""
     rss: dict[str, int] = {}
     count: dict[str, int] = {}
-    for proc in psutil.process_iter(["cmdline", "memory_info"]):
+    for proc in _run_processes(run_id):
         try:
-            if proc.environ().get(RUN_MARK) != run_id:
-                continue
-            role = role_of(proc.info["cmdline"] or [], tasks)
-            rss[role] = rss.get(role, 0) + proc.info["memory_info"].rss
-            count[role] = count.get(role, 0) + 1
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, TypeError):
-            continue  # gone between the listing and the read, or not ours to read
+            role = role_of(proc.cmdline(), tasks)
+            nbytes = proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue  # gone between the listing and the read
+        rss[role] = rss.get(role, 0) + nbytes
+        count[role] = count.get(role, 0) + 1
     return rss, count
+
+
+def _run_processes(run_id: str) -> list[psutil.Process]:
+    """The marked processes and every descendant of them, this process excluded."""
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(RUN_MARK) == run_id:
+                found[proc.pid] = proc
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue  # gone, or not ours to read
+    for root in list(found.values()):
+        try:
+            found.update((child.pid, child) for child in root.children(recursive=True))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    found.pop(psutil.Process().pid, None)
+    return list(found.values())
 
 
 def lag_now(layout: LakeLayout) -> tuple[float | None, float | None, float | None]:
