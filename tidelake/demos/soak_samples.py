@@ -1,15 +1,12 @@
 """What a soak (tidelake.demos.soak) records over time, and whether it stayed flat.
 
-Every component a soak starts inherits RUN_MARK in its environment, so its processes are found by
-that mark, whoever their parent is now (PostgreSQL and the Spark daemons detach), and as
-descendants of a marked process (a process that retitles itself with setproctitle, as Airflow's
-api-server, executor and task processes do, overwrites its environment with its title). A sample
-holds the resident memory summed per role (the role from the command line, ROLES; an Airflow task
-process, titled `airflow worker -- <task instance id>` by the task runner, by its task id, which
-the caller looks up) and the lag a reader sees: the worst and the median replica lag, and the capture lag (the lowest table
-watermark's age). A series is flat when the median of its last quarter is at most FLAT_RATIO times
-the median of its second quarter plus a slack (the first quarter is warm-up: JIT, caches, the
-first bootstrap). Owner: the soak.
+A soak's processes carry RUN_MARK in their environment (found whoever their parent is now), or
+descend from one that does (setproctitle overwrites the environment of Airflow's retitled
+processes). A sample holds the resident memory summed per role (ROLES, from the command line; a
+task runner by its task id) and the lags a reader sees: worst and median replica lag, and the
+capture lag (the lowest table watermark's age). A series is flat when its last quarter's median is
+at most FLAT_RATIO times its second quarter's plus a slack (the first quarter is warm-up).
+Owner: the soak.
 """
 
 from __future__ import annotations
