@@ -49,7 +49,8 @@ def test_the_changefeed_starts_before_the_simulator_and_takes_syncpoints(tmp_pat
 def test_airflow_env_points_at_the_demo_dags_the_workdir_and_a_local_spark(tmp_path):
     paths = DemoPaths(tmp_path)
     env = airflow_env(paths, 8181, base={"PATH": "/usr/bin", "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-                                               "AIRFLOW_CONN_WAREHOUSE": "postgres://x", "SPARK_REMOTE": "sc://x"})
+                                               "AIRFLOW_CONN_WAREHOUSE": "postgres://x", "SPARK_REMOTE": "sc://x",
+                                               "TIDELAKE_CONFIG": "/elsewhere.toml"})
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor" and "AIRFLOW_CONN_WAREHOUSE" not in env  # nothing inherited
     assert "SPARK_REMOTE" not in env  # the demo's changefeed config names its Spark
     assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == str(paths.airflow_home / PASSWORDS_FILE)
@@ -59,7 +60,7 @@ def test_airflow_env_points_at_the_demo_dags_the_workdir_and_a_local_spark(tmp_p
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith(f"sqlite:///{paths.airflow_home}")
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://localhost:8181/execution/"
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
-    assert env["TIDELAKE_CONFIG"] == str(paths.config)
+    assert "TIDELAKE_CONFIG" not in env  # the Replication page reads the config source from the serialized DAGs
     assert '"local[*]"' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert shutil.which("spark-submit", path=env["PATH"]) is not None  # docs/stack.md#apache-airflow-providers-apache-spark-634
 
@@ -179,4 +180,4 @@ def test_a_warm_spark_is_a_spark_connect_connection_and_the_bootstrap_stays_clas
     env = airflow_env(DemoPaths(tmp_path), 8181, base={"PATH": "/usr/bin"}, spark_remote="sc://127.0.0.1:15002")
     assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark_connect", "host": "sc://127.0.0.1:15002"}
     assert json.loads(env["AIRFLOW_CONN_SPARK_BOOTSTRAP"])["conn_type"] == "spark"
-    assert not [name for name in env if name.startswith("TIDELAKE_") and name != "TIDELAKE_CONFIG"]
+    assert not [name for name in env if name.startswith("TIDELAKE_")]

@@ -87,6 +87,16 @@ def test_stopped_table_shows_its_reason_and_empty_lake_says_so():
     assert "No replicated tables yet." in empty and "No merge run yet." in empty
 
 
+def test_a_changefeed_whose_config_cannot_be_read_is_one_line_and_the_others_still_show():
+    broken = {"changefeed": "gone", "error": "changefeed 'gone': DAG 'tidelake_puller__gone': config_path: <gone.toml>: "
+                                             "cannot read config"}
+    page = render_page([broken, report(table())])
+    assert "Changefeed gone" in page and "Changefeed shop" in page
+    assert '<p class="bad">changefeed &#39;gone&#39;: DAG &#39;tidelake_puller__gone&#39;: config_path: ' \
+           "&lt;gone.toml&gt;: cannot read config</p>" in page
+    assert "shop.orders" in page
+
+
 def test_sparkline_scales_into_the_box():
     points = [tuple(map(float, p.split(","))) for p in sparkline_points([0.0, 5.0, 10.0], width=100, height=20).split()]
     assert [x for x, _ in points] == [0.0, 50.0, 100.0]

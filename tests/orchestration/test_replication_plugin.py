@@ -95,3 +95,66 @@ def test_plugin_registers_the_replication_view(client):
     ours = next(p for p in plugins if p["name"] == "tidelake_replication")
     view = ours["external_views"][0]
     assert (view["name"], view["href"], view["url_route"]) == ("Replication", "/tidelake/replication", "replication")
+
+
+@pytest.fixture
+def deployed(airflow_db, tmp_path, monkeypatch):
+    """DAG files of the factory, parsed and stored in the metadata DB as the DAG processor stores
+    them (the api-server parses none); their DAGs are deleted afterwards."""
+    from airflow.api.common.delete_dag import delete_dag
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import sync_bag_to_db
+    from airflow.models import DagBag
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    DagBundlesManager().sync_bundles_to_db()
+    stored = []
+
+    def deploy(calls: dict[str, str]) -> None:
+        dags = tmp_path / "dags"
+        dags.mkdir(exist_ok=True)
+        for name, call in calls.items():
+            (dags / f"{name}.py").write_text(
+                f"from tidelake.orchestration.airflow.dag_factory import changefeed_dags\n\n{call}\n")
+        bag = DagBag(dag_folder=str(dags))
+        assert not bag.import_errors
+        sync_bag_to_db(bag, "dags-folder", None)
+        stored.extend(bag.dag_ids)
+
+    yield deploy
+    for dag_id in stored:
+        delete_dag(dag_id)
+
+
+def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client, deployed, tmp_path, monkeypatch):
+    """The changefeeds come from the serialized DAGs' config records (a file path, a connection's
+    extras); one whose config went missing is one line naming it, the others still show."""
+    import json
+
+    from airflow_test_env import write_changefeed
+
+    orders = write_changefeed(tmp_path, "orders")
+    gone = write_changefeed(tmp_path, "gone")
+    crm_text = write_changefeed(tmp_path, "crm").read_text()
+    monkeypatch.setenv("AIRFLOW_CONN_TIDELAKE_TEST_CRM_CFG",
+                       json.dumps({"conn_type": "generic", "extra": {"changefeed_toml": crm_text}}))
+    deployed({"orders": f"changefeed_dags('orders', config_path={str(orders)!r})",
+              "gone": f"changefeed_dags('gone', config_path={str(gone)!r})",
+              "crm": "changefeed_dags('crm', config_conn_id='tidelake_test_crm_cfg')"})
+    gone.unlink()
+    headers = {"Authorization": f"Bearer {token(client, 'watcher', VIEWER_PASSWORD)}"}
+    response = client.get("/tidelake/api/status", headers=headers)
+    assert response.status_code == 200, response.text
+    by_id = {report["changefeed"]: report for report in response.json()}
+    assert sorted(by_id) == ["crm", "gone", "orders"]
+    assert by_id["orders"] == {**REPORT, "changefeed": "orders"} and by_id["crm"] == {**REPORT, "changefeed": "crm"}
+    error = by_id["gone"]["error"]
+    assert error == f"changefeed 'gone': DAG 'tidelake_puller__gone': config_path: {gone}: cannot read config: " \
+        "No such file or directory"
+    assert "\n" not in error and "Traceback" not in error
+    page = client.get("/tidelake/replication", headers=headers)
+    assert page.status_code == 200
+    assert "Changefeed orders" in page.text and "Changefeed crm" in page.text and "Changefeed gone" in page.text
+    assert "Traceback" not in page.text
+    one = client.get("/tidelake/api/status", params={"changefeed": "crm"}, headers=headers)
+    assert [report["changefeed"] for report in one.json()] == ["crm"]

@@ -38,6 +38,7 @@ from tidelake.demos.supervisor import Child, StageFailed, await_stage, exit_code
 from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.orchestration.changefeeds import CONFIG_ENV
 from tidelake.orchestration.plugin_views import PAGE_PATH
 from tidelake.orchestration.writer_pool import writer_pool
 from tidelake.spark.connect_server import ServerSettings, accepting, server_command
@@ -261,9 +262,9 @@ def airflow_env(paths: DemoPaths, port: int, base: dict[str, str] | None = None,
         f"AIRFLOW_CONN_{BOOTSTRAP_SPARK_CONN_ID.upper()}": json.dumps(spark_connection(spark_master, spark_jars, None)),
         "PYSPARK_PYTHON": python,
     })
-    # The DAG file names its config; the Replication page lists the changefeeds of TIDELAKE_CONFIG:
-    # the api-server parses no DAG file.
-    env["TIDELAKE_CONFIG"] = str(paths.config)
+    # The DAG file names its config and the Replication page finds it in the serialized puller DAG:
+    # a caller's TIDELAKE_CONFIG would add its changefeeds to the page.
+    env.pop(CONFIG_ENV, None)
     return env
 
 

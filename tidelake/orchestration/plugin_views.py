@@ -159,9 +159,11 @@ _ENV = _environment()
 
 
 def render_page(reports: Sequence[Mapping[str, Any]], now: datetime | None = None) -> str:
-    """The whole page for the given changefeed status reports."""
+    """The whole page for the given changefeed status reports; a report {"changefeed", "error"} is
+    its one line."""
     generated = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     charts = [
+        None if "error" in report else
         {"lag": lag_chart(report["tables"]), "throughput": throughput_chart(report["apply_runs"])}
         for report in reports
     ]

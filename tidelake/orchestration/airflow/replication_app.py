@@ -18,8 +18,9 @@ from airflow.api_fastapi.core_api.security import requires_access_view
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from tidelake.errors import InputError
-from tidelake.orchestration.changefeeds import Changefeed, load_changefeeds
+from tidelake.errors import TidelakeError
+from tidelake.orchestration.airflow.deployed_changefeeds import Unreadable, deployed_changefeeds, entry_id
+from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.page_report import page_report
 from tidelake.orchestration.plugin_views import render_page
 
@@ -34,20 +35,25 @@ def create_app(status_source: StatusSource | None = None) -> FastAPI:
     )
 
     def reports(changefeed: str | None) -> list[dict[str, Any]]:
-        try:
-            feeds = load_changefeeds()
-        except InputError as exc:
-            raise HTTPException(status_code=503, detail=str(exc)) from None
+        entries = deployed_changefeeds()
         if changefeed is not None:
-            feeds = [f for f in feeds if f.config.changefeed_id == changefeed]
-            if not feeds:
-                raise HTTPException(status_code=404, detail=f"no changefeed {changefeed!r} is configured")
-        source = status_source or page_report
-        return [source(feed) for feed in feeds]
+            entries = [e for e in entries if entry_id(e) == changefeed]
+            if not entries:
+                raise HTTPException(status_code=404, detail=f"no changefeed {changefeed!r} is deployed")
+        return [report(e) for e in entries]
+
+    def report(entry: Changefeed | Unreadable) -> dict[str, Any]:
+        if isinstance(entry, Unreadable):
+            return {"changefeed": entry.changefeed_id, "error": entry.error}
+        try:
+            return (status_source or page_report)(entry)
+        except TidelakeError as exc:
+            return {"changefeed": entry.config.changefeed_id, "error": f"changefeed {entry.config.changefeed_id!r}: {exc}"}
 
     @app.get("/api/status")
     def status_json(changefeed: str | None = Query(default=None)) -> list[dict[str, Any]]:
-        """Status of every configured changefeed (or one), as `tidelake status --json`."""
+        """Status of every deployed changefeed (or one), as `tidelake status --json`; a changefeed
+        whose config cannot be read is {"changefeed", "error"}."""
         return reports(changefeed)
 
     @app.get("/replication", response_class=HTMLResponse)

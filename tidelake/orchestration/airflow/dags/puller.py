@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from tidelake.orchestration.airflow.puller_operator import PullerOperator
 from tidelake.orchestration.changefeeds import Changefeed
+from tidelake.orchestration.config_record import PARAM, config_record
 from tidelake.orchestration.dag_options import DagOptions
 
 
 def build(feed: Changefeed, options: DagOptions) -> DAG:
-    """The puller DAG of one changefeed, one mapped task per shard."""
+    """The puller DAG of one changefeed, one mapped task per shard; its param
+    config_record.PARAM tells the api-server where the changefeed's config is."""
     shards = feed.config.puller.shards
+    record = config_record(feed)
     with DAG(
         dag_id=feed.dag_id("puller"),
         description=f"Pull TiKV changes of changefeed {feed.config.changefeed_id} into {feed.config.lake.root}",
@@ -30,6 +33,7 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         catchup=False,
         tags=["tidelake", feed.config.changefeed_id],
         doc_md=__doc__,
+        params={PARAM: Param(record, const=record, description="where the Replication page reads the config")},
         default_args={"retries": 3, "retry_delay": timedelta(seconds=30), "retry_exponential_backoff": True,
                       "max_retry_delay": timedelta(minutes=10)},
     ) as dag:

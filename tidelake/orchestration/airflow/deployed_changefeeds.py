@@ -1,0 +1,88 @@
+"""The changefeeds the Replication page lists, read in the api-server from what Airflow stores.
+
+The api-server parses no DAG file. It reads the latest serialized puller DAGs (tag `tidelake`, not
+stale) from the metadata DB and, from each one's param tidelake.orchestration.config_record.PARAM,
+the changefeed's config source, which it reads as the tasks do: the file, or the connection's
+extras written to their file (hooks.config_source). The files TIDELAKE_CONFIG names come first and
+win for their changefeed ids (an explicit override; a deployment need not set it). A changefeed
+whose config cannot be read is one Unreadable line naming it, its DAG and the field; the others
+still show. Owner: the Airflow plugin (replication_app).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from airflow.models.dag import DagModel, DagTag
+from airflow.models.serialized_dag import SerializedDagModel
+from airflow.utils.session import create_session
+from sqlalchemy import select
+
+from tidelake.config import load_config
+from tidelake.errors import InputError
+from tidelake.orchestration.airflow.hooks.config_source import config_from_connection
+from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
+from tidelake.orchestration.config_record import PARAM, record_source
+
+PULLER_DAG = "tidelake_puller"  # Changefeed.dag_id("puller"), with or without "__<changefeed id>"
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A deployed changefeed whose config cannot be read: its id and the one-line reason."""
+
+    changefeed_id: str
+    error: str
+
+
+def deployed_changefeeds() -> list[Changefeed | Unreadable]:
+    """Every changefeed of TIDELAKE_CONFIG (when set) and of the serialized puller DAGs, by id once."""
+    entries: list[Changefeed | Unreadable] = []
+    if os.environ.get(CONFIG_ENV, "").strip():
+        try:
+            entries.extend(load_changefeeds())
+        except InputError as exc:
+            entries.append(Unreadable(CONFIG_ENV, str(exc)))
+    seen = {entry_id(e) for e in entries}
+    for dag_id, record in puller_records():
+        entry = _read(dag_id, record)
+        if entry_id(entry) not in seen:
+            seen.add(entry_id(entry))
+            entries.append(entry)
+    return entries
+
+
+def entry_id(entry: Changefeed | Unreadable) -> str:
+    """The changefeed id of an entry, read or not."""
+    return entry.config.changefeed_id if isinstance(entry, Changefeed) else entry.changefeed_id
+
+
+def puller_records() -> list[tuple[str, object]]:
+    """(DAG id, PARAM's value) of every current puller DAG that records one, by DAG id."""
+    with create_session() as session:
+        dag_ids = session.scalars(
+            select(DagModel.dag_id).join(DagTag, DagTag.dag_id == DagModel.dag_id)
+            .where(DagTag.name == "tidelake", DagModel.is_stale.is_(False),
+                   (DagModel.dag_id == PULLER_DAG) | DagModel.dag_id.startswith(f"{PULLER_DAG}__"))
+        ).all()
+        rows = SerializedDagModel.get_latest_serialized_dags(dag_ids=sorted(dag_ids), session=session)
+        dags = sorted((row.dag_id, row.dag) for row in rows)
+    return [(dag_id, dag.params[PARAM]) for dag_id, dag in dags if PARAM in dag.params]
+
+
+def _read(dag_id: str, record: object) -> Changefeed | Unreadable:
+    try:
+        changefeed_id, kind, value = record_source(record, dag_id)
+    except InputError as exc:
+        return Unreadable(dag_id, str(exc))
+    try:
+        path = config_from_connection(value) if kind == "config_conn_id" else value
+        config = load_config(path)
+        if config.changefeed_id != changefeed_id:
+            raise InputError(f"{path}: [changefeed].id is {config.changefeed_id!r} now")
+    except InputError as exc:
+        field = "" if kind == "config_conn_id" else f"{kind}: "  # the connection's error names its id and field
+        return Unreadable(changefeed_id, f"changefeed {changefeed_id!r}: DAG {dag_id!r}: {field}{exc}")
+    conn_id = value if kind == "config_conn_id" else None
+    return Changefeed(config_path=str(path), config=config, primary=False, config_conn_id=conn_id)
