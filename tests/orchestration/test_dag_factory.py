@@ -66,6 +66,36 @@ def test_an_airflow_variable_names_the_config_file(tmp_path, monkeypatch):
         find_changefeed("crm")
 
 
+def test_an_airflow_variable_holds_the_configs_text(tmp_path, monkeypatch):
+    """A Variable of several lines is the TOML text, written to its own file on the parsing host;
+    `config_variable` names any Variable; a bad or missing one is one line naming it."""
+    from tidelake.orchestration.airflow.dag_factory import find_changefeed
+    from tidelake.orchestration.config_connection import config_file, variable_config_file
+    from tidelake.orchestration.config_record import config_record
+
+    monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
+    text = write_changefeed(tmp_path, "orders").read_text()
+    written = variable_config_file("tidelake_config__orders")
+    written.unlink(missing_ok=True)
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_CONFIG__ORDERS", text)
+    feed = find_changefeed("orders")
+    assert (feed.config_path, feed.config_variable, feed.dag_id("merge")) == (
+        str(written), "tidelake_config__orders", "tidelake_merge__orders")
+    assert written.read_text() == text and written != config_file("tidelake_config__orders")
+    assert config_record(feed) == {"changefeed_id": "orders", "config_variable": "tidelake_config__orders"}
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_TEST_FEEDS_ORDERS", text)
+    assert find_changefeed("orders", config_variable="tidelake_test_feeds_orders").config_path == str(
+        variable_config_file("tidelake_test_feeds_orders"))
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_TEST_FEEDS_ORDERS", "[changefeed]\nid = 'orders'\n")
+    with pytest.raises(InputError) as err:
+        find_changefeed("orders", config_variable="tidelake_test_feeds_orders")
+    assert str(err.value).startswith("changefeed 'orders': Airflow Variable 'tidelake_test_feeds_orders': ")
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match=r"^changefeed 'orders': config_variable: Airflow Variable "
+                                         r"'tidelake_test_absent' is not set$"):
+        find_changefeed("orders", config_variable="tidelake_test_absent")
+
+
 def test_tidelake_config_keeps_its_dag_ids_and_lists_its_changefeeds_when_the_name_is_not_there(tmp_path, monkeypatch):
     from tidelake.orchestration.airflow.dag_factory import find_changefeed
 

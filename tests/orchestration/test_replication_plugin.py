@@ -128,7 +128,8 @@ def deployed(airflow_db, tmp_path, monkeypatch):
 
 def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client, deployed, tmp_path, monkeypatch):
     """The changefeeds come from the serialized DAGs' config records (a file path, a connection's
-    extras); one whose config went missing is one line naming it, the others still show."""
+    extras, a Variable's text); one whose config went missing is one line naming it, the others
+    still show."""
     import json
 
     from airflow_test_env import write_changefeed
@@ -138,7 +139,9 @@ def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client,
     crm_text = write_changefeed(tmp_path, "crm").read_text()
     monkeypatch.setenv("AIRFLOW_CONN_TIDELAKE_TEST_CRM_CFG",
                        json.dumps({"conn_type": "generic", "extra": {"changefeed_toml": crm_text}}))
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_TEST_BILLING_CFG", write_changefeed(tmp_path, "billing").read_text())
     deployed({"orders": f"changefeed_dags('orders', config_path={str(orders)!r})",
+              "billing": "changefeed_dags('billing', config_variable='tidelake_test_billing_cfg')",
               "gone": f"changefeed_dags('gone', config_path={str(gone)!r})",
               "crm": "changefeed_dags('crm', config_conn_id='tidelake_test_crm_cfg')"})
     gone.unlink()
@@ -146,7 +149,8 @@ def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client,
     response = client.get("/tidelake/api/status", headers=headers)
     assert response.status_code == 200, response.text
     by_id = {report["changefeed"]: report for report in response.json()}
-    assert sorted(by_id) == ["crm", "gone", "orders"]
+    assert sorted(by_id) == ["billing", "crm", "gone", "orders"]
+    assert by_id["billing"] == {**REPORT, "changefeed": "billing"}
     assert by_id["orders"] == {**REPORT, "changefeed": "orders"} and by_id["crm"] == {**REPORT, "changefeed": "crm"}
     error = by_id["gone"]["error"]
     assert error == f"changefeed 'gone': DAG 'tidelake_puller__gone': config_path: {gone}: cannot read config: " \

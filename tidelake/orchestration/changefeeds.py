@@ -32,6 +32,9 @@ class Changefeed:
     # The Airflow connection whose extras hold the config, written to config_path on each host
     # (tidelake.orchestration.config_connection); None: config_path is the user's file.
     config_conn_id: str | None = None
+    # The Airflow Variable holding the config's text or path (read again by the Replication page);
+    # None: neither.
+    config_variable: str | None = None
 
     def dag_id(self, kind: str) -> str:
         base = f"tidelake_{kind}"

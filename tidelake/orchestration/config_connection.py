@@ -1,9 +1,10 @@
-"""A changefeed config kept in an Airflow connection's extras (extra `changefeed_toml`, the TOML
-text), as a file: the tasks, the Spark jobs and the trigger read a config file, so the DAG parse and
-each task write the connection's text to `config_file(conn_id)` on their host (replaced whole, only
-when it changed) after checking it as load_config does. Relative paths in it resolve against that
-folder, so such a config names absolute ones. Bad input is one InputError line naming the
-connection id and the field. Owner: the DAG factory and its tasks (airflow.hooks.config_source).
+"""A changefeed config kept as TOML text by Airflow, as a file: the extra `changefeed_toml` of a
+connection, or the value of a Variable. The tasks, the Spark jobs and the trigger read a config
+file, so the DAG parse (and each task, which parses its DAG file first) writes the text to
+`config_file(conn_id)` or `variable_config_file(name)` on their host (replaced whole, only when it
+changed) after checking it as load_config does. Relative paths in it resolve against that folder,
+so such a config names absolute ones. Bad input is one InputError line naming the connection id
+or Variable and the field. Owner: the DAG factory and its tasks (airflow.hooks.config_source).
 """
 
 from __future__ import annotations
@@ -25,12 +26,22 @@ def config_file(conn_id: str) -> Path:
     return Path(tempfile.gettempdir()) / "tidelake-config" / f"{conn_id}.toml"
 
 
+def variable_config_file(name: str) -> Path:
+    """Where the config of Airflow Variable `name` is written on this host (a folder of its own: a
+    connection id and a Variable may share a name)."""
+    return Path(tempfile.gettempdir()) / "tidelake-config" / "variables" / f"{name}.toml"
+
+
 def write_config_text(conn_id: str, extra: Mapping[str, Any]) -> Path:
     """The connection's config checked and written to config_file(conn_id); its path."""
     text = extra.get(FIELD)
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"connection {conn_id!r}: extra {FIELD}: missing or empty (the changefeed config's TOML text)")
-    path = config_file(conn_id)
+    return write_checked(config_file(conn_id), text, f"connection {conn_id!r}: extra {FIELD}")
+
+
+def write_checked(path: Path, text: str, where: str) -> Path:
+    """`text` checked as a changefeed config and written to `path`; errors start with `where`."""
     if path.is_file() and path.read_text() == text:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,6 +51,6 @@ def write_config_text(conn_id: str, extra: Mapping[str, Any]) -> Path:
         load_config(partial)
     except InputError as exc:
         partial.unlink()
-        raise InputError(f"connection {conn_id!r}: extra {FIELD}: {str(exc).removeprefix(str(partial) + ': ')}") from None
+        raise InputError(f"{where}: {str(exc).removeprefix(str(partial) + ': ')}") from None
     partial.replace(path)
     return path

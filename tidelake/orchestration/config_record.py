@@ -3,8 +3,9 @@
 The api-server parses no DAG file, so the Replication page learns the deployed changefeeds from
 the serialized DAGs in Airflow's metadata DB: the DAG factory gives each puller DAG the param
 PARAM, a JSON Schema `const` (the trigger form does not show it and a run cannot change it),
-whose value names the changefeed and its config's source: `config_path` (a file) or
-`config_conn_id` (a connection whose extras hold the text), never the config's text or a secret.
+whose value names the changefeed and its config's source: `config_path` (a file),
+`config_conn_id` (a connection whose extras hold the text) or `config_variable` (a Variable holding
+the text or a path), never the config's text or a secret.
 Owner: the DAG factory writes it (dags/puller.py); the Replication app reads it
 (tidelake.orchestration.airflow.deployed_changefeeds).
 """
@@ -18,13 +19,15 @@ from tidelake.errors import InputError
 from tidelake.orchestration.changefeeds import Changefeed
 
 PARAM = "tidelake_config_source"
-SOURCES = ("config_path", "config_conn_id")
+SOURCES = ("config_path", "config_conn_id", "config_variable")
 
 
 def config_record(feed: Changefeed) -> dict[str, str]:
     """The record of `feed`: its changefeed id and the one source its config is read from."""
     if feed.config_conn_id is not None:
         return {"changefeed_id": feed.config.changefeed_id, "config_conn_id": feed.config_conn_id}
+    if feed.config_variable is not None:
+        return {"changefeed_id": feed.config.changefeed_id, "config_variable": feed.config_variable}
     return {"changefeed_id": feed.config.changefeed_id, "config_path": feed.config_path}
 
 

@@ -3,7 +3,7 @@
 The api-server parses no DAG file. It reads the latest serialized puller DAGs (tag `tidelake`, not
 stale) from the metadata DB and, from each one's param tidelake.orchestration.config_record.PARAM,
 the changefeed's config source, which it reads as the tasks do: the file, or the connection's
-extras written to their file (hooks.config_source). The files TIDELAKE_CONFIG names come first and
+extras or the Variable written to their file (hooks.config_source). The files TIDELAKE_CONFIG names come first and
 win for their changefeed ids (an explicit override; a deployment need not set it). A changefeed
 whose config cannot be read is one Unreadable line naming it, its DAG and the field; the others
 still show. Owner: the Airflow plugin (replication_app).
@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from tidelake.config import load_config
 from tidelake.errors import InputError
-from tidelake.orchestration.airflow.hooks.config_source import config_from_connection
+from tidelake.orchestration.airflow.hooks.config_source import config_from_connection, config_from_variable
 from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
 from tidelake.orchestration.config_record import PARAM, record_source
 
@@ -77,12 +77,24 @@ def _read(dag_id: str, record: object) -> Changefeed | Unreadable:
     except InputError as exc:
         return Unreadable(dag_id, str(exc))
     try:
-        path = config_from_connection(value) if kind == "config_conn_id" else value
+        path = _config_path(kind, value)
         config = load_config(path)
         if config.changefeed_id != changefeed_id:
             raise InputError(f"{path}: [changefeed].id is {config.changefeed_id!r} now")
     except InputError as exc:
         field = "" if kind == "config_conn_id" else f"{kind}: "  # the connection's error names its id and field
         return Unreadable(changefeed_id, f"changefeed {changefeed_id!r}: DAG {dag_id!r}: {field}{exc}")
-    conn_id = value if kind == "config_conn_id" else None
-    return Changefeed(config_path=str(path), config=config, primary=False, config_conn_id=conn_id)
+    return Changefeed(config_path=str(path), config=config, primary=False,
+                      config_conn_id=value if kind == "config_conn_id" else None,
+                      config_variable=value if kind == "config_variable" else None)
+
+
+def _config_path(kind: str, value: str) -> str:
+    if kind == "config_conn_id":
+        return config_from_connection(value)
+    if kind == "config_variable":
+        path = config_from_variable(value)
+        if path is None:
+            raise InputError(f"Airflow Variable {value!r} is not set")
+        return path
+    return value

@@ -1,18 +1,21 @@
-"""The changefeed config of an Airflow connection (the DAG factory's `config_conn_id`), read through
-Airflow like any connection (metadata DB, AIRFLOW_CONN_*, secrets backend) and written to its file
-on this host (tidelake.orchestration.config_connection): at DAG parse, and again at the start of
-every task, so a worker that never parsed the DAG has the file and an edited connection applies.
-A missing connection or field is one InputError line naming the connection id and the field.
-Owner: the DAG factory and the tasks it builds.
+"""The changefeed config of an Airflow connection (the DAG factory's `config_conn_id`) or Variable
+(`config_variable`, and `tidelake_config__<id>`), read through Airflow like any connection or
+Variable (metadata DB, AIRFLOW_CONN_* / AIRFLOW_VAR_*, secrets backend) and written to its file on
+this host (tidelake.orchestration.config_connection). The connection's file is written at DAG
+parse and again at the start of every task; the Variable's at every parse of the DAG file, which
+every task does first on its worker (Airflow 3's task runner), so an edited Variable applies to
+the next task. A Variable of one line is the path of a config file, of several lines the TOML
+text. A missing connection or field is one InputError line naming the connection id and the field.
+Owner: the DAG factory, the tasks it builds and the Replication app.
 """
 
 from __future__ import annotations
 
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Variable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from tidelake.errors import InputError
-from tidelake.orchestration.config_connection import write_config_text
+from tidelake.orchestration.config_connection import variable_config_file, write_checked, write_config_text
 
 
 def config_from_connection(conn_id: str) -> str:
@@ -23,6 +26,18 @@ def config_from_connection(conn_id: str) -> str:
         raise InputError(f"connection {conn_id!r}: not defined (add it in Admin > Connections, an AIRFLOW_CONN_* "
                          "variable or the secrets backend)") from None
     return str(write_config_text(conn_id, conn.extra_dejson))
+
+
+def config_from_variable(name: str) -> str | None:
+    """The config path Variable `name` holds, or the file written from the TOML text it holds;
+    None when the Variable is not set."""
+    value = Variable.get(name, default=None)
+    if value is None:
+        return None
+    text = str(value)
+    if "\n" not in text.strip():
+        return text.strip()
+    return str(write_checked(variable_config_file(name), text, f"Airflow Variable {name!r}"))
 
 
 def refresh_config(config_conn_id: str | None) -> None:
