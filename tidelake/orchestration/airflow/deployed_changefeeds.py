@@ -64,7 +64,7 @@ def puller_records() -> list[tuple[str, object]]:
         dag_ids = session.scalars(
             select(DagModel.dag_id).join(DagTag, DagTag.dag_id == DagModel.dag_id)
             .where(DagTag.name == "tidelake", DagModel.is_stale.is_(False),
-                   (DagModel.dag_id == PULLER_DAG) | DagModel.dag_id.startswith(f"{PULLER_DAG}__"))
+                   (DagModel.dag_id == PULLER_DAG) | DagModel.dag_id.startswith(f"{PULLER_DAG}__", autoescape=True))
         ).all()
         rows = SerializedDagModel.get_latest_serialized_dags(dag_ids=sorted(dag_ids), session=session)
         dags = sorted((row.dag_id, row.dag) for row in rows)
