@@ -181,3 +181,25 @@ def test_a_warm_spark_is_a_spark_connect_connection_and_the_bootstrap_stays_clas
     assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {"conn_type": "spark_connect", "host": "sc://127.0.0.1:15002"}
     assert json.loads(env["AIRFLOW_CONN_SPARK_BOOTSTRAP"])["conn_type"] == "spark"
     assert not [name for name in env if name.startswith("TIDELAKE_")]
+
+
+def test_the_page_check_refuses_a_changefeed_the_page_cannot_read():
+    """The demo's page check passes only when the JSON reports the demo's changefeed without an
+    error line (the page finds it from the serialized puller DAG, not TIDELAKE_CONFIG)."""
+    from tidelake.demos.on_airflow import CHANGEFEED_ID, _check_replication_page
+
+    class Api:
+        def __init__(self, reports):
+            self.reports = reports
+
+        def get_page(self, path):
+            if path.endswith("/api/status"):
+                return 200, json.dumps(self.reports)
+            return 200, "".join(f"<h2>Changefeed {r['changefeed']}</h2>" for r in self.reports)
+
+    said = []
+    _check_replication_page(Api([{"changefeed": CHANGEFEED_ID, "tables": []}]), said.append)
+    assert said
+    broken = {"changefeed": CHANGEFEED_ID, "error": f"changefeed {CHANGEFEED_ID!r}: DAG 'tidelake_puller__demo': x"}
+    with pytest.raises(StageFailed, match="tidelake_puller__demo"):
+        _check_replication_page(Api([broken]), said.append)

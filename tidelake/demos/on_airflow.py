@@ -39,7 +39,7 @@ from tidelake.errors import InputError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.orchestration.changefeeds import CONFIG_ENV
-from tidelake.orchestration.plugin_views import PAGE_PATH
+from tidelake.orchestration.plugin_views import PAGE_PATH, URL_PREFIX
 from tidelake.orchestration.writer_pool import writer_pool
 from tidelake.spark.connect_server import ServerSettings, accepting, server_command
 from tidelake.spark.s3a import lake_packages, s3a_confs, s3a_credential_env
@@ -48,6 +48,7 @@ from tidelake.syncpoint.records import read_syncpoints
 
 REPO = Path(__file__).resolve().parents[2]
 CHANGEFEED_ID = "demo"
+STATUS_PATH = f"{URL_PREFIX}/api/status"  # the Replication page's JSON
 BOOTSTRAP_SPARK_CONN_ID = "spark_bootstrap"
 DATABASE = "demo"
 # The workload's tables of every handle kind (int PK, clustered common handle, _tidb_rowid), a
@@ -464,12 +465,19 @@ def _check_connection_form(api: AirflowApi, pd: str, paths: DemoPaths, say: Say)
 
 def _check_replication_page(api: AirflowApi, say: Say) -> None:
     """The api-server serves the Replication plugin's page (from the package's entry point; the
-    plugins folder is empty) to the logged-in admin, and its JSON names the demo's changefeed."""
+    plugins folder is empty) to the logged-in admin, and its JSON reports the demo's changefeed,
+    found from the serialized puller DAG (no TIDELAKE_CONFIG), without an error."""
     status, page = api.get_page(PAGE_PATH)
     if status != 200:
         raise StageFailed("replication page", f"GET {PAGE_PATH} as admin: HTTP {status}: {page[:200]!r}")
     if f"Changefeed {CHANGEFEED_ID}" not in page:
         raise StageFailed("replication page", f"GET {PAGE_PATH} as admin: no changefeed {CHANGEFEED_ID!r} on the page")
+    status, body = api.get_page(STATUS_PATH)
+    reports = json.loads(body) if status == 200 else []
+    ours = [r for r in reports if r.get("changefeed") == CHANGEFEED_ID]
+    if len(ours) != 1 or "error" in ours[0]:
+        raise StageFailed("replication page", f"GET {STATUS_PATH} as admin: HTTP {status}: "
+                          f"{ours[0]['error'] if ours else body[:200]!r}")
     say(f"the Replication page is served at {PAGE_PATH} (plugin from the installed package's entry point)")
 
 
