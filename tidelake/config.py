@@ -81,7 +81,8 @@ class TlsConfig:
 @dataclass(frozen=True)
 class UpstreamConfig:
     """PD endpoints and TLS, or `connection`: a tidb_pd Airflow connection id holding them, which
-    only the puller task resolves (tidelake.orchestration.airflow.puller_operator); pd is then empty."""
+    the puller task (tidelake.orchestration.airflow.puller_operator) and the `tidelake` commands
+    (tidelake.cli.upstream_connection) resolve; pd is then empty."""
 
     pd: tuple[str, ...]
     tls: TlsConfig | None = None
@@ -91,8 +92,8 @@ class UpstreamConfig:
     def endpoints(self, user: str) -> list[str]:
         """The PD endpoints for `user`; a connection id is one InputError line: it is not resolved there."""
         if self.connection is not None:
-            raise InputError(f"[upstream].connection {self.connection!r}: {user} cannot read Airflow connections; "
-                             "only the puller task resolves it: give [upstream].pd for this")
+            raise InputError(f"[upstream].connection {self.connection!r}: {user} cannot read Airflow connections "
+                             "(the puller task and the tidelake commands can): give [upstream].pd for this")
         return list(self.pd)
 
 

@@ -34,12 +34,6 @@ def _huge_start_ts(tmp_path: Path) -> str:
     return str(path)
 
 
-def _by_connection(tmp_path: Path) -> str:
-    path = Path(_config(tmp_path))
-    path.write_text(path.read_text().replace(f'pd = ["{PD}"]', 'connection = "tidb_pd_prod"'))
-    return str(path)
-
-
 def _plain_file(tmp_path: Path) -> Path:
     (tmp_path / "plain").write_text("x")
     return tmp_path / "plain"
@@ -50,8 +44,6 @@ CLI_CASES = {
     "config not UTF-8": (lambda t: ["pull", "--config", _not_utf8(t)], "not UTF-8 text"),
     "config missing": (lambda t: ["pull", "--config", str(t / "nope.toml")], "cannot read config"),
     "config start_ts 2^64": (lambda t: ["pull", "--config", _huge_start_ts(t)], "[changefeed].start_ts"),
-    "pull, upstream by connection": (lambda t: ["pull", "--config", _by_connection(t)],
-                                     "[upstream].connection 'tidb_pd_prod': tidelake pull cannot read Airflow connections"),
     "config PD port 99999": (lambda t: ["pull", "--config", _config(t, pd=["127.0.0.1:99999"])], "port 99999, outside 1-65535"),
     "config PD without port": (lambda t: ["pull", "--config", _config(t, pd=["pd-host"])], "is not host:port"),
     "lake under a file": (lambda t: ["pull", "--config", _config_in(t, _plain_file(t) / "lake")], "is a file, not a folder"),

@@ -12,6 +12,7 @@ import math
 
 from tidelake import tso
 from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
+from tidelake.cli.upstream_connection import with_connection
 from tidelake.config import load_config
 from tidelake.errors import InputError
 
@@ -56,7 +57,7 @@ def options_from_args(args: argparse.Namespace):
 
 
 def run_and_report(args: argparse.Namespace, spark=None) -> int:
-    bootstrap = Bootstrap(load_config(args.config), options_from_args(args), spark=spark)
+    bootstrap = Bootstrap(with_connection(load_config(args.config)), options_from_args(args), spark=spark)
     results = bootstrap.run()
     written = [r for r in results if r.how != "skipped"]
     bootstrap.say(f"done: {len(written)} replicas written, {len(results) - len(written)} already there")

@@ -16,6 +16,7 @@ import sys
 import threading
 
 from tidelake.capture.changefeed.process_memory import tune_allocators, warn_jemalloc_too_late
+from tidelake.cli.upstream_connection import with_connection
 from tidelake.config import load_config
 from tidelake.errors import InputError
 from tidelake.failpoints import check_env_names
@@ -73,7 +74,7 @@ def _run_puller(args: argparse.Namespace, early_stop: threading.Event) -> int:
     check_env_names(LANDER_FAILPOINTS, "tidelake pull")
     if too_late:
         warn_jemalloc_too_late("`tidelake pull`")
-    config = load_config(args.config)
+    config = with_connection(load_config(args.config))
     check_lake_root(LakeLayout.from_config(config.lake))
     if args.shard is not None:
         shard = Shard.parse(args.shard)

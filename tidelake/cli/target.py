@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from tidelake.cli.upstream_connection import with_connection
 from tidelake.config import ChangefeedConfig, TlsConfig, check_pd_address, load_config
 from tidelake.errors import InputError
 from tidelake.lake.lake_check import require_lake
@@ -54,6 +55,8 @@ def _named_target(args: argparse.Namespace, pd_required: bool) -> Target:
             raise InputError(f"give either --config or {alternative}, not both")
 
         config = load_config(args.config)
+        if has_pd:  # a command that dials PD reads [upstream].connection; the others need no Airflow
+            config = with_connection(config)
         endpoints = config.upstream.endpoints("the command line") if pd_required else list(config.upstream.pd)
         return Target(LakeLayout.from_config(config.lake), endpoints, config.upstream.tls, config)
     if not args.lake:
