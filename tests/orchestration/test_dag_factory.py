@@ -70,7 +70,7 @@ def test_an_airflow_variable_holds_the_configs_text(tmp_path, monkeypatch):
     """A Variable of several lines is the TOML text, written to its own file on the parsing host;
     `config_variable` names any Variable; a bad or missing one is one line naming it."""
     from tidelake.orchestration.airflow.dag_factory import find_changefeed
-    from tidelake.orchestration.config_connection import config_file, variable_config_file
+    from tidelake.orchestration.config_text import config_file, variable_config_file
     from tidelake.orchestration.config_record import config_record
 
     monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
@@ -117,7 +117,7 @@ def test_a_connections_extras_hold_the_config(tmp_path, monkeypatch):
     the parsing host for the tasks; DAG ids carry the changefeed id and the tasks carry the conn id."""
     from airflow.models import DagBag
 
-    from tidelake.orchestration.config_connection import config_file
+    from tidelake.orchestration.config_text import config_file
 
     monkeypatch.delenv("TIDELAKE_CONFIG", raising=False)
     text = write_changefeed(tmp_path, "orders", shards=2).read_text()
@@ -166,7 +166,7 @@ def test_a_task_writes_the_connections_config_again_or_fails_in_one_line(tmp_pat
 
     from tidelake.orchestration.airflow.hooks.config_source import refresh_config
     from tidelake.orchestration.airflow.puller_operator import PullerOperator
-    from tidelake.orchestration.config_connection import config_file
+    from tidelake.orchestration.config_text import config_file
 
     text = write_changefeed(tmp_path, "orders").read_text()
     written = config_file("tidelake_test_task_cfg")

@@ -30,7 +30,7 @@ class Changefeed:
     config: ChangefeedConfig
     primary: bool
     # The Airflow connection whose extras hold the config, written to config_path on each host
-    # (tidelake.orchestration.config_connection); None: config_path is the user's file.
+    # (tidelake.orchestration.config_text); None: config_path is the user's file.
     config_conn_id: str | None = None
     # The Airflow Variable holding the config's text or path (read again by the Replication page);
     # None: neither.

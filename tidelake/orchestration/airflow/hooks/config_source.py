@@ -1,7 +1,7 @@
 """The changefeed config of an Airflow connection (the DAG factory's `config_conn_id`) or Variable
 (`config_variable`, and `tidelake_config__<id>`), read through Airflow like any connection or
 Variable (metadata DB, AIRFLOW_CONN_* / AIRFLOW_VAR_*, secrets backend) and written to its file on
-this host (tidelake.orchestration.config_connection). The connection's file is written at DAG
+this host (tidelake.orchestration.config_text). The connection's file is written at DAG
 parse and again at the start of every task; the Variable's at every parse of the DAG file, which
 every task does first on its worker (Airflow 3's task runner), so an edited Variable applies to
 the next task. A Variable of one line is the path of a config file, of several lines the TOML
@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook, Variable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from tidelake.errors import InputError
-from tidelake.orchestration.config_connection import variable_config_file, write_checked, write_config_text
+from tidelake.orchestration.config_text import variable_config_file, write_checked, write_config_text
 
 
 def config_from_connection(conn_id: str) -> str:
