@@ -126,7 +126,36 @@ def deployed(airflow_db, tmp_path, monkeypatch):
         delete_dag(dag_id)
 
 
-def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client, deployed, tmp_path, monkeypatch):
+@pytest.fixture
+def in_db(airflow_db):
+    """Connections (their extra changefeed_toml) and Variables stored in the metadata DB, as the UI
+    stores them; removed afterwards."""
+    import json
+
+    from airflow.models import Connection, Variable
+    from airflow.utils.session import create_session
+
+    stored: tuple[list[str], list[str]] = ([], [])
+
+    def store(connections: dict[str, str], variables: dict[str, str]) -> None:
+        with create_session() as session:
+            for conn_id, text in connections.items():
+                session.add(Connection(conn_id=conn_id, conn_type="generic", extra=json.dumps({"changefeed_toml": text})))
+                stored[0].append(conn_id)
+        for key, value in variables.items():
+            Variable.set(key, value)
+            stored[1].append(key)
+
+    yield store
+    with create_session() as session:
+        for conn_id in stored[0]:
+            session.query(Connection).filter(Connection.conn_id == conn_id).delete()
+    for key in stored[1]:
+        Variable.delete(key)
+
+
+def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client, deployed, in_db, tmp_path,
+                                                                         monkeypatch):
     """The changefeeds come from the serialized DAGs' config records (a file path, a connection's
     extras, a Variable's text); one whose config went missing is one line naming it, the others
     still show."""
@@ -139,12 +168,17 @@ def test_the_page_lists_the_deployed_changefeeds_without_tidelake_config(client,
     crm_text = write_changefeed(tmp_path, "crm").read_text()
     monkeypatch.setenv("AIRFLOW_CONN_TIDELAKE_TEST_CRM_CFG",
                        json.dumps({"conn_type": "generic", "extra": {"changefeed_toml": crm_text}}))
-    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_TEST_BILLING_CFG", write_changefeed(tmp_path, "billing").read_text())
+    billing_text = write_changefeed(tmp_path, "billing").read_text()
+    monkeypatch.setenv("AIRFLOW_VAR_TIDELAKE_TEST_BILLING_CFG", billing_text)
     deployed({"orders": f"changefeed_dags('orders', config_path={str(orders)!r})",
               "billing": "changefeed_dags('billing', config_variable='tidelake_test_billing_cfg')",
               "gone": f"changefeed_dags('gone', config_path={str(gone)!r})",
               "crm": "changefeed_dags('crm', config_conn_id='tidelake_test_crm_cfg')"})
     gone.unlink()
+    # the DAG processor read them from the environment; the api-server finds them in the metadata DB
+    monkeypatch.delenv("AIRFLOW_CONN_TIDELAKE_TEST_CRM_CFG")
+    monkeypatch.delenv("AIRFLOW_VAR_TIDELAKE_TEST_BILLING_CFG")
+    in_db({"tidelake_test_crm_cfg": crm_text}, {"tidelake_test_billing_cfg": billing_text})
     headers = {"Authorization": f"Bearer {token(client, 'watcher', VIEWER_PASSWORD)}"}
     response = client.get("/tidelake/api/status", headers=headers)
     assert response.status_code == 200, response.text

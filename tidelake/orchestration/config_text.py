@@ -40,6 +40,15 @@ def write_config_text(conn_id: str, extra: Mapping[str, Any]) -> Path:
     return write_checked(config_file(conn_id), text, f"connection {conn_id!r}: extra {FIELD}")
 
 
+def variable_config_path(name: str, value: Any) -> str:
+    """The config path of Airflow Variable `name` holding `value`: one line is a file's path,
+    several lines the TOML text, checked and written to variable_config_file(name)."""
+    text = str(value)
+    if "\n" not in text.strip():
+        return text.strip()
+    return str(write_checked(variable_config_file(name), text, f"Airflow Variable {name!r}"))
+
+
 def write_checked(path: Path, text: str, where: str) -> Path:
     """`text` checked as a changefeed config and written to `path`; errors start with `where`."""
     if path.is_file() and path.read_text() == text:

@@ -3,8 +3,12 @@
 The api-server parses no DAG file. It reads the latest serialized puller DAGs (tag `tidelake`, not
 stale) from the metadata DB and, from each one's param tidelake.orchestration.config_record.PARAM,
 the changefeed's config source, which it reads as the tasks do: the file, or the connection's
-extras or the Variable written to their file (hooks.config_source). The files TIDELAKE_CONFIG names come first and
-win for their changefeed ids (an explicit override; a deployment need not set it). A changefeed
+extras or the Variable written to their file (tidelake.orchestration.config_text). Connections and
+Variables are read through Airflow's core models, as the api-server's own routes read them: in the
+api-server the Task SDK's readers (hooks.config_source) skip the metadata DB (no server context is
+set for them there: airflow.sdk.execution_time.supervisor.ensure_secrets_backend_loaded). The
+files TIDELAKE_CONFIG names come first and win for their changefeed ids (an explicit override; a
+deployment need not set it). A changefeed
 whose config cannot be read is one Unreadable line naming it, its DAG and the field; the others
 still show. Owner: the Airflow plugin (replication_app).
 """
@@ -14,16 +18,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from airflow.exceptions import AirflowNotFoundException
+from airflow.models.connection import Connection
 from airflow.models.dag import DagModel, DagTag
 from airflow.models.serialized_dag import SerializedDagModel
+from airflow.models.variable import Variable
 from airflow.utils.session import create_session
 from sqlalchemy import select
 
 from tidelake.config import load_config
 from tidelake.errors import InputError
-from tidelake.orchestration.airflow.hooks.config_source import config_from_connection, config_from_variable
 from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
 from tidelake.orchestration.config_record import PARAM, record_source
+from tidelake.orchestration.config_text import variable_config_path, write_config_text
 
 PULLER_DAG = "tidelake_puller"  # Changefeed.dag_id("puller"), with or without "__<changefeed id>"
 
@@ -90,11 +97,16 @@ def _read(dag_id: str, record: object) -> Changefeed | Unreadable:
 
 
 def _config_path(kind: str, value: str) -> str:
+    """The config file of a source, read through Airflow's core models (module docstring)."""
     if kind == "config_conn_id":
-        return config_from_connection(value)
+        try:
+            conn = Connection.get_connection_from_secrets(value)
+        except AirflowNotFoundException:
+            raise InputError(f"connection {value!r}: not defined") from None
+        return str(write_config_text(value, conn.extra_dejson))
     if kind == "config_variable":
-        path = config_from_variable(value)
-        if path is None:
+        text = Variable.get(value, default_var=None)
+        if text is None:
             raise InputError(f"Airflow Variable {value!r} is not set")
-        return path
+        return variable_config_path(value, text)
     return value

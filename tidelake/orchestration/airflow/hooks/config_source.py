@@ -6,7 +6,7 @@ parse and again at the start of every task; the Variable's at every parse of the
 every task does first on its worker (Airflow 3's task runner), so an edited Variable applies to
 the next task. A Variable of one line is the path of a config file, of several lines the TOML
 text. A missing connection or field is one InputError line naming the connection id and the field.
-Owner: the DAG factory, the tasks it builds and the Replication app.
+Owner: the DAG factory and the tasks it builds.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook, Variable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from tidelake.errors import InputError
-from tidelake.orchestration.config_text import variable_config_file, write_checked, write_config_text
+from tidelake.orchestration.config_text import variable_config_path, write_config_text
 
 
 def config_from_connection(conn_id: str) -> str:
@@ -32,12 +32,7 @@ def config_from_variable(name: str) -> str | None:
     """The config path Variable `name` holds, or the file written from the TOML text it holds;
     None when the Variable is not set."""
     value = Variable.get(name, default=None)
-    if value is None:
-        return None
-    text = str(value)
-    if "\n" not in text.strip():
-        return text.strip()
-    return str(write_checked(variable_config_file(name), text, f"Airflow Variable {name!r}"))
+    return None if value is None else variable_config_path(name, value)
 
 
 def refresh_config(config_conn_id: str | None) -> None:
