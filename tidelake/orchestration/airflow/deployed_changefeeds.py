@@ -1,16 +1,12 @@
 """The changefeeds the Replication page lists, read in the api-server from what Airflow stores.
 
-The api-server parses no DAG file. It reads the latest serialized puller DAGs (tag `tidelake`, not
-stale) from the metadata DB and, from each one's param tidelake.orchestration.config_record.PARAM,
-the changefeed's config source, which it reads as the tasks do: the file, or the connection's
-extras or the Variable written to their file (tidelake.orchestration.config_text). Connections and
-Variables are read through Airflow's core models, as the api-server's own routes read them: in the
-api-server the Task SDK's readers (hooks.config_source) skip the metadata DB (no server context is
-set for them there: airflow.sdk.execution_time.supervisor.ensure_secrets_backend_loaded). The
-files TIDELAKE_CONFIG names come first and win for their changefeed ids (an explicit override; a
-deployment need not set it). A changefeed
-whose config cannot be read is one Unreadable line naming it, its DAG and the field; the others
-still show. Owner: the Airflow plugin (replication_app).
+The api-server parses no DAG file: it reads the latest serialized puller DAGs (tag `tidelake`, not
+stale) and each one's config_record.PARAM, then the config from that source as the tasks do
+(config_text). Connections and Variables go through Airflow's core models, as the api-server's own
+routes: there the Task SDK's readers skip the metadata DB (no server context is set:
+airflow.sdk.execution_time.supervisor.ensure_secrets_backend_loaded). TIDELAKE_CONFIG's files, if
+set, come first and win for their ids. A config that cannot be read is one Unreadable line naming
+the changefeed, its DAG and the field; the others still show. Owner: the Airflow plugin.
 """
 
 from __future__ import annotations
