@@ -1,7 +1,7 @@
 """[upstream].connection for the `tidelake` commands that dial PD (pull, bootstrap, verify, status):
 the tidb_pd Airflow connection resolved through TiDBPDHook, as the puller task resolves it, from
-wherever this process's Airflow reads connections (AIRFLOW_CONN_*, its metadata DB, a secrets
-backend). Reading one needs Airflow (the `airflow` extra): without it one InputError line. PEM
+an AIRFLOW_CONN_* variable or the configured secrets backend (outside a task the Task SDK reads no
+metadata DB). Reading one needs Airflow (the `airflow` extra): without it one InputError line. PEM
 text held by the connection is written to owner-only files that live until the command exits.
 Owner: the CLI (target.py and the pull and bootstrap commands).
 """
