@@ -379,3 +379,71 @@ def test_a_regions_entries_events_of_one_response_reach_the_handler_in_one_call_
     finally:
         channel.close()
         store.stop()
+
+
+class CallSink(RecordingSink):
+    """Records each on_rows call's commit ts, to see how rows were batched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = []
+
+    def on_rows(self, rows) -> None:
+        self.calls.append([r.commit_ts for r in rows])
+        super().on_rows(rows)
+
+
+def _region_feed(client_state):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(state=client_state)
+
+
+def _initialized_state():
+    from tidelake.capture.eventfeed.region_state import RegionFeedState
+
+    state = RegionFeedState(1, 1, table_record_span_encoded(T1), table_start_ts=10, checkpoint_ts=10)
+    state.handle_rows([E.Row(type=E.INITIALIZED)])
+    return state
+
+
+def _committed_event(handles, start_ts):
+    prewrites = [row(E.PREWRITE, T1, h, start_ts, value=b"v%d" % h) for h in handles]
+    return prewrites + [row(E.COMMIT, T1, h, start_ts, start_ts + 1) for h in handles]
+
+
+def test_a_hand_offs_committed_rows_reach_the_sink_in_bounded_batches_in_order():
+    """One sink call per small event was most of the lander's cost (bench_puller's profile): a
+    hand-off's events go to the sink in calls of SINK_BATCH_ROWS rows, more only when one event
+    completes more, every row once and in order."""
+    from tidelake.capture.eventfeed.client import SINK_BATCH_ROWS
+
+    sink = CallSink()
+    client = EventFeedClient(FakePD({}, []), sink, OPTIONS)
+    try:
+        feed = _region_feed(_initialized_state())
+        events = [_committed_event([i], 100 + 2 * i) for i in range(2 * SINK_BATCH_ROWS + 100)]
+        big = 3 * SINK_BATCH_ROWS // 2  # one event completing more than a batch stays whole
+        events.append(_committed_event(range(10_000, 10_000 + big), 100_000))
+        client._on_entries(feed, events)
+        assert [len(c) for c in sink.calls] == [SINK_BATCH_ROWS, SINK_BATCH_ROWS, 100 + big]
+        assert [r.commit_ts for r in sink.rows] == [101 + 2 * i for i in range(2 * SINK_BATCH_ROWS + 100)] + [
+            100_001] * big
+        assert sink.rows[0].value == b"v0" and sink.rows[-1].value == b"v%d" % (10_000 + big - 1)
+    finally:
+        client.close()
+
+
+def test_rows_completed_before_a_failing_event_still_reach_the_sink():
+    """An event that breaks the protocol fails the feed; the rows of the events before it were
+    completed and are delivered first, as when each event had its own sink call."""
+    sink = CallSink()
+    client = EventFeedClient(FakePD({}, []), sink, OPTIONS)
+    try:
+        feed = _region_feed(_initialized_state())
+        events = [_committed_event([1], 100), _committed_event([2], 102), [row(E.COMMIT, T1, 3, 104, 105)]]
+        with pytest.raises(PrewriteNotMatchError):
+            client._on_entries(feed, events)
+        assert sink.calls == [[101, 103]]
+    finally:
+        client.close()

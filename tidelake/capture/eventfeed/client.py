@@ -53,6 +53,10 @@ from tidelake.upstream.channels import make_channel
 log = logging.getLogger(__name__)
 
 _subscription_ids = itertools.count(1)  # TiCDC AllocSubscriptionID: global, from 1 (docs/wire.md#request-it-sends)
+# A region's committed rows of one hand-off go to the sink in calls of about this many rows (more
+# only when one event completes more): one sink call per event cost more than its rows when
+# events are small, and the bound keeps what the sink's memory quota admits at once small.
+SINK_BATCH_ROWS = 1024
 
 
 class PDLike(Protocol):
@@ -545,12 +549,22 @@ class EventFeedClient:
 
     # ---- region events (worker threads) ----------------------------------------------------
 
-    def _on_rows(self, feed: _RegionFeed, rows: list[cdcpb_pb2.Event.Row]) -> None:
-        if feed.state.stopped or self._done.is_set():
-            return
-        changes = feed.state.handle_rows(rows)
-        if changes:
-            self._sink.on_rows(changes)
+    def _on_entries(self, feed: _RegionFeed, events: list[list[cdcpb_pb2.Event.Row]]) -> None:
+        """Apply a region's Entries events in order; their committed rows go to the sink in calls
+        of SINK_BATCH_ROWS or more, each before the next event is applied past that bound and all
+        before this returns (so before any resolved ts this worker handles next)."""
+        changes: list[RowChange] = []
+        try:
+            for rows in events:
+                if feed.state.stopped or self._done.is_set():
+                    break
+                changes.extend(feed.state.handle_rows(rows))
+                if len(changes) >= SINK_BATCH_ROWS:
+                    batch, changes = changes, []
+                    self._sink.on_rows(batch)
+        finally:  # the rows of the events applied before a failing one are delivered, as they were completed
+            if changes:
+                self._sink.on_rows(changes)
 
     def _on_resolved(self, feeds: list[_RegionFeed], ts: int) -> None:
         if self._done.is_set():
@@ -667,11 +681,7 @@ class _Router:
         workers.submit(workers.index_of(feed.subscription.id), fn)
 
     def on_entries(self, token: _RegionFeed, events: list[list[cdcpb_pb2.Event.Row]]) -> None:
-        def handle() -> None:
-            for rows in events:
-                self._client._on_rows(token, rows)
-
-        self._submit(token, handle)
+        self._submit(token, lambda: self._client._on_entries(token, events))
 
     def on_resolved(self, tokens: list[_RegionFeed], ts: int) -> None:
         by_subscription: dict[int, list[_RegionFeed]] = {}

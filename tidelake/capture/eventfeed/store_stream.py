@@ -201,7 +201,7 @@ class StoreStream:
         # One region's Entries events of this response go to the handler in one call, in order:
         # a handler call (and a region worker's hand-off) per event cost more than its rows when
         # events are small. A region's other events flush its entries first, so its order holds.
-        # Each event stays its own list: the sink's memory quota admits rows an event at a time.
+        # Each event stays its own list; the client hands their rows to the sink in bounded batches.
         pending: dict[Any, list[list[cdcpb_pb2.Event.Row]]] = {}
         for event in response.events:
             subscription = event.request_id if fixed_subscription is None else fixed_subscription
