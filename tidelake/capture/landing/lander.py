@@ -15,8 +15,9 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.bucket_compaction import BucketCompactor
@@ -31,7 +32,7 @@ from tidelake.failpoints import failpoint
 from tidelake.lake.damage import first_line
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import DEFAULT_BUCKET_SECONDS, LakeLayout
-from tidelake.lake.row_change import ROW_OVERHEAD_BYTES, RowChange, check_ops, memory_bytes
+from tidelake.lake.row_change import OP_DELETE, OP_PUT, ROW_OVERHEAD_BYTES, RowChange, check_ops
 from tidelake.lake.store_room import check_room, probe_room, refusal
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ LANDER_FAILPOINTS = (
 # The floor of the RSS check is this fraction of a flush: a flush under memory pressure still
 # carries at least an eighth of a full one, so commits stay few (a larger floor held more RSS).
 FLOOR_DIVISOR = 8
+# A call larger than this fraction of the quota is admitted in pieces of at most that size (a row
+# larger is a piece of its own), so a producer waits at the quota as if it had offered rows a few
+# at a time: the feed hands over up to a thousand rows per call, and a call is admitted whole.
+PIECE_DIVISOR = 16
 # While the store has no room: the longest wait between two tries of the flush, and how often the
 # lander says again that landing is paused.
 PAUSED_RETRY_S = 10.0
@@ -58,12 +63,31 @@ class LanderClosedError(StopRequested):
     """Rows were offered after close() or refuse_rows(): the puller is winding down, it did not fail."""
 
 
-def _per_table(rows: Iterable[RowChange]) -> dict[int, tuple[int, int]]:
-    """table id -> (rows, key + value + old value bytes)."""
-    totals: dict[int, tuple[int, int]] = {}
+_OPS = frozenset((OP_PUT, OP_DELETE))
+_TABLE_ID, _OP = attrgetter("table_id"), attrgetter("op")
+_KEY, _VALUE, _OLD_VALUE = attrgetter("key"), attrgetter("value"), attrgetter("old_value")
+
+
+def _payload(rows: Sequence[RowChange]) -> int:
+    """Key + value + old value bytes of `rows` (iterated in C, a pass per field)."""
+    return (sum(map(len, map(_KEY, rows))) + sum(map(len, map(_VALUE, rows)))
+            + sum(map(len, map(_OLD_VALUE, rows))))
+
+
+def _per_table(rows: Sequence[RowChange]) -> dict[int, list[int]]:
+    """table id -> [rows, key + value + old value bytes]. The feed hands over one region's rows at
+    a time, so a call's rows are nearly always of one table: that case is counted without a
+    Python step per row."""
+    table_ids = list(map(_TABLE_ID, rows))
+    if not table_ids:
+        return {}
+    if table_ids.count(table_ids[0]) == len(table_ids):
+        return {table_ids[0]: [len(rows), _payload(rows)]}
+    totals: dict[int, list[int]] = {}
     for r in rows:
-        count, nbytes = totals.get(r.table_id, (0, 0))
-        totals[r.table_id] = (count + 1, nbytes + len(r.key) + len(r.value) + len(r.old_value))
+        total = totals.setdefault(r.table_id, [0, 0])
+        total[0] += 1
+        total[1] += len(r.key) + len(r.value) + len(r.old_value)
     return totals
 
 
@@ -75,6 +99,7 @@ class _Batch:
     table_resolved: dict[int, int]
     ddl_resolved: int
     memory: int  # what the quota counts (memory_bytes)
+    per_table: dict[int, list[int]]  # table id -> [rows, payload bytes] of `rows`: the per-table metrics
     watermarks_changed: bool = False
 
 
@@ -111,6 +136,7 @@ class Lander:
         self._flush_bytes = min(flush_bytes, memory_quota_bytes)
         self._resident = resident
         self._floor = self._flush_bytes // FLOOR_DIVISOR if floor_bytes is None else floor_bytes
+        self._piece = max(1, memory_quota_bytes // PIECE_DIVISOR)
         self._interval = flush_interval_s
         self._changelog = ChangelogWriter(layout, self.app_id, bucket_seconds)
         self._ddl_log = DdlWriter(layout, self.app_id)
@@ -132,6 +158,7 @@ class Lander:
         self._rows: list[RowChange] = []
         self._ddl: list[DdlRow] = []
         self._buffered = 0  # memory_bytes of _rows (not yet taken by a flush)
+        self._buffered_tables: dict[int, list[int]] = {}  # _per_table of _rows, summed as they are added
         self._payload_added = 0  # key + value + old value bytes of every row added
         self._in_flight: _Batch | None = None
         self._closed = False
@@ -145,6 +172,7 @@ class Lander:
         self._flush_again = False
         self._labels = {"changefeed": changefeed_id}
         self._metrics = metrics or default_lander_metrics()
+        self._buffered_gauge = self._metrics.buffered_bytes.labels(**self._labels)
         self._flusher = threading.Thread(
             target=self._flush_loop, name=f"lander-{changefeed_id}", daemon=True
         )
@@ -159,9 +187,33 @@ class Lander:
     # --- producer side -------------------------------------------------------------------
 
     def add_rows(self, rows: Sequence[RowChange]) -> None:
-        """Buffer rows; blocks while the memory quota is full (backpressure)."""
-        check_ops(rows)
-        nbytes = memory_bytes(rows)
+        """Buffer rows, in order; blocks while the memory quota is full (backpressure). A call of
+        more than a PIECE_DIVISOR-th of the quota is admitted piece by piece."""
+        if not _OPS.issuperset(map(_OP, rows)):
+            check_ops(rows)  # names the first bad row; nothing is buffered
+        per_table = _per_table(rows)
+        payload = sum(nbytes for _, nbytes in per_table.values())
+        if payload + ROW_OVERHEAD_BYTES * len(rows) <= self._piece or len(rows) == 1:
+            self._admit(rows, per_table, payload)
+            return
+        piece: list[RowChange] = []
+        size = 0
+        for row in rows:
+            row_bytes = ROW_OVERHEAD_BYTES + len(row.key) + len(row.value) + len(row.old_value)
+            if piece and size + row_bytes > self._piece:
+                self._admit_piece(piece)
+                piece, size = [], 0
+            piece.append(row)
+            size += row_bytes
+        self._admit_piece(piece)
+
+    def _admit_piece(self, rows: list[RowChange]) -> None:
+        per_table = _per_table(rows)
+        self._admit(rows, per_table, sum(nbytes for _, nbytes in per_table.values()))
+
+    def _admit(self, rows: Sequence[RowChange], per_table: dict[int, list[int]], payload: int) -> None:
+        """Buffer `rows` whole once they fit the quota (or nothing else is held)."""
+        nbytes = payload + ROW_OVERHEAD_BYTES * len(rows)  # = memory_bytes(rows)
         with self._cond:
             if self._resident is not None:
                 self._resident.mark_base()
@@ -173,8 +225,12 @@ class Lander:
             self._check_open()
             self._rows.extend(rows)
             self._buffered += nbytes
-            self._payload_added += nbytes - ROW_OVERHEAD_BYTES * len(rows)
-            self._metrics.buffered_bytes.labels(**self._labels).set(self._used())
+            self._payload_added += payload
+            for table_id, (count, table_bytes) in per_table.items():
+                total = self._buffered_tables.setdefault(table_id, [0, 0])
+                total[0] += count
+                total[1] += table_bytes
+            self._buffered_gauge.set(self._used())
             if self._buffered >= self._flush_bytes:
                 self._flush_wanted = True
                 self._cond.notify_all()
@@ -278,10 +334,10 @@ class Lander:
                 return None
             batch = _Batch(
                 self._next_seq, self._rows, self._ddl, table_resolved, ddl_resolved,
-                self._buffered, watermarks_changed=changed,
+                self._buffered, self._buffered_tables, watermarks_changed=changed,
             )
             self._next_seq += 1
-            self._rows, self._ddl, self._buffered = [], [], 0
+            self._rows, self._ddl, self._buffered, self._buffered_tables = [], [], 0, {}
             self._in_flight = batch
             self._cond.notify_all()  # the buffer is empty again: a producer held by the floor goes on
             return batch
@@ -306,13 +362,12 @@ class Lander:
             self._in_flight = None
             if batch.watermarks_changed:
                 self._durable = _Durable(batch.table_resolved, batch.ddl_resolved)
-            self._metrics.buffered_bytes.labels(**self._labels).set(self._used())
+            self._buffered_gauge.set(self._used())
             self._cond.notify_all()
         self._metrics.flushes.labels(**self._labels).inc()
         self._metrics.rows.labels(**self._labels).inc(len(batch.rows))
-        per_table = _per_table(batch.rows)
-        self._metrics.bytes.labels(**self._labels).inc(sum(nbytes for _, nbytes in per_table.values()))
-        for table_id, (count, nbytes) in per_table.items():
+        self._metrics.bytes.labels(**self._labels).inc(sum(nbytes for _, nbytes in batch.per_table.values()))
+        for table_id, (count, nbytes) in batch.per_table.items():
             self._metrics.table_rows.labels(table_id=str(table_id), **self._labels).inc(count)
             self._metrics.table_bytes.labels(table_id=str(table_id), **self._labels).inc(nbytes)
         self._metrics.flush_seconds.labels(**self._labels).observe(time.monotonic() - started)
