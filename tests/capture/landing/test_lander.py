@@ -339,8 +339,8 @@ def test_metrics_and_progress_count_rows_and_bytes(open_lander, make_rows):
 
 
 def test_per_table_metrics_stay_exact_for_calls_of_one_or_many_tables(open_lander, make_rows):
-    """The per-table rows and bytes are counted as rows are added (a call of one table without a
-    Python step per row) and exported once their flush lands: exact for calls mixing tables too."""
+    """The per-table rows and bytes are counted per call as rows are added, carried with their
+    flush and exported once it lands: exact across flushes and for calls mixing tables."""
     registry = CollectorRegistry()
     lander = open_lander(metrics=LanderMetrics(registry))
 

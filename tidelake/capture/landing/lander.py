@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -64,30 +64,15 @@ class LanderClosedError(StopRequested):
 
 
 _OPS = frozenset((OP_PUT, OP_DELETE))
-_TABLE_ID, _OP = attrgetter("table_id"), attrgetter("op")
-_KEY, _VALUE, _OLD_VALUE = attrgetter("key"), attrgetter("value"), attrgetter("old_value")
+_OP = attrgetter("op")
 
 
-def _payload(rows: Sequence[RowChange]) -> int:
-    """Key + value + old value bytes of `rows` (iterated in C, a pass per field)."""
-    return (sum(map(len, map(_KEY, rows))) + sum(map(len, map(_VALUE, rows)))
-            + sum(map(len, map(_OLD_VALUE, rows))))
-
-
-def _per_table(rows: Sequence[RowChange]) -> dict[int, list[int]]:
-    """table id -> [rows, key + value + old value bytes]. The feed hands over one region's rows at
-    a time, so a call's rows are nearly always of one table: that case is counted without a
-    Python step per row."""
-    table_ids = list(map(_TABLE_ID, rows))
-    if not table_ids:
-        return {}
-    if table_ids.count(table_ids[0]) == len(table_ids):
-        return {table_ids[0]: [len(rows), _payload(rows)]}
-    totals: dict[int, list[int]] = {}
+def _per_table(rows: Iterable[RowChange]) -> dict[int, tuple[int, int]]:
+    """table id -> (rows, key + value + old value bytes)."""
+    totals: dict[int, tuple[int, int]] = {}
     for r in rows:
-        total = totals.setdefault(r.table_id, [0, 0])
-        total[0] += 1
-        total[1] += len(r.key) + len(r.value) + len(r.old_value)
+        count, nbytes = totals.get(r.table_id, (0, 0))
+        totals[r.table_id] = (count + 1, nbytes + len(r.key) + len(r.value) + len(r.old_value))
     return totals
 
 
@@ -99,7 +84,7 @@ class _Batch:
     table_resolved: dict[int, int]
     ddl_resolved: int
     memory: int  # what the quota counts (memory_bytes)
-    per_table: dict[int, list[int]]  # table id -> [rows, payload bytes] of `rows`: the per-table metrics
+    per_table: dict[int, tuple[int, int]]  # table id -> (rows, payload bytes) of `rows`: the per-table metrics
     watermarks_changed: bool = False
 
 
@@ -158,7 +143,7 @@ class Lander:
         self._rows: list[RowChange] = []
         self._ddl: list[DdlRow] = []
         self._buffered = 0  # memory_bytes of _rows (not yet taken by a flush)
-        self._buffered_tables: dict[int, list[int]] = {}  # _per_table of _rows, summed as they are added
+        self._buffered_tables: dict[int, tuple[int, int]] = {}  # _per_table of _rows, summed as they are added
         self._payload_added = 0  # key + value + old value bytes of every row added
         self._in_flight: _Batch | None = None
         self._closed = False
@@ -211,7 +196,7 @@ class Lander:
         per_table = _per_table(rows)
         self._admit(rows, per_table, sum(nbytes for _, nbytes in per_table.values()))
 
-    def _admit(self, rows: Sequence[RowChange], per_table: dict[int, list[int]], payload: int) -> None:
+    def _admit(self, rows: Sequence[RowChange], per_table: dict[int, tuple[int, int]], payload: int) -> None:
         """Buffer `rows` whole once they fit the quota (or nothing else is held)."""
         nbytes = payload + ROW_OVERHEAD_BYTES * len(rows)  # = memory_bytes(rows)
         with self._cond:
@@ -227,9 +212,8 @@ class Lander:
             self._buffered += nbytes
             self._payload_added += payload
             for table_id, (count, table_bytes) in per_table.items():
-                total = self._buffered_tables.setdefault(table_id, [0, 0])
-                total[0] += count
-                total[1] += table_bytes
+                buffered_count, buffered_bytes = self._buffered_tables.get(table_id, (0, 0))
+                self._buffered_tables[table_id] = (buffered_count + count, buffered_bytes + table_bytes)
             self._buffered_gauge.set(self._used())
             if self._buffered >= self._flush_bytes:
                 self._flush_wanted = True
