@@ -447,3 +447,17 @@ def test_rows_completed_before_a_failing_event_still_reach_the_sink():
         assert sink.calls == [[101, 103]]
     finally:
         client.close()
+
+
+def test_a_failing_event_fails_the_feed_with_its_own_error_even_when_the_sink_fails_too():
+    class FailingSink(CallSink):
+        def on_rows(self, rows) -> None:
+            raise RuntimeError("sink failed")
+
+    client = EventFeedClient(FakePD({}, []), FailingSink(), OPTIONS)
+    try:
+        feed = _region_feed(_initialized_state())
+        with pytest.raises(PrewriteNotMatchError):
+            client._on_entries(feed, [_committed_event([1], 100), [row(E.COMMIT, T1, 3, 104, 105)]])
+    finally:
+        client.close()

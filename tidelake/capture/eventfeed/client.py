@@ -13,6 +13,7 @@ Owner: the puller runner, one client per changefeed shard.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import threading
@@ -562,9 +563,13 @@ class EventFeedClient:
                 if len(changes) >= SINK_BATCH_ROWS:
                     batch, changes = changes, []
                     self._sink.on_rows(batch)
-        finally:  # the rows of the events applied before a failing one are delivered, as they were completed
-            if changes:
-                self._sink.on_rows(changes)
+        except BaseException:
+            if changes:  # the rows of the events before the failing one were completed: delivered, as they were
+                with contextlib.suppress(Exception):  # the feed fails with the event's error, not the sink's
+                    self._sink.on_rows(changes)
+            raise
+        if changes:
+            self._sink.on_rows(changes)
 
     def _on_resolved(self, feeds: list[_RegionFeed], ts: int) -> None:
         if self._done.is_set():
