@@ -82,7 +82,8 @@ class BarrierError(TidelakeError):
 
 
 class PartnerBehind(TidelakeError):
-    """EXCHANGE PARTITION waits until the other table's replica reaches the barrier (a later run)."""
+    """EXCHANGE PARTITION waits until the other table's replica reaches the barrier (later in the
+    run, once the other table moved: tidelake.merge.merge_run; else a later run)."""
 
 
 @dataclass(frozen=True)

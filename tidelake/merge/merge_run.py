@@ -157,7 +157,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
     idle_sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()  # one per thread, reused by its tables
     sessions: list[SparkSession] = []
 
-    def merge_one(key: TableKey) -> tuple[TableResult, MergeLogEntry]:
+    def merge_one(key: TableKey, first: bool = True) -> tuple[TableResult, datetime]:
         started = datetime.now(timezone.utc)
         failpoint("merge.next_table", key)
         session = None
@@ -169,7 +169,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
                     session = sibling_session(spark)
                     sessions.append(session)
             with leases.fencing(key):
-                result = TableMerge(scope, key, session or spark, firsts.get(key)).run()
+                result = TableMerge(scope, key, session or spark, firsts.get(key) if first else None).run()
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             no_room = refusal(exc) is not None
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
@@ -181,20 +181,45 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         finally:
             if session is not None:
                 idle_sessions.put(session)
-        return result, _log_entry(report.run_id, result, started)
+        return result, started
+
+    def merge_all(batch: list[TableKey], first: bool) -> list[tuple[TableResult, datetime]]:
+        if parallel < 2 or len(batch) < 2:
+            return [merge_one(key, first) for key in batch]
+        with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
+            return list(pool.map(lambda key: merge_one(key, first), batch))
 
     try:
-        if parallel < 2:
-            outcomes = [merge_one(key) for key in keys]
-        else:
-            with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
-                outcomes = list(pool.map(merge_one, keys))
+        outcomes = merge_all(keys, True)
+        # A table that reached its EXCHANGE PARTITION before the other table's replica did goes
+        # again while the pass before moved some table on: its partner may have reached the
+        # barrier since, so a syncpoint's or a scheduled run's single merge takes both past it.
+        moved = any(_moved(result) for result, _ in outcomes)
+        while moved:
+            waiting = [i for i, (result, _) in enumerate(outcomes) if result.partner_behind]
+            if not waiting:
+                break
+            again = merge_all([TableKey(outcomes[i][0].table_key) for i in waiting], False)
+            moved = any(_moved(result) for result, _ in again)
+            for i, (result, _) in zip(waiting, again):
+                outcomes[i] = (_then(outcomes[i][0], result), outcomes[i][1])
     finally:
         for session in sessions:
             release_session(session)
         if run_pass is not None:
             close_pass(spark, run_pass)
-    return outcomes
+    return [(result, _log_entry(report.run_id, result, started)) for result, started in outcomes]
+
+
+def _moved(result: TableResult) -> bool:
+    return bool(result.windows or result.ddls_applied)
+
+
+def _then(before: TableResult, after: TableResult) -> TableResult:
+    """One table's result over two passes of a run: the second's outcome, the sums of both."""
+    return replace(after, checkpoint_before=before.checkpoint_before, windows=before.windows + after.windows,
+                   ddls_applied=before.ddls_applied + after.ddls_applied, rows_in=before.rows_in + after.rows_in,
+                   rows_out=before.rows_out + after.rows_out, duration_s=before.duration_s + after.duration_s)
 
 
 def _first_plan(scope: RunScope, catalog: ReplicaCatalog, key: TableKey) -> FirstPlan | None:

@@ -110,6 +110,7 @@ class TableResult:
     replica: ReplicaFacts | None = None  # the replica's log once the run was done with the table
     held: bool = False  # blocked because another writer holds the replica's lease (reason names it)
     no_room: bool = False  # failed because the store had no room (reason names it): nothing half-committed
+    partner_behind: bool = False  # blocked at an EXCHANGE PARTITION until the other table's replica reaches it
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,8 @@ class TableMerge:
         result, started = self.result, time.monotonic()
         try:
             self._run()
-        except PartnerBehind as exc:  # an EXCHANGE PARTITION waiting for the other table: a later run
-            result.status, result.reason = MergeStatus.BLOCKED, str(exc)
+        except PartnerBehind as exc:  # an EXCHANGE PARTITION waiting for the other table (merge_run retries it)
+            result.status, result.reason, result.partner_behind = MergeStatus.BLOCKED, str(exc), True
             self._report(StepKind.DONE, result.checkpoint_after, f"blocked: {exc}")
         except UnsupportedDDL as exc:
             result.status, result.reason = MergeStatus.STOPPED, exc.reason

@@ -25,10 +25,11 @@ Fault = Callable[[str, object], None]
 
 def replicate_and_verify(spark, tmp_path: Path, db: str, script: list[str], merge_runs: int = 1,
                          faults: tuple[list[str], Fault] | None = None,
-                         cap: Callable[[LakeLayout], int] | None = None):
+                         cap: Callable[[LakeLayout], int] | None = None, threads: int | None = None):
     """Run `script` in a new database `db` with the puller on, then merges to the final ts (or to
     `cap(layout)`) until one leaves no table blocked or failed, `merge_runs` at most (with `faults`,
-    (failpoint names, action), armed), then verify: (layout, merge reports, verify report)."""
+    (failpoint names, action), armed; `threads` tables at once, run_merge's default if None), then
+    verify: (layout, merge reports, verify report)."""
     from tidelake.merge.merge_log import MergeStatus  # pyspark: imported by the Spark tests only
     from tidelake.merge.merge_run import run_merge  # pyspark, as above
     from tidelake.verify.verifier import Verifier  # pyspark, as above
@@ -53,10 +54,11 @@ def replicate_and_verify(spark, tmp_path: Path, db: str, script: list[str], merg
             wait_resolved(layout.root, dict.fromkeys(ids, final), final, puller)
         until = final if cap is None else cap(layout)
         with armed(*faults) if faults is not None else contextlib.nullcontext():
-            reports = [run_merge(spark, layout, until_ts=until)]
+            more = {} if threads is None else {"threads": threads}
+            reports = [run_merge(spark, layout, until_ts=until, **more)]
             while len(reports) < merge_runs and (reports[-1].failed or any(
                     t.status == MergeStatus.BLOCKED for t in reports[-1].tables)):
-                reports.append(run_merge(spark, layout, until_ts=until))
+                reports.append(run_merge(spark, layout, until_ts=until, **more))
         pd = PDClient([cluster.pd_address])
         try:
             with SnapshotReader(pd) as reader:
