@@ -168,3 +168,20 @@ def test_a_restart_takes_no_ddl_job_above_its_durable_ddl_watermark_for_a_filter
     change = filter_change(tracker, layout, "cf1", {fed: tracker.ts}, [])
     assert change.leaving == [], "no `filter` row for a table the rules still select"
     assert change.held == {} and change.unrequested == [] and change.left == []
+
+
+def test_a_restart_inside_a_ddl_job_that_changed_the_ids_takes_no_table_for_one_that_left(tmp_path):
+    """The restart's schema snapshot already has a TRUNCATE's new id (TiDB writes the table's meta
+    before the job is done) while the lake's history still names the old one (nemesis seed 9234,
+    a REMOVE PARTITIONING in flight): shop.a is still selected, so it does not leave."""
+    up = Upstream(ts=tso.compose(1_800_000_000_000))
+    up.create_schema("shop")
+    up.create_table("shop", "a", [("id", "bigint", "pk")])
+    feed = DdlFeed(up)
+    layout = LakeLayout(str(tmp_path / "lake"))
+    DdlWriter(layout, "puller").insert(feed.rows, 1)
+    old = up.table("shop", "a").id
+    up.truncate_table("shop", "a")  # not finished yet: no job row in the lake
+    tracker = SchemaTracker(up.snapshot(), TableFilter.parse(["shop.*"]), lambda ts: up.snapshot())
+    change = filter_change(tracker, layout, "cf1", {old: tracker.ts}, [])
+    assert change.leaving == [] and change.left == []

@@ -117,8 +117,13 @@ def _leaving(tracker: SchemaTracker, history: SchemaHistory, resolved: dict[int,
         info = events[-1].table_info_after
         ids = info.physical_ids()
         db, name = history.current_name(key)
-        if selected.intersection(ids) or not tracker.named(db, name) or table_key(db, name) in asked:
-            continue  # still fed, gone upstream (its DROP is a DDL the puller lands), or bootstrap's
+        upstream = tracker.named(db, name)
+        # Still fed: by the ids the lake knows, or by those upstream has at the restart, which a DDL
+        # job not finished by then may have changed already (its meta is written before it is done).
+        if selected.intersection(ids) or selected.intersection(upstream):
+            continue
+        if not upstream or table_key(db, name) in asked:
+            continue  # gone upstream (its DROP is a DDL the puller lands), or bootstrap's
         at = max(min(resolved.get(pid, 0) for pid in ids), events[-1].commit_ts) + 1
         draining.update({pid: (info.id, at) for pid in ids if resolved.get(pid, 0) < at - 1})
         rows.append(DdlRow(job_id=0, commit_ts=at, schema_version=0, action=int(ActionType.DROP_TABLE),
