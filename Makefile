@@ -109,6 +109,9 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[airflow,dev]'
+	@# setuptools also leaves the metadata it built in the checkout: with the checkout on sys.path
+	@# (a command's cwd, pytest's rootdir) Airflow would see tidelake twice and load its plugin twice.
+	rm -rf tidelake.egg-info
 	$(PY) -m pip install --quiet --force-reinstall --no-deps pyspark==4.2.0
 	$(PY) -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '4.2.0' else 'pyspark is ' + v)"
 	@touch $(STAMP)
