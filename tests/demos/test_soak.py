@@ -12,7 +12,7 @@ import pytest
 
 from tidelake.demos.soak import main
 from tidelake.demos.soak_chart import write_page
-from tidelake.demos.soak_run import Soak, SoakOptions, new_run_id
+from tidelake.demos.soak_run import Soak, SoakOptions, _task_ids, new_run_id
 from tidelake.demos.soak_samples import RUN_MARK, Sample, flatness, memory_by_role, role_of, series
 from tidelake.errors import InputError
 
@@ -118,3 +118,16 @@ def test_a_soak_of_no_minutes_is_refused():
 def test_the_soak_command_refuses_a_soak_of_no_minutes_in_one_line(capsys):
     assert main(["--minutes", "0"]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("failure", [OSError("refused"), ValueError("not json"), KeyError("task_instances")])
+def test_a_sample_names_no_tasks_while_the_api_answers_badly(failure):
+    class Api:
+        def running_tasks(self, dag_id):
+            raise failure
+
+    class Airflow:
+        api = Api()
+        dags = type("Dags", (), {"merge": "merge", "puller": "pull"})
+
+    assert _task_ids(Airflow()) == {}

@@ -5,6 +5,7 @@ until --minutes have passed, then writes soak.json and soak.html. Owner: the soa
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import uuid
@@ -98,7 +99,7 @@ def _task_ids(airflow: RunningAirflow) -> dict[str, str]:
     """Running task instance id -> task id, to name the task processes; {} while the API is down."""
     try:
         running = [*airflow.api.running_tasks(airflow.dags.merge), *airflow.api.running_tasks(airflow.dags.puller)]
-    except OSError:
+    except (OSError, ValueError, KeyError, http.client.HTTPException):
         return {}
     return {t["id"]: t["task_id"] for t in running}
 
