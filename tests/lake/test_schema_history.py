@@ -214,3 +214,18 @@ def test_merge_table_selection_is_case_insensitive_and_names_a_table_once():
     assert history.select(["shop.orders", "SHOP.Orders", "shop.orders"]) == [orders]
     with pytest.raises(InputError, match="'shop.nope' is not in the DDL history"):
         history.select(["shop.nope"])
+
+
+def test_a_live_table_is_found_by_its_current_tidb_id_with_its_database_and_last_info():
+    up, feed = _shop()
+    feed.run(up.create_schema("archive"))
+    first = up.table("shop", "orders").id
+    feed.run(up.truncate_table("shop", "orders"))
+    feed.run(up.rename_table("shop", "orders", "archive", "orders_2025"))
+    now = up.table("archive", "orders_2025")
+    h = SchemaHistory(feed.rows)
+    schema_id, info = h.live_table(now.id)
+    assert schema_id == up.db_id("archive") and info.name == "orders_2025" and info.id == now.id
+    assert h.live_table(first) is None  # the id before the truncate is no table's now
+    feed.run(up.drop_table("archive", "orders_2025"))
+    assert SchemaHistory(feed.rows).live_table(now.id) is None

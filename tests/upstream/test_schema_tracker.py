@@ -121,3 +121,26 @@ def test_multi_object_jobs_reload_the_schema_at_their_finished_ts():
     newer_tidb = DDLJob(id=9, type=999, schema_id=SHOP, state=JobState.DONE, schema_version=9)
     unknown = tracker.apply(newer_tidb, 50)
     assert loads == [40, 50] and not unknown.joined
+
+
+def test_restore_takes_tables_back_to_the_finished_jobs_view_before_a_running_job_is_pulled():
+    # TiDB's meta mid-job: a DROP PARTITION has taken 132 out, a RENAME has moved orders out of shop.
+    mid_job = snapshot(tables={SHOP: [table_json(130, "events", [131])], OTHER: [table_json(110, "orders")]})
+    tracker = SchemaTracker(mid_job, TableFilter.parse(["shop.*"]), no_reload)
+    assert sorted(tracker.replicated()) == [131]
+    tracker.restore({130: (SHOP, TableInfo.from_json(table_json(130, "events", [131, 132]))),
+                     110: (SHOP, TableInfo.from_json(table_json(110, "orders"))), 999: None})
+    assert sorted(tracker.replicated()) == [110, 131, 132]
+    dropped = tracker.apply(job(ActionType.DROP_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [131])), 20)
+    assert sorted(dropped.left) == [132]
+    renamed = tracker.apply(job(ActionType.RENAME_TABLE, OTHER, 110, table_json(110, "orders")), 21)
+    assert sorted(renamed.left) == [110]
+
+
+def test_restore_leaves_out_a_table_the_finished_jobs_did_not_replicate_until_its_job_brings_it():
+    mid_job = snapshot(tables={SHOP: [table_json(150, "scratch")], OTHER: []})  # renamed in by a running job
+    tracker = SchemaTracker(mid_job, TableFilter.parse(["shop.*"]), no_reload)
+    tracker.restore({150: None})
+    assert tracker.replicated() == {}
+    joined = tracker.apply(job(ActionType.RENAME_TABLE, SHOP, 150, table_json(150, "scratch")), 20)
+    assert sorted(joined.joined) == [150]

@@ -199,6 +199,15 @@ class SchemaHistory:
         return [k for k, t in self._tables.items() if any(e.job_id == job_id and e.commit_ts == commit_ts
                                                             for e in t.events)]
 
+    def live_table(self, logical_id: int) -> tuple[int, TableInfo] | None:
+        """(schema id, info) of the live table whose TiDB id is now `logical_id`, as its last DDL
+        in the history left it; None for a table the history does not replicate."""
+        key = self._by_logical.get(logical_id)
+        timeline = self._tables.get(key) if key is not None else None
+        if timeline is None or not timeline.live or timeline.info is None:
+            return None
+        return timeline.events[-1].schema_id or timeline.schema_id, timeline.info
+
     def find(self, db: str, name: str) -> TableKey | None:
         """The live table now called `db`.`name` (case-insensitive as TiDB), else the latest dropped one."""
         wanted = (db.lower(), name.lower())

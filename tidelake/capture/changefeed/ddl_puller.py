@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 JOB_META_COLUMN = "job_meta"
 JOB_META_COLUMN_ID = 5  # docs/wire.md#tidb_ddl_job-row: sequential ids of the CREATE TABLE statement
+TABLE_IDS_COLUMN = "table_ids"
+TABLE_IDS_COLUMN_ID = 4
 MYSQL_SCHEMA = "mysql"
 
 
@@ -61,14 +63,32 @@ class JobRowDecoder:
         return cls(None)
 
     def job_meta(self, value: bytes) -> bytes:
-        if self.table_info is not None:
-            meta = decode_row(value, self.table_info).get(JOB_META_COLUMN)
-        else:
-            row = parse_row_v2(value)
-            meta = row.column_bytes(self.column_id) if self.column_id in row.spans else None
+        meta = self._column(value, JOB_META_COLUMN, self.column_id)
         if meta is None:
             raise InputError(f"tidb_ddl_job row has no {JOB_META_COLUMN} (column id {self.column_id})")
-        return meta.encode() if isinstance(meta, str) else bytes(meta)
+        return meta
+
+    def table_ids(self, value: bytes) -> set[int]:
+        """The tables the job involves: pingcap/tidb pkg/ddl `job2TableIDs` (both tables of an
+        EXCHANGE PARTITION, every table of a RENAME TABLES, the old and new id of a TRUNCATE, else
+        the job's table id), comma-separated; empty when the row has none."""
+        text = self._column(value, TABLE_IDS_COLUMN, TABLE_IDS_COLUMN_ID)
+        try:
+            return {int(part) for part in (text or b"").decode().split(",") if part.strip()}
+        except ValueError:
+            raise InputError(f"tidb_ddl_job row's {TABLE_IDS_COLUMN} is {text!r}, not comma-separated ids") from None
+
+    def _column(self, value: bytes, name: str, column_id: int) -> bytes | None:
+        if self.table_info is not None:
+            if self.table_info.column_by_name(name) is None:
+                return None
+            found = decode_row(value, self.table_info).get(name)
+        else:
+            row = parse_row_v2(value)
+            found = row.column_bytes(column_id) if column_id in row.spans else None
+        if found is None:
+            return None
+        return found.encode() if isinstance(found, str) else bytes(found)
 
 
 @dataclass(frozen=True)

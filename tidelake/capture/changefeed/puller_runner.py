@@ -28,6 +28,7 @@ from tidelake.capture.changefeed.filter_change import filter_change, request_joi
 from tidelake.capture.changefeed.lake_registration import register_lake
 from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
 from tidelake.capture.changefeed.reshard import Retirement, adopt, other_changefeeds, shard_suffix
+from tidelake.capture.changefeed.running_jobs import RunningJob, running_jobs, tables_before
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.changefeed.upstream_identity import check_cluster, check_schema_version, remember_cluster
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
@@ -45,6 +46,7 @@ from tidelake.lake.ddl_log import schema_version_at, snapshot_rows, start_snapsh
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import hold, puller_lease
 from tidelake.lake.row_change import RowChange
+from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import read_by_puller
 from tidelake.upstream.gc_safepoint import GCSafepointKeeper
@@ -337,6 +339,9 @@ class PullerRunner:
         check_schema_version(layout, pd.cluster_id, start, snapshot.schema_version, schema_version_at(layout, start))
         remember_cluster(layout, self.config.changefeed_id, pd.cluster_id, now)
         tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts))
+        decoder = JobRowDecoder.load(reader, start)
+        if not first_run:
+            _restore_running_jobs(tracker, running_jobs(reader, decoder, start), layout)
         added = self._table_joins.restart(tracker, durable_tables, start)
         if added:
             tracker.add_tables(added)  # tables added to the running feed earlier stay in it
@@ -351,7 +356,7 @@ class PullerRunner:
                 lander.add_ddl(change.leaving)  # landed by the flusher, which retries a failed write
             draining = {pid: at for pid, (lid, at) in change.draining.items()
                         if self.config.puller.shard_of(lid) == self.shard.index and pid in durable_tables}
-        self._ddl = DdlPuller(JobRowDecoder.load(reader, start), tracker, start)
+        self._ddl = DdlPuller(decoder, tracker, start)
         self._table_joins.attach(self._ddl)
         owned = self._owned(tracker.replicated())
         if first_run or adopted is not None:  # this shard's own rows first, so a restart resumes from them
@@ -574,6 +579,18 @@ class PullerRunner:
         if ts > self._reported_ddl:
             self._reported_ddl = ts
             self._lander.resolve_ddl(ts)
+
+
+def _restore_running_jobs(tracker: SchemaTracker, running: list[RunningJob], layout: LakeLayout) -> None:
+    """The tables of jobs running at the restart's ts as the finished jobs left them
+    (tidelake.capture.changefeed.running_jobs)."""
+    if not running:
+        return
+    before = tables_before(running, SchemaHistory.load(layout, jobs_until=tracker.ts))
+    tracker.restore(before)
+    log.info("DDL jobs %s were running at ts %d: tables %s taken as the lake's DDL history has them "
+             "(%s not replicated before the job)", [r.job.id for r in running], tracker.ts, sorted(before),
+             sorted(tid for tid, was in before.items() if was is None) or "none")
 
 
 class _Sink:

@@ -1,0 +1,158 @@
+"""A puller restarted while a DDL job runs: TiDB has written the job's first steps' meta, the job is
+done only later. The restarted puller must feed the tables as the finished jobs left them, so the
+job leaves (and joins) the same ids it would have without the restart. Oracle: the simulator's
+MVCC write records and its own job; the restart's ts is the durable DDL watermark."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
+    changelog,
+    ddl_rows,
+    make_config,
+    oracle,
+    sim,
+    start_ts,
+    wait_resolved,
+    watermarks,
+)
+from tidelake.capture.changefeed.ddl_puller import JobRowDecoder
+from tidelake.capture.changefeed.puller_thread import PullerThread
+from tidelake.capture.changefeed.running_jobs import running_jobs
+from tidelake.codec.keys import DDL_JOB_TABLE_ID, record_key
+from tidelake.codec.row_v2 import encode_row_v2
+from tidelake.lake.layout import DdlSource
+from tidelake.sim.tidb.ddl import DDLExecutor, JobPlan
+from tidelake.sim.tidb.session import SimTiDB
+from tidelake.sim.tidb.sql_errors import SqlError
+from tidelake.upstream.kv_snapshot import SnapshotReader
+from tidelake.upstream.pd_client import PDClient
+
+
+class HeldLastStep:
+    """Holds the last step of the next DDL job until released: the job's earlier steps have
+    committed their meta, the job is not done."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def plan(self, plan: JobPlan) -> JobPlan:
+        *first, last = plan.steps
+
+        def held(txn):
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the job"
+            last.apply(txn)
+
+        return replace(plan, steps=[*first, replace(last, apply=held)])
+
+
+@pytest.fixture
+def hold():
+    held = HeldLastStep()
+    yield held
+    held.release.set()  # a failed test must not leave the job's thread waiting
+
+
+JOBS = {
+    "drop partition": lambda tidb: tidb.drop_partition("shop", "events", "p1"),
+    "rename out of the filter": lambda tidb: tidb.rename_table("shop", "events", "events", new_db="other"),
+}
+
+
+def events_table(tidb: SimTiDB) -> None:
+    tidb.create_database("shop")
+    tidb.create_database("other")
+    tidb.create_table("shop", "events", [("id", "bigint"), ("v", "varchar(20)")], primary_key=["id"],
+                      partition={"type": "range", "column": "id", "bounds": [("p0", 100), ("p1", 200)]})
+
+
+def write(tidb: SimTiDB, ids: range) -> int:
+    with tidb.txn() as t:
+        for i in ids:
+            t.insert("shop", "events", {"id": i, "v": f"v{i}"})
+    return t.commit_ts
+
+
+def replicated_ids_at(tidb: SimTiDB, ts: int) -> list[int]:
+    """The physical ids of shop.events in TiDB's meta at `ts` (the filter is shop.*)."""
+    try:
+        return tidb.table_info_at("shop", "events", ts).physical_ids()
+    except SqlError:
+        return []
+
+
+def job_in_background(tidb: SimTiDB, monkeypatch, hold: HeldLastStep, job) -> tuple[threading.Thread, dict]:
+    """Start `job`; return once its last step is reached (and held)."""
+    run = DDLExecutor._run
+    monkeypatch.setattr(DDLExecutor, "_run", lambda executor, plan: run(executor, hold.plan(plan)))
+    done: dict = {}
+    thread = threading.Thread(target=lambda: done.update(job=job(tidb)))
+    thread.start()
+    assert hold.reached.wait(30)
+    return thread, done
+
+
+@pytest.mark.parametrize("job", JOBS.values(), ids=JOBS.keys())
+def test_a_puller_restarted_inside_a_job_that_removes_ids_feeds_them_until_the_job_is_done(
+        sim, tmp_path, monkeypatch, hold, job):
+    lake = tmp_path / "lake"
+    tidb = SimTiDB(sim)
+    events_table(tidb)
+    ids = tidb.table_info("shop", "events").physical_ids()
+    with PullerThread(make_config(sim, lake)) as run:
+        start = start_ts(lake, run)
+        write(tidb, range(95, 105))
+        thread, done = job_in_background(tidb, monkeypatch, hold, job)
+        mid_job = sim.tso.next()
+        # TiDB's meta already shows the job's first step: the puller's schema snapshot would too.
+        assert replicated_ids_at(tidb, mid_job) != ids
+        wait_resolved(lake, dict.fromkeys(ids, mid_job), mid_job, run)
+    assert run.error is None
+    restart_at = watermarks(lake).ddl_resolved
+    assert restart_at >= mid_job
+    with PullerThread(make_config(sim, lake)) as run:
+        wait_resolved(lake, {}, restart_at, run)
+        hold.release.set()
+        thread.join(30)
+        finished = done["job"].finished_ts
+        wait_resolved(lake, {}, finished, run)
+    assert run.error is None
+    # Fed up to the job, so its rows up to there are complete (the merge's barrier is finished - 1).
+    resolved = watermarks(lake).table_resolved
+    assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, finished)
+    assert {r for r in changelog(lake) if r[0] in ids} == set().union(*(oracle(sim, pid, start) for pid in ids))
+    job_rows = [r for r in ddl_rows(lake) if r["source"] == DdlSource.JOB and r["job_id"] == done["job"].id]
+    assert [r["commit_ts"] for r in job_rows] == [finished]
+
+
+def test_the_running_jobs_at_a_ts_are_those_past_their_first_step_and_not_done(sim, monkeypatch, hold):
+    tidb = SimTiDB(sim)
+    events_table(tidb)
+    table_id = tidb.table_info("shop", "events").id
+    before = sim.tso.next()
+    thread, done = job_in_background(tidb, monkeypatch, hold, JOBS["drop partition"])
+    mid_job = sim.tso.next()
+    hold.release.set()
+    thread.join(30)
+    after = sim.tso.next()
+    pd = PDClient([sim.pd_address])
+    with SnapshotReader(pd) as reader:
+        decoder = JobRowDecoder.load(reader, mid_job)
+        (running,) = running_jobs(reader, decoder, mid_job)
+        assert running.job.id == done["job"].id and running.table_ids == {table_id}
+        assert running_jobs(reader, decoder, before) == []
+        assert running_jobs(reader, decoder, after) == []
+        assert reader.get(record_key(DDL_JOB_TABLE_ID, done["job"].id), mid_job) is not None
+    pd.close()
+
+
+@pytest.mark.parametrize("text, ids", [(b"", set()), (b"7", {7}), (b"7,9", {7, 9})])
+def test_the_table_ids_of_a_job_row_are_read_from_its_column(text, ids):
+    value = encode_row_v2({4: text, 5: b"{}"})
+    assert JobRowDecoder(None).table_ids(value) == ids
