@@ -62,6 +62,9 @@ def hold():
 JOBS = {
     "drop partition": lambda tidb: tidb.drop_partition("shop", "events", "p1"),
     "rename out of the filter": lambda tidb: tidb.rename_table("shop", "events", "events", new_db="other"),
+    "reorganize partition": lambda tidb: tidb.reorganize_partition("shop", "events", ["p1"],
+                                                                   [("p1a", ["150"]), ("p1b", ["200"])]),
+    "remove partitioning": lambda tidb: tidb.remove_partitioning("shop", "events"),
 }
 
 
