@@ -25,6 +25,8 @@ from tidelake.errors import InputError
     (["java", "-cp", "x", "org.apache.spark.deploy.worker.Worker", "spark://h:7077"], "spark worker"),
     (["/usr/lib/postgresql/15/bin/postgres", "-D", "/data"], "postgres"),
     (["airflow api_server -- host:0.0.0.0 port:8080"], "airflow api-server"),
+    (["airflow worker -- LocalExecutor: <idle>"], "airflow executor"),
+    (["airflow worker -- LocalExecutor: 01a22b57-505c-7f2a-9316-a310d25c7ed0"], "airflow executor"),
     (["/venv/bin/python", "/venv/lib/site-packages/tidelake/orchestration/spark_jobs/merge_job.py"], "spark driver"),
     (["/usr/bin/unknown-thing", "--flag"], "unknown-thing"),
 ])
@@ -51,20 +53,20 @@ def test_the_memory_of_marked_processes_and_their_descendants_only_is_summed_per
     other = subprocess.Popen([sys.executable, "-c", sleep], env={**os.environ, RUN_MARK: "another run"})
     try:
         time.sleep(0.5)
-        rss, count = memory_by_role(run_id)
+        pss, count = memory_by_role(run_id)
     finally:
         os.killpg(marked.pid, 9)
         other.kill()
         marked.wait()
         other.wait()
     name = os.path.basename(sys.executable)
-    assert count == {name: 2} and rss[name] > 2 << 20
+    assert count == {name: 2} and pss[name] > 2 << 20
 
 
-def _samples(rss_mib: list[float], lag_s: list[float]) -> list[Sample]:
-    return [Sample(at=60.0 * i, rss={"puller": int(m * 2**20)}, processes={"puller": 1},
+def _samples(pss_mib: list[float], lag_s: list[float]) -> list[Sample]:
+    return [Sample(at=60.0 * i, pss={"puller": int(m * 2**20)}, processes={"puller": 1},
                    replica_lag_max_s=lag, replica_lag_median_s=lag / 2, capture_lag_s=1.0)
-            for i, (m, lag) in enumerate(zip(rss_mib, lag_s))]
+            for i, (m, lag) in enumerate(zip(pss_mib, lag_s))]
 
 
 def test_a_series_that_keeps_growing_is_not_flat_and_a_warm_up_does_not_count():
@@ -72,16 +74,16 @@ def test_a_series_that_keeps_growing_is_not_flat_and_a_warm_up_does_not_count():
     assert all(v.flat for v in flatness(warm_then_flat)), flatness(warm_then_flat)
     leaking = _samples([200, 220, 260, 300, 340, 380, 420, 460], [20, 20, 21, 22, 60, 90, 120, 150])
     verdicts = {v.series: v for v in flatness(leaking)}
-    assert not verdicts["rss puller"].flat and not verdicts["replica lag max"].flat
+    assert not verdicts["pss puller"].flat and not verdicts["replica lag max"].flat
     assert verdicts["capture lag"].flat
-    assert verdicts["rss puller"].last == pytest.approx(440.0)
+    assert verdicts["pss puller"].last == pytest.approx(440.0)
 
 
 def test_the_page_draws_each_series_and_marks_each_fault(tmp_path):
     samples = _samples([200, 210, 205, 208], [20, 22, 21, 20])
     page = write_page(tmp_path / "soak.html", series(samples), [(90.0, "scheduler")], flatness(samples), "soak")
     text = page.read_text()
-    assert text.count("<polyline") == 4  # rss puller, and the three lags
+    assert text.count("<polyline") == 4  # pss puller, and the three lags
     assert "scheduler at 1.5 min" in text and "GROWING" not in text
 
 

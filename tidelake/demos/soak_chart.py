@@ -48,14 +48,14 @@ def write_page(path: Path, lines: dict[str, list[tuple[float, float]]], faults: 
                verdicts: Sequence[Flatness], title: str) -> Path:
     """The page: memory chart, lag chart, and the flatness table."""
     x_max = max([at for points in lines.values() for at, _ in points] + [1.0])
-    memory = {name.removeprefix("rss "): pts for name, pts in lines.items() if name.startswith("rss ")}
-    lags = {name: pts for name, pts in lines.items() if not name.startswith("rss ")}
+    memory = {name.removeprefix("pss "): pts for name, pts in lines.items() if name.startswith("pss ")}
+    lags = {name: pts for name, pts in lines.items() if not name.startswith("pss ")}
     rows = "".join(
         f"<tr><td>{html.escape(v.series)}</td><td>{_num(v.settled)}</td><td>{_num(v.last)}</td>"
         f"<td>{'flat' if v.flat else 'GROWING'}</td></tr>" for v in verdicts)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
             f"<h1>{html.escape(title)}</h1>"
-            + chart("resident memory per role", "MiB", memory, faults, x_max)
+            + chart("memory per role (PSS)", "MiB", memory, faults, x_max)
             + chart("lag", "s", lags, faults, x_max)
             + "<table><tr><th>series</th><th>median, 2nd quarter</th><th>median, last quarter</th><th></th></tr>"
             + rows + "</table></body></html>")

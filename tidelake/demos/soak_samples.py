@@ -2,8 +2,9 @@
 
 A soak's processes carry RUN_MARK in their environment (found whoever their parent is now), or
 descend from one that does (setproctitle overwrites the environment of Airflow's retitled
-processes). A sample holds the resident memory summed per role (ROLES, from the command line; a
-task runner by its task id) and the lags a reader sees: worst and median replica lag, and the
+processes). A sample holds the memory summed per role as PSS (shared pages split between their
+sharers: Airflow's executor workers are forks of the scheduler), the role from ROLES and the command
+line (a task runner by its task id), and the lags a reader sees: worst and median replica lag, and the
 capture lag (the lowest table watermark's age). A series is flat when its last quarter's median is
 at most FLAT_RATIO times its second quarter's plus a slack (the first quarter is warm-up).
 Owner: the soak.
@@ -34,7 +35,7 @@ ROLES = (
     ("spark worker", re.compile(r"deploy\.worker\.Worker")),
     ("spark master", re.compile(r"deploy\.master\.Master")),
     ("spark driver", re.compile(r"SparkSubmit|pyspark|spark_jobs/\w+_job\.py")),
-    ("airflow executor", re.compile(r"airflow executor --")),
+    ("airflow executor", re.compile(r"airflow executor --|airflow worker -- LocalExecutor:")),
     ("airflow supervisor", re.compile(r"airflow supervisor:")),
     ("airflow scheduler", re.compile(r"airflow\s+scheduler")),
     ("airflow triggerer", re.compile(r"airflow\s+triggerer")),
@@ -44,14 +45,14 @@ ROLES = (
     ("s3 server", re.compile(r"moto")),
 )
 FLAT_RATIO = 1.25
-RSS_SLACK = 32 * 2**20  # bytes: a flush buffer's or a page cache's worth of noise
+PSS_SLACK = 32 * 2**20  # bytes: a flush buffer's or a page cache's worth of noise
 LAG_SLACK_S = 15.0  # one merge interval's worth of noise
 
 
 @dataclass(frozen=True)
 class Sample:
     at: float  # seconds since the soak's start
-    rss: dict[str, int]  # role -> bytes
+    pss: dict[str, int]  # role -> bytes
     processes: dict[str, int]  # role -> how many
     replica_lag_max_s: float | None
     replica_lag_median_s: float | None
@@ -59,12 +60,13 @@ class Sample:
 
     def to_json(self) -> dict[str, Any]:
         """One line of soak.jsonl."""
-        return {"at": round(self.at, 1), "rss": self.rss, "processes": self.processes,
+        return {"at": round(self.at, 1), "pss": self.pss, "processes": self.processes,
                 "replica_lag_max_s": self.replica_lag_max_s, "replica_lag_median_s": self.replica_lag_median_s,
                 "capture_lag_s": self.capture_lag_s}
 
 
-TASK_RUNNER = re.compile(r"airflow worker -- (\S+)")  # airflow.sdk.execution_time.task_runner's title
+# airflow.sdk.execution_time.task_runner's title; the LocalExecutor's workers are "-- LocalExecutor: ..."
+TASK_RUNNER = re.compile(r"airflow worker -- (?!LocalExecutor:)(\S+)")
 
 
 def role_of(command: list[str], tasks: dict[str, str] | None = None) -> str:
@@ -81,18 +83,18 @@ def role_of(command: list[str], tasks: dict[str, str] | None = None) -> str:
 
 
 def memory_by_role(run_id: str, tasks: dict[str, str] | None = None) -> tuple[dict[str, int], dict[str, int]]:
-    """(role -> RSS bytes, role -> processes) over the processes carrying RUN_MARK=run_id."""
-    rss: dict[str, int] = {}
+    """(role -> PSS bytes, role -> processes) over the processes carrying RUN_MARK=run_id."""
+    pss: dict[str, int] = {}
     count: dict[str, int] = {}
     for proc in _run_processes(run_id):
         try:
             role = role_of(proc.cmdline(), tasks)
-            nbytes = proc.memory_info().rss
+            nbytes = proc.memory_full_info().pss
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue  # gone between the listing and the read
-        rss[role] = rss.get(role, 0) + nbytes
+        pss[role] = pss.get(role, 0) + nbytes
         count[role] = count.get(role, 0) + 1
-    return rss, count
+    return pss, count
 
 
 def _run_processes(run_id: str) -> list[psutil.Process]:
@@ -125,12 +127,12 @@ def lag_now(layout: LakeLayout) -> tuple[float | None, float | None, float | Non
 
 def take_sample(run_id: str, layout: LakeLayout, started: float, tasks: dict[str, str] | None = None) -> Sample:
     """Memory now, and the lags unless the store does not answer (the S3 outage): then None."""
-    rss, count = memory_by_role(run_id, tasks)
+    pss, count = memory_by_role(run_id, tasks)
     try:
         worst, median, capture = lag_now(layout)
     except (TidelakeError, OSError):
         worst = median = capture = None
-    return Sample(time.monotonic() - started, rss, count, worst, median, capture)
+    return Sample(time.monotonic() - started, pss, count, worst, median, capture)
 
 
 @dataclass(frozen=True)
@@ -154,11 +156,11 @@ class Flatness:
 
 
 def series(samples: list[Sample]) -> dict[str, list[tuple[float, float]]]:
-    """Each charted series as (seconds, value) points: `rss <role>` in MiB, and the three lags."""
+    """Each charted series as (seconds, value) points: `pss <role>` in MiB, and the three lags."""
     out: dict[str, list[tuple[float, float]]] = {}
     for s in samples:
-        for role, nbytes in s.rss.items():
-            out.setdefault(f"rss {role}", []).append((s.at, nbytes / 2**20))
+        for role, nbytes in s.pss.items():
+            out.setdefault(f"pss {role}", []).append((s.at, nbytes / 2**20))
         for name, value in (("replica lag max", s.replica_lag_max_s), ("replica lag median", s.replica_lag_median_s),
                             ("capture lag", s.capture_lag_s)):
             if value is not None:
@@ -175,7 +177,7 @@ def flatness(samples: list[Sample]) -> list[Flatness]:
     for name, points in sorted(series(samples).items()):
         settled = [v for at, v in points if end / 4 <= at < end / 2]
         last = [v for at, v in points if at >= 3 * end / 4]
-        slack = RSS_SLACK / 2**20 if name.startswith("rss ") else LAG_SLACK_S
+        slack = PSS_SLACK / 2**20 if name.startswith("pss ") else LAG_SLACK_S
         verdicts.append(Flatness(name, statistics.median(settled) if settled else None,
                                  statistics.median(last) if last else None, slack))
     return verdicts
