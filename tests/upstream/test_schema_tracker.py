@@ -129,18 +129,10 @@ def test_restore_takes_tables_back_to_the_finished_jobs_view_before_a_running_jo
     tracker = SchemaTracker(mid_job, TableFilter.parse(["shop.*"]), no_reload)
     assert sorted(tracker.replicated()) == [131]
     tracker.restore({130: (SHOP, TableInfo.from_json(table_json(130, "events", [131, 132]))),
-                     110: (SHOP, TableInfo.from_json(table_json(110, "orders"))), 999: None})
+                     110: (SHOP, TableInfo.from_json(table_json(110, "orders")))})
     assert sorted(tracker.replicated()) == [110, 131, 132]
     dropped = tracker.apply(job(ActionType.DROP_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [131])), 20)
     assert sorted(dropped.left) == [132]
     renamed = tracker.apply(job(ActionType.RENAME_TABLE, OTHER, 110, table_json(110, "orders")), 21)
     assert sorted(renamed.left) == [110]
 
-
-def test_restore_leaves_out_a_table_the_finished_jobs_did_not_replicate_until_its_job_brings_it():
-    mid_job = snapshot(tables={SHOP: [table_json(150, "scratch")], OTHER: []})  # renamed in by a running job
-    tracker = SchemaTracker(mid_job, TableFilter.parse(["shop.*"]), no_reload)
-    tracker.restore({150: None})
-    assert tracker.replicated() == {}
-    joined = tracker.apply(job(ActionType.RENAME_TABLE, SHOP, 150, table_json(150, "scratch")), 20)
-    assert sorted(joined.joined) == [150]

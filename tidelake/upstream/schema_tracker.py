@@ -121,15 +121,11 @@ class SchemaTracker:
         self._replicated = self._compute_replicated()
         return {pid: t for pid, t in self._replicated.items() if pid not in before}
 
-    def restore(self, before: dict[int, tuple[int, TableInfo] | None]) -> None:
-        """Take each table id as `before` has it (db id, info), or without it (None): the tables
-        of DDL jobs still running at the snapshot's ts, whose meta TiDB had already changed step by
-        step, back to the schema the finished jobs left (tidelake.capture.changefeed.running_jobs)."""
-        for table_id, was in before.items():
-            if was is None:
-                self._tables.pop(table_id, None)
-            else:
-                self._tables[table_id] = was
+    def restore(self, before: dict[int, tuple[int, TableInfo]]) -> None:
+        """Take each table id as `before` has it (db id, info): the tables of DDL jobs still
+        running at the snapshot's ts, whose meta TiDB had already changed step by step, back to the
+        schema the finished jobs left (tidelake.capture.changefeed.running_jobs)."""
+        self._tables.update(before)
         self._replicated = self._compute_replicated()
 
     def apply(self, job: DDLJob, finished_ts: int) -> JobEffect:

@@ -588,9 +588,8 @@ def _restore_running_jobs(tracker: SchemaTracker, running: list[RunningJob], lay
         return
     before = tables_before(running, SchemaHistory.load(layout, jobs_until=tracker.ts))
     tracker.restore(before)
-    log.info("DDL jobs %s were running at ts %d: tables %s taken as the lake's DDL history has them "
-             "(%s not replicated before the job)", [r.job.id for r in running], tracker.ts, sorted(before),
-             sorted(tid for tid, was in before.items() if was is None) or "none")
+    log.info("DDL jobs %s were running at ts %d: tables %s taken as the lake's DDL history has them",
+             [r.job.id for r in running], tracker.ts, sorted(before))
 
 
 class _Sink:

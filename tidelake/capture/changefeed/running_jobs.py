@@ -48,7 +48,10 @@ def running_jobs(reader: SnapshotReader, decoder: JobRowDecoder, ts: int) -> lis
     return sorted(found, key=lambda r: r.job.id)
 
 
-def tables_before(jobs: list[RunningJob], history: SchemaHistory) -> dict[int, tuple[int, TableInfo] | None]:
-    """Table id -> (db id, info) as the history has it, or None where it holds no such live table:
-    what SchemaTracker.restore takes."""
-    return {table_id: history.live_table(table_id) for job in jobs for table_id in sorted(job.table_ids)}
+def tables_before(jobs: list[RunningJob], history: SchemaHistory) -> dict[int, tuple[int, TableInfo]]:
+    """Table id -> (db id, info) as the history has it, for the jobs' tables it holds: what
+    SchemaTracker.restore takes. A table it does not hold was not replicated before the job and
+    stays as the snapshot shows it: selected now, it joins by request as any table new to the
+    feed does (tidelake.capture.changefeed.filter_change), and its bootstrap reads its rows."""
+    found = {table_id: history.live_table(table_id) for job in jobs for table_id in sorted(job.table_ids)}
+    return {table_id: was for table_id, was in found.items() if was is not None}
