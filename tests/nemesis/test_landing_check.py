@@ -139,3 +139,26 @@ def test_rows_a_ddl_rewrote_are_copies_at_its_ts_and_a_wrong_copy_is_named(sim, 
 
     damaged = _damaged_at(lake, tmp_path, job.finished_ts, change)
     assert "phantom" in check_landing(str(damaged), sim.mvcc).by_kind()
+
+
+def test_an_id_a_ddl_removed_must_be_complete_up_to_the_ddl_once_the_ddl_watermark_passed_it(sim, tmp_path):
+    lake = tmp_path / "lake"
+    tidb = SimTiDB(sim)
+    tidb.create_database("shop")
+    tidb.create_table("shop", "m", [("id", "bigint", "pk"), ("v", "int")],
+                      partition={"type": "range", "column": "id", "bounds": [("p0", 10), ("p1", 20)]})
+    p0, p1 = tidb.table_info("shop", "m").physical_ids()
+    with PullerThread(make_config(sim, lake)) as puller:
+        wait_resolved(lake, {}, 1, puller)
+        with tidb.txn() as txn:
+            for i in range(20):
+                txn.insert("shop", "m", {"id": i, "v": i})
+        dropped = tidb.drop_partition("shop", "m", "p1").finished_ts
+        wait_resolved(lake, {p0: dropped}, dropped, puller)
+    complete = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped)])
+    assert complete.anomalies == [] and complete.removed == 1
+    # An id whose watermark stopped short of the DDL that removed it (as a restart that lost it leaves it).
+    late = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped + 10**9)])
+    assert late.anomalies == [] and late.removed == 0  # the DDL watermark has not passed it: nothing due yet
+    behind = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped), (p1 + 1000, dropped)])
+    assert [(a.kind, a.table_id) for a in behind.anomalies] == [("removed_behind", p1 + 1000)]

@@ -206,3 +206,23 @@ def test_bank_transfers_cross_tables():
     transfers = [op for op in ops if isinstance(op, TxnOp) and op.rows[0].kind == "add"]
     assert all(sum(r.changes["balance"] for r in op.rows) == 0 for op in transfers)
     assert sum(op.rows[0].table != op.rows[1].table for op in transfers) > len(transfers) / 2
+
+
+
+def test_the_runner_records_the_physical_ids_each_ddl_removed_with_its_finished_ts(tidb):
+    runner = WorkloadRunner(tidb, workload_preset("mixed"), seed=8, database="nemesis")
+    tidb.create_database("shop")
+    tidb.create_table("shop", "m", [("id", "bigint", "pk")],
+                      partition={"type": "range", "column": "id", "bounds": [("p0", 10), ("p1", 20)]})
+    tidb.create_table("shop", "t", [("id", "bigint", "pk")])
+    p0, p1 = tidb.table_info("shop", "m").physical_ids()
+    t = tidb.table_info("shop", "t").id
+    before = tidb.cluster.tso.next()
+    runner._execute(DdlOp("drop_partition", {"db": "shop", "table": "m", "name": "p1"}))
+    runner._execute(DdlOp("add_column", {"db": "shop", "table": "m", "column": ("c", "int")}))
+    runner._execute(DdlOp("truncate_table", {"db": "shop", "name": "t"}))
+    assert runner.counters.errors == 0, runner.counters.last_error
+    (dropped, dropped_at), (truncated, truncated_at) = runner.removed_ids
+    assert (dropped, truncated) == (p1, t) and 0 < dropped_at < truncated_at
+    assert tidb.table_info_at("shop", "m", before).physical_ids() == [p0, p1]
+    assert tidb.table_info_at("shop", "m", dropped_at).physical_ids() == [p0]

@@ -84,6 +84,7 @@ def _nemesis(args: argparse.Namespace) -> int:
               f"{sum(result.ddls.values())} DDL, faults: {faults}; "
               f"checked {result.watermarks_checked} watermarks, {result.totals_checked} totals"
               + (f", {result.copies_checked} rewritten rows" if result.copies_checked else "")
+              + (f", {result.removed_checked} removed ids" if result.removed_checked else "")
               + (f", {result.checkpoints_checked} checkpoints, {result.syncpoints_checked} syncpoints"
                  + (f", {result.values_checked} values" if result.values_checked else "")
                  + (" (maintenance between merges)" if result.maintained else "")

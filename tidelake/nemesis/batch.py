@@ -106,6 +106,7 @@ class BatchSummary:
                 "anomalies": r.anomalies_by_kind(),
                 "watermarks_checked": r.watermarks_checked, "totals_checked": r.totals_checked,
                 "copies_checked": r.copies_checked,
+                "removed_checked": r.removed_checked,
                 "checkpoints_checked": r.checkpoints_checked, "syncpoints_checked": r.syncpoints_checked,
                 "values_checked": r.values_checked, "unchecked": dict(sorted(r.unchecked.items())),
                 "merge_crashes": dict(sorted(r.merge_crashes.items())),

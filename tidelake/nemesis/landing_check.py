@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -65,6 +66,7 @@ class LandingReport:
     watermarks: int = 0  # (physical table, resolved ts) pairs checked
     totals: int = 0  # bank totals checked
     copies: int = 0  # puts at a DDL's commit ts restating the upstream there (rows the DDL rewrote)
+    removed: int = 0  # ids a DDL removed whose completeness up to it was due and checked
 
     def by_kind(self) -> dict[str, int]:
         counts: dict[str, int] = defaultdict(int)
@@ -177,7 +179,9 @@ class _Upstream:
         return max((t for t in self.last_commit.get(key, ()) if t <= ts), default=0)
 
 
-def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None) -> LandingReport:
+def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None,
+                  removed_ids: Sequence[tuple[int, int]] = ()) -> LandingReport:
+    """`removed_ids`: (physical id, ts) of the ids the upstream's DDL removed, and when."""
     report = LandingReport()
     if not os.path.isdir(os.path.join(root, WATERMARKS_DIR)):
         raise CheckerError(f"{root}: no watermarks table: nothing landed")
@@ -190,6 +194,7 @@ def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None) -> Landing
     upstream = {tid: _Upstream(mvcc, tid) for tid in starts}
     jobs = _job_commit_ts(root)
     _filter_rows(root, report)
+    _removed_complete(versions[-1] if versions else {}, _ddl_resolved(root), removed_ids, report)
     _duplicates(changelog.at(changelog.latest), report)
     seen: set[tuple[int, int, int]] = set()
     bank_seen: set[int] = set()
@@ -237,6 +242,29 @@ def _filter_rows(root: str, report: LandingReport) -> None:
             report.anomalies.append(Anomaly("table_left", row["table_id"], row["commit_ts"],
                                             f"{row['schema_name']}.{row['table_name']} left the changefeed, the "
                                             "rules never changed"))
+
+
+def _removed_complete(marks: dict[int, tuple[int, int]], ddl_resolved: int,
+                      removed_ids: Sequence[tuple[int, int]], report: LandingReport) -> None:
+    """An id a DDL at T removed is fed until its rows up to T - 1 are durable, before the DDL
+    watermark passes T (the merge applies the DDL only past T - 1 of every id the table had):
+    once the DDL watermark is at or past T, its watermark is at or past T - 1."""
+    for pid, ts in removed_ids:
+        if ts > ddl_resolved:
+            continue
+        report.removed += 1
+        mark = marks.get(pid, (0, 0))[0]
+        if mark < ts - 1:
+            report.anomalies.append(Anomaly("removed_behind", pid, ts, f"a DDL removed physical id {pid} at {ts} "
+                                            f"and the DDL watermark is at {ddl_resolved}, but its watermark is "
+                                            f"{mark or 'absent'}: its rows before the DDL are not all landed"))
+
+
+def _ddl_resolved(root: str) -> int:
+    """The DDL watermark now: the lowest any puller claims."""
+    path = os.path.join(root, WATERMARKS_DIR)
+    rows = DeltaTable(path).to_pyarrow_table(columns=["kind", "resolved_ts"]).to_pylist()
+    return min((r["resolved_ts"] for r in rows if r["kind"] == "ddl"), default=0)
 
 
 def _job_commit_ts(root: str) -> set[int]:

@@ -69,6 +69,7 @@ class ScheduleResult:
     watermarks_checked: int = 0
     totals_checked: int = 0
     copies_checked: int = 0  # rows a DDL rewrote, landed at its finished ts (landing_check)
+    removed_checked: int = 0  # physical ids a DDL removed, complete up to it (landing_check)
     txns: int = 0
     checkpoints_checked: int = 0  # apply level
     syncpoints_checked: int = 0
@@ -153,10 +154,10 @@ def _run(plan: SchedulePlan, root: Path, settle_timeout_s: float, spark: Any, mo
         result.faults, result.missed = +result.faults, +result.missed  # no zero counts
         result.puller_kills, result.skipped = pullers.kills, pullers.skipped
         bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
-        report = check_landing(str(lake), cluster.mvcc, bank)
+        report = check_landing(str(lake), cluster.mvcc, bank, workload.removed_ids)
         result.anomalies.extend(report.anomalies)
         result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
-        result.copies_checked = report.copies
+        result.copies_checked, result.removed_checked = report.copies, report.removed
         if spark is None:
             return result
         merged = merge_cycles(spark, str(lake), (funded_ts + final_ts) // 2, final_ts, plan.merge_faults,

@@ -821,6 +821,9 @@ class WorkloadRunner:
         self.txn_mode: str = check_txn_mode(txn_mode or self.preset.txn_mode or tidb.txn_mode, "workload txn_mode")
         self.planner = WorkloadPlanner(self.preset, seed, database, preload_rows)
         self.counters = WorkloadCounters()
+        # (physical id, finished ts) of every id a DDL of this workload removed from the user tables:
+        # the upstream's own record, for checkers (tidelake.nemesis.landing_check)
+        self.removed_ids: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -860,13 +863,17 @@ class WorkloadRunner:
     def _execute(self, op: Op) -> None:
         try:
             if isinstance(op, DdlOp):
+                before = self._physical_ids()
                 if op.method == "alter_table":
-                    self.tidb.alter_table(op.args["db"], op.args["table"], alter_plan(self.tidb, op.args["changes"]))
+                    job = self.tidb.alter_table(op.args["db"], op.args["table"],
+                                                alter_plan(self.tidb, op.args["changes"]))
                 else:
-                    getattr(self.tidb, op.method)(**op.args)
+                    job = getattr(self.tidb, op.method)(**op.args)
+                removed = before - self._physical_ids()
                 self._count(ddls=1)
                 with self._lock:
                     self.counters.ddl_kinds[op.kind or op.method] += 1
+                    self.removed_ids += [(pid, job.finished_ts) for pid in sorted(removed) if job.finished_ts]
             elif op.hold_s:
                 thread = threading.Thread(target=self._run_long, args=(op,), name="sim-long-txn", daemon=True)
                 self._long = [t for t in self._long if t.is_alive()] + [thread]
@@ -875,6 +882,9 @@ class WorkloadRunner:
                 self._run_txn(op)
         except Exception as exc:  # the workload must outlive one failed statement; it is counted
             self._record_failure(exc)
+
+    def _physical_ids(self) -> set[int]:
+        return {pid for _db, _table, info in self.tidb.tables() for pid in info.physical_ids()}
 
     def _run_txn(self, op: TxnOp) -> None:
         with self.tidb.txn(mode=self.txn_mode) as txn:
