@@ -81,7 +81,8 @@ class TlsConfig:
 @dataclass(frozen=True)
 class UpstreamConfig:
     """PD endpoints and TLS, or `connection`: a tidb_pd Airflow connection id holding them, which
-    the puller task (tidelake.orchestration.airflow.puller_operator) and the `tidelake` commands
+    the puller task (tidelake.orchestration.airflow.puller_operator), the Spark task for the jobs it
+    starts (tidelake.orchestration.upstream_handoff) and the `tidelake` commands
     (tidelake.cli.upstream_connection) resolve; pd is then empty."""
 
     pd: tuple[str, ...]
@@ -93,7 +94,8 @@ class UpstreamConfig:
         """The PD endpoints for `user`; a connection id is one InputError line: it is not resolved there."""
         if self.connection is not None:
             raise InputError(f"[upstream].connection {self.connection!r}: {user} cannot read Airflow connections "
-                             "(the puller task and the tidelake commands can): give [upstream].pd for this")
+                             "(the Airflow tasks and the tidelake commands resolve it for it): run it from one "
+                             "of those, or give [upstream].pd")
         return list(self.pd)
 
 

@@ -106,3 +106,41 @@ def test_the_tasks_return_no_secret_log_none_and_register_each_with_the_masker(d
     assert_no_secret(capsys.readouterr().out + caplog.text, "tidelake's log lines")
     for name, secret in SECRETS.items():
         assert redact(f"a job quoting {secret}") == "a job quoting ***", f"the {name} is not masked in task logs"
+
+
+def test_the_bootstrap_spark_submit_gets_the_pd_key_as_a_file_only(deployment, monkeypatch, capsys, caplog):
+    """The bootstrap's spark-submit (the provider's, its command line built as it would run) gets
+    [upstream].connection as TLS file paths in its inherited environment: the key is in that file
+    for the job, in no argument, Spark conf, environment variable, XCom or log line."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from tidelake.orchestration import job_entry
+    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
+    from tidelake.orchestration.job_spec import BootstrapJob, from_json, to_json
+
+    seen = {}
+
+    def submit(self, context):
+        hook = SparkSubmitHook(conn_id=self._conn_id, conf=self.conf, application_args=self.application_args,
+                               packages=self.packages, env_vars=self.env_vars, py_files=self.py_files)
+        seen["command"] = " ".join(hook._build_spark_submit_command(self.application))
+        # what tidelake adds to it: this test's AIRFLOW_CONN_* variables hold every secret
+        seen["environment"] = json.dumps({k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")})
+        with open(job_entry._config(from_json(self.application_args[0])).upstream.tls.key) as key:
+            seen["key file"] = key.read()  # what the driver, the submit's child, opens
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    caplog.set_level(logging.INFO)
+    task = TidelakeSparkOperator(task_id="bootstrap", config_path=str(deployment), job="bootstrap",
+                                 application_args=[to_json(BootstrapJob(str(deployment)))])
+    returned = task.execute({})
+    assert KEY_BODY in seen["key file"]  # the job did get the key, where it runs
+    assert "PD connection" in caplog.text  # the task logged what it used
+    assert_no_secret(seen["command"], "the spark-submit command line")
+    assert KEY_BODY not in seen["environment"] and "pd-0.pd:2379" in seen["environment"], \
+        "the pd client key is in the submit's environment"
+    assert_no_secret(json.dumps(returned) + json.dumps([task.conf, task.env_vars, task.application_args]),
+                     "the task's XCom and submit arguments")
+    assert_no_secret(capsys.readouterr().out + caplog.text, "tidelake's log lines")

@@ -1,7 +1,9 @@
 """A job spec (tidelake.orchestration.job_spec) run: under spark-submit by spark_jobs/, or in an
 Airflow task against a warm Spark (Spark Connect, docs/operations.md#warm-spark). Either way the same
-stage call: the merge, a syncpoint, maintenance or a bootstrap. Bad input is an InputError (the
-task fails without retries); a job that ran and did not do its work is JobFailed (retried).
+stage call: the merge, a syncpoint, maintenance or a bootstrap, on the config with the upstream
+the Airflow task resolved from [upstream].connection (tidelake.orchestration.upstream_handoff).
+Bad input is an InputError (the task fails without retries); a job that ran and did not do its
+work is JobFailed (retried).
 Owner: spark_jobs/ and the DAGs' warm-Spark tasks.
 """
 
@@ -23,6 +25,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
 from tidelake.merge.merge_run import run_merge
 from tidelake.orchestration.job_spec import BootstrapJob, JobSpec, MaintenanceJob, MergeJob, SyncpointJob, from_json
+from tidelake.orchestration.upstream_handoff import received_upstream
 from tidelake.spark.spark_session import get_session, release_session
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 
@@ -41,7 +44,7 @@ def spark_submit_main(kind: str, argv: Sequence[str]) -> int:
         if len(argv) != 1:
             raise InputError(f"spark_jobs/{kind}_job.py takes one argument, a {kind} job spec (JSON); got {len(argv)}")
         spec = from_json(argv[0], kind)
-        config = load_config(spec.config)
+        config = _config(spec)
         run_job(spec, config, get_session(f"tidelake-{kind}", local=False, lake=LakeLayout.from_config(config.lake)))
     except TidelakeError as exc:
         print(f"tidelake {kind}: error: {exc}", file=sys.stderr)
@@ -52,13 +55,19 @@ def spark_submit_main(kind: str, argv: Sequence[str]) -> int:
 def run_on_warm_spark(spec_json: str, remote: str) -> None:
     """An Airflow task's job against the Spark Connect server at `remote`."""
     spec = from_json(spec_json)
-    config = load_config(spec.config)
+    config = _config(spec)
     # No child process: Connect mode is process-wide, but Airflow 3 forks a process per task, none runs classic Spark
     spark = get_session(f"tidelake-{spec.kind}", remote=remote, lake=LakeLayout.from_config(config.lake))
     try:
         run_job(spec, config, spark)
     finally:
         release_session(spark)
+
+
+def _config(spec: JobSpec) -> ChangefeedConfig:
+    """The spec's changefeed config; for a job that dials PD, with the upstream its task handed over."""
+    config = load_config(spec.config)
+    return received_upstream(config) if spec.dials_pd else config
 
 
 def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> None:

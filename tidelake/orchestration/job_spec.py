@@ -22,6 +22,7 @@ class MergeJob:
     """Merge `tables` (every replicated one when empty) up to `until_ts`, or rebuild one table."""
 
     kind: ClassVar[str] = "merge"
+    dials_pd: ClassVar[bool] = False  # whether the job reads the upstream (its [upstream])
     config: str  # the changefeed config file
     tables: tuple[str, ...] = ()
     until_ts: int | None = None
@@ -33,6 +34,7 @@ class SyncpointJob:
     """Take the next syncpoint of the changefeed (its [merge].syncpoint_interval)."""
 
     kind: ClassVar[str] = "syncpoint"
+    dials_pd: ClassVar[bool] = False
     config: str
 
 
@@ -41,6 +43,7 @@ class MaintenanceJob:
     """Compact and vacuum the replicas and the changelog, drop what every replica merged past."""
 
     kind: ClassVar[str] = "maintenance"
+    dials_pd: ClassVar[bool] = False
     config: str
 
 
@@ -49,6 +52,7 @@ class BootstrapJob:
     """Snapshot `tables` (the filter's when empty) at `at_ts` (PD's current TSO when None)."""
 
     kind: ClassVar[str] = "bootstrap"
+    dials_pd: ClassVar[bool] = True  # the snapshot: PD's TSO, regions and TiKV reads, driver and executors
     config: str
     tables: tuple[str, ...] = ()
     at_ts: int | None = None

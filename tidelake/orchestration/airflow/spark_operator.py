@@ -5,7 +5,10 @@ of spark_jobs/<job>_job.py with the Delta jars and confs and the connection's ti
 for this task (an AIRFLOW_CONN_* variable; the provider would silently use `--master yarn`,
 docs/stack.md#apache-airflow-providers-apache-spark-634). A `spark_connect` connection
 (SparkConnectHook's sc:// URL): the job runs in this task as a thin Connect client (job_entry).
-The lake's `aws` connection is the task's AWS environment (hooks.aws_lake), never an argument.
+The lake's `aws` connection is the task's AWS environment (hooks.aws_lake), never an argument;
+for a job that dials PD (the bootstrap), [upstream].connection is resolved here and handed over the
+same way (tidelake.orchestration.upstream_handoff). The driver always runs in client deploy mode,
+as the task's child on the worker, where the config, the AWS variables and the PEM files are.
 Owner: the merge, maintenance and bootstrap DAGs.
 """
 
@@ -15,7 +18,8 @@ import json
 import logging
 import os
 import tempfile
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -24,10 +28,11 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from tidelake.config import load_config
+from tidelake.config import ChangefeedConfig, load_config
 from tidelake.errors import InputError
-from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection, task_environment
 from tidelake.orchestration.airflow.hooks.config_source import refresh_config
+from tidelake.orchestration.airflow.hooks.tidb_pd import TiDBPDHook
 from tidelake.orchestration.airflow.task_errors import input_errors_fail_the_task
 from tidelake.orchestration.spark_submit import (
     CONNECT_CONN_TYPE,
@@ -39,6 +44,8 @@ from tidelake.orchestration.spark_submit import (
     build_package_zip,
     spark_submit_kwargs,
 )
+from tidelake.orchestration.job_spec import KINDS
+from tidelake.orchestration.upstream_handoff import handoff_environment
 
 log = logging.getLogger(__name__)
 # Jobs that need classic Spark (RDDs, the JVM): the bootstrap reads TiKV in executor tasks.
@@ -82,10 +89,11 @@ class TidelakeSparkOperator(SparkSubmitOperator):
                 refresh_config(self.config_conn_id)
                 config = load_config(self.config_path)
                 stack.enter_context(lake_connection(config.lake))
+                if kind == CONNECT_CONN_TYPE and self.job in CLASSIC_ONLY:
+                    raise InputError(f"{CONNECT_CONN_TYPE} connection {self._conn_id!r}: the {self.job} job "
+                                     "needs classic Spark (RDDs); give it a `spark` connection")
+                stack.enter_context(self._upstream_for_the_job(config))
                 if kind == CONNECT_CONN_TYPE:
-                    if self.job in CLASSIC_ONLY:
-                        raise InputError(f"{CONNECT_CONN_TYPE} connection {self._conn_id!r}: the {self.job} job "
-                                         "needs classic Spark (RDDs); give it a `spark` connection")
                     url = SparkConnectHook(self._conn_id).get_connection_url()
                 else:
                     settings = SparkSettings.from_extras(self._conn_id, extras)
@@ -99,6 +107,19 @@ class TidelakeSparkOperator(SparkSubmitOperator):
             package = build_package_zip(os.path.join(tempfile.gettempdir(), "tidelake-py-files"))
             self.py_files = ",".join(p for p in (self.py_files, str(package)) if p)
             return super().execute(context)
+
+    @contextmanager
+    def _upstream_for_the_job(self, config: ChangefeedConfig) -> Iterator[None]:
+        """A job that dials PD gets [upstream].connection resolved here, where Airflow's connections
+        are read, as the task's HANDOFF_ENV (upstream_handoff): its PEM files live in this task's
+        temp folder on the worker until the job ends. Other jobs, and a config naming PD: nothing."""
+        conn_id, spec = config.upstream.connection, KINDS.get(self.job)
+        if conn_id is None or spec is None or not spec.dials_pd:
+            yield
+            return
+        with TiDBPDHook(conn_id).upstream(config.upstream.gc_ttl_s) as upstream, \
+                task_environment(handoff_environment(conn_id, upstream)):
+            yield
 
     def _run_connected(self, url: str) -> None:
         # Spark loads in the task, never where the DAG file is parsed

@@ -48,7 +48,14 @@ def lake_connection(lake: LakeConfig) -> Iterator[None]:
         return
     settings = lake_settings(lake.aws_conn_id, lake)
     log.info("lake store from the %s connection: %s", CONN_TYPE, settings.summary())
-    changes = settings.environment()
+    with task_environment(settings.environment()):
+        yield
+
+
+@contextmanager
+def task_environment(changes: dict[str, str | None]) -> Iterator[None]:
+    """While the block runs, the task process's variables changed as `changes` says (None: removed),
+    which a child process (spark-submit) inherits; restored after it."""
     saved = {name: os.environ.get(name) for name in changes}
     _apply(changes)
     try:
