@@ -5,15 +5,17 @@ login and password are the access key id and secret (or the extras `aws_access_k
 `service_config.s3.endpoint_url` (which wins for S3). The amazon provider need not be installed:
 the fields are read here. Roles and profiles are refused: delta-rs and s3a get static settings.
 A bad field is one InputError line naming the connection id and the field.
-Owner: the lake's connection in Airflow tasks (tidelake.orchestration.airflow.hooks.aws_lake).
+Owner: the lake's connection in Airflow (tidelake.orchestration.airflow.hooks.aws_lake): the tasks'
+environment, the storage options of the triggerer, the api-server and the DAG parse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from tidelake.config import LakeConfig
 from tidelake.errors import InputError
 from tidelake.lake.object_store import CREDENTIALS, ENV_KEYS, setting_of
 
@@ -54,10 +56,24 @@ class AwsLakeSettings:
                 env[VARIABLES[setting]] = self.values[setting]
         return env
 
+    def lake(self, lake: LakeConfig) -> LakeConfig:
+        """`lake` reading the store as a task with this connection does, its settings given as
+        [lake.storage_options] (which win over the process's AWS variables per setting, and with
+        keys take no credential from them), for a process serving many changefeeds at once, whose
+        environment must not change: the triggerer, the api-server, the DAG parse."""
+        options = {**lake.storage_options, **{VARIABLES[setting]: value for setting, value in self.values.items()}}
+        return replace(lake, storage_options=options, aws_conn_id=None)
+
     def summary(self) -> dict[str, Any]:
         """For a log line or XCom: where the store is and whether keys are set, never a secret."""
         return {"aws_conn_id": self.conn_id, "endpoint": self.values.get("endpoint"),
                 "region": self.values.get("region"), "keys": "access_key_id" in self.values}
+
+
+def not_defined(conn_id: str) -> InputError:
+    """The one line for a connection Airflow does not know, whichever process asked."""
+    return InputError(f"{CONN_TYPE} connection {conn_id!r}: not defined (add it in Admin > Connections, "
+                      "an AIRFLOW_CONN_* variable or the secrets backend)")
 
 
 def aws_lake_settings(conn_id: str, conn_type: str | None, login: str | None, password: str | None,

@@ -6,13 +6,15 @@ stale) and each one's config_record.PARAM, then the config from that source as t
 routes: there the Task SDK's readers skip the metadata DB (no server context is set:
 airflow.sdk.execution_time.supervisor.ensure_secrets_backend_loaded). TIDELAKE_CONFIG's files, if
 set, come first and win for their ids. A config that cannot be read is one Unreadable line naming
-the changefeed, its DAG and the field; the others still show. Owner: the Airflow plugin.
+the changefeed, its DAG and the field; the others still show. A lake's [lake].aws_conn_id
+connection, read the same way, becomes its storage options (a missing or wrong one is that
+changefeed's line). Owner: the Airflow plugin.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airflow.exceptions import AirflowNotFoundException
 from airflow.models.connection import Connection
@@ -24,6 +26,7 @@ from sqlalchemy import select
 
 from tidelake.config import load_config
 from tidelake.errors import InputError
+from tidelake.orchestration.aws_connection import aws_lake_settings, not_defined
 from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
 from tidelake.orchestration.config_record import PARAM, record_source
 from tidelake.orchestration.config_text import variable_config_path, write_config_text
@@ -53,7 +56,7 @@ def deployed_changefeeds() -> list[Changefeed | Unreadable]:
         if entry_id(entry) not in seen:
             seen.add(entry_id(entry))
             entries.append(entry)
-    return entries
+    return [_with_lake_connection(e) if isinstance(e, Changefeed) else e for e in entries]
 
 
 def entry_id(entry: Changefeed | Unreadable) -> str:
@@ -90,6 +93,25 @@ def _read(dag_id: str, record: object) -> Changefeed | Unreadable:
     return Changefeed(config_path=str(path), config=config, primary=False,
                       config_conn_id=value if kind == "config_conn_id" else None,
                       config_variable=value if kind == "config_variable" else None)
+
+
+def _with_lake_connection(feed: Changefeed) -> Changefeed | Unreadable:
+    """The changefeed reading its lake with its [lake].aws_conn_id connection's settings as storage
+    options (AwsLakeSettings.lake; the api-server's environment is never changed), or the
+    connection's one-line error."""
+    lake = feed.config.lake
+    if lake.aws_conn_id is None:
+        return feed
+    try:
+        try:
+            conn = Connection.get_connection_from_secrets(lake.aws_conn_id)
+        except AirflowNotFoundException:
+            raise not_defined(lake.aws_conn_id) from None
+        settings = aws_lake_settings(lake.aws_conn_id, conn.conn_type, conn.login, conn.password, conn.extra_dejson,
+                                     lake.storage_options)
+    except InputError as exc:
+        return Unreadable(feed.config.changefeed_id, f"changefeed {feed.config.changefeed_id!r}: {exc}")
+    return replace(feed, config=replace(feed.config, lake=settings.lake(lake)))
 
 
 def _config_path(kind: str, value: str) -> str:

@@ -5,7 +5,10 @@ BaseEventTrigger) runs this in the triggerer for as long as the merge DAG is dep
 event it yields becomes an asset event of the changefeed's changelog asset, and the merge DAG,
 scheduled on that asset or its cron timetable, gets a run. The decision is
 tidelake.orchestration.new_data_watch; this class only polls and keeps going through errors (a
-lake unreachable for a while must not end the watch: the cron schedule would be all that is left).
+lake unreachable for a while, or its [lake].aws_conn_id connection missing or wrong, must not end
+the watch: the cron schedule would be all that is left). That connection is read through the
+Task SDK's async reads, as the triggerer serves them, and becomes the lake's storage options
+(hooks.aws_lake.awith_lake_connection): the triggerer's process environment is never changed.
 Owner: the merge DAG (tidelake.orchestration.airflow.dags.merge).
 """
 
@@ -22,6 +25,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from tidelake.config import load_config
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.orchestration.airflow.hooks.aws_lake import awith_lake_connection
 from tidelake.orchestration.new_data_watch import NewDataWatch
 
 log = logging.getLogger(__name__)
@@ -43,16 +47,20 @@ class NewDataTrigger(BaseEventTrigger):
                 {"config_path": self.config_path, "floor_s": self.floor_s, "poll_s": self.poll_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        layout = LakeLayout.from_config((await asyncio.to_thread(load_config, self.config_path)).lake)
+        config = await asyncio.to_thread(load_config, self.config_path)
         watch = NewDataWatch(self.floor_s)
+        layout: LakeLayout | None = None
         failing = False
         while True:
             try:
+                if layout is None:  # again after a failed read: the connection's keys may have been rotated
+                    layout = LakeLayout.from_config((await awith_lake_connection(config)).lake)
                 marks = await asyncio.to_thread(read_watermarks, layout)
             except Exception as err:  # the lake is remote: an outage is a wait, not the end of the watch
                 if not failing:
-                    log.warning("cannot read the watermarks of %s (will retry every %.0f s): %s", layout.root, self.poll_s, err)
-                failing = True
+                    log.warning("cannot read the watermarks of %s (will retry every %.0f s): %s", config.lake.root,
+                                self.poll_s, err)
+                failing, layout = True, None
             else:
                 failing = False
                 event = watch.observe(marks, time.monotonic())

@@ -5,6 +5,7 @@ Owner: the DAG factory (tidelake.orchestration.airflow.dag_factory).
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import (
@@ -19,8 +20,9 @@ from airflow.sdk import (
     task,
 )
 
+from tidelake.errors import InputError
 from tidelake.orchestration import merge_dag
-from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of
+from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of, with_lake_connection
 from tidelake.orchestration.airflow.hooks.config_source import refresh_config
 from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.airflow.schedules import timetable
@@ -67,6 +69,8 @@ new replica, refused unless the changelog still holds all its changes), dry_run,
 tidelake.orchestration.merge_dag.
 """  # the DAG's doc_md, shown in the UI
 
+log = logging.getLogger(__name__)
+
 def schedule(feed: Changefeed, options: DagOptions):
     """The cron timetable, or it OR the changelog asset when runs may also start on new data."""
     cron = timetable("merge_schedule", options.merge_schedule)
@@ -80,6 +84,18 @@ def schedule(feed: Changefeed, options: DagOptions):
     return AssetOrTimeSchedule(timetable=cron, assets=changelog)
 
 
+def table_choices(feed: Changefeed) -> list[str]:
+    """merge_dag.table_choices, the lake read with its [lake].aws_conn_id connection; that connection
+    missing or wrong gives no suggestions and a warning, as an unreachable lake does (the DAG still
+    parses; its tasks fail on it in one line)."""
+    try:
+        config = with_lake_connection(feed.config)
+    except InputError as exc:
+        log.warning("%s: cannot list the lake's tables for the trigger form: %s", feed.config.lake.root, exc)
+        return []
+    return merge_dag.table_choices(config)
+
+
 def submitted(job: dict) -> dict:
     """A planned merge job as the spark-submit task's arguments: its spec is the one argument."""
     return {"application_args": [job["spec"]], "name": job["name"]}
@@ -88,7 +104,7 @@ def submitted(job: dict) -> dict:
 def build(feed: Changefeed, options: DagOptions) -> DAG:
     """The merge DAG of one changefeed."""
     changefeed_id = feed.config.changefeed_id
-    schemas = merge_param_schemas(merge_dag.table_choices(feed.config), feed.config.merge.parallel_jobs)
+    schemas = merge_param_schemas(table_choices(feed), feed.config.merge.parallel_jobs)
     alias = AssetAlias(merge_alias_name(changefeed_id))
     with DAG(
         dag_id=feed.dag_id("merge"),

@@ -3,8 +3,10 @@ as the task process's AWS variables while the task runs, which every lake reader
 the spark-submit it starts read (tidelake.lake.object_store; s3a's environment credential provider),
 so they reach no command line, serialized DAG, rendered template or XCom. The secret and token are
 masked in task logs. The connection type is the amazon provider's; that provider need not be
-installed (the fields are read by tidelake.orchestration.aws_connection).
-Owner: the tidelake provider, for every task that reads or writes the lake.
+installed (the fields are read by tidelake.orchestration.aws_connection). In the DAG parse and the
+triggerer, which serve many changefeeds in one process, the connection becomes the lake's storage
+options instead (with_lake_connection; awith_lake_connection with the Task SDK's async reads).
+Owner: the tidelake provider, for every task, trigger and DAG parse that reads the lake.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
-from airflow.sdk.log import mask_secret
+from airflow.sdk.log import amask_secret, mask_secret
 
-from tidelake.config import LakeConfig, load_config
-from tidelake.errors import InputError
-from tidelake.orchestration.aws_connection import CONN_TYPE, AwsLakeSettings, aws_lake_settings
+from tidelake.config import ChangefeedConfig, LakeConfig, load_config
+from tidelake.orchestration.aws_connection import CONN_TYPE, AwsLakeSettings, aws_lake_settings, not_defined
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +32,42 @@ def lake_settings(aws_conn_id: str, lake: LakeConfig) -> AwsLakeSettings:
     try:
         conn = BaseHook.get_connection(aws_conn_id)
     except AirflowNotFoundException:
-        raise InputError(f"{CONN_TYPE} connection {aws_conn_id!r}: not defined (add it in Admin > Connections, "
-                         "an AIRFLOW_CONN_* variable or the secrets backend)") from None
+        raise not_defined(aws_conn_id) from None
     settings = aws_lake_settings(aws_conn_id, conn.conn_type, conn.login, conn.password, conn.extra_dejson,
                                  lake.storage_options)
     for secret in settings.secrets():
         mask_secret(secret)
     return settings
+
+
+async def alake_settings(aws_conn_id: str, lake: LakeConfig) -> AwsLakeSettings:
+    """lake_settings in a trigger: the Task SDK's async reads, which the triggerer's event loop
+    needs (its sync ones would block the loop on the supervisor's reply)."""
+    try:
+        conn = await BaseHook.aget_connection(aws_conn_id)
+    except AirflowNotFoundException:
+        raise not_defined(aws_conn_id) from None
+    settings = aws_lake_settings(aws_conn_id, conn.conn_type, conn.login, conn.password, await conn.aextra_dejson(),
+                                 lake.storage_options)
+    for secret in settings.secrets():
+        await amask_secret(secret)
+    return settings
+
+
+def with_lake_connection(config: ChangefeedConfig) -> ChangefeedConfig:
+    """`config` whose lake reads the store with its [lake].aws_conn_id connection's settings, not the
+    process's AWS variables (AwsLakeSettings.lake); unchanged without one. For the DAG parse."""
+    if config.lake.aws_conn_id is None:
+        return config
+    return replace(config, lake=lake_settings(config.lake.aws_conn_id, config.lake).lake(config.lake))
+
+
+async def awith_lake_connection(config: ChangefeedConfig) -> ChangefeedConfig:
+    """with_lake_connection in a trigger."""
+    if config.lake.aws_conn_id is None:
+        return config
+    settings = await alake_settings(config.lake.aws_conn_id, config.lake)
+    return replace(config, lake=settings.lake(config.lake))
 
 
 @contextmanager
