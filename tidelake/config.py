@@ -127,8 +127,8 @@ class LakeConfig:
     storage_options: dict[str, str] = field(default_factory=dict)
     leases: LeaseSettings = field(default_factory=LeaseSettings)
     # An Airflow `aws` connection holding the object store's endpoint, region and credentials, which
-    # only Airflow tasks resolve (tidelake.orchestration.airflow.hooks.aws_lake); None: environment
-    # and storage_options only.
+    # Airflow's tasks, triggerer, api-server and DAG parse resolve (tidelake.orchestration.airflow.hooks.aws_lake);
+    # None: environment and storage_options only.
     aws_conn_id: str | None = None
 
 

@@ -235,7 +235,8 @@ def test_upstream_by_connection_names_it_and_refuses_pd_beside_it(tmp_path):
     upstream = load_config(write(tmp_path, BY_CONNECTION)).upstream
     assert (upstream.connection, upstream.pd, upstream.tls, upstream.gc_ttl_s) == ("tidb_pd_prod", (), None, 7200)
     with pytest.raises(InputError, match=r"^\[upstream\]\.connection 'tidb_pd_prod': the bootstrap job cannot read "
-                                         r"Airflow connections \(the puller task and the tidelake commands can\): give \[upstream\]\.pd"):
+                                         r"Airflow connections \(the Airflow tasks and the tidelake commands resolve "
+                                         r"it for it\): run it from one of those, or give \[upstream\]\.pd$"):
         upstream.endpoints("the bootstrap job")
     both = BY_CONNECTION.replace('connection = "tidb_pd_prod"', 'connection = "tidb_pd_prod"\npd = ["pd:2379"]')
     with pytest.raises(InputError, match=r"changefeed\.toml: \[upstream\]\.connection: the connection holds the PD "

@@ -1,14 +1,11 @@
 """The triggerer side of [merge].run_on_new_data: an event trigger watching a changefeed's lake.
 
 Airflow's event-driven scheduling (airflow.sdk AssetWatcher; airflow/triggers/base.py
-BaseEventTrigger) runs this in the triggerer for as long as the merge DAG is deployed; every
-event it yields becomes an asset event of the changefeed's changelog asset, and the merge DAG,
-scheduled on that asset or its cron timetable, gets a run. The decision is
-tidelake.orchestration.new_data_watch; this class only polls and keeps going through errors (a
-lake unreachable for a while, or its [lake].aws_conn_id connection missing or wrong, must not end
-the watch: the cron schedule would be all that is left). That connection is read through the
-Task SDK's async reads, as the triggerer serves them, and becomes the lake's storage options
-(hooks.aws_lake.awith_lake_connection): the triggerer's process environment is never changed.
+BaseEventTrigger) runs this in the triggerer while the merge DAG is deployed; each event it yields
+becomes an asset event of the changefeed's changelog asset, and the merge DAG gets a run. The
+decision is tidelake.orchestration.new_data_watch; this class polls (the lake read with its
+[lake].aws_conn_id connection: hooks.aws_lake.awith_lake_connection) and keeps going through
+errors, a lake or connection bad for a while included: the cron schedule must not be all that is left.
 Owner: the merge DAG (tidelake.orchestration.airflow.dags.merge).
 """
 

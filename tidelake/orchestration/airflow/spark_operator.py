@@ -1,15 +1,13 @@
 """TidelakeSparkOperator: one Spark job spec of a changefeed on the Spark its connection's type names
 at task time, so a DAG has one shape whichever Spark runs the jobs. A `spark` connection: spark-submit
-of spark_jobs/<job>_job.py with the Delta jars and confs and the connection's tidelake extras
-(spark_submit.SparkSettings.from_extras), tidelake zipped as --py-files; a missing one is local[*]
-for this task (an AIRFLOW_CONN_* variable; the provider would silently use `--master yarn`,
-docs/stack.md#apache-airflow-providers-apache-spark-634). A `spark_connect` connection
-(SparkConnectHook's sc:// URL): the job runs in this task as a thin Connect client (job_entry).
-The lake's `aws` connection is the task's AWS environment (hooks.aws_lake), never an argument;
-for a job that dials PD (the bootstrap), [upstream].connection is resolved here and handed over the
-same way (tidelake.orchestration.upstream_handoff). The driver always runs in client deploy mode,
-as the task's child on the worker, where the config, the AWS variables and the PEM files are.
-Owner: the merge, maintenance and bootstrap DAGs.
+of spark_jobs/<job>_job.py (client deploy mode: the driver is the task's child on the worker) with
+the Delta jars and confs and the connection's extras (spark_submit.SparkSettings.from_extras); a
+missing one is local[*] for this task. A `spark_connect` connection: the job runs in this task as a
+thin Connect client (job_entry). The lake's `aws` connection (hooks.aws_lake) and, for a job that
+dials PD, [upstream].connection (upstream_handoff) reach the job in the task's environment, never
+an argument. Owner: the merge, maintenance and bootstrap DAGs.
+
+More: docs/internals.md#spark_operator.
 """
 
 from __future__ import annotations
