@@ -3,10 +3,10 @@
 The api-server parses no DAG file: it reads the latest serialized puller DAGs (tag `tidelake`, not
 stale) and each one's config_record.PARAM, then the config from that source as the tasks do
 (config_text), and a lake's [lake].aws_conn_id connection as its storage options. Connections and
-Variables go through Airflow's core models, as the api-server's own routes (there the Task SDK's
-readers skip the metadata DB). TIDELAKE_CONFIG's files, if set, come first and win for their ids.
-A config or connection that cannot be read is one Unreadable line naming the changefeed (and its
-DAG and field); the others still show. Owner: the Airflow plugin.
+Variables go through Airflow's core models, as the api-server's own routes: there the Task SDK's
+readers skip the metadata DB (airflow.sdk.execution_time.supervisor.ensure_secrets_backend_loaded).
+TIDELAKE_CONFIG's files, if set, come first. A config or connection that cannot be read is one
+Unreadable line naming the changefeed; the others still show. Owner: the Airflow plugin.
 """
 
 from __future__ import annotations

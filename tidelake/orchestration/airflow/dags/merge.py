@@ -71,6 +71,7 @@ tidelake.orchestration.merge_dag.
 
 log = logging.getLogger(__name__)
 
+
 def schedule(feed: Changefeed, options: DagOptions):
     """The cron timetable, or it OR the changelog asset when runs may also start on new data."""
     cron = timetable("merge_schedule", options.merge_schedule)
