@@ -51,11 +51,19 @@ def assert_no_secret(text: str, where: str) -> None:
 
 
 def test_the_serialized_dags_hold_no_secret(deployment, monkeypatch):
+    """The parse reads the lake with its connection (the merge DAG's table list; the read itself
+    is a fake here), so the secret is in the parsing process, and still in no serialized DAG."""
     from airflow.serialization.serialized_objects import DagSerialization
 
+    from tidelake.lake.layout import LakeLayout
+    from tidelake.orchestration import merge_dag
     from tidelake.orchestration.airflow.dag_factory import changefeed_dags
 
+    read = []
+    monkeypatch.setattr(merge_dag, "table_choices",
+                        lambda config: read.append(LakeLayout.from_config(config.lake).storage_options) or ["a.t"])
     dags = changefeed_dags("vault", config_path=str(deployment), spark_conn_id="spark_warm")
+    assert [options["AWS_SECRET_ACCESS_KEY"] for options in read] == [SECRETS["aws secret"]]
     assert set(dags) == {f"tidelake_{k}__vault" for k in ("puller", "merge", "maintenance", "bootstrap")}
     for dag_id, dag in dags.items():
         assert_no_secret(json.dumps(DagSerialization.to_dict(dag), default=str), f"the serialized {dag_id}")
