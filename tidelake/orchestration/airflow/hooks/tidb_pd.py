@@ -1,4 +1,5 @@
-"""TiDBPDHook: the `tidb_pd` connection (PD endpoints, cluster, TLS) as the upstream the puller dials.
+"""TiDBPDHook: the `tidb_pd` connection (PD endpoints, cluster, TLS) as the upstream the puller and
+the bootstrap dial.
 
 Airflow resolves the connection (metadata DB, AIRFLOW_CONN_* or a secrets backend); the checks
 and the PEM files are tidelake.orchestration.pd_connection's. A missing connection or a bad field
