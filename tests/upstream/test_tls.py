@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 import pytest
 from pd_members import PdMembers
+from tls_certs import HAVE_OPENSSL, make_certs
 
 from tidelake.config import TlsConfig
 from tidelake.errors import InputError
@@ -18,28 +16,12 @@ from tidelake.upstream.channels import credentials
 from tidelake.upstream.pd_client import PDClient
 from tidelake.upstream.upstream_errors import UpstreamError
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def _issue(name: str, cwd: Path) -> None:
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key",
-             "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=cwd)
-    (cwd / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext", cwd=cwd)
+pytestmark = pytest.mark.skipif(not HAVE_OPENSSL, reason="needs the openssl command")
 
 
 @pytest.fixture
 def certs(tmp_path):
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=tidelake-test-ca", cwd=tmp_path)
-    _issue("server", tmp_path)
-    _issue("client", tmp_path)
-    return tmp_path
+    return make_certs(tmp_path)
 
 
 def test_mutual_tls_to_pd(sim, certs):
