@@ -33,8 +33,9 @@ class RunningJob:
 
 
 def running_jobs(reader: SnapshotReader, decoder: JobRowDecoder, ts: int) -> list[RunningJob]:
-    """The jobs of `mysql.tidb_ddl_job` at `ts` that have run a step and are not done (a job that
-    never started changed no meta; a done one is in the snapshot already), in job id order."""
+    """The jobs of `mysql.tidb_ddl_job` at `ts` that have run a step and are not done, in job id
+    order: `real_start_ts` is set by the first step (pingcap/tidb pkg/ddl job_worker.go
+    `runOneJobStep`); a job that never started changed no meta, a done one is in the snapshot."""
     found = []
     for key, value in reader.scan_table(DDL_JOB_TABLE_ID, ts):
         try:
