@@ -136,3 +136,15 @@ def test_restore_takes_tables_back_to_the_finished_jobs_view_before_a_running_jo
     renamed = tracker.apply(job(ActionType.RENAME_TABLE, OTHER, 110, table_json(110, "orders")), 21)
     assert sorted(renamed.left) == [110]
 
+
+
+def test_a_reload_keeps_the_tables_of_jobs_still_running_as_the_finished_jobs_left_them():
+    def reload(ts: int) -> SchemaSnapshot:  # a DROP PARTITION of events has taken 132 out, not done
+        return snapshot(ts, {SHOP: [table_json(110, "orders"), table_json(130, "events", [131])], OTHER: []})
+
+    running = {40: frozenset({130})}
+    tracker = SchemaTracker(snapshot(), TableFilter.parse(["shop.*"]), reload, lambda ts: running.get(ts, frozenset()))
+    swap = tracker.apply(job(ActionType.RENAME_TABLES, SHOP, multiple_table_infos=[]), 40)
+    assert not swap.left and sorted(tracker.replicated()) == [110, 131, 132]
+    dropped = tracker.apply(job(ActionType.DROP_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [131])), 50)
+    assert sorted(dropped.left) == [132]

@@ -67,14 +67,21 @@ class JobEffect:
 
 
 SchemaLoader = Callable[[int], SchemaSnapshot]
+RunningTables = Callable[[int], frozenset[int]]  # ts -> ids of the tables of DDL jobs running at ts
+
+
+def _none_running(ts: int) -> frozenset[int]:
+    return frozenset()
 
 
 class SchemaTracker:
     """Not thread-safe: the DDL puller applies jobs one at a time, in commit order."""
 
-    def __init__(self, snapshot: SchemaSnapshot, table_filter: TableFilter, reload: SchemaLoader) -> None:
+    def __init__(self, snapshot: SchemaSnapshot, table_filter: TableFilter, reload: SchemaLoader,
+                 running: RunningTables = _none_running) -> None:
         self._filter = table_filter
         self._reload = reload
+        self._running = running
         self._dbs: dict[int, DBInfo] = {}
         self._tables: dict[int, tuple[int, TableInfo]] = {}  # logical id -> (db id, info)
         self._held: set[int] = set()  # logical ids left out until add_tables names them
@@ -174,6 +181,18 @@ class SchemaTracker:
             t.id: (db_id, t) for db_id, tables in snapshot.tables.items() if db_id in self._dbs for t in tables
         }
 
+    def _reload_at(self, ts: int, own: set[int]) -> None:
+        """The schema at `ts`, except the tables of other jobs still running there: TiDB runs jobs
+        on different tables at once and writes each step's meta, so the schema at `ts` shows their
+        steps so far; the model keeps them as the finished jobs left them (what it feeds)."""
+        kept = {tid: self._tables.get(tid) for tid in self._running(ts) - own}
+        self._load(self._reload(ts))
+        for tid, was in kept.items():
+            if was is None:
+                self._tables.pop(tid, None)
+            else:
+                self._tables[tid] = was
+
     def _touched_ids(self, job: DDLJob) -> set[int]:
         ids = {t.id for t in job.multiple_table_infos}
         if job.table_info is not None:
@@ -188,7 +207,7 @@ class SchemaTracker:
         """Apply one job to the model; True for a schema-level job (no table of its own)."""
         action = job.type
         if not isinstance(action, ActionType) or action in _RELOAD_ACTIONS:
-            self._load(self._reload(finished_ts))
+            self._reload_at(finished_ts, self._touched_ids(job))
             return False
         if action in _SCHEMA_ACTIONS:
             if job.db_info is not None:

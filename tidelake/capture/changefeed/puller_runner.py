@@ -28,7 +28,7 @@ from tidelake.capture.changefeed.filter_change import filter_change, request_joi
 from tidelake.capture.changefeed.lake_registration import register_lake
 from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
 from tidelake.capture.changefeed.reshard import Retirement, adopt, other_changefeeds, shard_suffix
-from tidelake.capture.changefeed.running_jobs import RunningJob, running_jobs, tables_before
+from tidelake.capture.changefeed.running_jobs import RunningJob, running_jobs, running_table_ids, tables_before
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.changefeed.upstream_identity import check_cluster, check_schema_version, remember_cluster
 from tidelake.capture.eventfeed.client import EventFeedClient, FeedOptions
@@ -338,8 +338,9 @@ class PullerRunner:
         snapshot = load_schema(reader, start)
         check_schema_version(layout, pd.cluster_id, start, snapshot.schema_version, schema_version_at(layout, start))
         remember_cluster(layout, self.config.changefeed_id, pd.cluster_id, now)
-        tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts))
         decoder = JobRowDecoder.load(reader, start)
+        tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts),
+                                lambda ts: running_table_ids(reader, decoder, ts))
         if not first_run:
             _restore_running_jobs(tracker, running_jobs(reader, decoder, start), layout)
         added = self._table_joins.restart(tracker, durable_tables, start)

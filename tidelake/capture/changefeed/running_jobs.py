@@ -49,6 +49,11 @@ def running_jobs(reader: SnapshotReader, decoder: JobRowDecoder, ts: int) -> lis
     return sorted(found, key=lambda r: r.job.id)
 
 
+def running_table_ids(reader: SnapshotReader, decoder: JobRowDecoder, ts: int) -> frozenset[int]:
+    """The ids of the tables the jobs running at `ts` involve (SchemaTracker's RunningTables)."""
+    return frozenset(tid for job in running_jobs(reader, decoder, ts) for tid in job.table_ids)
+
+
 def tables_before(jobs: list[RunningJob], history: SchemaHistory) -> dict[int, tuple[int, TableInfo]]:
     """Table id -> (db id, info) as the history has it, for the jobs' tables it holds: what
     SchemaTracker.restore takes. A table it does not hold was not replicated before the job and
