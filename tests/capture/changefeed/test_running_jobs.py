@@ -11,6 +11,7 @@ import pytest
 
 from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     changelog,
+    config_doc,
     ddl_rows,
     make_config,
     oracle,
@@ -20,16 +21,20 @@ from tests.capture.pull_harness import (  # noqa: F401 (sim is a fixture)
     watermarks,
 )
 from tidelake.capture.changefeed.ddl_puller import JobRowDecoder
+from tidelake.capture.changefeed.puller_runner import Shard
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.capture.changefeed.running_jobs import running_jobs
 from tidelake.codec.keys import DDL_JOB_TABLE_ID, record_key
 from tidelake.codec.row_v2 import encode_row_v2
-from tidelake.lake.layout import DdlSource
+from tidelake.config import parse_config
+from tidelake.lake.layout import DdlSource, LakeLayout
+from tidelake.lake.watermarks import read_by_puller
 from tidelake.sim.tidb.ddl import DDLExecutor
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.sim.tidb.sql_errors import SqlError
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
+from tidelake.wait import wait_until
 
 
 class HeldLastStep:
@@ -211,3 +216,46 @@ def test_a_reload_job_finishing_while_another_job_runs_leaves_that_jobs_tables_a
     resolved = watermarks(lake).table_resolved
     assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, swapped, finished)
     assert {r for r in changelog(lake) if r[0] in ids} == set().union(*(oracle(sim, pid, start) for pid in ids))
+
+
+def test_a_shard_restarting_inside_a_job_waits_for_shard_0_to_land_the_ddl_history_up_to_its_restart(
+        sim, tmp_path, monkeypatch, hold):
+    """Shard 1 restores the job's tables from the `ddl` table, which only shard 0 lands: with shard
+    0 behind (stopped earlier) it refuses in one line after its wait, and goes on once shard 0 runs."""
+    lake = tmp_path / "lake"
+    tidb = SimTiDB(sim)
+    events_table(tidb)
+    ids = tidb.table_info("shop", "events").physical_ids()
+    doc = config_doc(sim, lake)
+    doc["puller"]["shards"] = 2
+    config = parse_config(doc, "test.toml")
+    with PullerThread(config, Shard(1, 2), first_run_wait_s=30) as second:
+        with PullerThread(config, Shard(0, 2)) as first:
+            start = start_ts(lake, first)
+            write(tidb, range(95, 105))
+            thread, done = job_in_background(tidb, monkeypatch, hold, JOBS["drop partition"])
+            mid_job = sim.tso.next()
+            wait_resolved(lake, dict.fromkeys(ids, mid_job), mid_job, first)
+        ahead = sim.tso.next()
+        wait_until(lambda: shard_ddl(lake, 1) >= ahead, 30, "shard 1's DDL watermark past shard 0's")
+    assert first.error is None and second.error is None
+    with PullerThread(config, Shard(1, 2), first_run_wait_s=2) as alone:
+        wait_until(lambda: alone.error is not None, 30, "shard 1 to refuse")
+    assert "but shard 0 has landed the DDL history only up to ts" in str(alone.error)
+    assert "start shard 0 first" in str(alone.error)
+    with PullerThread(config, Shard(1, 2), first_run_wait_s=30) as second, PullerThread(config, Shard(0, 2)) as first:
+        wait_resolved(lake, {}, ahead, second)
+        hold.release.set()
+        thread.join(30)
+        finished = done["job"].finished_ts
+        wait_resolved(lake, {}, finished, second)
+    assert first.error is None and second.error is None
+    resolved = watermarks(lake).table_resolved
+    assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, finished)
+    assert {r for r in changelog(lake) if r[0] in ids} == set().union(*(oracle(sim, pid, start) for pid in ids))
+
+
+def shard_ddl(lake, index: int) -> int:
+    """Shard `index` of 2's own durable DDL watermark."""
+    marks = read_by_puller(LakeLayout(str(lake)))
+    return next((m.marks.ddl_resolved for name, m in marks.items() if name.endswith(f"-shard{index}of2")), 0)

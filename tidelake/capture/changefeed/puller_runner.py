@@ -27,7 +27,7 @@ from tidelake.capture.changefeed.ddl_puller import (
 from tidelake.capture.changefeed.filter_change import filter_change, request_joins, say_left
 from tidelake.capture.changefeed.lake_registration import register_lake
 from tidelake.capture.changefeed.puller_metrics import MetricsEndpoint, PullerMetrics, PullerState
-from tidelake.capture.changefeed.reshard import Retirement, adopt, other_changefeeds, shard_suffix
+from tidelake.capture.changefeed.reshard import Retirement, adopt, ddl_landed, other_changefeeds, shard_suffix
 from tidelake.capture.changefeed.running_jobs import RunningJob, running_jobs, running_table_ids, tables_before
 from tidelake.capture.changefeed.table_joins import TableJoins
 from tidelake.capture.changefeed.upstream_identity import check_cluster, check_schema_version, remember_cluster
@@ -342,7 +342,10 @@ class PullerRunner:
         tracker = SchemaTracker(snapshot, self.config.filter.table_filter(), lambda ts: load_schema(reader, ts),
                                 lambda ts: running_table_ids(reader, decoder, ts))
         if not first_run:
-            _restore_running_jobs(tracker, running_jobs(reader, decoder, start), layout)
+            running = running_jobs(reader, decoder, start)
+            if running and not self.shard.lands_ddl:
+                self._wait_for_ddl_rows(layout, start, running, started)
+            _restore_running_jobs(tracker, running, layout)
         added = self._table_joins.restart(tracker, durable_tables, start)
         if added:
             tracker.add_tables(added)  # tables added to the running feed earlier stay in it
@@ -419,6 +422,20 @@ class PullerRunner:
                     f"shard {self.shard.index}/{self.shard.count} waited {self.options.first_run_wait_s:.0f}s "
                     f"for shard 0 to land the starting schema snapshot in {layout.ddl}: start shard 0 first"
                 )
+            time.sleep(1.0)
+
+    def _wait_for_ddl_rows(self, layout: LakeLayout, start: int, running: list[RunningJob], started: float) -> None:
+        """A shard > 0 restarting inside DDL jobs takes their tables from the lake's DDL history
+        (running_jobs), which shard 0 lands: wait until it holds every job up to this shard's
+        restart ts, as a first run waits for shard 0's snapshot."""
+        while (landed := ddl_landed(read_by_puller(layout), self.config.changefeed_id)) < start:
+            if self._stop.is_set():
+                raise StopRequested(f"stopped while waiting for shard 0 to land DDL up to ts {start}")
+            if time.monotonic() - started > self.options.first_run_wait_s:
+                raise PullerError(
+                    f"shard {self.shard.index}/{self.shard.count} restarts at ts {start} inside DDL job(s) "
+                    f"{', '.join(str(r.job.id) for r in running)}, but shard 0 has landed the DDL history only up "
+                    f"to ts {landed} (waited {self.options.first_run_wait_s:.0f}s): start shard 0 first")
             time.sleep(1.0)
 
     def _owned(self, tables: dict[int, TrackedTable]) -> dict[int, TrackedTable]:

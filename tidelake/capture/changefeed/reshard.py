@@ -36,6 +36,15 @@ def layout_of(puller: str, changefeed_id: str) -> int | None:
     return int(match.group(2)) if match else None
 
 
+def ddl_landed(by_puller: dict[str, PullerMarks], changefeed_id: str) -> int:
+    """How far the `ddl` table holds every job: the highest DDL watermark of a shard 0 of any
+    layout of the changefeed (only shard 0 lands DDL rows; the others' DDL watermarks say how far
+    they pulled jobs, not that the rows are landed)."""
+    return max((m.marks.ddl_resolved for name, m in by_puller.items()
+                if (count := layout_of(name, changefeed_id)) is not None
+                and name == APP_ID_PREFIX + changefeed_id + shard_suffix(0, count)), default=0)
+
+
 def other_changefeeds(by_puller: dict[str, PullerMarks], changefeed_id: str) -> list[str]:
     """The ids of the other changefeeds whose pullers hold watermarks in the lake. A lake holds one
     changefeed: the merge folds every puller's watermarks, so a second changefeed's would hold the
