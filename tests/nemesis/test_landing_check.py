@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.capture.pull_harness import make_config, sim, wait_resolved  # noqa: F401 (sim is a fixture)
+from tests.capture.pull_harness import make_config, sim, wait_resolved, watermarks  # noqa: F401 (sim is a fixture)
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.nemesis.landing_check import check_landing
 from tidelake.sim.tidb.session import SimTiDB
@@ -155,10 +155,14 @@ def test_an_id_a_ddl_removed_must_be_complete_up_to_the_ddl_once_the_ddl_waterma
                 txn.insert("shop", "m", {"id": i, "v": i})
         dropped = tidb.drop_partition("shop", "m", "p1").finished_ts
         wait_resolved(lake, {p0: dropped}, dropped, puller)
-    complete = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped)])
-    assert complete.anomalies == [] and complete.removed == 1
-    # An id whose watermark stopped short of the DDL that removed it (as a restart that lost it leaves it).
-    late = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped + 10**9)])
-    assert late.anomalies == [] and late.removed == 0  # the DDL watermark has not passed it: nothing due yet
-    behind = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped), (p1 + 1000, dropped)])
-    assert [(a.kind, a.table_id) for a in behind.anomalies] == [("removed_behind", p1 + 1000)]
+        mark = watermarks(lake).table_resolved[p1]  # where p1 left the feed: it moves no more
+        later = sim.tso.next()
+        wait_resolved(lake, {p0: later}, later, puller)
+    complete = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, dropped), (p1 + 1000, dropped)])
+    assert complete.anomalies == [] and complete.removed == 1  # an id the lake never fed is not asked
+    assert watermarks(lake).table_resolved[p1] == mark and dropped - 1 <= mark < later - 2
+    # As a restart that stopped feeding p1 leaves it: a DDL after its watermark + 1 removed it.
+    behind = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, mark + 2)])
+    assert [(a.kind, a.table_id) for a in behind.anomalies] == [("removed_behind", p1)]
+    not_due = check_landing(str(lake), sim.mvcc, removed_ids=[(p1, watermarks(lake).ddl_resolved + 1)])
+    assert not_due.anomalies == [] and not_due.removed == 0  # the DDL watermark has not passed it yet

@@ -222,7 +222,8 @@ def test_the_runner_records_the_physical_ids_each_ddl_removed_with_its_finished_
     runner._execute(DdlOp("add_column", {"db": "shop", "table": "m", "column": ("c", "int")}))
     runner._execute(DdlOp("truncate_table", {"db": "shop", "name": "t"}))
     assert runner.counters.errors == 0, runner.counters.last_error
-    (dropped, dropped_at), (truncated, truncated_at) = runner.removed_ids
+    (*m, dropped, dropped_at), (*t_name, truncated, truncated_at) = runner.removed_ids
+    assert (m, t_name) == (["shop", "m"], ["shop", "t"])
     assert (dropped, truncated) == (p1, t) and 0 < dropped_at < truncated_at
     assert tidb.table_info_at("shop", "m", before).physical_ids() == [p0, p1]
     assert tidb.table_info_at("shop", "m", dropped_at).physical_ids() == [p0]

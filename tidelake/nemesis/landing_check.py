@@ -194,7 +194,8 @@ def check_landing(root: str, mvcc: Any, bank: BankSpec | None = None,
     upstream = {tid: _Upstream(mvcc, tid) for tid in starts}
     jobs = _job_commit_ts(root)
     _filter_rows(root, report)
-    _removed_complete(versions[-1] if versions else {}, _ddl_resolved(root), removed_ids, report)
+    _removed_complete(versions[-1] if versions else {}, _ddl_resolved(root),
+                      [(pid, ts) for pid, ts in removed_ids if pid in starts], report)
     _duplicates(changelog.at(changelog.latest), report)
     seen: set[tuple[int, int, int]] = set()
     bank_seen: set[int] = set()
@@ -248,7 +249,8 @@ def _removed_complete(marks: dict[int, tuple[int, int]], ddl_resolved: int,
                       removed_ids: Sequence[tuple[int, int]], report: LandingReport) -> None:
     """An id a DDL at T removed is fed until its rows up to T - 1 are durable, before the DDL
     watermark passes T (the merge applies the DDL only past T - 1 of every id the table had):
-    once the DDL watermark is at or past T, its watermark is at or past T - 1."""
+    once the DDL watermark is at or past T, its watermark is at or past T - 1. Ids the lake never
+    had a watermark for are not asked (a table the changefeed never fed)."""
     for pid, ts in removed_ids:
         if ts > ddl_resolved:
             continue
@@ -257,7 +259,7 @@ def _removed_complete(marks: dict[int, tuple[int, int]], ddl_resolved: int,
         if mark < ts - 1:
             report.anomalies.append(Anomaly("removed_behind", pid, ts, f"a DDL removed physical id {pid} at {ts} "
                                             f"and the DDL watermark is at {ddl_resolved}, but its watermark is "
-                                            f"{mark or 'absent'}: its rows before the DDL are not all landed"))
+                                            f"{mark}: its rows before the DDL are not all landed"))
 
 
 def _ddl_resolved(root: str) -> int:

@@ -154,7 +154,9 @@ def _run(plan: SchedulePlan, root: Path, settle_timeout_s: float, spark: Any, mo
         result.faults, result.missed = +result.faults, +result.missed  # no zero counts
         result.puller_kills, result.skipped = pullers.kills, pullers.skipped
         bank = _bank_spec(cluster, tidb, preset, funded_ts) if plan.workload == "bank" else None
-        report = check_landing(str(lake), cluster.mvcc, bank, workload.removed_ids)
+        rules = TableFilter.parse(RULES)
+        removed = [(pid, ts) for db, table, pid, ts in workload.removed_ids if rules.should_replicate_table(db, table)]
+        report = check_landing(str(lake), cluster.mvcc, bank, removed)
         result.anomalies.extend(report.anomalies)
         result.watermarks_checked, result.totals_checked = report.watermarks, report.totals
         result.copies_checked, result.removed_checked = report.copies, report.removed

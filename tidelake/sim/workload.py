@@ -821,9 +821,10 @@ class WorkloadRunner:
         self.txn_mode: str = check_txn_mode(txn_mode or self.preset.txn_mode or tidb.txn_mode, "workload txn_mode")
         self.planner = WorkloadPlanner(self.preset, seed, database, preload_rows)
         self.counters = WorkloadCounters()
-        # (physical id, finished ts) of every id a DDL of this workload removed from the user tables:
-        # the upstream's own record, for checkers (tidelake.nemesis.landing_check)
-        self.removed_ids: list[tuple[int, int]] = []
+        # (db, table, physical id, finished ts) of every id a DDL of this workload removed from the
+        # user tables, named as before the DDL: the upstream's own record, for checkers
+        # (tidelake.nemesis.landing_check)
+        self.removed_ids: list[tuple[str, str, int, int]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -869,11 +870,13 @@ class WorkloadRunner:
                                                 alter_plan(self.tidb, op.args["changes"]))
                 else:
                     job = getattr(self.tidb, op.method)(**op.args)
-                removed = before - self._physical_ids()
+                after = self._physical_ids()
+                removed = {pid: named for pid, named in before.items() if pid not in after}
                 self._count(ddls=1)
                 with self._lock:
                     self.counters.ddl_kinds[op.kind or op.method] += 1
-                    self.removed_ids += [(pid, job.finished_ts) for pid in sorted(removed) if job.finished_ts]
+                    self.removed_ids += [(*removed[pid], pid, job.finished_ts) for pid in sorted(removed)
+                                         if job.finished_ts]
             elif op.hold_s:
                 thread = threading.Thread(target=self._run_long, args=(op,), name="sim-long-txn", daemon=True)
                 self._long = [t for t in self._long if t.is_alive()] + [thread]
@@ -883,8 +886,8 @@ class WorkloadRunner:
         except Exception as exc:  # the workload must outlive one failed statement; it is counted
             self._record_failure(exc)
 
-    def _physical_ids(self) -> set[int]:
-        return {pid for _db, _table, info in self.tidb.tables() for pid in info.physical_ids()}
+    def _physical_ids(self) -> dict[int, tuple[str, str]]:
+        return {pid: (db, table) for db, table, info in self.tidb.tables() for pid in info.physical_ids()}
 
     def _run_txn(self, op: TxnOp) -> None:
         with self.tidb.txn(mode=self.txn_mode) as txn:
