@@ -124,7 +124,7 @@ class LakeConfig:
     commit_bucket_s: int = 3600
     # Passed to delta-rs as-is: endpoint, region, credentials, conditional-put/locking for
     # object stores (delta-rs "Storage configuration"); empty for a local folder.
-    storage_options: dict[str, str] = field(default_factory=dict)
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)  # may hold keys
     leases: LeaseSettings = field(default_factory=LeaseSettings)
     # An Airflow `aws` connection holding the object store's endpoint, region and credentials, which
     # Airflow's tasks, triggerer, api-server and DAG parse resolve (tidelake.orchestration.airflow.hooks.aws_lake);

@@ -136,7 +136,7 @@ class LakeLayout:
     `leases` time the replica writers' leases (tidelake.lake.lease)."""
 
     root: str
-    storage_options: dict[str, str] | None = field(default=None, compare=False)
+    storage_options: dict[str, str] | None = field(default=None, compare=False, repr=False)  # may hold keys
     leases: LeaseSettings = field(default_factory=LeaseSettings, compare=False)
 
     @classmethod

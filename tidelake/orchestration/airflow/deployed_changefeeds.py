@@ -107,8 +107,9 @@ def _with_lake_connection(feed: Changefeed) -> Changefeed | Unreadable:
             raise not_defined(lake.aws_conn_id) from None
         settings = aws_lake_settings(lake.aws_conn_id, conn.conn_type, conn.login, conn.password, conn.extra_dejson,
                                      lake.storage_options)
-    except InputError as exc:
-        return Unreadable(feed.config.changefeed_id, f"changefeed {feed.config.changefeed_id!r}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a secrets backend's error is this changefeed's line, not a 500
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return Unreadable(feed.config.changefeed_id, f"changefeed {feed.config.changefeed_id!r}: {first}")
     return replace(feed, config=replace(feed.config, lake=settings.lake(lake)))
 
 

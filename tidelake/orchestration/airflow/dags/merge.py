@@ -20,7 +20,6 @@ from airflow.sdk import (
     task,
 )
 
-from tidelake.errors import InputError
 from tidelake.orchestration import merge_dag
 from tidelake.orchestration.airflow.hooks.aws_lake import lake_connection_of, with_lake_connection
 from tidelake.orchestration.airflow.hooks.config_source import refresh_config
@@ -91,8 +90,9 @@ def table_choices(feed: Changefeed) -> list[str]:
     parses; its tasks fail on it in one line)."""
     try:
         config = with_lake_connection(feed.config)
-    except InputError as exc:
-        log.warning("%s: cannot list the lake's tables for the trigger form: %s", feed.config.lake.root, exc)
+    except Exception as exc:  # noqa: BLE001 - a secrets backend's error must not unparse every changefeed's DAGs
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        log.warning("%s: cannot list the lake's tables for the trigger form: %s", feed.config.lake.root, first)
         return []
     return merge_dag.table_choices(config)
 
