@@ -26,6 +26,7 @@ from tidelake.errors import InputError
     (["/usr/lib/postgresql/15/bin/postgres", "-D", "/data"], "postgres"),
     (["airflow api_server -- host:0.0.0.0 port:8080"], "airflow api-server"),
     (["airflow worker -- LocalExecutor: <idle>"], "airflow executor"),
+    (["airflow worker -- LocalExecutor [team_a]: <idle>"], "airflow executor"),
     (["airflow worker -- LocalExecutor: 01a22b57-505c-7f2a-9316-a310d25c7ed0"], "airflow executor"),
     (["/venv/bin/python", "/venv/lib/site-packages/tidelake/orchestration/spark_jobs/merge_job.py"], "spark driver"),
     (["/usr/bin/unknown-thing", "--flag"], "unknown-thing"),

@@ -35,7 +35,7 @@ ROLES = (
     ("spark worker", re.compile(r"deploy\.worker\.Worker")),
     ("spark master", re.compile(r"deploy\.master\.Master")),
     ("spark driver", re.compile(r"SparkSubmit|pyspark|spark_jobs/\w+_job\.py")),
-    ("airflow executor", re.compile(r"airflow executor --|airflow worker -- LocalExecutor:")),
+    ("airflow executor", re.compile(r"airflow executor --|airflow worker -- LocalExecutor(?: \[[^\]]*\])?:")),
     ("airflow supervisor", re.compile(r"airflow supervisor:")),
     ("airflow scheduler", re.compile(r"airflow\s+scheduler")),
     ("airflow triggerer", re.compile(r"airflow\s+triggerer")),
@@ -66,7 +66,7 @@ class Sample:
 
 
 # airflow.sdk.execution_time.task_runner's title; the LocalExecutor's workers are "-- LocalExecutor: ..."
-TASK_RUNNER = re.compile(r"airflow worker -- (?!LocalExecutor:)(\S+)")
+TASK_RUNNER = re.compile(r"airflow worker -- (?!LocalExecutor(?: \[[^\]]*\])?:)(\S+)")
 
 
 def role_of(command: list[str], tasks: dict[str, str] | None = None) -> str:
