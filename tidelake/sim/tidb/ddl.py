@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -77,6 +78,9 @@ class DDLExecutor:
         self._ddl_lock = threading.Lock()
         self.reorg_epoch: dict[int, int] = {}  # table id -> count of jobs that rewrote its rows
         self.reorg_running: set[int] = set()  # table ids a rewriting job is copying now
+        # Seconds between a job's steps: TiDB waits after each step until every TiDB has loaded its
+        # schema version (pkg/ddl `waitVersionSynced`), so a job's meta is mid-way for a while.
+        self.step_pause_s = 0.0
 
     # ---- databases -------------------------------------------------------------------------
 
@@ -490,6 +494,8 @@ class DDLExecutor:
                         self.reorg_epoch[table_id] = self.reorg_epoch.get(table_id, 0) + 1
                 txn.put(jr.job_row_key(job.id), jr.job_row_value(job, schema_ids, table_ids, processing=True))
                 done_ts = txn.commit()
+            if not last and self.step_pause_s:
+                time.sleep(self.step_pause_s)
         return done_ts
 
     def _abandon(self, plan: JobPlan, schema_ids: str, table_ids: str, rolled_back: bool) -> None:
