@@ -80,6 +80,15 @@ def test_a_series_that_keeps_growing_is_not_flat_and_a_warm_up_does_not_count():
     assert verdicts["pss puller"].last == pytest.approx(440.0)
 
 
+def test_the_stand_ins_holding_the_data_are_charted_and_not_judged():
+    growing = [Sample(at=60.0 * i, pss={"s3 server": (100 + 50 * i) << 20, "puller": 200 << 20},
+                      processes={"s3 server": 1, "puller": 1}, replica_lag_max_s=20.0, replica_lag_median_s=10.0,
+                      capture_lag_s=1.0) for i in range(8)]
+    verdicts = {v.series: v for v in flatness(growing)}
+    assert not verdicts["pss s3 server"].flat and not verdicts["pss s3 server"].judged
+    assert verdicts["pss puller"].flat and verdicts["pss puller"].judged
+
+
 def test_the_page_draws_each_series_and_marks_each_fault(tmp_path):
     samples = _samples([200, 210, 205, 208], [20, 22, 21, 20])
     page = write_page(tmp_path / "soak.html", series(samples), [(90.0, "scheduler")], flatness(samples), "soak")

@@ -52,7 +52,8 @@ def write_page(path: Path, lines: dict[str, list[tuple[float, float]]], faults: 
     lags = {name: pts for name, pts in lines.items() if not name.startswith("pss ")}
     rows = "".join(
         f"<tr><td>{html.escape(v.series)}</td><td>{_num(v.settled)}</td><td>{_num(v.last)}</td>"
-        f"<td>{'flat' if v.flat else 'GROWING'}</td></tr>" for v in verdicts)
+        f"<td>{('flat' if v.flat else 'GROWING') if v.judged else 'holds the data: not judged'}</td></tr>"
+        for v in verdicts)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
             f"<h1>{html.escape(title)}</h1>"
             + chart("memory per role (PSS)", "MiB", memory, faults, x_max)

@@ -78,13 +78,13 @@ class Soak:
         out.flush()
 
     def summary_line(self) -> str:
-        grown = [v.series for v in flatness(self.samples) if not v.flat]
+        grown = [v.series for v in flatness(self.samples) if v.judged and not v.flat]
         return "every series flat" if not grown else f"grew: {', '.join(grown)}"
 
     def write_results(self, verified: bool) -> bool:
-        """soak.json and soak.html; True when verify passed and every series stayed flat."""
+        """soak.json and soak.html; True when verify passed and every judged series stayed flat."""
         verdicts = flatness(self.samples)
-        flat = all(v.flat for v in verdicts)
+        flat = all(v.flat for v in verdicts if v.judged)
         summary = {"run_id": self.run_id, "minutes": self.options.minutes, "fault_every_s": self.options.fault_every_s,
                    "sample_every_s": self.options.sample_every_s, "samples": len(self.samples),
                    "faults": [{"at_s": round(at, 1), "fault": name} for at, name in self.struck],
