@@ -128,6 +128,21 @@ def job_in_background(tidb: SimTiDB, monkeypatch, hold: HeldLastStep, job) -> tu
     return thread, done
 
 
+def finish(hold: HeldLastStep, thread: threading.Thread, done: dict, lake, run: PullerThread) -> int:
+    """Let the held job take its last step; its finished ts, once the DDL watermark passed it."""
+    hold.release.set()
+    thread.join(30)
+    finished = done["job"].finished_ts
+    wait_resolved(lake, {}, finished, run)
+    return finished
+
+
+def assert_fed_until(lake, ids: list[int], finished: int) -> None:
+    """Every id was fed up to the job (the merge's barrier is finished - 1)."""
+    resolved = watermarks(lake).table_resolved
+    assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, finished)
+
+
 @pytest.mark.parametrize("job", JOBS.values(), ids=JOBS.keys())
 def test_a_puller_restarted_inside_a_job_that_removes_ids_feeds_them_until_the_job_is_done(
         sim, tmp_path, monkeypatch, hold, job):
@@ -148,14 +163,10 @@ def test_a_puller_restarted_inside_a_job_that_removes_ids_feeds_them_until_the_j
     assert restart_at >= mid_job
     with PullerThread(make_config(sim, lake)) as run:
         wait_resolved(lake, {}, restart_at, run)
-        hold.release.set()
-        thread.join(30)
-        finished = done["job"].finished_ts
-        wait_resolved(lake, {}, finished, run)
+        finished = finish(hold, thread, done, lake, run)
     assert run.error is None
     # Fed up to the job, so its rows up to there are complete (the merge's barrier is finished - 1).
-    resolved = watermarks(lake).table_resolved
-    assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, finished)
+    assert_fed_until(lake, ids, finished)
     assert {r for r in changelog(lake) if r[0] in ids} == set().union(*(oracle(sim, pid, start) for pid in ids))
     job_rows = [r for r in ddl_rows(lake) if r["source"] == DdlSource.JOB and r["job_id"] == done["job"].id]
     assert [r["commit_ts"] for r in job_rows] == [finished]
@@ -208,13 +219,9 @@ def test_a_reload_job_finishing_while_another_job_runs_leaves_that_jobs_tables_a
         swapped = tidb.rename_tables([("shop", "a", "shop", "tmp"), ("shop", "b", "shop", "a"),
                                       ("shop", "tmp", "shop", "b")]).finished_ts
         wait_resolved(lake, {}, swapped, run)
-        hold.release.set()
-        thread.join(30)
-        finished = done["job"].finished_ts
-        wait_resolved(lake, {}, finished, run)
+        finished = finish(hold, thread, done, lake, run)
     assert run.error is None
-    resolved = watermarks(lake).table_resolved
-    assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, swapped, finished)
+    assert_fed_until(lake, ids, finished)
     assert {r for r in changelog(lake) if r[0] in ids} == set().union(*(oracle(sim, pid, start) for pid in ids))
 
 
@@ -245,13 +252,9 @@ def test_a_shard_restarting_inside_a_job_waits_for_shard_0_to_land_the_ddl_histo
     assert "start shard 0 first" in str(alone.error)
     with PullerThread(config, Shard(1, 2), first_run_wait_s=30) as second, PullerThread(config, Shard(0, 2)) as first:
         wait_resolved(lake, {}, ahead, second)
-        hold.release.set()
-        thread.join(30)
-        finished = done["job"].finished_ts
-        wait_resolved(lake, {}, finished, second)
+        finished = finish(hold, thread, done, lake, second)
     assert first.error is None and second.error is None
-    resolved = watermarks(lake).table_resolved
-    assert all(resolved[pid] >= finished - 1 for pid in ids), (resolved, finished)
+    assert_fed_until(lake, ids, finished)
     assert {r for r in changelog(lake) if r[0] in ids} == set().union(*(oracle(sim, pid, start) for pid in ids))
 
 
