@@ -248,8 +248,8 @@ def test_a_shard_restarting_inside_a_job_waits_for_shard_0_to_land_the_ddl_histo
     assert first.error is None and second.error is None
     with PullerThread(config, Shard(1, 2), first_run_wait_s=2) as alone:
         wait_until(lambda: alone.error is not None, 30, "shard 1 to refuse")
-    assert "but shard 0 has landed the DDL history only up to ts" in str(alone.error)
-    assert "start shard 0 first" in str(alone.error)
+    assert "for shard 0 to land the DDL history up to ts" in str(alone.error)
+    assert "restarts inside DDL job(s)" in str(alone.error) and "start shard 0 first" in str(alone.error)
     with PullerThread(config, Shard(1, 2), first_run_wait_s=30) as second, PullerThread(config, Shard(0, 2)) as first:
         wait_resolved(lake, {}, ahead, second)
         finished = finish(hold, thread, done, lake, second)

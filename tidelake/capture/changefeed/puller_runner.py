@@ -415,28 +415,24 @@ class PullerRunner:
                     raise InputError(f"{self.config.source}: [changefeed].start_ts {self.config.start_ts} "
                                      f"is later than the upstream's current TSO {now}")
                 return self.config.start_ts or now
-            if self._stop.is_set():
-                raise StopRequested(f"stopped while waiting for shard 0 to land the starting snapshot in {layout.ddl}")
-            if time.monotonic() - started > self.options.first_run_wait_s:
-                raise PullerError(
-                    f"shard {self.shard.index}/{self.shard.count} waited {self.options.first_run_wait_s:.0f}s "
-                    f"for shard 0 to land the starting schema snapshot in {layout.ddl}: start shard 0 first"
-                )
-            time.sleep(1.0)
+            self._wait_for_shard_0(started, f"the starting schema snapshot in {layout.ddl}")
 
     def _wait_for_ddl_rows(self, layout: LakeLayout, start: int, running: list[RunningJob], started: float) -> None:
         """A shard > 0 restarting inside DDL jobs takes their tables from the lake's DDL history
         (running_jobs), which shard 0 lands: wait until it holds every job up to this shard's
         restart ts, as a first run waits for shard 0's snapshot."""
         while (landed := ddl_landed(read_by_puller(layout), self.config.changefeed_id)) < start:
-            if self._stop.is_set():
-                raise StopRequested(f"stopped while waiting for shard 0 to land DDL up to ts {start}")
-            if time.monotonic() - started > self.options.first_run_wait_s:
-                raise PullerError(
-                    f"shard {self.shard.index}/{self.shard.count} restarts at ts {start} inside DDL job(s) "
-                    f"{', '.join(str(r.job.id) for r in running)}, but shard 0 has landed the DDL history only up "
-                    f"to ts {landed} (waited {self.options.first_run_wait_s:.0f}s): start shard 0 first")
-            time.sleep(1.0)
+            self._wait_for_shard_0(started, f"the DDL history up to ts {start} (it holds it up to ts {landed}; this "
+                                   f"shard restarts inside DDL job(s) {', '.join(str(r.job.id) for r in running)})")
+
+    def _wait_for_shard_0(self, started: float, what: str) -> None:
+        """One second more of waiting for shard 0 to land `what`, or the stop or the refusal."""
+        if self._stop.is_set():
+            raise StopRequested(f"stopped while waiting for shard 0 to land {what}")
+        if time.monotonic() - started > self.options.first_run_wait_s:
+            raise PullerError(f"shard {self.shard.index}/{self.shard.count} waited {self.options.first_run_wait_s:.0f}s "
+                              f"for shard 0 to land {what}: start shard 0 first")
+        time.sleep(1.0)
 
     def _owned(self, tables: dict[int, TrackedTable]) -> dict[int, TrackedTable]:
         return {pid: t for pid, t in tables.items() if self.config.puller.shard_of(t.logical_id) == self.shard.index}
