@@ -262,3 +262,46 @@ def shard_ddl(lake, index: int) -> int:
     """Shard `index` of 2's own durable DDL watermark."""
     marks = read_by_puller(LakeLayout(str(lake)))
     return next((m.marks.ddl_resolved for name, m in marks.items() if name.endswith(f"-shard{index}of2")), 0)
+
+
+def test_a_puller_restarted_inside_a_rename_tables_swap_with_an_unselected_table_feeds_each_side_by_its_name(
+        sim, tmp_path, monkeypatch, hold):
+    """RENAME TABLES swaps shop.a (in the filter) with other.x (not in it) through other.tmp; the
+    puller restarts while the job is held before its step. Until the job is done shop.a's id is
+    fed and other.x's is not; from the job on the swapped ids trade places."""
+    lake = tmp_path / "lake"
+    tidb = SimTiDB(sim)
+    tidb.create_database("shop")
+    tidb.create_database("other")
+    tidb.create_table("shop", "a", [("id", "bigint")], primary_key=["id"])
+    tidb.create_table("other", "x", [("id", "bigint")], primary_key=["id"])
+    a_id, x_id = tidb.table_info("shop", "a").id, tidb.table_info("other", "x").id
+
+    def insert(ids: range, a: tuple[str, str], x: tuple[str, str]) -> int:
+        """Rows into the tables now named `a` (ids) and `x` (ids + 1000)."""
+        with tidb.txn() as t:
+            for i in ids:
+                t.insert(*a, {"id": i})
+                t.insert(*x, {"id": i + 1000})
+        return t.commit_ts
+
+    named = (("shop", "a"), ("other", "x"))
+    swap = [("shop", "a", "other", "tmp"), ("other", "x", "shop", "a"), ("other", "tmp", "other", "x")]
+    with PullerThread(make_config(sim, lake)) as run:
+        start = start_ts(lake, run)
+        insert(range(0, 5), *named)
+        thread, done = job_in_background(tidb, monkeypatch, hold, lambda t: t.rename_tables(swap))
+        before_step = insert(range(5, 10), *named)
+        wait_resolved(lake, {a_id: before_step}, before_step, run)
+    assert run.error is None
+    restart_at = watermarks(lake).ddl_resolved
+    with PullerThread(make_config(sim, lake)) as run:
+        wait_resolved(lake, {}, restart_at, run)
+        finished = finish(hold, thread, done, lake, run)
+        after = insert(range(10, 15), *reversed(named))  # the swap traded the names
+        wait_resolved(lake, {x_id: after}, after, run)
+    assert run.error is None and restart_at < finished
+    assert_fed_until(lake, [a_id], finished)
+    landed = set(changelog(lake))
+    assert {r for r in landed if r[0] == a_id} == {r for r in oracle(sim, a_id, start) if r[2] < finished}
+    assert {r for r in landed if r[0] == x_id} == {r for r in oracle(sim, x_id, start) if r[2] > finished}
