@@ -148,3 +148,21 @@ def test_a_reload_keeps_the_tables_of_jobs_still_running_as_the_finished_jobs_le
     assert not swap.left and sorted(tracker.replicated()) == [110, 131, 132]
     dropped = tracker.apply(job(ActionType.DROP_TABLE_PARTITION, SHOP, 130, table_json(130, "events", [131])), 50)
     assert sorted(dropped.left) == [132]
+
+
+@pytest.mark.parametrize("rules, copied, left", [(["shop.*"], [150], [131]), (["other.*"], [131], [150]),
+                                                 (["shop.*", "other.*"], [], [])],
+                         ids=["scratch not replicated", "events not replicated", "both replicated"])
+def test_an_exchange_copies_the_received_id_only_when_the_other_table_was_not_fed(rules, copied, left):
+    """EXCHANGE PARTITION of events' 131 with other.scratch (150): events receives 150, scratch
+    131. A table the filter leaves out was never fed, so the id the replicated one receives is read
+    at the finished ts; with both replicated, the other replica holds its rows."""
+    def reload(ts: int) -> SchemaSnapshot:
+        return snapshot(ts, {SHOP: [table_json(110, "orders"), table_json(130, "events", [150, 132])],
+                             OTHER: [table_json(131, "scratch")]})
+
+    tracker = SchemaTracker(snapshot(), TableFilter.parse(rules), reload)
+    effect = tracker.apply(job(ActionType.EXCHANGE_TABLE_PARTITION, OTHER, 150,
+                               table_json(130, "events", [150, 132])), 40)
+    assert sorted(effect.copied) == copied
+    assert sorted(effect.joined) == copied and sorted(effect.left) == left

@@ -142,10 +142,12 @@ def copied_physical_ids(action: int, before: TableInfo | None, after: TableInfo 
     only at F; every id of a table whose MODIFY COLUMN reorganised data, i.e. gave the column a new
     id (TiDB writes each row's converted value into a changing column under that id, and its row
     events decode, before F, with the old column: pkg/ddl/modify_column.go `doModifyColumnTypeWithData`).
-    A multi-schema change that both adds and drops a column counts too: a read more, never a row less."""
+    A multi-schema change that both adds and drops a column counts too: a read more, never a row less.
+    EXCHANGE PARTITION: the id the table received, whose rows are in the lake only when the other
+    table is replicated (its replica then gives them; else the puller reads them at F)."""
     if before is None or after is None:
         return []
-    if action in REPARTITIONS:
+    if action in REPARTITIONS or action == ActionType.EXCHANGE_TABLE_PARTITION:
         kept = set(before.physical_ids())
         return [pid for pid in after.physical_ids() if pid not in kept]
     if action in _COLUMN_CHANGES:

@@ -158,8 +158,13 @@ class SchemaTracker:
         relevant = bool(joined or left or replicated_logical & touched_ids) or (
             schema_level and bool(db_name) and self._filter.should_replicate_schema(db_name)
         )
-        copied = {pid: after[pid] for tid, t in touched_before.items() if (info := self._became(job, tid)) is not None
-                  for pid in copied_physical_ids(job.type, t.info, info) if pid in after}
+        if job.type == ActionType.EXCHANGE_TABLE_PARTITION:
+            # An id joins only from a table the filter leaves out: no replica holds its rows.
+            copied = dict(joined)
+        else:
+            copied = {pid: after[pid] for tid, t in touched_before.items()
+                      if (info := self._became(job, tid)) is not None
+                      for pid in copied_physical_ids(job.type, t.info, info) if pid in after}
         return JobEffect(relevant, joined, left, touched,
                          frozenset(t.logical_id for t in touched) & frozenset(replicated_logical), copied)
 
