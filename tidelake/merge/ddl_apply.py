@@ -142,12 +142,15 @@ def apply_ddl(
     elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
         _check_same_columns(event)
         removal = _physical_ids_removal(event)
-    elif event.action == ActionType.EXCHANGE_TABLE_PARTITION and partner is not None:
+    elif event.action == ActionType.EXCHANGE_TABLE_PARTITION:
         _check_same_columns(event)
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
                                  f"follow rows between tables yet")
-        _exchange_rows(replica, event, partner)
+        if partner is not None:
+            _exchange_rows(replica, event, partner)
+        else:  # the other table is not replicated: the received rows arrive with the last commit
+            removal = _exchange_removal(event)
     elif event.action in REPARTITIONS:
         if len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
@@ -250,6 +253,20 @@ def _physical_ids_removal(event: DdlEvent) -> Removal | None:
     if not is_partitioned(event.table_info_before):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} removes part of a non-partitioned table")
     return Removal(event.commit_ts, tuple(int(pid) for pid in removed))
+
+
+def _exchange_removal(event: DdlEvent) -> Removal:
+    """EXCHANGE PARTITION with a table the changefeed does not replicate: the rows of the id this
+    table gave away leave it in the DDL's last commit, which writes the received id's rows as the
+    puller read them at the DDL's ts (tidelake.capture.changefeed.copied_rows); a rerun removes and
+    writes the same rows."""
+    gave, received = event.removed_physical_ids, event.copied_physical_ids
+    if len(gave) != 1 or len(received) != 1:
+        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed physical ids "
+                             f"{gave} -> {received}, not one for one")
+    if not is_partitioned(event.table_info_after):
+        return Removal(event.commit_ts)
+    return Removal(event.commit_ts, tuple(int(pid) for pid in (*gave, *received)))
 
 
 def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner) -> None:

@@ -310,13 +310,13 @@ class TableMerge:
         self._options(event.commit_ts)
         return event.commit_ts
 
-    def _exchange_partner(self, event: DdlEvent) -> ExchangePartner:
-        """The other table's replica of an EXCHANGE PARTITION as of the barrier
-        (docs/sql-front.md#what-the-replica-side-does)."""
+    def _exchange_partner(self, event: DdlEvent) -> ExchangePartner | None:
+        """The other table's replica of an EXCHANGE PARTITION as of the barrier; None when the
+        other table is not replicated: the puller then landed the received id's rows as puts at
+        the DDL's ts (docs/sql-front.md#what-the-replica-side-does)."""
         others = [k for k in self.scope.history.job_tables(event.job_id, event.commit_ts) if k != self.key]
-        if len(others) != 1:
-            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} at {event.commit_ts}: the other "
-                                 f"table is not replicated, so its rows are not in the lake; bootstrap both tables")
+        if not others:
+            return None
         entry = self.catalog.get(others[0])  # None until its first merge creates its replica
         checkpoint = read_checkpoint(entry.path, self.layout.storage_options) if entry is not None else None
         if entry is None or checkpoint is None or checkpoint < event.barrier:

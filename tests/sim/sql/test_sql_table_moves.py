@@ -2,7 +2,8 @@
 pulled by the real puller, merged, and compared with the upstream at the checkpoint by `verify`:
 a RENAME TABLES swap leaves each replica under its final name with its own rows and columns;
 EXCHANGE PARTITION (with and without validation, twice) moves rows between the two replicas,
-also across a crash after one replica's rows moved; REMOVE PARTITIONING re-keys the replica;
+also across a crash after one replica's rows moved, and with a table outside the filter brings the
+rows the replicated table received; REMOVE PARTITIONING re-keys the replica;
 REORGANIZE PARTITION and PARTITION BY bring the rows TiDB copied into new partition ids.
 One script, one cluster, one verify: the Spark cost is paid once."""
 
@@ -41,6 +42,28 @@ EXCHANGE = [
     "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE nt WITHOUT VALIDATION",
     "UPDATE pt SET v = 150 WHERE id = 15",
     "INSERT INTO nt VALUES (7, 70)",
+]
+# EXCHANGE PARTITION with a table the changefeed does not replicate (database `outside`), each way:
+# the replicated table's received rows come from the puller's read at the job's finished ts.
+EXCHANGE_OUTSIDE = [
+    "CREATE DATABASE outside",
+    "CREATE TABLE ept (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), "
+    "PARTITION p1 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE outside.ent (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO ept VALUES (1, 1), (2, 2), (30, 30)",
+    "INSERT INTO outside.ent VALUES (4, 40), (5, 50)",
+    "ALTER TABLE ept EXCHANGE PARTITION p0 WITH TABLE outside.ent",
+    "INSERT INTO ept VALUES (6, 6)",
+    "UPDATE ept SET v = 41 WHERE id = 4",
+    "UPDATE outside.ent SET v = 10 WHERE id = 1",
+    "CREATE TABLE outside.opt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN "
+    "(10), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+    "CREATE TABLE ont (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO outside.opt VALUES (7, 7), (8, 8), (50, 50)",
+    "INSERT INTO ont VALUES (3, 3)",
+    "ALTER TABLE outside.opt EXCHANGE PARTITION p0 WITH TABLE ont",
+    "INSERT INTO ont VALUES (9, 9)",
+    "DELETE FROM ont WHERE id = 7",
 ]
 COLLAPSE = [
     "CREATE TABLE hp (id INT PRIMARY KEY, v INT) PARTITION BY HASH (id) PARTITIONS 3",
@@ -105,8 +128,8 @@ def test_swapped_and_exchanged_tables_replicate_and_verify(spark, tmp_path):
     from tidelake.merge.merge_log import MergeStatus  # pyspark: imported by this Spark test only
     from tidelake.verify.verifier import Verdict  # pyspark, as above
 
-    layout, reports, verified = replicate_and_verify(spark, tmp_path, DB,
-                                                     SWAP + EXCHANGE + COLLAPSE + REORGANIZE + PARTITION_BY, MERGE_RUNS,
+    script = SWAP + EXCHANGE + EXCHANGE_OUTSIDE + COLLAPSE + REORGANIZE + PARTITION_BY
+    layout, reports, verified = replicate_and_verify(spark, tmp_path, DB, script, MERGE_RUNS,
                                                      (["ddl_apply.before_commit"], crash_pt_exchange()))
     outcomes = [(t.table, t.status, t.reason) for r in reports for t in r.tables]
     failed = [(t.table, t.status) for r in reports for t in r.failed]
@@ -114,11 +137,13 @@ def test_swapped_and_exchanged_tables_replicate_and_verify(spark, tmp_path):
     assert all(t.status not in (MergeStatus.BLOCKED, MergeStatus.ERROR) for t in reports[-1].tables), outcomes
     assert verified.ok, [(v.table, v.status, v.note, v.diffs[:2]) for v in verified.tables]
     tables = {v.table: v for v in verified.tables}
-    assert set(tables) == {f"{DB}.{t}" for t in ("live", "shadow", "pt", "nt", "hp", "rr", "lr", "pb")}
+    assert set(tables) == {f"{DB}.{t}" for t in ("live", "shadow", "pt", "nt", "ept", "ont", "hp", "rr", "lr",
+                                                 "pb")}
     assert all(v.status == Verdict.MATCH for v in tables.values())
     counts = {t: (v.upstream_rows, v.replica_rows) for t, v in tables.items()}
     assert counts[f"{DB}.live"] == (3, 3) and counts[f"{DB}.shadow"] == (2, 2)
     assert counts[f"{DB}.pt"] == (5, 5) and counts[f"{DB}.nt"] == (3, 3)  # pt: 1, 2, 11, 15, 25; nt: 3, 5, 7
+    assert counts[f"{DB}.ept"] == (4, 4) and counts[f"{DB}.ont"] == (2, 2)  # ept: 4, 5, 6, 30; ont: 8, 9
     assert counts[f"{DB}.hp"] == (4, 4)
     assert counts[f"{DB}.rr"] == (6, 6) and counts[f"{DB}.lr"] == (6, 6) and counts[f"{DB}.pb"] == (5, 5)
     stopped = [(t.table, t.reason) for r in reports for t in r.tables if t.status == MergeStatus.STOPPED]
