@@ -51,15 +51,21 @@ sysbench: sql-clients
 bench-sysbench: $(STAMP) sysbench
 	$(PY) bench/bench_sysbench.py --time 60
 
-# Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md.
+# Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md. Each
+# bench's JSON goes to BENCH_OUT; bench/check_floors.py then fails the target when a figure falls
+# past its floor in bench/floors.toml.
+BENCH_OUT ?= .bench
 bench: $(STAMP)
-	$(PY) bench/bench_sim.py --ops 200 --big-rows 100000
-	$(PY) bench/bench_puller.py --rows 40000 --repeats 3
+	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
+	$(PY) bench/bench_sim.py --ops 200 --big-rows 100000 --json $(BENCH_OUT)/sim.json
+	$(PY) bench/bench_puller.py --rows 40000 --repeats 3 --json $(BENCH_OUT)/puller.json
 	$(PY) bench/bench_lander.py --sizes 10000 --repeats 3 --no-spark
-	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000
-	$(PY) bench/bench_merge.py --rows 10000
-	$(PY) bench/bench_scale.py --tables 100 --regions 1000 --steady 20 --history-flushes 100
-	$(PY) bench/bench_iceberg_publish.py --tables 5,50 --runs 1
+	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000 --json $(BENCH_OUT)/lag.json
+	$(PY) bench/bench_merge.py --rows 10000 --json $(BENCH_OUT)/merge.json
+	$(PY) bench/bench_scale.py --tables 100 --regions 1000 --steady 20 --history-flushes 100 \
+		--json $(BENCH_OUT)/scale.json
+	$(PY) bench/bench_iceberg_publish.py --tables 5,50 --runs 1 --json $(BENCH_OUT)/iceberg_publish.json
+	$(PY) bench/check_floors.py $(BENCH_OUT)
 
 # The production path on this machine: simulator -> Airflow (puller + merge DAGs, Spark) -> verify.
 # `make up` keeps it running for the UI until Ctrl-C. `tidelake demo` is the one-process variant.
