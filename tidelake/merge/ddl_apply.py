@@ -144,17 +144,19 @@ def apply_ddl(
         removal = _physical_ids_removal(event)
     elif event.action == ActionType.EXCHANGE_TABLE_PARTITION:
         _check_same_columns(event)
-        if len(targets) > 1:
-            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
-                                 f"follow rows between tables yet")
-        if partner is not None:
-            _exchange_rows(replica, event, partner)
-        else:  # the other table is not replicated: the received rows arrive with the last commit
+        if partner is None:  # the other table is not replicated: the received rows arrive with the last commit
             removal = _exchange_removal(event)
-    elif event.action in REPARTITIONS:
-        if len(targets) > 1:
+        elif len(targets) > 1:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
-                                 f"follow rows between partitions yet")
+                                 f"take rows from the other table's replica yet")
+        else:
+            _exchange_rows(replica, event, partner)
+    elif event.action in REPARTITIONS:
+        # A history table closes the replaced rows' versions and opens their copies' at the DDL's
+        # ts, like any removal and put; a first partitioning would also add `_tidb_partition_id`.
+        if len(targets) > 1 and not is_partitioned(event.table_info_before):
+            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
+                                 f"take a first partitioning yet")
         removal = _repartition(replica, event)
     elif event.action == ActionType.REMOVE_PARTITIONING:
         if len(targets) > 1:
