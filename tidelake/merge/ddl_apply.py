@@ -48,7 +48,7 @@ from tidelake.merge.replica_schema import (
     spark_sql_string,
     stored_columns,
 )
-from tidelake.merge.scd2_history import close_versions
+from tidelake.merge.scd2_history import VALID_FROM_COLUMN, close_versions
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
 from tidelake.merge.txn_confs import fenced, writer_txn_options
 from tidelake.merge.type_change import can_widen
@@ -153,16 +153,13 @@ def apply_ddl(
             _exchange_rows(replica, event, partner)
     elif event.action in REPARTITIONS:
         # A history table closes the replaced rows' versions and opens their copies' at the DDL's
-        # ts, like any removal and put; a first partitioning would also add `_tidb_partition_id`.
-        if len(targets) > 1 and not is_partitioned(event.table_info_before):
-            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
-                                 f"take a first partitioning yet")
+        # ts, like any removal and put, after taking `_tidb_partition_id` as the replica does.
         removal = _repartition(replica, event)
+        for target in targets[1:]:
+            _repartition(target, event)
     elif event.action == ActionType.REMOVE_PARTITIONING:
-        if len(targets) > 1:
-            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
-                                 f"follow a re-keyed table yet")
-        _collapse_partitions(replica, event)
+        for target in targets:  # a history's versions of one handle in two partitions never overlap
+            _collapse_partitions(target, event)
     elif event.action in _RENAMES or event.action in SCHEMA_DIFF_ACTIONS:
         for target in targets:
             _converge_schema(target, event)
@@ -323,10 +320,14 @@ def _repartition(replica: _Replica, event: DdlEvent) -> Removal | None:
             [k for k in key_columns(after) if k != PARTITION_ID_COLUMN] != handle):
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} also changed columns or the handle")
     removal = _physical_ids_removal(event)
-    if is_partitioned(after) and not _has(replica.schema(), PARTITION_ID_COLUMN):
+    schema = replica.schema()
+    if is_partitioned(after) and not _has(schema, PARTITION_ID_COLUMN):
         target = replica_struct(after)
         field = target[PARTITION_ID_COLUMN]
-        previous = target.fieldNames()[target.fieldNames().index(PARTITION_ID_COLUMN) - 1]
+        if replica.is_history:  # its row columns end before the version columns (scd2_history.history_struct)
+            previous = schema.fieldNames()[schema.fieldNames().index(VALID_FROM_COLUMN) - 1]
+        else:
+            previous = target.fieldNames()[target.fieldNames().index(PARTITION_ID_COLUMN) - 1]
         replica.alter(f"ADD COLUMNS ({quote(PARTITION_ID_COLUMN)} {field.dataType.simpleString()} "
                       f"COMMENT {spark_sql_string(field.metadata.get('comment', ''))} AFTER {quote(previous)})")
     return removal
