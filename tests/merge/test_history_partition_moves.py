@@ -1,6 +1,7 @@
-"""A history table follows rows that move between partitions: REORGANIZE PARTITION, a first
-PARTITION BY and an EXCHANGE PARTITION with a table outside the filter close the moved rows'
-versions and open their copies' at the DDL's ts; REMOVE PARTITIONING keeps them. SimTiDB writes, the real puller lands (its read of the copies included),
+"""A history table follows rows that move between partitions and tables: REORGANIZE PARTITION, a
+first PARTITION BY and EXCHANGE PARTITION (with a table outside the filter, and between two
+replicated tables) close the moved rows' versions and open their copies' at the DDL's ts; REMOVE
+PARTITIONING keeps them. SimTiDB writes, the real puller lands (its read of the copies included),
 merge with [history] on; the history's rows valid at every commit ts are compared with the
 simulator's MVCC snapshot at that ts, and `verify` checks replica and history."""
 
@@ -15,7 +16,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
 
 DB = "shop"
-TABLES = ("events", "plain")
+TABLES = ("events", "plain", "xpt", "xnt")
 CONFIG = HistoryConfig(scd2=tuple(f"{DB}.{t}" for t in TABLES), soft_deletes=())
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
@@ -47,7 +48,7 @@ def test_history_rows_follow_reorganized_and_exchanged_partitions(spark, tmp_pat
             pids = [pid for t in TABLES for pid in tidb.table_info(DB, t).physical_ids()]
             wait_resolved(layout.root, dict.fromkeys(pids, final), final, puller)
             results = run_merge(spark, layout, until_ts=final, history_config=CONFIG).tables
-            assert [(r.status, r.checkpoint_after) for r in results] == [(MergeStatus.MERGED, final)] * 2, \
+            assert [(r.status, r.checkpoint_after) for r in results] == [(MergeStatus.MERGED, final)] * len(TABLES), \
                 [(r.table, r.reason) for r in results]
             checkpoints.append(final)
 
@@ -63,10 +64,17 @@ def test_history_rows_follow_reorganized_and_exchanged_partitions(spark, tmp_pat
             tidb.create_table("outside", "nt", [("id", "bigint"), ("v", "varchar(20)")], primary_key=["id"])
             created["plain"] = tidb.create_table(DB, "plain", [("id", "bigint"), ("v", "varchar(20)")],
                                                  primary_key=["id"]).finished_ts
+            for name in ("xpt", "xnt"):  # an EXCHANGE between two replicated tables
+                created[name] = tidb.create_table(
+                    DB, name, [("id", "bigint"), ("v", "varchar(20)")], primary_key=["id"],
+                    partition={"type": "range", "column": "id", "bounds": [("p0", 10), ("p1", "MAXVALUE")]}
+                    if name == "xpt" else None).finished_ts
             commits.extend(created.values())
             txn(DB, "events", *(("insert", {"id": i, "v": f"v{i}"}) for i in (1, 2, 11, 25, 40)))
             txn(DB, "plain", *(("insert", {"id": i, "v": f"p{i}"}) for i in (1, 2, 3)))
             txn("outside", "nt", ("insert", {"id": 5, "v": "nt5"}), ("insert", {"id": 6, "v": "nt6"}))
+            txn(DB, "xpt", ("insert", {"id": 1, "v": "x1"}), ("insert", {"id": 20, "v": "x20"}))
+            txn(DB, "xnt", ("insert", {"id": 7, "v": "n7"}))
             merge_round(puller)
             txn(DB, "events", ("update", {"id": 25}, {"v": "moved soon"}))
             commits.append(tidb.reorganize_partition(DB, "events", ["pmax"], [("p2", ["30"]), ("pmax", ["MAXVALUE"])])
@@ -75,6 +83,9 @@ def test_history_rows_follow_reorganized_and_exchanged_partitions(spark, tmp_pat
             commits.append(tidb.exchange_partition(DB, "events", "p0", "outside", "nt").finished_ts)
             txn(DB, "events", ("update", {"id": 5}, {"v": "in events"}), ("delete", {"id": 6}))
             txn("outside", "nt", ("update", {"id": 1}, {"v": "left events"}))
+            commits.append(tidb.exchange_partition(DB, "xpt", "p0", DB, "xnt").finished_ts)
+            txn(DB, "xpt", ("update", {"id": 7}, {"v": "n7 in xpt"}))
+            txn(DB, "xnt", ("update", {"id": 1}, {"v": "x1 in xnt"}), ("insert", {"id": 2, "v": "n2"}))
             txn(DB, "plain", ("update", {"id": 2}, {"v": "two"}))
             spec = part.spec_from_dict({"type": "hash", "column": "id", "count": 2})
             commits.append(tidb.alter_partitioning(DB, "plain", spec).finished_ts)
@@ -103,6 +114,6 @@ def test_history_rows_follow_reorganized_and_exchanged_partitions(spark, tmp_pat
             pd.close()
         assert report.ok, ([(t.table, t.status, t.note, t.schema_problems, t.diffs[:2]) for t in report.tables],
                            [(h.table, h.status, h.note, h.mismatched[:2]) for h in report.histories])
-        assert [t.status for t in report.tables] == [Verdict.MATCH] * 2
-        assert [h.status for h in report.histories] == [Verdict.MATCH] * 2
+        assert [t.status for t in report.tables] == [Verdict.MATCH] * len(TABLES)
+        assert [h.status for h in report.histories] == [Verdict.MATCH] * len(TABLES)
         assert "_tidb_partition_id" not in histories["plain"].columns  # REMOVE PARTITIONING took it out

@@ -48,7 +48,7 @@ from tidelake.merge.replica_schema import (
     spark_sql_string,
     stored_columns,
 )
-from tidelake.merge.scd2_history import VALID_FROM_COLUMN, close_versions
+from tidelake.merge.scd2_history import CURRENT_COLUMN, VALID_FROM_COLUMN, VALID_TO_COLUMN, close_versions
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
 from tidelake.merge.txn_confs import fenced, writer_txn_options
 from tidelake.merge.type_change import can_widen
@@ -146,11 +146,9 @@ def apply_ddl(
         _check_same_columns(event)
         if partner is None:  # the other table is not replicated: the received rows arrive with the last commit
             removal = _exchange_removal(event)
-        elif len(targets) > 1:
-            raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: its history table cannot "
-                                 f"take rows from the other table's replica yet")
         else:
-            _exchange_rows(replica, event, partner)
+            for target in targets:
+                _exchange_rows(target, event, partner)
     elif event.action in REPARTITIONS:
         # A history table closes the replaced rows' versions and opens their copies' at the DDL's
         # ts, like any removal and put, after taking `_tidb_partition_id` as the replica does.
@@ -275,7 +273,9 @@ def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner)
     come from the partner's replica as of the barrier, re-keyed by `_tidb_partition_id` (the
     received id). Each replica does this on its own from the partner's immutable version, so a
     crash between the two replicas' commits loses and duplicates nothing: the removal is repeated
-    and the rows are MERGEd by key, so a rerun converges to the same rows."""
+    and the rows are MERGEd by key, so a rerun converges to the same rows. A history table closes
+    the given rows' versions and takes each received row as a version from the DDL's ts, MERGEd by
+    key and that ts."""
     gave = event.removed_physical_ids
     received = [pid for pid in event.physical_ids_after if pid not in event.physical_ids_before]
     if len(gave) != 1 or len(received) != 1:
@@ -291,18 +291,22 @@ def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner)
     if PARTITION_ID_COLUMN in names:
         source = source.where(F.col(PARTITION_ID_COLUMN) == F.lit(int(received[0])))
     columns = []
+    versions = {VALID_FROM_COLUMN: F.lit(event.commit_ts), VALID_TO_COLUMN: F.lit(None), CURRENT_COLUMN: F.lit(True)}
     for field in replica.schema().fields:
         if field.name == PARTITION_ID_COLUMN:
             value = F.lit(int(received[0]))
         elif field.name == DELETED_COLUMN:
             value = F.lit(False)
+        elif replica.is_history and field.name in versions:
+            value = versions[field.name]
         elif field.name.lower() in names:
             value = F.col(quote(names[field.name.lower()]))
         else:
             raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name}: the other table's replica "
                                  f"{partner.path} has no column {field.name!r}")
         columns.append(value.cast(field.dataType).alias(field.name))
-    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in key_columns(event.table_info_after))
+    keys = [*key_columns(event.table_info_after), *([VALID_FROM_COLUMN] if replica.is_history else [])]
+    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
     with source_view(source.select(*columns)) as view:
         spark.sql(f"MERGE INTO delta.{quote(replica.path)} t USING {view} s ON {on} "
                   f"WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
