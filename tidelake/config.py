@@ -167,6 +167,9 @@ class MergeConfig:
     # Seconds at least between merge runs started by new data in the changelog (besides the cron
     # schedule; tidelake.orchestration.new_data_watch); None: runs only by schedule and by hand.
     run_on_new_data_s: float | None = None
+    # Seconds between the merge follower's looks at the watermarks when it is idle (`tidelake merge
+    # --follow`, tidelake.merge.follow).
+    follow_poll_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -364,6 +367,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         syncpoint_interval_s=syncpoint_interval_s,
         parallel_jobs=merge.positive_int("parallel_jobs", MergeConfig.parallel_jobs),
         run_on_new_data_s=merge.duration("run_on_new_data", 0.0) or None,
+        follow_poll_s=merge.duration("follow_poll", MergeConfig.follow_poll_s),
     )
     merge.done()
 

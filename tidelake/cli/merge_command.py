@@ -1,7 +1,7 @@
-"""`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--rebuild DB.TABLE] [--lake PATH | --config FILE]`.
+"""`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--rebuild DB.TABLE] [--follow] [--lake PATH | --config FILE]`.
 
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
---until-ts), applying DDLs at barriers.
+--until-ts), applying DDLs at barriers; --follow keeps doing it (tidelake.cli.merge_follow).
 Exit code 0 when tables merged or had nothing to do; 1 when a table failed or was stopped by an
 unsupported DDL; 75 (EX_TEMPFAIL) when no table advanced because the ones with work were blocked,
 or when the store had no room (docs/operations.md#merge-exit-codes).
@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidelake import tso
+from tidelake.cli.merge_follow import follow
 from tidelake.cli.report_console import report_console
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import Target, add_target_arguments, resolve_target
@@ -44,6 +45,10 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-chunk-rows", type=int, default=None, metavar="N",
         help="changes per MERGE commit (a bigger window is cut at commit-ts quantiles)",
+    )
+    parser.add_argument(
+        "--follow", action="store_true",
+        help="keep running: merge as the watermarks advance and take the syncpoints, until SIGTERM/SIGINT",
     )
 
 
@@ -128,6 +133,8 @@ def exit_code(report: MergeReport, console) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     target = target_from_args(args)
+    if args.follow:
+        return follow(args, target)
     console = report_console()
     spark = get_session("tidelake-merge", master=args.master, remote=remote_choice(args, target), lake=target.layout)
     try:

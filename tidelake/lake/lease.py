@@ -313,6 +313,24 @@ def puller_lease(feed_id: str) -> str:
     return f"puller-{feed_id}"
 
 
+def merge_follower_lease() -> str:
+    """The lease of the lake's merge follower (`tidelake merge --follow`), held for its lifetime:
+    one follower per lake, and scheduled merge runs leave the merge to a live one."""
+    return "merge-follower"
+
+
+def live_holder(layout: LakeLayout, name: str) -> LeaseRecord | None:
+    """The record of the process holding lease `name` of `layout`'s lake now, None when nobody
+    does (no record, released, expired, or its process on this host has ended)."""
+    store = lease_store(layout.leases_root, layout.storage_options)
+    tokens = store.tokens(name) if store is not None else []
+    stored = store.read(name, tokens[-1]) if tokens else None
+    record = LeaseRecord.from_bytes(stored.body) if stored is not None else None
+    if record is None or not record.live(time.time()) or record.holder.gone():
+        return None
+    return record
+
+
 def fence_token() -> int | None:
     """The token of the lease the current commit is made under, checked against the store right
     now (LeaseLost when this process lost it); None outside any lease (tests, unfenced stores)."""

@@ -1,0 +1,208 @@
+"""The merge follower (tidelake.merge.follow) on a lake fed through the real Lander (lake_fixtures):
+new changes reach the replica within a pass and it then equals the upstream replay; an idle poll
+opens the watermarks table only; only tables with covered work are merged; the follower takes the
+syncpoints and stops at the cap until it has; a second follower is refused in one line; SIGTERM
+ends `tidelake merge --follow` within seconds with its lease released. No Spark: the windows are
+small, so delta-rs writes them on the driver; the session is None and anything that used it fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import deltalake
+import pytest
+from deltalake import DeltaTable
+from merge.lake_fixtures import FedLake, sorted_rows
+
+from tidelake import tso
+from tidelake.cli import main, merge_follow
+from tidelake.config_writer import changefeed_document, write_config
+from tidelake.errors import EXIT_TRY_LATER
+from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
+from tidelake.lake.lease import hold, live_holder, merge_follower_lease
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
+from tidelake.syncpoint.follow_cut import FollowerCuts
+from tidelake.syncpoint.records import boundary_at_or_below, next_boundary, read_syncpoints
+
+COLUMNS = [("id", "bigint", "pk"), ("note", "varchar(20)")]
+
+
+@pytest.fixture
+def lake(tmp_path):
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.up.ts = tso.from_datetime(datetime.now(timezone.utc) - timedelta(minutes=5))
+    lake.ddl(lake.up.create_schema("shop"))
+    for name in ("orders", "items"):
+        lake.ddl(lake.up.create_table("shop", name, COLUMNS))
+    yield lake
+    lake.close()
+
+
+def put(lake: FedLake, table: str, ids: range, note: str) -> None:
+    with lake.txn() as t:
+        for i in ids:
+            t.put("shop", table, {"id": i, "note": f"{note}{i}"})
+
+
+def path_of(lake: FedLake, table: str) -> str:
+    return ReplicaCatalog(lake.layout).find("shop", table).path
+
+
+def replica_rows(lake: FedLake, table: str) -> list[dict]:
+    return sorted_rows(DeltaTable(path_of(lake, table)).to_pyarrow_table().to_pylist())
+
+
+def follower(lake: FedLake, lines: list[str], cuts: FollowerCuts | None = None) -> Follower:
+    return Follower(None, lake.layout, FollowOptions(threads=1), lines.append, cuts)
+
+
+def test_new_changes_reach_the_replica_in_one_pass_and_an_idle_poll_reads_the_watermarks_only(lake, monkeypatch):
+    lines: list[str] = []
+    f = follower(lake, lines)
+    put(lake, "orders", range(1, 30), "a")
+    put(lake, "items", range(1, 5), "i")
+    first = lake.resolve()
+    assert f.poll() == "pass"  # the first look reads every replica and creates them
+    assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", first)
+    assert replica_rows(lake, "items") == lake.expected_rows("shop", "items", first)
+
+    put(lake, "orders", range(20, 40), "b")
+    with lake.txn() as t:
+        t.delete("shop", "orders", {"id": 3, "note": "a3"})
+    upper = lake.resolve()
+    lines.clear()
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "orders")) == upper
+    assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
+    # only the table with changes was merged: the quiet one keeps its checkpoint
+    assert read_checkpoint(path_of(lake, "items")) == first
+    (line,) = lines
+    assert line.startswith("merge pass 2: 1 of 1 tables merged, 1 windows, 0 DDLs, 21 changes in "), line
+    assert "worst replica lag " in line and "(shop.orders)" in line
+
+    opened: list[str] = []
+    real_init = deltalake.DeltaTable.__init__
+
+    def spy(self, table_uri, *args, **kwargs):
+        opened.append(str(table_uri))
+        real_init(self, table_uri, *args, **kwargs)
+
+    monkeypatch.setattr(deltalake.DeltaTable, "__init__", spy)
+    assert f.poll() == "idle"
+    assert opened == [lake.layout.watermarks]
+
+
+def test_changes_landed_before_their_watermarks_are_merged_once_covered(lake):
+    lines: list[str] = []
+    f = follower(lake, lines)
+    start = lake.resolve()
+    f.poll()
+    put(lake, "orders", range(1, 10), "a")
+    uncovered = lake.up.ts
+    lake.lander.flush()  # landed, not covered: nothing to merge yet, but the follower waits for it
+    lake.resolve(uncovered - 1)
+    f.poll()
+    assert read_checkpoint(path_of(lake, "orders")) == start  # an empty window is not work
+    assert replica_rows(lake, "orders") == []
+    upper = lake.resolve()  # only the watermarks move, nothing lands: the waiting work is taken
+    assert f.poll() == "pass"
+    assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
+
+
+def test_the_follower_takes_the_syncpoints_and_stops_at_the_cap_until_it_has(lake):
+    lines: list[str] = []
+    cuts = FollowerCuts(lake.layout, 1)
+    f = follower(lake, lines, cuts)
+    lake.up.ts += 2000 << 18  # two seconds after the CREATEs: the first boundary below has both tables
+    put(lake, "orders", range(1, 10), "a")
+    lake.resolve()
+    f.poll()  # merges past the boundary below: the first cut waits for the one above
+    assert read_syncpoints(lake.layout) == []
+    lake.up.ts += 1000 << 18
+    lake.resolve()
+    f.poll()  # the DDL watermark passed a new boundary: the first cut, above every checkpoint
+    (first,) = read_syncpoints(lake.layout)
+    assert any(line.startswith(f"syncpoint {first.ts} (") and line.endswith(": 2 replicas") for line in lines), lines
+    assert {r.name for r in first.replicas} == {"orders", "items"}
+
+    boundary = next_boundary(first.ts, 1)
+    put(lake, "orders", range(5, 15), "b")
+    lake.up.ts = boundary + (3000 << 18)  # three seconds past the next boundary
+    put(lake, "orders", range(1, 3), "c")
+    upper = lake.resolve()
+    f.poll()  # the pass stops at the cap (the next boundary); the cut then takes the latest one
+    path = path_of(lake, "orders")
+    capped = version_at_checkpoint(path, boundary)
+    assert capped is not None and checkpoint_at_version(path, capped) == boundary
+    cut = boundary_at_or_below(upper, 1)
+    recorded = read_syncpoints(lake.layout)
+    assert [s.ts for s in recorded] == [first.ts, cut]
+    orders = DeltaTable(path)
+    orders.load_as_version({r.name: r.version for r in recorded[1].replicas}["orders"])
+    assert sorted_rows(orders.to_pyarrow_table().to_pylist()) == lake.expected_rows("shop", "orders", cut)
+    f.poll()
+    assert read_checkpoint(path_of(lake, "orders")) == upper
+    assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
+
+
+def test_a_second_follower_is_refused_in_one_line_naming_the_first(lake, tmp_path, capfd):
+    lines: list[str] = []
+    first = follower(lake, lines)
+    config = write_config(tmp_path / "cf.toml", changefeed_document("cf", ["127.0.0.1:1"], lake.layout.root))
+    started = threading.Event()
+    first.say = lambda line: (lines.append(line), started.set())
+    runner = threading.Thread(target=first.run)
+    runner.start()
+    try:
+        assert started.wait(30)
+        assert live_holder(lake.layout, merge_follower_lease()) is not None
+        with pytest.raises(FollowerRunning) as refused:
+            follower(lake, []).run()
+        assert "another merge follower runs on " in str(refused.value)
+        assert refused.value.exit_code == EXIT_TRY_LATER
+        capfd.readouterr()
+        assert main(["merge", "--follow", "--config", str(config)]) == EXIT_TRY_LATER
+        out, err = capfd.readouterr()
+        (line,) = err.splitlines()
+        assert line.startswith("tidelake: error: another merge follower runs on ") and f"pid {os.getpid()})" in line
+        assert "holds lease merge-follower token 1" in line
+    finally:
+        first.stop.set()
+        runner.join(30)
+    assert live_holder(lake.layout, merge_follower_lease()) is None  # released on the way out
+
+
+def test_sigterm_ends_the_follow_command_within_seconds_and_releases_its_lease(lake, tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(merge_follow, "get_session", lambda *args, **kwargs: None)
+    monkeypatch.setattr(merge_follow, "release_session", lambda session: None)
+    put(lake, "orders", range(1, 5), "a")
+    upper = lake.resolve()
+    config = write_config(tmp_path / "cf.toml", changefeed_document("cf", ["127.0.0.1:1"], lake.layout.root))
+    sent: list[float] = []
+
+    def terminate_once_merged() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            entry = ReplicaCatalog(lake.layout).find("shop", "orders")
+            if entry is not None and read_checkpoint(entry.path) == upper:
+                break
+            time.sleep(0.1)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_once_merged)
+    killer.start()
+    assert main(["merge", "--follow", "--threads", "1", "--config", str(config)]) == 0
+    ended = time.monotonic()
+    killer.join()
+    assert ended - sent[0] < 5
+    out, _ = capfd.readouterr()
+    assert "merge pass 1: 2 of 2 tables merged" in out and out.rstrip().endswith("merge follower: stopped after 1 passes")
+    assert live_holder(lake.layout, merge_follower_lease()) is None
+    with hold(lake.layout, {"f": (merge_follower_lease(), "test")}) as leases:  # free for the next follower
+        assert "f" in leases.held

@@ -1,0 +1,86 @@
+"""`tidelake merge --follow`: the merge follower (tidelake.merge.follow) on one Spark session, with
+the changefeed's syncpoints ([merge].syncpoint_interval) and their Iceberg publication, until
+SIGTERM/SIGINT: the first lets the pass in progress finish, a second abandons it; either way the
+leases are released. Exit 0 when stopped, 75 when another follower holds the lake's lease.
+Owner: `tidelake merge --follow`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tidelake.cli.spark_choice import remote_choice
+from tidelake.cli.target import Target
+from tidelake.config import MergeConfig
+from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
+from tidelake.consumers.iceberg.sync import sync_iceberg
+from tidelake.errors import InputError
+from tidelake.lake.lease import live_holder, merge_follower_lease
+from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
+from tidelake.merge.merge_run import DEFAULT_THREADS
+from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
+from tidelake.spark.spark_session import get_session, release_session
+from tidelake.syncpoint.follow_cut import FollowerCuts
+
+
+def check_follow_args(args: argparse.Namespace) -> None:
+    """--follow merges every table to the latest: the one-run choices do not go with it."""
+    given = [flag for flag, value in (("--table", args.table), ("--until-ts", args.until_ts),
+                                      ("--rebuild", args.rebuild)) if value]
+    if given:
+        raise InputError(f"--follow merges every table as the watermarks advance; {', '.join(given)} "
+                         "is for a single run")
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by the first SIGTERM/SIGINT; a second raises KeyboardInterrupt, abandoning the
+    pass (its commits are whole). The previous handlers come back afterwards."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def follow(args: argparse.Namespace, target: Target) -> int:
+    check_follow_args(args)
+    layout, config = target.layout, target.config
+    merge = config.merge if config is not None else MergeConfig()
+    holder = live_holder(layout, merge_follower_lease())
+    if holder is not None:  # refused before a Spark session starts; the lease itself decides races
+        h = holder.holder
+        raise FollowerRunning(f"another merge follower runs on {layout.root}: `{h.command}` (host {h.host}, "
+                              f"pid {h.pid}) since {h.started} holds lease {merge_follower_lease()} token "
+                              f"{holder.token}")
+    publish = None
+    if config is not None and config.iceberg.enabled:
+        def publish() -> list[str]:
+            result = sync_iceberg(open_catalog(layout, config.iceberg), layout)
+            return [p.line() for p in result.published] + list(result.refused.values())
+    cuts = FollowerCuts(layout, merge.syncpoint_interval_s, publish) if merge.syncpoint_interval_s else None
+    options = FollowOptions(poll_s=merge.follow_poll_s, threads=args.threads or DEFAULT_THREADS,
+                            max_chunk_rows=args.max_chunk_rows or DEFAULT_CHUNK_ROWS,
+                            history_config=config.history if config is not None else None)
+    with stop_on_signals() as stop:
+        spark = get_session("tidelake-merge-follow", master=args.master, remote=remote_choice(args, target),
+                            lake=layout)
+        try:
+            Follower(spark, layout, options, lambda line: print(line, flush=True), cuts, stop).run()
+        finally:
+            release_session(spark)
+    return 0

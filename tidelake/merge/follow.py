@@ -1,0 +1,243 @@
+"""The merge follower: one long-running merge that applies changes as the watermarks cover them, so
+the schedule no longer sets the freshness floor. An idle poll reads the watermarks only; a pass
+merges the tables with covered work (tidelake.merge.table_work) through run_merge, which never goes
+past min(resolved, barrier) and is capped at the next syncpoint boundary; cuts are taken in the loop.
+A pass killed anywhere leaves whole commits, each recording its checkpoint (a window already
+recorded is skipped), so the next follower or scheduled run carries on. It holds the lease
+merge-follower for its lifetime; the replicas' leases per pass. Owner: `tidelake merge --follow`.
+
+More: docs/internals.md#follow.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pyspark.sql import SparkSession
+
+from tidelake import tso
+from tidelake.config import HistoryConfig
+from tidelake.errors import EXIT_TRY_LATER, TidelakeError
+from tidelake.lake.control import read_control
+from tidelake.lake.damage import first_line
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import Lease, LeaseLost, hold, merge_follower_lease
+from tidelake.lake.schema_history import TableKey
+from tidelake.lake.watermarks import Watermarks, read_watermarks
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
+from tidelake.merge.table_merge import table_name
+from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
+from tidelake.merge.table_work import find_work
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 60.0  # at most one idle line this often
+SWEEP_S = 300.0  # every replica's checkpoint read again and quiet windows merged, as a scheduled run would
+RETRY_S = 30.0  # a pass that failed, or a table that failed, is tried again after this
+_IDLE, _PASS = "idle", "pass"
+
+
+class CutSteps(Protocol):
+    """The syncpoint side of the loop (tidelake.syncpoint.follow_cut)."""
+
+    def cap(self) -> int | None:
+        """The ts no merge may pass before the next cut is recorded (None: no cap)."""
+        ...
+
+    def due(self, marks: Watermarks, now: float) -> bool:
+        """Whether a cut may be reachable, from the watermarks alone (`now`: monotonic)."""
+        ...
+
+    def take(self, spark: SparkSession, now: float, merge: Callable[..., MergeReport]) -> tuple[bool, list[str]]:
+        """Try the cut, merging with `merge` (run_merge with the follower's options): (recorded,
+        lines to print)."""
+        ...
+
+
+class FollowerRunning(TidelakeError):
+    """Another merge follower holds the lake's lease merge-follower: one line names it."""
+
+    exit_code = EXIT_TRY_LATER
+
+
+@dataclass(frozen=True)
+class FollowOptions:
+    poll_s: float = 1.0
+    threads: int = DEFAULT_THREADS
+    max_chunk_rows: int = DEFAULT_CHUNK_ROWS
+    history_config: HistoryConfig | None = None
+    heartbeat_s: float = HEARTBEAT_S
+    sweep_s: float = SWEEP_S
+
+
+@dataclass
+class _Seen:
+    """What the last look saw: the watermarks it planned from, and the replicas' checkpoints since."""
+
+    marks: Watermarks | None = None
+    known: dict[TableKey, int | None] = field(default_factory=dict)
+    waiting: bool = False  # work the watermarks did not cover yet (or a held replica)
+    look: bool = True  # look at the next poll whatever the watermarks say (the first, after a cut)
+    again_at: float | None = None  # monotonic: look again then (a failed table's retry)
+    sweep_at: float = 0.0
+
+
+class Follower:
+    """`run` polls until `stop` is set; each `poll` is one idle look or one pass (and maybe a cut)."""
+
+    def __init__(self, spark: SparkSession, layout: LakeLayout, options: FollowOptions,
+                 say: Callable[[str], None], cuts: CutSteps | None = None,
+                 stop: threading.Event | None = None) -> None:
+        self.spark, self.layout, self.options, self.say, self.cuts = spark, layout, options, say, cuts
+        self.stop = stop or threading.Event()
+        self.passes = 0
+        self._seen = _Seen()
+        self._last_line = time.monotonic()
+        self._last_pass: float | None = None
+
+    def run(self) -> None:
+        """Hold the follower lease and poll until stopped; FollowerRunning when another holds it."""
+        label = f"the merge follower of {self.layout.root}"
+        with hold(self.layout, {"follower": (merge_follower_lease(), label)}, cancel=self.stop) as leases:
+            if "follower" in leases.refused:
+                record = leases.refused["follower"].record
+                h = record.holder
+                raise FollowerRunning(
+                    f"another merge follower runs on {self.layout.root}: `{h.command}` (host {h.host}, pid {h.pid}) "
+                    f"since {h.started} holds lease {merge_follower_lease()} token {record.token} (expires in "
+                    f"{max(record.expires_at - time.time(), 0):.0f}s unless renewed)")
+            lease = leases.held.get("follower")  # None on a store without conditional writes
+            self.say(f"merge follower of {self.layout.root}: following"
+                     + (f" (lease {lease.name} token {lease.token})" if lease is not None else ""))
+            failures = 0
+            while not self.stop.is_set():
+                try:
+                    did = self.poll(lease)
+                    failures = 0
+                except LeaseLost:
+                    raise
+                except Exception as exc:  # the store or Spark away: say so, wait, and look again
+                    failures += 1
+                    delay = min(self.options.poll_s * 2 ** failures, RETRY_S)
+                    log.debug("merge follower pass failed", exc_info=True)
+                    self.say(f"merge follower: pass failed: {first_line(exc)}; again in {delay:.0f}s")
+                    self.stop.wait(delay)
+                    continue
+                if did == _IDLE:
+                    self.stop.wait(self.options.poll_s)
+        self.say(f"merge follower: stopped after {self.passes} passes")
+
+    def poll(self, lease: Lease | None = None) -> str:
+        """One look: the watermarks, then a pass when some table may have covered work, then a cut
+        when one may be due. 'idle' when it read the watermarks only."""
+        now = time.monotonic()
+        marks = read_watermarks(self.layout)
+        seen = self._seen
+        did = _IDLE
+        if self._worth_a_pass(marks, now):
+            if lease is not None:
+                lease.check()  # never start a pass under a lease this process lost
+            self._pass(now)
+            did = _PASS
+        if self.cuts is not None and self.cuts.due(marks, now):
+            if lease is not None:
+                lease.check()
+            recorded, lines = self.cuts.take(self.spark, now, self._merge)
+            for line in lines:
+                self.say(line)
+            if recorded:  # the cap moved on, and the cut merged replicas: read them again
+                seen.known.clear()
+                seen.look = True
+            did = _PASS
+        if did == _IDLE and now - self._last_line >= self.options.heartbeat_s:
+            self._heartbeat(marks, now)
+        return did
+
+    def _worth_a_pass(self, marks: Watermarks, now: float) -> bool:
+        seen = self._seen
+        if seen.look or seen.marks is None or now >= seen.sweep_at or (seen.again_at is not None
+                                                                        and now >= seen.again_at):
+            return True
+        landed = (marks.changelog_version, marks.ddl_version) != (seen.marks.changelog_version, seen.marks.ddl_version)
+        return landed or (seen.waiting and marks != seen.marks)
+
+    def _pass(self, now: float) -> None:
+        seen = self._seen
+        sweep = now >= seen.sweep_at
+        if sweep:
+            seen.known.clear()
+            seen.sweep_at = now + self.options.sweep_s
+        control = read_control(self.layout)  # the watermarks first, then the history and the changelog
+        changelog = ChangelogSnapshot(self.layout)
+        cap = self.cuts.cap() if self.cuts is not None else None
+        work = find_work(self.layout, control, changelog, seen.known, cap, sweep)
+        seen.marks, seen.known, seen.waiting = control.watermarks, dict(work.checkpoints), work.waiting
+        seen.look, seen.again_at = False, None
+        if not work.tables:
+            return
+        history = control.history
+        names = [table_name(history, key) for key in work.tables]
+        # A dropped table whose name a new table took cannot be named: the pass then takes every table.
+        named = all(history.find(*name.split(".", 1)) == key for name, key in zip(names, work.tables))
+        started = time.monotonic()
+        report = self._merge(self.spark, self.layout, tables=names if named else None, until_ts=cap)
+        self.passes += 1
+        self._after(report, time.monotonic() - started)
+
+    def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
+        """run_merge with the follower's options: its passes' and its cuts' merges."""
+        return run_merge(spark, layout, max_chunk_rows=self.options.max_chunk_rows, threads=self.options.threads,
+                         history_config=self.options.history_config, **kwargs)
+
+    def _after(self, report: MergeReport, seconds: float) -> None:
+        seen = self._seen
+        for result in report.tables:
+            key = TableKey(result.table_key)
+            if result.checkpoint_after is not None and result.status != MergeStatus.ERROR:
+                seen.known[key] = result.checkpoint_after
+            else:
+                seen.known.pop(key, None)
+            if result.held or result.status == MergeStatus.BLOCKED:
+                seen.waiting = True
+        if report.failed or report.log_refused:
+            seen.again_at = time.monotonic() + RETRY_S
+        merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
+        if merged or report.failed:
+            self._last_pass = self._last_line = time.monotonic()
+            self.say(pass_line(self.passes, report, seconds))
+
+    def _heartbeat(self, marks: Watermarks, now: float) -> None:
+        self._last_line = now
+        resolved = min([marks.ddl_resolved, *marks.table_resolved.values()]) if marks.ddl_resolved else 0
+        behind = f"watermarks {tso.lag_seconds(resolved, _now_ts()):.1f}s behind" if resolved else "no watermarks yet"
+        last = f"last pass {now - self._last_pass:.0f}s ago" if self._last_pass is not None else "no pass yet"
+        self.say(f"merge follower: idle; {behind}; {last}")
+
+
+def pass_line(number: int, report: MergeReport, seconds: float) -> str:
+    """The progress line of a pass that did work: tables merged, windows, DDLs, changes, the worst
+    replica lag after it (merged tables), and the first failure."""
+    merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
+    now = _now_ts()
+    lags = [(tso.lag_seconds(r.checkpoint_after, now), r.table) for r in merged if r.checkpoint_after is not None]
+    worst = max(lags, default=None)
+    line = (f"merge pass {number}: {len(merged)} of {len(report.tables)} tables merged, "
+            f"{sum(r.windows for r in report.tables)} windows, {sum(r.ddls_applied for r in report.tables)} DDLs, "
+            f"{sum(r.rows_in for r in report.tables)} changes in {seconds:.1f}s")
+    if worst is not None:
+        line += f"; worst replica lag {worst[0]:.1f}s ({worst[1]})"
+    if report.failed:
+        first = report.failed[0]
+        line += f"; {len(report.failed)} failed ({first.table}: {first.reason}), retried in {RETRY_S:.0f}s"
+    return line
+
+
+def _now_ts() -> int:
+    return tso.compose(int(time.time() * 1000))
