@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -206,3 +208,34 @@ def test_sigterm_ends_the_follow_command_within_seconds_and_releases_its_lease(l
     assert live_holder(lake.layout, merge_follower_lease()) is None
     with hold(lake.layout, {"f": (merge_follower_lease(), "test")}) as leases:  # free for the next follower
         assert "f" in leases.held
+
+
+FOLLOW_WITHOUT_SPARK = """
+import sys
+from tidelake.lake.layout import LakeLayout
+from tidelake.merge.follow import Follower, FollowOptions
+Follower(None, LakeLayout(sys.argv[1]), FollowOptions(threads=1), print).run()
+"""
+
+
+def test_a_follower_killed_mid_pass_leaves_what_the_next_one_carries_on_from(lake):
+    """SIGKILL right after the first window's commit (the other table not even created): its leases
+    stay unreleased, and the next follower on this host takes them over and finishes the pass."""
+    put(lake, "orders", range(1, 20), "a")
+    put(lake, "items", range(1, 5), "i")
+    upper = lake.resolve()
+    env = {**os.environ, "TIDELAKE_FAILPOINTS": "merge.after_commit=kill"}
+    killed = subprocess.run([sys.executable, "-c", FOLLOW_WITHOUT_SPARK, lake.layout.root], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert "failpoint merge.after_commit: kill" in killed.stderr
+    assert read_checkpoint(path_of(lake, "orders")) == upper
+    assert ReplicaCatalog(lake.layout).find("shop", "items") is None
+    assert live_holder(lake.layout, merge_follower_lease()) is None  # its process is gone: not waited for
+
+    lines: list[str] = []
+    f = follower(lake, lines)
+    assert f.poll() == "pass"
+    for table in ("orders", "items"):
+        assert read_checkpoint(path_of(lake, table)) == upper
+        assert replica_rows(lake, table) == lake.expected_rows("shop", table, upper)

@@ -25,6 +25,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
 from tidelake.merge.merge_run import run_merge
 from tidelake.orchestration.job_spec import BootstrapJob, JobSpec, MaintenanceJob, MergeJob, SyncpointJob, from_json
+from tidelake.orchestration.merge_dag import follower_line
 from tidelake.orchestration.upstream_handoff import received_upstream
 from tidelake.spark.spark_session import get_session, release_session
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
@@ -89,6 +90,10 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
         interval = config.merge.syncpoint_interval_s
         if interval is None:
             raise InputError(f"{spec.config}: no [merge].syncpoint_interval, so no syncpoint to take")
+        follower = follower_line(layout)
+        if follower is not None:  # it takes the cuts (and publishes them) itself
+            log.info("%s", follower)
+            return
         result = run_syncpoint(spark, layout, interval)
         if result.outcome is SyncpointOutcome.HELD:  # another writer's run: the next interval takes the cut
             log.warning("syncpoint %s not taken now: %s", result.ts, result.reason)

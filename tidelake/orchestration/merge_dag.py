@@ -24,6 +24,7 @@ from tidelake.lake.checkpoint import checkpoint_version, read_checkpoint
 from tidelake.lake.control import read_control
 from tidelake.lake.lake_check import check_lake_root, pulled_into
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import live_holder, merge_follower_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import read_watermarks
@@ -147,6 +148,10 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
         log.info("nothing has been pulled into %s yet: nothing to merge", layout.root)
         return {"merge_jobs": [], "before": {}, "syncpoint": False}
     request = parse_merge_request(params, sorted(live_tables(SchemaHistory.load(layout))))
+    follower = follower_line(layout)
+    if follower is not None and request.rebuild is None:  # a rebuild is asked for by hand: it runs
+        log.info("%s", follower)
+        return {"merge_jobs": [], "before": {}, "syncpoint": False}
     cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
     log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
     plans = plan_tables(config, request, cap_ts)
@@ -175,6 +180,17 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
         "before": states_to_xcom(replica_states(config, [p.table for p in plans])),
         "syncpoint": skip_syncpoint is None,
     }
+
+
+def follower_line(layout: LakeLayout) -> str | None:
+    """The one line a scheduled run logs when it leaves the merge to a live merge follower
+    (`tidelake merge --follow`, lease merge-follower); None when none runs."""
+    record = live_holder(layout, merge_follower_lease())
+    if record is None:
+        return None
+    h = record.holder
+    return (f"merge follower `{h.command}` (host {h.host}, pid {h.pid}, since {h.started}) is running; "
+            "this run leaves the merge to it")
 
 
 def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None) -> int | None:
