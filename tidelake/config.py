@@ -158,7 +158,8 @@ class PullerConfig:
 
 @dataclass(frozen=True)
 class MergeConfig:
-    """How the orchestrated merge runs (tidelake_merge DAG); `tidelake merge` ignores it."""
+    """How the orchestrated merge runs (tidelake_merge DAG, `tidelake merge --follow`); a single
+    `tidelake merge` ignores it."""
 
     # Seconds between cross-table syncpoints (tidelake.syncpoint.records); None: no syncpoints.
     # Like TiCDC's sync-point-interval (default 10m when enabled), off unless asked for.

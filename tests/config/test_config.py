@@ -170,11 +170,13 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
     assert config.merge.syncpoint_interval_s is None
     assert config.merge.parallel_jobs == 4
     assert config.merge.run_on_new_data_s is None
+    assert config.merge.follow_poll_s == 1.0
     config = load_config(write(tmp_path, MINIMAL + '[merge]\nsyncpoint_interval = "10m"\nparallel_jobs = 1\n'
-                                                 'run_on_new_data = "30s"\n'))
+                                                 'run_on_new_data = "30s"\nfollow_poll = "250ms"\n'))
     assert config.merge.syncpoint_interval_s == 600
     assert config.merge.parallel_jobs == 1
     assert config.merge.run_on_new_data_s == 30
+    assert config.merge.follow_poll_s == 0.25
 
 
 @pytest.mark.parametrize(
@@ -185,7 +187,9 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
         ("syncpoint_interval = 60", "[merge].syncpoint_interval: expected a duration like '5s', got 60"),
         ("parallel_jobs = 0", "[merge].parallel_jobs: expected a positive integer, got 0"),
         ('run_on_new_data = "soon"', "[merge].run_on_new_data: expected a duration like '5s', got 'soon'"),
-        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: parallel_jobs, run_on_new_data, syncpoint_interval)"),
+        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: follow_poll, parallel_jobs, run_on_new_data, "
+                             "syncpoint_interval)"),
+        ('follow_poll = "0s"', "[merge].follow_poll: expected a duration above zero like '5s', got '0s'"),
         ('catalog_uri = "db.sqlite"', "[iceberg].catalog_uri: expected a SQLAlchemy URL like "),
         ('catalog_name = "a b"', "[iceberg].catalog_name: expected letters, digits, '-' and '_', got 'a b'"),
         ('enabled = "yes"', "[iceberg].enabled: expected true or false"),
