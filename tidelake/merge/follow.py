@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 60.0  # at most one idle line this often
 SWEEP_S = 300.0  # every replica's checkpoint read again and quiet windows merged, as a scheduled run would
 RETRY_S = 30.0  # a pass that failed, or a table that failed, is tried again after this
+HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 _IDLE, _PASS = "idle", "pass"
 
 
@@ -204,10 +205,13 @@ class Follower:
                 seen.known[key] = result.checkpoint_after
             else:
                 seen.known.pop(key, None)
-            if result.held or result.status == MergeStatus.BLOCKED:
+            if result.status == MergeStatus.BLOCKED and not result.held:
                 seen.waiting = True
+        now = time.monotonic()
         if report.failed or report.log_refused:
-            seen.again_at = time.monotonic() + RETRY_S
+            seen.again_at = now + RETRY_S
+        if any(r.held for r in report.tables):  # maintenance or a bootstrap has its turn
+            seen.again_at = min(seen.again_at or now + HELD_RETRY_S, now + HELD_RETRY_S)
         merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
         if merged or report.failed:
             self._last_pass = self._last_line = time.monotonic()
