@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import deltalake
@@ -97,6 +98,10 @@ def test_new_changes_reach_the_replica_in_one_pass_and_an_idle_poll_reads_the_wa
     monkeypatch.setattr(deltalake.DeltaTable, "__init__", spy)
     assert f.poll() == "idle"
     assert opened == [lake.layout.watermarks]
+    assert len(lines) == 1  # an idle poll is quiet until the heartbeat is due
+    f.options = replace(f.options, heartbeat_s=0.0)
+    assert f.poll() == "idle"
+    assert lines[-1].startswith("merge follower: idle; watermarks ") and lines[-1].endswith("s ago"), lines
 
 
 def test_changes_landed_before_their_watermarks_are_merged_once_covered(lake):

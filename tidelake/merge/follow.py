@@ -126,6 +126,7 @@ class Follower:
                     raise
                 except Exception as exc:  # the store or Spark away: say so, wait, and look again
                     failures += 1
+                    self._seen.look = True  # what the failed look planned is planned again
                     delay = min(self.options.poll_s * 2 ** failures, RETRY_S)
                     log.debug("merge follower pass failed", exc_info=True)
                     self.say(f"merge follower: pass failed: {first_line(exc)}; again in {delay:.0f}s")
@@ -157,7 +158,7 @@ class Follower:
                 seen.known.clear()
                 seen.look = True
             did = _PASS
-        if did == _IDLE and now - self._last_line >= self.options.heartbeat_s:
+        if now - self._last_line >= self.options.heartbeat_s:  # nothing said for a while: merged nothing
             self._heartbeat(marks, now)
         return did
 
