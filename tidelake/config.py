@@ -171,6 +171,9 @@ class MergeConfig:
     # Seconds between the merge follower's looks at the watermarks when it is idle (`tidelake merge
     # --follow`, tidelake.merge.follow).
     follow_poll_s: float = 1.0
+    # Whether the DAG factory builds the merge follower DAG (tidelake_merge_follow, @continuous),
+    # which runs the follower as a Spark job; the scheduled merge DAG then leaves the merge to it.
+    follow: bool = False
 
 
 @dataclass(frozen=True)
@@ -369,6 +372,7 @@ def parse_config(doc: dict[str, Any], source: str, base_dir: Path | None = None)
         parallel_jobs=merge.positive_int("parallel_jobs", MergeConfig.parallel_jobs),
         run_on_new_data_s=merge.duration("run_on_new_data", 0.0) or None,
         follow_poll_s=merge.duration("follow_poll", MergeConfig.follow_poll_s),
+        follow=merge.boolean("follow", False),
     )
     merge.done()
 

@@ -187,7 +187,7 @@ def test_merge_section_defaults_to_no_syncpoints_and_four_jobs(tmp_path):
         ("syncpoint_interval = 60", "[merge].syncpoint_interval: expected a duration like '5s', got 60"),
         ("parallel_jobs = 0", "[merge].parallel_jobs: expected a positive integer, got 0"),
         ('run_on_new_data = "soon"', "[merge].run_on_new_data: expected a duration like '5s', got 'soon'"),
-        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: follow_poll, parallel_jobs, run_on_new_data, "
+        ('schedule = "1m"', "[merge].schedule: unknown key (valid here: follow, follow_poll, parallel_jobs, run_on_new_data, "
                              "syncpoint_interval)"),
         ('follow_poll = "0s"', "[merge].follow_poll: expected a duration above zero like '5s', got '0s'"),
         ('catalog_uri = "db.sqlite"', "[iceberg].catalog_uri: expected a SQLAlchemy URL like "),

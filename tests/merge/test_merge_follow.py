@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, sorted_rows
 
 from tidelake import tso
-from tidelake.cli import main, merge_follow
+from tidelake.cli import follow_run, main
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import EXIT_TRY_LATER
 from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
@@ -185,8 +185,8 @@ def test_a_second_follower_is_refused_in_one_line_naming_the_first(lake, tmp_pat
 
 
 def test_sigterm_ends_the_follow_command_within_seconds_and_releases_its_lease(lake, tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(merge_follow, "get_session", lambda *args, **kwargs: None)
-    monkeypatch.setattr(merge_follow, "release_session", lambda session: None)
+    monkeypatch.setattr(follow_run, "get_session", lambda *args, **kwargs: None)
+    monkeypatch.setattr(follow_run, "release_session", lambda session: None)
     put(lake, "orders", range(1, 5), "a")
     upper = lake.resolve()
     config = write_config(tmp_path / "cf.toml", changefeed_document("cf", ["127.0.0.1:1"], lake.layout.root))

@@ -1,7 +1,7 @@
 """`tidelake merge [--table DB.TABLE ...] [--until-ts TS] [--rebuild DB.TABLE] [--follow] [--lake PATH | --config FILE]`.
 
 Runs merge cycles once on local Spark: each replica advances to min(resolvedTs, barrierTs,
---until-ts), applying DDLs at barriers; --follow keeps doing it (tidelake.cli.merge_follow).
+--until-ts), applying DDLs at barriers; --follow keeps doing it (tidelake.cli.follow_run).
 Exit code 0 when tables merged or had nothing to do; 1 when a table failed or was stopped by an
 unsupported DDL; 75 (EX_TEMPFAIL) when no table advanced because the ones with work were blocked,
 or when the store had no room (docs/operations.md#merge-exit-codes).
@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidelake import tso
-from tidelake.cli.merge_follow import follow
+from tidelake.cli.follow_run import follow
 from tidelake.cli.report_console import report_console
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import Target, add_target_arguments, resolve_target

@@ -26,7 +26,7 @@ from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import first_line
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.lease import Lease, LeaseLost, hold, merge_follower_lease
+from tidelake.lake.lease import Lease, LeaseLost, LeaseRecord, hold, merge_follower_lease
 from tidelake.lake.schema_history import TableKey
 from tidelake.lake.watermarks import Watermarks, read_watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
@@ -66,6 +66,13 @@ class FollowerRunning(TidelakeError):
     """Another merge follower holds the lake's lease merge-follower: one line names it."""
 
     exit_code = EXIT_TRY_LATER
+
+    @classmethod
+    def held_by(cls, layout: LakeLayout, record: LeaseRecord) -> FollowerRunning:
+        h = record.holder
+        return cls(f"another merge follower runs on {layout.root}: `{h.command}` (host {h.host}, pid {h.pid}) "
+                   f"since {h.started} holds lease {merge_follower_lease()} token {record.token} (expires in "
+                   f"{max(record.expires_at - time.time(), 0):.0f}s unless renewed)")
 
 
 @dataclass(frozen=True)
@@ -108,12 +115,7 @@ class Follower:
         label = f"the merge follower of {self.layout.root}"
         with hold(self.layout, {"follower": (merge_follower_lease(), label)}, cancel=self.stop) as leases:
             if "follower" in leases.refused:
-                record = leases.refused["follower"].record
-                h = record.holder
-                raise FollowerRunning(
-                    f"another merge follower runs on {self.layout.root}: `{h.command}` (host {h.host}, pid {h.pid}) "
-                    f"since {h.started} holds lease {merge_follower_lease()} token {record.token} (expires in "
-                    f"{max(record.expires_at - time.time(), 0):.0f}s unless renewed)")
+                raise FollowerRunning.held_by(self.layout, leases.refused["follower"].record)
             lease = leases.held.get("follower")  # None on a store without conditional writes
             self.say(f"merge follower of {self.layout.root}: following"
                      + (f" (lease {lease.name} token {lease.token})" if lease is not None else ""))

@@ -10,25 +10,38 @@ Owner: spark_jobs/ and the DAGs' warm-Spark tasks.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import SparkSession
 
 from tidelake.bootstrap.bootstrap_run import Bootstrap, BootstrapOptions
-from tidelake.config import ChangefeedConfig, load_config
+from tidelake.config import ChangefeedConfig, MergeConfig, load_config
 from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
 from tidelake.consumers.iceberg.retention import lake_retention
 from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
-from tidelake.merge.merge_run import run_merge
-from tidelake.orchestration.job_spec import BootstrapJob, JobSpec, MaintenanceJob, MergeJob, SyncpointJob, from_json
+from tidelake.merge.follow import Follower, FollowOptions
+from tidelake.merge.merge_run import DEFAULT_THREADS, run_merge
+from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
+from tidelake.orchestration.job_spec import (
+    BootstrapJob,
+    FollowJob,
+    JobSpec,
+    MaintenanceJob,
+    MergeJob,
+    SyncpointJob,
+    from_json,
+)
 from tidelake.orchestration.merge_dag import follower_line
 from tidelake.orchestration.upstream_handoff import received_upstream
 from tidelake.spark.spark_session import get_session, release_session
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
+from tidelake.syncpoint.follow_cut import FollowerCuts
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +76,45 @@ def run_on_warm_spark(spec_json: str, remote: str) -> None:
         run_job(spec, config, spark)
     finally:
         release_session(spark)
+
+
+def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: ChangefeedConfig | None,
+                        say: Callable[[str], None], stop: threading.Event, threads: int = DEFAULT_THREADS,
+                        max_chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Follower:
+    """The merge follower of `layout`'s lake as `config` asks (None: a lake named by path, no
+    syncpoints, the defaults): its poll, its syncpoints and their Iceberg publication, as the
+    syncpoint job publishes them. The follow job's and `tidelake merge --follow`'s."""
+    merge = config.merge if config is not None else MergeConfig()
+    publish = None
+    if config is not None and config.iceberg.enabled:
+        def publish() -> list[str]:
+            result = sync_iceberg(open_catalog(layout, config.iceberg), layout)
+            return [p.line() for p in result.published] + list(result.refused.values())
+    cuts = FollowerCuts(layout, merge.syncpoint_interval_s, publish) if merge.syncpoint_interval_s else None
+    options = FollowOptions(poll_s=merge.follow_poll_s, threads=threads, max_chunk_rows=max_chunk_rows,
+                            history_config=config.history if config is not None else None)
+    return Follower(spark, layout, options, say, cuts, stop)
+
+
+def run_follower(spark: SparkSession, layout: LakeLayout, config: ChangefeedConfig, run_seconds: float | None) -> None:
+    """The follow job: the follower until `run_seconds` have passed or SIGTERM (under spark-submit,
+    where this is the main thread), then its pass finished and its leases released; the merge
+    follower DAG starts the next run at once (@continuous)."""
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    timer = threading.Timer(run_seconds, stop.set) if run_seconds is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        changefeed_follower(spark, layout, config, lambda line: log.info("%s", line), stop).run()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _config(spec: JobSpec) -> ChangefeedConfig:
@@ -119,6 +171,8 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
                  len(report.vacuumed), report.by_engine())
         for reason in report.skipped.values():
             log.warning("maintenance skipped: %s", reason)
+    elif isinstance(spec, FollowJob):
+        run_follower(spark, layout, config, spec.run_seconds)
     elif isinstance(spec, BootstrapJob):
         bootstrap = Bootstrap(config, BootstrapOptions(at_ts=spec.at_ts, tables=spec.tables), spark=spark)
         results = bootstrap.run()

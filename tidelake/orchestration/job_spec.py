@@ -58,10 +58,23 @@ class BootstrapJob:
     at_ts: int | None = None
 
 
-JobSpec = MergeJob | SyncpointJob | MaintenanceJob | BootstrapJob
-KINDS: dict[str, type[JobSpec]] = {k.kind: k for k in (MergeJob, SyncpointJob, MaintenanceJob, BootstrapJob)}
-# JSON type of each field annotation, and whether null is allowed; every int field is a TSO
-_TYPES = {"str": (str, False), "str | None": (str, True), "int | None": (int, True), "tuple[str, ...]": (list, False)}
+@dataclass(frozen=True)
+class FollowJob:
+    """Run the merge follower (tidelake.merge.follow) for `run_seconds` (None: until stopped)."""
+
+    kind: ClassVar[str] = "follow"
+    dials_pd: ClassVar[bool] = False
+    config: str
+    run_seconds: float | None = None
+
+
+JobSpec = MergeJob | SyncpointJob | MaintenanceJob | BootstrapJob | FollowJob
+KINDS: dict[str, type[JobSpec]] = {k.kind: k for k in (MergeJob, SyncpointJob, MaintenanceJob, BootstrapJob,
+                                                        FollowJob)}
+# JSON type of each field annotation, and whether null is allowed; every int field is a TSO, every
+# float field a number of seconds
+_TYPES = {"str": (str, False), "str | None": (str, True), "int | None": (int, True), "tuple[str, ...]": (list, False),
+          "float | None": (float, True)}
 
 
 def to_json(spec: JobSpec) -> str:
@@ -99,7 +112,9 @@ def _value(kind: str, name: str, value: object, annotation: str) -> object:
     expected, nullable = _TYPES[annotation]
     if value is None and nullable:
         return None
-    ok = type(value) is expected
+    ok = type(value) is expected or (expected is float and type(value) is int)
+    if ok and expected is float and not 0 < value < float("inf"):
+        raise InputError(f"{kind} job spec: field {name!r} must be seconds above zero, got {value!r}")
     if ok and expected is list:
         ok = all(isinstance(v, str) for v in value)
         value = tuple(value)

@@ -1,7 +1,7 @@
 """changefeed_dags("orders_feed"): a user's DAG file in one call, its DAGs in the caller's globals.
 
-Builds the puller, merge, maintenance and bootstrap DAGs of one changefeed. Its config, first match
-wins: the file `config_path`; the extra `changefeed_toml` of connection `config_conn_id`; the
+Builds the puller, merge, maintenance and bootstrap DAGs of one changefeed (with [merge] follow,
+the merge follower's too). Its config, first match wins: the file `config_path`; the extra `changefeed_toml` of connection `config_conn_id`; the
 Airflow Variable `config_variable` (hooks.config_source); the files TIDELAKE_CONFIG names (their DAG
 ids stay plain); the Airflow Variable `tidelake_config__<id>`. A Variable holds the TOML text or a
 file's path. Otherwise DAG ids carry the id (`..__orders_feed`).
@@ -20,7 +20,7 @@ from airflow.sdk import DAG
 
 from tidelake.config import load_config
 from tidelake.errors import InputError
-from tidelake.orchestration.airflow.dags import bootstrap, maintenance, merge, puller
+from tidelake.orchestration.airflow.dags import bootstrap, maintenance, merge, merge_follow, puller
 from tidelake.orchestration.airflow.hooks.config_source import config_from_connection, config_from_variable
 from tidelake.orchestration.changefeeds import CONFIG_ENV, Changefeed, load_changefeeds
 from tidelake.orchestration.dag_options import (
@@ -31,7 +31,7 @@ from tidelake.orchestration.dag_options import (
 )
 from tidelake.orchestration.spark_submit import DEFAULT_CONN_ID
 
-BUILDERS = (puller.build, merge.build, maintenance.build, bootstrap.build)
+BUILDERS = (puller.build, merge.build, maintenance.build, bootstrap.build, merge_follow.build)
 VARIABLE_PREFIX = "tidelake_config__"
 
 
@@ -46,7 +46,7 @@ def changefeed_dags(changefeed_id: str, config_path: str | None = None, *, confi
                          merge_schedule=merge_schedule, maintenance_schedule=maintenance_schedule,
                          pull_run_seconds=pull_run_seconds)
     feed = find_changefeed(changefeed_id, config_path, config_conn_id, config_variable)
-    dags = {dag.dag_id: dag for dag in (build(feed, options) for build in BUILDERS)}
+    dags = {dag.dag_id: dag for dag in (build(feed, options) for build in BUILDERS) if dag is not None}
     caller = inspect.currentframe().f_back
     caller.f_globals.update(dags)
     return dags

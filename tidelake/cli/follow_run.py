@@ -15,16 +15,13 @@ from contextlib import contextmanager
 
 from tidelake.cli.spark_choice import remote_choice
 from tidelake.cli.target import Target
-from tidelake.config import MergeConfig
-from tidelake.consumers.iceberg.iceberg_catalog import open_catalog
-from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.errors import InputError
 from tidelake.lake.lease import live_holder, merge_follower_lease
-from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
+from tidelake.merge.follow import FollowerRunning
 from tidelake.merge.merge_run import DEFAULT_THREADS
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
+from tidelake.orchestration.job_entry import changefeed_follower
 from tidelake.spark.spark_session import get_session, release_session
-from tidelake.syncpoint.follow_cut import FollowerCuts
 
 
 def check_follow_args(args: argparse.Namespace) -> None:
@@ -60,27 +57,16 @@ def stop_on_signals() -> Iterator[threading.Event]:
 def follow(args: argparse.Namespace, target: Target) -> int:
     check_follow_args(args)
     layout, config = target.layout, target.config
-    merge = config.merge if config is not None else MergeConfig()
     holder = live_holder(layout, merge_follower_lease())
     if holder is not None:  # refused before a Spark session starts; the lease itself decides races
-        h = holder.holder
-        raise FollowerRunning(f"another merge follower runs on {layout.root}: `{h.command}` (host {h.host}, "
-                              f"pid {h.pid}) since {h.started} holds lease {merge_follower_lease()} token "
-                              f"{holder.token}")
-    publish = None
-    if config is not None and config.iceberg.enabled:
-        def publish() -> list[str]:
-            result = sync_iceberg(open_catalog(layout, config.iceberg), layout)
-            return [p.line() for p in result.published] + list(result.refused.values())
-    cuts = FollowerCuts(layout, merge.syncpoint_interval_s, publish) if merge.syncpoint_interval_s else None
-    options = FollowOptions(poll_s=merge.follow_poll_s, threads=args.threads or DEFAULT_THREADS,
-                            max_chunk_rows=args.max_chunk_rows or DEFAULT_CHUNK_ROWS,
-                            history_config=config.history if config is not None else None)
+        raise FollowerRunning.held_by(layout, holder)
     with stop_on_signals() as stop:
         spark = get_session("tidelake-merge-follow", master=args.master, remote=remote_choice(args, target),
                             lake=layout)
         try:
-            Follower(spark, layout, options, lambda line: print(line, flush=True), cuts, stop).run()
+            changefeed_follower(spark, layout, config, lambda line: print(line, flush=True), stop,
+                                threads=args.threads or DEFAULT_THREADS,
+                                max_chunk_rows=args.max_chunk_rows or DEFAULT_CHUNK_ROWS).run()
         finally:
             release_session(spark)
     return 0
