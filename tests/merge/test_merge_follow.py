@@ -157,6 +157,20 @@ def test_the_follower_takes_the_syncpoints_and_stops_at_the_cap_until_it_has(lak
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
 
 
+def test_a_follower_fed_without_pause_still_takes_its_first_cut(lake):
+    """Merging on with no cap, the replicas would always be past the boundary the first cut aims at
+    before every table reached it; the cap before the first cut lets the cut happen."""
+    cuts = FollowerCuts(lake.layout, 1)
+    f = follower(lake, [], cuts)
+    lake.up.ts += 2000 << 18
+    for i in range(12):  # a change and a flush every 400 ms of upstream time, a poll after each
+        put(lake, "orders", range(i, i + 2), "n")
+        lake.up.ts += 400 << 18
+        lake.resolve()
+        f.poll()
+    assert read_syncpoints(lake.layout), "no cut in 4.8 s of upstream time at a 1 s interval"
+
+
 def test_a_second_follower_is_refused_in_one_line_naming_the_first(lake, tmp_path, capfd):
     lines: list[str] = []
     first = follower(lake, lines)

@@ -48,8 +48,9 @@ _IDLE, _PASS = "idle", "pass"
 class CutSteps(Protocol):
     """The syncpoint side of the loop (tidelake.syncpoint.follow_cut)."""
 
-    def cap(self) -> int | None:
-        """The ts no merge may pass before the next cut is recorded (None: no cap)."""
+    def cap(self, marks: Watermarks) -> int | None:
+        """The ts no merge may pass before the next cut is recorded (None: no cap), with the
+        watermarks the pass plans from."""
         ...
 
     def due(self, marks: Watermarks, now: float) -> bool:
@@ -180,7 +181,7 @@ class Follower:
             seen.sweep_at = now + self.options.sweep_s
         control = read_control(self.layout)  # the watermarks first, then the history and the changelog
         changelog = ChangelogSnapshot(self.layout)
-        cap = self.cuts.cap() if self.cuts is not None else None
+        cap = self.cuts.cap(control.watermarks) if self.cuts is not None else None
         work = find_work(self.layout, control, changelog, seen.known, cap, sweep)
         seen.marks, seen.known, seen.waiting = control.watermarks, dict(work.checkpoints), work.waiting
         seen.look, seen.again_at = False, None

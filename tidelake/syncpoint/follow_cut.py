@@ -1,8 +1,9 @@
 """The merge follower's syncpoints: the cap its passes stop at (the first boundary above the last
-recorded cut, tidelake.syncpoint.records.merge_cap), when a cut may be due from the watermarks
-alone, and taking it with run_syncpoint, so the cap moves on without a scheduled run. A cut that
-was not reachable is tried again once the watermarks show every table at the boundary, or after a
-pause. Owner: the merge follower (tidelake.merge.follow), wired by `tidelake merge --follow`.
+recorded cut, tidelake.syncpoint.records.merge_cap; before the first, one above the watermarks),
+when a cut may be due from the watermarks alone, and taking it with run_syncpoint, so the cap
+moves on without a scheduled run. A cut that was not reachable is tried again once the
+watermarks show every table at the boundary, or after a pause.
+Owner: the merge follower (tidelake.merge.follow), wired by `tidelake merge --follow`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class FollowerCuts:
         self._retry_at = 0.0
         self._tried: int | None = None  # the boundary of the last attempt that recorded nothing
         self._target: int | None = None
+        self._first: int | None = None  # the cap before the first cut (see cap)
         self._floor = self._tried_floor = 0  # the DDL watermark's boundary now, and at the last failed try
         self._read_last()
 
@@ -38,10 +40,17 @@ class FollowerCuts:
         recorded = read_syncpoints(self.layout)
         self._last = recorded[-1].ts if recorded else None
 
-    def cap(self) -> int | None:
-        """Read again at each pass: a cut recorded by hand (`tidelake syncpoint`) moves it too."""
+    def cap(self, marks: Watermarks) -> int | None:
+        """Read again at each pass: a cut recorded by hand (`tidelake syncpoint`) moves it too.
+        Before the first cut, the first boundary above the DDL watermark the follower first saw:
+        merging on without a cap, the replicas would always be past the boundary the cut aims at
+        before every table could reach it, and no first cut would ever be taken."""
         self._read_last()
-        return next_boundary(self._last, self.interval_s) if self._last is not None else None
+        if self._last is not None:
+            return next_boundary(self._last, self.interval_s)
+        if self._first is None and marks.ddl_resolved > 0:
+            self._first = next_boundary(marks.ddl_resolved, self.interval_s)
+        return self._first
 
     def due(self, marks: Watermarks, now: float) -> bool:
         if marks.ddl_resolved <= 0:
