@@ -26,7 +26,7 @@ from tidelake.cli import follow_run, main
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import EXIT_TRY_LATER
 from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
-from tidelake.lake.lease import hold, live_holder, merge_follower_lease
+from tidelake.lake.lease import hold, live_holder, merge_follower_lease, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
 from tidelake.syncpoint.follow_cut import FollowerCuts
@@ -169,6 +169,25 @@ def test_a_follower_fed_without_pause_still_takes_its_first_cut(lake):
         lake.resolve()
         f.poll()
     assert read_syncpoints(lake.layout), "no cut in 4.8 s of upstream time at a 1 s interval"
+
+
+def test_a_first_cut_that_cannot_be_taken_holds_no_merge_back(lake):
+    """A replica held by another writer fails every cut; the other replicas still go on past the
+    cap before the first cut (each attempt merges them to the boundary it aims at)."""
+    cuts = FollowerCuts(lake.layout, 1)
+    f = follower(lake, [], cuts)
+    lake.up.ts += 2000 << 18
+    first_cap = next_boundary(lake.resolve(), 1)  # where the passes stop until the first cut
+    f.poll()  # creates both replicas
+    items = ReplicaCatalog(lake.layout).find("shop", "items").table_key
+    with hold(lake.layout, {"items": (replica_lease(items), "items")}):
+        for i in range(12):
+            put(lake, "orders", range(i, i + 2), "n")
+            lake.up.ts += 400 << 18
+            lake.resolve()
+            f.poll()
+    assert read_syncpoints(lake.layout) == []
+    assert read_checkpoint(path_of(lake, "orders")) > first_cap + (1000 << 18)
 
 
 def test_a_second_follower_is_refused_in_one_line_naming_the_first(lake, tmp_path, capfd):
