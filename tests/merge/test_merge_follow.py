@@ -277,3 +277,12 @@ def test_a_follower_killed_mid_pass_leaves_what_the_next_one_carries_on_from(lak
     for table in ("orders", "items"):
         assert read_checkpoint(path_of(lake, table)) == upper
         assert replica_rows(lake, table) == lake.expected_rows("shop", table, upper)
+
+
+def test_single_run_choices_with_follow_are_refused_in_one_line(lake, capfd):
+    lake.resolve()
+    assert main(["merge", "--follow", "--table", "shop.orders", "--lake", lake.layout.root]) == 2
+    _, err = capfd.readouterr()
+    assert err.splitlines() == ["tidelake: error: --follow merges every table as the watermarks advance; --table "
+                                "is for a single run"]
+    assert live_holder(lake.layout, merge_follower_lease()) is None
