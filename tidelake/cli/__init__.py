@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from tidelake import __version__
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.store_room import refusal
+from tidelake.spark.driver_lost import DRIVER_LOST, driver_lost
 
 # command -> the group module that registers it, in help order
 COMMANDS = {"decode": "decode", "sim": "sim", "sim-replay": "sim", "pull": "pull", "bootstrap": "bootstrap",
@@ -56,6 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tidelake: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        if driver_lost(exc):
+            print(f"tidelake: error: {DRIVER_LOST} (full trace: {_save_trace(exc)})", file=sys.stderr)
+            return 1
         damage = _lake_damage(args)
         cause = refusal(exc)
         if damage is None and cause is None:

@@ -60,7 +60,10 @@ def refusal(exc: BaseException) -> str | None:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
         if status in _STATUSES:
             return _STATUSES[status]
-        text = str(current)
+        try:
+            text = str(current)
+        except Exception:  # noqa: BLE001 - an engine that can no longer describe its error (a dead JVM)
+            text = ""
         for pattern, cause in _REFUSALS:
             if pattern.search(text):
                 return cause
