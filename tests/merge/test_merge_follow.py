@@ -121,6 +121,22 @@ def test_changes_landed_before_their_watermarks_are_merged_once_covered(lake):
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
 
 
+@pytest.mark.spark
+def test_a_ddl_of_a_quiet_table_is_applied_at_the_next_pass_not_at_the_sweep(lake, spark):
+    """No change lands between the table's checkpoint and its DDL: the window up to the barrier is
+    still work, so the DDL (applied with Spark) follows as soon as the watermarks pass it."""
+    lines: list[str] = []
+    f = Follower(spark, lake.layout, FollowOptions(threads=1), lines.append)
+    lake.resolve()
+    f.poll()
+    ddl_ts = lake.ddl(lake.up.add_column("shop", "items", ("extra", "int")))
+    put(lake, "orders", range(1, 3), "a")  # something else lands, so the look is not idle
+    lake.resolve()
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "items")) >= ddl_ts, lines
+    assert "extra" in DeltaTable(path_of(lake, "items")).schema().to_arrow().names
+
+
 def test_the_follower_takes_the_syncpoints_and_stops_at_the_cap_until_it_has(lake):
     lines: list[str] = []
     cuts = FollowerCuts(lake.layout, 1)

@@ -1,7 +1,8 @@
 """Which tables have covered work: changes in the changelog within (checkpoint, upper] of the merge
 planner (tidelake.merge.table_plan.plan_table, as the merge DAG plans), or a DDL at a barrier the
 watermarks let them pass. A table whose window holds no change is not work (its replica is as
-fresh as the watermarks say) unless a sweep asks for every window. Only a plan: run_merge reads
+fresh as the watermarks say) unless the window ends at a DDL's barrier or a sweep asks for every
+window. Only a plan: run_merge reads
 the watermarks again and enforces min(resolved, barrier, cap) itself. Owner: the merge follower.
 """
 
@@ -16,7 +17,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import TableKey
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
-from tidelake.merge.table_plan import BOUND_CAP, plan_table
+from tidelake.merge.table_plan import BOUND_BARRIER, BOUND_CAP, plan_table
 from tidelake.merge.window_spec import leaves_replica_unchanged
 
 _MAX_TS = (1 << 63) - 1
@@ -63,7 +64,8 @@ def find_work(layout: LakeLayout, control: ControlTables, changelog: ChangelogSn
             continue
         upper = plan.upper if plan.upper is not None else checkpoint
         ids = plan.physical_ids
-        if plan.chunks and (sweep or changelog.file_stats(ids, checkpoint, upper)):
+        # A window up to a DDL's barrier is work without changes: the DDL follows it.
+        if plan.chunks and (sweep or plan.bound == BOUND_BARRIER or changelog.file_stats(ids, checkpoint, upper)):
             tables.append(key)
         if plan.bound != BOUND_CAP and (changelog.file_stats(ids, upper, _MAX_TS)
                                         or history.next_ddl_after(key, upper) is not None):
