@@ -36,6 +36,8 @@ def test_the_factory_builds_the_follower_dag_only_when_the_config_asks(tmp_path,
     assert task.task_id == "follow" and task.job == "follow"
     spec = from_json(task.application_args[0], "follow")
     assert isinstance(spec, FollowJob) and spec.run_seconds == 3600.0
+    # a wedged follower is killed, so its lease lapses and the scheduled runs merge again
+    assert task.execution_timeout.total_seconds() == spec.run_seconds + 600
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", '"1h"', "true"])

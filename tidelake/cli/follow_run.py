@@ -60,13 +60,14 @@ def follow(args: argparse.Namespace, target: Target) -> int:
     holder = live_holder(layout, merge_follower_lease())
     if holder is not None:  # refused before a Spark session starts; the lease itself decides races
         raise FollowerRunning.held_by(layout, holder)
-    with stop_on_signals() as stop:
-        spark = get_session("tidelake-merge-follow", master=args.master, remote=remote_choice(args, target),
-                            lake=layout)
-        try:
+    spark = get_session("tidelake-merge-follow", master=args.master, remote=remote_choice(args, target),
+                        lake=layout)
+    try:
+        # After the session: a local SparkContext installs its own SIGINT handler (cancel every job).
+        with stop_on_signals() as stop:
             changefeed_follower(spark, layout, config, lambda line: print(line, flush=True), stop,
                                 threads=args.threads or DEFAULT_THREADS,
                                 max_chunk_rows=args.max_chunk_rows or DEFAULT_CHUNK_ROWS).run()
-        finally:
-            release_session(spark)
+    finally:
+        release_session(spark)
     return 0

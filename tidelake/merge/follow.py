@@ -223,7 +223,8 @@ class Follower:
 
     def _heartbeat(self, marks: Watermarks, now: float) -> None:
         self._last_line = now
-        resolved = min([marks.ddl_resolved, *marks.table_resolved.values()]) if marks.ddl_resolved else 0
+        # The DDL watermark: a dropped table's row in table_resolved stays where it stopped.
+        resolved = marks.ddl_resolved
         behind = f"watermarks {tso.lag_seconds(resolved, _now_ts()):.1f}s behind" if resolved else "no watermarks yet"
         last = f"last pass {now - self._last_pass:.0f}s ago" if self._last_pass is not None else "no pass yet"
         self.say(f"merge follower: idle; {behind}; {last}")

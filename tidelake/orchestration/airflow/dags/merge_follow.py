@@ -21,6 +21,7 @@ from tidelake.orchestration.job_spec import FollowJob, to_json
 from tidelake.orchestration.writer_pool import writer_pool
 
 RUN_SECONDS = 3600.0  # one run of the follower, as long as one of the puller's by default
+SHUTDOWN_GRACE = timedelta(minutes=10)  # room for the last pass and the session's teardown after it
 
 
 def build(feed: Changefeed, options: DagOptions) -> DAG | None:
@@ -48,6 +49,9 @@ def build(feed: Changefeed, options: DagOptions) -> DAG | None:
             conn_id=options.spark_conn_id,
             name=f"tidelake merge follower {changefeed_id}",
             application_args=[to_json(FollowJob(feed.config_path, RUN_SECONDS))],
+            # A wedged follower (a hung Spark step or store call) is killed, its lease then lapses
+            # and the scheduled merge runs take over.
+            execution_timeout=timedelta(seconds=RUN_SECONDS) + SHUTDOWN_GRACE,
             **writer_pool(feed.config).task_args(exclusive=False),
         )
     return dag
