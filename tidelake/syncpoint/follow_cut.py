@@ -84,8 +84,10 @@ class FollowerCuts:
         else:
             self._tried = result.ts if result.ts is not None else self._target
             self._tried_floor = self._floor
-            # Not reachable yet: soon again. Failed (a replica missing, no room, one held): at the
-            # next interval, as a scheduled run would, so its line is not repeated every few seconds.
-            failed = result.outcome not in (SyncpointOutcome.WAITING, SyncpointOutcome.NOT_REACHABLE)
-            self._retry_at = now + (self.interval_s if failed else min(self.interval_s / 2, RETRY_CAP_S))
+            # Not reachable yet, or a replica held by another writer (maintenance, a bootstrap: its
+            # turn is short, and every pass waits at this cut's cap): soon again. Failed (a replica
+            # missing, no room): at the next interval, as a scheduled run would, so its line is not
+            # repeated every few seconds.
+            soon = result.outcome in (SyncpointOutcome.WAITING, SyncpointOutcome.NOT_REACHABLE, SyncpointOutcome.HELD)
+            self._retry_at = now + (min(self.interval_s / 2, RETRY_CAP_S) if soon else self.interval_s)
         return recorded, lines
