@@ -196,3 +196,18 @@ def test_sql_corpus_runs_each_test_in_run_sh_order_and_classifies_refusals(tmp_p
     categories = {c["category"][:4]: (c["category"], c["count"]) for c in results["categories"]}
     assert categories["1235"] == ("1235 not supported: ADMIN statements", 1)
     assert categories["1062"] == ("1062 Duplicate entry ? for key ?", 1) and categories["1064"][1] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bench_freshness_times_every_change_at_every_stage(tmp_path):
+    results = run_bench("bench_freshness.py", tmp_path, "--tables", "2", "--rate", "10", "--duration", "6",
+                        "--flush-interval", "1s", "--syncpoint-interval", "2", timeout_s=600)
+    (run,) = results["runs"]
+    assert run["changes"] == 60 and run["load_errors"] == 0 and sum(run["ops"].values()) == 60
+    assert run["drained_s"] is not None and run["passes"] >= 1 and run["out_of_order"] == 0
+    for stage, figures in run["stages"].items():  # every change reached every stage, in order, after its commit
+        assert figures["changes"] == 60 and figures["missing"] == 0, stage
+        assert 0 < figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"], stage
+    assert run["stages"]["landed"]["p50"] <= run["stages"]["merged"]["p50"] <= run["stages"]["syncpoint"]["p50"]
+    assert results["by_tables"]["2"]["runs"] == 1
