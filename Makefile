@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_scale.py --tables 100 --regions 1000 --steady 20 --history-flushes 100 \
 		--json $(BENCH_OUT)/scale.json
 	$(PY) bench/bench_iceberg_publish.py --tables 5,50 --runs 1 --json $(BENCH_OUT)/iceberg_publish.json
+	$(PY) bench/bench_freshness.py --tables 10 --rate 50 --duration 20 --json $(BENCH_OUT)/freshness.json
 	$(PY) bench/check_floors.py $(BENCH_OUT)
 
 # The production path on this machine: simulator -> Airflow (puller + merge DAGs, Spark) -> verify.

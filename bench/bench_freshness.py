@@ -59,6 +59,7 @@ from tidelake.demos.supervisor import Child, free_port  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
+from tidelake.merge.merge_log import merge_log_path  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.spark import connect_server  # noqa: E402
@@ -181,9 +182,10 @@ class LoopMerger:
         self._thread = threading.Thread(target=self._run, name="freshness-merger", daemon=True)
 
     def one_pass(self, label: str) -> dict:
-        started = time.monotonic()
+        began_at, started = time.time(), time.monotonic()
         merge = self._run_command(label, "merge", "--config", str(self.config), *self.spark_args)
-        done = {"label": label, "merge_s": time.monotonic() - started, "merge_exit": merge}
+        done = {"label": label, "merge_s": time.monotonic() - started, "merge_exit": merge, "began_at": began_at,
+                "ended_at": time.time()}
         if self.syncpoints:
             began = time.monotonic()
             done["syncpoint_exit"] = self._run_command(f"{label}-syncpoint", "syncpoint", "--config", str(self.config),
@@ -251,6 +253,7 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
     started = time.monotonic()
     per_change, reads = measure(layout, up, load.changes, bool(args.syncpoint_interval))
     result = run_result(tables, run_no, args, load, per_change, merger.passes, create_pass, idle_pass)
+    result.update(pass_split(layout, merger.passes))
     result.update(covered_at_start_s=covered_s, drained_s=drained_s, lake_read_s=time.monotonic() - started,
                   versions=reads, load_start=load_start, load_end=os.getloadavg())
     return result
@@ -362,6 +365,33 @@ def syncpoint_reach(path: str) -> Reach:
     return Reach((time_ms, newest(snapshot)) for time_ms, snapshot in snapshots(path))
 
 
+def pass_split(layout: LakeLayout, passes: list[dict]) -> dict[str, float | None]:
+    """Where a load pass's wall time went, from the merge log (one row per table per `tidelake merge`
+    run): in the run (first table's start to last table's finish), outside it (process start, Spark
+    session, reading the lake's control tables), and each table's own merge. Medians over the passes."""
+    path = merge_log_path(layout)
+    if not passes or not DeltaTable.is_deltatable(path):
+        return {"in_run_s_p50": None, "outside_run_s_p50": None, "table_s_p50": None, "table_s_p95": None}
+    rows = DeltaTable(path).to_pyarrow_table(columns=["run_id", "duration_s", "started_at", "finished_at"]).to_pylist()
+    runs: dict[str, list[dict]] = {}
+    for row in rows:
+        runs.setdefault(row["run_id"], []).append(row)
+    in_run, outside, per_table = [], [], []
+    for p in passes:
+        mine = [r for r in runs.values() if p["began_at"] <= min(x["started_at"].timestamp() for x in r) <= p["ended_at"]]
+        if len(mine) != 1:
+            continue  # a pass that logged no run (it failed before) or a syncpoint's run
+        (run,) = mine
+        span = (max(x["finished_at"] for x in run) - min(x["started_at"] for x in run)).total_seconds()
+        in_run.append(span)
+        outside.append(p["merge_s"] - span)
+        per_table += [x["duration_s"] for x in run]
+    return {"in_run_s_p50": median(in_run) if in_run else None,
+            "outside_run_s_p50": median(outside) if outside else None,
+            "table_s_p50": percentile(per_table, 50) if per_table else None,
+            "table_s_p95": percentile(per_table, 95) if per_table else None}
+
+
 def measure(layout: LakeLayout, up: Upstream, changes: list[Change],
             syncpoints: bool) -> tuple[list[dict[str, float | None]], dict[str, int]]:
     """Seconds from commit to each stage per change, and the versions read per table kind."""
@@ -415,7 +445,8 @@ def by_tables(runs: list[dict]) -> dict[int, dict]:
         mine = [r for r in runs if r["tables"] == tables]
         figures = {f"{stage}_{p}": spread([r["stages"][stage][p] for r in mine if r["stages"][stage][p] is not None])
                    for stage in STAGES for p in ("p50", "p95", "p99", "max")}
-        for key in ("achieved_rate", "pass_s_p50", "pass_s_per_table", "idle_pass_s", "syncpoint_s_p50"):
+        for key in ("achieved_rate", "pass_s_p50", "pass_s_per_table", "idle_pass_s", "syncpoint_s_p50",
+                    "in_run_s_p50", "outside_run_s_p50", "table_s_p50", "table_s_p95"):
             figures[key] = spread([r[key] for r in mine if r[key] is not None])
         for key in ("merged_p50_vs_landed_p50", "merged_p50_vs_covered_p50"):
             figures[key] = spread([r["ratios"][key] for r in mine if key in r["ratios"]])
@@ -444,10 +475,13 @@ def print_report(runs: list[dict], summary: dict[int, dict], syncpoints: bool) -
     print(markdown_table(["tables", "runs", "changes/s", "stage", "p50 s", "p95 s", "p99 s", "max s", "missing"], rows))
     print()
     print(markdown_table(
-        ["tables", "merge passes / run", "pass s p50", "pass s per table", "idle pass s", "syncpoint s p50",
+        ["tables", "merge passes / run", "pass s p50", "in the run s", "outside it s", "table merge s p50",
+         "table merge s p95", "pass s per table", "idle pass s", "syncpoint s p50",
          "merged p50 / landed p50", "merged p50 / covered p50", "changes out of stage order"],
         [[tables, median(r["passes"] for r in runs if r["tables"] == tables), _fmt(fig["pass_s_p50"]),
-          _fmt(fig["pass_s_per_table"]), _fmt(fig["idle_pass_s"]), _fmt(fig["syncpoint_s_p50"]),
+          _fmt(fig["in_run_s_p50"]), _fmt(fig["outside_run_s_p50"]), _fmt(fig["table_s_p50"]),
+          _fmt(fig["table_s_p95"]), _fmt(fig["pass_s_per_table"]), _fmt(fig["idle_pass_s"]),
+          _fmt(fig["syncpoint_s_p50"]),
           _fmt(fig["merged_p50_vs_landed_p50"]), _fmt(fig["merged_p50_vs_covered_p50"]), fig["out_of_order"]]
          for tables, fig in summary.items()]))
 
