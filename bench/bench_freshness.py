@@ -60,6 +60,7 @@ from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
 from tidelake.merge.merge_log import merge_log_path  # noqa: E402
+from tidelake.orchestration.merge_dag import syncpoint_cap, syncpoint_not_due  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.spark import connect_server  # noqa: E402
@@ -171,22 +172,27 @@ class Load:
 # ---- the merger ----------------------------------------------------------------------------------
 
 class LoopMerger:
-    """`tidelake merge` passes back to back on a thread, each followed by `tidelake syncpoint` when
-    syncpoints are on; `stop` lets the running pass finish. A continuous merger would be a child
-    started once with the same `spark_args` and stopped the same way."""
+    """`tidelake merge` passes back to back on a thread; with syncpoints, as the merge DAG runs them:
+    each merge capped at the first boundary above the last cut, then `tidelake syncpoint` when one
+    may be due (tidelake.orchestration.merge_dag). `stop` lets the running pass finish. A continuous
+    merger would be a child started once with the same `spark_args` and stopped the same way."""
 
-    def __init__(self, config: Path, spark_args: list[str], syncpoints: bool, logs: Path) -> None:
-        self.config, self.spark_args, self.syncpoints, self.logs = config, spark_args, syncpoints, logs
+    def __init__(self, config: Path, spark_args: list[str], layout: LakeLayout, syncpoint_interval_s: int | None,
+                 logs: Path) -> None:
+        self.config, self.spark_args, self.layout, self.logs = config, spark_args, layout, logs
+        self.syncpoint_interval_s = syncpoint_interval_s
         self.passes: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="freshness-merger", daemon=True)
 
     def one_pass(self, label: str) -> dict:
         began_at, started = time.time(), time.monotonic()
-        merge = self._run_command(label, "merge", "--config", str(self.config), *self.spark_args)
+        cap = syncpoint_cap(self.layout, self.syncpoint_interval_s, None)
+        merge = self._run_command(label, "merge", "--config", str(self.config), *self.spark_args,
+                                  *(("--until-ts", str(cap)) if cap is not None else ()))
         done = {"label": label, "merge_s": time.monotonic() - started, "merge_exit": merge, "began_at": began_at,
                 "ended_at": time.time()}
-        if self.syncpoints:
+        if self.syncpoint_interval_s and syncpoint_not_due(self.layout, self.syncpoint_interval_s) is None:
             began = time.monotonic()
             done["syncpoint_exit"] = self._run_command(f"{label}-syncpoint", "syncpoint", "--config", str(self.config),
                                                        *self.spark_args)
@@ -235,7 +241,7 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         puller = Child("puller", tidelake_command("pull", "--config", str(config), "--progress-interval", "30"),
                        logs / "puller.log", child_env())
         covered_s = _await_covered(layout, up, puller, args.start_timeout)
-        merger = LoopMerger(config, spark_args, bool(args.syncpoint_interval), logs)
+        merger = LoopMerger(config, spark_args, layout, args.syncpoint_interval or None, logs)
         create_pass = merger.one_pass("create")
         idle_pass = merger.one_pass("idle")
         if create_pass["merge_exit"] not in (0, 75):
@@ -428,7 +434,9 @@ def run_result(tables: int, run_no: int, args: argparse.Namespace, load: Load, p
         "ratios": ratios,
         "passes": len(passes), "pass_s_p50": median(walls) if walls else None, "pass_s_max": max(walls, default=None),
         "pass_s_per_table": median(walls) / tables if walls else None,
-        "syncpoint_s_p50": median(p["syncpoint_s"] for p in passes) if passes and args.syncpoint_interval else None,
+        "syncpoint_s_p50": median(p["syncpoint_s"] for p in passes if "syncpoint_s" in p)
+        if any("syncpoint_s" in p for p in passes) else None,
+        "syncpoint_runs": sum("syncpoint_s" in p for p in passes),
         "failed_passes": sum(p["merge_exit"] not in (0, 75) for p in passes),
         "create_pass_s": create_pass["merge_s"], "idle_pass_s": idle_pass["merge_s"],
     }
