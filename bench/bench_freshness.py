@@ -10,8 +10,9 @@ Per run (fresh simulator, lake and puller each; --runs runs per table count in -
            change its own transaction: an INSERT of a new id, or (--updates, --deletes fractions)
            an UPDATE or DELETE of a live id of that table. (table, id, commit ts) names each change.
   merger   `--merger loop`: `tidelake merge --config` passes back to back from the start of the load
-           (a scheduler running as often as it can), each followed by `tidelake syncpoint` when
-           --syncpoint-interval is set; on a warm Spark (`--spark warm`: one Spark Connect server
+           (a scheduler running as often as it can); with --syncpoint-interval, as the merge DAG
+           runs them, each capped at the next boundary and followed by `tidelake syncpoint` when a
+           cut may be due; on a warm Spark (`--spark warm`: one Spark Connect server
            for the whole bench, as the DAGs run) or a local Spark started by each pass (`local`).
   drain    after the load, until every replica's checkpoint (and, with syncpoints, a cut) reaches
            the last change (--drain-timeout); then the merger finishes its pass and stops.
