@@ -67,7 +67,7 @@ from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.spark import connect_server  # noqa: E402
 
 DATABASE = "fresh"
-MERGERS = ("loop",)  # `follow` (a continuous `tidelake merge --follow`) joins once that command exists
+MERGERS = ("loop", "follow")
 
 
 def tidelake_command(*args: str) -> list[str]:
@@ -222,6 +222,21 @@ class LoopMerger:
             self.passes.append(self.one_pass(f"pass-{len(self.passes) + 1}"))
 
 
+class FollowMerger(LoopMerger):
+    """`tidelake merge --follow` (tidelake.merge.follow), one child for the whole load on the same
+    Spark; it takes the syncpoints itself. Its passes are not timed here (pass figures stay empty);
+    the create and idle passes before the load are `tidelake merge` runs as for the loop."""
+
+    def start(self) -> None:
+        self._child = Child("follower", tidelake_command("merge", "--follow", "--config", str(self.config),
+                                                         *self.spark_args),
+                            self.logs / "follower.log", child_env())
+
+    def stop(self) -> None:
+        self._child.check("drain")  # still following: a follower that died is the run's failure
+        self._child.stop(grace_s=60)
+
+
 # ---- the run -----------------------------------------------------------------------------------
 
 def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark_args: list[str]) -> dict:
@@ -242,7 +257,8 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         puller = Child("puller", tidelake_command("pull", "--config", str(config), "--progress-interval", "30"),
                        logs / "puller.log", child_env())
         covered_s = _await_covered(layout, up, puller, args.start_timeout)
-        merger = LoopMerger(config, spark_args, layout, args.syncpoint_interval or None, logs)
+        merger = (FollowMerger if args.merger == "follow" else LoopMerger)(
+            config, spark_args, layout, args.syncpoint_interval or None, logs)
         create_pass = merger.one_pass("create")
         idle_pass = merger.one_pass("idle")
         if create_pass["merge_exit"] not in (0, 75):
