@@ -71,6 +71,6 @@ def test_a_follower_that_died_elsewhere_is_waited_for_until_its_lease_expires(la
     take(store, merge_follower_lease(), "the merge follower", LeaseSettings(ttl_s=1.0, renew_s=0.5), elsewhere,
          time.monotonic())  # never renewed: its holder is gone
     assert plan_run(config, {}, {})["merge_jobs"] == []
-    assert "(host another-host, pid 4242, " in yielded(caplog)[0]
+    assert "(host another-host, pid 4242) since " in yielded(caplog)[0]
     time.sleep(1.1)
     assert [job["name"] for job in plan_run(config, {}, {})["merge_jobs"]] == ["tidelake merge cf: shop.orders"]

@@ -65,6 +65,10 @@ class Holder:
                 return False
             return False
 
+    def describe(self) -> str:
+        """How a message names the holder: its command, host, pid and since when."""
+        return f"`{self.command}` (host {self.host}, pid {self.pid}) since {self.started}"
+
     @classmethod
     def this_process(cls) -> Holder:
         program = sys.argv[0] if sys.argv else "python"
@@ -99,6 +103,10 @@ class LeaseRecord:
     def live(self, now: float) -> bool:
         return not self.released and self.expires_at > now
 
+    def holds(self, now: float) -> bool:
+        """Live, and its holder not a process known to have ended (Holder.gone): a taker must wait."""
+        return self.live(now) and not self.holder.gone()
+
 
 class LeaseHeld(TidelakeError):
     """Another process holds the lease: the one line names it (host, pid, command, since)."""
@@ -106,12 +114,10 @@ class LeaseHeld(TidelakeError):
     exit_code = EXIT_TRY_LATER
 
     def __init__(self, name: str, label: str, record: LeaseRecord, waited_s: float) -> None:
-        h = record.holder
         left = max(record.expires_at - time.time(), 0.0)
         waited = f"; waited {waited_s:.0f}s" if waited_s >= 1 else ""
-        super().__init__(f"{label} is being written by `{h.command}` (host {h.host}, pid {h.pid}) since "
-                         f"{h.started}: lease {name} token {record.token} expires in {left:.0f}s unless "
-                         f"renewed{waited}")
+        super().__init__(f"{label} is being written by {record.holder.describe()}: lease {name} token "
+                         f"{record.token} expires in {left:.0f}s unless renewed{waited}")
         self.record = record
 
 
@@ -207,8 +213,7 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
             current = LeaseRecord.from_bytes(stored.body)
             if current is not None and current == tried:  # our create landed, its answer was lost (a retried PUT)
                 return Lease(store, name, label, current, stored.version, settings)
-            gone = current is not None and current.holder.gone()
-            if current is not None and current.live(time.time()) and not gone:
+            if current is not None and current.holds(time.time()):
                 if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
                     raise LeaseHeld(name, label, current, time.monotonic() - started)
                 if not waiting:
@@ -224,8 +229,8 @@ def take(store: LeaseStore, name: str, label: str, settings: LeaseSettings, hold
             if current is not None and not current.released:
                 log.warning("taking over the lease of %s: lease %d of `%s` (host %s, pid %d) %s", label, top,
                             current.holder.command, current.holder.host, current.holder.pid,
-                            "ended on this host without releasing it" if gone
-                            else f"expired at {_iso(current.expires_at)}")
+                            f"expired at {_iso(current.expires_at)}" if current.expires_at <= time.time()
+                            else "ended on this host without releasing it")
         record = tried = LeaseRecord(top + 1, uuid.uuid4().hex, holder, time.time() + settings.ttl_s)
         version = store.create(name, record.token, record.to_bytes())
         if version is None:  # another taker created this token first: look again
@@ -326,9 +331,7 @@ def live_holder(layout: LakeLayout, name: str) -> LeaseRecord | None:
     tokens = store.tokens(name) if store is not None else []
     stored = store.read(name, tokens[-1]) if tokens else None
     record = LeaseRecord.from_bytes(stored.body) if stored is not None else None
-    if record is None or not record.live(time.time()) or record.holder.gone():
-        return None
-    return record
+    return record if record is not None and record.holds(time.time()) else None
 
 
 def fence_token() -> int | None:

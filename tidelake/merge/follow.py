@@ -70,9 +70,8 @@ class FollowerRunning(TidelakeError):
 
     @classmethod
     def held_by(cls, layout: LakeLayout, record: LeaseRecord) -> FollowerRunning:
-        h = record.holder
-        return cls(f"another merge follower runs on {layout.root}: `{h.command}` (host {h.host}, pid {h.pid}) "
-                   f"since {h.started} holds lease {merge_follower_lease()} token {record.token} (expires in "
+        return cls(f"another merge follower runs on {layout.root}: {record.holder.describe()} holds lease "
+                   f"{merge_follower_lease()} token {record.token} (expires in "
                    f"{max(record.expires_at - time.time(), 0):.0f}s unless renewed)")
 
 

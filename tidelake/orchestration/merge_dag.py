@@ -188,9 +188,7 @@ def follower_line(layout: LakeLayout) -> str | None:
     record = live_holder(layout, merge_follower_lease())
     if record is None:
         return None
-    h = record.holder
-    return (f"merge follower `{h.command}` (host {h.host}, pid {h.pid}, since {h.started}) is running; "
-            "this run leaves the merge to it")
+    return f"merge follower {record.holder.describe()} is running; this run leaves the merge to it"
 
 
 def syncpoint_cap(layout: LakeLayout, interval_s: int | None, cap_ts: int | None) -> int | None:
