@@ -253,10 +253,10 @@ def _physical_ids_removal(event: DdlEvent) -> Removal | None:
 
 
 def _exchange_removal(event: DdlEvent) -> Removal:
-    """EXCHANGE PARTITION with a table the changefeed does not replicate: the rows of the id this
-    table gave away leave it in the DDL's last commit, which writes the received id's rows as the
-    puller read them at the DDL's ts (tidelake.capture.changefeed.copied_rows); a rerun removes and
-    writes the same rows."""
+    """The rows an EXCHANGE PARTITION removes: those of the id this table gave away (and of the id
+    it received, none until then). With a table the changefeed does not replicate they leave in the
+    DDL's last commit, which writes the received id's rows as the puller read them at the DDL's ts
+    (tidelake.capture.changefeed.copied_rows); a rerun removes and writes the same rows."""
     gave, received = event.removed_physical_ids, event.copied_physical_ids
     if len(gave) != 1 or len(received) != 1:
         raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed physical ids "
@@ -276,25 +276,20 @@ def _exchange_rows(replica: _Replica, event: DdlEvent, partner: ExchangePartner)
     and the rows are MERGEd by key, so a rerun converges to the same rows. A history table closes
     the given rows' versions and takes each received row as a version from the DDL's ts, MERGEd by
     key and that ts."""
-    gave = event.removed_physical_ids
-    received = [pid for pid in event.physical_ids_after if pid not in event.physical_ids_before]
-    if len(gave) != 1 or len(received) != 1:
-        raise UnsupportedDDL(f"{event.action_name} of {event.db}.{event.name} changed physical ids "
-                             f"{gave} -> {received}, not one for one")
-    partitioned = is_partitioned(event.table_info_after)
-    replica.remove(Removal(event.commit_ts, tuple(int(pid) for pid in (*gave, *received)) if partitioned else None))
+    replica.remove(_exchange_removal(event))
+    (received,) = event.copied_physical_ids
     spark = replica.spark
     source = spark.read.format("delta").option("versionAsOf", partner.version).load(partner.path)
     names = {f.name.lower(): f.name for f in source.schema.fields}
     if has_soft_deletes(source.schema):
         source = source.where(live_condition())
     if PARTITION_ID_COLUMN in names:
-        source = source.where(F.col(PARTITION_ID_COLUMN) == F.lit(int(received[0])))
+        source = source.where(F.col(PARTITION_ID_COLUMN) == F.lit(int(received)))
     columns = []
     versions = {VALID_FROM_COLUMN: F.lit(event.commit_ts), VALID_TO_COLUMN: F.lit(None), CURRENT_COLUMN: F.lit(True)}
     for field in replica.schema().fields:
         if field.name == PARTITION_ID_COLUMN:
-            value = F.lit(int(received[0]))
+            value = F.lit(int(received))
         elif field.name == DELETED_COLUMN:
             value = F.lit(False)
         elif replica.is_history and field.name in versions:
