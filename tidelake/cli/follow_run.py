@@ -1,17 +1,13 @@
 """`tidelake merge --follow`: the merge follower (tidelake.merge.follow) on one Spark session, with
 the changefeed's syncpoints ([merge].syncpoint_interval) and their Iceberg publication, until
-SIGTERM/SIGINT: the first lets the pass in progress finish, a second abandons it; either way the
-leases are released. Exit 0 when stopped, 75 when another follower holds the lake's lease.
+SIGTERM/SIGINT (tidelake.stop_signals): the first lets the pass in progress finish, a second
+abandons it; either way the leases are released. Exit 0 when stopped, 75 when another follower holds the lake's lease.
 Owner: `tidelake merge --follow`.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from tidelake.cli.spark_choice import remote_choice
 from tidelake.cli.target import Target
@@ -22,6 +18,7 @@ from tidelake.merge.merge_run import DEFAULT_THREADS
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
 from tidelake.orchestration.job_entry import changefeed_follower
 from tidelake.spark.spark_session import get_session, release_session
+from tidelake.stop_signals import stop_on_signals
 
 
 def check_follow_args(args: argparse.Namespace) -> None:
@@ -31,27 +28,6 @@ def check_follow_args(args: argparse.Namespace) -> None:
     if given:
         raise InputError(f"--follow merges every table as the watermarks advance; {', '.join(given)} "
                          "is for a single run")
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by the first SIGTERM/SIGINT; a second raises KeyboardInterrupt, abandoning the
-    pass (its commits are whole). The previous handlers come back afterwards."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def follow(args: argparse.Namespace, target: Target) -> int:

@@ -40,6 +40,7 @@ from tidelake.orchestration.job_spec import (
 from tidelake.orchestration.merge_dag import follower_line
 from tidelake.orchestration.upstream_handoff import received_upstream
 from tidelake.spark.spark_session import get_session, release_session
+from tidelake.stop_signals import stop_on_signals
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 from tidelake.syncpoint.follow_cut import FollowerCuts
 
@@ -100,21 +101,16 @@ def run_follower(spark: SparkSession, layout: LakeLayout, config: ChangefeedConf
     """The follow job: the follower until `run_seconds` have passed or SIGTERM (under spark-submit,
     where this is the main thread), then its pass finished and its leases released; the merge
     follower DAG starts the next run at once (@continuous)."""
-    stop = threading.Event()
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    timer = threading.Timer(run_seconds, stop.set) if run_seconds is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-    try:
-        changefeed_follower(spark, layout, config, lambda line: log.info("%s", line), stop).run()
-    finally:
+    with stop_on_signals((signal.SIGTERM,)) as stop:
+        timer = threading.Timer(run_seconds, stop.set) if run_seconds is not None else None
         if timer is not None:
-            timer.cancel()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            timer.daemon = True
+            timer.start()
+        try:
+            changefeed_follower(spark, layout, config, lambda line: log.info("%s", line), stop).run()
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
 def _config(spec: JobSpec) -> ChangefeedConfig:
