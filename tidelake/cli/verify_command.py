@@ -26,7 +26,7 @@ from tidelake.spark.spark_session import get_session
 from tidelake.upstream.kv_snapshot import SnapshotReader
 from tidelake.upstream.pd_client import PDClient
 from tidelake.verify.iceberg_side import IcebergVerdict, iceberg_ok, verify_iceberg
-from tidelake.verify.verifier import Verdict, Verifier
+from tidelake.verify.verifier import SPARK_CONFS, Verdict, Verifier
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +49,7 @@ def _verify(args: argparse.Namespace) -> int:
     catalog = open_catalog(target.layout, iceberg) if iceberg is not None and iceberg.enabled else None
     console = Console(stderr=True)
     # Before any gRPC thread runs: see tidelake.bootstrap.bootstrap_run.Bootstrap.run.
-    spark = get_session("tidelake-verify", lake=target.layout)
+    spark = get_session("tidelake-verify", lake=target.layout, extra_confs=SPARK_CONFS)
     pd = PDClient(target.pd, target.tls, caller_id="tidelake-verify")
     try:
         with SnapshotReader(pd, target.tls) as reader, console.status("verifying") as status:
