@@ -93,7 +93,8 @@ def read_entries(layout: LakeLayout) -> dict[int, ReplicaEntry]:
 
 
 class ReplicaCatalog:
-    """Read and upsert the catalog; every method reads the latest table version.
+    """Read and upsert the catalog; every method reads the latest table version. Safe to share
+    between threads (a merge run's table threads share one): one lock around the log handle.
 
     The rows of a version are decoded once and kept: a merge asks the catalog several times per
     table, and scanning the catalog's files costs far more than the one log listing that finds
@@ -103,13 +104,15 @@ class ReplicaCatalog:
         self.layout = layout
         self._table = open_or_create(layout, catalog_path(layout), CATALOG_SCHEMA)
         self._read: tuple[int, dict[int, ReplicaEntry]] | None = None  # (version, its entries)
+        self._lock = threading.RLock()
 
     def entries(self) -> dict[int, ReplicaEntry]:
-        self._table.update_incremental()
-        version = self._table.version()
-        if self._read is None or self._read[0] != version:
-            self._read = (version, _entries_of(self._table))
-        return dict(self._read[1])
+        with self._lock:
+            self._table.update_incremental()
+            version = self._table.version()
+            if self._read is None or self._read[0] != version:
+                self._read = (version, _entries_of(self._table))
+            return dict(self._read[1])
 
     def get(self, table_key: int) -> ReplicaEntry | None:
         return self.entries().get(int(table_key))
@@ -159,8 +162,9 @@ class ReplicaCatalog:
         return updated
 
     def upsert(self, entries: Iterable[ReplicaEntry]) -> None:
-        self._merge(entries)
-        self._compact()
+        with self._lock:
+            self._merge(entries)
+            self._compact()
 
     def _compact(self) -> None:
         """Rewrite the catalog into one file once it has more than MAX_FILES: each upsert of a new

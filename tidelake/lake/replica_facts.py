@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
+from deltalake import DeltaTable
 
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.history_table import (
@@ -68,8 +69,12 @@ def read_replica_facts(layout: LakeLayout, path: str) -> ReplicaFacts | None:
     """The facts of the replica at `path` read from its Delta log (one replay), None when there is no
     replica there."""
     replica = open_replica(path, layout.storage_options)
-    if replica is None:
-        return None
+    return None if replica is None else replica_facts(layout, path, replica)
+
+
+def replica_facts(layout: LakeLayout, path: str, replica: DeltaTable) -> ReplicaFacts:
+    """The facts of the replica at `path` from `replica`, its log as the caller loaded it (the merge
+    brings its run's handle up to date first), and its history table's log."""
     needs = reader_needs(replica)
     history = open_replica(history_path(layout, path), layout.storage_options)
     since = None if history is None else history.metadata().configuration.get(SINCE_PROPERTY)

@@ -14,17 +14,18 @@ from __future__ import annotations
 import logging
 import queue
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
 from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
-from tidelake.lake.checkpoint import read_checkpoint
+from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.damage import explain_failure, first_line
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import Leases, hold, replica_lease
@@ -56,6 +57,7 @@ log = logging.getLogger(__name__)
 DEFAULT_THREADS = 2  # tables merged at once in one Spark application
 # Changes (estimated) the run pass caches at most; windows beyond it read their own.
 RUN_PASS_MAX_ROWS = 2_000_000
+T = TypeVar("T")
 
 
 @dataclass
@@ -145,17 +147,24 @@ def run_merge(
 
 def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], threads: int, report: MergeReport,
                   leases: Leases) -> list[tuple[TableResult, MergeLogEntry]]:
-    """Merge the leased `keys`, up to `threads` at once; each table's commits are fenced by its lease."""
+    """Merge the leased `keys`, up to `threads` at once; each table's commits are fenced by its lease.
+    The catalog is read once, now that the leases are held, and shared by the table threads."""
     layout, history = scope.layout, scope.history
+    parallel = min(threads, len(keys))
+    catalog = ReplicaCatalog(layout)
+    scope = replace(scope, catalog=catalog, entries=catalog.entries())
     firsts: dict[TableKey, FirstPlan] = {}
     if len(keys) > 1:
-        catalog = ReplicaCatalog(layout)
-        firsts = {key: first for key in keys if (first := _first_plan(scope, catalog, key)) is not None}
+        planned = _in_threads(parallel, lambda key: _first_plan(scope, key), keys)
+        firsts = {key: first for key, first in zip(keys, planned) if first is not None}
     run_pass = _open_run_pass(spark, layout, scope.changelog, firsts)
     scope = replace(scope, run_pass=run_pass)
-    parallel = min(threads, len(keys))
     idle_sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()  # one per thread, reused by its tables
     sessions: list[SparkSession] = []
+
+    # A table merged again after the others moved may have applied a DDL the first time: it reads
+    # the catalog afresh.
+    again_scope = replace(scope, entries=None)
 
     def merge_one(key: TableKey, first: bool = True) -> tuple[TableResult, datetime]:
         started = datetime.now(timezone.utc)
@@ -169,7 +178,8 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
                     session = sibling_session(spark)
                     sessions.append(session)
             with leases.fencing(key):
-                result = TableMerge(scope, key, session or spark, firsts.get(key) if first else None).run()
+                result = TableMerge(scope if first else again_scope, key, session or spark,
+                                    firsts.get(key) if first else None).run()
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             no_room = refusal(exc) is not None
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,
@@ -184,10 +194,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         return result, started
 
     def merge_all(batch: list[TableKey], first: bool) -> list[tuple[TableResult, datetime]]:
-        if parallel < 2 or len(batch) < 2:
-            return [merge_one(key, first) for key in batch]
-        with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
-            return list(pool.map(lambda key: merge_one(key, first), batch))
+        return _in_threads(parallel, lambda key: merge_one(key, first), batch)
 
     try:
         outcomes = merge_all(keys, True)
@@ -211,6 +218,14 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
     return [(result, _log_entry(report.run_id, result, started)) for result, started in outcomes]
 
 
+def _in_threads(parallel: int, step: Callable[[TableKey], T], keys: list[TableKey]) -> list[T]:
+    """`step` of each key, in order, on up to `parallel` threads."""
+    if parallel < 2 or len(keys) < 2:
+        return [step(key) for key in keys]
+    with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
+        return list(pool.map(step, keys))
+
+
 def _moved(result: TableResult) -> bool:
     return bool(result.windows or result.ddls_applied)
 
@@ -222,19 +237,21 @@ def _then(before: TableResult, after: TableResult) -> TableResult:
                    rows_out=before.rows_out + after.rows_out, duration_s=before.duration_s + after.duration_s)
 
 
-def _first_plan(scope: RunScope, catalog: ReplicaCatalog, key: TableKey) -> FirstPlan | None:
-    """None when the table's own handling decides (stopped, dropped, an error it will report)."""
+def _first_plan(scope: RunScope, key: TableKey) -> FirstPlan | None:
+    """None when the table's own handling decides (stopped, dropped, an error it will report). The
+    replica's log it opens goes to the table's merge, which brings it up to date."""
     try:
-        entry = catalog.get(key)
+        entry = scope.entry(scope.catalog, key)
         if entry is not None and entry.state != ReplicaState.ACTIVE:
             return None
-        checkpoint = read_checkpoint(entry.path, scope.layout.storage_options) if entry is not None else None
+        replica = open_replica(entry.path, scope.layout.storage_options) if entry is not None else None
+        checkpoint = replica.transaction_version(MERGE_APP_ID) if replica is not None else None
         stats = scope.stats(key, checkpoint)
         plan = scope.plan(key, checkpoint, stats)
     except Exception:  # reported by the table's merge, which plans again
         log.debug("no first plan for table %s", key, exc_info=True)
         return None
-    return FirstPlan(checkpoint, stats, plan)
+    return FirstPlan(checkpoint, stats, plan, (entry.path, replica) if replica is not None else None)
 
 
 def _open_run_pass(spark: SparkSession, layout: LakeLayout, changelog: ChangelogSnapshot,

@@ -1,13 +1,13 @@
 """One table's part of a merge run: its replica advanced window by window up to its plan's upper
 bound, DDLs applied at their barriers (docs/design.md invariants 3 and 4). Owner: TableMerge, for its table.
 
-What it needs is opened once: the run's control tables and changelog snapshot (RunScope), its
-catalog entry and history-table state (again only after a DDL), the replica once per window. Its
-writer, Spark or delta-rs (tidelake.merge.writers), is chosen once per plan (a DDL can change the
-replica's features); both run tidelake.merge.window_spec. A checkpoint moves only in the commit
-that writes the rows up to it, and a write whose txn is recorded is skipped, so a rerun after a
-crash anywhere redoes at most one window or DDL step.
-"""
+Opened once: the run's control tables, changelog snapshot and catalog (RunScope; the catalog as
+read once the run held its leases), its history-table state (again after a DDL), its replica's log
+(brought up to date, a log listing, before each window and for the facts). Its writer, Spark or
+delta-rs (tidelake.merge.writers), is chosen once per plan (a DDL can change the replica's
+features); both run tidelake.merge.window_spec. A checkpoint moves only in the commit that writes
+the rows up to it, and a write whose txn is recorded is skipped, so a rerun after a crash anywhere
+redoes at most one window or DDL step."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -28,6 +28,7 @@ from delta.exceptions.base import (
     ConcurrentTransactionException,
     ConcurrentWriteException,
 )
+from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -37,13 +38,19 @@ from tidelake.codec.schema import TableInfo
 from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
-from tidelake.lake.checkpoint import checkpoint_at_version, open_replica, read_checkpoint, version_at_checkpoint
+from tidelake.lake.checkpoint import (
+    MERGE_APP_ID,
+    checkpoint_at_version,
+    open_replica,
+    read_checkpoint,
+    version_at_checkpoint,
+)
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
-from tidelake.lake.replica_facts import ReplicaFacts, read_replica_facts
+from tidelake.lake.replica_facts import ReplicaFacts, replica_facts
 from tidelake.lake.schema_history import DdlEvent, SchemaHistory, TableKey
 from tidelake.lake.store_room import refusal
 from tidelake.lake.watermarks import Watermarks
@@ -126,6 +133,10 @@ class RunScope:
     history_config: HistoryConfig | None = None
     progress: ProgressFn | None = None
     run_pass: RunPass | None = None
+    catalog: ReplicaCatalog | None = None  # the run's, shared by its table threads
+    # The catalog as read once the run held its replicas' leases: no other writer changes a leased
+    # table's entry, and a table's own DDL makes it read the catalog again. None: read it each time.
+    entries: Mapping[int, ReplicaEntry] | None = None
 
     @classmethod
     def read(cls, layout: LakeLayout, until_ts: int | None = None, max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
@@ -143,6 +154,10 @@ class RunScope:
         resolved = [self.watermarks.table_resolved.get(pid, checkpoint) for pid in ids]
         return self.changelog.file_stats(ids, checkpoint, max(resolved, default=checkpoint))
 
+    def entry(self, catalog: ReplicaCatalog, key: TableKey) -> ReplicaEntry | None:
+        """The table's catalog entry at the start of its part of the run."""
+        return self.entries.get(int(key)) if self.entries is not None else catalog.get(key)
+
     def plan(self, key: TableKey, checkpoint: int | None, stats: Sequence[FileStat]) -> TableMergePlan:
         return plan_table(key, checkpoint, self.watermarks, self.history, self.until_ts, stats, self.max_chunk_rows,
                           passes=leaves_replica_unchanged)
@@ -155,6 +170,7 @@ class FirstPlan:
     checkpoint: int | None
     stats: list[FileStat]
     plan: TableMergePlan
+    replica: tuple[str, DeltaTable] | None = None  # (path, the log it was planned from), for the table's merge
 
 
 def retry_on_conflict(step: Callable[[], T], what: str) -> T:
@@ -181,13 +197,15 @@ class TableMerge:
         self.spark = spark
         self.first = first
         self.layout = scope.layout
-        self.catalog = ReplicaCatalog(scope.layout)
+        self.catalog = scope.catalog or ReplicaCatalog(scope.layout)
         self.result = TableResult(int(key), table_name(scope.history, key))
         self.spark_writer = SparkWriter(spark, scope.layout, scope.changelog)
         self.delta_rs_writer = DeltaRsWriter(scope.changelog)
         self.entry: ReplicaEntry | None = None
         self.scd2: str | None = None  # the history table's path, when the replica has one
         self.writer: WindowWriter | None = None  # the current plan's
+        # (path, its log): opened once for the run, brought up to date at each use
+        self._replica: tuple[str, DeltaTable] | None = first.replica if first is not None else None
 
     def run(self) -> TableResult:
         result, started = self.result, time.monotonic()
@@ -208,6 +226,7 @@ class TableMerge:
                 log.warning("merge of %s failed: %s", result.table, result.reason)
             else:
                 log.exception("merge of %s failed", result.table)  # trace: in the log
+            self._replica = None  # the failure may have been the log itself: read afresh
             entry = self.catalog.get(self.key)
             if entry is not None:
                 result.checkpoint_after = read_checkpoint(entry.path, self.layout.storage_options)
@@ -219,11 +238,12 @@ class TableMerge:
 
     def _run(self) -> None:
         result, scope = self.result, self.scope
-        self.entry = self.catalog.get(self.key)
+        self.entry = scope.entry(self.catalog, self.key)
         if self.entry is not None and self.entry.state == ReplicaState.STOPPED:
             result.status, result.reason = MergeStatus.STOPPED, self.entry.reason
             return
-        checkpoint = read_checkpoint(self.entry.path, self.layout.storage_options) if self.entry is not None else None
+        replica = self._replica_at(self.entry.path) if self.entry is not None else None
+        checkpoint = replica.transaction_version(MERGE_APP_ID) if replica is not None else None
         result.checkpoint_before = result.checkpoint_after = checkpoint
         if self.entry is not None and self.entry.state == ReplicaState.DROPPED:
             return
@@ -276,8 +296,8 @@ class TableMerge:
     def _write(self, path: str, info: TableInfo, physical_ids: Sequence[int], lo: int, hi: int,
                stats: Sequence[FileStat], rows: float, shared: tuple[DataFrame, WindowKeys] | None = None,
                removal: Removal | None = None) -> tuple[int, int]:
-        """One attempt at the window: the replica opened once, nothing written if hi is recorded."""
-        replica = open_replica(path, self.layout.storage_options)
+        """One attempt at the window on the replica's log as of now, nothing written if hi is recorded."""
+        replica = self._replica_at(path)
         if replica is None:
             raise InputError(f"no replica at {path}")
         target = StructType.fromJson(json.loads(replica.schema().to_json()))
@@ -400,11 +420,24 @@ class TableMerge:
         last commit of the run; None when it has none or they cannot be read (status then reads
         the replica itself)."""
         try:
-            entry = self.catalog.get(self.key)
-            return None if entry is None else read_replica_facts(self.layout, entry.path)
+            entry = self.entry if self.entry is not None else self.catalog.get(self.key)
+            replica = None if entry is None else self._replica_at(entry.path)
+            return None if replica is None else replica_facts(self.layout, entry.path, replica)
         except Exception:  # noqa: BLE001 - the facts are for status only; the run's outcome stands
             log.warning("table %s: replica facts not read for the merge log", self.key, exc_info=True)
             return None
+
+    def _replica_at(self, path: str) -> DeltaTable | None:
+        """The replica at `path` as of now: the run's handle of its log brought up to date (a
+        listing of the log's new commits, which holds every commit of any writer), opened the
+        first time; None when there is none at `path`."""
+        if self._replica is not None and self._replica[0] == path:
+            replica = self._replica[1]
+            replica.update_incremental()
+            return replica
+        replica = open_replica(path, self.layout.storage_options)
+        self._replica = (path, replica) if replica is not None else None
+        return replica
 
     def _report(self, kind: StepKind, checkpoint: int | None, detail: str) -> None:
         if self.scope.progress is not None:
