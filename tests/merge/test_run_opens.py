@@ -1,9 +1,9 @@
 """What one merge run opens, whatever its tables and windows: each replica's Delta log once (its
 first plan's handle goes to its merge, which brings it up to date before each window and for the
 facts it records) and the replica catalog once (read once the leases are held, shared by the table
-threads). A handle brought up to date sees another writer's commit. No Spark: the windows are
-small, so delta-rs writes them on the driver; the session is a stand-in and anything that used it
-beyond making the table threads' sessions fails."""
+threads), and the changelog's first windows in one scan. A handle brought up to date sees another
+writer's commit. No Spark: the windows are small, so delta-rs writes them on the driver; the
+session is a stand-in and anything that used it beyond making the table threads' sessions fails."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from merge.lake_fixtures import FedLake, sorted_rows
 from tidelake import tso
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog, catalog_path
-from tidelake.merge import merge_run
+from tidelake.merge import changelog_snapshot, merge_run
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
 from tidelake.merge.writers.delta_rs_writer import _commit_txn_only
@@ -113,3 +113,20 @@ def test_a_run_sees_a_commit_another_writer_made_after_its_first_plan(lake, monk
     assert results["shop.items"].checkpoint_after == moved[0]
     rows = sorted_rows(DeltaTable(replicas["items"]).to_pyarrow_table().to_pylist())
     assert rows == lake.expected_rows("shop", "items", moved[0])
+
+
+def test_the_first_windows_of_the_run_are_read_in_one_scan_of_the_changelog(lake, monkeypatch):
+    reads: list[str] = []
+    real_read = changelog_snapshot.read_delta
+
+    def read(table, columns=None, where=None):
+        reads.append(where)
+        return real_read(table, columns, where)
+
+    monkeypatch.setattr(changelog_snapshot, "read_delta", read)
+    report = run_merge(NoSpark(), lake.layout, threads=2)
+    assert {r.table: r.windows for r in report.tables} == {f"shop.{n}": 1 for n in TABLES}
+    assert len(reads) == 1
+    for name, path in paths(lake).items():
+        upper = read_checkpoint(path)
+        assert sorted_rows(DeltaTable(path).to_pyarrow_table().to_pylist()) == lake.expected_rows("shop", name, upper)

@@ -1,7 +1,8 @@
 """The changelog as one merge run reads it on the driver: one delta-rs snapshot, opened after the
 run read the watermarks, so it holds every change they cover (docs/design.md invariant 2). Its
-file stats and bucket size are read once; windows are read from it without opening the log again.
-Owner: the merge run (tidelake.merge.merge_run).
+file stats and bucket size are read once; windows are read from it without opening the log again,
+the first windows of many tables in one scan read ahead (a scan's planning walks every file of
+the snapshot). Owner: the merge run (tidelake.merge.merge_run).
 
 A window's keys are told apart here, no Spark job: TiKV sends with each change the key's value
 before it (docs/wire.md#old-value "Old value"), so the old value of a key's first change in (lo, hi]
@@ -10,6 +11,7 @@ is its row at lo, empty when it had none (tidelake.merge.window_spec says what f
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ from tidelake.merge.window_spec import COLLAPSED_COLUMNS, FIRST_CHANGE_ORDER, IS
 
 _MAX_TS = (1 << 63) - 1
 _KEY_COLUMNS = ["key", "commit_ts", "flush_seq", "old_value"]  # what telling keys apart reads
+_AHEAD_COLUMNS = list(dict.fromkeys([*COLLAPSED_COLUMNS, "flush_seq", *_KEY_COLUMNS]))  # what a writer reads
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,24 @@ class ChangelogSnapshot:
         self.table = DeltaTable(layout.changelog, storage_options=layout.storage_options) if exists else None
         self.bucket_seconds = bucket_seconds_of(self.table) if exists else DEFAULT_BUCKET_SECONDS
         self._files = _files_by_table_id(self.table) if exists else {}
+        self._ahead: dict[int, tuple[int, int, pa.Table]] = {}  # physical id -> (lo, hi, its rows read ahead)
+
+    def read_ahead(self, windows: Sequence[tuple[Sequence[int], int, int]]) -> None:
+        """Read the rows of every window (physical ids, lo, hi] in one scan, kept by physical id:
+        rows() of a window within one of them is then served from memory. Call before the table
+        threads start (it is not locked)."""
+        if self.table is None or not windows:
+            return
+        by_bounds: dict[tuple[int, int], set[int]] = defaultdict(set)
+        for ids, lo, hi in windows:
+            by_bounds[(int(lo), int(hi))].update(int(p) for p in ids)
+        where = " OR ".join(f"({self._where(sorted(ids), lo, hi)})" for (lo, hi), ids in by_bounds.items())
+        rows = read_delta(self.table, _AHEAD_COLUMNS, where)
+        for (lo, hi), ids in by_bounds.items():
+            for pid in ids:
+                mine = rows.filter(pc.and_(pc.equal(rows["table_id"], pid),
+                                           pc.and_(pc.greater(rows["commit_ts"], lo), pc.less_equal(rows["commit_ts"], hi))))
+                self._ahead[pid] = (lo, hi, mine)
 
     def file_stats(self, physical_ids: Sequence[int], lo: int, hi: int) -> list[FileStat]:
         """Stats of the files of `physical_ids` that may hold a commit ts in (lo, hi]. A file
@@ -62,13 +83,21 @@ class ChangelogSnapshot:
         commit_bucket partitions and the commit_ts stats prune the files delta-rs reads."""
         if self.table is None or not physical_ids:
             return pa.table({c: [] for c in columns})
+        ahead = [self._ahead.get(int(p)) for p in physical_ids]
+        if all(a is not None and a[0] <= lo and hi <= a[1] for a in ahead) and set(columns) <= set(_AHEAD_COLUMNS):
+            read = pa.concat_tables([a[2] for a in ahead])
+            ts = read["commit_ts"]
+            return read.filter(pc.and_(pc.greater(ts, lo), pc.less_equal(ts, hi))).select(list(columns))
+        return read_delta(self.table, columns, self._where(physical_ids, lo, hi))
+
+    def _where(self, physical_ids: Sequence[int], lo: int, hi: int) -> str:
+        """The predicate of the rows of `physical_ids` in (lo, hi]: both partition columns and the ts."""
         seconds = self.bucket_seconds
         ids = ", ".join(str(int(p)) for p in physical_ids)
-        window = (f"table_id IN ({ids})"
-                  f" AND commit_bucket >= {sql_string(bucket_label(lo + 1, seconds))}"
-                  f" AND commit_bucket <= {sql_string(bucket_label(hi, seconds))}"
-                  f" AND commit_ts > {int(lo)} AND commit_ts <= {int(hi)}")
-        return read_delta(self.table, columns, window)
+        return (f"table_id IN ({ids})"
+                f" AND commit_bucket >= {sql_string(bucket_label(lo + 1, seconds))}"
+                f" AND commit_bucket <= {sql_string(bucket_label(hi, seconds))}"
+                f" AND commit_ts > {int(lo)} AND commit_ts <= {int(hi)}")
 
     def last_changes(self, physical_ids: Sequence[int], lo: int, hi: int) -> pa.Table:
         """The window collapsed: one row of COLLAPSED_COLUMNS per raw key."""

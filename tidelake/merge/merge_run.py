@@ -5,7 +5,8 @@ history and one changelog snapshot shared by the run's tables.
 
 Each table thread has its own session of the same Spark application (txn confs are per
 session; tidelake.spark.spark_session.sibling_session). Tables that share a first window worth
-reading together are read in one pass (tidelake.merge.run_pass).
+reading together are read in one pass (tidelake.merge.run_pass), and the first windows the driver
+writes in one scan of the changelog snapshot.
 Owner: `tidelake merge` and the merge DAG's jobs (tidelake.orchestration.job_entry).
 """
 
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 DEFAULT_THREADS = 2  # tables merged at once in one Spark application
 # Changes (estimated) the run pass caches at most; windows beyond it read their own.
 RUN_PASS_MAX_ROWS = 2_000_000
+# Changes (estimated) the driver reads ahead at most for the windows it writes; beyond, their own reads.
+READ_AHEAD_MAX_ROWS = 2_000_000
 T = TypeVar("T")
 
 
@@ -158,6 +161,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         planned = _in_threads(parallel, lambda key: _first_plan(scope, key), keys)
         firsts = {key: first for key, first in zip(keys, planned) if first is not None}
     run_pass = _open_run_pass(spark, layout, scope.changelog, firsts)
+    _read_ahead(scope.changelog, firsts, run_pass)
     scope = replace(scope, run_pass=run_pass)
     idle_sessions: queue.SimpleQueue[SparkSession] = queue.SimpleQueue()  # one per thread, reused by its tables
     sessions: list[SparkSession] = []
@@ -278,6 +282,29 @@ def _open_run_pass(spark: SparkSession, layout: LakeLayout, changelog: Changelog
         log.warning("the run pass over %d tables failed; each table reads its own window", len(windows),
                     exc_info=True)
         return None
+
+
+def _read_ahead(changelog: ChangelogSnapshot, firsts: dict[TableKey, FirstPlan], run_pass: RunPass | None) -> None:
+    """The first windows the driver writes, read in one scan of the run's changelog snapshot
+    (ChangelogSnapshot.read_ahead); none for fewer than two."""
+    windows, total = [], 0.0
+    for key, first in firsts.items():
+        plan = first.plan
+        if plan.at_barrier or not plan.chunks or (run_pass is not None and key in run_pass.windows):
+            continue
+        lo, hi = plan.chunks[0]
+        rows = estimated_rows(first.stats, lo, hi)
+        empty = not any(s.max_ts > lo and s.min_ts <= hi for s in first.stats)
+        if empty or rows > table_merge.DRIVER_WINDOW_MAX_ROWS or total + rows > READ_AHEAD_MAX_ROWS:
+            continue
+        total += rows
+        windows.append((plan.physical_ids, lo, hi))
+    if len(windows) < 2:
+        return
+    try:
+        changelog.read_ahead(windows)
+    except Exception:  # each table then reads its own window, as without it
+        log.warning("reading %d windows ahead failed; each table reads its own", len(windows), exc_info=True)
 
 
 def _start_rebuild(layout: LakeLayout, history: SchemaHistory, name: str) -> None:
