@@ -206,6 +206,7 @@ class TableMerge:
         self.writer: WindowWriter | None = None  # the current plan's
         # (path, its log): opened once for the run, brought up to date at each use
         self._replica: tuple[str, DeltaTable] | None = first.replica if first is not None else None
+        self._written = False  # the last step was a window, whose writer left the handle at its commit
 
     def run(self) -> TableResult:
         result, started = self.result, time.monotonic()
@@ -226,7 +227,7 @@ class TableMerge:
                 log.warning("merge of %s failed: %s", result.table, result.reason)
             else:
                 log.exception("merge of %s failed", result.table)  # trace: in the log
-            self._replica = None  # the failure may have been the log itself: read afresh
+            self._replica, self._written = None, False  # the failure may have been the log itself: read afresh
             entry = self.catalog.get(self.key)
             if entry is not None:
                 result.checkpoint_after = read_checkpoint(entry.path, self.layout.storage_options)
@@ -286,6 +287,7 @@ class TableMerge:
             lambda: self._write(self.entry.path, info, physical_ids, lo, hi, stats, rows, shared),
             f"{result.table} window ({lo}, {hi}]")
         failpoint("merge.after_commit", self.entry.path)
+        self._written = True
         result.checkpoint_after = hi
         result.windows += 1
         result.rows_in += rows_in
@@ -313,6 +315,7 @@ class TableMerge:
     def _ddl(self, event: DdlEvent) -> int:
         """Apply the DDL at its barrier, the history's steps first; the new checkpoint."""
         result = self.result
+        self._written = False
         if self.scd2 is not None and event.creates_table:  # RECOVER TABLE: no history rows, its ts
             retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, event.table_info_after, (),
                                                     event.commit_ts, self.scope.changelog.bucket_seconds),
@@ -421,7 +424,11 @@ class TableMerge:
         the replica itself)."""
         try:
             entry = self.entry if self.entry is not None else self.catalog.get(self.key)
-            replica = None if entry is None else self._replica_at(entry.path)
+            held = self._replica
+            if self._written and held is not None and entry is not None and held[0] == entry.path:
+                replica = held[1]  # as of this run's last commit, and the run holds the replica's lease
+            else:
+                replica = None if entry is None else self._replica_at(entry.path)
             return None if replica is None else replica_facts(self.layout, entry.path, replica)
         except Exception:  # noqa: BLE001 - the facts are for status only; the run's outcome stands
             log.warning("table %s: replica facts not read for the merge log", self.key, exc_info=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from deltalake import DeltaTable
@@ -33,9 +34,9 @@ class ReplicaWindow:
     shared: tuple[DataFrame, WindowKeys] | None = None  # the run pass's read of it (Spark only)
     removal: Removal | None = None  # a DDL's last window: the rows the DDL removes leave in its commit
 
-    @property
+    @cached_property
     def recorded(self) -> int | None:
-        """The replica's checkpoint when the window was opened."""
+        """The replica's checkpoint when the window was opened (read once: a read walks the log's txns)."""
         return self.replica.transaction_version(MERGE_APP_ID)
 
     @property
