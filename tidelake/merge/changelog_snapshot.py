@@ -65,12 +65,18 @@ class ChangelogSnapshot:
         for ids, lo, hi in windows:
             by_bounds[(int(lo), int(hi))].update(int(p) for p in ids)
         where = " OR ".join(f"({self._where(sorted(ids), lo, hi)})" for (lo, hi), ids in by_bounds.items())
-        rows = read_delta(self.table, _AHEAD_COLUMNS, where)
+        rows = read_delta(self.table, _AHEAD_COLUMNS, where).sort_by("table_id")
+        spans, start = {}, 0  # physical id -> its rows' (start, end) in the sorted read
+        if rows.num_rows:
+            runs = pc.run_end_encode(rows["table_id"].combine_chunks())
+            for pid, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+                spans[int(pid)], start = (start, end), end
         for (lo, hi), ids in by_bounds.items():
-            for pid in ids:
-                mine = rows.filter(pc.and_(pc.equal(rows["table_id"], pid),
-                                           pc.and_(pc.greater(rows["commit_ts"], lo), pc.less_equal(rows["commit_ts"], hi))))
-                self._ahead[pid] = (lo, hi, mine)
+            for pid in ids:  # its slice of the sorted rows, kept to its own bounds
+                begin, end = spans.get(pid, (0, 0))
+                mine = rows.slice(begin, end - begin)
+                ts = mine["commit_ts"]
+                self._ahead[pid] = (lo, hi, mine.filter(pc.and_(pc.greater(ts, lo), pc.less_equal(ts, hi))))
 
     def file_stats(self, physical_ids: Sequence[int], lo: int, hi: int) -> list[FileStat]:
         """Stats of the files of `physical_ids` that may hold a commit ts in (lo, hi]. A file
