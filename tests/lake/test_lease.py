@@ -166,3 +166,29 @@ def test_lease_settings_from_the_config(tmp_path):
     path.write_text(base + 'lease_ttl = "30s"\nlease_renew = "20s"\n')
     with pytest.raises(InputError, match=r"\[lake\]\.lease_renew: expected a duration at most half of lease_ttl"):
         load_config(path)
+
+
+def test_many_leases_are_taken_together_and_a_failed_take_releases_every_one_taken(lake, monkeypatch):
+    """A run leases each of its replicas: the takes run side by side (tidelake.lake.lease._each);
+    one held elsewhere is refused alone, and a store error on one take leaves none of the others
+    held (the next run takes them at once)."""
+    many = {k: (replica_lease(k), f"replica {k}") for k in range(1, 21)}
+    with hold(lake, {3: many[3]}):
+        with hold(lake, many) as leases:
+            assert set(leases.held) == set(many) - {3} and set(leases.refused) == {3}
+            assert all(lease.check() == 1 for lease in leases.held.values())
+    store_type = type(lease_store(lake.leases_root, lake.storage_options))
+    real_create = store_type.create
+
+    def create(self, name, token, body):
+        if name == replica_lease(17):
+            raise OSError("the store went away")
+        return real_create(self, name, token, body)
+
+    monkeypatch.setattr(store_type, "create", create)
+    with pytest.raises(OSError, match="the store went away"):
+        with hold(lake, many):
+            pass
+    monkeypatch.setattr(store_type, "create", real_create)
+    with hold(timed(lake, 30.0, 10.0), many) as again:  # nothing left held: every one taken at once
+        assert set(again.held) == set(many) and not again.refused

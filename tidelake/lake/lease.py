@@ -19,11 +19,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from tidelake.config import LeaseSettings
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 LEASE_METADATA_KEY = "tidelake.lease"  # the fencing token in a commit's userMetadata
 _POLL_S = 1.0  # between looks at a held lease while waiting for it
+_STORE_CALLS = 8  # leases taken or released at once by one run (a merge run leases each of its replicas)
+T = TypeVar("T")
 _COMMAND_CHARS = 160
 
 
@@ -271,8 +275,7 @@ class Leases:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        for lease in self.held.values():
-            lease.release()
+        _each(lambda lease: lease.release(), list(self.held.values()))
 
 
 @contextmanager
@@ -291,21 +294,38 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
     else:
         holder = Holder.this_process()
         deadline = time.monotonic() + (settings.wait_s if wait_s is None else wait_s)
+
+        def take_one(item: tuple[Hashable, tuple[str, str]]) -> None:
+            key, (name, label) = item
+            try:
+                held[key] = take(store, name, label, settings, holder, deadline, cancel)
+            except LeaseHeld as exc:
+                refused[key] = exc
+
         try:
-            for key, (name, label) in names.items():
-                try:
-                    held[key] = take(store, name, label, settings, holder, deadline, cancel)
-                except LeaseHeld as exc:
-                    refused[key] = exc
-        except BaseException:
-            for lease in held.values():
-                lease.release()
+            _each(take_one, list(names.items()))
+        except BaseException:  # every take has ended: release what was taken
+            _each(lambda lease: lease.release(), list(held.values()))
             raise
     leases = Leases(settings, held, refused, store is not None)
     try:
         yield leases
     finally:
         leases.close()
+
+
+def _each(step: Callable[[T], None], items: list[T]) -> None:
+    """`step` of every item, up to _STORE_CALLS at once (each is a few store round trips: an fsync
+    or a PUT); every step ends before this returns, and then the first error is raised."""
+    if len(items) < 2:
+        for item in items:
+            step(item)
+        return
+    with ThreadPoolExecutor(min(_STORE_CALLS, len(items)), thread_name_prefix="tidelake-leases") as pool:
+        futures = [pool.submit(step, item) for item in items]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
 
 
 def replica_lease(table_key: int) -> str:
