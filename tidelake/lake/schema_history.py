@@ -210,22 +210,31 @@ class SchemaHistory:
 
     def find(self, db: str, name: str) -> TableKey | None:
         """The live table now called `db`.`name` (case-insensitive as TiDB), else the latest dropped one."""
-        wanted = (db.lower(), name.lower())
-        matches = [k for k, t in self._tables.items() if tuple(s.lower() for s in self.current_name(k)) == wanted]
-        live = [k for k in matches if self._tables[k].live]
-        return (live or matches or [None])[-1]
+        return self.find_many([(db, name)])[0]
+
+    def find_many(self, names: Sequence[tuple[str, str]]) -> list[TableKey | None]:
+        """find of each (db, table), the history's names read once for all of them (a merge run
+        names each of up to thousands of tables)."""
+        by_name: dict[tuple[str, str], list[TableKey]] = {}
+        for key in self._tables:
+            db, name = self.current_name(key)
+            by_name.setdefault((db.lower(), name.lower()), []).append(key)
+        found = []
+        for db, name in names:
+            matches = by_name.get((db.lower(), name.lower()), [])
+            live = [k for k in matches if self._tables[k].live]
+            found.append((live or matches or [None])[-1])
+        return found
 
     def select(self, names: Sequence[str] | None) -> list[TableKey]:
         """Tables named 'db.table' (case-insensitive, as TiDB), or every table of the history."""
         if not names:
             return self.tables()
-        keys = []
-        for name in names:
-            db, dot, table = name.partition(".")
-            key = self.find(db, table) if dot else None
-            if key is None:
+        parts = [name.partition(".") for name in names]
+        keys = self.find_many([(db, table) for db, _, table in parts])
+        for name, (_, dot, _), key in zip(names, parts, keys):
+            if key is None or not dot:
                 raise InputError(f"table {name!r} is not in the DDL history (give it as db.table)")
-            keys.append(key)
         return list(dict.fromkeys(keys))  # one name twice, or in two spellings, is still one table
 
     def db_events(self) -> list[DdlRow]:

@@ -189,7 +189,8 @@ class Follower:
         history = control.history
         names = [table_name(history, key) for key in work.tables]
         # A dropped table whose name a new table took cannot be named: the pass then takes every table.
-        named = all(history.find(*name.split(".", 1)) == key for name, key in zip(names, work.tables))
+        found = history.find_many([tuple(name.split(".", 1)) for name in names])
+        named = all(k == key for k, key in zip(found, work.tables))
         started = time.monotonic()
         report = self._merge(self.spark, self.layout, tables=names if named else None, until_ts=cap)
         self.passes += 1
