@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import deltalake
@@ -23,7 +24,7 @@ from tidelake.lake.replica_catalog import ReplicaCatalog, catalog_path
 from tidelake.merge import changelog_snapshot, merge_run
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
-from tidelake.merge.writers.delta_rs_writer import _commit_txn_only
+from tidelake.merge.writers.delta_rs_writer import CHECKPOINT_INTERVAL, _commit_txn_only
 
 TABLES = ("orders", "items")
 WINDOWS = 3
@@ -130,3 +131,26 @@ def test_the_first_windows_of_the_run_are_read_in_one_scan_of_the_changelog(lake
     for name, path in paths(lake).items():
         upper = read_checkpoint(path)
         assert sorted_rows(DeltaTable(path).to_pyarrow_table().to_pylist()) == lake.expected_rows("shop", name, upper)
+
+
+def test_driver_windows_keep_the_checkpoint_cadence_on_the_runs_handle(tmp_path):
+    """Each window's commit moves the run's handle (appends and MERGEs leave it at their commit):
+    the replica gets its Delta checkpoint at every CHECKPOINT_INTERVAL-th version, as Spark would."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
+    lake.resolve()
+    run_merge(None, lake.layout, write_log=False, threads=1)
+    path = ReplicaCatalog(lake.layout).find("shop", "orders").path
+    start = DeltaTable(path).version()
+    for w in range(CHECKPOINT_INTERVAL + 2):
+        with lake.txn() as t:
+            for i in range(10):
+                t.put("shop", "orders", {"id": i + 5 * (w % 2), "note": f"w{w}"})  # appends, then MERGEs
+        lake.resolve()
+    (result,) = run_merge(None, lake.layout, max_chunk_rows=10, write_log=False, threads=1).tables
+    lake.close()
+    version = DeltaTable(path).version()
+    assert result.windows == version - start >= CHECKPOINT_INTERVAL + 1
+    checkpoints = {int(p.name.split(".")[0]) for p in Path(path, "_delta_log").glob("*.checkpoint.parquet")}
+    assert checkpoints == {v for v in range(start + 1, version + 1) if v % CHECKPOINT_INTERVAL == 0}

@@ -89,13 +89,13 @@ class DeltaRsWriter:
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
             write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
-            keep_checkpoint_cadence(w.replica)
+            keep_checkpoint_cadence(w.replica, at_commit=True)
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
         metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft, w.removal), w.hi)
         if w.removal is not None:
             _record_if_unchanged(w)
-        keep_checkpoint_cadence(w.replica)
+        keep_checkpoint_cadence(w.replica, at_commit=True)
         written = sum(int(metrics.get(k, 0)) for k in
                       ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
         return int(metrics.get("num_source_rows", 0)), written
@@ -139,13 +139,15 @@ def _record_if_unchanged(window: ReplicaWindow) -> None:
         _commit_txn_only(window.replica, window.path, window.hi)
 
 
-def keep_checkpoint_cadence(replica: DeltaTable) -> None:
+def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:
     """A checkpoint every CHECKPOINT_INTERVAL versions, the cadence Spark keeps, so Spark readers of
-    a replica written only by delta-rs (merges, maintenance) replay short logs. The commit has
-    landed by now, so a failed checkpoint is only logged, as Spark's Delta does: the next one
-    covers it."""
+    a replica written only by delta-rs (merges, maintenance) replay short logs. `at_commit`: the
+    handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
+    txn alone does not). The commit has landed by now, so a failed checkpoint is only logged, as
+    Spark's Delta does: the next one covers it."""
     try:
-        replica.update_incremental()
+        if not at_commit:
+            replica.update_incremental()
         if replica.version() % CHECKPOINT_INTERVAL == 0:
             replica.create_checkpoint()
     except Exception:  # noqa: BLE001 - see the docstring
