@@ -1,7 +1,8 @@
 """A transaction spanning many tables is in every replica of a syncpoint or in none.
 
 The simulator commits transactions that write every table; the real puller lands them and the
-real syncpoint job (its merge included) cuts between them. Each recorded cut is read the way a
+real syncpoint job (its merge included: on the driver, no Spark, as windows this size are written,
+or with a Spark session) cuts between them. Each recorded cut is read the way a
 consumer reads it: each replica with deltalake at the Delta version the cut records, compared
 with the simulator's MVCC snapshot at the cut's ts, and each spanning transaction found in all
 of the cut's replicas or in none.
@@ -9,6 +10,7 @@ of the cut's replicas or in none.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -18,15 +20,15 @@ from tests.capture.pull_harness import config_doc, small_sim, wait_resolved
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.config_writer import config_from_document
 from tidelake.lake.layout import LakeLayout
+from tidelake.merge.merge_run import run_merge
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 from tidelake.syncpoint.records import Syncpoint, read_syncpoints
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 DB = "shop"
 INTERVAL_S = 1
-SPANNING_TXNS = 3
 ROWS_PER_TABLE = 2
 
 
@@ -36,7 +38,9 @@ def _cut_after(spark, layout: LakeLayout, ts: int, puller: PullerThread) -> Sync
     deadline = time.monotonic() + 120
     while True:
         puller.check()
-        result = run_syncpoint(spark, layout, INTERVAL_S)
+        # without a session, one merge thread: more would each ask the session for a sibling
+        merge = None if spark is not None else functools.partial(run_merge, threads=1)
+        result = run_syncpoint(spark, layout, INTERVAL_S, merge=merge)
         assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
         recorded = read_syncpoints(layout)
         if recorded and recorded[-1].ts >= ts:
@@ -45,9 +49,33 @@ def _cut_after(spark, layout: LakeLayout, ts: int, puller: PullerThread) -> Sync
         time.sleep(0.2)
 
 
-# Five tables already make every cut span several replicas; fifty (slow) is the many-table scale.
-@pytest.mark.parametrize("tables", [5, pytest.param(50, marks=pytest.mark.slow)])
-def test_a_transaction_over_every_table_is_in_all_replicas_of_a_cut_or_in_none(spark, tmp_path, tables):
+def _cut_while_lagging(spark, layout: LakeLayout, last: int, held_start_ts: int, puller: PullerThread) -> Syncpoint:
+    """Syncpoint jobs until one is recorded after `last`: below `held_start_ts`, where the lagging
+    table's resolved ts waits for its open transaction."""
+    deadline = time.monotonic() + 120
+    while True:
+        puller.check()
+        merge = None if spark is not None else functools.partial(run_merge, threads=1)
+        result = run_syncpoint(spark, layout, INTERVAL_S, merge=merge)
+        assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
+        recorded = read_syncpoints(layout)
+        if recorded[-1].ts > last:
+            assert recorded[-1].ts < held_start_ts, (recorded[-1].ts, held_start_ts)
+            return recorded[-1]
+        assert time.monotonic() < deadline, f"no syncpoint after {last}: {result}"
+        time.sleep(0.2)
+
+
+# Fifty tables and one spanning transaction on the driver (seconds); with a Spark session, three
+# spanning transactions over five tables, and over fifty behind slow.
+@pytest.mark.parametrize("tables, spanning, engine", [
+    (50, 1, "driver"),
+    pytest.param(5, 3, "spark", marks=pytest.mark.spark),
+    pytest.param(50, 3, "spark", marks=[pytest.mark.spark, pytest.mark.slow]),
+])
+def test_a_transaction_over_every_table_is_in_all_replicas_of_a_cut_or_in_none(request, tmp_path, tables, spanning,
+                                                                               engine):
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
     layout = LakeLayout(str(tmp_path / "lake"))
     names = [f"t{i:02d}" for i in range(tables)]
     with small_sim() as cluster:
@@ -61,15 +89,23 @@ def test_a_transaction_over_every_table_is_in_all_replicas_of_a_cut_or_in_none(s
                 tidb.create_table(DB, name, [("id", "bigint"), ("txn", "varchar(16)")], primary_key=["id"])
             created = cluster.tso.next()
             cuts = [_cut_after(spark, layout, created, puller)]  # every table, no transaction yet
-            commits = {}
-            for k in range(SPANNING_TXNS):
+            commits, wrote = {}, {}
+            for k in range(spanning):
                 label = f"span{k}"
+                if k == 0:  # a transaction on the last table, held open: that table lags the others
+                    time.sleep(INTERVAL_S * 1.1)  # a boundary between the last cut and its start ts
+                    lagging = tidb.txn()
+                    lagging.insert(DB, names[-1], {"id": 10**6, "txn": "held"})
+                    lagging.prewrite()
                 with tidb.txn() as t:
                     for name in names:
                         for r in range(ROWS_PER_TABLE):
                             t.insert(DB, name, {"id": k * ROWS_PER_TABLE + r, "txn": label})
-                commits[label] = t.commit_ts
-                cuts.append(_cut_after(spark, layout, t.commit_ts, puller))
+                commits[label], wrote[label] = t.commit_ts, set(names)
+                if k == 0:  # every other table has it landed; a cut now must show it nowhere
+                    cuts.append(_cut_while_lagging(spark, layout, cuts[-1].ts, lagging.start_ts, puller))
+                    commits["held"], wrote["held"] = lagging.commit(), {names[-1]}
+                cuts.append(_cut_after(spark, layout, commits[label], puller))
 
         assert len({c.ts for c in cuts}) == len(cuts)  # a cut between each two transactions
         for cut in read_syncpoints(layout):
@@ -90,7 +126,7 @@ def test_a_transaction_over_every_table_is_in_all_replicas_of_a_cut_or_in_none(s
                 for _, label in rows:
                     holding[label].add(replica.name)
             for label, held in holding.items():
-                assert held in (set(), set(names)), f"cut {cut.ts} shows {label} in {sorted(held)} only"
-                assert (held == set(names)) == (commits[label] <= cut.ts), (cut.ts, label)
+                assert held in (set(), wrote[label]), f"cut {cut.ts} shows {label} in {sorted(held)} only"
+                assert (held == wrote[label]) == (commits[label] <= cut.ts), (cut.ts, label)
         seen = {label: {commits[label] <= c.ts for c in cuts} for label in commits}
         assert all(s == {False, True} for s in seen.values()), seen  # each one absent at a cut, then present
