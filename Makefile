@@ -60,7 +60,8 @@ bench: $(STAMP)
 	$(PY) bench/bench_sim.py --ops 200 --big-rows 100000 --json $(BENCH_OUT)/sim.json
 	$(PY) bench/bench_puller.py --rows 40000 --repeats 3 --json $(BENCH_OUT)/puller.json
 	$(PY) bench/bench_lander.py --sizes 10000 --repeats 3 --no-spark
-	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000 --json $(BENCH_OUT)/lag.json
+	$(PY) bench/bench_lag.py --duration 20 --backlog-rows 100000 --txn-rows 20000 --txns 3 --txn-hold 1 \
+		--merge-on-driver --json $(BENCH_OUT)/lag.json
 	$(PY) bench/bench_merge.py --rows 10000 --json $(BENCH_OUT)/merge.json
 	$(PY) bench/bench_scale.py --tables 100 --regions 1000 --steady 20 --history-flushes 100 \
 		--json $(BENCH_OUT)/scale.json

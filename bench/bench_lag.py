@@ -21,16 +21,21 @@ Phase 2, memory under backpressure, once per --quotas memory quota (fresh lake e
            Per transaction: land time (its last commit to the table's and the DDL's durable
            watermarks reaching its commit ts: every row in the changelog, mergeable) and, with --merge, merge time (run_merge of
            the table up to its commit ts, the writer run_merge chooses, in a local Spark session
-           started first) with the replica's commits for it (1: the transaction in one version)
-           and the replica's rows checked. Base RSS: the idle puller just before the first prewrite.
+           started first; with --merge-on-driver no Spark session, every window on the driver, as
+           run_merge writes windows of up to DRIVER_WINDOW_MAX_ROWS rows anyway) with the replica's
+           commits for it (1: the transaction in one version) and the replica's rows checked. Base
+           RSS: the idle puller just before the first prewrite. The row data (key + value bytes of
+           every row) and this process's RSS growth while the simulator holds the rows (per row:
+           what the simulator needs to hold a transaction of that size) are reported too.
 Each reports base and peak RSS, growth / quota and peak / (base + quota); if the quota holds, the
 growth follows the quota (plus a constant: a flush's working memory, the region queues), not the rows.
 
     .venv/bin/python bench/bench_lag.py [--preset smoke] [--rate 100] [--duration 30]
         [--flush-interval 1s] [--quota 64MiB] [--backlog-rows 150000] [--txn-rows 0]
-        [--quotas 8MiB,48MiB] [--txns 1] [--merge] [--seed 0]
+        [--quotas 8MiB,48MiB] [--txns 1] [--merge | --merge-on-driver] [--backlog-value-bytes 400] [--seed 0]
     --duration 0 skips the lag phase; --backlog-rows 0 / --txn-rows 0 skip those cases.
     --merge starts a local Spark session (run it under `flock /tmp/tidelake-spark.lock`).
+    --backlog-value-bytes sets the JSON padding of every backlog and transaction row (its width).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from bench._common import (  # noqa: E402
     markdown_table,
     percentile,
     print_environment,
+    rss_bytes,
     write_json,
 )
 from deltalake import DeltaTable  # noqa: E402
@@ -64,6 +70,7 @@ from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.replica_catalog import ReplicaCatalog  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
 from tidelake.merge.merge_run import run_merge  # noqa: E402
+from tidelake.merge.table_merge import DRIVER_WINDOW_MAX_ROWS  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.sim.workload import WorkloadRunner  # noqa: E402
@@ -202,7 +209,8 @@ def _durable_lag_safe(layout: LakeLayout, cluster: SimCluster, tables: set[int])
 
 
 def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: float, value_bytes: int,
-                       quotas: list[str], flush_interval: str, seed: int, txns: int = 1, spark=None) -> dict:
+                       quotas: list[str], flush_interval: str, seed: int, txns: int = 1, merge: bool = False,
+                       spark=None) -> dict:
     cluster = SimCluster(n_stores=3, seed=seed, gc_interval_s=0)
     runs = []
     with cluster:
@@ -217,7 +225,7 @@ def backpressure_phase(tmp: Path, backlog_rows: int, txn_rows: int, txn_hold_s: 
                 runs.append(_catch_up(cluster, tmp, quota, start_ts, backlog_rows, flush_interval))
             if txn_rows:
                 runs.append(_txns(cluster, tidb, tmp, quota, len(runs), txn_rows, txns, value, txn_hold_s,
-                                  flush_interval, spark))
+                                  flush_interval, merge, spark))
     print(f"\n## Memory under backpressure: a backlog of {backlog_rows:,} rows "
           f"({backlog_bytes / MIB:.0f} MiB key+value) and {txns} transaction(s) of {txn_rows:,} rows, "
           f"{len(value)} B values, flush interval {flush_interval}\n")
@@ -246,6 +254,12 @@ def _print_txns(runs: list[dict]) -> None:
         [[r["quota"], r["txns"], r["txn_rows"], *r["land_s"], *(r["merge_s"] or ["-"] * 3),
           ",".join(sorted({str(t.get("replica_commits", "-")) for t in r["transactions"]})),
           r["rss_peak_per_base_plus_quota"]] for r in runs]))
+    for r in runs:
+        print(f"\n{r['quota']}: row data {r['txn_row_bytes'] / MIB:,.1f} MiB per transaction "
+              f"({r['txn_row_bytes'] / r['txn_rows']:.0f} B a row, key + value); puller RSS per row "
+              f"{r['rss_growth_mib'] * MIB / r['txn_rows']:.1f} B of growth; the simulator's (this process's) "
+              f"RSS grew {r['sim_rss_growth_mib']:.0f} MiB while holding the rows, "
+              f"{r['sim_rss_per_row_b']:.0f} B per row")
 
 
 def _run_result(case: str, quota: str, rows: int, seconds: float, base: int, peak: int, commits: int) -> dict:
@@ -301,7 +315,7 @@ def _catch_up(cluster: SimCluster, tmp: Path, quota: str, start_ts: int, rows: i
 
 
 def _txns(cluster: SimCluster, tidb: SimTiDB, tmp: Path, quota: str, case: int, rows: int, count: int,
-          value: bytes, hold_s: float, flush_interval: str, spark=None) -> dict:
+          value: bytes, hold_s: float, flush_interval: str, merge: bool = False, spark=None) -> dict:
     """`count` consecutive transactions of `rows` rows into a table created for this case."""
     name = f"txns{case}"
     lake = tmp / f"lake-txn-{quota}-{case}"
@@ -318,9 +332,10 @@ def _txns(cluster: SimCluster, tidb: SimTiDB, tmp: Path, quota: str, case: int, 
         _, info = tidb.resolve_table(DATABASE, name)
         created = cluster.tso.next()
         _wait_landed(pull, layout, info.id, created)
-        if spark is not None:  # the replica's CREATE (and the session's first merge), not measured
+        if merge:  # the replica's CREATE (and the session's first merge), not measured
             merge_warmup_s = _merge(spark, layout, name, created)[0]
         time.sleep(2.0)  # settle: the idle puller's RSS is the base
+        sim_before = rss_bytes()
         with RssSampler(pull.proc.pid, 0.05) as rss:
             base = rss.first
             started = time.monotonic()
@@ -329,20 +344,25 @@ def _txns(cluster: SimCluster, tidb: SimTiDB, tmp: Path, quota: str, case: int, 
                 one = _one_txn(cluster, info.id, 1 + n * rows, rows, value, hold_s)
                 held = one.pop("held")
                 prewritten = max(prewritten, *(b for t, b in rss.samples if t <= held))
-                _wait_landed(pull, layout, info.id, one["commit_ts"])
+                _wait_landed(pull, layout, info.id, one["commit_ts"], rows)
                 one["land_s"] = time.monotonic() - one.pop("committed")
-                if spark is not None:
+                if merge:
                     one["merge_s"], one["replica_commits"] = _merge(spark, layout, name, one["commit_ts"],
                                                                     (n + 1) * rows)
                 txns.append(one)
             seconds = time.monotonic() - started
+            sim_growth = rss_bytes() - sim_before
     finally:
         pull.stop()
     result = _run_result("txn", quota, rows * count, seconds, base, rss.peak, _commits(lake))
+    result["txn_row_bytes"] = rows * (len(record_key(info.id, 1)) + len(value))
+    result["sim_rss_growth_mib"] = sim_growth / MIB
+    result["sim_rss_per_row_b"] = sim_growth / (rows * count)
     result["rss_peak_before_commit_mib"] = prewritten / MIB  # while only prewrites were waiting
     result["rss_peak_per_base_plus_quota"] = rss.peak / (base + parse_size(quota))
     result.update(txns=count, txn_rows=rows, transactions=txns, land_s=_stats([t["land_s"] for t in txns]),
-                  merge_s=_stats([t["merge_s"] for t in txns]) if spark is not None else None,
+                  merge_s=_stats([t["merge_s"] for t in txns]) if merge else None,
+                  replica_commits_max=max(t["replica_commits"] for t in txns) if merge else None,
                   merge_warmup_s=merge_warmup_s)
     return result
 
@@ -366,13 +386,14 @@ def _one_txn(cluster: SimCluster, table_id: int, first_handle: int, rows: int, v
     return {"rows": rows, "commit_ts": commit_ts, "write_s": committed - began, "held": held, "committed": committed}
 
 
-def _wait_landed(pull: PullProcess, layout: LakeLayout, table_id: int, ts: int) -> None:
+def _wait_landed(pull: PullProcess, layout: LakeLayout, table_id: int, ts: int, rows: int = 0) -> None:
     """Until the table's and the DDL's durable watermarks reach `ts`: every row committed at or
-    before it landed, and a merge may advance the replica to it."""
+    before it landed, and a merge may advance the replica to it (given 30 min, or 1 s per 1,000
+    rows of a larger transaction)."""
     started = time.monotonic()
     while not _landed(read_watermarks(layout), table_id, ts):
         pull.alive()
-        if time.monotonic() - started > 1800:
+        if time.monotonic() - started > max(1800, rows / 1000):
             raise TimeoutError(f"table {table_id} not landed up to {ts}")
         time.sleep(0.02)
 
@@ -430,18 +451,26 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--flush-interval", default="1s")
     parser.add_argument("--quota", default="64MiB", help="puller memory quota in the lag phase")
     parser.add_argument("--backlog-rows", type=int, default=150_000, help="0: skip the backpressure phase")
-    parser.add_argument("--backlog-value-bytes", type=int, default=400, help="JSON padding per backlog row")
+    parser.add_argument("--backlog-value-bytes", type=int, default=400,
+                        help="JSON padding per backlog and transaction row: the rows' width")
     parser.add_argument("--txn-rows", type=int, default=0, help="rows of the one big transaction; 0: skip it")
     parser.add_argument("--txn-hold", type=float, default=5.0, help="seconds each transaction stays prewritten")
     parser.add_argument("--txns", type=int, default=1, help="consecutive transactions of --txn-rows rows")
-    parser.add_argument("--merge", action="store_true",
-                        help="merge the replica after each transaction lands (a local Spark session)")
+    merging = parser.add_mutually_exclusive_group()
+    merging.add_argument("--merge", action="store_true",
+                         help="merge the replica after each transaction lands (a local Spark session)")
+    merging.add_argument("--merge-on-driver", action="store_true",
+                         help="the same with no Spark session: every window by delta-rs on the driver "
+                              f"(transactions of at most {DRIVER_WINDOW_MAX_ROWS:,} rows)")
     parser.add_argument("--quotas", default="8MiB,48MiB", help="memory quotas of the backpressure phase")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     if args.txns < 1:
         parser.error("--txns must be at least 1")
+    if args.merge_on_driver and args.txn_rows > DRIVER_WINDOW_MAX_ROWS:
+        parser.error(f"--merge-on-driver merges windows of at most {DRIVER_WINDOW_MAX_ROWS:,} rows, "
+                     f"--txn-rows is {args.txn_rows:,}: use --merge")
     env = print_environment()
     # Spark first: launching its JVM forks, and forking while the simulator's gRPC threads run is unsafe.
     spark = get_session("bench-lag", master="local[2]") if args.merge and args.txn_rows else None
@@ -453,7 +482,8 @@ def main(argv: list[str] | None = None) -> dict:
         if args.backlog_rows or args.txn_rows:
             results["backpressure"] = backpressure_phase(
                 Path(tmp), args.backlog_rows, args.txn_rows, args.txn_hold, args.backlog_value_bytes,
-                args.quotas.split(","), args.flush_interval, args.seed, args.txns, spark)
+                args.quotas.split(","), args.flush_interval, args.seed, args.txns,
+                args.merge or args.merge_on_driver, spark)
     if spark is not None:
         spark.stop()
     write_json(args.json, "lag", env, results)

@@ -90,7 +90,7 @@ def test_bench_bootstrap_every_decoder_and_read_path_gets_every_row(tmp_path):
 def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
     results = run_bench("bench_lag.py", tmp_path, "--duration", "4", "--warmup", "1", "--rate", "20",
                         "--backlog-rows", "3000", "--txn-rows", "1000", "--txns", "2", "--txn-hold", "1",
-                        "--quotas", "1MiB,4MiB")
+                        "--quotas", "1MiB,4MiB", "--merge-on-driver")
     lag = results["lag"]
     assert lag["samples"] > 0 and lag["txn_per_s"] > 0
     for p50, p95, worst in (lag["table_lag"], lag["durable_lag"]):
@@ -101,7 +101,9 @@ def test_bench_lag_samples_lag_and_catches_up_under_each_quota(tmp_path):
         ("backlog", "1MiB"), ("txn", "1MiB"), ("backlog", "4MiB"), ("txn", "4MiB")]
     assert [r["rows"] for r in runs] == [3000, 2000] * 2
     for run in (r for r in runs if r["case"] == "txn"):
-        assert [t["rows"] for t in run["transactions"]] == [1000, 1000] and run["merge_s"] is None
+        assert [t["rows"] for t in run["transactions"]] == [1000, 1000] and 0 < run["merge_s"][0] <= run["merge_s"][2]
+        assert [t["replica_commits"] for t in run["transactions"]] == [1, 1] and run["replica_commits_max"] == 1
+        assert run["txn_row_bytes"] > 1000 * 400  # the default 400 B of padding a row, and its key
         assert 0 < run["land_s"][0] <= run["land_s"][2] and run["rss_peak_per_base_plus_quota"] > 0
     assert all(r["rows_per_s"] > 0 and r["rss_peak_mib"] >= r["rss_base_mib"] > 0 for r in runs)
     assert all(r["changelog_commits"] >= 1 for r in runs)
