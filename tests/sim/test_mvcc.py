@@ -270,3 +270,21 @@ def test_reads_at_max_ts_leave_max_ts_alone(store):
     assert store.get(K1, MAX_TS) == b"v"
     assert store.scan(b"", b"", MAX_TS, None) == [(K1, b"v")]
     assert store.commit_one_pc([("put", K2, b"x")], 20, 21) == 21
+
+
+def test_a_range_resolve_and_batch_commits_of_a_big_txn_touch_only_its_locks_there(store):
+    """Resolving a range takes the txn's locks in it only, whether the range's locks (fewer than the
+    txn's) or the txn's (fewer than the range's) are scanned; committing a batch of a few of many
+    locks removes exactly those from the lock index."""
+    big = [b"b%04d" % i for i in range(600)]
+    store.prewrite([("put", k, b"v") for k in big], big[0], 10, 3000)
+    store.prewrite([("put", b"b0050x", b"o")], b"b0050x", 11, 3000)  # another txn's lock in the range
+    store.resolve_lock(10, 20, start=b"b0040", end=b"b0060")  # 21 locks in the range, 600 in the txn
+    assert store.get(b"b0045", 30) == b"v"
+    with pytest.raises(KeyLockedError):
+        store.get(b"b0060", 30)  # past the range: still locked
+    store.commit(big[100:200], 10, 20)  # 100 of the 581 locks left
+    store.resolve_lock(11, 0, start=b"", end=b"")  # 1 lock in the txn, 481 in the range
+    left = [lock.key for lock in store.scan_locks(b"", b"", MAX_TS)]
+    assert left == big[:40] + big[60:100] + big[200:]
+    assert store.get(b"b0050x", 30) is None and store.get(b"b0150", 30) == b"v"
