@@ -40,9 +40,9 @@ KINDS = {
     "rs_spark": "created by delta-rs, merged by Spark",
     "mapped": "created by Spark with column mapping (a column name Parquet cannot hold)",
     "boot": "written by bootstrap, merged on the driver",
-    "hist": "with an SCD2 history table and soft deletes",
+    "hist": "with an SCD2 history table and soft deletes, merged on the driver",
 }
-ON_DRIVER = ("rs_driver", "boot")
+ON_DRIVER = ("rs_driver", "boot", "hist")
 HISTORY = HistoryConfig(scd2=(f"{DB}.hist",), soft_deletes=(f"{DB}.hist",))
 
 

@@ -27,10 +27,10 @@ from tidelake.lake.store_room import check_room
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
 from tidelake.merge.decimal_stats import unsafe_stats
 from tidelake.merge.mount import mount_arrow
-from tidelake.merge.replica_schema import quote
+from tidelake.merge.replica_schema import DELETED_COLUMN, quote
 from tidelake.merge.soft_deletes import has_soft_deletes
 from tidelake.merge.txn_confs import delta_rs_commit_properties
-from tidelake.merge.window_spec import OP_COLUMN, Action, MergeSpec, When, can_append, replica_merge
+from tidelake.merge.window_spec import OP_COLUMN, Action, MergeSpec, When, can_append, removal_clause, replica_merge
 from tidelake.merge.writers.replica_window import ReplicaWindow
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,10 @@ CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
 
 def writable(replica: DeltaTable, target: StructType) -> bool:
     """Whether delta-rs may write this replica: change data feed and timestampNtz, no deletion
-    vectors, column mapping or type widening, no soft deletes, and no DECIMAL whose statistics
-    delta-rs would write wrong (tidelake.merge.decimal_stats)."""
+    vectors, column mapping or type widening, and no DECIMAL whose statistics delta-rs would write
+    wrong (tidelake.merge.decimal_stats). Soft deletes are the MERGE's clauses, as on Spark."""
     protocol = replica.protocol()
-    if has_soft_deletes(target) or protocol.min_reader_version not in (1, 3):  # legacy 2: column mapping
+    if protocol.min_reader_version not in (1, 3):  # legacy 2: column mapping
         return False
     if unsafe_stats(target, replica.metadata().configuration):
         return False
@@ -74,17 +74,25 @@ class DeltaRsWriter:
         # A full local disk fails here, before a file is written (a write that runs out of room
         # mid-file makes object_store's background upload task print a Rust panic).
         check_room(w.path, collapsed.nbytes if collapsed is not None else 0, "a merge window")
+        soft = has_soft_deletes(w.target)
         if collapsed is None or collapsed.num_rows == 0:
             if w.removal is None:
                 _commit_txn_only(w.replica, w.path, w.hi)
                 return 0, 0
             failpoint("merge.before_commit", w.path)
-            metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi))
+            if soft:  # flagged, not deleted: the removal clause of a MERGE of no rows, as on Spark
+                nothing = pa.schema(w.replica.schema().to_arrow()).empty_table()
+                metrics = merge_arrow(w.replica, nothing, MergeSpec("false", (removal_clause(w.removal, True),)), w.hi)
+                removed = int(metrics.get("num_target_rows_updated", 0))
+            else:
+                metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi))
+                removed = int(metrics.get("num_deleted_rows", 0))
             _record_if_unchanged(w)
-            return 0, int(metrics.get("num_deleted_rows", 0))
-        columns = [f.name for f in w.target.fields]
-        mounted = mount_arrow(collapsed, w.info, w.target)
-        soft = has_soft_deletes(w.target)
+            return 0, removed
+        # The soft-delete flag is the MERGE's to set (window_spec.replica_merge), not a mounted column.
+        target = StructType([f for f in w.target.fields if f.name != DELETED_COLUMN]) if soft else w.target
+        columns = [f.name for f in target.fields]
+        mounted = mount_arrow(collapsed, w.info, target)
         if can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal):
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
@@ -93,11 +101,14 @@ class DeltaRsWriter:
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
         metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft, w.removal), w.hi)
-        if w.removal is not None:
-            _record_if_unchanged(w)
-        keep_checkpoint_cadence(w.replica, at_commit=True)
         written = sum(int(metrics.get(k, 0)) for k in
                       ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
+        # A MERGE that changed no row made no commit: a DDL's removal of rows already gone, or, with
+        # soft deletes, a key flagged before and deleted again after coming back within the window.
+        if w.removal is not None or written == 0:
+            _record_if_unchanged(w)
+        if written:
+            keep_checkpoint_cadence(w.replica, at_commit=True)
         return int(metrics.get("num_source_rows", 0)), written
 
 
