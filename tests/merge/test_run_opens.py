@@ -47,7 +47,9 @@ def lake(tmp_path):
     for name in TABLES:
         lake.ddl(lake.up.create_table("shop", name, [("id", "bigint", "pk"), ("note", "varchar(20)")]))
     lake.resolve()
-    run_merge(None, lake.layout, write_log=False, threads=1)  # creates the replicas
+    # creates the replicas, on the run's default threads: without Spark, none asks for a session
+    created = run_merge(None, lake.layout, write_log=False)
+    assert [r.status for r in created.tables] == [MergeStatus.MERGED] * len(TABLES), created.tables
     for w in range(WINDOWS):
         with lake.txn() as t:
             for name in TABLES:

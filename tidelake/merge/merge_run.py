@@ -59,7 +59,7 @@ DEFAULT_THREADS = 2  # tables merged at once in one Spark application
 # Changes (estimated) the run pass caches at most; windows beyond it read their own.
 RUN_PASS_MAX_ROWS = 2_000_000
 # Changes (estimated) the driver reads ahead at most for the windows it writes; beyond, their own reads.
-READ_AHEAD_MAX_ROWS = 2_000_000
+READ_AHEAD_MAX_ROWS = table_merge.DRIVER_WINDOW_MAX_ROWS  # held in memory at once: one driver window's worth
 T = TypeVar("T")
 
 
@@ -175,7 +175,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         failpoint("merge.next_table", key)
         session = None
         try:
-            if parallel > 1:
+            if parallel > 1 and spark is not None:  # a run without Spark writes every window on the driver
                 try:
                     session = idle_sessions.get_nowait()
                 except queue.Empty:
