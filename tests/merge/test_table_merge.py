@@ -112,7 +112,9 @@ def test_dml_sequences_crash_between_chunks_rerun_and_empty_window(any_spark, tm
     assert result.status == MergeStatus.MERGED and result.windows >= 1 and result.checkpoint_after == upper
     assert read_checkpoint(path()) == upper
     assert replica_rows(spark, path()) == lake.expected_rows("shop", "orders", upper)
-    assert last_entries(lake.layout)[result.table_key].checkpoint_after == upper
+    logged = last_entries(lake.layout)[result.table_key]
+    assert logged.checkpoint_after == upper
+    assert logged.replica.checkpoint == upper  # the facts status shows: read after Spark's commit, not before it
     prom = {(s.name, s.labels.get("table")): s.value  # the run rewrote the merge metrics file
             for f in text_string_to_metric_families(Path(merge_metrics_path(lake.layout)).read_text())
             for s in f.samples}
