@@ -37,6 +37,10 @@ alone: the first is rewritten (one overwrite of every row, so every Delta reader
 the second renames in place (metadata only). JSON `rewrite`: seconds of each, the rows rewritten,
 and the rewrite's rows/s against the append ceiling's.
 
+--soft-deletes: every bench replica keeps its deleted rows flagged (`[history] soft_deletes`,
+docs/history.md), so the same rounds time the soft-delete MERGE; with --compare-driver, on the
+driver and through Spark.
+
 --remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
 local[2], stopped after) repeats the whole measurement as a Spark Connect client after the local
 one, in the same run on a new lake: JSON `connect` holds its results, `connect_vs_local` the
@@ -44,7 +48,7 @@ ratios, and `session_start_s` of each what a merge task pays before its first ME
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]
-        [--compare-rewrite] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--compare-rewrite] [--soft-deletes] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
 
@@ -67,7 +71,7 @@ from bench._common import Timer, markdown_table, print_environment, write_json  
 from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions  # noqa: E402
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.codec.row import encode_row  # noqa: E402
-from tidelake.config import parse_config  # noqa: E402
+from tidelake.config import HistoryConfig, parse_config  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.replica_catalog import ReplicaCatalog  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
@@ -145,12 +149,13 @@ def _wait_durable(layout: LakeLayout, table_id: int | None, ts: int, runner_erro
         time.sleep(0.2)
 
 
-def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: list[str] | None = None) -> dict:
+def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: list[str] | None = None,
+           history: HistoryConfig | None = None) -> dict:
     """One run over every bench table (or `only`); rows summed over them, the checkpoint of the first."""
     from tidelake.merge.merge_run import run_merge
 
     with Timer() as timer:
-        report = run_merge(spark, layout, tables=only, write_log=False, threads=threads)
+        report = run_merge(spark, layout, tables=only, write_log=False, threads=threads, history_config=history)
     results = [next(t for t in report.tables if t.table == f"{DATABASE}.{name}") for name in tables]
     if report.failed or not all(r.rows_in for r in results):
         raise RuntimeError(f"merge did not merge every bench table: {report.tables}")
@@ -191,7 +196,8 @@ def _one_merge_per_window():
         spark_writer.NEW_KEYS_CHECK_MAX_ROWS = saved
 
 
-def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str) -> dict:
+def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str,
+                      history: HistoryConfig | None = None) -> dict:
     """Each table merged alone, the first with `variant` (deletion vectors, or the append paths;
     the others without): totals plus each table's seconds and the files its merge added."""
     from deltalake import DeltaTable
@@ -202,13 +208,13 @@ def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str
         before = DeltaTable(path).version()
         plain = variant in (APPEND_PATHS, DRIVER_WINDOWS) and name != TABLE
         with (_spark_windows() if variant == DRIVER_WINDOWS else _one_merge_per_window()) if plain else nullcontext():
-            merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"])
-        history = DeltaTable(path).history(DeltaTable(path).version() - before)
-        files = sum(_metric(h, "numTargetFilesAdded", "num_target_files_added") for h in history)
-        dvs = sum(int(h.get("operationMetrics", {}).get("numTargetDeletionVectorsAdded", 0)) for h in history)
+            merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"], history=history)
+        commits = DeltaTable(path).history(DeltaTable(path).version() - before)
+        files = sum(_metric(h, "numTargetFilesAdded", "num_target_files_added") for h in commits)
+        dvs = sum(int(h.get("operationMetrics", {}).get("numTargetDeletionVectorsAdded", 0)) for h in commits)
         alone.append({"table": name, "variant": variant, "on": name == TABLE, "seconds": merged["seconds"],
                       "files_added": files, "deletion_vectors_added": dvs,
-                      "commits": [h.get("operation") for h in reversed(history)],
+                      "commits": [h.get("operation") for h in reversed(commits)],
                       **{k: merged[k] for k in ("windows", "rows_in", "rows_out")}})
     return {"seconds": sum(a["seconds"] for a in alone), "driver_cpu_s": None, "threads": 1,
             "windows": sum(a["windows"] for a in alone), "rows_in": sum(a["rows_in"] for a in alone), "rows_out": sum(a["rows_out"] for a in alone),
@@ -227,7 +233,8 @@ DELETION_VECTORS, APPEND_PATHS, DRIVER_WINDOWS = "deletion vectors", "append pat
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
         compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
-        compare_rewrite: bool = False, small_tables: int = 0, compare_driver: bool = False) -> dict:
+        compare_rewrite: bool = False, small_tables: int = 0, compare_driver: bool = False,
+        soft_deletes: bool = False) -> dict:
     from tidelake.spark.spark_session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -237,6 +244,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
     else:
         spark = connect_session(remote, spark_confs)
     session_start_s = time.perf_counter() - started
+    history = HistoryConfig(soft_deletes=(f"{DATABASE}.*",)) if soft_deletes else None
     print(f"\nSpark session start ({remote or 'local[2]'}): {session_start_s:.1f} s; "
           f"extra confs: {spark_confs or 'none'}")
     try:
@@ -274,12 +282,13 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                         variant = (DELETION_VECTORS if compare_deletion_vectors else APPEND_PATHS if compare_append
                                    else DRIVER_WINDOWS if compare_driver else None)
                         if n == 1 and smalls:
-                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads),
+                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads, history=history),
                                            "small_tables_created": small_tables})
                         elif n == 1 or variant is None:
-                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads, only=only)})
+                            rounds.append({"round": n, **_merge(spark, layout, names, merge_threads, only=only,
+                                                                history=history)})
                         else:
-                            rounds.append({"round": n, **_merge_one_by_one(spark, layout, names, variant)})
+                            rounds.append({"round": n, **_merge_one_by_one(spark, layout, names, variant, history)})
                         if n == 1 and compare_deletion_vectors:
                             _enable_deletion_vectors(spark, ReplicaCatalog(layout).find(DATABASE, TABLE).path)
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
@@ -289,8 +298,10 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                         _write_small(layout, small, small_rows, txn_rows, update_ratio, errors)
                         rounds.append({"round": "small", "changes": small_rows * len(small), "tables": len(small),
                                        **_merge(spark, layout, [u.name for u in small], threads,
-                                                only=[f"{DATABASE}.{u.name}" for u in small] if smalls else None)})
-                    fixed = _fixed_cost(spark, layout, upstreams[0], samples, errors, replica, f"{tmp}/append-1")
+                                                only=[f"{DATABASE}.{u.name}" for u in small] if smalls else None,
+                                                history=history)})
+                    fixed = _fixed_cost(spark, layout, upstreams[0], samples, errors, replica, f"{tmp}/append-1",
+                                        history)
                     rewrite = _rewrite_vs_in_place(spark, layout, tidb, upstreams[:2], errors, ceiling) \
                         if compare_rewrite else None
                 finally:
@@ -299,6 +310,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
     finally:
         spark.stop()
     return {**_report(rows, tables, rounds, ceiling, fixed, remote), "session_start_s": session_start_s,
+            "soft_deletes": soft_deletes,
             **({"rewrite": rewrite} if rewrite else {})}
 
 
@@ -342,7 +354,7 @@ def _rewrite_vs_in_place(spark, layout: LakeLayout, tidb: SimTiDB, upstreams: li
 
 
 def _fixed_cost(spark, layout: LakeLayout, upstream: _Upstream, samples: int, errors: list, replica: str,
-                path: str) -> dict:
+                path: str, history: HistoryConfig | None = None) -> dict:
     """Median warm seconds of a 1-change window (insert, update) against a 1-row Delta append."""
     name = f"{DATABASE}.{upstream.name}"
     times: dict[str, list[float]] = {"insert": [], "update": [], "append": []}
@@ -352,7 +364,7 @@ def _fixed_cost(spark, layout: LakeLayout, upstream: _Upstream, samples: int, er
         for kind in ("insert", "update"):
             last = upstream.write_one(update=kind == "update")
             _wait_durable(layout, upstream.info.id, last, errors)
-            merged = _merge(spark, layout, [upstream.name], 1, only=[name])
+            merged = _merge(spark, layout, [upstream.name], 1, only=[name], history=history)
             if merged["rows_in"] != 1:
                 raise RuntimeError(f"a 1-change window merged {merged['rows_in']} changes")
             times[kind].append(merged["seconds"])
@@ -468,6 +480,8 @@ def main(argv: list[str] | None = None) -> dict:
                              "the others through Spark (needs --tables 2+)")
     parser.add_argument("--compare-rewrite", action="store_true",
                         help="at the end, a RENAME COLUMN rewritten vs in place with column mapping (needs --tables 2+)")
+    parser.add_argument("--soft-deletes", action="store_true",
+                        help="every bench replica keeps deleted rows flagged ([history] soft_deletes)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
@@ -488,7 +502,7 @@ def main(argv: list[str] | None = None) -> dict:
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
                                  args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite,
-                                 args.small_tables, args.compare_driver)
+                                 args.small_tables, args.compare_driver, args.soft_deletes)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
