@@ -153,9 +153,15 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
     """Merge the leased `keys`, up to `threads` at once; each table's commits are fenced by its lease.
     The catalog is read once, now that the leases are held, and shared by the table threads."""
     layout, history = scope.layout, scope.history
+    if not keys:
+        return []
     parallel = min(threads, len(keys))
     catalog = ReplicaCatalog(layout)
-    scope = replace(scope, catalog=catalog, entries=catalog.entries())
+    try:
+        scope = replace(scope, catalog=catalog, entries=catalog.entries())
+    except Exception:  # each table then reads the catalog itself, and reports its own failure
+        log.warning("the replica catalog could not be read once for the run", exc_info=True)
+        scope = replace(scope, catalog=catalog)
     firsts: dict[TableKey, FirstPlan] = {}
     if len(keys) > 1:
         planned = _in_threads(parallel, lambda key: _first_plan(scope, key), keys)
@@ -182,8 +188,9 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
                     session = sibling_session(spark)
                     sessions.append(session)
             with leases.fencing(key):
+                # the first plan (and the replica's handle in it) goes with the table: held once
                 result = TableMerge(scope if first else again_scope, key, session or spark,
-                                    firsts.get(key) if first else None).run()
+                                    firsts.pop(key, None) if first else None).run()
         except Exception as exc:  # before the table's own handling (its catalog, its session): still its row
             no_room = refusal(exc) is not None
             result = TableResult(int(key), table_name(history, key), MergeStatus.ERROR,

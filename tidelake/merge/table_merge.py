@@ -235,6 +235,7 @@ class TableMerge:
         finally:
             result.replica = self._facts()
             result.duration_s = time.monotonic() - started
+            self._replica = None  # a run of many tables holds only the handles of those in flight
         return result
 
     def _run(self) -> None:
