@@ -88,6 +88,8 @@ class DeltaRsWriter:
                 metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi))
                 removed = int(metrics.get("num_deleted_rows", 0))
             _record_if_unchanged(w)
+            if removed:
+                keep_checkpoint_cadence(w.replica, at_commit=True)
             return 0, removed
         # The soft-delete flag is the MERGE's to set (window_spec.replica_merge), not a mounted column.
         target = StructType([f for f in w.target.fields if f.name != DELETED_COLUMN]) if soft else w.target
@@ -139,7 +141,8 @@ def _commit_txn_only(replica: DeltaTable, path: str, hi: int) -> None:
     replica.create_write_transaction([], mode="append", schema=replica.schema(),
                                      partition_by=replica.metadata().partition_columns or None,
                                      commit_properties=delta_rs_commit_properties(hi))
-    keep_checkpoint_cadence(replica)
+    replica.update_incremental()  # this commit does not move the handle; the merge log's facts read it
+    keep_checkpoint_cadence(replica, at_commit=True)
 
 
 def _record_if_unchanged(window: ReplicaWindow) -> None:
