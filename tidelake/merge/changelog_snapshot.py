@@ -57,8 +57,8 @@ class ChangelogSnapshot:
 
     def read_ahead(self, windows: Sequence[tuple[Sequence[int], int, int]]) -> None:
         """Read the rows of every window (physical ids, lo, hi] in one scan, kept by physical id:
-        rows() of a window within one of them is then served from memory. Call before the table
-        threads start (it is not locked)."""
+        rows() of a window within one of them is then served from memory, once. Call before the
+        table threads start (it is not locked; each thread then takes only its own table's ids)."""
         if self.table is None or not windows:
             return
         by_bounds: dict[tuple[int, int], set[int]] = defaultdict(set)
@@ -91,6 +91,8 @@ class ChangelogSnapshot:
             return pa.table({c: [] for c in columns})
         ahead = [self._ahead.get(int(p)) for p in physical_ids]
         if all(a is not None and a[0] <= lo and hi <= a[1] for a in ahead) and set(columns) <= set(_AHEAD_COLUMNS):
+            for p in physical_ids:  # served once (a retried window reads its own): the memory goes with it
+                self._ahead.pop(int(p), None)
             read = pa.concat_tables([a[2] for a in ahead])
             ts = read["commit_ts"]
             return read.filter(pc.and_(pc.greater(ts, lo), pc.less_equal(ts, hi))).select(list(columns))
