@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -192,3 +193,27 @@ def test_many_leases_are_taken_together_and_a_failed_take_releases_every_one_tak
     monkeypatch.setattr(store_type, "create", real_create)
     with hold(timed(lake, 30.0, 10.0), many) as again:  # nothing left held: every one taken at once
         assert set(again.held) == set(many) and not again.refused
+
+
+def test_takes_that_may_wait_go_one_by_one_in_the_given_order(lake, monkeypatch):
+    """With a lease_wait, a run takes its leases in order, one at a time, as before they were taken
+    together: two runs that each took part of the other's set at once would each wait for the rest."""
+    from tidelake.lake import lease as lease_module
+
+    many = {k: (replica_lease(k), f"replica {k}") for k in range(1, 11)}
+    calls: list[tuple[str, str]] = []
+    real_take = lease_module.take
+
+    def recording(store, name, *args, **kwargs):
+        calls.append((name, threading.current_thread().name))
+        return real_take(store, name, *args, **kwargs)
+
+    monkeypatch.setattr(lease_module, "take", recording)
+    with hold(timed(lake, 30.0, 10.0, wait_s=0.5), many) as leases:
+        assert set(leases.held) == set(many)
+    assert calls == [(replica_lease(k), threading.current_thread().name) for k in range(1, 11)]
+    calls.clear()
+    with hold(lake, many) as leases:  # no wait: side by side on the pool's threads
+        assert set(leases.held) == set(many)
+    assert sorted(name for name, _ in calls) == sorted(replica_lease(k) for k in range(1, 11))
+    assert all(thread.startswith("tidelake-leases") for _, thread in calls)

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
@@ -293,7 +294,8 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
         log.warning("%s has no conditional write wired for leases: its writers are not fenced", layout.root)
     else:
         holder = Holder.this_process()
-        deadline = time.monotonic() + (settings.wait_s if wait_s is None else wait_s)
+        wait = settings.wait_s if wait_s is None else wait_s
+        deadline = time.monotonic() + wait
 
         def take_one(item: tuple[Hashable, tuple[str, str]]) -> None:
             key, (name, label) = item
@@ -303,7 +305,9 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
                 refused[key] = exc
 
         try:
-            _each(take_one, list(names.items()))
+            # At once only when no take waits: takes that wait go one by one in the given order, or
+            # two runs could each hold part of the other's leases while waiting for the rest.
+            _each(take_one, list(names.items()), at_once=wait <= 0)
         except BaseException:  # every take has ended: release what was taken
             _each(lambda lease: lease.release(), list(held.values()))
             raise
@@ -314,15 +318,21 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
         leases.close()
 
 
-def _each(step: Callable[[T], None], items: list[T]) -> None:
+def _each(step: Callable[[T], None], items: list[T], at_once: bool = True) -> None:
     """`step` of every item, up to _STORE_CALLS at once (each is a few store round trips: an fsync
-    or a PUT); every step ends before this returns, and then the first error is raised."""
-    if len(items) < 2:
+    or a PUT; `at_once=False`: one after another); every step started ends before this returns or
+    raises, an interrupt included (the steps not started are cancelled), and then the first error
+    is raised."""
+    if len(items) < 2 or not at_once:
         for item in items:
             step(item)
         return
-    with ThreadPoolExecutor(min(_STORE_CALLS, len(items)), thread_name_prefix="tidelake-leases") as pool:
+    pool = ThreadPoolExecutor(min(_STORE_CALLS, len(items)), thread_name_prefix="tidelake-leases")
+    try:
         futures = [pool.submit(step, item) for item in items]
+        wait_all(futures)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     errors = [f.exception() for f in futures if f.exception() is not None]
     if errors:
         raise errors[0]
