@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tidelake.verify.verifier import SPARK_CONFS
+
+pytestmark = pytest.mark.spark  # a Spark JVM of its own, in a child process
 
 TABLES = 12
 CHILD = """

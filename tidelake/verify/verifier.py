@@ -86,8 +86,8 @@ EXTRA = "extra"  # replica row absent upstream
 DIFFERENT = "different"  # same key, other values
 
 # Verify reads each replica once, at one version. Delta keeps every table it opened in a JVM-wide
-# DeltaLog cache (delta-io/delta DeltaSQLConf DELTA_LOG_CACHE_SIZE: 10,000 logs for an hour), each
-# with its snapshot and that snapshot's plans, so the driver's heap would grow with the lake's
+# DeltaLog cache (delta-io/delta DeltaSQLConf DELTA_LOG_CACHE_SIZE and its default), each with its
+# snapshot and that snapshot's plans, so the driver's heap would grow with the lake's
 # table count until it ran out (bench/README.md#sql-corpus-runs). A few cached logs suffice. The
 # cache is sized when the JVM first opens a Delta table: a session that already did keeps its own.
 SPARK_CONFS = {"spark.databricks.delta.delta.log.cacheSize": "8"}
