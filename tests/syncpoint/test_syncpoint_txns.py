@@ -10,7 +10,6 @@ of the cut's replicas or in none.
 
 from __future__ import annotations
 
-import functools
 import time
 
 import pytest
@@ -20,7 +19,6 @@ from tests.capture.pull_harness import config_doc, small_sim, wait_resolved
 from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.config_writer import config_from_document
 from tidelake.lake.layout import LakeLayout
-from tidelake.merge.merge_run import run_merge
 from tidelake.sim.tidb.session import SimTiDB
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 from tidelake.syncpoint.records import Syncpoint, read_syncpoints
@@ -38,9 +36,7 @@ def _cut_after(spark, layout: LakeLayout, ts: int, puller: PullerThread) -> Sync
     deadline = time.monotonic() + 120
     while True:
         puller.check()
-        # without a session, one merge thread: more would each ask the session for a sibling
-        merge = None if spark is not None else functools.partial(run_merge, threads=1)
-        result = run_syncpoint(spark, layout, INTERVAL_S, merge=merge)
+        result = run_syncpoint(spark, layout, INTERVAL_S)
         assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
         recorded = read_syncpoints(layout)
         if recorded and recorded[-1].ts >= ts:
@@ -55,8 +51,7 @@ def _cut_while_lagging(spark, layout: LakeLayout, last: int, held_start_ts: int,
     deadline = time.monotonic() + 120
     while True:
         puller.check()
-        merge = None if spark is not None else functools.partial(run_merge, threads=1)
-        result = run_syncpoint(spark, layout, INTERVAL_S, merge=merge)
+        result = run_syncpoint(spark, layout, INTERVAL_S)
         assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
         recorded = read_syncpoints(layout)
         if recorded[-1].ts > last:
