@@ -5,7 +5,8 @@ measured in the same run), and the bound the value must keep.
     .venv/bin/python bench/check_floors.py FOLDER [--floors bench/floors.toml]
 
 FOLDER holds the `--json` outputs of one `make bench`. A path is a list of keys; on a list a key
-`name=value` picks the element whose `name` is `value`, and a number picks by position. Ratios
+`name=value` (or `a=1,b=2`, every one) picks the first element whose `name` is `value`, and a
+number picks by position. Ratios
 against a ceiling of the same run are used wherever a bench measures one, so a busy neighbour
 moves both sides; the floors sit at about half of the figures in bench/README.md, so they catch a
 regression, not the noise of a shared machine. Exit 1 names every figure past its floor, or a
@@ -67,8 +68,8 @@ def pick(doc: object, path: tuple[str, ...]) -> float:
     for step in path:
         if isinstance(here, list):
             if "=" in step:
-                name, value = step.split("=", 1)
-                found = [e for e in here if isinstance(e, dict) and str(e.get(name)) == value]
+                wanted = [condition.split("=", 1) for condition in step.split(",")]
+                found = [e for e in here if isinstance(e, dict) and all(str(e.get(n)) == v for n, v in wanted)]
                 if not found:
                     raise KeyError(step)
                 here = found[0]

@@ -76,3 +76,14 @@ def test_a_check_needs_exactly_one_bound(tmp_path):
 def test_the_shipped_floors_load():
     checks = load_checks(HERE / "floors.toml")
     assert {c.bench for c in checks} >= {"sim", "puller", "lag", "merge", "bench_iceberg_publish"}
+
+
+def test_a_step_of_several_conditions_picks_the_element_matching_all():
+    from bench.check_floors import pick
+
+    runs = {"runs": [{"case": "txn", "quota": "1MiB", "peak": 1.0}, {"case": "backlog", "quota": "8MiB", "peak": 2.0},
+                     {"case": "txn", "quota": "8MiB", "peak": 3.0}]}
+    assert pick(runs, ("runs", "case=txn", "peak")) == 1.0
+    assert pick(runs, ("runs", "case=txn,quota=8MiB", "peak")) == 3.0
+    with pytest.raises(KeyError, match="case=txn,quota=2MiB"):
+        pick(runs, ("runs", "case=txn,quota=2MiB", "peak"))
