@@ -11,6 +11,7 @@ of the cut's replicas or in none.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from deltalake import DeltaTable
@@ -33,31 +34,30 @@ ROWS_PER_TABLE = 2
 def _cut_after(spark, layout: LakeLayout, ts: int, puller: PullerThread) -> Syncpoint:
     """Syncpoint jobs until one is recorded at or after `ts` (the boundary after it must pass first)."""
     time.sleep(INTERVAL_S * 1.1)  # a boundary after `ts` has passed
-    deadline = time.monotonic() + 120
-    while True:
-        puller.check()
-        result = run_syncpoint(spark, layout, INTERVAL_S)
-        assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
-        recorded = read_syncpoints(layout)
-        if recorded and recorded[-1].ts >= ts:
-            return recorded[-1]
-        assert time.monotonic() < deadline, f"no syncpoint reached {ts}: {result}"
-        time.sleep(0.2)
+    return _cuts_until(spark, layout, puller, lambda cut: cut.ts >= ts, f"no syncpoint reached {ts}")
 
 
 def _cut_while_lagging(spark, layout: LakeLayout, last: int, held_start_ts: int, puller: PullerThread) -> Syncpoint:
     """Syncpoint jobs until one is recorded after `last`: below `held_start_ts`, where the lagging
     table's resolved ts waits for its open transaction."""
+    cut = _cuts_until(spark, layout, puller, lambda cut: cut.ts > last, f"no syncpoint after {last}")
+    assert cut.ts < held_start_ts, (cut.ts, held_start_ts)
+    return cut
+
+
+def _cuts_until(spark, layout: LakeLayout, puller: PullerThread, reached: Callable[[Syncpoint], bool],
+                failure: str) -> Syncpoint:
+    """Syncpoint jobs until the newest recorded cut is `reached`; none may be incomplete or held."""
     deadline = time.monotonic() + 120
     while True:
         puller.check()
         result = run_syncpoint(spark, layout, INTERVAL_S)
         assert result.outcome not in (SyncpointOutcome.INCOMPLETE, SyncpointOutcome.HELD), result
         recorded = read_syncpoints(layout)
-        if recorded[-1].ts > last:
-            assert recorded[-1].ts < held_start_ts, (recorded[-1].ts, held_start_ts)
+        if recorded and reached(recorded[-1]):
             return recorded[-1]
-        assert time.monotonic() < deadline, f"no syncpoint after {last}: {result}"
+        assert time.monotonic() < deadline, f"{failure}: {result}"
+        time.sleep(0.2)
         time.sleep(0.2)
 
 
