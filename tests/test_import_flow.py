@@ -22,7 +22,7 @@ PACKAGE = ROOT / "tidelake"
 # (stage, module prefixes), lowest first; the longest matching prefix decides.
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("tidelake.errors", "tidelake.failpoints", "tidelake.tso", "tidelake.table_names", "tidelake.table_filter",
-              "tidelake.config", "tidelake.config_writer", "tidelake.wait", "tidelake.stop_signals", "tidelake.kvproto")),
+              "tidelake.config", "tidelake.config_writer", "tidelake.wait", "tidelake.stop_signals", "tidelake.side_by_side", "tidelake.kvproto")),
     ("codec", ("tidelake.codec",)),
     ("upstream", ("tidelake.upstream",)),
     ("lake", ("tidelake.lake",)),

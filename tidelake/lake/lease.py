@@ -19,26 +19,23 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_all
+from collections.abc import Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TypeVar
 
 from tidelake.config import LeaseSettings
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease_store import LeaseStore, lease_store
+from tidelake.side_by_side import side_by_side
 
 log = logging.getLogger(__name__)
 
 LEASE_METADATA_KEY = "tidelake.lease"  # the fencing token in a commit's userMetadata
 _POLL_S = 1.0  # between looks at a held lease while waiting for it
 _STORE_CALLS = 8  # leases taken or released at once by one run (a merge run leases each of its replicas)
-T = TypeVar("T")
 _COMMAND_CHARS = 160
 
 
@@ -276,7 +273,7 @@ class Leases:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        _each(lambda lease: lease.release(), list(self.held.values()))
+        _release(list(self.held.values()))
 
 
 @contextmanager
@@ -307,9 +304,9 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
         try:
             # At once only when no take waits: takes that wait go one by one in the given order, or
             # two runs could each hold part of the other's leases while waiting for the rest.
-            _each(take_one, list(names.items()), at_once=wait <= 0)
-        except BaseException:  # every take has ended: release what was taken
-            _each(lambda lease: lease.release(), list(held.values()))
+            side_by_side(take_one, list(names.items()), _STORE_CALLS if wait <= 0 else 1, "tidelake-leases")
+        except BaseException:  # every take started has ended: release what was taken
+            _release(list(held.values()))
             raise
     leases = Leases(settings, held, refused, store is not None)
     try:
@@ -318,24 +315,8 @@ def hold(layout: LakeLayout, names: Mapping[Hashable, tuple[str, str]],
         leases.close()
 
 
-def _each(step: Callable[[T], None], items: list[T], at_once: bool = True) -> None:
-    """`step` of every item, up to _STORE_CALLS at once (each is a few store round trips: an fsync
-    or a PUT; `at_once=False`: one after another); every step started ends before this returns or
-    raises, an interrupt included (the steps not started are cancelled), and then the first error
-    is raised."""
-    if len(items) < 2 or not at_once:
-        for item in items:
-            step(item)
-        return
-    pool = ThreadPoolExecutor(min(_STORE_CALLS, len(items)), thread_name_prefix="tidelake-leases")
-    try:
-        futures = [pool.submit(step, item) for item in items]
-        wait_all(futures)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    if errors:
-        raise errors[0]
+def _release(leases: list[Lease]) -> None:
+    side_by_side(lambda lease: lease.release(), leases, _STORE_CALLS, "tidelake-leases")
 
 
 def replica_lease(table_key: int) -> str:

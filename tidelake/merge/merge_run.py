@@ -15,11 +15,9 @@ from __future__ import annotations
 import logging
 import queue
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -51,6 +49,7 @@ from tidelake.merge.table_merge import (
 )
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS, estimated_rows
 from tidelake.merge.writers import spark_writer
+from tidelake.side_by_side import side_by_side
 from tidelake.spark.spark_session import release_session, sibling_session
 
 log = logging.getLogger(__name__)
@@ -60,7 +59,6 @@ DEFAULT_THREADS = 2  # tables merged at once in one Spark application
 RUN_PASS_MAX_ROWS = 2_000_000
 # Changes (estimated) the driver reads ahead at most for the windows it writes; beyond, their own reads.
 READ_AHEAD_MAX_ROWS = table_merge.DRIVER_WINDOW_MAX_ROWS  # held in memory at once: one driver window's worth
-T = TypeVar("T")
 
 
 @dataclass
@@ -164,7 +162,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         scope = replace(scope, catalog=catalog)
     firsts: dict[TableKey, FirstPlan] = {}
     if len(keys) > 1:
-        planned = _in_threads(parallel, lambda key: _first_plan(scope, key), keys)
+        planned = side_by_side(lambda key: _first_plan(scope, key), keys, parallel, "tidelake-merge")
         firsts = {key: first for key, first in zip(keys, planned) if first is not None}
     run_pass = _open_run_pass(spark, layout, scope.changelog, firsts)
     _read_ahead(scope.changelog, firsts, run_pass)
@@ -205,7 +203,7 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         return result, started
 
     def merge_all(batch: list[TableKey], first: bool) -> list[tuple[TableResult, datetime]]:
-        return _in_threads(parallel, lambda key: merge_one(key, first), batch)
+        return side_by_side(lambda key: merge_one(key, first), batch, parallel, "tidelake-merge")
 
     try:
         outcomes = merge_all(keys, True)
@@ -227,14 +225,6 @@ def _merge_tables(spark: SparkSession, scope: RunScope, keys: list[TableKey], th
         if run_pass is not None:
             close_pass(spark, run_pass)
     return [(result, _log_entry(report.run_id, result, started)) for result, started in outcomes]
-
-
-def _in_threads(parallel: int, step: Callable[[TableKey], T], keys: list[TableKey]) -> list[T]:
-    """`step` of each key, in order, on up to `parallel` threads."""
-    if parallel < 2 or len(keys) < 2:
-        return [step(key) for key in keys]
-    with ThreadPoolExecutor(parallel, thread_name_prefix="tidelake-merge") as pool:
-        return list(pool.map(step, keys))
 
 
 def _moved(result: TableResult) -> bool:
