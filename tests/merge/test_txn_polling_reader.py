@@ -15,16 +15,14 @@ table's resolved ts, or wrote one window in several commits, would show part of 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 
 import pytest
 from deltalake import DeltaTable
+from merge.txn_harness import COLUMNS, HOLD_S, changelog_counts, insert_txn, spilled_rows, spilling_puller
 
-from tests.capture.pull_harness import config_doc, small_sim, wait_resolved
-from tidelake.capture.changefeed.puller_thread import PullerThread
-from tidelake.config_writer import config_from_document
+from tests.capture.pull_harness import wait_resolved
 from tidelake.lake.checkpoint import MERGE_APP_ID, read_checkpoint
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
@@ -38,11 +36,8 @@ DB, TABLE = "shop", "t"
 BIG_ROWS = 3000
 SMALL_TXNS = 4  # before and after the big one
 SMALL_ROWS = 50
-PAD = "x" * 200  # ~250 B a row: the big transaction is ~0.7 MiB against a 128 KiB quota
-QUOTA = "128KiB"
+QUOTA = "128KiB"  # the big transaction is ~0.7 MiB
 CHUNK_ROWS = 400  # a merge chunk is smaller than the big transaction
-HOLD_S = 1.0  # the big transaction's prewrites wait this long for its commit at the puller
-_SPILLED = re.compile(r"prewrite spill drained: (\d+) rows spilled")
 
 Seen = dict[int, tuple[int | None, list[tuple[int, str]]]]  # version -> (its checkpoint, its (id, txn) rows)
 
@@ -72,77 +67,54 @@ class PollingReader(threading.Thread):
             self.error = exc
 
 
-def _insert(tidb: SimTiDB, label: str, ids: range, hold_s: float = 0.0) -> int:
-    """One transaction writing rows `ids`; its commit ts."""
-    with tidb.txn() as t:
-        for i in ids:
-            t.insert(DB, TABLE, {"id": i, "txn": label, "pad": PAD})
-        if hold_s:
-            t.prewrite()
-            time.sleep(hold_s)
-    return t.commit_ts
-
-
 def _write_the_rest(tidb: SimTiDB, txns: dict[str, tuple[int, set[int]]], first_id: int) -> None:
     """The big transaction (held prewritten for HOLD_S), then the small ones after it; "final": a ts
     after all of them."""
     next_id = first_id
     for n, (kind, rows) in enumerate([("big", BIG_ROWS)] + [("after", SMALL_ROWS)] * SMALL_TXNS, start=SMALL_TXNS):
         label, ids = f"{kind}{n}", range(next_id, next_id + rows)
-        txns[label] = (_insert(tidb, label, ids, HOLD_S if kind == "big" else 0.0), set(ids))
+        txns[label] = (insert_txn(tidb, DB, [TABLE], label, ids, HOLD_S if kind == "big" else 0.0), set(ids))
         next_id += rows
     txns["final"] = (tidb.cluster.tso.next(), set())
-
-
-def _changelog_counts(layout: LakeLayout, commit_ts: int) -> set[int]:
-    """How many rows at `commit_ts` each changelog version held."""
-    latest = DeltaTable(layout.changelog).version()
-    return {DeltaTable(layout.changelog, version=v).to_pyarrow_table(columns=["commit_ts"]).column("commit_ts")
-            .to_pylist().count(commit_ts) for v in range(latest + 1)}
 
 
 def test_a_polling_reader_sees_each_transaction_wholly_or_not_at_all(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="tidelake.capture.eventfeed.prewrites")
     layout = LakeLayout(str(tmp_path / "lake"))
     reader = PollingReader(layout)
-    with small_sim() as cluster:
+    with spilling_puller(tmp_path / "lake", DB, QUOTA) as (cluster, puller):
         tidb = SimTiDB(cluster)
-        doc = config_doc(cluster, tmp_path / "lake", rules=(f"{DB}.*",), flush="100ms")
-        doc["puller"]["memory_quota"] = QUOTA
-        with PullerThread(config_from_document(doc, "test.toml"), progress_interval_s=3600) as puller:
-            wait_resolved(layout.root, {}, 1, puller)
-            tidb.create_database(DB)
-            tidb.create_table(DB, TABLE, [("id", "bigint"), ("txn", "varchar(16)"), ("pad", "varchar(255)")],
-                              primary_key=["id"])
-            txns: dict[str, tuple[int, set[int]]] = {}  # label -> (commit ts, ids)
-            for n in range(SMALL_TXNS):  # the replica exists, at the small ones, before the big one begins
-                label, ids = f"before{n}", range(1 + n * SMALL_ROWS, 1 + (n + 1) * SMALL_ROWS)
-                txns[label] = (_insert(tidb, label, ids), set(ids))
-            table_ids = tidb.table_info(DB, TABLE).physical_ids()
-            wait_resolved(layout.root, dict.fromkeys(table_ids, txns[label][0]), txns[label][0], puller)
+        tidb.create_database(DB)
+        tidb.create_table(DB, TABLE, COLUMNS, primary_key=["id"])
+        txns: dict[str, tuple[int, set[int]]] = {}  # label -> (commit ts, ids)
+        for n in range(SMALL_TXNS):  # the replica exists, at the small ones, before the big one begins
+            label, ids = f"before{n}", range(1 + n * SMALL_ROWS, 1 + (n + 1) * SMALL_ROWS)
+            txns[label] = (insert_txn(tidb, DB, [TABLE], label, ids), set(ids))
+        table_ids = tidb.table_info(DB, TABLE).physical_ids()
+        wait_resolved(layout.root, dict.fromkeys(table_ids, txns[label][0]), txns[label][0], puller)
+        (result,) = run_merge(None, layout, tables=[f"{DB}.{TABLE}"], max_chunk_rows=CHUNK_ROWS).tables
+        assert result.status == MergeStatus.MERGED, result
+        replica = ReplicaCatalog(layout).find(DB, TABLE).path
+        reader.start()
+        writer = threading.Thread(target=_write_the_rest, args=(tidb, txns, 1 + SMALL_TXNS * SMALL_ROWS),
+                                  daemon=True)
+        writer.start()  # merges run back to back while the big one is written, held, committed and landed
+        deadline = time.monotonic() + 120
+        while writer.is_alive() or (read_checkpoint(replica) or 0) < txns.get("final", (0,))[0]:
+            assert writer.is_alive() or "final" in txns, "the writer thread failed (its traceback is above)"
+            assert time.monotonic() < deadline, f"{TABLE} did not reach the last commit"
             (result,) = run_merge(None, layout, tables=[f"{DB}.{TABLE}"], max_chunk_rows=CHUNK_ROWS).tables
-            assert result.status == MergeStatus.MERGED, result
-            replica = ReplicaCatalog(layout).find(DB, TABLE).path
-            reader.start()
-            writer = threading.Thread(target=_write_the_rest, args=(tidb, txns, 1 + SMALL_TXNS * SMALL_ROWS),
-                                      daemon=True)
-            writer.start()  # merges run back to back while the big one is written, held, committed and landed
-            deadline = time.monotonic() + 120
-            while writer.is_alive() or (read_checkpoint(replica) or 0) < txns.get("final", (0,))[0]:
-                assert writer.is_alive() or "final" in txns, "the writer thread failed (its traceback is above)"
-                assert time.monotonic() < deadline, f"{TABLE} did not reach the last commit"
-                (result,) = run_merge(None, layout, tables=[f"{DB}.{TABLE}"], max_chunk_rows=CHUNK_ROWS).tables
-                assert result.status not in (MergeStatus.ERROR, MergeStatus.STOPPED), result.reason
-            final = txns.pop("final")[0]
+            assert result.status not in (MergeStatus.ERROR, MergeStatus.STOPPED), result.reason
+        final = txns.pop("final")[0]
         time.sleep(0.5)  # the reader's last polls see the last version
         reader.stopping.set()
         reader.join(30)
         assert reader.error is None, reader.error
 
         big_ts = txns[f"big{SMALL_TXNS}"][0]
-        spilled = [int(m.group(1)) for r in caplog.records if (m := _SPILLED.search(r.getMessage()))]
+        spilled = spilled_rows(caplog.records)
         assert max(spilled, default=0) > BIG_ROWS // 2, spilled  # most of its prewrites waited in the spill file
-        assert len(_changelog_counts(layout, big_ts) - {0, BIG_ROWS}) > 0  # the changelog held part of it
+        assert len(changelog_counts(layout, big_ts) - {0, BIG_ROWS}) > 0  # the changelog held part of it
 
         checkpoints = {checkpoint for checkpoint, _ in reader.seen.values()}
         assert any(c is not None and c < big_ts for c in checkpoints), checkpoints  # seen before it ...

@@ -12,12 +12,12 @@ simulator's MVCC snapshot at the checkpoint that version records.
 from __future__ import annotations
 
 import logging
-import re
 import time
 
 import pymysql
 import pytest
 from deltalake import DeltaTable
+from merge.txn_harness import COLUMNS, HOLD_S, changelog_counts, insert_txn, spilled_rows, spilling_puller
 
 from tests.capture.pull_harness import config_doc, small_sim, wait_resolved
 from tidelake.capture.changefeed.puller_thread import PullerThread
@@ -38,23 +38,8 @@ POLLED, CHUNKED = "t", "u"  # merged again and again while the rows land / once,
 BIG_ROWS = 1500  # per table
 SMALL_TXNS = 4  # before and after the big one
 SMALL_ROWS = 50
-PAD = "x" * 200  # ~250 B a row: the big transaction is ~1.7 MiB against a 256 KiB quota
-QUOTA = "256KiB"
+QUOTA = "256KiB"  # the big transaction is ~1.7 MiB
 CHUNK_ROWS = 400  # the window holding every transaction is cut into several chunks
-HOLD_S = 1.0  # the big transaction's prewrites wait this long for its commit at the puller
-_SPILLED = re.compile(r"prewrite spill drained: (\d+) rows spilled")
-
-
-def _insert(tidb: SimTiDB, label: str, ids: range, hold_s: float = 0.0) -> int:
-    """One transaction writing rows `ids` into both tables; its commit ts."""
-    with tidb.txn() as t:
-        for table in (POLLED, CHUNKED):
-            for i in ids:
-                t.insert(DB, table, {"id": i, "txn": label, "pad": PAD})
-        if hold_s:
-            t.prewrite()
-            time.sleep(hold_s)
-    return t.commit_ts
 
 
 def _rows_by_version(path: str) -> list[tuple[int, int | None, set[tuple[int, str]]]]:
@@ -68,13 +53,6 @@ def _rows_by_version(path: str) -> list[tuple[int, int | None, set[tuple[int, st
     return out
 
 
-def _changelog_counts(layout: LakeLayout, commit_ts: int) -> set[int]:
-    """How many rows at `commit_ts` each changelog version held."""
-    latest = DeltaTable(layout.changelog).version()
-    return {DeltaTable(layout.changelog, version=v).to_pyarrow_table(columns=["commit_ts"]).column("commit_ts")
-            .to_pylist().count(commit_ts) for v in range(latest + 1)}
-
-
 @pytest.mark.parametrize("writer", ["delta-rs", "spark"])
 def test_each_transaction_is_in_one_replica_version_whatever_spills_and_splits(spark, tmp_path, monkeypatch,
                                                                               caplog, writer):
@@ -82,39 +60,35 @@ def test_each_transaction_is_in_one_replica_version_whatever_spills_and_splits(s
         monkeypatch.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
     caplog.set_level(logging.INFO, logger="tidelake.capture.eventfeed.prewrites")
     layout = LakeLayout(str(tmp_path / "lake"))
-    with small_sim() as cluster:
+    with spilling_puller(tmp_path / "lake", DB, QUOTA) as (cluster, puller):
         tidb = SimTiDB(cluster)
-        doc = config_doc(cluster, tmp_path / "lake", rules=(f"{DB}.*",), flush="100ms")
-        doc["puller"]["memory_quota"] = QUOTA
-        with PullerThread(config_from_document(doc, "test.toml"), progress_interval_s=3600) as puller:
-            wait_resolved(layout.root, {}, 1, puller)
-            tidb.create_database(DB)
-            for table in (POLLED, CHUNKED):
-                tidb.create_table(DB, table, [("id", "bigint"), ("txn", "varchar(16)"), ("pad", "varchar(255)")],
-                                  primary_key=["id"])
-            txns: dict[str, tuple[int, set[int]]] = {}  # label -> (commit ts, ids)
-            sizes = [("before", SMALL_ROWS)] * SMALL_TXNS + [("big", BIG_ROWS)] + [("after", SMALL_ROWS)] * SMALL_TXNS
-            next_id = 1
-            for n, (kind, rows) in enumerate(sizes):
-                label, ids = f"{kind}{n}", range(next_id, next_id + rows)
-                txns[label] = (_insert(tidb, label, ids, HOLD_S if kind == "big" else 0.0), set(ids))
-                next_id += rows
-            final = cluster.tso.next()
-            polled, deadline = None, time.monotonic() + 120
-            while polled is None or (read_checkpoint(polled) or 0) < final:  # merges while the rows land
-                assert time.monotonic() < deadline, f"{POLLED} did not reach {final}"
-                for result in run_merge(spark, layout, tables=[f"{DB}.{POLLED}"], max_chunk_rows=CHUNK_ROWS).tables:
-                    assert result.status not in (MergeStatus.ERROR, MergeStatus.STOPPED), result.reason
-                entry = ReplicaCatalog(layout).find(DB, POLLED)
-                polled = entry.path if entry is not None else None
+        tidb.create_database(DB)
+        for table in (POLLED, CHUNKED):
+            tidb.create_table(DB, table, COLUMNS, primary_key=["id"])
+        txns: dict[str, tuple[int, set[int]]] = {}  # label -> (commit ts, ids)
+        sizes = [("before", SMALL_ROWS)] * SMALL_TXNS + [("big", BIG_ROWS)] + [("after", SMALL_ROWS)] * SMALL_TXNS
+        next_id = 1
+        for n, (kind, rows) in enumerate(sizes):
+            label, ids = f"{kind}{n}", range(next_id, next_id + rows)
+            hold_s = HOLD_S if kind == "big" else 0.0
+            txns[label] = (insert_txn(tidb, DB, (POLLED, CHUNKED), label, ids, hold_s), set(ids))
+            next_id += rows
+        final = cluster.tso.next()
+        polled, deadline = None, time.monotonic() + 120
+        while polled is None or (read_checkpoint(polled) or 0) < final:  # merges while the rows land
+            assert time.monotonic() < deadline, f"{POLLED} did not reach {final}"
+            for result in run_merge(spark, layout, tables=[f"{DB}.{POLLED}"], max_chunk_rows=CHUNK_ROWS).tables:
+                assert result.status not in (MergeStatus.ERROR, MergeStatus.STOPPED), result.reason
+            entry = ReplicaCatalog(layout).find(DB, POLLED)
+            polled = entry.path if entry is not None else None
         # every transaction landed: the CREATE, then one window holding them all, cut into chunks
         (chunked,) = run_merge(spark, layout, tables=[f"{DB}.{CHUNKED}"], max_chunk_rows=CHUNK_ROWS).tables
         assert chunked.status == MergeStatus.MERGED and chunked.windows >= 2, chunked
 
         big = f"big{SMALL_TXNS}"
-        spilled = [int(m.group(1)) for r in caplog.records if (m := _SPILLED.search(r.getMessage()))]
+        spilled = spilled_rows(caplog.records)
         assert max(spilled, default=0) > BIG_ROWS, spilled  # the prewrites waited in the spill file
-        landed = _changelog_counts(layout, txns[big][0])
+        landed = changelog_counts(layout, txns[big][0])
         assert len(landed - {0, 2 * BIG_ROWS}) > 0, landed  # the changelog held part of it at some version
         for table in (POLLED, CHUNKED):
             path = ReplicaCatalog(layout).find(DB, table).path
