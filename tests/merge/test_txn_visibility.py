@@ -81,7 +81,9 @@ def test_each_transaction_is_in_one_replica_version_whatever_spills_and_splits(s
                 assert result.status not in (MergeStatus.ERROR, MergeStatus.STOPPED), result.reason
             entry = ReplicaCatalog(layout).find(DB, POLLED)
             polled = entry.path if entry is not None else None
-        # every transaction landed: the CREATE, then one window holding them all, cut into chunks
+        # every transaction landed in CHUNKED too (its region resolves on its own): the CREATE,
+        # then one window holding them all, cut into chunks
+        wait_resolved(layout.root, dict.fromkeys(tidb.table_info(DB, CHUNKED).physical_ids(), final), final, puller)
         (chunked,) = run_merge(spark, layout, tables=[f"{DB}.{CHUNKED}"], max_chunk_rows=CHUNK_ROWS).tables
         assert chunked.status == MergeStatus.MERGED and chunked.windows >= 2, chunked
 
