@@ -8,11 +8,11 @@ the fed lake (lake_fixtures.FedLake.expected_rows), as the local merge tests do.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from deltalake import DeltaTable
@@ -71,9 +71,9 @@ def test_two_clients_at_once_keep_their_own_txn_confs(connect_server, connect_mo
 
 
 def test_a_client_killed_mid_merge_leaves_nothing_applied_twice(connect_server, connect_mode, tmp_path):
-    """`tidelake merge --remote` is SIGKILLed after its first window committed (the server may
-    still finish what it was running); the rerun completes, the replica equals the upstream, and
-    every checkpoint the replica's log records was committed once."""
+    """`tidelake merge --remote` is SIGKILLed right after its first window committed (the
+    merge.after_commit failpoint, armed from its environment); the rerun completes, the replica
+    equals the upstream, and every checkpoint the replica's log records was committed once."""
     spark = connect_mode
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
@@ -99,19 +99,11 @@ def test_a_client_killed_mid_merge_leaves_nothing_applied_twice(connect_server, 
 
     history = SchemaHistory.load(lake.layout)
     created_at = history.ddl_events(history.find("shop", "orders"))[0].commit_ts
-    client = subprocess.Popen(merge, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed_at = None
-    deadline = time.monotonic() + 600
-    while client.poll() is None and time.monotonic() < deadline:
-        path = replica_path()
-        checkpoint = read_checkpoint(path) if path is not None else None
-        if checkpoint is not None and created_at < checkpoint < upper:
-            client.send_signal(signal.SIGKILL)
-            killed_at = checkpoint
-            break
-        time.sleep(0.1)
-    client.wait()
-    assert killed_at is not None, "the client finished or stalled before a first window was seen"
+    env = {**os.environ, "TIDELAKE_FAILPOINTS": "merge.after_commit=kill"}
+    killed = subprocess.run(merge, env=env, capture_output=True, text=True, timeout=900)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    killed_at = read_checkpoint(replica_path())
+    assert killed_at is not None and created_at < killed_at < upper, (created_at, killed_at, upper)
 
     rerun = subprocess.run(merge, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
