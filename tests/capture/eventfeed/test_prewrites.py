@@ -126,7 +126,8 @@ def test_one_log_line_when_spilling_starts_and_one_when_it_drains(tmp_path, capl
         for i in range(5):
             waiting.put_many([(1, _key(i), (b"v" * 10, b"", 0))])  # the first fits, 4 spill
         assert [r.getMessage() for r in caplog.records] == [
-            f"prewrites waiting for their commit passed the 0.0 MiB memory budget: the rest spill to {tmp_path}"]
+            f"prewrites waiting for their commit passed the {budget.memory_bytes} B memory budget: the rest spill to "
+            f"{tmp_path}"]
         for i in range(5):
             waiting.take(1, _key(i))
     assert len(caplog.records) == 2

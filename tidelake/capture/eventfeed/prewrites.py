@@ -232,9 +232,16 @@ class PrewriteBudget:
                 os.unlink(name)
             self._db = db
             self._spills = 0
-            log.info("prewrites waiting for their commit passed the %.1f MiB memory budget: the rest spill to %s",
-                     self.memory_bytes / 2**20, self.spill_dir or tempfile.gettempdir())
+            log.info("prewrites waiting for their commit passed the %s memory budget: the rest spill to %s",
+                     _size_text(self.memory_bytes), self.spill_dir or tempfile.gettempdir())
         return self._db
+
+
+def _size_text(n: int) -> str:
+    """`n` bytes in the unit a reader takes in at a glance (B, KiB or MiB)."""
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 _owners = itertools.count(1)
