@@ -31,6 +31,7 @@ from tidelake.lake.watermarks import read_watermarks
 from tidelake.merge.rebuild import rebuild_refusal
 from tidelake.merge.table_plan import plan_table
 from tidelake.merge.window_spec import leaves_replica_unchanged
+from tidelake.orchestration.announced_states import announced_path, announced_states, record_announced
 from tidelake.orchestration.assets import ReplicaVersion, changed_replicas
 from tidelake.orchestration.backfill import run_cap_ts
 from tidelake.orchestration.job_spec import MergeJob, to_json
@@ -128,6 +129,15 @@ def replica_states(config: ChangefeedConfig, tables: Iterable[str]) -> dict[str,
     return states
 
 
+def states_before(config: ChangefeedConfig, tables: Sequence[str]) -> dict[str, ReplicaVersion | None]:
+    """Each table's state the run's asset events compare with: the one last announced
+    (tidelake.orchestration.announced_states), else its state now (a table never announced
+    before is announced once it changes)."""
+    announced = announced_states(LakeLayout.from_config(config.lake), config.changefeed_id)
+    now = replica_states(config, [t for t in tables if t not in announced])
+    return {t: announced[t] if t in announced else now[t] for t in tables}
+
+
 def states_to_xcom(states: Mapping[str, ReplicaVersion | None]) -> dict[str, Any]:
     return {t: None if s is None else [s.checkpoint_ts, s.delta_version] for t, s in states.items()}
 
@@ -151,7 +161,9 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
     follower = follower_line(layout)
     if follower is not None and request.rebuild is None:  # a rebuild is asked for by hand: it runs
         log.info("%s", follower)
-        return {"merge_jobs": [], "before": {}, "syncpoint": False}
+        # What the follower merged since the last announcement is announced by the publish task.
+        tables = sorted(live_tables(SchemaHistory.load(layout))) if request.tables is None else request.tables
+        return {"merge_jobs": [], "before": states_to_xcom(states_before(config, tables)), "syncpoint": False}
     cap_ts = syncpoint_cap(layout, config.merge.syncpoint_interval_s, run_cap_ts(context, request.until_ts))
     log.info("cap: %s", "latest watermarks" if cap_ts is None else f"{cap_ts} ({tso.to_datetime(cap_ts)})")
     plans = plan_tables(config, request, cap_ts)
@@ -177,7 +189,7 @@ def plan_run(config_path: str, params: Mapping[str, Any], context: Mapping[str, 
             for g in groups
         ],
         # Every planned table, not only those with work: the syncpoint job may advance any of them.
-        "before": states_to_xcom(replica_states(config, [p.table for p in plans])),
+        "before": states_to_xcom(states_before(config, [p.table for p in plans])),
         "syncpoint": skip_syncpoint is None,
     }
 
@@ -246,11 +258,20 @@ def job_name(changefeed_id: str, tables: Sequence[str], shown: int = 3) -> str:
     return f"tidelake merge {changefeed_id}: {', '.join(tables[:shown])}{more}"
 
 
-def changed_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaVersion]:
-    """Replicas of the run's tables that got a new commit: the asset events to emit."""
+def announce_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str, ReplicaVersion]:
+    """Replicas of the run's tables that got a new commit since `before`: the asset events to emit,
+    their states recorded as announced. A record that cannot be written is a warning: the next
+    run announces these commits again (at least once), rather than not at all."""
+    config = load_config(config_path)
     states = states_from_xcom(before)
-    after = {t: s for t, s in replica_states(load_config(config_path), states).items() if s is not None}
-    return changed_replicas(states, after)
+    now = replica_states(config, states)
+    layout = LakeLayout.from_config(config.lake)
+    try:
+        record_announced(layout, config.changefeed_id, now)
+    except (DeltaError, OSError) as exc:
+        log.warning("could not record the announced replica states in %s (%s): the next run announces "
+                    "these commits again", announced_path(layout), (str(exc).splitlines() or [repr(exc)])[0])
+    return changed_replicas(states, {t: s for t, s in now.items() if s is not None})
 
 
 def table_choices(config: ChangefeedConfig) -> list[str]:

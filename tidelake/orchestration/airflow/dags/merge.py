@@ -130,13 +130,16 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
             context["ti"].xcom_push(key="syncpoint", value=planned["syncpoint"])
             return planned["merge_jobs"]
 
-        @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS)
+        # Also after no merge (none planned, a merge follower running) and after no syncpoint:
+        # commits made since the last announcement are announced whoever made them. After a
+        # failed merge or syncpoint it does not run, so the run fails; the next run announces.
+        @task(outlets=[alias], trigger_rule=TriggerRule.NONE_FAILED)
         def publish(config_path: str, **context):
             before = context["ti"].xcom_pull(task_ids="plan", key="before")
             with input_errors_fail_the_task():
                 refresh_config(feed.config_conn_id)
             with input_errors_fail_the_task(), lake_connection_of(config_path):
-                changed = merge_dag.changed_after_run(config_path, before)
+                changed = merge_dag.announce_after_run(config_path, before)
             for table, state in changed.items():
                 asset = Asset(uri=replica_asset_uri(changefeed_id, table), group=ASSET_GROUP)
                 yield Metadata(asset, extra=asset_event_extra(state), alias=alias)
@@ -152,9 +155,10 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         merged >> published
         if feed.config.merge.syncpoint_interval_s is not None:
 
-            @task.short_circuit(trigger_rule=TriggerRule.NONE_FAILED)
+            @task.short_circuit(trigger_rule=TriggerRule.NONE_FAILED, ignore_downstream_trigger_rules=False)
             def syncpoint_due(**context) -> bool:
-                """After every merge succeeded (or none was needed), if plan said this run takes one."""
+                """After every merge succeeded (or none was needed), if plan said this run takes one;
+                skips the syncpoint only, not the publish after it."""
                 return bool(context["ti"].xcom_pull(task_ids="plan", key="syncpoint"))
 
             # With [iceberg] enabled the syncpoint job publishes the cut to the catalog: its asset
