@@ -172,6 +172,11 @@ class LakeLayout:
         return f"{self.tidelake_root}/syncpoints"
 
     @property
+    def announced(self) -> str:
+        """What the merge DAG last announced as asset events (tidelake.orchestration.announced_states)."""
+        return f"{self.tidelake_root}/announced"
+
+    @property
     def leases_root(self) -> str:
         """Folder of the writers' lease records (tidelake.lake.lease), not a Delta table."""
         return f"{self.tidelake_root}/leases"

@@ -33,14 +33,10 @@ ANNOUNCED_SCHEMA = pa.schema(
 )
 
 
-def announced_path(layout: LakeLayout) -> str:
-    return f"{layout.tidelake_root}/announced"
-
-
 def announced_states(layout: LakeLayout, changefeed_id: str) -> dict[str, ReplicaVersion | None]:
     """`db.table -> state` last announced for the changefeed (None: it had no replica then; {}
     before the changefeed's first announcement)."""
-    path = announced_path(layout)
+    path = layout.announced
     if not DeltaTable.is_deltatable(path, storage_options=layout.storage_options):
         return {}
     table = DeltaTable(path, storage_options=layout.storage_options)
@@ -52,7 +48,7 @@ def announced_states(layout: LakeLayout, changefeed_id: str) -> dict[str, Replic
 def record_announced(layout: LakeLayout, changefeed_id: str, states: Mapping[str, ReplicaVersion | None]) -> None:
     """Record `states` as announced for the changefeed; its other tables keep their records. One
     writer per changefeed at a time (the merge DAG runs one at a time): two would lose an update."""
-    table = open_or_create(layout, announced_path(layout), ANNOUNCED_SCHEMA, ("changefeed",), WATERMARKS_PROPERTIES)
+    table = open_or_create(layout, layout.announced, ANNOUNCED_SCHEMA, ("changefeed",), WATERMARKS_PROPERTIES)
     record = {**announced_states(layout, changefeed_id), **states}
     now = datetime.now(timezone.utc)
     rows = [{"changefeed": changefeed_id, "table": name, "checkpoint_ts": None if s is None else s.checkpoint_ts,

@@ -31,7 +31,7 @@ from tidelake.lake.watermarks import read_watermarks
 from tidelake.merge.rebuild import rebuild_refusal
 from tidelake.merge.table_plan import plan_table
 from tidelake.merge.window_spec import leaves_replica_unchanged
-from tidelake.orchestration.announced_states import announced_path, announced_states, record_announced
+from tidelake.orchestration.announced_states import announced_states, record_announced
 from tidelake.orchestration.assets import ReplicaVersion, changed_replicas
 from tidelake.orchestration.backfill import run_cap_ts
 from tidelake.orchestration.job_spec import MergeJob, to_json
@@ -270,7 +270,7 @@ def announce_after_run(config_path: str, before: Mapping[str, Any]) -> dict[str,
         record_announced(layout, config.changefeed_id, now)
     except (DeltaError, OSError) as exc:
         log.warning("could not record the announced replica states in %s (%s): the next run announces "
-                    "these commits again", announced_path(layout), (str(exc).splitlines() or [repr(exc)])[0])
+                    "these commits again", layout.announced, (str(exc).splitlines() or [repr(exc)])[0])
     return changed_replicas(states, {t: s for t, s in now.items() if s is not None})
 
 
