@@ -1,5 +1,6 @@
 """Lake upkeep: compact and vacuum the replicas and their history tables, drop the changelog
-partitions every replica merged past and vacuum the changelog, trim the merge log. Each step is
+partitions every replica merged past and vacuum the changelog and the control tables rewritten
+in place (tidelake.maintenance.control_upkeep), trim the merge log. Each step is
 idempotent. The changelog and the merge log are maintained with delta-rs only (they have delta-rs
 writers at the same time; Spark's S3 log store assumes one writer). The changelog is not compacted
 here: the lander that writes a bucket compacts it once closed (tidelake.capture.landing.bucket_compaction),
@@ -34,6 +35,7 @@ from tidelake.lake.lease import hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.maintenance import replica_upkeep
+from tidelake.maintenance.control_upkeep import vacuum_control_tables
 from tidelake.maintenance.vacuum_hold import VacuumHeld, VacuumHold, held_retention_hours
 from tidelake.merge.merge_log import DEFAULT_RETENTION, merge_log_path, open_merge_log, trim
 from tidelake.merge.txn_confs import session_confs
@@ -193,6 +195,10 @@ def _maintain(spark: SparkSession, layout: LakeLayout, vacuum_retention_hours: f
         vacuum_changelog(changelog, vacuum_retention_hours)
         report.vacuumed.append(layout.changelog)
         report.engines[layout.changelog] = replica_upkeep.DELTA_RS
+    if vacuum:
+        for path in vacuum_control_tables(layout):
+            report.vacuumed.append(path)
+            report.engines[path] = replica_upkeep.DELTA_RS
     log = open_merge_log(layout) if merge_log else None
     if log is not None:
         try:
