@@ -1,0 +1,146 @@
+"""A Delta table's recent commits, read from its log: each version's commit time, the files it
+added with data and the `txn` actions it recorded (Delta protocol "Delta Log Entries": commitInfo,
+add, remove, txn). Only the versions committed within a span are read, newest first until one is
+older, so the cost follows the span's commits, not the table's history. Works on any store
+delta-rs reaches with the layout's storage options.
+Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness) reads them.
+
+More: docs/internals.md#delta_commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow.fs import FileType
+from deltalake.exceptions import TableNotFoundError
+from deltalake.fs import DeltaStorageHandler
+
+LOG_DIR = "_delta_log"
+READ_AHEAD = 16  # commit files read at once while walking back
+
+
+@dataclass(frozen=True)
+class AddedFile:
+    """A data file a commit added with `dataChange` (a compaction's rewritten files are not)."""
+
+    path: str  # relative to the table's root, decoded
+    partition: dict[str, str | None]
+    min_values: dict[str, object] = field(default_factory=dict)
+    max_values: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    """One version: its commit time, the files it added and the partitions it removed files from,
+    and the `txn` versions it recorded, by app id."""
+
+    version: int
+    timestamp_ms: int
+    added: list[AddedFile]
+    removed_partitions: list[dict[str, str | None]]
+    txns: dict[str, int]
+
+
+class DeltaLog:
+    """The log and files of one Delta table at `path` (local or an object-store URI)."""
+
+    def __init__(self, path: str, storage_options: dict[str, str] | None = None) -> None:
+        self.path = path
+        self.storage_options = storage_options
+        self._handler: DeltaStorageHandler | None = None
+
+    @property
+    def _store(self) -> DeltaStorageHandler:
+        if self._handler is None:  # made on first use: it refuses a local folder that does not exist
+            self._handler = DeltaStorageHandler(self.path, self.storage_options)
+        return self._handler
+
+    def latest_version(self) -> int | None:
+        """The newest version, None when there is no table at `path`. Found by probing which
+        commit files exist from the last checkpoint on (`_last_checkpoint`, or version 0 when none
+        was written, so no log was cleaned up): a few requests, whatever the table's files."""
+        try:
+            start = self._last_checkpoint()
+        except TableNotFoundError:
+            return None
+        if not self._exists(start):
+            return None
+        step, low = 1, start  # invariant: version `low` exists
+        while self._exists(low + step):
+            low, step = low + step, step * 2
+        high = low + step  # does not exist
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if self._exists(mid) else (low, mid)
+        return low
+
+    def _last_checkpoint(self) -> int:
+        try:
+            return int(json.loads(self.read_bytes(f"{LOG_DIR}/_last_checkpoint"))["version"])
+        except FileNotFoundError:
+            return 0
+
+    def _exists(self, version: int) -> bool:
+        (info,) = self._store.get_file_info([f"{LOG_DIR}/{version:020d}.json"])
+        return info.type != FileType.NotFound
+
+    def commits_since(self, since_ms: int, latest: int | None = None) -> list[DeltaCommit]:
+        """The commits whose time is at or after `since_ms`, oldest first; `latest` the newest
+        version to start from (default: the table's newest). Empty without a table."""
+        newest = self.latest_version() if latest is None else latest
+        found: list[DeltaCommit] = []
+        if newest is None:
+            return found
+        with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
+            top = newest
+            while top >= 0:
+                versions = range(top, max(-1, top - READ_AHEAD), -1)
+                for commit in pool.map(self.commit, versions):
+                    if commit is None or commit.timestamp_ms < since_ms:
+                        return found[::-1]
+                    found.append(commit)
+                top -= READ_AHEAD
+        return found[::-1]
+
+    def commit(self, version: int) -> DeltaCommit | None:
+        """Version `version`'s commit, None when its log file is gone (cleaned up) or not written."""
+        try:
+            text = self.read_bytes(f"{LOG_DIR}/{version:020d}.json")
+        except FileNotFoundError:
+            return None
+        timestamp = None
+        added, removed, txns = [], [], {}
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+                timestamp = info.get("inCommitTimestamp", info.get("timestamp"))
+            elif "add" in action and action["add"].get("dataChange", True):
+                add = action["add"]
+                stats = json.loads(add["stats"]) if add.get("stats") else {}
+                added.append(AddedFile(unquote(add["path"]), add.get("partitionValues") or {},
+                                       stats.get("minValues") or {}, stats.get("maxValues") or {}))
+            elif "remove" in action and action["remove"].get("dataChange", True):
+                removed.append(action["remove"].get("partitionValues") or {})
+            elif "txn" in action:
+                txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+        if timestamp is None:
+            raise ValueError(f"{self.path}: log version {version} has no commitInfo timestamp")
+        return DeltaCommit(version, int(timestamp), added, removed, txns)
+
+    def read_file(self, path: str, columns: Sequence[str]) -> pa.Table:
+        """`columns` of one data file (a path relative to the table's root, as AddedFile.path)."""
+        return pq.read_table(pa.BufferReader(self.read_bytes(path)), columns=list(columns))
+
+    def read_bytes(self, path: str) -> bytes:
+        with self._store.open_input_file(path) as source:
+            return source.read()

@@ -1,0 +1,260 @@
+"""Freshness per stage: for the changes landed within a recent span, seconds from each change's
+upstream commit (the physical part of its commit ts) to the commit time of the first lake version
+showing it landed (changelog), covered (watermarks), merged (the replica's checkpoint) and in a
+syncpoint (a recorded cut), read from the Delta logs' commits within the span only
+(tidelake.lake.delta_commits). A change is (physical table, commit ts); one a stage has not shown
+yet is pending there, never a number.
+Owner: `tidelake freshness`; the merge's freshness metrics and the Replication page show it.
+
+More: docs/internals.md#freshness.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+
+from tidelake import tso
+from tidelake.errors import InputError
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.delta_commits import DeltaCommit, DeltaLog
+from tidelake.lake.delta_read import read_delta
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import read_entries
+from tidelake.lake.schema_history import SchemaHistory
+from tidelake.lake.watermarks import fold_watermarks
+from tidelake.syncpoint.records import SYNCPOINT_APP_ID
+
+STAGES = ("landed", "covered", "merged", "syncpoint")
+QUANTILES = (50, 95, 99)
+DEFAULT_SPAN_S = 600
+REPLICA_READERS = 16  # replica logs read at once
+FOLDED = ["kind", "table_id", "resolved_ts", "changelog_version", "ddl_version"]  # what fold_watermarks reads
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    """One stage over a set of changes: how many it showed and how many it has not yet (pending),
+    seconds from commit of those it showed (None without any), and the age of the oldest pending."""
+
+    shown: int
+    pending: int
+    quantiles: dict[int, float | None]
+    max_s: float | None
+    oldest_pending_s: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shown": self.shown, "pending": self.pending,
+                **{f"p{q}": value for q, value in self.quantiles.items()},
+                "max": self.max_s, "oldest_pending_s": self.oldest_pending_s}
+
+
+@dataclass
+class FreshnessReport:
+    """Per stage figures over every change of the span, and per table (`db.table`). `syncpoints`
+    is False when the lake records none (the stage is then left out, not pending)."""
+
+    lake: str
+    span_s: float
+    now_ms: int
+    changes: int
+    syncpoints: bool
+    stages: dict[str, StageFigures]
+    tables: dict[str, dict[str, StageFigures]] = field(default_factory=dict)
+    versions_read: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def shown_stages(self) -> tuple[str, ...]:
+        return STAGES if self.syncpoints else STAGES[:-1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lake": self.lake,
+            "span_s": self.span_s,
+            "now_ms": self.now_ms,
+            "changes": self.changes,
+            "syncpoints": self.syncpoints,
+            "stages": {s: self.stages[s].to_json() for s in self.shown_stages},
+            "tables": {name: {s: figures[s].to_json() for s in self.shown_stages}
+                       for name, figures in sorted(self.tables.items())},
+            "versions_read": self.versions_read,
+        }
+
+
+class Reach:
+    """What the versions of one Delta table showed of a growing quantity (a resolved ts, a
+    checkpoint, a cut ts), as (commit time ms, value) in version order. The first version whose
+    value reaches a ts is where the running maximum first does: a binary search."""
+
+    def __init__(self, points: Iterable[tuple[int, int]]) -> None:
+        self._times: list[int] = []
+        self._peaks: list[int] = []
+        for time_ms, value in points:
+            self._times.append(time_ms)
+            self._peaks.append(value if not self._peaks else max(self._peaks[-1], value))
+
+    def first_at_or_above(self, ts: int) -> int | None:
+        """Commit time (ms) of the first version showing `ts`, None if none does yet."""
+        at = bisect_left(self._peaks, ts)
+        return self._times[at] if at < len(self._peaks) else None
+
+
+def parse_span(text: str) -> float:
+    """Seconds of a span written as a number with an optional unit: 90, 90s, 10m, 2h."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    value, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(value) * units[unit]
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise InputError(f"--since {text!r} is not a span: give seconds or a number with s, m or h (e.g. 10m)")
+    return seconds
+
+
+def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables: Sequence[str] | None = None,
+                      now_ms: int | None = None) -> FreshnessReport:
+    """Freshness per stage of the changes landed in the last `span_s` seconds before `now_ms`
+    (default: the wall clock), of `tables` ('db.table'; default every table of the DDL history)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    since_ms = now_ms - int(span_s * 1000)
+    history = SchemaHistory.load(layout)
+    keys = history.select(list(tables) if tables else None)
+    key_of = {pid: key for key in keys for pid in history.all_physical_ids(key)}
+    reads: dict[str, int] = {}
+
+    changelog = DeltaLog(layout.changelog, layout.storage_options)
+    landed_commits = changelog.commits_since(since_ms)
+    reads["changelog"] = len(landed_commits)
+    landed = _landed(changelog, landed_commits, set(key_of))
+
+    watermarks = DeltaLog(layout.watermarks, layout.storage_options)
+    mark_commits = watermarks.commits_since(since_ms)
+    reads["watermarks"] = len(mark_commits)
+    base, covered = _covered(layout, watermarks, mark_commits, set(key_of))
+    # A commit ts already covered before the span landed before it too: landed again (a replayed
+    # puller's duplicate), it is not a change of this span.
+    changes = [(pid, ts) for (pid, ts) in landed if ts > base.get(pid, 0)]
+
+    entries = read_entries(layout)
+    changed_keys = sorted({key_of[pid] for pid, _ in changes})
+    paths = {key: entries[key].path for key in changed_keys if key in entries}
+    with ThreadPoolExecutor(max_workers=REPLICA_READERS) as pool:
+        replica_commits = dict(zip(paths, pool.map(
+            lambda key: DeltaLog(paths[key], layout.storage_options).commits_since(since_ms), paths)))
+    reads["replicas"] = sum(len(c) for c in replica_commits.values())
+    merged = {key: _txn_reach(commits, MERGE_APP_ID) for key, commits in replica_commits.items()}
+
+    cuts_log = DeltaLog(layout.syncpoints, layout.storage_options)
+    syncpoints = cuts_log.latest_version() is not None
+    cut_commits = cuts_log.commits_since(since_ms) if syncpoints else []
+    reads["syncpoints"] = len(cut_commits)
+    cuts = _txn_reach(cut_commits, SYNCPOINT_APP_ID)
+
+    seconds: list[dict[str, float | None]] = []
+    names: list[str] = []
+    for pid, ts in changes:
+        key = key_of[pid]
+        at = {"landed": landed[(pid, ts)],
+              "covered": covered[pid].first_at_or_above(ts) if pid in covered else None,
+              "merged": merged[key].first_at_or_above(ts) if key in merged else None,
+              "syncpoint": cuts.first_at_or_above(ts)}
+        committed = tso.physical_ms(ts)
+        seconds.append({stage: None if t is None else (t - committed) / 1000 for stage, t in at.items()})
+        seconds[-1]["age"] = (now_ms - committed) / 1000
+        names.append(".".join(history.current_name(key)))
+    per_table: dict[str, list[dict[str, float | None]]] = {}
+    for name, row in zip(names, seconds):
+        per_table.setdefault(name, []).append(row)
+    return FreshnessReport(layout.root, span_s, now_ms, len(changes), syncpoints, _figures(seconds),
+                           {name: _figures(rows) for name, rows in per_table.items()}, reads)
+
+
+def _landed(log: DeltaLog, commits: list[DeltaCommit], pids: set[int]) -> dict[tuple[int, int], int]:
+    """(physical table, commit ts) -> commit time of the first of `commits` whose added files hold it.
+    A file whose statistics give one commit ts is not read."""
+    landed: dict[tuple[int, int], int] = {}
+    for commit in commits:
+        for added in commit.added:
+            pid = int(added.partition.get("table_id") or -1)
+            if pid not in pids:
+                continue
+            low, high = added.min_values.get("commit_ts"), added.max_values.get("commit_ts")
+            if low is not None and low == high:
+                stamps: Iterable[int] = (int(low),)
+            else:
+                stamps = set(log.read_file(added.path, ["commit_ts"]).column(0).to_pylist())
+            for ts in stamps:
+                landed.setdefault((pid, ts), commit.timestamp_ms)
+    return landed
+
+
+def _covered(layout: LakeLayout, log: DeltaLog, commits: list[DeltaCommit],
+             pids: set[int]) -> tuple[dict[int, int], dict[int, Reach]]:
+    """Each physical table's resolved ts before the span, and what each version within it showed.
+    Every puller rewrites its own partition per flush: a version's watermarks are the partitions
+    it rewrote over those before it, folded as every reader folds them (tidelake.lake.watermarks)."""
+    by_puller: dict[str | None, pa.Table] = {}
+    if commits and commits[0].version > 0:
+        try:
+            before = DeltaTable(layout.watermarks, version=commits[0].version - 1,
+                                storage_options=layout.storage_options)
+            rows = read_delta(before, ["puller", *FOLDED])
+            for puller in set(rows.column("puller").to_pylist()):
+                by_puller[puller] = rows.filter(pc.equal(rows.column("puller"), puller))
+        except DeltaError:
+            pass  # that version's log was cleaned up: the span starts at the oldest version kept
+    base = _resolved(by_puller)
+    points: dict[int, list[tuple[int, int]]] = {}
+    for commit in commits:
+        for partition in commit.removed_partitions:
+            by_puller.pop(partition.get("puller"), None)
+        rewritten: dict[str | None, list[pa.Table]] = {}
+        for added in commit.added:
+            rewritten.setdefault(added.partition.get("puller"), []).append(log.read_file(added.path, FOLDED))
+        for puller, parts in rewritten.items():
+            by_puller[puller] = pa.concat_tables(parts)
+        for pid, ts in _resolved(by_puller).items():
+            if pid in pids:
+                points.setdefault(pid, []).append((commit.timestamp_ms, ts))
+    return {pid: ts for pid, ts in base.items() if pid in pids}, {pid: Reach(p) for pid, p in points.items()}
+
+
+def _resolved(by_puller: dict[str | None, pa.Table]) -> dict[int, int]:
+    if not by_puller:
+        return {}
+    rows = pa.concat_tables([t.select(FOLDED) for t in by_puller.values()])
+    return fold_watermarks(rows).table_resolved
+
+
+def _txn_reach(commits: list[DeltaCommit], app_id: str) -> Reach:
+    return Reach((c.timestamp_ms, c.txns[app_id]) for c in commits if app_id in c.txns)
+
+
+def _figures(rows: list[dict[str, float | None]]) -> dict[str, StageFigures]:
+    out = {}
+    for stage in STAGES:
+        shown = sorted(r[stage] for r in rows if r[stage] is not None)
+        waiting = [r["age"] for r in rows if r[stage] is None]
+        out[stage] = StageFigures(len(shown), len(waiting), {q: percentile(shown, q) for q in QUANTILES},
+                                  shown[-1] if shown else None, max(waiting) if waiting else None)
+    return out
+
+
+def percentile(values: Sequence[float], q: int) -> float | None:
+    """The q-th percentile of sorted `values`, interpolated between ranks; None when empty."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
