@@ -57,6 +57,7 @@ COMMANDS = [
     ["verify", "--pd", UNREACHABLE_PD],
     ["status"],
     ["status", "--pd", UNREACHABLE_PD],
+    ["freshness"],
     ["snapshot-at", "1"],
     ["duckdb", "-c", "SELECT 1"],
     ["iceberg", "sync"],

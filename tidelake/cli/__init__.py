@@ -22,7 +22,7 @@ from tidelake.spark.driver_lost import DRIVER_LOST, driver_lost
 
 # command -> the group module that registers it, in help order
 COMMANDS = {"decode": "decode", "sim": "sim", "sim-replay": "sim", "pull": "pull", "bootstrap": "bootstrap",
-            "merge": "merge", "syncpoint": "syncpoint", "maintenance": "maintenance", "status": "status",
+            "merge": "merge", "syncpoint": "syncpoint", "maintenance": "maintenance", "status": "status", "freshness": "freshness",
             "verify": "verify", "snapshot-at": "snapshot", "changes": "changes", "duckdb": "duckdb", "iceberg": "iceberg", "catalog": "catalog",
             "demo": "demo", "nemesis": "nemesis", "spark-server": "spark_server", "spark-jars": "spark_jars"}
 
