@@ -213,3 +213,12 @@ def test_bench_freshness_times_every_change_at_every_stage(tmp_path):
         assert 0 < figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"], stage
     assert run["stages"]["landed"]["p50"] <= run["stages"]["merged"]["p50"] <= run["stages"]["syncpoint"]["p50"]
     assert results["by_tables"]["2"]["runs"] == 1
+
+
+def test_bench_freshness_cost_times_the_metrics_over_every_change_merged(tmp_path):
+    results = run_bench("bench_freshness_cost.py", tmp_path, "--tables", "2", "--passes", "2", "--commits", "2",
+                        "--repeats", "1")
+    (size,) = results["sizes"]
+    assert size["tables"] == 2 and size["changes"] == 2 * 2 * 2  # every transaction on every table, each counted
+    assert size["merged_pending"] == 0 and size["metrics_s_p50"] > 0 and size["merge_run_s_p50"] > 0
+    assert size["versions_read"]["replicas"] >= 2 * 2  # each pass's merge committed to each replica

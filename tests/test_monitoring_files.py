@@ -1,6 +1,6 @@
 """monitoring/: the Prometheus alert rules and the Grafana dashboard use only metric names and
-labels that the code exports, read from real prometheus-client registries (a puller runner's and
-the merge metrics file's), and the alerts the operators need are there."""
+labels that the code exports, read from real prometheus-client registries (a puller runner's, the
+merge metrics file's and the freshness metrics file's), and the alerts the operators need are there."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from tidelake import tso
 from tidelake.capture.changefeed.puller_metrics import PullerMetrics, PullerState
 from tidelake.merge.merge_log import MergeLogEntry, MergeStatus
 from tidelake.merge.merge_metrics import merge_registry
+from tidelake.status.freshness import QUANTILES, STAGES, FreshnessReport, StageFigures
+from tidelake.status.freshness_metrics import freshness_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "monitoring" / "prometheus" / "tidelake-alerts.yml"
@@ -37,8 +39,10 @@ def exported() -> tuple[set[str], set[str]]:
     metrics.lander.table_bytes.labels(changefeed="cf1", table_id="110").inc()
     entry = MergeLogEntry("r", 1, "db.t", MergeStatus.MERGED, now - 1, now, 1, 0, 1, 1, 1.0, None,
                           datetime.now(timezone.utc), datetime.now(timezone.utc))
+    figures = StageFigures(1, 1, dict.fromkeys(QUANTILES, 1.0), 1.0, 1.0)
+    freshness = FreshnessReport("lake", 300, 0, 2, True, dict.fromkeys(STAGES, figures))
     names, labels = set(), set()
-    for registry in (metrics.registry, merge_registry({1: entry})):
+    for registry in (metrics.registry, merge_registry({1: entry}), freshness_registry(freshness)):
         for family in registry.collect():
             names.update(family.name + s for s in SAMPLE_SUFFIXES[family.type])
             for sample in family.samples:

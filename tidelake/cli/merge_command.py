@@ -27,6 +27,7 @@ from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
 from tidelake.merge.table_merge import MergeProgress
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
 from tidelake.spark.spark_session import get_session, release_session
+from tidelake.status.freshness_metrics import write_freshness_metrics
 
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
@@ -144,4 +145,5 @@ def _merge(args: argparse.Namespace) -> int:
     finally:
         release_session(spark)
     console.print(render_report(report))
+    write_freshness_metrics(target.layout)  # docs/operations.md#metrics
     return exit_code(report, console)

@@ -40,6 +40,7 @@ from tidelake.orchestration.job_spec import (
 from tidelake.orchestration.merge_dag import follower_line
 from tidelake.orchestration.upstream_handoff import received_upstream
 from tidelake.spark.spark_session import get_session, release_session
+from tidelake.status.freshness_metrics import write_freshness_metrics
 from tidelake.stop_signals import stop_on_signals
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 from tidelake.syncpoint.follow_cut import FollowerCuts
@@ -131,6 +132,7 @@ def run_job(spec: JobSpec, config: ChangefeedConfig, spark: SparkSession) -> Non
             log.info("%s: %s, checkpoint %s, %d windows, %d DDLs, %d changes%s", table.table, table.status,
                      table.checkpoint_after, table.windows, table.ddls_applied, table.rows_in,
                      f" ({table.reason})" if table.reason else "")
+        write_freshness_metrics(layout)  # docs/operations.md#metrics
         if report.failed:
             raise JobFailed(f"merge run {report.run_id[:8]}: " + "; ".join(f"{t.table} {t.status}: {t.reason}"
                                                                            for t in report.failed))

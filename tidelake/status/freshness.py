@@ -27,7 +27,7 @@ from deltalake.exceptions import DeltaError
 from tidelake import tso
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID
-from tidelake.lake.delta_commits import DeltaCommit, DeltaLog
+from tidelake.lake.delta_commits import AddedFile, DeltaCommit, DeltaLog
 from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
@@ -37,8 +37,10 @@ from tidelake.syncpoint.records import SYNCPOINT_APP_ID
 
 STAGES = ("landed", "covered", "merged", "syncpoint")
 QUANTILES = (50, 95, 99)
-DEFAULT_SPAN_S = 600
+DEFAULT_SPAN_S = 600  # `tidelake freshness`
+RECENT_SPAN_S = 300  # the merge's metrics and the Replication page: the default merge schedule
 REPLICA_READERS = 16  # replica logs read at once
+FILE_READERS = 8  # changelog files read at once (parquet decoding releases the GIL)
 FOLDED = ["kind", "table_id", "resolved_ts", "changelog_version", "ddl_version"]  # what fold_watermarks reads
 
 
@@ -182,20 +184,21 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
 
 def _landed(log: DeltaLog, commits: list[DeltaCommit], pids: set[int]) -> dict[tuple[int, int], int]:
     """(physical table, commit ts) -> commit time of the first of `commits` whose added files hold it.
-    A file whose statistics give one commit ts is not read."""
+    A file whose statistics give one commit ts is not read; the others are read side by side."""
+    files = [(commit.timestamp_ms, int(added.partition["table_id"]), added) for commit in commits
+             for added in commit.added if int(added.partition.get("table_id") or -1) in pids]
+
+    def stamps(added: AddedFile) -> Iterable[int]:
+        low, high = added.min_values.get("commit_ts"), added.max_values.get("commit_ts")
+        if low is not None and low == high:
+            return (int(low),)
+        return set(log.read_file(added.path, ["commit_ts"]).column(0).to_pylist())
+
     landed: dict[tuple[int, int], int] = {}
-    for commit in commits:
-        for added in commit.added:
-            pid = int(added.partition.get("table_id") or -1)
-            if pid not in pids:
-                continue
-            low, high = added.min_values.get("commit_ts"), added.max_values.get("commit_ts")
-            if low is not None and low == high:
-                stamps: Iterable[int] = (int(low),)
-            else:
-                stamps = set(log.read_file(added.path, ["commit_ts"]).column(0).to_pylist())
-            for ts in stamps:
-                landed.setdefault((pid, ts), commit.timestamp_ms)
+    with ThreadPoolExecutor(max_workers=FILE_READERS) as pool:
+        for (time_ms, pid, _), found in zip(files, pool.map(stamps, [added for _, _, added in files])):
+            for ts in found:
+                landed.setdefault((pid, ts), time_ms)
     return landed
 
 

@@ -1,0 +1,87 @@
+"""The freshness metrics textfile, rewritten by the DAG's merge job after its run (job_entry.run_job,
+no Spark: delta-rs merges the small windows on the driver). The merged figure is the commit time
+of the first replica version whose checkpoint reaches the change, found here by loading each
+version with delta-rs, minus the change's commit ts; a lake whose figures cannot be computed
+leaves no file and the merge's outcome as it was."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from merge.lake_fixtures import FedLake
+from prometheus_client.parser import text_string_to_metric_families
+
+from tidelake import tso
+from tidelake.config import load_config
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.replica_catalog import read_entries
+from tidelake.merge.merge_run import run_merge
+from tidelake.orchestration import job_entry
+from tidelake.orchestration.job_spec import MergeJob
+from tidelake.status import freshness_metrics
+from tidelake.status.freshness_metrics import freshness_metrics_path, write_freshness_metrics
+
+
+def _samples(path: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(Path(path).read_text()) for s in family.samples}
+
+
+def _first_version_at(path: str, ts: int) -> int:
+    table = DeltaTable(path)
+    return next(v for v in range(table.version() + 1)
+                if (DeltaTable(path, version=v).transaction_version(MERGE_APP_ID) or -1) >= ts)
+
+
+@pytest.fixture
+def fed(tmp_path):
+    lake = FedLake(str(tmp_path / "lake"))
+    now_ms = int(time.time() * 1000)
+    lake.up.ts = tso.compose(now_ms - 120_000)
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk")]))
+    lake.resolve(tso.compose(now_ms - 60_000))
+    run_merge(None, lake.layout, write_log=False)
+    commit_ts = tso.compose(now_ms - 10_000)
+    with lake.txn(commit_ts) as t:
+        t.put("shop", "orders", {"id": 1})
+    lake.resolve(tso.compose(now_ms - 5_000))
+    config = tmp_path / "changefeed.toml"
+    config.write_text(f'[changefeed]\nid = "cf"\n[upstream]\npd = ["127.0.0.1:1"]\n[lake]\nroot = "{lake.layout.root}"\n')
+    yield lake, commit_ts, config
+    lake.close()
+
+
+def test_the_merge_job_rewrites_the_freshness_metrics_after_its_run(fed):
+    lake, commit_ts, config = fed
+    path = freshness_metrics_path(lake.layout)
+    assert not Path(path).exists()
+    job_entry.run_job(MergeJob(str(config)), load_config(config), spark=None)
+    samples = _samples(path)
+    (entry,) = read_entries(lake.layout).values()
+    version = _first_version_at(entry.path, commit_ts)
+    merged_ms = next(h["timestamp"] for h in DeltaTable(entry.path).history() if h["version"] == version)
+    expected = (merged_ms - tso.physical_ms(commit_ts)) / 1000
+    for quantile in ("0.5", "0.95", "0.99"):
+        assert samples[("tidelake_freshness_seconds", (("quantile", quantile), ("stage", "merged")))] == pytest.approx(expected)
+    assert samples[("tidelake_freshness_max_seconds", (("stage", "merged"),))] == pytest.approx(expected)
+    assert samples[("tidelake_freshness_pending_changes", (("stage", "merged"),))] == 0
+    assert samples[("tidelake_freshness_changes", ())] == 1
+    assert not any(labels and dict(labels).get("stage") == "syncpoint" for _, labels in samples)  # no cuts recorded
+
+
+def test_figures_that_cannot_be_computed_leave_no_file_and_a_warning(fed, monkeypatch, caplog):
+    lake, _, _ = fed
+
+    def broken(*_args, **_kwargs):
+        raise OSError("store said no\nsecond line")
+
+    monkeypatch.setattr(freshness_metrics, "collect_freshness", broken)
+    with caplog.at_level(logging.WARNING):
+        assert write_freshness_metrics(lake.layout) is None
+    assert not Path(freshness_metrics_path(lake.layout)).exists()
+    assert "freshness metrics not written: store said no" in caplog.text and "second line" not in caplog.text

@@ -1,0 +1,70 @@
+"""Freshness per stage as a Prometheus textfile (`_tidelake/freshness_metrics.prom`, beside the
+merge metrics): p50/p95/p99/max seconds and pending changes per stage over the changes landed in
+the last RECENT_SPAN_S (tidelake.status.freshness), rewritten after each merge run for
+node_exporter's textfile collector. The write is a rename, so a reader never sees half a file; a
+lake on object storage gets no file. A failure to compute it never fails the merge that asked.
+Owner: the merge commands (`tidelake merge`, the DAG's merge job) rewrite it after their run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+from tidelake.lake.layout import LakeLayout
+from tidelake.merge.merge_metrics import merge_metrics_path
+from tidelake.status.freshness import QUANTILES, RECENT_SPAN_S, FreshnessReport, collect_freshness
+
+METRICS_FILE = "freshness_metrics.prom"
+log = logging.getLogger(__name__)
+
+
+def freshness_metrics_path(layout: LakeLayout) -> str | None:
+    """Where the file goes: beside the merge metrics file; None for an object-store lake."""
+    merge_file = merge_metrics_path(layout)
+    return None if merge_file is None else os.path.join(os.path.dirname(merge_file), METRICS_FILE)
+
+
+def freshness_registry(report: FreshnessReport) -> CollectorRegistry:
+    """The report's overall figures per stage; a stage that showed no change has no quantile sample."""
+    registry = CollectorRegistry()
+    seconds = Gauge("tidelake_freshness_seconds", "Seconds from upstream commit to the stage, per quantile, "
+                    "over the changes the stage showed", ["stage", "quantile"], registry=registry)
+    most = Gauge("tidelake_freshness_max_seconds", "Slowest change the stage showed", ["stage"], registry=registry)
+    pending = Gauge("tidelake_freshness_pending_changes", "Changes landed in the span the stage has not shown yet",
+                    ["stage"], registry=registry)
+    oldest = Gauge("tidelake_freshness_oldest_pending_seconds", "Age of the oldest change the stage has not shown "
+                   "(0: none pending)", ["stage"], registry=registry)
+    Gauge("tidelake_freshness_changes", "Changes landed in the span", registry=registry).set(report.changes)
+    Gauge("tidelake_freshness_span_seconds", "The span the figures are over", registry=registry).set(report.span_s)
+    Gauge("tidelake_freshness_computed_time_seconds", "Unix time the figures were computed",
+          registry=registry).set(report.now_ms / 1000)
+    for stage in report.shown_stages:
+        figures = report.stages[stage]
+        for q in QUANTILES:
+            if figures.quantiles[q] is not None:
+                seconds.labels(stage, str(q / 100)).set(figures.quantiles[q])
+        if figures.max_s is not None:
+            most.labels(stage).set(figures.max_s)
+        pending.labels(stage).set(figures.pending)
+        oldest.labels(stage).set(figures.oldest_pending_s or 0)
+    return registry
+
+
+def write_freshness_metrics(layout: LakeLayout, span_s: float = RECENT_SPAN_S) -> str | None:
+    """Rewrite the lake's freshness metrics file; its path, None when the lake is not local or the
+    figures could not be computed (logged as a warning: the merge's own outcome stands)."""
+    path = freshness_metrics_path(layout)
+    if path is None:
+        return None
+    started = time.monotonic()
+    try:
+        write_to_textfile(path, freshness_registry(collect_freshness(layout, span_s)))
+    except Exception as exc:  # noqa: BLE001 - metrics never fail the merge that asked for them
+        log.warning("freshness metrics not written: %s", str(exc).splitlines()[0] if str(exc) else repr(exc))
+        return None
+    log.info("freshness metrics over the last %.0fs written in %.2fs", span_s, time.monotonic() - started)
+    return path
