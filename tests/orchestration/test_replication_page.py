@@ -17,6 +17,7 @@ from tidelake.orchestration.plugin_views import (
     CHART_HEIGHT,
     PALETTE,
     format_lag,
+    freshness_chart,
     lag_chart,
     render_page,
     sparkline_points,
@@ -131,6 +132,68 @@ def test_throughput_bars_scale_to_the_fastest_run():
     assert throughput_chart([]) is None
 
 
+def stage(p50, p95, p99, pending=0, oldest=None):
+    shown = 0 if p50 is None else 5
+    return {"shown": shown, "pending": pending, "p50": p50, "p95": p95, "p99": p99, "max": p99,
+            "oldest_pending_s": oldest}
+
+
+FRESHNESS = {"lake": "s3a://lake/prod", "span_s": 300, "now_ms": 0, "changes": 7, "syncpoints": False,
+             "versions_read": {}, "error": None,
+             "stages": {"landed": stage(1.0, 2.0, 2.5), "covered": stage(1.5, 2.5, 3.0),
+                        "merged": stage(4.0, 8.0, 10.0, pending=2, oldest=42.0)}}
+
+
+def test_freshness_bars_scale_to_the_slowest_quantile_per_stage():
+    chart = freshness_chart(FRESHNESS, width=100)
+    assert [r.stage for r in chart.rows] == ["landed", "covered", "merged"] and chart.max_s == 10.0
+    widths = {b.title: round(b.width, 6) for b in chart.bars}
+    assert widths == {"landed p50: 1.0 s": 10.0, "landed p95: 2.0 s": 20.0, "landed p99: 2.5 s": 25.0,
+                      "covered p50: 1.5 s": 15.0, "covered p95: 2.5 s": 25.0, "covered p99: 3.0 s": 30.0,
+                      "merged p50: 4.0 s": 40.0, "merged p95: 8.0 s": 80.0, "merged p99: 10.0 s": 100.0}
+    # each stage's bars sit in its own row, below the previous stage's
+    assert max(b.y + b.height for b in chart.bars[:3]) <= min(b.y for b in chart.bars[3:6])
+    assert len({b.color for b in chart.bars}) == 3
+    only_pending = {**FRESHNESS, "stages": {"landed": stage(1.0, 1.0, 1.0), "merged": stage(None, None, None, 3, 9.0)}}
+    assert [b.title for b in freshness_chart(only_pending).bars] == ["landed p50: 1.0 s", "landed p95: 1.0 s",
+                                                                     "landed p99: 1.0 s"]
+    assert freshness_chart({**FRESHNESS, "stages": {}}) is None and freshness_chart(None) is None
+
+
+def test_the_page_draws_the_freshness_chart_or_says_why_not():
+    page = render_page([{**report(table()), "freshness": FRESHNESS}])
+    assert 'id="freshness-chart"' in page and "changes landed in the last 5.0 min" in page
+    assert page.count('class="quantile"') == 9 and "<title>merged p99: 10.0 s</title>" in page
+    assert "7 changes; merged: 2 pending (oldest 42.0 s)" in page
+    quiet = render_page([{**report(table()), "freshness": {**FRESHNESS, "changes": 0, "stages": {}}}])
+    assert "No change landed in the last 5.0 min." in quiet and 'class="quantile"' not in quiet
+    broken = render_page([{**report(table()), "freshness": {**FRESHNESS, "stages": {}, "error": "lake <x>: gone"}}])
+    assert '<p class="bad">lake &lt;x&gt;: gone</p>' in broken
+    assert 'id="freshness-chart"' not in render_page([report(table())])  # a report from before page_version 3
+
+
+def test_the_page_reports_freshness_of_a_lake_or_its_error_in_one_line(tmp_path, monkeypatch):
+    from tidelake.orchestration import page_report
+
+    layout = LakeLayout(str(tmp_path / "lake"))
+    assert page_report.freshness_report(layout) == {"lake": layout.root, "span_s": page_report.RECENT_SPAN_S,
+                                                    "now_ms": pytest.approx(datetime.now().timestamp() * 1000, abs=60_000),
+                                                    "changes": 0, "syncpoints": False,
+                                                    "stages": {s: {"shown": 0, "pending": 0, "p50": None, "p95": None,
+                                                                   "p99": None, "max": None, "oldest_pending_s": None}
+                                                               for s in ("landed", "covered", "merged")},
+                                                    "versions_read": {"changelog": 0, "watermarks": 0, "replicas": 0,
+                                                                      "syncpoints": 0},
+                                                    "error": None}
+
+    def broken(*_args):
+        raise OSError("Generic error\n  ↳ connection refused")
+
+    monkeypatch.setattr(page_report, "collect_freshness", broken)
+    report = page_report.freshness_report(layout)
+    assert report["stages"] == {} and report["error"] == "Generic error: connection refused"
+
+
 def chromium_screenshot(html: str, out_dir, width: int = 1400, height: int = 1000) -> Image.Image:
     """The page as headless Chromium draws it (Debian's chromium; `make test` installs it)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -238,3 +301,17 @@ def test_the_iceberg_report_reads_the_lakes_tables_from_the_catalog(tmp_path):
     unreachable = IcebergConfig(enabled=True, catalog_uri="postgresql+psycopg2://u:s3cret@127.0.0.1:9/c?connect_timeout=2")
     down = iceberg_report(layout, unreachable)
     assert down["tables"] == [] and down["error"].startswith("Iceberg catalog postgresql+psycopg2://u:***@127.0.0.1:9/")
+
+
+def test_a_real_browser_draws_the_freshness_bars_to_scale(tmp_path):
+    """Each stage's p99 bar in its colour, the merged one (10 s) four times as long as landed's (2.5 s)."""
+    html = render_page([{**report(table()), "apply_runs": [], "freshness": FRESHNESS}])
+    image = chromium_screenshot(html, tmp_path, height=700)
+    p99 = pixels_near(image, PALETTE[2])
+    rows: dict[int, list[int]] = {}
+    for x, y in p99:
+        rows.setdefault(y, []).append(x)
+    spans = sorted({(min(xs), max(xs)) for xs in rows.values() if len(xs) > 20})  # bars, not the legend swatch
+    lengths = sorted({right - left + 1 for left, right in spans})
+    assert len(lengths) >= 3, lengths  # landed, covered and merged p99 bars
+    assert lengths[-1] / lengths[0] == pytest.approx(10.0 / 2.5, rel=0.05)

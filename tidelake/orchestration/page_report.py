@@ -16,12 +16,14 @@ from tidelake.errors import TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.merge_history import merge_history
+from tidelake.lake.object_store import store_error
+from tidelake.status.freshness import RECENT_SPAN_S, collect_freshness
 from tidelake.status.status_report import collect_status
 from tidelake.syncpoint.records import read_syncpoints
 
 SYNCPOINTS_SHOWN = 10
 CHART_TABLES = 8  # lines on the lag chart
-PAGE_VERSION = 2
+PAGE_VERSION = 3
 
 
 def charted_tables(tables: Sequence[Mapping[str, Any]], limit: int = CHART_TABLES) -> list[Mapping[str, Any]]:
@@ -38,8 +40,8 @@ def page_report(feed: Changefeed) -> dict[str, Any]:
     CHART_TABLES tables the lag chart draws, [] for the others; the last merge runs' throughput
     (`apply_runs`); the stretch of the merge log both cover (`history_window`: {"since",
     "until", "hours"}, null before the first merge), the latest syncpoints (newest first: ts,
-    number of tables in the cut, tables left out and why) and, with [iceberg] enabled, `iceberg`:
-    the last Iceberg snapshot per table (iceberg_report).
+    number of tables in the cut, tables left out and why), `freshness` (freshness_report; version
+    3) and, with [iceberg] enabled, `iceberg`: the last Iceberg snapshot per table (iceberg_report).
     Version 1 (no `page_version`) had `lag_history` on every table and no `lag_recent`: with
     1,000 tables that was 48,000 timestamped points made and serialized for 8 lines drawn."""
     layout = LakeLayout.from_config(feed.config.lake)
@@ -57,7 +59,8 @@ def page_report(feed: Changefeed) -> dict[str, Any]:
         for sp in read_syncpoints(layout)[-SYNCPOINTS_SHOWN:]
     ]
     page = {"changefeed": feed.config.changefeed_id, "page_version": PAGE_VERSION, **report,
-            "apply_runs": apply_runs, "history_window": history.window_json(), "syncpoints": syncpoints[::-1]}
+            "apply_runs": apply_runs, "history_window": history.window_json(), "syncpoints": syncpoints[::-1],
+            "freshness": freshness_report(layout)}
     if feed.config.iceberg.enabled:
         page["iceberg"] = iceberg_report(layout, feed.config.iceberg)
     return page
@@ -71,3 +74,14 @@ def iceberg_report(layout: LakeLayout, config: IcebergConfig) -> dict[str, Any]:
         return {"tables": last_snapshots(catalog, layout) if catalog is not None else [], "error": None}
     except TidelakeError as exc:
         return {"tables": [], "error": str(exc)}
+
+
+def freshness_report(layout: LakeLayout, span_s: float = RECENT_SPAN_S) -> dict[str, Any]:
+    """`tidelake freshness --json` over the last `span_s` for all tables, without its per-table
+    figures (the chart draws the stages), and "error": null; or the one-line error and no stages
+    when the figures cannot be computed (the rest of the page still shows)."""
+    try:
+        report = collect_freshness(layout, span_s).to_json()
+    except Exception as exc:  # noqa: BLE001 - a lake the figures cannot be read from is one line on the page
+        return {"span_s": span_s, "changes": 0, "syncpoints": False, "stages": {}, "error": store_error(exc)}
+    return {key: value for key, value in report.items() if key != "tables"} | {"error": None}

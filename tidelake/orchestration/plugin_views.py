@@ -25,6 +25,9 @@ SPARK_WIDTH = 160
 SPARK_HEIGHT = 28
 CHART_WIDTH = 560
 CHART_HEIGHT = 160
+FRESHNESS_QUANTILES = ("p50", "p95", "p99")
+FRESHNESS_BAR = 9  # height of one quantile's bar
+FRESHNESS_ROW = 3 * FRESHNESS_BAR + 8  # a stage's group of bars and the gap below it
 # Distinguishable on white and for the common colour-vision deficiencies (Okabe-Ito).
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#f0e442")
 
@@ -120,6 +123,64 @@ def throughput_chart(runs: Sequence[Mapping[str, Any]], width: int = CHART_WIDTH
     return ThroughputChart(bars, top, runs[-1])
 
 
+@dataclass(frozen=True)
+class FreshnessBar:
+    """One quantile of one stage: a horizontal bar (plot coordinates, 0,0 top left)."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    color: str
+    title: str
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """A stage's row of the freshness chart: its label's y and what it has not shown yet."""
+
+    stage: str
+    y: float
+    pending: int
+    oldest_pending_s: float | None
+
+
+@dataclass(frozen=True)
+class FreshnessChart:
+    """p50/p95/p99 seconds from upstream commit per stage (the page report's `freshness`), one
+    group of bars per stage on one seconds axis."""
+
+    rows: list[StageRow]
+    bars: list[FreshnessBar]
+    max_s: float
+    height: float
+    span_s: float
+    changes: int
+    colors: dict[str, str]
+
+
+def freshness_chart(freshness: Mapping[str, Any] | None, width: int = CHART_WIDTH) -> FreshnessChart | None:
+    """The chart of the page report's `freshness`; None when it has no figure to draw (no change
+    landed in its span, or an error, which the page shows as its line)."""
+    stages = (freshness or {}).get("stages") or {}
+    values = [figures[q] for figures in stages.values() for q in FRESHNESS_QUANTILES if figures.get(q) is not None]
+    if not values:
+        return None
+    top = max(max(values), 1e-9)
+    colors = dict(zip(FRESHNESS_QUANTILES, PALETTE))
+    rows, bars = [], []
+    for i, (stage, figures) in enumerate(stages.items()):
+        y0 = i * FRESHNESS_ROW
+        rows.append(StageRow(stage, y0 + FRESHNESS_ROW / 2, figures["pending"], figures["oldest_pending_s"]))
+        for j, q in enumerate(FRESHNESS_QUANTILES):
+            value = figures.get(q)
+            if value is not None:
+                bars.append(FreshnessBar(0.0, y0 + 2 + j * FRESHNESS_BAR, max(value, 0.0) / top * width,
+                                         FRESHNESS_BAR - 1, colors[q], f"{stage} {q}: {format_lag(value)}"))
+    return FreshnessChart(rows, bars, top, len(stages) * FRESHNESS_ROW, freshness["span_s"], freshness["changes"],
+                          colors)
+
+
 def format_ts(ts: int | None) -> str:
     """A TSO as the time it stands for (UTC, seconds); '-' when absent."""
     if not ts:
@@ -164,7 +225,8 @@ def render_page(reports: Sequence[Mapping[str, Any]], now: datetime | None = Non
     generated = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
     charts = [
         None if "error" in report else
-        {"lag": lag_chart(report["tables"]), "throughput": throughput_chart(report["apply_runs"])}
+        {"lag": lag_chart(report["tables"]), "throughput": throughput_chart(report["apply_runs"]),
+         "freshness": freshness_chart(report.get("freshness"))}
         for report in reports
     ]
     return _ENV.get_template("replication.html").render(
