@@ -1,4 +1,5 @@
-"""Freshness per stage on a lake fed through the real lander and merged through delta-rs (no Spark).
+"""Freshness per stage on a lake fed through the real lander and merged through delta-rs (no Spark),
+local and on an S3 API server.
 
 Each step of the test (a flush, a resolve, a merge, a recorded cut) is one Delta version whose
 commit time the test reads itself from that table's history (DeltaTable.history), right after
@@ -8,6 +9,7 @@ test chose. Nothing expected comes from the module under test.
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -17,6 +19,7 @@ from merge.lake_fixtures import FedLake
 
 from tidelake import tso
 from tidelake.errors import InputError
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
 from tidelake.merge.merge_run import run_merge
 from tidelake.status.freshness import STAGES, collect_freshness, parse_span
@@ -28,7 +31,7 @@ STEP_GAP_S = 0.15  # between steps, so that no two stages share a commit time by
 
 def _committed(path: str) -> tuple[int, int]:
     """(newest version, its commit time ms) of the Delta table at `path`, from its history."""
-    table = DeltaTable(path)
+    table = DeltaTable(path, storage_options=LakeLayout(path).storage_options)
     (newest,) = table.history(1)
     return table.version(), newest["timestamp"]
 
@@ -37,12 +40,27 @@ def _seconds(at_ms: int, commit_ts: int) -> float:
     return (at_ms - tso.physical_ms(commit_ts)) / 1000
 
 
+_prefixes = itertools.count()
+
+
+@pytest.fixture(params=["local", "s3"])
+def root(request, tmp_path, monkeypatch) -> str:
+    """A local lake, or one on an S3 API server (moto) that every reader reaches through the AWS
+    variables, as a deployment's processes do (tidelake.lake.object_store)."""
+    if request.param == "local":
+        return str(tmp_path / "lake")
+    server = request.getfixturevalue("s3_server")
+    for key, value in {**server.storage_options(), "AWS_ALLOW_HTTP": "true"}.items():
+        monkeypatch.setenv(key, value)
+    return server.lake_root(f"freshness{next(_prefixes)}")
+
+
 @pytest.fixture
-def fed(tmp_path):
+def fed(root):
     """Two tables; an old change landed and covered before the span; change A on both tables and B
     on t1 in the span, then A and the old change landed again; t1 merged past both, t2 not merged;
     one cut recorded between A and B."""
-    lake = FedLake(str(tmp_path / "lake"))
+    lake = FedLake(root)
     layout = lake.layout
     now_ms = int(time.time() * 1000)
     lake.up.ts = tso.from_datetime(datetime.now(timezone.utc) - timedelta(minutes=5))
@@ -123,8 +141,13 @@ def test_stage_times_are_the_commit_times_of_the_first_versions_showing_each_cha
     overall = report.stages
     assert [overall[s].shown + overall[s].pending for s in STAGES] == [3] * len(STAGES)
     assert overall["merged"].max_s == pytest.approx(max(_seconds(at["merged_a"], a_ts), _seconds(at["merged_b"], b_ts)))
+    line = report.summary_line()
+    expected_merged = (overall["merged"].quantiles[50], overall["merged"].quantiles[99])
+    assert line.startswith(f"3 changes landed in the last {report.span_s:.0f}s: landed p50 ")
+    assert f"merged p50 {expected_merged[0]:.1f}s p99 {expected_merged[1]:.1f}s (1 pending)" in line  # t2's A
+    assert line.endswith(" (1 pending)") and ", syncpoint p50 " in line  # the cut is between A and B
     # only the versions committed in the span were read: the old change's flush and earlier are not
-    assert report.versions_read["changelog"] == DeltaTable(lake.layout.changelog).version() - steps["landed_a"][0] + 1
+    assert report.versions_read["changelog"] == _committed(lake.layout.changelog)[0] - steps["landed_a"][0] + 1
 
 
 def test_a_table_filter_reads_only_that_table(fed):

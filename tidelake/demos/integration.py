@@ -4,7 +4,8 @@ catalog in another), a Spark standalone cluster, Airflow on them installed as a 
 (a wheel of tidelake[airflow] in a fresh venv, the DAGs from a 3-line DAG file: two puller shards,
 merges, syncpoints publishing to Iceberg, a bootstrap, maintenance) as separate supervised
 components, the orchestrator's faults (tidelake.demos.orchestrator_faults), then `tidelake verify`
-of the Delta and the Iceberg side. Every process is started by pid and stopped at the end.
+of the Delta and the Iceberg side, and a freshness line. Every process is started by pid and stopped
+at the end.
 
 More: docs/internals.md#integration.
 """
@@ -40,6 +41,7 @@ from tidelake.demos.supervisor import StageFailed, exit_code, free_port
 from tidelake.demos.tcp_relay import TcpRelay
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.watermarks import read_by_puller
+from tidelake.status.freshness import collect_freshness
 from tidelake.syncpoint.records import read_syncpoints
 
 SHARDS = 2  # the puller shards of the run (and of docker/changefeed.toml)
@@ -78,6 +80,7 @@ def run(options: IntegrationOptions) -> int:
         # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C through the stops below.
         signal.signal(signal.SIGTERM, on_airflow.interrupt)
     say = Say()
+    started = time.time()
     run_id = new_run_id()
     if options.soak is not None:  # every process started from here on carries it (soak_samples)
         os.environ[RUN_MARK] = run_id
@@ -156,6 +159,7 @@ def run(options: IntegrationOptions) -> int:
         if code == 0:
             _check_lake(lake_root, options.shards, say)
             _check_iceberg(lake_root, iceberg_catalog, say)
+            _freshness(lake_root, time.time() - started, say)
             if cluster is not None:
                 _check_cluster(cluster, say)
         if soak is not None:
@@ -224,6 +228,16 @@ def _check_iceberg(lake_root: str, catalog_uri: str, say: Say) -> None:
                           f"catalog {catalog_uri} ({len(shown)} tables there)")
     say(f"Iceberg catalog {catalog_uri}: {len(tagged)} of {len(shown)} tables tagged at a recorded syncpoint, "
         f"newest syncpoint-{max(entry['syncpoint_ts'] for entry in shown)}")
+
+
+def _freshness(lake_root: str, span_s: float, say: Say) -> None:
+    """Freshness per stage of the run's changes (tidelake.status.freshness), read from the lake on
+    the S3 API server as `tidelake freshness` reads it; a run whose changes it cannot find fails."""
+    report = collect_freshness(LakeLayout(lake_root), span_s)
+    if report.changes == 0:
+        raise StageFailed("freshness", f"no change of the run found in {lake_root}'s changelog versions of the last "
+                          f"{span_s:.0f}s")
+    say(f"freshness: {report.summary_line()}")
 
 
 def _check_cluster(cluster: SparkCluster, say: Say) -> None:

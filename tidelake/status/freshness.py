@@ -79,6 +79,16 @@ class FreshnessReport:
     def shown_stages(self) -> tuple[str, ...]:
         return STAGES if self.syncpoints else STAGES[:-1]
 
+    def summary_line(self) -> str:
+        """One line: the changes, then p50/p99 seconds per stage and what each has not shown yet."""
+        def seconds(value: float | None) -> str:
+            return "-" if value is None else f"{value:.1f}"
+
+        stages = ", ".join(f"{s} p50 {seconds(self.stages[s].quantiles[50])}s p99 {seconds(self.stages[s].quantiles[99])}s"
+                           + (f" ({self.stages[s].pending} pending)" if self.stages[s].pending else "")
+                           for s in self.shown_stages)
+        return f"{self.changes} changes landed in the last {self.span_s:.0f}s: {stages}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "lake": self.lake,
