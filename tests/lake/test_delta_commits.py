@@ -59,6 +59,7 @@ def test_commits_of_a_span_with_their_times_files_and_txns(table):
         assert added.partition == {"p": f"p{commit.version % 2}"}
         assert added.min_values["n"] == added.max_values["n"] == commit.version
         assert log.read_file(added.path, ["n"]).column(0).to_pylist() == [commit.version]
+    assert log.commit(VERSIONS) is None  # not written (yet): the store's "not found", on either store
 
 
 def test_the_newest_version_after_a_checkpoint_and_a_walk_that_stops_at_a_cleaned_up_log(tmp_path):

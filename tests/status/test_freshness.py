@@ -141,6 +141,11 @@ def test_stage_times_are_the_commit_times_of_the_first_versions_showing_each_cha
     overall = report.stages
     assert [overall[s].shown + overall[s].pending for s in STAGES] == [3] * len(STAGES)
     assert overall["merged"].max_s == pytest.approx(max(_seconds(at["merged_a"], a_ts), _seconds(at["merged_b"], b_ts)))
+    # as the lake stood when B was covered: nothing merged or cut yet
+    then = collect_freshness(lake.layout, (at["covered_b"] - span_start_ms) / 1000, now_ms=at["covered_b"])
+    assert then.changes == 3 and then.stages["covered"].max_s == report.stages["covered"].max_s
+    assert [(then.stages[s].shown, then.stages[s].pending) for s in ("merged", "syncpoint")] == [(0, 3), (0, 3)]
+
     line = report.summary_line()
     expected_merged = (overall["merged"].quantiles[50], overall["merged"].quantiles[99])
     assert line.startswith(f"3 changes landed in the last {report.span_s:.0f}s: landed p50 ")

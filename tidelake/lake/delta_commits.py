@@ -91,10 +91,13 @@ class DeltaLog:
         (info,) = self._store.get_file_info([f"{LOG_DIR}/{version:020d}.json"])
         return info.type != FileType.NotFound
 
-    def commits_since(self, since_ms: int, latest: int | None = None) -> list[DeltaCommit]:
-        """The commits whose time is at or after `since_ms`, oldest first; `latest` the newest
-        version to start from (default: the table's newest). Empty without a table."""
-        newest = self.latest_version() if latest is None else latest
+    def commits_since(self, since_ms: int, until_ms: int | None = None) -> list[DeltaCommit]:
+        """The commits whose time is at or after `since_ms` (and at or before `until_ms`, when
+        given), oldest first. Empty without a table."""
+        return [c for c in self._walk_back(since_ms) if until_ms is None or c.timestamp_ms <= until_ms]
+
+    def _walk_back(self, since_ms: int) -> list[DeltaCommit]:
+        newest = self.latest_version()
         found: list[DeltaCommit] = []
         if newest is None:
             return found

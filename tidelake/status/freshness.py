@@ -137,7 +137,8 @@ def parse_span(text: str) -> float:
 def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables: Sequence[str] | None = None,
                       now_ms: int | None = None) -> FreshnessReport:
     """Freshness per stage of the changes landed in the last `span_s` seconds before `now_ms`
-    (default: the wall clock), of `tables` ('db.table'; default every table of the DDL history)."""
+    (default: the wall clock), of `tables` ('db.table'; default every table of the DDL history),
+    as the lake stood at `now_ms`: versions committed after it are left out."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     since_ms = now_ms - int(span_s * 1000)
     history = SchemaHistory.load(layout)
@@ -146,12 +147,12 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
     reads: dict[str, int] = {}
 
     changelog = DeltaLog(layout.changelog, layout.storage_options)
-    landed_commits = changelog.commits_since(since_ms)
+    landed_commits = changelog.commits_since(since_ms, now_ms)
     reads["changelog"] = len(landed_commits)
     landed = _landed(changelog, landed_commits, set(key_of))
 
     watermarks = DeltaLog(layout.watermarks, layout.storage_options)
-    mark_commits = watermarks.commits_since(since_ms)
+    mark_commits = watermarks.commits_since(since_ms, now_ms)
     reads["watermarks"] = len(mark_commits)
     base, covered = _covered(layout, watermarks, mark_commits, set(key_of))
     # A commit ts already covered before the span landed before it too: landed again (a replayed
@@ -163,13 +164,13 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
     paths = {key: entries[key].path for key in changed_keys if key in entries}
     with ThreadPoolExecutor(max_workers=REPLICA_READERS) as pool:
         replica_commits = dict(zip(paths, pool.map(
-            lambda key: DeltaLog(paths[key], layout.storage_options).commits_since(since_ms), paths)))
+            lambda key: DeltaLog(paths[key], layout.storage_options).commits_since(since_ms, now_ms), paths)))
     reads["replicas"] = sum(len(c) for c in replica_commits.values())
     merged = {key: _txn_reach(commits, MERGE_APP_ID) for key, commits in replica_commits.items()}
 
     cuts_log = DeltaLog(layout.syncpoints, layout.storage_options)
     syncpoints = cuts_log.latest_version() is not None
-    cut_commits = cuts_log.commits_since(since_ms) if syncpoints else []
+    cut_commits = cuts_log.commits_since(since_ms, now_ms) if syncpoints else []
     reads["syncpoints"] = len(cut_commits)
     cuts = _txn_reach(cut_commits, SYNCPOINT_APP_ID)
 
