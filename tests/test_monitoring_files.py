@@ -92,11 +92,13 @@ def test_every_dashboard_query_uses_exported_metrics_and_labels():
             assert set(re.findall(r"\{\{(\w+)\}\}", target["legendFormat"])) <= labels, panel["title"]
     variable = next(v for v in dashboard["templating"]["list"] if v["name"] == "changefeed")
     assert metric_names(variable["definition"]) <= names
-    # the issue's list: lag, rows and bytes landed, regions, errors, reconnects, memory, flush latency, merges
+    # the issue's list: lag, rows and bytes landed, regions, errors, reconnects, memory, flush latency, merges;
+    # issue #31: freshness per stage
     for needed in ("tidelake_puller_table_resolved_lag_seconds", "tidelake_lander_table_rows_total",
                    "tidelake_lander_bytes_total", "tidelake_puller_regions", "tidelake_puller_region_errors_total",
                    "tidelake_puller_stream_reconnects_total", "tidelake_lander_buffered_bytes",
-                   "tidelake_lander_flush_seconds_bucket", "tidelake_merge_lag_seconds", "tidelake_merge_rows_applied"):
+                   "tidelake_lander_flush_seconds_bucket", "tidelake_merge_lag_seconds", "tidelake_merge_rows_applied",
+                   "tidelake_freshness_seconds", "tidelake_freshness_pending_changes"):
         assert needed in used, needed
 
 
