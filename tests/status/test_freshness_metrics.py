@@ -7,6 +7,7 @@ leaves no file and the merge's outcome as it was."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -85,3 +86,16 @@ def test_figures_that_cannot_be_computed_leave_no_file_and_a_warning(fed, monkey
         assert write_freshness_metrics(lake.layout) is None
     assert not Path(freshness_metrics_path(lake.layout)).exists()
     assert "freshness metrics not written: store said no" in caplog.text and "second line" not in caplog.text
+
+
+def test_a_file_younger_than_the_interval_is_kept_and_an_older_one_rewritten(fed, monkeypatch):
+    lake, _, _ = fed
+    calls = []
+    collect = freshness_metrics.collect_freshness
+    monkeypatch.setattr(freshness_metrics, "collect_freshness", lambda *a, **k: calls.append(1) or collect(*a, **k))
+    path = write_freshness_metrics(lake.layout)
+    assert path is not None and len(calls) == 1
+    assert write_freshness_metrics(lake.layout) == path and len(calls) == 1  # within the interval: kept
+    old = time.time() - freshness_metrics.MIN_INTERVAL_S - 1
+    os.utime(path, (old, old))
+    assert write_freshness_metrics(lake.layout) == path and len(calls) == 2

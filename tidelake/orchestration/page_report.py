@@ -6,6 +6,8 @@ be rendered from a lake alone (tools/page_screenshot.py). Owner: the Airflow plu
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,14 +16,19 @@ from tidelake.consumers.iceberg.catalog_view import last_snapshots
 from tidelake.consumers.iceberg.iceberg_catalog import existing_catalog
 from tidelake.errors import TidelakeError
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import store_error
 from tidelake.orchestration.changefeeds import Changefeed
 from tidelake.orchestration.merge_history import merge_history
-from tidelake.lake.object_store import store_error
 from tidelake.status.freshness import RECENT_SPAN_S, collect_freshness
 from tidelake.status.status_report import collect_status
 from tidelake.syncpoint.records import read_syncpoints
 
 SYNCPOINTS_SHOWN = 10
+# The freshness figures cost about what a small merge run does (bench/README.md, row "freshness
+# metrics after a merge run"): the api-server computes them at most once a minute per lake.
+FRESHNESS_CACHE_S = 60.0
+_freshness_cache: dict[tuple[str, float], tuple[float, dict[str, Any]]] = {}
+_freshness_lock = threading.Lock()
 CHART_TABLES = 8  # lines on the lag chart
 PAGE_VERSION = 3
 
@@ -76,12 +83,22 @@ def iceberg_report(layout: LakeLayout, config: IcebergConfig) -> dict[str, Any]:
         return {"tables": [], "error": str(exc)}
 
 
-def freshness_report(layout: LakeLayout, span_s: float = RECENT_SPAN_S) -> dict[str, Any]:
+def freshness_report(layout: LakeLayout, span_s: float = RECENT_SPAN_S,
+                     max_age_s: float = FRESHNESS_CACHE_S) -> dict[str, Any]:
     """`tidelake freshness --json` over the last `span_s` for all tables, without its per-table
     figures (the chart draws the stages), and "error": null; or the one-line error and no stages
-    when the figures cannot be computed (the rest of the page still shows)."""
+    when the figures cannot be computed (the rest of the page still shows). Figures computed less
+    than `max_age_s` ago for the lake are reused: every viewer's page refreshes every 30 s."""
+    key = (layout.root, span_s)
+    with _freshness_lock:
+        cached = _freshness_cache.get(key)
+    if cached is not None and time.monotonic() - cached[0] < max_age_s:
+        return cached[1]
     try:
         report = collect_freshness(layout, span_s).to_json()
     except Exception as exc:  # noqa: BLE001 - a lake the figures cannot be read from is one line on the page
         return {"span_s": span_s, "changes": 0, "syncpoints": False, "stages": {}, "error": store_error(exc)}
-    return {key: value for key, value in report.items() if key != "tables"} | {"error": None}
+    figures = {key: value for key, value in report.items() if key != "tables"} | {"error": None}
+    with _freshness_lock:
+        _freshness_cache[key] = (time.monotonic(), figures)
+    return figures

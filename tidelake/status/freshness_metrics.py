@@ -1,7 +1,7 @@
 """Freshness per stage as a Prometheus textfile (`_tidelake/freshness_metrics.prom`, beside the
 merge metrics): p50/p95/p99/max seconds and pending changes per stage over the changes landed in
-the last RECENT_SPAN_S (tidelake.status.freshness), rewritten after each merge run for
-node_exporter's textfile collector. The write is a rename, so a reader never sees half a file; a
+the last RECENT_SPAN_S (tidelake.status.freshness), rewritten after a merge run (at most once
+a MIN_INTERVAL_S) for node_exporter's textfile collector. The write is a rename, so a reader never sees half a file; a
 lake on object storage gets no file. A failure to compute it never fails the merge that asked.
 Owner: the merge commands (`tidelake merge`, the DAG's merge job) rewrite it after their run.
 """
@@ -19,6 +19,10 @@ from tidelake.merge.merge_metrics import merge_metrics_path
 from tidelake.status.freshness import QUANTILES, RECENT_SPAN_S, FreshnessReport, collect_freshness
 
 METRICS_FILE = "freshness_metrics.prom"
+# A file younger than this is kept: reading the span's logs costs about as much as a small driver
+# merge run (bench/README.md, row "freshness metrics after a merge run"), and runs at 1,000 tables
+# or mapped over several groups end seconds apart.
+MIN_INTERVAL_S = 60.0
 log = logging.getLogger(__name__)
 
 
@@ -54,12 +58,19 @@ def freshness_registry(report: FreshnessReport) -> CollectorRegistry:
     return registry
 
 
-def write_freshness_metrics(layout: LakeLayout, span_s: float = RECENT_SPAN_S) -> str | None:
-    """Rewrite the lake's freshness metrics file; its path, None when the lake is not local or the
-    figures could not be computed (logged as a warning: the merge's own outcome stands)."""
+def write_freshness_metrics(layout: LakeLayout, span_s: float = RECENT_SPAN_S,
+                            min_interval_s: float = MIN_INTERVAL_S) -> str | None:
+    """Rewrite the lake's freshness metrics file unless it is younger than `min_interval_s`; its
+    path, None when the lake is not local or the figures could not be computed (logged as a
+    warning: the merge's own outcome stands)."""
     path = freshness_metrics_path(layout)
     if path is None:
         return None
+    try:
+        if time.time() - os.path.getmtime(path) < min_interval_s:
+            return path
+    except OSError:
+        pass  # no file yet
     started = time.monotonic()
     try:
         write_to_textfile(path, freshness_registry(collect_freshness(layout, span_s)))
