@@ -101,7 +101,7 @@ def test_a_run_sees_a_commit_another_writer_made_after_its_first_plan(lake, monk
     moved: list[int] = []
 
     def other_writer_then_open(spark, layout, changelog, firsts):
-        (first,) = [f for f in firsts.values() if f.replica[0] == replicas["orders"]]
+        (first,) = [f for f in firsts.values() if f.replica.path == replicas["orders"]]
         moved.append(first.plan.upper)
         _commit_txn_only(DeltaTable(replicas["orders"]), replicas["orders"], first.plan.upper)
         return real_open_run_pass(spark, layout, changelog, firsts)

@@ -72,15 +72,16 @@ def read_replica_facts(layout: LakeLayout, path: str) -> ReplicaFacts | None:
     return None if replica is None else replica_facts(layout, path, replica)
 
 
-def replica_facts(layout: LakeLayout, path: str, replica: DeltaTable) -> ReplicaFacts:
+def replica_facts(layout: LakeLayout, path: str, replica: DeltaTable, checkpoint: int | None = None) -> ReplicaFacts:
     """The facts of the replica at `path` from `replica`, its log as the caller loaded it (the merge
-    brings its run's handle up to date first), and its history table's log."""
+    brings its run's handle up to date first), and its history table's log. `checkpoint`: the one
+    recorded as of `replica`'s version when the caller knows it (else read from `replica`)."""
     needs = reader_needs(replica)
     history = open_replica(history_path(layout, path), layout.storage_options)
     since = None if history is None else history.metadata().configuration.get(SINCE_PROPERTY)
     return ReplicaFacts(
         path=path,
-        checkpoint=replica.transaction_version(MERGE_APP_ID),
+        checkpoint=checkpoint if checkpoint is not None else replica.transaction_version(MERGE_APP_ID),
         reader_version=needs.reader_version,
         reader_features=needs.features,
         soft_deletes=replica.metadata().configuration.get(SOFT_DELETES_PROPERTY) == "true",

@@ -32,6 +32,7 @@ from tidelake.lake.watermarks import Watermarks, read_watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
+from tidelake.merge.replica_handles import ReplicaHandles
 from tidelake.merge.table_merge import table_name
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
 from tidelake.merge.table_work import find_work
@@ -109,9 +110,17 @@ class Follower:
         self._seen = _Seen()
         self._last_line = time.monotonic()
         self._last_pass: float | None = None
+        self.handles = ReplicaHandles()  # the replicas' logs, kept from pass to pass
 
     def run(self) -> None:
         """Hold the follower lease and poll until stopped; FollowerRunning when another holds it."""
+        try:
+            self._follow()
+        finally:
+            self.handles.clear()
+        self.say(f"merge follower: stopped after {self.passes} passes")
+
+    def _follow(self) -> None:
         label = f"the merge follower of {self.layout.root}"
         with hold(self.layout, {"follower": (merge_follower_lease(), label)}, cancel=self.stop) as leases:
             if "follower" in leases.refused:
@@ -136,7 +145,6 @@ class Follower:
                     continue
                 if did == _IDLE:
                     self.stop.wait(self.options.poll_s)
-        self.say(f"merge follower: stopped after {self.passes} passes")
 
     def poll(self, lease: Lease | None = None) -> str:
         """One look: the watermarks, then a pass when some table may have covered work, then a cut
@@ -178,6 +186,7 @@ class Follower:
         if sweep:
             seen.known.clear()
             seen.sweep_at = now + self.options.sweep_s
+        self.handles.expire()
         control = read_control(self.layout)  # the watermarks first, then the history and the changelog
         changelog = ChangelogSnapshot(self.layout)
         cap = self.cuts.cap(control.watermarks) if self.cuts is not None else None
@@ -199,7 +208,7 @@ class Follower:
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
         """run_merge with the follower's options: its passes' and its cuts' merges."""
         return run_merge(spark, layout, max_chunk_rows=self.options.max_chunk_rows, threads=self.options.threads,
-                         history_config=self.options.history_config, **kwargs)
+                         history_config=self.options.history_config, handles=self.handles, **kwargs)
 
     def _after(self, report: MergeReport, seconds: float) -> None:
         seen = self._seen

@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
-from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.damage import explain_failure, first_line
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import Leases, hold, replica_lease
@@ -38,6 +37,7 @@ from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.merge_log import MergeLogEntry, MergeStatus, append_entries
 from tidelake.merge.merge_metrics import write_merge_metrics
 from tidelake.merge.rebuild import rebuild_refusal, start_rebuild
+from tidelake.merge.replica_handles import ReplicaHandles
 from tidelake.merge.run_pass import RunPass, close_pass, open_pass
 from tidelake.merge.table_merge import (
     FirstPlan,
@@ -100,14 +100,16 @@ def run_merge(
     rebuild: str | None = None,
     threads: int = DEFAULT_THREADS,
     history_config: HistoryConfig | None = None,
+    handles: ReplicaHandles | None = None,
 ) -> MergeReport:
     """Merge `tables` (default all) as far as the watermarks and `until_ts` allow. `rebuild`
     ('db.table') first gives that table a new empty replica to replay from its CREATE
     (tidelake.merge.rebuild). `history_config` (the changefeed's [history]) turns on history
-    tables and soft deletes for the tables it selects."""
+    tables and soft deletes for the tables it selects. `handles`: the replicas' logs kept from
+    the caller's earlier runs (a long-running merger's; tidelake.merge.replica_handles)."""
     if threads < 1:
         raise InputError(f"merge threads must be at least 1, got {threads}")
-    scope = RunScope.read(layout, until_ts, max_chunk_rows, history_config, progress)
+    scope = replace(RunScope.read(layout, until_ts, max_chunk_rows, history_config, progress), handles=handles)
     history = scope.history
     keys = history.select(tables or ([rebuild] if rebuild is not None else None))
     if rebuild is not None:
@@ -245,14 +247,14 @@ def _first_plan(scope: RunScope, key: TableKey) -> FirstPlan | None:
         entry = scope.entry(scope.catalog, key)
         if entry is not None and entry.state != ReplicaState.ACTIVE:
             return None
-        replica = open_replica(entry.path, scope.layout.storage_options) if entry is not None else None
-        checkpoint = replica.transaction_version(MERGE_APP_ID) if replica is not None else None
+        replica = scope.open_replica(key, entry.path) if entry is not None else None
+        checkpoint = replica.checkpoint() if replica is not None else None
         stats = scope.stats(key, checkpoint)
         plan = scope.plan(key, checkpoint, stats)
     except Exception:  # reported by the table's merge, which plans again
         log.debug("no first plan for table %s", key, exc_info=True)
         return None
-    return FirstPlan(checkpoint, stats, plan, (entry.path, replica) if replica is not None else None)
+    return FirstPlan(checkpoint, stats, plan, replica)
 
 
 def _open_run_pass(spark: SparkSession, layout: LakeLayout, changelog: ChangelogSnapshot,

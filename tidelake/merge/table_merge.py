@@ -28,7 +28,6 @@ from delta.exceptions.base import (
     ConcurrentTransactionException,
     ConcurrentWriteException,
 )
-from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -38,13 +37,7 @@ from tidelake.codec.schema import TableInfo
 from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
-from tidelake.lake.checkpoint import (
-    MERGE_APP_ID,
-    checkpoint_at_version,
-    open_replica,
-    read_checkpoint,
-    version_at_checkpoint,
-)
+from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
 from tidelake.lake.control import read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.history_table import history_checkpoint, history_path
@@ -57,6 +50,7 @@ from tidelake.lake.watermarks import Watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, WindowKeys
 from tidelake.merge.ddl_apply import ExchangePartner, PartnerBehind, UnsupportedDDL, apply_ddl, record_checkpoint
 from tidelake.merge.merge_log import MergeStatus
+from tidelake.merge.replica_handles import ReplicaHandle, ReplicaHandles
 from tidelake.merge.replica_schema import exclude_wide_decimals
 from tidelake.merge.run_pass import RunPass
 from tidelake.merge.scd2_history import create_history, write_history
@@ -137,6 +131,8 @@ class RunScope:
     # The catalog as read once the run held its replicas' leases: no other writer changes a leased
     # table's entry, and a table's own DDL makes it read the catalog again. None: read it each time.
     entries: Mapping[int, ReplicaEntry] | None = None
+    # Replicas' handles kept across runs by a long-running merger (the follower); None: opened per run.
+    handles: ReplicaHandles | None = None
 
     @classmethod
     def read(cls, layout: LakeLayout, until_ts: int | None = None, max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
@@ -158,6 +154,13 @@ class RunScope:
         """The table's catalog entry at the start of its part of the run."""
         return self.entries.get(int(key)) if self.entries is not None else catalog.get(key)
 
+    def open_replica(self, key: TableKey, path: str) -> ReplicaHandle | None:
+        """The table's replica at `path` as of now: the handle kept from an earlier run brought up
+        to date (tidelake.merge.replica_handles), else opened; None when there is none."""
+        if self.handles is not None:
+            return self.handles.take(key, path, self.layout.storage_options)
+        return ReplicaHandle.open(path, self.layout.storage_options)
+
     def plan(self, key: TableKey, checkpoint: int | None, stats: Sequence[FileStat]) -> TableMergePlan:
         return plan_table(key, checkpoint, self.watermarks, self.history, self.until_ts, stats, self.max_chunk_rows,
                           passes=leaves_replica_unchanged)
@@ -170,7 +173,7 @@ class FirstPlan:
     checkpoint: int | None
     stats: list[FileStat]
     plan: TableMergePlan
-    replica: tuple[str, DeltaTable] | None = None  # (path, the log it was planned from), for the table's merge
+    replica: ReplicaHandle | None = None  # the log it was planned from, for the table's merge
 
 
 def retry_on_conflict(step: Callable[[], T], what: str) -> T:
@@ -204,8 +207,8 @@ class TableMerge:
         self.entry: ReplicaEntry | None = None
         self.scd2: str | None = None  # the history table's path, when the replica has one
         self.writer: WindowWriter | None = None  # the current plan's
-        # (path, its log): opened once for the run, brought up to date at each use
-        self._replica: tuple[str, DeltaTable] | None = first.replica if first is not None else None
+        # its log: opened once for the run (or kept from an earlier one), brought up to date at each use
+        self._replica: ReplicaHandle | None = first.replica if first is not None else None
         self._written = False  # the last step was a window, whose writer left the handle at its commit
 
     def run(self) -> TableResult:
@@ -235,6 +238,8 @@ class TableMerge:
         finally:
             result.replica = self._facts()
             result.duration_s = time.monotonic() - started
+            if self.scope.handles is not None and self._replica is not None:
+                self.scope.handles.keep(self.key, self._replica)  # for the table's next run
             self._replica = None  # a run of many tables holds only the handles of those in flight
         return result
 
@@ -245,7 +250,7 @@ class TableMerge:
             result.status, result.reason = MergeStatus.STOPPED, self.entry.reason
             return
         replica = self._replica_at(self.entry.path) if self.entry is not None else None
-        checkpoint = replica.transaction_version(MERGE_APP_ID) if replica is not None else None
+        checkpoint = replica.checkpoint() if replica is not None else None
         result.checkpoint_before = result.checkpoint_after = checkpoint
         if self.entry is not None and self.entry.state == ReplicaState.DROPPED:
             return
@@ -300,18 +305,24 @@ class TableMerge:
                stats: Sequence[FileStat], rows: float, shared: tuple[DataFrame, WindowKeys] | None = None,
                removal: Removal | None = None) -> tuple[int, int]:
         """One attempt at the window on the replica's log as of now, nothing written if hi is recorded."""
-        replica = self._replica_at(path)
-        if replica is None:
+        handle = self._replica_at(path)
+        if handle is None:
             raise InputError(f"no replica at {path}")
+        replica = handle.table
         target = StructType.fromJson(json.loads(replica.schema().to_json()))
-        window = ReplicaWindow(path, replica, target, info, tuple(physical_ids), lo, hi, stats, shared, removal)
+        window = ReplicaWindow(path, replica, target, info, tuple(physical_ids), lo, hi, stats, shared, removal,
+                               handle)
         recorded = window.recorded
         if recorded is not None and recorded >= hi:  # as Delta skips a write whose txn is recorded
             return 0, 0
         if self.writer is None:
             small = rows <= DRIVER_WINDOW_MAX_ROWS and writable(replica, target)
             self.writer = self.delta_rs_writer if small else self.spark_writer
-        return self.writer.write(window)
+        version = replica.version()
+        written = self.writer.write(window)
+        if self.writer is self.delta_rs_writer:  # it left the handle at its commit (Spark's: not on it)
+            handle.committed(version, hi)
+        return written
 
     def _ddl(self, event: DdlEvent) -> int:
         """Apply the DDL at its barrier, the history's steps first; the new checkpoint."""
@@ -426,26 +437,25 @@ class TableMerge:
         try:
             entry = self.entry if self.entry is not None else self.catalog.get(self.key)
             held = self._replica
-            if self._written and held is not None and entry is not None and held[0] == entry.path:
-                replica = held[1]  # as of this run's last commit, and the run holds the replica's lease
+            if self._written and held is not None and entry is not None and held.path == entry.path:
+                replica = held  # as of this run's last commit, and the run holds the replica's lease
             else:
                 replica = None if entry is None else self._replica_at(entry.path)
-            return None if replica is None else replica_facts(self.layout, entry.path, replica)
+            return None if replica is None else replica_facts(self.layout, entry.path, replica.table,
+                                                              replica.checkpoint())
         except Exception:  # noqa: BLE001 - the facts are for status only; the run's outcome stands
             log.warning("table %s: replica facts not read for the merge log", self.key, exc_info=True)
             return None
 
-    def _replica_at(self, path: str) -> DeltaTable | None:
+    def _replica_at(self, path: str) -> ReplicaHandle | None:
         """The replica at `path` as of now: the run's handle of its log brought up to date (a
-        listing of the log's new commits, which holds every commit of any writer), opened the
-        first time; None when there is none at `path`."""
-        if self._replica is not None and self._replica[0] == path:
-            replica = self._replica[1]
-            replica.update_incremental()
-            return replica
-        replica = open_replica(path, self.layout.storage_options)
-        self._replica = (path, replica) if replica is not None else None
-        return replica
+        listing of the log's new commits, which holds every commit of any writer), opened (or
+        taken from those kept across runs) the first time; None when there is none at `path`."""
+        if self._replica is not None and self._replica.path == path:
+            self._replica.table.update_incremental()
+            return self._replica
+        self._replica = self.scope.open_replica(self.key, path)
+        return self._replica
 
     def _report(self, kind: StepKind, checkpoint: int | None, detail: str) -> None:
         if self.scope.progress is not None:

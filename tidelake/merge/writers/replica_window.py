@@ -16,6 +16,7 @@ from tidelake.codec.schema import TableInfo
 from tidelake.lake.checkpoint import CHECKPOINT_METADATA_KEY, MERGE_APP_ID, metadata_int
 from tidelake.merge.changelog_snapshot import WindowKeys
 from tidelake.merge.table_plan import FileStat, estimated_rows
+from tidelake.merge.replica_handles import ReplicaHandle
 from tidelake.merge.window_spec import Removal
 
 
@@ -33,10 +34,14 @@ class ReplicaWindow:
     stats: Sequence[FileStat]  # changelog file stats of the window's physical ids
     shared: tuple[DataFrame, WindowKeys] | None = None  # the run pass's read of it (Spark only)
     removal: Removal | None = None  # a DDL's last window: the rows the DDL removes leave in its commit
+    handle: ReplicaHandle | None = None  # `replica`'s handle, which knows its checkpoint after its own commits
 
     @cached_property
     def recorded(self) -> int | None:
-        """The replica's checkpoint when the window was opened (read once: a read walks the log's txns)."""
+        """The replica's checkpoint when the window was opened (read once: a read walks the log's txns;
+        none when the handle knows it)."""
+        if self.handle is not None:
+            return self.handle.checkpoint()
         return self.replica.transaction_version(MERGE_APP_ID)
 
     @property

@@ -1,0 +1,139 @@
+"""Replicas' Delta log handles kept from run to run by the merge follower: a pass brings each log up
+to date (a listing of any writer's new commits) instead of replaying it, and reads the recorded
+checkpoint only when the log moved. A kept handle is used again only for the same table, path and
+log: a folder replaced under that path (a log restarted at version 0) is told by the commit file
+at the handle's version, read when kept and when taken, and is opened afresh. At most
+`max_handles`, each dropped after `idle_s` unused; cleared when the follower stops.
+Owner: tidelake.merge.follow (one per follower); its runs' table merges take and give back.
+
+More: docs/internals.md#follow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from deltalake import DeltaTable
+from deltalake.fs import DeltaStorageHandler
+
+from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
+from tidelake.lake.schema_history import TableKey
+
+log = logging.getLogger(__name__)
+
+MAX_HANDLES = 4096  # handles kept at most (a replica of a few files holds little; figures: bench/README.md)
+IDLE_S = 900.0  # a handle unused this long is dropped (three follower sweeps)
+
+
+@dataclass
+class ReplicaHandle:
+    """One replica's log as `table` loaded it, and the checkpoint recorded as of one of its versions."""
+
+    path: str
+    table: DeltaTable
+    storage_options: dict[str, str] | None = None
+    known: tuple[int, int | None] | None = None  # (Delta version, the checkpoint recorded as of it)
+
+    @classmethod
+    def open(cls, path: str, storage_options: dict[str, str] | None = None) -> ReplicaHandle | None:
+        """The replica at `path` opened (its log replayed once), None when there is none."""
+        table = open_replica(path, storage_options)
+        return None if table is None else cls(path, table, storage_options)
+
+    def commit_digest(self) -> bytes | None:
+        """A digest of the commit file of the handle's version as the store holds it now (one read
+        of one small file; Delta commit files are written once, PROTOCOL.md "Delta Log Entries");
+        None when there is none (a shorter log replaced this one, or it was cleaned up)."""
+        store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
+        try:
+            with store.open_input_file(f"_delta_log/{self.table.version():020d}.json") as commit:
+                return hashlib.blake2b(commit.read(), digest_size=16).digest()
+        except FileNotFoundError:
+            return None
+
+    def checkpoint(self) -> int | None:
+        """The checkpoint recorded as of the handle's version: read (a walk of the log's txns) only
+        when the handle moved since the last read or own commit."""
+        version = self.table.version()
+        if self.known is None or self.known[0] != version:
+            self.known = (version, self.table.transaction_version(MERGE_APP_ID))
+        return self.known[1]
+
+    def committed(self, version_before: int, hi: int) -> None:
+        """The caller's delta-rs commit recording `hi` left the handle at its commit: when that is
+        the one version after `version_before`, no other writer's came between and the checkpoint
+        is `hi` there; otherwise it is read at the next `checkpoint`."""
+        if self.table.version() == version_before + 1:
+            self.known = (version_before + 1, hi)
+
+
+@dataclass
+class _Kept:
+    handle: ReplicaHandle
+    commit: bytes  # the digest of the handle's version's commit file when kept
+    used_at: float
+
+
+class ReplicaHandles:
+    """Handles by table, at most `max_handles`, the least recently used dropped first. Thread-safe:
+    a run's table threads take and keep different tables at once."""
+
+    def __init__(self, max_handles: int = MAX_HANDLES, idle_s: float = IDLE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_handles, self.idle_s, self.clock = max_handles, idle_s, clock
+        self._kept: OrderedDict[TableKey, _Kept] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._kept)
+
+    def take(self, key: TableKey, path: str, storage_options: dict[str, str] | None = None) -> ReplicaHandle | None:
+        """The table's replica at `path` as of now: its kept handle brought up to date when it is of
+        that path and that log still, else opened afresh; None when there is no replica at `path`.
+        Until kept again, the handle is the caller's alone."""
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        if kept is not None and kept.handle.path == path:
+            try:
+                if kept.handle.commit_digest() == kept.commit:
+                    kept.handle.table.update_incremental()
+                    return kept.handle
+                log.info("replica %s: its log is not the one its kept handle read (folder replaced); opened "
+                         "afresh", path)
+            except Exception:  # noqa: BLE001 - a log that cannot be followed is opened afresh, which reports it
+                log.info("replica %s: its kept handle cannot follow its log; opened afresh", path, exc_info=True)
+        return ReplicaHandle.open(path, storage_options)
+
+    def keep(self, key: TableKey, handle: ReplicaHandle) -> None:
+        """Keep the handle for the table's next take (the caller is done with it)."""
+        try:
+            commit = handle.commit_digest()
+        except Exception:  # noqa: BLE001 - not kept: the next take opens the log afresh
+            log.debug("replica %s: handle not kept", handle.path, exc_info=True)
+            return
+        if commit is None:
+            return
+        with self._lock:
+            self._kept[key] = _Kept(handle, commit, self.clock())
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.max_handles:
+                self._kept.popitem(last=False)
+
+    def expire(self) -> None:
+        """Drop the handles unused for `idle_s` (tables with no work for a while)."""
+        cutoff = self.clock() - self.idle_s
+        with self._lock:
+            for key in [k for k, kept in self._kept.items() if kept.used_at < cutoff]:
+                del self._kept[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
