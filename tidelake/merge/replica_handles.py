@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
@@ -39,6 +39,7 @@ class ReplicaHandle:
     table: DeltaTable
     storage_options: dict[str, str] | None = None
     known: tuple[int, int | None] | None = None  # (Delta version, the checkpoint recorded as of it)
+    _store: DeltaStorageHandler | None = field(default=None, repr=False)  # the folder's store, made once
 
     @classmethod
     def open(cls, path: str, storage_options: dict[str, str] | None = None) -> ReplicaHandle | None:
@@ -48,11 +49,13 @@ class ReplicaHandle:
 
     def commit_digest(self) -> bytes | None:
         """A digest of the commit file of the handle's version as the store holds it now (one read
-        of one small file; Delta commit files are written once, PROTOCOL.md "Delta Log Entries");
+        of one small file: a version's commit file is created once, delta-io/delta PROTOCOL.md
+        "Delta Log Entries");
         None when there is none (a shorter log replaced this one, or it was cleaned up)."""
-        store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
+        if self._store is None:
+            self._store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
         try:
-            with store.open_input_file(f"_delta_log/{self.table.version():020d}.json") as commit:
+            with self._store.open_input_file(f"_delta_log/{self.table.version():020d}.json") as commit:
                 return hashlib.blake2b(commit.read(), digest_size=16).digest()
         except FileNotFoundError:
             return None
