@@ -29,7 +29,7 @@ reach at best); per table count, the median (min-max) over the runs. Load averag
 
     flock /tmp/tidelake-spark.lock .venv/bin/python bench/bench_freshness.py [--tables 10,100]
         [--rate 200] [--duration 60] [--runs 3] [--merger loop] [--spark warm|local]
-        [--syncpoint-interval 0] [--flush-interval 5s] [--updates 0.2] [--deletes 0.1] [--json PATH]
+        [--syncpoint-interval 0] [--flush-interval 5s] [--updates 0.2] [--deletes 0.1] [--merge-threads N] [--json PATH]
 Every merge runs Spark: run the bench under the shared Spark lock.
 """
 
@@ -179,8 +179,9 @@ class LoopMerger:
     merger would be a child started once with the same `spark_args` and stopped the same way."""
 
     def __init__(self, config: Path, spark_args: list[str], layout: LakeLayout, syncpoint_interval_s: int | None,
-                 logs: Path) -> None:
+                 logs: Path, threads: int | None = None) -> None:
         self.config, self.spark_args, self.layout, self.logs = config, spark_args, layout, logs
+        self.merge_args = ["--threads", str(threads)] if threads is not None else []  # the merge's default else
         self.syncpoint_interval_s = syncpoint_interval_s
         self.passes: list[dict] = []
         self._stop = threading.Event()
@@ -189,7 +190,7 @@ class LoopMerger:
     def one_pass(self, label: str) -> dict:
         began_at, started = time.time(), time.monotonic()
         cap = syncpoint_cap(self.layout, self.syncpoint_interval_s, None)
-        merge = self._run_command(label, "merge", "--config", str(self.config), *self.spark_args,
+        merge = self._run_command(label, "merge", "--config", str(self.config), *self.spark_args, *self.merge_args,
                                   *(("--until-ts", str(cap)) if cap is not None else ()))
         done = {"label": label, "merge_s": time.monotonic() - started, "merge_exit": merge, "began_at": began_at,
                 "ended_at": time.time()}
@@ -229,7 +230,7 @@ class FollowMerger(LoopMerger):
 
     def start(self) -> None:
         self._child = Child("follower", tidelake_command("merge", "--follow", "--config", str(self.config),
-                                                         *self.spark_args),
+                                                         *self.spark_args, *self.merge_args),
                             self.logs / "follower.log", child_env())
 
     def stop(self) -> None:
@@ -258,7 +259,7 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
                        logs / "puller.log", child_env())
         covered_s = _await_covered(layout, up, puller, args.start_timeout)
         merger = (FollowMerger if args.merger == "follow" else LoopMerger)(
-            config, spark_args, layout, args.syncpoint_interval or None, logs)
+            config, spark_args, layout, args.syncpoint_interval or None, logs, args.merge_threads)
         create_pass = merger.one_pass("create")
         idle_pass = merger.one_pass("idle")
         if create_pass["merge_exit"] not in (0, 75):
@@ -528,6 +529,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--start-timeout", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--merge-threads", type=int, default=None,
+                        help="tables merged at once (`tidelake merge --threads`; default: the merge's)")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     try:
