@@ -27,7 +27,7 @@ from tidelake.lake.schema_history import TableKey
 
 log = logging.getLogger(__name__)
 
-MAX_HANDLES = 4096  # handles kept at most (a replica of a few files holds little; figures: bench/README.md)
+MAX_HANDLES = 2048  # handles kept at most: one grows with its replica's files (figures: bench/README.md)
 IDLE_S = 900.0  # a handle unused this long is dropped (three follower sweeps)
 
 
