@@ -13,8 +13,7 @@ from tidelake.cli.spark_choice import remote_choice
 from tidelake.cli.target import Target
 from tidelake.errors import InputError
 from tidelake.lake.lease import live_holder, merge_follower_lease
-from tidelake.merge.follow import FollowerRunning
-from tidelake.merge.merge_run import DEFAULT_THREADS
+from tidelake.merge.follow import FOLLOW_THREADS, FollowerRunning
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
 from tidelake.orchestration.job_entry import changefeed_follower
 from tidelake.spark.spark_session import get_session, release_session
@@ -42,7 +41,7 @@ def follow(args: argparse.Namespace, target: Target) -> int:
         # After the session: a local SparkContext installs its own SIGINT handler (cancel every job).
         with stop_on_signals() as stop:
             changefeed_follower(spark, layout, config, lambda line: print(line, flush=True), stop,
-                                threads=args.threads or DEFAULT_THREADS,
+                                threads=args.threads or FOLLOW_THREADS,
                                 max_chunk_rows=args.max_chunk_rows or DEFAULT_CHUNK_ROWS).run()
     finally:
         release_session(spark)

@@ -31,7 +31,7 @@ from tidelake.lake.schema_history import TableKey
 from tidelake.lake.watermarks import Watermarks, read_watermarks
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.merge_log import MergeStatus
-from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
+from tidelake.merge.merge_run import MergeReport, run_merge
 from tidelake.merge.replica_handles import ReplicaHandles
 from tidelake.merge.table_merge import table_name
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
@@ -43,6 +43,9 @@ HEARTBEAT_S = 60.0  # at most one idle line this often
 SWEEP_S = 300.0  # every replica's checkpoint read again and quiet windows merged, as a scheduled run would
 RETRY_S = 30.0  # a pass that failed, or a table that failed, is tried again after this
 HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
+# Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver
+# window's commit waits on the store (figures: bench/README.md, per-table fixed costs).
+FOLLOW_THREADS = 4
 _IDLE, _PASS = "idle", "pass"
 
 
@@ -79,7 +82,7 @@ class FollowerRunning(TidelakeError):
 @dataclass(frozen=True)
 class FollowOptions:
     poll_s: float = 1.0
-    threads: int = DEFAULT_THREADS
+    threads: int = FOLLOW_THREADS
     max_chunk_rows: int = DEFAULT_CHUNK_ROWS
     history_config: HistoryConfig | None = None
     heartbeat_s: float = HEARTBEAT_S

@@ -25,8 +25,8 @@ from tidelake.consumers.iceberg.sync import sync_iceberg
 from tidelake.errors import InputError, TidelakeError
 from tidelake.lake.layout import LakeLayout
 from tidelake.maintenance.lake_upkeep import run_maintenance
-from tidelake.merge.follow import Follower, FollowOptions
-from tidelake.merge.merge_run import DEFAULT_THREADS, run_merge
+from tidelake.merge.follow import FOLLOW_THREADS, Follower, FollowOptions
+from tidelake.merge.merge_run import run_merge
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
 from tidelake.orchestration.job_spec import (
     BootstrapJob,
@@ -81,7 +81,7 @@ def run_on_warm_spark(spec_json: str, remote: str) -> None:
 
 
 def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: ChangefeedConfig | None,
-                        say: Callable[[str], None], stop: threading.Event, threads: int = DEFAULT_THREADS,
+                        say: Callable[[str], None], stop: threading.Event, threads: int = FOLLOW_THREADS,
                         max_chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Follower:
     """The merge follower of `layout`'s lake as `config` asks (None: a lake named by path, no
     syncpoints, the defaults): its poll, its syncpoints and their Iceberg publication, as the
