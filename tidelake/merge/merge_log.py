@@ -249,5 +249,5 @@ def trim(log: DeltaTable, retention: timedelta) -> tuple[int, int]:
     small = WriterProperties(max_row_group_size=COMPACTED_ROW_GROUP)
     metrics = log.optimize.z_order([_FINISHED], target_size=COMPACTED_FILE_BYTES, writer_properties=small)
     compacted = int(metrics["numFilesRemoved"])
-    log.vacuum(VACUUM_HOURS, dry_run=False)
+    log.vacuum(VACUUM_HOURS, dry_run=False, full=True)  # older tombstones may have left the log
     return deleted, compacted

@@ -49,6 +49,7 @@ def open_changelog(layout: LakeLayout) -> DeltaTable | None:
 
 
 def vacuum_changelog(changelog: DeltaTable, retention_hours: float) -> None:
-    """Delete files no version within `retention_hours` references (rounded up to whole hours)."""
-    changelog.vacuum(math.ceil(retention_hours), dry_run=False,
+    """Delete files no version within `retention_hours` references (rounded up to whole hours),
+    listing the table's folder: the tombstones of older removals may have left the log already."""
+    changelog.vacuum(math.ceil(retention_hours), dry_run=False, full=True,
                      enforce_retention_duration=retention_hours >= DEFAULT_VACUUM_RETENTION_HOURS)
