@@ -1,8 +1,9 @@
 """While a merge follower merges, tidelake_merge's runs merge nothing, but their publish task still
 announces what the follower committed since the last announcement, once: one asset event per
 replica that advanced, with the checkpoint and Delta version it advanced to (read back from the
-replica's own log), and none for a replica that did not move. No Spark: the follower's merges are
-delta-rs windows run here in the test's process, and the runs start no Spark job."""
+replica's own log), and none for a replica that did not move. A run whose merge job fails after
+committing still announces what it committed, and fails. No Spark: the merges are delta-rs
+windows run in the test's process (the merge job's operator replaced by one)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def replica(lake: FedLake, table: str) -> str:
     return ReplicaCatalog(lake.layout).find("shop", table).path
 
 
-def states(lake: FedLake) -> dict[str, tuple[int, int]]:
+def states_of(lake: FedLake) -> dict[str, tuple[int, int]]:
     """Each replica's (checkpoint, Delta version), read from its own log."""
     return {replica_asset_uri("tests", f"shop.{t}"): (read_checkpoint(replica(lake, t)), replica_version(replica(lake, t)))
             for t in ("orders", "items")}
@@ -94,7 +95,7 @@ def test_runs_beside_a_follower_announce_what_it_merged_once(merge_dag, lake):
         run_merge(None, lake.layout)  # the follower's pass: both replicas created and merged
         second = dag.test(logical_date=None)
         assert str(second.state) == "success"
-        merged = states(lake)
+        merged = states_of(lake)
         assert announced(second) == merged
 
         assert events_of(dag.test(logical_date=None)) == {}  # nothing moved since: nothing announced
@@ -102,10 +103,28 @@ def test_runs_beside_a_follower_announce_what_it_merged_once(merge_dag, lake):
         put(lake, "orders", 2)
         lake.resolve()
         run_merge(None, lake.layout)
-        moved = {uri: state for uri, state in states(lake).items() if state != merged[uri]}
+        moved = {uri: state for uri, state in states_of(lake).items() if state != merged[uri]}
         assert replica_asset_uri("tests", "shop.orders") in moved
         assert announced(dag.test(logical_date=None)) == moved
     path = replica(lake, "orders")
     recorded = announced_states(lake.layout, "tests")
     assert (recorded["shop.orders"].checkpoint_ts, recorded["shop.orders"].delta_version) == (
         read_checkpoint(path), replica_version(path))
+
+
+def test_a_run_whose_merge_failed_announces_what_it_committed_and_fails(merge_dag, lake, monkeypatch):
+    from airflow.exceptions import AirflowException
+
+    from tidelake.orchestration.airflow.spark_operator import TidelakeSparkOperator
+
+    def merges_then_fails(self, context):
+        run_merge(None, lake.layout)
+        raise AirflowException("the Spark job failed after its commits")
+
+    monkeypatch.setattr(TidelakeSparkOperator, "execute", merges_then_fails)
+    monkeypatch.setitem(merge_dag.get_task("merge").partial_kwargs, "retries", 0)  # no minute-long retry waits
+    run = merge_dag.test(logical_date=None)
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state) == "failed"
+    assert (states["merge"], states["publish"], states["succeeded"]) == ("failed", "success", "upstream_failed")
+    assert announced(run) == states_of(lake)

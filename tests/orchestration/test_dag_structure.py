@@ -47,6 +47,7 @@ def test_merge_plans_then_maps_spark_jobs_then_publishes_assets(bag):
     plan, merge, publish = (dag.get_task(t) for t in ("plan", "merge", "publish"))
     assert merge.upstream_task_ids == {"plan"}
     assert publish.upstream_task_ids == {"merge"}
+    assert dag.get_task("succeeded").upstream_task_ids == {"merge"}  # the leaf that fails a failed run
     assert (merge.partial_kwargs["job"], merge.partial_kwargs["conn_id"]) == ("merge", "spark_default")
     assert [o.name for o in publish.outlets] == ["tidelake-merge-main"]
     assert set(dag.params) == {"tables", "until_ts", "until_time", "rebuild", "dry_run", "groups"}
@@ -107,6 +108,7 @@ def test_a_syncpoint_interval_adds_the_syncpoint_after_the_merges(tmp_path, monk
     assert due.upstream_task_ids == {"merge"}
     assert syncpoint.upstream_task_ids == {"syncpoint_due"}
     assert publish.upstream_task_ids == {"merge", "syncpoint"}
+    assert dag.get_task("succeeded").upstream_task_ids == {"merge", "syncpoint"}
     assert syncpoint.application.endswith("spark_jobs/syncpoint_job.py")
     assert syncpoint.application_args == [to_json(SyncpointJob(str(config)))]
     assert dag.params["groups"] == 1

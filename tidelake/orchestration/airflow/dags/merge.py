@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta, timezone
 
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import (
     DAG,
     Asset,
@@ -130,12 +131,15 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
             context["ti"].xcom_push(key="syncpoint", value=planned["syncpoint"])
             return planned["merge_jobs"]
 
-        # Also after no merge (none planned, a merge follower running) and after no syncpoint:
-        # commits made since the last announcement are announced whoever made them. After a
-        # failed merge or syncpoint it does not run, so the run fails; the next run announces.
-        @task(outlets=[alias], trigger_rule=TriggerRule.NONE_FAILED)
+        # After the merges and the syncpoint whatever they did (none planned, a merge follower
+        # running, one failed, a table stopped): what was committed since the last announcement is
+        # announced, whoever committed it. The `succeeded` task, not this one, fails the run.
+        @task(outlets=[alias], trigger_rule=TriggerRule.ALL_DONE)
         def publish(config_path: str, **context):
             before = context["ti"].xcom_pull(task_ids="plan", key="before")
+            if before is None:
+                log.info("the plan task failed: nothing to compare with, nothing announced")
+                return
             with input_errors_fail_the_task():
                 refresh_config(feed.config_conn_id)
             with input_errors_fail_the_task(), lake_connection_of(config_path):
@@ -153,6 +157,10 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
         ).expand_kwargs(planned.map(submitted))
         published = publish(feed.config_path)
         merged >> published
+        # A leaf that succeeds only when the plan, every merge and the syncpoint did (or had nothing
+        # to do): Airflow judges a run by its leaves, and publish runs after failures too.
+        succeeded = EmptyOperator(task_id="succeeded", trigger_rule=TriggerRule.ALL_SUCCESS)
+        merged >> succeeded
         if feed.config.merge.syncpoint_interval_s is not None:
 
             @task.short_circuit(trigger_rule=TriggerRule.NONE_FAILED, ignore_downstream_trigger_rules=False)
@@ -176,6 +184,6 @@ def build(feed: Changefeed, options: DagOptions) -> DAG:
                 outlets=outlets,
                 **pool.task_args(exclusive=True),
             )
-            merged >> syncpoint_due() >> syncpoint >> published
+            merged >> syncpoint_due() >> syncpoint >> [published, succeeded]
     return dag
 
