@@ -75,3 +75,17 @@ def test_a_follower_that_died_elsewhere_is_waited_for_until_its_lease_expires(la
     assert "(host another-host, pid 4242) since " in yielded(caplog)[0]
     time.sleep(1.1)
     assert [job["name"] for job in plan_run(config, {}, {})["merge_jobs"]] == ["tidelake merge cf: shop.orders"]
+
+
+def test_an_unreadable_announced_record_is_a_warning_and_the_plan_merges(lake, config, caplog):
+    from pathlib import Path
+
+    caplog.set_level(logging.WARNING)
+    log_dir = Path(lake.layout.announced) / "_delta_log"
+    log_dir.mkdir(parents=True)
+    (log_dir / "00000000000000000000.json").write_text("not json\n")
+    planned = plan_run(config, {}, {})
+    assert [job["name"] for job in planned["merge_jobs"]] == ["tidelake merge cf: shop.orders"]
+    assert planned["before"] == {"shop.orders": None}
+    (line,) = [r.getMessage() for r in caplog.records if "announced replica states" in r.getMessage()]
+    assert line.startswith(f"could not read the announced replica states in {lake.layout.announced} (")
