@@ -73,3 +73,24 @@ def test_the_newest_version_after_a_checkpoint_and_a_walk_that_stops_at_a_cleane
     log = DeltaLog(path)
     assert log.latest_version() == DeltaTable(path).version() == VERSIONS
     assert [c.version for c in log.commits_since(0)] == list(range(4, VERSIONS + 1))
+
+
+def test_a_remove_without_partition_values_takes_them_from_its_path_and_no_commit_time_is_one_line(tmp_path):
+    """Both optional in the protocol ("Delta Log Entries": remove.partitionValues, commitInfo)."""
+    import json
+
+    import pytest
+
+    from tidelake.errors import InputError
+    from tidelake.lake.delta_commits import DeltaLog
+
+    log_dir = tmp_path / "t" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    remove = {"remove": {"path": "puller=p%201/part-0.parquet", "dataChange": True, "deletionTimestamp": 1}}
+    (log_dir / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in (
+        {"commitInfo": {"timestamp": 1234}}, remove)) + "\n")
+    (log_dir / f"{1:020d}.json").write_text(json.dumps(remove) + "\n")
+    log = DeltaLog(str(tmp_path / "t"))
+    assert log.commit(0).removed_partitions == [{"puller": "p 1"}]
+    with pytest.raises(InputError, match="log version 1 has no commitInfo timestamp"):
+        log.commit(1)

@@ -22,6 +22,8 @@ from pyarrow.fs import FileType
 from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
+from tidelake.errors import InputError
+
 LOG_DIR = "_delta_log"
 READ_AHEAD = 16  # commit files read at once while walking back
 
@@ -133,17 +135,26 @@ class DeltaLog:
                 added.append(AddedFile(unquote(add["path"]), add.get("partitionValues") or {},
                                        stats.get("minValues") or {}, stats.get("maxValues") or {}))
             elif "remove" in action and action["remove"].get("dataChange", True):
-                removed.append(action["remove"].get("partitionValues") or {})
+                remove = action["remove"]  # partitionValues is optional there: else the path's
+                removed.append(remove.get("partitionValues") or _partitions_of(unquote(remove["path"])))
             elif "txn" in action:
                 txns[action["txn"]["appId"]] = int(action["txn"]["version"])
-        if timestamp is None:
-            raise ValueError(f"{self.path}: log version {version} has no commitInfo timestamp")
+        if timestamp is None:  # commitInfo is optional in the protocol; tidelake's writers all write one
+            raise InputError(f"{self.path}: log version {version} has no commitInfo timestamp: its commit time "
+                             "is unknown")
         return DeltaCommit(version, int(timestamp), added, removed, txns)
 
     def read_file(self, path: str, columns: Sequence[str]) -> pa.Table:
-        """`columns` of one data file (a path relative to the table's root, as AddedFile.path)."""
+        """`columns` of one data file (AddedFile.path, relative to the table's root: tidelake's
+        writers never add a file by an absolute URI, which the protocol allows)."""
         return pq.read_table(pa.BufferReader(self.read_bytes(path)), columns=list(columns))
 
     def read_bytes(self, path: str) -> bytes:
         with self._store.open_input_file(path) as source:
             return source.read()
+
+
+def _partitions_of(path: str) -> dict[str, str | None]:
+    """The `column=value` folders of a data file's relative path (Hive-style partitioning)."""
+    parts = [p.split("=", 1) for p in path.split("/")[:-1] if "=" in p]
+    return {k: None if v == "__HIVE_DEFAULT_PARTITION__" else v for k, v in parts}
