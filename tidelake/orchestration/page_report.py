@@ -90,15 +90,14 @@ def freshness_report(layout: LakeLayout, span_s: float = RECENT_SPAN_S,
     when the figures cannot be computed (the rest of the page still shows). Figures computed less
     than `max_age_s` ago for the lake are reused: every viewer's page refreshes every 30 s."""
     key = (layout.root, span_s)
-    with _freshness_lock:
+    with _freshness_lock:  # held while computing: viewers arriving meanwhile wait for these figures
         cached = _freshness_cache.get(key)
-    if cached is not None and time.monotonic() - cached[0] < max_age_s:
-        return cached[1]
-    try:
-        report = collect_freshness(layout, span_s).to_json()
-    except Exception as exc:  # noqa: BLE001 - a lake the figures cannot be read from is one line on the page
-        return {"span_s": span_s, "changes": 0, "syncpoints": False, "stages": {}, "error": store_error(exc)}
-    figures = {key: value for key, value in report.items() if key != "tables"} | {"error": None}
-    with _freshness_lock:
-        _freshness_cache[key] = (time.monotonic(), figures)
-    return figures
+        if cached is not None and time.monotonic() - cached[0] < max_age_s:
+            return cached[1]
+        try:
+            report = collect_freshness(layout, span_s).to_json()
+            figures = {name: value for name, value in report.items() if name != "tables"} | {"error": None}
+        except Exception as exc:  # noqa: BLE001 - a lake the figures cannot be read from is one line on the page
+            figures = {"span_s": span_s, "changes": 0, "syncpoints": False, "stages": {}, "error": store_error(exc)}
+        _freshness_cache[key] = (time.monotonic(), figures)  # an error too: not read again for a minute
+        return figures
