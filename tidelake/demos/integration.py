@@ -40,6 +40,7 @@ from tidelake.demos.spark_cluster import SparkCluster
 from tidelake.demos.supervisor import StageFailed, exit_code, free_port
 from tidelake.demos.tcp_relay import TcpRelay
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import store_error
 from tidelake.lake.watermarks import read_by_puller
 from tidelake.status.freshness import collect_freshness
 from tidelake.syncpoint.records import read_syncpoints
@@ -233,7 +234,10 @@ def _check_iceberg(lake_root: str, catalog_uri: str, say: Say) -> None:
 def _freshness(lake_root: str, span_s: float, say: Say) -> None:
     """Freshness per stage of the run's changes (tidelake.status.freshness), read from the lake on
     the S3 API server as `tidelake freshness` reads it; a run whose changes it cannot find fails."""
-    report = collect_freshness(LakeLayout(lake_root), span_s)
+    try:
+        report = collect_freshness(LakeLayout(lake_root), span_s)
+    except Exception as exc:  # noqa: BLE001 - the stage fails in one line; the run's other results stand
+        raise StageFailed("freshness", store_error(exc)) from exc
     if report.changes == 0:
         raise StageFailed("freshness", f"no change of the run found in {lake_root}'s changelog versions of the last "
                           f"{span_s:.0f}s")
