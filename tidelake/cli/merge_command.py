@@ -23,6 +23,7 @@ from tidelake.cli.report_console import report_console
 from tidelake.cli.spark_choice import add_spark_arguments, remote_choice
 from tidelake.cli.target import Target, add_target_arguments, resolve_target
 from tidelake.errors import EXIT_TRY_LATER, InputError
+from tidelake.merge.follow import FOLLOW_THREADS
 from tidelake.merge.merge_run import DEFAULT_THREADS, MergeReport, run_merge
 from tidelake.merge.table_merge import MergeProgress
 from tidelake.merge.table_plan import DEFAULT_CHUNK_ROWS
@@ -41,7 +42,8 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threads", type=int, default=None, metavar="N",
-        help="tables merged at once, each in its own Spark session (default 2)",
+        help=f"tables merged at once, each in its own Spark session (default {DEFAULT_THREADS}, "
+        f"{FOLLOW_THREADS} with --follow)",
     )
     parser.add_argument(
         "--max-chunk-rows", type=int, default=None, metavar="N",

@@ -87,11 +87,12 @@ def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: Changef
     syncpoints, the defaults): its poll, its syncpoints and their Iceberg publication, as the
     syncpoint job publishes them. The follow job's and `tidelake merge --follow`'s."""
     merge = config.merge if config is not None else MergeConfig()
-    publish = None
+    publish: Callable[[], list[str]] | None = None
     if config is not None and config.iceberg.enabled:
-        def publish() -> list[str]:
+        def publish_to_iceberg() -> list[str]:
             result = sync_iceberg(open_catalog(layout, config.iceberg), layout)
             return [p.line() for p in result.published] + list(result.refused.values())
+        publish = publish_to_iceberg
     cuts = FollowerCuts(layout, merge.syncpoint_interval_s, publish) if merge.syncpoint_interval_s else None
     options = FollowOptions(poll_s=merge.follow_poll_s, threads=threads, max_chunk_rows=max_chunk_rows,
                             history_config=config.history if config is not None else None)
