@@ -14,6 +14,12 @@ Per run (fresh simulator, lake and puller each; --runs runs per table count in -
            runs them, each capped at the next boundary and followed by `tidelake syncpoint` when a
            cut may be due; on a warm Spark (`--spark warm`: one Spark Connect server
            for the whole bench, as the DAGs run) or a local Spark started by each pass (`local`).
+           `--merger follow`: one `tidelake merge --follow` child for the load.
+           `--merger airflow`: the production path: Airflow standalone with the changefeed's DAGs
+           (tidelake.demos.on_airflow), tidelake_merge unpaused with [merge].run_on_new_data
+           (--run-on-new-data; asset-triggered runs besides --merge-schedule), each merge task a
+           Spark Connect client of the warm server; its runs, tasks and asset events read from the
+           Airflow API before Airflow is stopped by its process tree (bench/_freshness_airflow.py).
   drain    after the load, until every replica's checkpoint (and, with syncpoints, a cut) reaches
            the last change (--drain-timeout); then the merger finishes its pass and stops.
 Post hoc, from the lake's own Delta logs read with deltalake (delta-rs, not tidelake's readers),
@@ -26,9 +32,12 @@ ts) to the commit time of
 Reported: p50/p95/p99/max per stage, the achieved rate, the merge passes (count, wall p50/max, per
 table), and merged p50 against the landed and covered p50 of the same run (what a merge could
 reach at best); per table count, the median (min-max) over the runs. Load average at start and end.
+With --merger airflow the passes are the merge DAG's runs, and the Airflow side is reported per run:
+runs by type, their duration, asset event to run start, each task's share (bench/_freshness_airflow.py).
 
     flock /tmp/tidelake-spark.lock .venv/bin/python bench/bench_freshness.py [--tables 10,100]
-        [--rate 200] [--duration 60] [--runs 3] [--merger loop] [--spark warm|local]
+        [--rate 200] [--duration 60] [--runs 3] [--merger loop|follow|airflow] [--spark warm|local]
+        [--run-on-new-data 15s] [--merge-schedule 1m]
         [--syncpoint-interval 0] [--flush-interval 5s] [--updates 0.2] [--deletes 0.1] [--merge-threads N] [--json PATH]
 Every merge runs Spark: run the bench under the shared Spark lock.
 """
@@ -56,18 +65,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import markdown_table, median, percentile, print_environment, write_json  # noqa: E402
 from bench._freshness_stages import STAGES, Change, Reach, first_landing, out_of_order, stage_seconds, summarize  # noqa: E402
 from tidelake.config_writer import changefeed_document, write_config  # noqa: E402
-from tidelake.demos.supervisor import Child, free_port  # noqa: E402
+from bench._freshness_airflow import merge_tasks, run_passes, summarize_runs  # noqa: E402
+from tidelake.demos import on_airflow  # noqa: E402
+from tidelake.demos.installed_airflow import write_dag_file  # noqa: E402
+from tidelake.demos.supervisor import Child, await_stage, free_port  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
 from tidelake.merge.merge_log import merge_log_path  # noqa: E402
+from tidelake.orchestration.assets import changelog_asset_uri  # noqa: E402
 from tidelake.orchestration.merge_dag import syncpoint_cap, syncpoint_not_due  # noqa: E402
 from tidelake.sim.cluster import SimCluster  # noqa: E402
 from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.spark import connect_server  # noqa: E402
 
 DATABASE = "fresh"
-MERGERS = ("loop", "follow")
+MERGERS = ("loop", "follow", "airflow")
 
 
 def tidelake_command(*args: str) -> list[str]:
@@ -214,6 +227,9 @@ class LoopMerger:
     def start(self) -> None:
         self._thread.start()
 
+    def check(self, stage: str) -> None:
+        """Raises when the merger's process died (the loop's passes report their own exits)."""
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -238,6 +254,73 @@ class FollowMerger(LoopMerger):
         self._child.stop(grace_s=60)
 
 
+class AirflowMerger(LoopMerger):
+    """The production path's merge (tidelake.demos.on_airflow, as `make demo` runs it): Airflow
+    standalone with the changefeed's DAGs from the factory, only tidelake_merge unpaused: runs on
+    its schedule and on new data ([merge].run_on_new_data: an asset event from the triggerer), one
+    at a time, each merge task a Spark Connect client of the bench's warm server. The puller stays
+    the bench's child, as for the other mergers, so landed and covered are the same process's. The
+    passes are the DAG's runs as its API recorded them (`airflow`: bench/_freshness_airflow.py);
+    the create and idle passes before the load are `tidelake merge` runs as for the loop."""
+
+    def __init__(self, config: Path, spark_args: list[str], layout: LakeLayout, syncpoint_interval_s: int | None,
+                 logs: Path, changefeed_id: str, remote: str, merge_schedule: str, startup_timeout_s: float) -> None:
+        super().__init__(config, spark_args, layout, syncpoint_interval_s, logs)
+        self.paths = on_airflow.DemoPaths(logs.parent)
+        self.dags = on_airflow.DemoDags(suffix=f"__{changefeed_id}")
+        self.remote, self.merge_schedule, self.startup_timeout_s = remote, merge_schedule, startup_timeout_s
+        self.airflow: dict = {}
+        self.task_passes: list[dict] = []
+        self._say = on_airflow.Say()
+
+    def start(self) -> None:
+        """Airflow up with the DAG file written, the merge DAG parsed and unpaused (its first
+        scheduled run starts now); returns before the load starts."""
+        self.paths.airflow_home.mkdir()
+        self.port = free_port(8080)
+        env = on_airflow.airflow_env(self.paths, self.port, spark_remote=self.remote)
+        write_dag_file(self.paths.dags_folder, self.dags.suffix.removeprefix("__"), self.config,
+                       **on_airflow.dag_settings(on_airflow.AirflowDemoOptions(merge_schedule=self.merge_schedule)))
+        self._child = on_airflow.standalone(self.paths, env, self.port, self._say)
+        self.api = on_airflow.airflow_api(self.paths, self.port)
+        checks = [self._child.check]
+        on_airflow.await_airflow(self.api, self.startup_timeout_s, self._child.log, checks)
+        on_airflow.set_writer_pool(self.api, self.config)
+        on_airflow.unpause_when_parsed(self.api, (self.dags.merge,), self.startup_timeout_s, self._child.log, checks)
+        # The new-data watcher's trigger is registered when the DAG processor next parses the file
+        # with the DAG unpaused (up to [dag_processor] min_file_process_interval); the triggerer then
+        # starts it, and its first poll only takes the baseline.
+        from tidelake.orchestration.airflow.new_data_trigger import POLL_S  # imports Airflow: this merger only
+
+        changelog = changelog_asset_uri(self.dags.suffix.removeprefix("__"))
+        await_stage("new-data watcher", lambda: self.api.asset_watchers(changelog), self.startup_timeout_s,
+                    self._child.log, checks, 2)
+        time.sleep(2 * POLL_S)
+        self._say(f"{self.dags.merge} unpaused, its new-data watcher registered; Airflow UI http://localhost:{self.port}")
+
+    def check(self, stage: str) -> None:
+        self._child.check(stage)
+
+    def stop(self) -> None:
+        """Pause the merge DAG, let a running run finish (up to 5 minutes), read its runs from the
+        API, then stop Airflow by its process tree (on_airflow.shutdown)."""
+        try:
+            self._child.check("drain")
+            self.api.set_paused(self.dags.merge, True)
+            began = time.monotonic()
+            while "running" in self.api.run_states(self.dags.merge) and time.monotonic() - began < 300:
+                time.sleep(2)
+            runs = [{**run, "tasks": self.api.task_instances(self.dags.merge, run["dag_run_id"]),
+                     "events": (self.api.upstream_asset_events(self.dags.merge, run["dag_run_id"])
+                                if run["run_type"] == "asset_triggered" else [])}
+                    for run in self.api.runs(self.dags.merge)]
+        finally:
+            on_airflow.shutdown([self._child], self.port, self.paths, self.dags, self._say)
+        self.airflow = summarize_runs(runs)
+        self.passes = run_passes(runs)
+        self.task_passes = merge_tasks(runs)
+
+
 # ---- the run -----------------------------------------------------------------------------------
 
 def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark_args: list[str]) -> dict:
@@ -251,15 +334,24 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         lake = workdir / "lake"
         layout = LakeLayout(str(lake))
         puller_conf = {"flush_interval": args.flush_interval} if args.flush_interval else None
-        merge_conf = {"syncpoint_interval": f"{args.syncpoint_interval}s"} if args.syncpoint_interval else None
+        merge_conf = {"syncpoint_interval": f"{args.syncpoint_interval}s"} if args.syncpoint_interval else {}
+        spark_conf = None
+        if args.merger == "airflow":  # as the demo's changefeed (on_airflow.write_demo_changefeed)
+            merge_conf.update(run_on_new_data=args.run_on_new_data, parallel_jobs=1)
+            spark_conf = {"remote": spark_args[1]}
+        changefeed_id = f"fresh{tables}r{run_no}"
         config = write_config(workdir / "fresh.toml", changefeed_document(
-            f"fresh{tables}r{run_no}", [up.cluster.pd_address], lake, rules=[f"{DATABASE}.*"], start_ts=up.start_ts,
-            gc_ttl="1h", puller=puller_conf, merge=merge_conf))
+            changefeed_id, [up.cluster.pd_address], lake, rules=[f"{DATABASE}.*"], start_ts=up.start_ts,
+            gc_ttl="1h", puller=puller_conf, merge=merge_conf or None, spark=spark_conf))
         puller = Child("puller", tidelake_command("pull", "--config", str(config), "--progress-interval", "30"),
                        logs / "puller.log", child_env())
         covered_s = _await_covered(layout, up, puller, args.start_timeout)
-        merger = (FollowMerger if args.merger == "follow" else LoopMerger)(
-            config, spark_args, layout, args.syncpoint_interval or None, logs, args.merge_threads)
+        if args.merger == "airflow":
+            merger = AirflowMerger(config, spark_args, layout, args.syncpoint_interval or None, logs, changefeed_id,
+                                   spark_args[1], args.merge_schedule, args.start_timeout)
+        else:
+            merger = (FollowMerger if args.merger == "follow" else LoopMerger)(
+                config, spark_args, layout, args.syncpoint_interval or None, logs, args.merge_threads)
         create_pass = merger.one_pass("create")
         idle_pass = merger.one_pass("idle")
         if create_pass["merge_exit"] not in (0, 75):
@@ -278,6 +370,10 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
     per_change, reads = measure(layout, up, load.changes, bool(args.syncpoint_interval))
     result = run_result(tables, run_no, args, load, per_change, merger.passes, create_pass, idle_pass)
     result.update(pass_split(layout, merger.passes))
+    if isinstance(merger, AirflowMerger):
+        tasks = pass_split(layout, merger.task_passes)
+        result["airflow"] = {**merger.airflow, "merge_task_outside_run_s_p50": tasks["outside_run_s_p50"],
+                             "merge_task_in_run_s_p50": tasks["in_run_s_p50"]}
     result.update(covered_at_start_s=covered_s, drained_s=drained_s, lake_read_s=time.monotonic() - started,
                   versions=reads, load_start=load_start, load_end=os.getloadavg())
     return result
@@ -305,6 +401,7 @@ def _drain(layout: LakeLayout, up: Upstream, load: Load, merger: LoopMerger, pul
     began = time.monotonic()
     while time.monotonic() - began < args.drain_timeout:
         puller.check("drain")
+        merger.check("drain")
         if all(_checkpoint(layout.replica_path(DATABASE, name)) >= last for name in up.names) and (
                 not args.syncpoint_interval or _newest_cut(layout) >= last):
             return time.monotonic() - began
@@ -510,6 +607,19 @@ def print_report(runs: list[dict], summary: dict[int, dict], syncpoints: bool) -
           _fmt(fig["syncpoint_s_p50"]),
           _fmt(fig["merged_p50_vs_landed_p50"]), _fmt(fig["merged_p50_vs_covered_p50"]), fig["out_of_order"]]
          for tables, fig in summary.items()]))
+    airflow = [r for r in runs if "airflow" in r]
+    if airflow:
+        print("\n## The merge DAG's runs (Airflow API), per bench run; seconds, medians over the DAG's runs\n")
+        keys = ("run_s_p50", "event_to_queued_s_p50", "event_to_start_s_p50", "start_to_plan_s_p50", "plan_s_p50",
+                "plan_to_merge_s_p50", "merge_task_s_p50", "merge_task_in_run_s_p50", "merge_task_outside_run_s_p50")
+        print(markdown_table(
+            ["tables", "run", "DAG runs (by type)", "without a merge task", "run s", "event -> queued",
+             "event -> start", "start -> plan", "plan", "plan -> merge", "merge task", "its merge run",
+             "the task outside it"],
+            [[r["tables"], r["run"], f"{r['airflow']['runs']} ("
+              + ", ".join(f"{n} {kind}" for kind, n in sorted(r["airflow"]["run_types"].items())) + ")",
+              r["airflow"]["runs_without_merge"],
+              *("-" if r["airflow"][k] is None else f"{r['airflow'][k]:.2f}" for k in keys)] for r in airflow]))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -519,7 +629,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     parser.add_argument("--runs", type=int, default=1, help="runs per table count")
     parser.add_argument("--merger", choices=MERGERS, default="loop",
-                        help="loop: `tidelake merge` passes back to back")
+                        help="loop: `tidelake merge` passes back to back; follow: `tidelake merge --follow`; "
+                             "airflow: the merge DAG in Airflow standalone")
+    parser.add_argument("--run-on-new-data", default="15s",
+                        help="--merger airflow: [merge].run_on_new_data, the floor between asset-triggered runs")
+    parser.add_argument("--merge-schedule", default="1m", help="--merger airflow: the merge DAG's schedule")
     parser.add_argument("--spark", choices=("warm", "local"), default="warm",
                         help="warm: one Spark Connect server for every pass; local: each pass starts local Spark")
     parser.add_argument("--syncpoint-interval", type=int, default=0, help="seconds between cuts; 0: no syncpoints")
@@ -543,6 +657,8 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--rate and --duration must be positive and --runs at least 1")
     if not 0 <= args.updates + args.deletes <= 1 or min(args.updates, args.deletes) < 0:
         parser.error("--updates and --deletes are fractions that add up to at most 1")
+    if args.merger == "airflow" and args.spark != "warm":
+        parser.error("--merger airflow runs its merge tasks on the warm Spark Connect server: use --spark warm")
     env = print_environment()
     results: dict = {"load_start": os.getloadavg(), "merger": args.merger, "spark": args.spark,
                      "flush_interval": args.flush_interval or "config default",

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 
 class AirflowApi:
@@ -94,6 +95,20 @@ class AirflowApi:
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         """Every run of the DAG (id, state, run type), oldest first."""
         return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=id")["dag_runs"]
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The run's task instances (task_id, map_index, state, queued_when, start_date, end_date, duration)."""
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances?limit=100")["task_instances"]
+
+    def upstream_asset_events(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The asset events an asset-triggered run consumed (uri, timestamp, extra); [] for other runs."""
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/upstreamAssetEvents")["asset_events"]
+
+    def asset_watchers(self, uri: str) -> list[dict[str, Any]]:
+        """The watchers (name, trigger_id) registered for the asset `uri`: the DAG processor registers
+        an AssetWatcher's trigger only when it parses the file with the DAG unpaused."""
+        assets = self._call("GET", f"/api/v2/assets?uri_pattern={quote(uri, safe='')}&limit=100")["assets"]
+        return [watcher for asset in assets if asset["uri"] == uri for watcher in asset["watchers"]]
 
     def succeeded(self, dag_id: str, task_id: str) -> int:
         """How many instances of the task (each mapped index counts) succeeded, over all runs."""

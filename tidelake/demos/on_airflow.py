@@ -362,27 +362,20 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             children.append(airflow)
             airflow.start()
         else:
-            say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
-                f"log: {paths.logs / 'airflow.log'}")
-            airflow = Child("airflow standalone", [*cli, "standalone"], paths.logs / "airflow.log", env, cwd=cwd)
+            airflow = standalone(paths, env, port, say, cli, cwd)
             children.append(airflow)
         checks = [*options.component_checks, *(child.check for child in children)]
-        api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
+        api = airflow_api(paths, port)
         if isinstance(airflow, AirflowComponents):
             airflow.liveness = api.component_health
-        await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), options.startup_timeout_s,
-                 airflow.log, checks, 3)
+        await_airflow(api, options.startup_timeout_s, airflow.log, checks)
         if spark_server is not None:
             await_stage("spark connect server", lambda: accepting(spark_server[1]), options.startup_timeout_s,
                         spark_server[0].log, checks, 2)
             say(f"warm Spark: Spark Connect server {spark_server[1].url} pid {spark_server[0].process.pid}")
-        pool = writer_pool(load_config(str(paths.config)))
-        if pool.required:
-            api.set_pool(pool.name, pool.slots, "tidelake replica writers (tidelake.orchestration.writer_pool)")
+        set_writer_pool(api, paths.config)
         say("Airflow is up; waiting for the DAGs to be parsed")
-        for dag_id in (dags.puller, dags.merge):
-            await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), options.startup_timeout_s, airflow.log, checks, 3)
-            api.set_paused(dag_id, False)
+        unpause_when_parsed(api, (dags.puller, dags.merge), options.startup_timeout_s, airflow.log, checks)
         if options.installed is not None:
             _check_parsed(api, options.installed, dags, say)
             _check_connection_form(api, pd, paths, say)
@@ -435,7 +428,43 @@ def run(options: AirflowDemoOptions, say: Say | None = None) -> int:
             _wait_for_interrupt(checks)
         return 0 if verified else 1
     finally:
-        _shutdown(children, port, paths, dags, say)
+        shutdown(children, port, paths, dags, say)
+
+
+def standalone(paths: DemoPaths, env: dict[str, str], port: int, say: Say, cli: list[str] | None = None,
+               cwd: Path = REPO) -> Child:
+    """`airflow standalone` (scheduler, dag-processor, triggerer, api-server) as a child with
+    airflow_env's `env`, its output in logs/airflow.log; `cli` is the airflow command (default the
+    running venv's)."""
+    say(f"starting Airflow standalone on port {port} (first start migrates its DB: a minute or two); "
+        f"log: {paths.logs / 'airflow.log'}")
+    return Child("airflow standalone", [*(cli or [sys.executable, "-m", "airflow"]), "standalone"],
+                 paths.logs / "airflow.log", env, cwd=cwd)
+
+
+def airflow_api(paths: DemoPaths, port: int) -> AirflowApi:
+    """The API of the Airflow on `port`, logged in as the admin of its generated passwords file."""
+    return AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
+
+
+def await_airflow(api: AirflowApi, timeout_s: float, log: Path, checks: list[Callable[[str], None]]) -> None:
+    """Until the metadata DB and scheduler are healthy and the admin's password is written."""
+    await_stage("airflow startup", lambda: api.healthy() and api.passwords_file.exists(), timeout_s, log, checks, 3)
+
+
+def set_writer_pool(api: AirflowApi, config: Path) -> None:
+    """The changefeed's writer pool, when its config needs one (tidelake.orchestration.writer_pool)."""
+    pool = writer_pool(load_config(str(config)))
+    if pool.required:
+        api.set_pool(pool.name, pool.slots, "tidelake replica writers (tidelake.orchestration.writer_pool)")
+
+
+def unpause_when_parsed(api: AirflowApi, dag_ids: tuple[str, ...], timeout_s: float, log: Path,
+                        checks: list[Callable[[str], None]]) -> None:
+    """Each DAG unpaused once the DAG processor has parsed it (they are created paused)."""
+    for dag_id in dag_ids:
+        await_stage(f"parse {dag_id}", lambda d=dag_id: api.dag(d), timeout_s, log, checks, 3)
+        api.set_paused(dag_id, False)
 
 
 def dag_settings(options: AirflowDemoOptions) -> dict[str, str]:
@@ -689,11 +718,11 @@ def _wait_for_interrupt(checks: list[Callable[[str], None]]) -> None:
         pass
 
 
-def _shutdown(children: list[Child | AirflowComponents], port: int, paths: DemoPaths, dags: DemoDags, say: Say) -> None:
+def shutdown(children: list[Child | AirflowComponents], port: int, paths: DemoPaths, dags: DemoDags, say: Say) -> None:
     """Pause the DAGs (no new task starts), stop Airflow with its task processes and Spark JVMs,
     then the Spark Connect server and the simulator, each by its pid (children in reverse order)."""
     say("shutting down, in reverse start order: " + ", ".join(child.name for child in reversed(children)))
-    api = AirflowApi(f"http://localhost:{port}", paths.airflow_home / PASSWORDS_FILE)
+    api = airflow_api(paths, port)
     for dag_id in dags.all():
         try:
             api.set_paused(dag_id, True)
