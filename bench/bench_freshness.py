@@ -234,6 +234,10 @@ class LoopMerger:
         self._stop.set()
         self._thread.join()
 
+    def close(self) -> None:
+        """After a failed run: no further pass starts (the running one ends with its process)."""
+        self._stop.set()
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self.passes.append(self.one_pass(f"pass-{len(self.passes) + 1}"))
@@ -252,6 +256,12 @@ class FollowMerger(LoopMerger):
     def stop(self) -> None:
         self._child.check("drain")  # still following: a follower that died is the run's failure
         self._child.stop(grace_s=60)
+
+    def close(self) -> None:
+        """After a failed run: the follower stopped if it was started and still runs."""
+        child = getattr(self, "_child", None)
+        if child is not None and child.process.poll() is None:
+            child.stop(grace_s=60)
 
 
 class AirflowMerger(LoopMerger):
@@ -272,6 +282,7 @@ class AirflowMerger(LoopMerger):
         self.airflow: dict = {}
         self.task_passes: list[dict] = []
         self._say = on_airflow.Say()
+        self._child: Child | None = None
 
     def start(self) -> None:
         """Airflow up with the DAG file written, the merge DAG parsed and unpaused (its first
@@ -299,26 +310,35 @@ class AirflowMerger(LoopMerger):
         self._say(f"{self.dags.merge} unpaused, its new-data watcher registered; Airflow UI http://localhost:{self.port}")
 
     def check(self, stage: str) -> None:
-        self._child.check(stage)
+        if self._child is not None:
+            self._child.check(stage)
 
     def stop(self) -> None:
-        """Pause the merge DAG, let a running run finish (up to 5 minutes), read its runs from the
-        API, then stop Airflow by its process tree (on_airflow.shutdown)."""
+        """Let the runs running now finish (up to 5 minutes; pausing first would leave their
+        unqueued tasks waiting), pause the merge DAG, read its runs from the API, then stop Airflow
+        by its process tree (on_airflow.shutdown)."""
         try:
             self._child.check("drain")
-            self.api.set_paused(self.dags.merge, True)
+            running = {r["dag_run_id"] for r in self.api.runs(self.dags.merge) if r["state"] == "running"}
             began = time.monotonic()
-            while "running" in self.api.run_states(self.dags.merge) and time.monotonic() - began < 300:
+            while running and time.monotonic() - began < 300:
                 time.sleep(2)
+                running &= {r["dag_run_id"] for r in self.api.runs(self.dags.merge) if r["state"] == "running"}
+            self.api.set_paused(self.dags.merge, True)
             runs = [{**run, "tasks": self.api.task_instances(self.dags.merge, run["dag_run_id"]),
                      "events": (self.api.upstream_asset_events(self.dags.merge, run["dag_run_id"])
                                 if run["run_type"] == "asset_triggered" else [])}
                     for run in self.api.runs(self.dags.merge)]
         finally:
-            on_airflow.shutdown([self._child], self.port, self.paths, self.dags, self._say)
+            self.close()
         self.airflow = summarize_runs(runs)
         self.passes = run_passes(runs)
         self.task_passes = merge_tasks(runs)
+
+    def close(self) -> None:
+        if self._child is not None:
+            child, self._child = self._child, None
+            on_airflow.shutdown([child], self.port, self.paths, self.dags, self._say)
 
 
 # ---- the run -----------------------------------------------------------------------------------
@@ -329,7 +349,7 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
     logs.mkdir(parents=True)
     load_start = os.getloadavg()
     up = Upstream(tables, args.seed + run_no)
-    puller = None
+    puller = merger = None
     try:
         lake = workdir / "lake"
         layout = LakeLayout(str(lake))
@@ -363,6 +383,8 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         drained_s = _drain(layout, up, load, merger, puller, args)
         merger.stop()
     finally:
+        if merger is not None:
+            merger.close()
         if puller is not None:
             puller.stop(grace_s=30)
         up.close()
