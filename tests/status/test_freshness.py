@@ -172,3 +172,30 @@ def test_spans_parse_with_units_and_bad_ones_are_named():
     for bad in ("", "0", "-5m", "ten", "5d", "inf", "nan"):
         with pytest.raises(InputError, match="--since"):
             parse_span(bad)
+
+
+def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_version(tmp_path):
+    """The watermarks' log is kept an hour: the versions before the oldest one that loads (here
+    the checkpoint at 19, the commit files before 14 cleaned up) cannot say what was covered, so
+    the span is cut there rather than counting every change as covered at that version."""
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema(DB))
+    lake.ddl(lake.up.create_table(DB, "t", [("id", "bigint", "pk")]))
+    for i in range(25):
+        with lake.txn() as t:
+            t.put(DB, "t", {"id": i})
+        lake.resolve()
+    lake.close()
+    log_dir = tmp_path / "lake" / "_tidelake" / "watermarks" / "_delta_log"
+    assert (log_dir / f"{19:020d}.checkpoint.parquet").exists()
+    for version in range(14):
+        (log_dir / f"{version:020d}.json").unlink()
+    table = DeltaTable(str(log_dir.parent))
+    kept_ms = next(h["timestamp"] for h in table.history() if h["version"] == 19)
+    now_ms = int(time.time() * 1000)
+
+    report = collect_freshness(lake.layout, 3600, now_ms=now_ms)
+
+    assert report.span_s == pytest.approx((now_ms - kept_ms) / 1000)
+    assert 0 < report.changes < 25  # only the changes landed since that version
+    assert report.stages["covered"].pending == 0

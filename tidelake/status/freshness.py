@@ -41,6 +41,7 @@ DEFAULT_SPAN_S = 600  # `tidelake freshness`
 RECENT_SPAN_S = 300  # the merge's metrics and the Replication page: the default merge schedule
 REPLICA_READERS = 16  # replica logs read at once
 FILE_READERS = 8  # changelog files read at once (parquet decoding releases the GIL)
+WATERMARK_BASE_TRIES = 12  # versions tried for a base state: a checkpoint is written every 10
 FOLDED = ["kind", "table_id", "resolved_ts", "changelog_version", "ddl_version"]  # what fold_watermarks reads
 
 
@@ -146,15 +147,17 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
     key_of = {pid: key for key in keys for pid in history.all_physical_ids(key)}
     reads: dict[str, int] = {}
 
+    watermarks = DeltaLog(layout.watermarks, layout.storage_options)
+    mark_commits = watermarks.commits_since(since_ms, now_ms)
+    reads["watermarks"] = len(mark_commits)
+    base, covered, kept_since_ms = _covered(layout, watermarks, mark_commits, set(key_of))
+    if kept_since_ms is not None and kept_since_ms > since_ms:  # the watermarks' log keeps less than the span
+        since_ms, span_s = kept_since_ms, (now_ms - kept_since_ms) / 1000
+
     changelog = DeltaLog(layout.changelog, layout.storage_options)
     landed_commits = changelog.commits_since(since_ms, now_ms)
     reads["changelog"] = len(landed_commits)
     landed = _landed(changelog, landed_commits, set(key_of))
-
-    watermarks = DeltaLog(layout.watermarks, layout.storage_options)
-    mark_commits = watermarks.commits_since(since_ms, now_ms)
-    reads["watermarks"] = len(mark_commits)
-    base, covered = _covered(layout, watermarks, mark_commits, set(key_of))
     # A commit ts already covered before the span landed before it too: landed again (a replayed
     # puller's duplicate), it is not a change of this span.
     changes = [(pid, ts) for (pid, ts) in landed if ts > base.get(pid, 0)]
@@ -214,20 +217,33 @@ def _landed(log: DeltaLog, commits: list[DeltaCommit], pids: set[int]) -> dict[t
 
 
 def _covered(layout: LakeLayout, log: DeltaLog, commits: list[DeltaCommit],
-             pids: set[int]) -> tuple[dict[int, int], dict[int, Reach]]:
-    """Each physical table's resolved ts before the span, and what each version within it showed.
-    Every puller rewrites its own partition per flush: a version's watermarks are the partitions
-    it rewrote over those before it, folded as every reader folds them (tidelake.lake.watermarks)."""
+             pids: set[int]) -> tuple[dict[int, int], dict[int, Reach], int | None]:
+    """Each physical table's resolved ts before the span, what each version within it showed, and
+    when the span must start instead (None: as asked). Every puller rewrites its own partition per
+    flush: a version's watermarks are the partitions it rewrote over those before it, folded as
+    every reader folds them (tidelake.lake.watermarks). The version before the span must load
+    (its log is kept an hour, docs/design.md#lake-layout): when it does not, the span starts at the
+    first version of it that loads, whose state is the base."""
     by_puller: dict[str | None, pa.Table] = {}
-    if commits and commits[0].version > 0:
+    kept_since_ms = None
+    for n, commit in enumerate(commits[:WATERMARK_BASE_TRIES]):
+        version = commit.version - 1 if n == 0 else commit.version
+        if version < 0:
+            break
         try:
-            before = DeltaTable(layout.watermarks, version=commits[0].version - 1,
-                                storage_options=layout.storage_options)
-            rows = read_delta(before, ["puller", *FOLDED])
-            for puller in set(rows.column("puller").to_pylist()):
-                by_puller[puller] = rows.filter(pc.equal(rows.column("puller"), puller))
-        except DeltaError:
-            pass  # that version's log was cleaned up: the span starts at the oldest version kept
+            rows = read_delta(DeltaTable(layout.watermarks, version=version, storage_options=layout.storage_options),
+                              ["puller", *FOLDED])
+        except DeltaError:  # that version's log was cleaned up
+            continue
+        for puller in set(rows.column("puller").to_pylist()):
+            by_puller[puller] = rows.filter(pc.equal(rows.column("puller"), puller))
+        if n > 0:
+            commits, kept_since_ms = commits[n + 1:], commit.timestamp_ms
+        break
+    else:
+        if commits and commits[0].version > 0:
+            raise InputError(f"{layout.watermarks}: no version of the span loads (its log was cleaned up): "
+                             "give a shorter --since")
     base = _resolved(by_puller)
     points: dict[int, list[tuple[int, int]]] = {}
     for commit in commits:
@@ -241,7 +257,8 @@ def _covered(layout: LakeLayout, log: DeltaLog, commits: list[DeltaCommit],
         for pid, ts in _resolved(by_puller).items():
             if pid in pids:
                 points.setdefault(pid, []).append((commit.timestamp_ms, ts))
-    return {pid: ts for pid, ts in base.items() if pid in pids}, {pid: Reach(p) for pid, p in points.items()}
+    return ({pid: ts for pid, ts in base.items() if pid in pids}, {pid: Reach(p) for pid, p in points.items()},
+            kept_since_ms)
 
 
 def _resolved(by_puller: dict[str | None, pa.Table]) -> dict[int, int]:
