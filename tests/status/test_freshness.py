@@ -59,7 +59,7 @@ def root(request, tmp_path, monkeypatch) -> str:
 def fed(root):
     """Two tables; an old change landed and covered before the span; change A on both tables and B
     on t1 in the span, then A and the old change landed again; t1 merged past both, t2 not merged;
-    one cut recorded between A and B."""
+    one cut recorded between A and B, leaving t2 out."""
     lake = FedLake(root)
     layout = lake.layout
     now_ms = int(time.time() * 1000)
@@ -105,7 +105,7 @@ def fed(root):
     run_merge(None, layout, tables=[f"{DB}.t1"], write_log=False)
     steps["merged_b"] = _committed(entries[f"{DB}.t1"].path)
     time.sleep(STEP_GAP_S)
-    record_syncpoint(layout, Syncpoint(tso.compose(now_ms - 35_000), []))
+    record_syncpoint(layout, Syncpoint(tso.compose(now_ms - 35_000), [], {f"{DB}.t2": "stopped"}))  # t2 left out
     steps["cut_a"] = _committed(layout.syncpoints)
     yield lake, span_start_ms, a_ts, b_ts, steps
     lake.close()
@@ -135,6 +135,7 @@ def test_stage_times_are_the_commit_times_of_the_first_versions_showing_each_cha
     assert t2["landed"].max_s == pytest.approx(_seconds(at["landed_a"], a_ts))
     assert t2["covered"].max_s == pytest.approx(_seconds(at["covered_a"], a_ts))
     assert (t2["merged"].shown, t2["merged"].pending) == (0, 1)  # t2 was never merged past A
+    assert (t2["syncpoint"].shown, t2["syncpoint"].pending) == (0, 1)  # the cut left t2 out
     assert t2["merged"].quantiles[50] is None
     assert t2["merged"].oldest_pending_s == pytest.approx(_seconds(now_ms, a_ts))
 
@@ -150,7 +151,7 @@ def test_stage_times_are_the_commit_times_of_the_first_versions_showing_each_cha
     expected_merged = (overall["merged"].quantiles[50], overall["merged"].quantiles[99])
     assert line.startswith(f"3 changes landed in the last {report.span_s:.0f}s: landed p50 ")
     assert f"merged p50 {expected_merged[0]:.1f}s p99 {expected_merged[1]:.1f}s (1 pending)" in line  # t2's A
-    assert line.endswith(" (1 pending)") and ", syncpoint p50 " in line  # the cut is between A and B
+    assert line.endswith(" (2 pending)") and ", syncpoint p50 " in line  # t1's B after the cut, t2 left out
     # only the versions committed in the span were read: the old change's flush and earlier are not
     assert report.versions_read["changelog"] == _committed(lake.layout.changelog)[0] - steps["landed_a"][0] + 1
 

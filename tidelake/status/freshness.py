@@ -11,6 +11,7 @@ More: docs/internals.md#freshness.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from bisect import bisect_left
@@ -175,20 +176,24 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
     syncpoints = cuts_log.latest_version() is not None
     cut_commits = cuts_log.commits_since(since_ms, now_ms) if syncpoints else []
     reads["syncpoints"] = len(cut_commits)
-    cuts = _txn_reach(cut_commits, SYNCPOINT_APP_ID)
+    cuts = _cuts(cuts_log, cut_commits)
+    in_cuts: dict[str, Reach] = {}  # per table: the cuts that did not leave it out
 
     seconds: list[dict[str, float | None]] = []
     names: list[str] = []
     for pid, ts in changes:
         key = key_of[pid]
+        name = ".".join(history.current_name(key))
+        if name not in in_cuts:
+            in_cuts[name] = Reach((t, cut) for t, cut, left_out in cuts if name not in left_out)
         at = {"landed": landed[(pid, ts)],
               "covered": covered[pid].first_at_or_above(ts) if pid in covered else None,
               "merged": merged[key].first_at_or_above(ts) if key in merged else None,
-              "syncpoint": cuts.first_at_or_above(ts)}
+              "syncpoint": in_cuts[name].first_at_or_above(ts)}
         committed = tso.physical_ms(ts)
         seconds.append({stage: None if t is None else (t - committed) / 1000 for stage, t in at.items()})
         seconds[-1]["age"] = (now_ms - committed) / 1000
-        names.append(".".join(history.current_name(key)))
+        names.append(name)
     per_table: dict[str, list[dict[str, float | None]]] = {}
     for name, row in zip(names, seconds):
         per_table.setdefault(name, []).append(row)
@@ -266,6 +271,20 @@ def _resolved(by_puller: dict[str | None, pa.Table]) -> dict[int, int]:
         return {}
     rows = pa.concat_tables([t.select(FOLDED) for t in by_puller.values()])
     return fold_watermarks(rows).table_resolved
+
+
+def _cuts(log: DeltaLog, commits: list[DeltaCommit]) -> list[tuple[int, int, set[str]]]:
+    """(commit time ms, cut ts, the tables it left out: `excluded` of its row) of each recorded cut."""
+    out = []
+    for commit in commits:
+        if SYNCPOINT_APP_ID not in commit.txns:
+            continue
+        left_out: set[str] = set()
+        for added in commit.added:
+            for text in log.read_file(added.path, ["excluded"]).column(0).to_pylist():
+                left_out.update(json.loads(text or "{}"))
+        out.append((commit.timestamp_ms, commit.txns[SYNCPOINT_APP_ID], left_out))
+    return out
 
 
 def _txn_reach(commits: list[DeltaCommit], app_id: str) -> Reach:
