@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake
+from merge.lake_fixtures import recent_change_lake
 
 from tidelake import tso
 from tidelake.cli import main
@@ -19,17 +18,7 @@ from tidelake.merge.merge_run import run_merge
 
 @pytest.fixture
 def lake(tmp_path):
-    lake = FedLake(str(tmp_path / "lake"))
-    now_ms = int(time.time() * 1000)
-    lake.up.ts = tso.compose(now_ms - 120_000)
-    lake.ddl(lake.up.create_schema("shop"))
-    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk")]))
-    lake.resolve(tso.compose(now_ms - 60_000))
-    run_merge(None, lake.layout, write_log=False)
-    commit_ts = tso.compose(now_ms - 10_000)
-    with lake.txn(commit_ts) as t:
-        t.put("shop", "orders", {"id": 1})
-    lake.resolve(tso.compose(now_ms - 5_000))
+    lake, commit_ts = recent_change_lake(str(tmp_path / "lake"))
     run_merge(None, lake.layout, write_log=False)
     yield lake, commit_ts
     lake.close()

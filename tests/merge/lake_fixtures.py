@@ -10,18 +10,23 @@ MVCC view of the upstream) and decodes what is left: an oracle independent of me
 from __future__ import annotations
 
 import itertools
+import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lake.ddl_jobs import DdlFeed, Upstream
 
+from tidelake import tso
 from tidelake.capture.landing.lander import Lander
 from tidelake.codec.keys import decode_record_key, record_key
 from tidelake.codec.row import decode_row, encode_row, row_handle
 from tidelake.codec.schema import TableInfo
 from tidelake.codec.spark_types import spark_value
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.row_change import OP_DELETE, OP_PUT, RowChange
+from tidelake.merge.merge_run import run_merge
 from tidelake.merge.replica_schema import COMMIT_TS_COLUMN, PARTITION_ID_COLUMN, ROWID_COLUMN, is_partitioned
 
 
@@ -135,3 +140,46 @@ def sorted_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def replica_rows(spark, path: str) -> list[dict[str, Any]]:
     return sorted_rows([r.asDict() for r in spark.read.format("delta").load(path).collect()])
+
+
+NOTE_COLUMNS = [("id", "bigint", "pk"), ("note", "varchar(20)")]
+
+
+def shop_lake(root: str, tables: tuple[str, ...] = ("orders", "items")) -> FedLake:
+    """A fed lake whose upstream clock starts 5 minutes ago, with schema `shop` and `tables` of
+    NOTE_COLUMNS created (no row yet)."""
+    lake = FedLake(root)
+    lake.up.ts = tso.from_datetime(datetime.now(timezone.utc) - timedelta(minutes=5))
+    lake.ddl(lake.up.create_schema("shop"))
+    for name in tables:
+        lake.ddl(lake.up.create_table("shop", name, NOTE_COLUMNS))
+    return lake
+
+
+def put(lake: FedLake, table: str, ids: range, note: str) -> None:
+    """One transaction writing rows `ids` of `shop.table`, each noted `{note}{id}`."""
+    with lake.txn() as t:
+        for i in ids:
+            t.put("shop", table, {"id": i, "note": f"{note}{i}"})
+
+
+def path_of(lake: FedLake, table: str) -> str:
+    """The replica folder of `shop.table`."""
+    return ReplicaCatalog(lake.layout).find("shop", table).path
+
+
+def recent_change_lake(root: str) -> tuple[FedLake, int]:
+    """A lake of `shop.orders` created two minutes ago, its replica merged a minute ago, and one
+    change committed 10 s ago, landed and resolved (not merged); and that change's commit ts."""
+    lake = FedLake(root)
+    now_ms = int(time.time() * 1000)
+    lake.up.ts = tso.compose(now_ms - 120_000)
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk")]))
+    lake.resolve(tso.compose(now_ms - 60_000))
+    run_merge(None, lake.layout, write_log=False)
+    commit_ts = tso.compose(now_ms - 10_000)
+    with lake.txn(commit_ts) as t:
+        t.put("shop", "orders", {"id": 1})
+    lake.resolve(tso.compose(now_ms - 5_000))
+    return lake, commit_ts

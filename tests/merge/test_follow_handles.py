@@ -11,36 +11,26 @@ from __future__ import annotations
 import shutil
 import threading
 from collections import Counter
-from datetime import datetime, timedelta, timezone
 
 import deltalake
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake, sorted_rows
+from merge.lake_fixtures import FedLake, path_of, put, shop_lake, sorted_rows
 
-from tidelake import tso
 from tidelake.lake.checkpoint import (
     CHECKPOINT_METADATA_KEY,
     MERGE_APP_ID,
     metadata_int,
     read_checkpoint,
 )
-from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.follow import Follower, FollowOptions
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import MergeReport, run_merge
 from tidelake.merge.replica_handles import ReplicaHandle, ReplicaHandles
 
-COLUMNS = [("id", "bigint", "pk"), ("note", "varchar(20)")]
-
-
 @pytest.fixture
 def lake(tmp_path):
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.up.ts = tso.from_datetime(datetime.now(timezone.utc) - timedelta(minutes=5))
-    lake.ddl(lake.up.create_schema("shop"))
-    for name in ("orders", "items"):
-        lake.ddl(lake.up.create_table("shop", name, COLUMNS))
+    lake = shop_lake(str(tmp_path / "lake"))
     yield lake
     lake.close()
 
@@ -66,16 +56,6 @@ def log_reads(monkeypatch):
     monkeypatch.setattr(deltalake.DeltaTable, "__init__", init)
     monkeypatch.setattr(deltalake.DeltaTable, "transaction_version", txn)
     return counts
-
-
-def put(lake: FedLake, table: str, ids: range, note: str) -> None:
-    with lake.txn() as t:
-        for i in ids:
-            t.put("shop", table, {"id": i, "note": f"{note}{i}"})
-
-
-def path_of(lake: FedLake, table: str) -> str:
-    return ReplicaCatalog(lake.layout).find("shop", table).path
 
 
 def replica_rows(path: str) -> list[dict]:

@@ -14,14 +14,12 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 
 import deltalake
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake, sorted_rows
+from merge.lake_fixtures import FedLake, path_of, put, shop_lake, sorted_rows
 
-from tidelake import tso
 from tidelake.cli import follow_run, main
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import EXIT_TRY_LATER
@@ -32,28 +30,11 @@ from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
 from tidelake.syncpoint.follow_cut import FollowerCuts
 from tidelake.syncpoint.records import boundary_at_or_below, next_boundary, read_syncpoints
 
-COLUMNS = [("id", "bigint", "pk"), ("note", "varchar(20)")]
-
-
 @pytest.fixture
 def lake(tmp_path):
-    lake = FedLake(str(tmp_path / "lake"))
-    lake.up.ts = tso.from_datetime(datetime.now(timezone.utc) - timedelta(minutes=5))
-    lake.ddl(lake.up.create_schema("shop"))
-    for name in ("orders", "items"):
-        lake.ddl(lake.up.create_table("shop", name, COLUMNS))
+    lake = shop_lake(str(tmp_path / "lake"))
     yield lake
     lake.close()
-
-
-def put(lake: FedLake, table: str, ids: range, note: str) -> None:
-    with lake.txn() as t:
-        for i in ids:
-            t.put("shop", table, {"id": i, "note": f"{note}{i}"})
-
-
-def path_of(lake: FedLake, table: str) -> str:
-    return ReplicaCatalog(lake.layout).find("shop", table).path
 
 
 def replica_rows(lake: FedLake, table: str) -> list[dict]:

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake
+from merge.lake_fixtures import recent_change_lake
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidelake import tso
 from tidelake.config import load_config
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.replica_catalog import read_entries
-from tidelake.merge.merge_run import run_merge
 from tidelake.orchestration import job_entry
 from tidelake.orchestration.job_spec import MergeJob
 from tidelake.status import freshness_metrics
@@ -40,17 +39,7 @@ def _first_version_at(path: str, ts: int) -> int:
 
 @pytest.fixture
 def fed(tmp_path):
-    lake = FedLake(str(tmp_path / "lake"))
-    now_ms = int(time.time() * 1000)
-    lake.up.ts = tso.compose(now_ms - 120_000)
-    lake.ddl(lake.up.create_schema("shop"))
-    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk")]))
-    lake.resolve(tso.compose(now_ms - 60_000))
-    run_merge(None, lake.layout, write_log=False)
-    commit_ts = tso.compose(now_ms - 10_000)
-    with lake.txn(commit_ts) as t:
-        t.put("shop", "orders", {"id": 1})
-    lake.resolve(tso.compose(now_ms - 5_000))
+    lake, commit_ts = recent_change_lake(str(tmp_path / "lake"))
     config = tmp_path / "changefeed.toml"
     config.write_text(f'[changefeed]\nid = "cf"\n[upstream]\npd = ["127.0.0.1:1"]\n[lake]\nroot = "{lake.layout.root}"\n')
     yield lake, commit_ts, config
