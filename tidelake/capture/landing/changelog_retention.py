@@ -21,6 +21,7 @@ from tidelake.lake.layout import LakeLayout
 
 # Delta's default: a shorter retention must be asked for explicitly (docs/stack.md#delta-lake-deltatable-python-api-and-write-options).
 DEFAULT_VACUUM_RETENTION_HOURS = 168.0
+FULL_VACUUM_MIN_HOURS = 1.0  # a flush writes and commits its files within seconds
 
 
 def delete_merged_changelog(layout: LakeLayout, checkpoints: Mapping[int, int]) -> int:
@@ -49,7 +50,9 @@ def open_changelog(layout: LakeLayout) -> DeltaTable | None:
 
 
 def vacuum_changelog(changelog: DeltaTable, retention_hours: float) -> None:
-    """Delete files no version within `retention_hours` references (rounded up to whole hours),
-    listing the table's folder: the tombstones of older removals may have left the log already."""
-    changelog.vacuum(math.ceil(retention_hours), dry_run=False, full=True,
+    """Delete files no version within `retention_hours` references (rounded up to whole hours).
+    From FULL_VACUUM_MIN_HOURS on, the table's folder is listed: the tombstones of older removals
+    may have left the log already. Below it only the log's tombstones are deleted: a listing would
+    also take the files a puller has written and not committed yet (younger than the retention)."""
+    changelog.vacuum(math.ceil(retention_hours), dry_run=False, full=retention_hours >= FULL_VACUUM_MIN_HOURS,
                      enforce_retention_duration=retention_hours >= DEFAULT_VACUUM_RETENTION_HOURS)
