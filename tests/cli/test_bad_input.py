@@ -53,7 +53,7 @@ CLI_CASES = {
                                      "--progress-interval must be a finite number above zero"),
     "status --pd port 99999": (lambda t: ["status", "--lake", str(t), "--pd", "127.0.0.1:99999"], "--pd: PD address"),
     "verify --pd no port": (lambda t: ["verify", "--lake", str(t), "--pd", "localhost"], "is not host:port"),
-    "freshness --since 5d": (lambda t: ["freshness", "--lake", str(t), "--since", "5d"], "--since '5d' is not a span"),
+    "freshness --since 5x": (lambda t: ["freshness", "--lake", str(t), "--since", "5x"], "--since '5x' is not a span"),
     "freshness --since 0": (lambda t: ["freshness", "--lake", str(t), "--since", "0"], "--since '0' is not a span"),
     "merge --until-ts 2^70": (lambda t: ["merge", "--lake", str(t), "--until-ts", str(2**70)], "below 2^64"),
     "bootstrap --at-ts 2^70": (lambda t: ["bootstrap", "--config", _config(t), "--at-ts", str(2**70)], "below 2^64"),

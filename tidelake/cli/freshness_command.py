@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_target_arguments(parser)
     parser.add_argument("--since", default=f"{DEFAULT_SPAN_S // 60}m", metavar="SPAN",
-                        help="the span: changes landed within it, e.g. 90s, 10m, 1h (default: %(default)s)")
+                        help="the span: changes landed within it, e.g. 90s, 10m, 1h30m (default: %(default)s)")
     parser.add_argument("--table", action="append", default=[], metavar="DB.TABLE",
                         help="only this table (repeatable); default every table")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

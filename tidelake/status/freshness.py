@@ -12,6 +12,7 @@ More: docs/internals.md#freshness.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from bisect import bisect_left
@@ -26,6 +27,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from tidelake import tso
+from tidelake.config import parse_duration
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.delta_commits import AddedFile, DeltaCommit, DeltaLog
@@ -124,15 +126,17 @@ class Reach:
 
 
 def parse_span(text: str) -> float:
-    """Seconds of a span written as a number with an optional unit: 90, 90s, 10m, 2h."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    value, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    """Seconds of a span: a number of seconds, or a duration as the config writes them (90s, 10m,
+    1h30m: tidelake.config.parse_duration)."""
     try:
-        seconds = float(value) * units[unit]
+        seconds = float(text)
     except ValueError:
-        seconds = float("nan")
-    if not seconds > 0 or seconds == float("inf"):
-        raise InputError(f"--since {text!r} is not a span: give seconds or a number with s, m or h (e.g. 10m)")
+        try:
+            seconds = parse_duration(text)
+        except ValueError:
+            seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InputError(f"--since {text!r} is not a span: give seconds or a duration such as 90s, 10m or 1h30m")
     return seconds
 
 
