@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from tidelake.lake.object_store import is_s3, setting_of
 
 RECORD_SUFFIX = ".json"
-_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
+S3_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
 _MISSING_CODES = ("NoSuchKey", "404")
 
 
@@ -156,7 +156,7 @@ class S3LeaseStore:
             answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
                                             IfNoneMatch="*")
         except ClientError as exc:
-            if _code(exc) in _CONFLICT_CODES:
+            if _code(exc) in S3_CONFLICT_CODES:
                 return None
             raise
         return answer["ETag"]
@@ -175,7 +175,7 @@ class S3LeaseStore:
             answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
                                             IfMatch=version)
         except ClientError as exc:
-            if _code(exc) in (*_CONFLICT_CODES, *_MISSING_CODES):
+            if _code(exc) in (*S3_CONFLICT_CODES, *_MISSING_CODES):
                 return None
             raise
         return answer["ETag"]

@@ -1,0 +1,83 @@
+"""A Delta table's folder as a writer outside delta-rs sees it: whole files read and put by name,
+and a commit file created only if no writer created that version first, the put-if-absent every
+Delta writer relies on (delta-io/delta PROTOCOL.md "Delta Log Entries"): a local folder links a
+staged, synced file into place; S3 puts with If-None-Match. Other stores: none wired (`of`).
+Owner: the lake; tidelake.merge.writers.file_rewrite writes through it.
+
+More: docs/internals.md#table_folder.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from botocore.exceptions import ClientError
+
+from tidelake.lake.lease_store import S3_CONFLICT_CODES, s3_client
+from tidelake.lake.object_store import S3_SCHEMES
+
+
+def commit_name(version: int) -> str:
+    """A version's commit file, relative to the table's folder."""
+    return f"_delta_log/{version:020d}.json"
+
+
+class TableFolder:
+    """Files of the table at one URI, by their paths relative to it."""
+
+    def __init__(self, table_uri: str, storage_options: dict[str, str] | None = None) -> None:
+        url = urlparse(table_uri)
+        self.s3 = url.scheme in S3_SCHEMES
+        self.local = None if self.s3 else Path(unquote(url.path))
+        self.bucket, self.prefix = url.netloc, url.path.strip("/")
+        self._client = s3_client(storage_options) if self.s3 else None
+
+    @classmethod
+    def of(cls, table_uri: str, storage_options: dict[str, str] | None = None) -> TableFolder | None:
+        """The folder, None for a store without a conditional create wired here."""
+        return cls(table_uri, storage_options) if urlparse(table_uri).scheme in ("", "file", *S3_SCHEMES) else None
+
+    def _key(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    def read(self, path: str) -> bytes:
+        if self.local is not None:
+            return (self.local / path).read_bytes()
+        return self._client.get_object(Bucket=self.bucket, Key=self._key(path))["Body"].read()
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write a file under a name no other writer uses (a new data file)."""
+        if self.local is None:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(path), Body=data)
+            return
+        target = self.local / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def create_commit(self, version: int, body: bytes) -> bool:
+        """Create commit `version` holding `body`; False, writing nothing, when it exists already
+        (another writer's commit won that version)."""
+        name = commit_name(version)
+        if self.local is None:
+            try:
+                self._client.put_object(Bucket=self.bucket, Key=self._key(name), Body=body, IfNoneMatch="*")
+            except ClientError as exc:
+                if str(exc.response.get("Error", {}).get("Code", "")) in S3_CONFLICT_CODES:
+                    return False
+                raise
+            return True
+        staged = self.local / "_delta_log" / f".tidelake-{uuid.uuid4().hex}.json.tmp"
+        try:
+            with open(staged, "xb") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.link(staged, self.local / name)
+        except FileExistsError:
+            return False
+        finally:
+            staged.unlink(missing_ok=True)
+        return True
