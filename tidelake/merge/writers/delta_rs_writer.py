@@ -1,12 +1,11 @@
 """The window semantics (tidelake.merge.window_spec) on the driver with delta-rs, no Spark job: the
 window is read from the run's changelog snapshot, collapsed and decoded in Arrow, then ONE commit:
-an append of new keys' puts, a MERGE, or a commit of the txn alone for a window without changes.
-A Spark commit carries a fixed cost (a Spark job, the JVM replaying the Delta log) that this one
-has not, so small windows come here (tidelake.merge.table_merge chooses).
-
-The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata with the rows
-(delta-rs CommitProperties app_transactions, docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's of
-the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
+an append of new keys' puts, a rewrite of the files its keys touch (writers.file_rewrite), a MERGE
+where that does not apply, or a commit of the txn alone for a window without changes. Small
+windows come here (tidelake.merge.table_merge chooses): a Spark commit costs a job and a log replay.
+The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata
+(docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's
+of the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
 Owner: TableMerge, which chooses the writer.
 """
 
@@ -27,10 +26,20 @@ from tidelake.lake.store_room import check_room
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
 from tidelake.merge.decimal_stats import unsafe_stats
 from tidelake.merge.mount import mount_arrow
-from tidelake.merge.replica_schema import DELETED_COLUMN, quote
+from tidelake.merge.replica_schema import DELETED_COLUMN, key_columns, quote
 from tidelake.merge.soft_deletes import has_soft_deletes
 from tidelake.merge.txn_confs import delta_rs_commit_properties
-from tidelake.merge.window_spec import OP_COLUMN, Action, MergeSpec, When, can_append, removal_clause, replica_merge
+from tidelake.merge.window_spec import (
+    OP_COLUMN,
+    Action,
+    MergeSpec,
+    When,
+    can_append,
+    match_columns,
+    removal_clause,
+    replica_merge,
+)
+from tidelake.merge.writers.file_rewrite import rewrite_window
 from tidelake.merge.writers.replica_window import ReplicaWindow
 
 log = logging.getLogger(__name__)
@@ -102,6 +111,16 @@ class DeltaRsWriter:
             keep_checkpoint_cadence(w.replica, at_commit=True)
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
+        if not soft and w.removal is None:
+            options = w.handle.storage_options if w.handle is not None else None
+            rewritten = rewrite_window(w.replica, mounted, columns, key_columns(w.info), match_columns(w.info), w.hi,
+                                       options)
+            if rewritten is not None:
+                if rewritten[1]:
+                    keep_checkpoint_cadence(w.replica, at_commit=True)
+                else:  # nothing changed, nothing committed: the txn alone, as after a MERGE of no row
+                    _record_if_unchanged(w)
+                return rewritten
         metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft, w.removal), w.hi)
         written = sum(int(metrics.get(k, 0)) for k in
                       ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))

@@ -1,0 +1,249 @@
+"""A merge window as a rewrite of the replica files holding its keys: their other rows and the
+window's puts in one new file, its row changes in one change data file, and ONE commit removing
+the rewritten files, adding the new ones and recording the txn, created only if its version is
+free (tidelake.lake.table_folder). The result is window_spec.replica_merge's for a replica without
+soft deletes and a window without a DDL's removal, change data included, without the DataFusion
+plan a delta-rs MERGE costs per window. `rewrite_window` returns None, writing nothing, where it
+does not apply; the caller then MERGEs. Owner: DeltaRsWriter.
+
+More: docs/internals.md#file_rewrite.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+
+from tidelake import __version__
+from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
+from tidelake.lake.row_change import OP_PUT
+from tidelake.lake.table_folder import TableFolder
+from tidelake.merge.txn_confs import fenced
+from tidelake.merge.window_spec import OP_COLUMN
+
+REWRITE_MAX_BYTES = 16 * 1024 * 1024  # files read per window at most; above it a MERGE streams them
+DEFAULT_INDEXED_COLUMNS = 32  # delta.dataSkippingNumIndexedCols' default (PROTOCOL.md "Per-file Statistics")
+STRING_STATS_MAX_CHARS = 32  # longer strings get no min/max: a truncated max would be below the values
+CHANGE_TYPE = "_change_type"  # the change data files' column (PROTOCOL.md "Change Data Files")
+CDF_PROPERTY = "delta.enableChangeDataFeed"
+OPERATION = "MERGE"  # the commit's operation: a MERGE's result, as history() shows it
+_FILE_COLUMN = "_tidelake_file"  # which file read a row came from
+_SOURCE_COLUMN = "_tidelake_source"  # the window's row a read row's key matched
+_REFUSED_FIELD_METADATA = ("delta.invariants", "delta.generationExpression", "delta.identity.start")
+
+
+@dataclass(frozen=True)
+class _File:
+    path: str
+    size: int
+
+
+def rewritable(replica: DeltaTable) -> bool:
+    """Whether a window of `replica` may be a rewrite: nothing in its metadata asks a writer for
+    more than rows, statistics and change data (partitions, constraints, column rules)."""
+    metadata = replica.metadata()
+    if metadata.partition_columns:
+        return False
+    configuration = metadata.configuration
+    if configuration.get("delta.appendOnly", "false").lower() == "true":
+        return False
+    if "delta.dataSkippingStatsColumns" in configuration or any(k.startswith("delta.constraints.")
+                                                                 for k in configuration):
+        return False
+    return not any(key in (field.metadata or {}) for field in replica.schema().fields
+                   for key in _REFUSED_FIELD_METADATA)
+
+
+def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str], keys: Sequence[str],
+                   match: dict[str, str], hi: int, storage_options: dict[str, str] | None) -> tuple[int, int] | None:
+    """Apply the mounted window (`columns` and OP_COLUMN; the replica's key columns `keys` matched on
+    the source's `match` columns where given) as one commit recording checkpoint `hi`, leaving the
+    handle at it. (changes, rows written as a MERGE counts them); written 0 means nothing changed
+    and nothing was committed. None: not applicable, nothing written."""
+    if not rewritable(replica):
+        return None
+    schema = pa.schema(replica.schema().to_arrow())
+    source_keys = [match.get(k, k) for k in keys]
+    try:
+        probe = mounted.select(source_keys).rename_columns(list(keys)).cast(pa.schema([schema.field(k) for k in keys]))
+        is_put = pc.equal(mounted[OP_COLUMN], OP_PUT).to_numpy(zero_copy_only=False)
+        puts = mounted.filter(is_put).select(list(columns)).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+        return None
+    distinct = pc.count_distinct(probe[keys[0]]).as_py() if len(keys) == 1 \
+        else probe.group_by(list(keys)).aggregate([]).num_rows
+    if distinct != probe.num_rows:
+        return None  # a key twice: the MERGE decides (a collapsed window holds each key once)
+    files = _touched_files(replica, probe, keys)
+    if files is None:
+        return None
+    folder = TableFolder.of(replica.table_uri, storage_options)
+    if folder is None:
+        return None
+    # One join tags each read row with the window's row matching its key (null: none matches).
+    sources = probe.append_column(_SOURCE_COLUMN, pa.array(np.arange(probe.num_rows, dtype=np.int64)))
+    try:
+        old = pa.concat_tables([_read_file(folder, f.path, schema, i) for i, f in enumerate(files)]) if files \
+            else schema.empty_table().append_column(_FILE_COLUMN, pa.array([], pa.int32()))
+        tagged = old.join(sources, list(keys), join_type="left outer")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):  # a type Arrow's join or cast lacks
+        return None
+    hit = pc.is_valid(tagged[_SOURCE_COLUMN])
+    matched = tagged.filter(hit)
+    rewritten = np.unique(matched[_FILE_COLUMN].to_numpy())  # only files holding a matched key
+    kept = tagged.filter(pc.and_(pc.invert(hit), pc.is_in(tagged[_FILE_COLUMN], pa.array(rewritten, pa.int32()))))
+    by = matched[_SOURCE_COLUMN].to_numpy()
+    updated = is_put[by]  # per matched row: a put's (updated) or a delete's
+    put_of = np.cumsum(is_put) - 1  # a window row's index among the puts
+    updates = pa.array(put_of[by[updated]], pa.int64())
+    if matched.num_rows == 0 and puts.num_rows == 0:
+        return mounted.num_rows, 0  # deletes of keys the replica does not hold: nothing changes
+    metrics = {"numSourceRows": mounted.num_rows, "numTargetRowsInserted": puts.num_rows - len(updates),
+               "numTargetRowsUpdated": len(updates), "numTargetRowsDeleted": matched.num_rows - len(updates),
+               "numTargetFilesRemoved": len(rewritten)}
+    configuration = replica.metadata().configuration
+    now = int(time.time() * 1000)
+    actions: list[dict] = [{"remove": {"path": quote(files[i].path), "deletionTimestamp": now, "dataChange": True,
+                                       "extendedFileMetadata": True, "partitionValues": {}, "size": files[i].size}}
+                           for i in rewritten]
+    rows = pa.concat_tables([kept.select(schema.names), puts]).combine_chunks()
+    if rows.num_rows:
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        indexed = int(configuration.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
+        actions.append({"add": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, rows),
+                                "modificationTime": now, "dataChange": True, "stats": file_stats(rows, indexed)}})
+    if configuration.get(CDF_PROPERTY, "false").lower() == "true":
+        changes = _changes(matched.select(schema.names), updated, puts, updates)
+        name = f"_change_data/cdc-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        actions.append({"cdc": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, changes),
+                                "dataChange": False}})
+    _commit(replica, folder, actions, metrics, hi, now)
+    return mounted.num_rows, metrics["numTargetRowsInserted"] + metrics["numTargetRowsUpdated"] \
+        + metrics["numTargetRowsDeleted"]
+
+
+def _changes(matched: pa.Table, updated: np.ndarray, puts: pa.Table, updates: pa.Array) -> pa.Table:
+    """The window's change data as a MERGE writes it: a matched row deleted or updated (its
+    preimage and the put's postimage), an unmatched put inserted."""
+    inserted = np.ones(puts.num_rows, dtype=bool)
+    inserted[updates.to_numpy(zero_copy_only=False)] = False
+    parts = [(matched.filter(~updated), "delete"), (matched.filter(updated), "update_preimage"),
+             (puts.take(updates), "update_postimage"), (puts.filter(inserted), "insert")]
+    return pa.concat_tables([t.append_column(CHANGE_TYPE, pa.array([kind] * t.num_rows, pa.string()))
+                             for t, kind in parts])
+
+
+def _commit(replica: DeltaTable, folder: TableFolder, actions: list[dict], metrics: dict[str, int], hi: int,
+            now: int) -> None:
+    """Create the replica's next version from `actions`, recording checkpoint `hi` as delta-rs'
+    CommitProperties would (the txn, the fenced userMetadata); then bring the handle to it."""
+    version = replica.version() + 1
+    info = {"timestamp": now, "operation": OPERATION, "operationParameters": {}, "operationMetrics": metrics,
+            "readVersion": version - 1, "isBlindAppend": False, "engineInfo": f"tidelake/{__version__}",
+            "userMetadata": fenced(checkpoint_metadata(hi))}
+    entries = [{"commitInfo": info}, {"txn": {"appId": MERGE_APP_ID, "version": hi, "lastUpdated": now}}, *actions]
+    body = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries).encode()
+    if not folder.create_commit(version, body):
+        raise CommitFailedError(f"{replica.table_uri}: version {version} was committed by another writer first")
+    replica.update_incremental()
+
+
+def _read_file(folder: TableFolder, path: str, schema: pa.Schema, index: int) -> pa.Table:
+    """One data file's rows as the replica's schema, tagged with its index among the files read. The
+    file is read whole first: no Python file object reaches pyarrow's threads (docs/internals.md#delta_read)."""
+    rows = pq.read_table(pa.BufferReader(folder.read(path)), schema=schema)
+    return rows.append_column(_FILE_COLUMN, pa.array(np.full(rows.num_rows, index, dtype=np.int32)))
+
+
+def _touched_files(replica: DeltaTable, probe: pa.Table, keys: Sequence[str]) -> list[_File] | None:
+    """The files that may hold a key of `probe`: pruned by each integer key column's min/max
+    statistics (a file without them is read); None past REWRITE_MAX_BYTES."""
+    actions = pa.table(replica.get_add_actions(flatten=True))
+    maybe = np.ones(actions.num_rows, dtype=bool)
+    for k in keys:
+        low, high = f"min.{k}", f"max.{k}"
+        if not pa.types.is_integer(probe.schema.field(k).type) or low not in actions.column_names \
+                or high not in actions.column_names:
+            continue
+        values = np.sort(probe[k].to_numpy())
+        lows, highs = actions[low], actions[high]
+        known = pc.and_(pc.is_valid(lows), pc.is_valid(highs)).to_numpy(zero_copy_only=False)
+        first = np.searchsorted(values, pc.fill_null(lows, 0).to_numpy(zero_copy_only=False), "left")
+        past = np.searchsorted(values, pc.fill_null(highs, 0).to_numpy(zero_copy_only=False), "right")
+        maybe &= ~known | (first < past)
+    paths = [unquote(p) for p, m in zip(actions["path"].to_pylist(), maybe, strict=True) if m]
+    sizes = [s for s, m in zip(actions["size_bytes"].to_pylist(), maybe, strict=True) if m]
+    if sum(sizes) > REWRITE_MAX_BYTES:
+        return None
+    return [_File(p, s) for p, s in zip(paths, sizes, strict=True)]
+
+
+def _write_parquet(folder: TableFolder, name: str, rows: pa.Table) -> int:
+    """Write `rows` as one Parquet file `name` in one put; its size."""
+    buffer = io.BytesIO()
+    pq.write_table(rows, buffer, compression="snappy")
+    data = buffer.getvalue()
+    folder.put(name, data)
+    return len(data)
+
+
+def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS) -> str:
+    """The add action's statistics (PROTOCOL.md "Per-file Statistics"): numRecords, and for the
+    first `indexed` columns (-1: all) the null count of each, min/max where the bound is exact or
+    safely wide: integers, dates, strings of up to STRING_STATS_MAX_CHARS, timestamps to the
+    millisecond the protocol keeps (min floored, max ceiled). Other types get none; readers then
+    keep the file for a filter on them."""
+    stats: dict[str, object] = {"numRecords": rows.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    fields = list(rows.schema) if indexed < 0 else list(rows.schema)[:indexed]
+    for field in fields:
+        if pa.types.is_nested(field.type):
+            continue
+        column = rows[field.name]
+        stats["nullCount"][field.name] = column.null_count
+        bounds = _bounds(field.type, column)
+        if bounds is not None:
+            stats["minValues"][field.name], stats["maxValues"][field.name] = bounds
+    return json.dumps(stats, separators=(",", ":"))
+
+
+def _bounds(kind: pa.DataType, column: pa.ChunkedArray) -> tuple[object, object] | None:
+    if column.null_count == len(column):
+        return None
+    found = pc.min_max(column)
+    low, high = found["min"].as_py(), found["max"].as_py()
+    if pa.types.is_integer(kind):
+        return low, high
+    if pa.types.is_date(kind):
+        return low.isoformat(), high.isoformat()
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return (low, high) if max(len(low), len(high)) <= STRING_STATS_MAX_CHARS else None
+    if pa.types.is_timestamp(kind):
+        return _millis(found["min"], kind, ceiling=False), _millis(found["max"], kind, ceiling=True)
+    return None
+
+
+def _millis(value: pa.Scalar, kind: pa.TimestampType, ceiling: bool) -> str:
+    """A timestamp bound at millisecond precision, rounded outwards; UTC with Z, or without a zone
+    for timestamp_ntz, as delta-rs writes them."""
+    count = value.cast(pa.int64()).as_py()
+    if kind.unit == "s":
+        millis = count * 1000
+    else:
+        per_milli = {"ms": 1, "us": 1_000, "ns": 1_000_000}[kind.unit]
+        millis = -(-count // per_milli) if ceiling else count // per_milli
+    moment = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=millis)
+    text = moment.isoformat(timespec="milliseconds")
+    return f"{text}Z" if kind.tz is not None else text.replace("T", " ")
