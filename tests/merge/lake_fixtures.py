@@ -183,3 +183,9 @@ def recent_change_lake(root: str) -> tuple[FedLake, int]:
         t.put("shop", "orders", {"id": 1})
     lake.resolve(tso.compose(now_ms - 5_000))
     return lake, commit_ts
+
+
+def by_driver(commit: dict) -> bool:
+    """Whether a replica commit (DeltaTable.history()) was the driver's, delta-rs' or the window
+    rewrite's own (tidelake.merge.writers.file_rewrite), not Spark's."""
+    return not str(commit.get("engineInfo", "")).startswith("Apache-Spark")

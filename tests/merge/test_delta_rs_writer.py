@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake, replica_rows
+from merge.lake_fixtures import FedLake, by_driver, replica_rows
 from merge.overtaking_job import merge_overtaken, unleased_runs
 
 from tidelake.failpoints import armed
@@ -171,7 +171,7 @@ def test_a_ddl_removal_that_removes_nothing_still_records_its_checkpoint(spark, 
         (result,) = run_merge(spark, lake.layout).tables
         assert read_checkpoint(path) == truncated, result
     assert checkpoint_version(path) == (truncated, DeltaTable(path).version())
-    assert DeltaTable(path).history(1)[0]["engineInfo"].startswith("delta-rs")
+    assert by_driver(DeltaTable(path).history(1)[0])
     assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", truncated)
     lake.close()
 
@@ -202,7 +202,7 @@ def test_wide_decimals_get_no_file_stats_so_delta_rs_merges_and_a_filtered_read_
     upper = lake.resolve()
     (result,) = run_merge(spark, lake.layout).tables
     assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
-    assert last_commit(path)["engineInfo"].startswith("delta-rs")
+    assert by_driver(last_commit(path))
     assert _stats_columns_of_last_add(path) == {"id", "note", "_tidb_commit_ts"}
     found = spark.read.format("delta").load(path).where("amount = 123456789012345678.91").count()
     assert found == 1
@@ -218,7 +218,7 @@ def test_wide_decimals_get_no_file_stats_so_delta_rs_merges_and_a_filtered_read_
     (result,) = run_merge(spark, lake.layout).tables
     assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper, result
     assert DeltaTable(path).metadata().configuration[STATS_COLUMNS] == "id,memo,_tidb_commit_ts"
-    assert last_commit(path)["engineInfo"].startswith("delta-rs")
+    assert by_driver(last_commit(path))
     assert replica_rows(spark, path) == lake.expected_rows("app", "t", upper)
     lake.close()
 
@@ -235,7 +235,7 @@ def test_a_replica_keyed_by_a_wide_decimal_is_merged_by_spark_and_found_by_a_fil
     upper = lake.resolve()
     (result,) = run_merge(spark, lake.layout).tables
     assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
-    assert not last_commit(path)["engineInfo"].startswith("delta-rs")
+    assert not by_driver(last_commit(path))
     found = spark.read.format("delta").load(path).where(
         "id = 18446744073709551615 AND amount = 123456789012345678.91").count()
     assert found == 1

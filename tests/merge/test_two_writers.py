@@ -23,7 +23,7 @@ import pytest
 from deltalake import DeltaTable
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from merge.lake_fixtures import FedLake, sorted_rows
+from merge.lake_fixtures import FedLake, by_driver, sorted_rows
 from pyspark.sql.types import StructType, TimestampType
 
 from tidelake.lake.checkpoint import MERGE_APP_ID
@@ -149,7 +149,7 @@ def run_windows(spark, tmp_path, seed: int, windows: int, data: st.DataObject, t
             replica = DeltaTable(path)
             assert replica.transaction_version(MERGE_APP_ID) == hi, (name, lo, hi)
             commit = replica.history(1)[0]
-            assert name == "spark" or commit.get("engineInfo", "").startswith("delta-rs")
+            assert name == "spark" or by_driver(commit)
             tally.operations.setdefault(name, set()).add(commit["operation"])
         rows = delta_rs_rows(by_spark)
         assert rows == delta_rs_rows(by_delta_rs), f"window ({lo}, {hi}]"

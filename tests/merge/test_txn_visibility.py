@@ -17,6 +17,7 @@ import time
 import pymysql
 import pytest
 from deltalake import DeltaTable
+from merge.lake_fixtures import by_driver
 from merge.txn_harness import COLUMNS, HOLD_S, changelog_counts, insert_txn, spilled_rows, spilling_puller
 
 from tests.capture.pull_harness import config_doc, small_sim, wait_resolved
@@ -94,7 +95,7 @@ def test_each_transaction_is_in_one_replica_version_whatever_spills_and_splits(s
         assert len(landed - {0, 2 * BIG_ROWS}) > 0, landed  # the changelog held part of it at some version
         for table in (POLLED, CHUNKED):
             path = ReplicaCatalog(layout).find(DB, table).path
-            by_delta_rs = {c.get("engineInfo", "").startswith("delta-rs") for c in DeltaTable(path).history()
+            by_delta_rs = {by_driver(c) for c in DeltaTable(path).history()
                            if c.get("operation") in ("WRITE", "MERGE")}
             assert by_delta_rs == {writer == "delta-rs"}  # every window by the writer under test
             versions = _rows_by_version(path)
@@ -152,7 +153,7 @@ def test_a_ddl_that_moves_or_removes_rows_is_in_one_replica_version(spark, tmp_p
             result = results[f"{DB}.{table}"]
             assert result.checkpoint_after == final and result.ddls_applied == ddls, result
             path = ReplicaCatalog(layout).find(DB, table).path
-            by_delta_rs = {c.get("engineInfo", "").startswith("delta-rs") for c in DeltaTable(path).history()
+            by_delta_rs = {by_driver(c) for c in DeltaTable(path).history()
                            if c.get("operation") in ("WRITE", "MERGE", "DELETE")}
             assert by_delta_rs == {writer == "delta-rs"}  # every row commit by the writer under test
             for version, checkpoint, rows in _rows_by_version(path):
