@@ -98,6 +98,24 @@ class DeltaLog:
         given), oldest first. Empty without a table."""
         return [c for c in self._walk_back(since_ms) if until_ms is None or c.timestamp_ms <= until_ms]
 
+    def commits_after(self, version: int | None, until_ms: int | None = None) -> list[DeltaCommit]:
+        """The commits after `version` (None: from the first), oldest first, up to the newest or to
+        the last before one committed after `until_ms`. Read forward in batches growing to
+        READ_AHEAD, so a log with one new version costs two reads. Empty without a table."""
+        found: list[DeltaCommit] = []
+        start, batch = (0 if version is None else version + 1), 2
+        try:
+            self._store  # noqa: B018 - made here: it refuses a local folder that does not exist
+        except TableNotFoundError:
+            return found
+        with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
+            while True:
+                for commit in pool.map(self.commit, range(start, start + batch)):
+                    if commit is None or (until_ms is not None and commit.timestamp_ms > until_ms):
+                        return found
+                    found.append(commit)
+                start, batch = start + batch, min(batch * 2, READ_AHEAD)
+
     def _walk_back(self, since_ms: int) -> list[DeltaCommit]:
         newest = self.latest_version()
         found: list[DeltaCommit] = []

@@ -34,7 +34,7 @@ from tidelake.lake.delta_commits import AddedFile, DeltaCommit, DeltaLog
 from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
-from tidelake.lake.schema_history import SchemaHistory
+from tidelake.lake.schema_history import SchemaHistory, TableKey
 from tidelake.lake.watermarks import fold_watermarks
 from tidelake.syncpoint.records import SYNCPOINT_APP_ID
 
@@ -148,51 +148,210 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     since_ms = now_ms - int(span_s * 1000)
     history = SchemaHistory.load(layout)
-    keys = history.select(list(tables) if tables else None)
-    key_of = {pid: key for key in keys for pid in history.all_physical_ids(key)}
+    key_of = tables_by_physical_id(history, tables)
     reads: dict[str, int] = {}
 
     watermarks = DeltaLog(layout.watermarks, layout.storage_options)
     mark_commits = watermarks.commits_since(since_ms, now_ms)
     reads["watermarks"] = len(mark_commits)
-    base, covered, kept_since_ms = _covered(layout, watermarks, mark_commits, set(key_of))
+    fold, mark_commits, kept_since_ms = WatermarkFold.at_span_start(layout, watermarks, mark_commits)
+    base = fold.resolved()
+    covered = covered_reach(((c.timestamp_ms, fold.apply(watermarks, c)) for c in mark_commits), set(key_of))
     if kept_since_ms is not None and kept_since_ms > since_ms:  # the watermarks' log keeps less than the span
         since_ms, span_s = kept_since_ms, (now_ms - kept_since_ms) / 1000
 
     changelog = DeltaLog(layout.changelog, layout.storage_options)
     landed_commits = changelog.commits_since(since_ms, now_ms)
     reads["changelog"] = len(landed_commits)
-    landed = _landed(changelog, landed_commits, set(key_of))
-    # A commit ts already covered before the span landed before it too: landed again (a replayed
-    # puller's duplicate), it is not a change of this span.
-    changes = [(pid, ts) for (pid, ts) in landed if ts > base.get(pid, 0)]
+    landed = first_landed(zip((c.timestamp_ms for c in landed_commits),
+                              landed_stamps(changelog, landed_commits, set(key_of))))
+    changes = changes_of(landed, base, key_of)
 
     entries = read_entries(layout)
-    changed_keys = sorted({key_of[pid] for pid, _ in changes})
-    paths = {key: entries[key].path for key in changed_keys if key in entries}
+    paths = {key: entries[key].path for key in sorted({key_of[pid] for pid, _ in changes}) if key in entries}
     with ThreadPoolExecutor(max_workers=REPLICA_READERS) as pool:
         replica_commits = dict(zip(paths, pool.map(
             lambda key: DeltaLog(paths[key], layout.storage_options).commits_since(since_ms, now_ms), paths)))
     reads["replicas"] = sum(len(c) for c in replica_commits.values())
-    merged = {key: _txn_reach(commits, MERGE_APP_ID) for key, commits in replica_commits.items()}
+    merged = {key: merged_reach((c.timestamp_ms, merge_checkpoint(c)) for c in commits)
+              for key, commits in replica_commits.items()}
 
     cuts_log = DeltaLog(layout.syncpoints, layout.storage_options)
     syncpoints = cuts_log.latest_version() is not None
     cut_commits = cuts_log.commits_since(since_ms, now_ms) if syncpoints else []
     reads["syncpoints"] = len(cut_commits)
-    cuts = _cuts(cuts_log, cut_commits)
-    in_cuts: dict[str, Reach] = {}  # per table: the cuts that did not leave it out
+    cuts = [(c.timestamp_ms, *cut) for c in cut_commits if (cut := read_cut(cuts_log, c)) is not None]
+    return assemble(layout.root, history, key_of, span_s, now_ms, changes,
+                    StageReach(landed, covered, merged, syncpoints, cuts), reads)
 
+
+def tables_by_physical_id(history: SchemaHistory, tables: Sequence[str] | None = None) -> dict[int, TableKey]:
+    """Every physical id `tables` ever had (default: every table of the history), to its table."""
+    return {pid: key for key in history.select(list(tables) if tables else None) for pid in history.all_physical_ids(key)}
+
+
+def landed_stamps(log: DeltaLog, commits: Sequence[DeltaCommit], pids: set[int] | None = None) -> list[set[tuple[int, int]]]:
+    """Per commit, the (physical table, commit ts) its added files hold, of `pids` (None: every
+    table). A file whose statistics give one commit ts is not read; the others are read side by side."""
+    files = [(n, int(added.partition["table_id"]), added) for n, commit in enumerate(commits)
+             for added in commit.added
+             if added.partition.get("table_id") is not None and (pids is None or int(added.partition["table_id"]) in pids)]
+
+    def stamps(added: AddedFile) -> Iterable[int]:
+        low, high = added.min_values.get("commit_ts"), added.max_values.get("commit_ts")
+        if low is not None and low == high:
+            return (int(low),)
+        return set(log.read_file(added.path, ["commit_ts"]).column(0).to_pylist())
+
+    out: list[set[tuple[int, int]]] = [set() for _ in commits]
+    with ThreadPoolExecutor(max_workers=FILE_READERS) as pool:
+        for (n, pid, _), found in zip(files, pool.map(stamps, [added for _, _, added in files])):
+            out[n].update((pid, ts) for ts in found)
+    return out
+
+
+def first_landed(stamps: Iterable[tuple[int, Iterable[tuple[int, int]]]]) -> dict[tuple[int, int], int]:
+    """(physical table, commit ts) -> commit time of the first commit holding it, from (commit time
+    ms, what it holds) in version order."""
+    landed: dict[tuple[int, int], int] = {}
+    for time_ms, held in stamps:
+        for change in held:
+            landed.setdefault(change, time_ms)
+    return landed
+
+
+def changes_of(landed: dict[tuple[int, int], int], base: dict[int, int],
+               key_of: dict[int, TableKey]) -> list[tuple[int, int]]:
+    """The changes of the span: those landed of the tables asked for, less any commit ts its table's
+    watermark covered before the span (`base`): landed again, it is a replayed puller's duplicate."""
+    return [(pid, ts) for (pid, ts) in landed if pid in key_of and ts > base.get(pid, 0)]
+
+
+class WatermarkFold:
+    """The watermarks as of one version: every puller rewrites its own partition per flush, so a
+    version's watermarks are the partitions it rewrote over those before it, folded as every
+    reader folds them (tidelake.lake.watermarks)."""
+
+    def __init__(self, by_puller: dict[str | None, pa.Table] | None = None) -> None:
+        self._by_puller = by_puller or {}
+
+    @classmethod
+    def at_span_start(cls, layout: LakeLayout, log: DeltaLog,
+                      commits: list[DeltaCommit]) -> tuple[WatermarkFold, list[DeltaCommit], int | None]:
+        """The watermarks before the span's `commits` (without any: the newest version's), the
+        commits left to apply, and when the span must start instead (None: as asked). That version
+        must load (its log is kept an hour, docs/design.md#lake-layout): when it does not, the span
+        starts at the first version of it that loads, whose state is the base."""
+        if not commits:
+            newest = log.latest_version()
+            return (cls() if newest is None else cls(_partitions(_load_watermarks(layout, newest))), commits, None)
+        for n, commit in enumerate(commits[:WATERMARK_BASE_TRIES]):
+            version = commit.version - 1 if n == 0 else commit.version
+            if version < 0:
+                break
+            try:
+                rows = _load_watermarks(layout, version)
+            except DeltaError:  # that version's log was cleaned up
+                continue
+            if n > 0:
+                return cls(_partitions(rows)), commits[n + 1:], commit.timestamp_ms
+            return cls(_partitions(rows)), commits, None
+        else:
+            if commits[0].version > 0:
+                raise InputError(f"{layout.watermarks}: no version of the span loads (its log was cleaned up): "
+                                 "give a shorter --since")
+        return cls(), commits, None
+
+    def apply(self, log: DeltaLog, commit: DeltaCommit) -> dict[int, int]:
+        """Move to `commit`'s version; each physical table's resolved ts there."""
+        for partition in commit.removed_partitions:
+            self._by_puller.pop(partition.get("puller"), None)
+        rewritten: dict[str | None, list[pa.Table]] = {}
+        for added in commit.added:
+            rewritten.setdefault(added.partition.get("puller"), []).append(log.read_file(added.path, FOLDED))
+        for puller, parts in rewritten.items():
+            self._by_puller[puller] = pa.concat_tables(parts)
+        return self.resolved()
+
+    def resolved(self) -> dict[int, int]:
+        """Each physical table's resolved ts as of this version."""
+        if not self._by_puller:
+            return {}
+        rows = pa.concat_tables([t.select(FOLDED) for t in self._by_puller.values()])
+        return fold_watermarks(rows).table_resolved
+
+
+def _load_watermarks(layout: LakeLayout, version: int) -> pa.Table:
+    return read_delta(DeltaTable(layout.watermarks, version=version, storage_options=layout.storage_options),
+                      ["puller", *FOLDED])
+
+
+def _partitions(rows: pa.Table) -> dict[str | None, pa.Table]:
+    return {puller: rows.filter(pc.equal(rows.column("puller"), puller))
+            for puller in set(rows.column("puller").to_pylist())}
+
+
+def covered_reach(versions: Iterable[tuple[int, dict[int, int]]], pids: set[int]) -> dict[int, Reach]:
+    """Per physical table of `pids`, what the watermark versions (commit time ms, resolved ts per
+    table) showed of its resolved ts."""
+    points: dict[int, list[tuple[int, int]]] = {}
+    for time_ms, resolved in versions:
+        for pid, ts in resolved.items():
+            if pid in pids:
+                points.setdefault(pid, []).append((time_ms, ts))
+    return {pid: Reach(p) for pid, p in points.items()}
+
+
+def merge_checkpoint(commit: DeltaCommit) -> int | None:
+    """The checkpoint a replica version recorded (the merge's txn, tidelake.lake.checkpoint), if any."""
+    return commit.txns.get(MERGE_APP_ID)
+
+
+def merged_reach(versions: Iterable[tuple[int, int | None]]) -> Reach:
+    """What a replica's versions (commit time ms, merge_checkpoint) showed of its checkpoint."""
+    return Reach((time_ms, checkpoint) for time_ms, checkpoint in versions if checkpoint is not None)
+
+
+def read_cut(log: DeltaLog, commit: DeltaCommit) -> tuple[int, set[str]] | None:
+    """The cut ts a syncpoints version recorded and the tables it left out (`excluded` of its row);
+    None for a version that recorded no cut."""
+    if SYNCPOINT_APP_ID not in commit.txns:
+        return None
+    left_out: set[str] = set()
+    for added in commit.added:
+        for text in log.read_file(added.path, ["excluded"]).column(0).to_pylist():
+            left_out.update(json.loads(text or "{}"))
+    return commit.txns[SYNCPOINT_APP_ID], left_out
+
+
+@dataclass(frozen=True)
+class StageReach:
+    """What the span's versions showed, per stage: first landing per change, the watermarks per
+    physical table, the checkpoint per replica, and the cuts as (commit time ms, cut ts, left out);
+    `syncpoints` False when the lake records none."""
+
+    landed: dict[tuple[int, int], int]
+    covered: dict[int, Reach]
+    merged: dict[TableKey, Reach]
+    syncpoints: bool
+    cuts: list[tuple[int, int, set[str]]]
+
+
+def assemble(lake: str, history: SchemaHistory, key_of: dict[int, TableKey], span_s: float, now_ms: int,
+             changes: list[tuple[int, int]], reach: StageReach, reads: dict[str, int]) -> FreshnessReport:
+    """The report of `changes`: each one's seconds from its commit to the first version of each
+    stage showing it (None: pending), figures over all and per table (its current name)."""
+    in_cuts: dict[str, Reach] = {}  # per table: the cuts that did not leave it out
     seconds: list[dict[str, float | None]] = []
     names: list[str] = []
     for pid, ts in changes:
         key = key_of[pid]
         name = ".".join(history.current_name(key))
         if name not in in_cuts:
-            in_cuts[name] = Reach((t, cut) for t, cut, left_out in cuts if name not in left_out)
-        at = {"landed": landed[(pid, ts)],
-              "covered": covered[pid].first_at_or_above(ts) if pid in covered else None,
-              "merged": merged[key].first_at_or_above(ts) if key in merged else None,
+            in_cuts[name] = Reach((t, cut) for t, cut, left_out in reach.cuts if name not in left_out)
+        at = {"landed": reach.landed[(pid, ts)],
+              "covered": reach.covered[pid].first_at_or_above(ts) if pid in reach.covered else None,
+              "merged": reach.merged[key].first_at_or_above(ts) if key in reach.merged else None,
               "syncpoint": in_cuts[name].first_at_or_above(ts)}
         committed = tso.physical_ms(ts)
         seconds.append({stage: None if t is None else (t - committed) / 1000 for stage, t in at.items()})
@@ -201,98 +360,8 @@ def collect_freshness(layout: LakeLayout, span_s: float = DEFAULT_SPAN_S, tables
     per_table: dict[str, list[dict[str, float | None]]] = {}
     for name, row in zip(names, seconds):
         per_table.setdefault(name, []).append(row)
-    return FreshnessReport(layout.root, span_s, now_ms, len(changes), syncpoints, _figures(seconds),
+    return FreshnessReport(lake, span_s, now_ms, len(changes), reach.syncpoints, _figures(seconds),
                            {name: _figures(rows) for name, rows in per_table.items()}, reads)
-
-
-def _landed(log: DeltaLog, commits: list[DeltaCommit], pids: set[int]) -> dict[tuple[int, int], int]:
-    """(physical table, commit ts) -> commit time of the first of `commits` whose added files hold it.
-    A file whose statistics give one commit ts is not read; the others are read side by side."""
-    files = [(commit.timestamp_ms, int(added.partition["table_id"]), added) for commit in commits
-             for added in commit.added if int(added.partition.get("table_id") or -1) in pids]
-
-    def stamps(added: AddedFile) -> Iterable[int]:
-        low, high = added.min_values.get("commit_ts"), added.max_values.get("commit_ts")
-        if low is not None and low == high:
-            return (int(low),)
-        return set(log.read_file(added.path, ["commit_ts"]).column(0).to_pylist())
-
-    landed: dict[tuple[int, int], int] = {}
-    with ThreadPoolExecutor(max_workers=FILE_READERS) as pool:
-        for (time_ms, pid, _), found in zip(files, pool.map(stamps, [added for _, _, added in files])):
-            for ts in found:
-                landed.setdefault((pid, ts), time_ms)
-    return landed
-
-
-def _covered(layout: LakeLayout, log: DeltaLog, commits: list[DeltaCommit],
-             pids: set[int]) -> tuple[dict[int, int], dict[int, Reach], int | None]:
-    """Each physical table's resolved ts before the span, what each version within it showed, and
-    when the span must start instead (None: as asked). Every puller rewrites its own partition per
-    flush: a version's watermarks are the partitions it rewrote over those before it, folded as
-    every reader folds them (tidelake.lake.watermarks). The version before the span must load
-    (its log is kept an hour, docs/design.md#lake-layout): when it does not, the span starts at the
-    first version of it that loads, whose state is the base."""
-    by_puller: dict[str | None, pa.Table] = {}
-    kept_since_ms = None
-    for n, commit in enumerate(commits[:WATERMARK_BASE_TRIES]):
-        version = commit.version - 1 if n == 0 else commit.version
-        if version < 0:
-            break
-        try:
-            rows = read_delta(DeltaTable(layout.watermarks, version=version, storage_options=layout.storage_options),
-                              ["puller", *FOLDED])
-        except DeltaError:  # that version's log was cleaned up
-            continue
-        for puller in set(rows.column("puller").to_pylist()):
-            by_puller[puller] = rows.filter(pc.equal(rows.column("puller"), puller))
-        if n > 0:
-            commits, kept_since_ms = commits[n + 1:], commit.timestamp_ms
-        break
-    else:
-        if commits and commits[0].version > 0:
-            raise InputError(f"{layout.watermarks}: no version of the span loads (its log was cleaned up): "
-                             "give a shorter --since")
-    base = _resolved(by_puller)
-    points: dict[int, list[tuple[int, int]]] = {}
-    for commit in commits:
-        for partition in commit.removed_partitions:
-            by_puller.pop(partition.get("puller"), None)
-        rewritten: dict[str | None, list[pa.Table]] = {}
-        for added in commit.added:
-            rewritten.setdefault(added.partition.get("puller"), []).append(log.read_file(added.path, FOLDED))
-        for puller, parts in rewritten.items():
-            by_puller[puller] = pa.concat_tables(parts)
-        for pid, ts in _resolved(by_puller).items():
-            if pid in pids:
-                points.setdefault(pid, []).append((commit.timestamp_ms, ts))
-    return ({pid: ts for pid, ts in base.items() if pid in pids}, {pid: Reach(p) for pid, p in points.items()},
-            kept_since_ms)
-
-
-def _resolved(by_puller: dict[str | None, pa.Table]) -> dict[int, int]:
-    if not by_puller:
-        return {}
-    rows = pa.concat_tables([t.select(FOLDED) for t in by_puller.values()])
-    return fold_watermarks(rows).table_resolved
-
-
-def _cuts(log: DeltaLog, commits: list[DeltaCommit]) -> list[tuple[int, int, set[str]]]:
-    """(commit time ms, cut ts, the tables it left out: `excluded` of its row) of each recorded cut."""
-    out = []
-    for commit in commits:
-        if SYNCPOINT_APP_ID not in commit.txns:
-            continue
-        left_out: set[str] = set()
-        for added in commit.added:
-            for text in log.read_file(added.path, ["excluded"]).column(0).to_pylist():
-                left_out.update(json.loads(text or "{}"))
-        out.append((commit.timestamp_ms, commit.txns[SYNCPOINT_APP_ID], left_out))
-    return out
-
-
-def _txn_reach(commits: list[DeltaCommit], app_id: str) -> Reach:
-    return Reach((c.timestamp_ms, c.txns[app_id]) for c in commits if app_id in c.txns)
 
 
 def _figures(rows: list[dict[str, float | None]]) -> dict[str, StageFigures]:
