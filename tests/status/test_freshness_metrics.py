@@ -1,5 +1,5 @@
 """The freshness metrics textfile, rewritten by the DAG's merge job after its run (job_entry.run_job,
-no Spark: delta-rs merges the small windows on the driver). The merged figure is the commit time
+no Spark: delta-rs merges the small windows on the driver) and by the merge follower while it runs. The merged figure is the commit time
 of the first replica version whose checkpoint reaches the change, found here by loading each
 version with delta-rs, minus the change's commit ts; a lake whose figures cannot be computed
 leaves no file and the merge's outcome as it was."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -18,12 +19,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tidelake import tso
 from tidelake.config import load_config
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.replica_catalog import read_entries
 from tidelake.orchestration import job_entry
 from tidelake.orchestration.job_spec import MergeJob
 from tidelake.status import freshness_metrics
-from tidelake.status.freshness_metrics import freshness_metrics_path, write_freshness_metrics
+from tidelake.status.freshness_metrics import freshness_metrics_path, write_freshness_metrics, write_while_following
+from tidelake.status.freshness_tracker import FreshnessTracker
 
 
 def _samples(path: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -88,3 +91,44 @@ def test_a_file_younger_than_the_interval_is_kept_and_an_older_one_rewritten(fed
     old = time.time() - freshness_metrics.MIN_INTERVAL_S - 1
     os.utime(path, (old, old))
     assert write_freshness_metrics(lake.layout) == path and len(calls) == 2
+
+
+def test_the_merge_follower_writes_the_freshness_metrics_while_it_runs(fed):
+    """The follower of `tidelake merge --follow` and of the follow job (job_entry.changefeed_follower)
+    rewrites the file on its own thread from its start, and that thread ends with it."""
+    lake, commit_ts, _ = fed
+    path = freshness_metrics_path(lake.layout)
+    stop = threading.Event()
+    follower = job_entry.changefeed_follower(None, lake.layout, None, lambda line: None, stop)
+    running = threading.Thread(target=follower.run, daemon=True)
+    running.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(path).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        samples = _samples(path)
+    finally:
+        stop.set()
+        running.join(20)
+    assert not running.is_alive()
+    assert samples[("tidelake_freshness_changes", ())] == 1
+    landed_ms = DeltaTable(lake.layout.changelog).history(1)[0]["timestamp"]
+    assert samples[("tidelake_freshness_max_seconds", (("stage", "landed"),))] == pytest.approx(
+        (landed_ms - tso.physical_ms(commit_ts)) / 1000)
+    assert not [t for t in threading.enumerate() if t.name == "merge-follower-beside"]
+
+
+def test_the_follower_side_warns_on_a_failure_and_writes_nothing_for_an_object_store_lake(fed, monkeypatch, caplog):
+    lake, _, _ = fed
+    done = threading.Event()
+
+    def broken(self, now_ms=None):
+        done.set()  # one try, then the loop ends
+        raise OSError("store said no")
+
+    monkeypatch.setattr(FreshnessTracker, "report", broken)
+    with caplog.at_level(logging.WARNING):
+        write_while_following(lake.layout, done)
+    assert "freshness metrics not written: store said no" in caplog.text
+    assert not Path(freshness_metrics_path(lake.layout)).exists()
+    write_while_following(LakeLayout("s3://bucket/lake"), threading.Event())  # returns at once: no file there

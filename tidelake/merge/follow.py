@@ -4,7 +4,8 @@ merges the tables with covered work (tidelake.merge.table_work) through run_merg
 past min(resolved, barrier) and is capped at the next syncpoint boundary; cuts are taken in the loop.
 A pass killed anywhere leaves whole commits, each recording its checkpoint (a window already
 recorded is skipped), so the next follower or scheduled run carries on. It holds the lease
-merge-follower for its lifetime; the replicas' leases per pass. Owner: `tidelake merge --follow`.
+merge-follower for its lifetime; the replicas' leases per pass. Work beside it (the freshness
+metrics) runs on its own daemon thread while the lease is held. Owner: `tidelake merge --follow`.
 
 More: docs/internals.md#follow.
 """
@@ -46,6 +47,7 @@ HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver
 # window's commit waits on the store (figures: bench/README.md, per-table fixed costs).
 FOLLOW_THREADS = 4
+BESIDE_JOIN_S = 5.0  # a stopping follower waits this long for the work beside it to end
 _IDLE, _PASS = "idle", "pass"
 
 
@@ -102,12 +104,15 @@ class _Seen:
 
 
 class Follower:
-    """`run` polls until `stop` is set; each `poll` is one idle look or one pass (and maybe a cut)."""
+    """`run` polls until `stop` is set; each `poll` is one idle look or one pass (and maybe a cut).
+    `beside(done)` runs on a daemon thread while `run` holds the lease, `done` set when it ends."""
 
     def __init__(self, spark: SparkSession, layout: LakeLayout, options: FollowOptions,
                  say: Callable[[str], None], cuts: CutSteps | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None,
+                 beside: Callable[[threading.Event], None] | None = None) -> None:
         self.spark, self.layout, self.options, self.say, self.cuts = spark, layout, options, say, cuts
+        self.beside = beside
         self.stop = stop or threading.Event()
         self.passes = 0
         self._seen = _Seen()
@@ -131,23 +136,36 @@ class Follower:
             lease = leases.held.get("follower")  # None on a store without conditional writes
             self.say(f"merge follower of {self.layout.root}: following"
                      + (f" (lease {lease.name} token {lease.token})" if lease is not None else ""))
-            failures = 0
-            while not self.stop.is_set():
-                try:
-                    did = self.poll(lease)
-                    failures = 0
-                except LeaseLost:
-                    raise
-                except Exception as exc:  # the store or Spark away: say so, wait, and look again
-                    failures += 1
-                    self._seen.look = True  # what the failed look planned is planned again
-                    delay = min(self.options.poll_s * 2 ** failures, RETRY_S)
-                    log.debug("merge follower pass failed", exc_info=True)
-                    self.say(f"merge follower: pass failed: {first_line(exc)}; again in {delay:.0f}s")
-                    self.stop.wait(delay)
-                    continue
-                if did == _IDLE:
-                    self.stop.wait(self.options.poll_s)
+            done = threading.Event()
+            side = None
+            if self.beside is not None:
+                side = threading.Thread(target=self.beside, args=(done,), name="merge-follower-beside", daemon=True)
+                side.start()
+            try:
+                self._loop(lease)
+            finally:
+                done.set()
+                if side is not None:
+                    side.join(BESIDE_JOIN_S)
+
+    def _loop(self, lease: Lease | None) -> None:
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                did = self.poll(lease)
+                failures = 0
+            except LeaseLost:
+                raise
+            except Exception as exc:  # the store or Spark away: say so, wait, and look again
+                failures += 1
+                self._seen.look = True  # what the failed look planned is planned again
+                delay = min(self.options.poll_s * 2 ** failures, RETRY_S)
+                log.debug("merge follower pass failed", exc_info=True)
+                self.say(f"merge follower: pass failed: {first_line(exc)}; again in {delay:.0f}s")
+                self.stop.wait(delay)
+                continue
+            if did == _IDLE:
+                self.stop.wait(self.options.poll_s)
 
     def poll(self, lease: Lease | None = None) -> str:
         """One look: the watermarks, then a pass when some table may have covered work, then a cut

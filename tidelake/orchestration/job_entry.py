@@ -40,7 +40,7 @@ from tidelake.orchestration.job_spec import (
 from tidelake.orchestration.merge_dag import follower_line
 from tidelake.orchestration.upstream_handoff import received_upstream
 from tidelake.spark.spark_session import get_session, release_session
-from tidelake.status.freshness_metrics import write_freshness_metrics
+from tidelake.status.freshness_metrics import write_freshness_metrics, write_while_following
 from tidelake.stop_signals import stop_on_signals
 from tidelake.syncpoint.cut import SyncpointOutcome, run_syncpoint
 from tidelake.syncpoint.follow_cut import FollowerCuts
@@ -85,7 +85,8 @@ def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: Changef
                         max_chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Follower:
     """The merge follower of `layout`'s lake as `config` asks (None: a lake named by path, no
     syncpoints, the defaults): its poll, its syncpoints and their Iceberg publication, as the
-    syncpoint job publishes them. The follow job's and `tidelake merge --follow`'s."""
+    syncpoint job publishes them, and its freshness metrics beside it (docs/operations.md#metrics).
+    The follow job's and `tidelake merge --follow`'s."""
     merge = config.merge if config is not None else MergeConfig()
     publish: Callable[[], list[str]] | None = None
     if config is not None and config.iceberg.enabled:
@@ -96,7 +97,8 @@ def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: Changef
     cuts = FollowerCuts(layout, merge.syncpoint_interval_s, publish) if merge.syncpoint_interval_s else None
     options = FollowOptions(poll_s=merge.follow_poll_s, threads=threads, max_chunk_rows=max_chunk_rows,
                             history_config=config.history if config is not None else None)
-    return Follower(spark, layout, options, say, cuts, stop)
+    return Follower(spark, layout, options, say, cuts, stop,
+                    beside=lambda done: write_while_following(layout, done))
 
 
 def run_follower(spark: SparkSession, layout: LakeLayout, config: ChangefeedConfig, run_seconds: float | None) -> None:

@@ -1,22 +1,27 @@
 """Freshness per stage as a Prometheus textfile (`_tidelake/freshness_metrics.prom`, beside the
 merge metrics): p50/p95/p99/max seconds and pending changes per stage over the changes landed in
-the last RECENT_SPAN_S (tidelake.status.freshness), rewritten after a merge run (at most once
-a MIN_INTERVAL_S) for node_exporter's textfile collector. The write is a rename, so a reader never sees half a file; a
-lake on object storage gets no file. A failure to compute it never fails the merge that asked.
-Owner: the merge commands (`tidelake merge`, the DAG's merge job) rewrite it after their run.
+the last RECENT_SPAN_S (tidelake.status.freshness), for node_exporter's textfile collector, at
+most once a MIN_INTERVAL_S: after a merge run (computed afresh), and while a merge follower runs
+(on its own thread, from a FreshnessTracker reading only the new log versions). The write is a
+rename, so a reader never sees half a file; a lake on object storage gets no file. A failure to
+compute it is a warning, never a failed merge.
+Owner: the merge commands (`tidelake merge`, the DAG's merge job, the merge follower).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from tidelake.lake.layout import LakeLayout
 from tidelake.merge.merge_metrics import merge_metrics_path
 from tidelake.status.freshness import QUANTILES, RECENT_SPAN_S, FreshnessReport, collect_freshness
+from tidelake.status.freshness_tracker import FreshnessTracker
 
 METRICS_FILE = "freshness_metrics.prom"
 # A file younger than this is kept: reading the span's logs costs about as much as a small driver
@@ -66,16 +71,38 @@ def write_freshness_metrics(layout: LakeLayout, span_s: float = RECENT_SPAN_S,
     path = freshness_metrics_path(layout)
     if path is None:
         return None
+    if _wait_s(path, min_interval_s) > 0:
+        return path
+    return path if _write(path, lambda: collect_freshness(layout, span_s), span_s) else None
+
+
+def write_while_following(layout: LakeLayout, done: threading.Event, min_interval_s: float = MIN_INTERVAL_S) -> None:
+    """The merge follower's side (its own thread): rewrite the file from one FreshnessTracker as
+    soon as the file is `min_interval_s` old (at once when there is none), until `done` is set;
+    nothing on an object-store lake. Never raises: a failed write is a warning, tried again later."""
+    path = freshness_metrics_path(layout)
+    if path is None:
+        return
+    tracker = FreshnessTracker(layout, RECENT_SPAN_S)
+    while not done.wait(_wait_s(path, min_interval_s)):
+        if not _write(path, tracker.report, RECENT_SPAN_S):
+            done.wait(min_interval_s)  # the file kept its age: a whole interval before the next try
+
+
+def _wait_s(path: str, min_interval_s: float) -> float:
+    """Seconds until the file at `path` is `min_interval_s` old (0: none there)."""
     try:
-        if time.time() - os.path.getmtime(path) < min_interval_s:
-            return path
+        return max(min_interval_s - (time.time() - os.path.getmtime(path)), 0.0)
     except OSError:
-        pass  # no file yet
+        return 0.0  # no file yet
+
+
+def _write(path: str, figures: Callable[[], FreshnessReport], span_s: float) -> bool:
     started = time.monotonic()
     try:
-        write_to_textfile(path, freshness_registry(collect_freshness(layout, span_s)))
+        write_to_textfile(path, freshness_registry(figures()))
     except Exception as exc:  # noqa: BLE001 - metrics never fail the merge that asked for them
         log.warning("freshness metrics not written: %s", str(exc).splitlines()[0] if str(exc) else repr(exc))
-        return None
+        return False
     log.info("freshness metrics over the last %.0fs written in %.2fs", span_s, time.monotonic() - started)
-    return path
+    return True
