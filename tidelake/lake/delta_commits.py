@@ -1,7 +1,8 @@
 """A Delta table's recent commits, read from its log: each version's commit time, the files it
 added with data and the `txn` actions it recorded (Delta protocol "Delta Log Entries": commitInfo,
 add, remove, txn). Only the versions committed within a span are read, newest first until one is
-older, so the cost follows the span's commits, not the table's history. Works on any store
+older, or those after a version already read, so the cost follows the span's commits, not the
+table's history. Works on any store
 delta-rs reaches with the layout's storage options.
 Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness) reads them.
 
@@ -11,7 +12,7 @@ More: docs/internals.md#delta_commits.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -25,7 +26,8 @@ from deltalake.fs import DeltaStorageHandler
 from tidelake.errors import InputError
 
 LOG_DIR = "_delta_log"
-READ_AHEAD = 16  # commit files read at once while walking back
+READ_AHEAD = 16  # commit files read at once while walking back or forward
+FIRST_READS = 2  # read one by one going forward before READ_AHEAD at once: most logs moved a version or two
 
 
 @dataclass(frozen=True)
@@ -100,21 +102,29 @@ class DeltaLog:
 
     def commits_after(self, version: int | None, until_ms: int | None = None) -> list[DeltaCommit]:
         """The commits after `version` (None: from the first), oldest first, up to the newest or to
-        the last before one committed after `until_ms`. Read forward in batches growing to
-        READ_AHEAD, so a log with one new version costs two reads. Empty without a table."""
+        the last before one committed after `until_ms`. Empty without a table. The first FIRST_READS
+        are read one by one (a log with one new version costs two reads), then READ_AHEAD at once."""
         found: list[DeltaCommit] = []
-        start, batch = (0 if version is None else version + 1), 2
+        start = 0 if version is None else version + 1
         try:
             self._store  # noqa: B018 - made here: it refuses a local folder that does not exist
         except TableNotFoundError:
             return found
+
+        def take(commits: Iterable[DeltaCommit | None]) -> bool:
+            for commit in commits:
+                if commit is None or (until_ms is not None and commit.timestamp_ms > until_ms):
+                    return False
+                found.append(commit)
+            return True
+
+        if not take(self.commit(v) for v in range(start, start + FIRST_READS)):
+            return found
+        start += FIRST_READS
         with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
-            while True:
-                for commit in pool.map(self.commit, range(start, start + batch)):
-                    if commit is None or (until_ms is not None and commit.timestamp_ms > until_ms):
-                        return found
-                    found.append(commit)
-                start, batch = start + batch, min(batch * 2, READ_AHEAD)
+            while take(pool.map(self.commit, range(start, start + READ_AHEAD))):
+                start += READ_AHEAD
+        return found
 
     def _walk_back(self, since_ms: int) -> list[DeltaCommit]:
         newest = self.latest_version()
