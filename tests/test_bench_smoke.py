@@ -222,3 +222,13 @@ def test_bench_freshness_cost_times_the_metrics_over_every_change_merged(tmp_pat
     assert size["tables"] == 2 and size["changes"] == 2 * 2 * 2  # every transaction on every table, each counted
     assert size["merged_pending"] == 0 and size["metrics_s_p50"] > 0 and size["merge_run_s_p50"] > 0
     assert size["versions_read"]["replicas"] >= 2 * 2  # each pass's merge committed to each replica
+
+
+def test_bench_freshness_cost_incremental_times_the_trackers_calls_against_the_full_recompute(tmp_path):
+    results = run_bench("bench_freshness_cost.py", tmp_path, "--tables", "2", "--passes", "2", "--commits", "2",
+                        "--repeats", "2", "--incremental")
+    (size,) = results["sizes"]
+    assert results["incremental"] and size["changes"] == (2 + 2) * 2 * 2  # the figures equal (checked there)
+    assert size["call_s_p50"] > 0 and size["full_s_p50"] > 0
+    # a call after one pass read that pass's versions only: one flush, one resolve, one merge per replica
+    assert size["versions_read"] == {"changelog": 1, "watermarks": 1, "replicas": 2, "syncpoints": 0}
