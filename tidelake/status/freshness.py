@@ -369,15 +369,19 @@ def _figures(rows: list[dict[str, float | None]]) -> dict[str, StageFigures]:
     for stage in STAGES:
         shown = sorted(r[stage] for r in rows if r[stage] is not None)
         waiting = [r["age"] for r in rows if r[stage] is None]
-        out[stage] = StageFigures(len(shown), len(waiting), {q: percentile(shown, q) for q in QUANTILES},
+        out[stage] = StageFigures(len(shown), len(waiting), percentiles(shown, QUANTILES),
                                   shown[-1] if shown else None, max(waiting) if waiting else None)
     return out
 
 
 def percentile(values: Sequence[float], q: int) -> float | None:
     """The q-th percentile of sorted `values`, interpolated between ranks; None when empty."""
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+    return percentiles(values, (q,))[q]
+
+
+def percentiles(values: Sequence[float], qs: Sequence[int]) -> dict[int, float | None]:
+    """percentile of each of `qs`, the cut points computed once."""
+    if len(values) <= 1:
+        return {q: values[0] if values else None for q in qs}
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return {q: cuts[q - 1] for q in qs}
