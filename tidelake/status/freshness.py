@@ -3,8 +3,9 @@ upstream commit (the physical part of its commit ts) to the commit time of the f
 showing it landed (changelog), covered (watermarks), merged (the replica's checkpoint) and in a
 syncpoint (a recorded cut), read from the Delta logs' commits within the span only
 (tidelake.lake.delta_commits). A change is (physical table, commit ts); one a stage has not shown
-yet is pending there, never a number.
-Owner: `tidelake freshness`; the merge's freshness metrics and the Replication page show it.
+yet is pending there, never a number. Each stage is implemented once, here; freshness_tracker
+keeps the same figures between calls. Owner: `tidelake freshness`; the merge's freshness metrics
+and the Replication page show it.
 
 More: docs/internals.md#freshness.
 """
