@@ -39,36 +39,21 @@ from tidelake.merge.window_spec import (
     removal_clause,
     replica_merge,
 )
+from tidelake.merge.writers.driver_features import driver_protocol
 from tidelake.merge.writers.file_rewrite import rewrite_window
 from tidelake.merge.writers.replica_window import ReplicaWindow
 
 log = logging.getLogger(__name__)
 
-# Table features delta-rs writes as Spark does (a DATETIME column gives a replica timestampNtz).
-# generatedColumns comes with every replica that moved from legacy writer version 4 to table
-# features (a DDL turning timestampNtz on); delta-rs computes generation expressions on write
-# (delta-io/delta-rs crates/core/src/operations/write/generated_columns.rs able_to_gc), and
-# replicas have none.
-_READER_FEATURES = frozenset({"timestampNtz"})
-_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "timestampNtz",
-                              "generatedColumns"})
 CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
 
 
 def writable(replica: DeltaTable, target: StructType) -> bool:
-    """Whether delta-rs may write this replica: change data feed and timestampNtz, no deletion
-    vectors, column mapping or type widening, and no DECIMAL whose statistics delta-rs would write
-    wrong (tidelake.merge.decimal_stats). Soft deletes are the MERGE's clauses, as on Spark."""
-    protocol = replica.protocol()
-    if protocol.min_reader_version not in (1, 3):  # legacy 2: column mapping
-        return False
-    if unsafe_stats(target, replica.metadata().configuration):
-        return False
-    if not set(protocol.reader_features or ()) <= _READER_FEATURES:
-        return False
-    if protocol.min_writer_version <= 4:  # legacy versions up to change data feed
-        return True
-    return protocol.min_writer_version == 7 and set(protocol.writer_features or ()) <= _WRITER_FEATURES
+    """Whether delta-rs may write this replica: a protocol the driver writes (driver_features:
+    change data feed and timestampNtz, no deletion vectors, column mapping or type widening), and
+    no DECIMAL whose statistics delta-rs would write wrong (tidelake.merge.decimal_stats). Soft
+    deletes are the MERGE's clauses, as on Spark."""
+    return driver_protocol(replica) and not unsafe_stats(target, replica.metadata().configuration)
 
 
 class DeltaRsWriter:
