@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.object_store import lake_storage_options
 from tidelake.merge.window_spec import OP_COLUMN
+from tidelake.merge.writers import file_rewrite
 from tidelake.merge.writers.file_rewrite import file_stats, rewrite_window
 
 SCHEMA = pa.schema([("id", pa.int64()), ("note", pa.string()), ("at", pa.timestamp("us", "UTC"))])
@@ -55,24 +58,30 @@ def _content(path: str) -> dict[int, str]:
 
 
 def _bounds_hold(path: str) -> None:
-    """Every add action's min/max and counts hold for its file's rows."""
-    table = DeltaTable(path)
-    for action in pa.table(table.get_add_actions(flatten=False)).to_pylist():
-        stats = json.loads(action["stats"]) if isinstance(action.get("stats"), str) else None
-        if stats is None:
-            continue
+    """Every live file's statistics (as delta-rs parses them from the log) hold for its rows;
+    a timestamp's max within the millisecond Delta keeps (delta-rs truncates it, the rewrite ceils)."""
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    checked = 0
+    for action in actions:
         rows = pq.read_table(f"{path}/{action['path']}")
-        assert stats["numRecords"] == rows.num_rows
-        for column, low in stats.get("minValues", {}).items():
+        assert action["num_records"] == rows.num_rows
+        for column in rows.column_names:
+            low, high = action.get(f"min.{column}"), action.get(f"max.{column}")
+            if low is None:
+                continue
             values = [v for v in rows[column].to_pylist() if v is not None]
-            high = stats["maxValues"][column]
-            if column == "at":
-                low, high = (dt.datetime.fromisoformat(x.replace("Z", "+00:00")) for x in (low, high))
+            if isinstance(high, dt.datetime):  # kept to the millisecond; readers widen the max by one
+                high += dt.timedelta(milliseconds=1)
             assert all(low <= v <= high for v in values), (column, low, high)
+            checked += 1
+    assert checked >= len(actions)  # at least the key's bounds of every file were checked
 
 
 def _stats_of(path: str) -> list[dict]:
-    return [json.loads(s) for s in pa.table(DeltaTable(path).get_add_actions(flatten=False))["stats"].to_pylist()]
+    """The statistics of the files the newest commit added, as its log entry holds them."""
+    with open(f"{path}/_delta_log/{DeltaTable(path).version():020d}.json") as commit:
+        entries = [json.loads(line) for line in commit]
+    return [json.loads(e["add"]["stats"]) for e in entries if "add" in e]
 
 
 def test_a_window_rewrites_only_the_files_holding_its_keys_in_one_commit(tmp_path):
@@ -114,6 +123,21 @@ def test_a_common_handle_matches_on_its_key_as_it_was_at_lo(tmp_path):
     assert rewrite_window(DeltaTable(path), mounted, ["k", "v"], ["k"], {"k": "_tidelake_match_k"}, 5, None) == (1, 1)
     rows = DeltaTable(path).to_pyarrow_table().sort_by("k")
     assert rows.to_pylist() == [{"k": "AB", "v": 10}, {"k": "cd", "v": 2}]
+
+
+def test_a_common_handles_new_keys_have_no_value_at_lo_and_match_nothing(tmp_path):
+    """New keys of a clustered (int, string) key come with null match columns: they are inserted,
+    not taken for one key held twice, and prune no file."""
+    path = str(tmp_path / "r")
+    write_deltalake(path, pa.table({"a": pa.array([1, 2], pa.int64()), "b": ["x", "y"], "v": [1, 2]}))
+    match = {"a": "_tidelake_match_a", "b": "_tidelake_match_b"}
+    mounted = pa.table({"a": pa.array([2, 7, 8], pa.int64()), "b": ["y", "n", "m"], "v": [20, 70, 80],
+                        "_tidelake_match_a": pa.array([2, None, None], pa.int64()),
+                        "_tidelake_match_b": ["y", None, None], OP_COLUMN: ["put", "put", "put"]})
+    assert rewrite_window(DeltaTable(path), mounted, ["a", "b", "v"], ["a", "b"], match, 5, None) == (3, 3)
+    rows = DeltaTable(path).to_pyarrow_table().sort_by("a").to_pylist()
+    assert rows == [{"a": 1, "b": "x", "v": 1}, {"a": 2, "b": "y", "v": 20}, {"a": 7, "b": "n", "v": 70},
+                    {"a": 8, "b": "m", "v": 80}]
 
 
 @pytest.mark.parametrize("setup", ["partitioned", "append_only", "constraint", "duplicate_key", "too_big"])
@@ -215,6 +239,8 @@ def test_statistics_bound_values_outwards_and_skip_what_they_cannot_bound():
                                   "d": "2026-02-01", "short": "b"}
     assert stats["nullCount"] == {"i": 1, "at": 1, "ntz": 2, "d": 1, "short": 1, "long": 1, "f": 1}
     assert set(json.loads(file_stats(rows, indexed=2))["nullCount"]) == {"i", "at"}
+    listed = json.loads(file_stats(rows, listed={"d", "short"}))  # delta.dataSkippingStatsColumns wins
+    assert set(listed["nullCount"]) == set(listed["minValues"]) == {"d", "short"}
 
 
 def test_on_s3_the_rewrite_commits_through_a_conditional_put_and_loses_a_taken_version(s3_server):
@@ -222,7 +248,7 @@ def test_on_s3_the_rewrite_commits_through_a_conditional_put_and_loses_a_taken_v
     created with If-None-Match, a version another writer took refused."""
     root = s3_server.lake_root("rewrite")
     options = lake_storage_options(root, s3_server.storage_options(), environ={})
-    path = f"{root}/r"
+    path = f"{root}/my db/表 1"  # a replica folder named by TiDB names: percent-encoded in the table's URI
     write_deltalake(path, _rows(list(range(10)), "a"), storage_options=options,
                     configuration={"delta.enableChangeDataFeed": "true"})
     table = DeltaTable(path, storage_options=options)
@@ -231,7 +257,54 @@ def test_on_s3_the_rewrite_commits_through_a_conditional_put_and_loses_a_taken_v
     model = {i: f"a{i}" for i in range(10) if i != 4} | {2: "u2", 30: "n30"}
     assert dict(zip(rows["id"].to_pylist(), rows["note"].to_pylist(), strict=True)) == model
     assert DeltaTable(path, storage_options=options).transaction_version(MERGE_APP_ID) == 11
+    assert table.version() == 1  # the handle is at the commit it made
     stale = DeltaTable(path, storage_options=options, version=0)
     with pytest.raises(CommitFailedError):
         rewrite_window(stale, _window({3: None}, "x"), COLUMNS, ["id"], {}, 12, options)
     assert DeltaTable(path, storage_options=options).version() == 1
+
+
+def test_a_folder_named_with_spaces_and_a_file_logged_with_escapes_are_rewritten_in_place(tmp_path):
+    """The remove names a file as the log does (here `a+b=c%20d.parquet`, as another writer may
+    name one): re-encoding it would leave the old file live beside its rewrite."""
+    path = str(tmp_path / "my db" / "表 1")
+    model = _replica(path, [list(range(0, 10))])
+    table = DeltaTable(path)
+    (logged,) = pa.table(table.get_add_actions(flatten=True))["path"].to_pylist()
+    os.rename(f"{path}/{logged}", f"{path}/a+b=c d.parquet")
+    log_file = f"{path}/_delta_log/{0:020d}.json"
+    with open(log_file) as f:
+        text = f.read().replace(logged, "a+b=c%20d.parquet")
+    with open(log_file, "w") as f:
+        f.write(text)
+    table = DeltaTable(path)
+    assert rewrite_window(table, _window({4: "u"}, "x"), COLUMNS, ["id"], {}, 3, None) == (1, 1)
+    model[4] = "u4"
+    assert _content(path) == model and table.version() == 1
+    assert len(DeltaTable(path).file_uris()) == 1
+
+
+def test_string_keys_prune_the_files_read_by_their_statistics(tmp_path, monkeypatch):
+    path = str(tmp_path / "r")
+    for tag in "abc":
+        write_deltalake(path, pa.table({"k": [f"{tag}{i:03d}" for i in range(100)], "v": list(range(100))}),
+                        mode="append")
+    read = []
+    real = file_rewrite._read_file
+    monkeypatch.setattr(file_rewrite, "_read_file", lambda folder, p, *a: read.append(p) or real(folder, p, *a))
+    mounted = pa.table({"k": ["b007"], "v": [-1], OP_COLUMN: ["put"]})
+    assert rewrite_window(DeltaTable(path), mounted, ["k", "v"], ["k"], {}, 4, None) == (1, 1)
+    assert len(read) == 1  # only the file whose min/max holds b007
+    rows = DeltaTable(path).to_pyarrow_table()
+    assert rows.num_rows == 300 and rows.filter(pc.equal(rows["k"], "b007"))["v"].to_pylist() == [-1]
+
+
+def test_the_last_datetime_gets_no_bound_rather_than_a_failed_window(tmp_path):
+    path = str(tmp_path / "r")
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999_999)
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64()), "until": pa.array([last], pa.timestamp("us"))}))
+    mounted = pa.table({"id": pa.array([1, 2], pa.int64()), "until": pa.array([last, last], pa.timestamp("us")),
+                        OP_COLUMN: ["put", "put"]})
+    assert rewrite_window(DeltaTable(path), mounted, ["id", "until"], ["id"], {}, 6, None) == (2, 2)
+    (stats,) = _stats_of(path)
+    assert "until" not in stats["maxValues"] and stats["nullCount"]["until"] == 0

@@ -10,6 +10,7 @@ More: docs/internals.md#table_folder.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -18,6 +19,20 @@ from botocore.exceptions import ClientError
 
 from tidelake.lake.lease_store import S3_CONFLICT_CODES, s3_client
 from tidelake.lake.object_store import S3_SCHEMES
+
+
+_clients: dict[tuple[tuple[str, str], ...], object] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(storage_options: dict[str, str] | None):
+    """One boto3 client per storage options, made under a lock (making one is not thread-safe;
+    using one is), kept for the process: a client per window costs milliseconds and a connection."""
+    key = tuple(sorted((storage_options or {}).items()))
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = s3_client(storage_options)
+        return _clients[key]
 
 
 def commit_name(version: int) -> str:
@@ -32,8 +47,8 @@ class TableFolder:
         url = urlparse(table_uri)
         self.s3 = url.scheme in S3_SCHEMES
         self.local = None if self.s3 else Path(unquote(url.path))
-        self.bucket, self.prefix = url.netloc, url.path.strip("/")
-        self._client = s3_client(storage_options) if self.s3 else None
+        self.bucket, self.prefix = url.netloc, unquote(url.path).strip("/")
+        self._client = _client(storage_options) if self.s3 else None
 
     @classmethod
     def of(cls, table_uri: str, storage_options: dict[str, str] | None = None) -> TableFolder | None:

@@ -12,13 +12,15 @@ More: docs/internals.md#file_rewrite.
 from __future__ import annotations
 
 import datetime as dt
+import bisect
 import io
 import json
+import logging
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -28,11 +30,16 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from tidelake import __version__
+from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.table_folder import TableFolder
+from tidelake.merge.decimal_stats import listed_columns
 from tidelake.merge.txn_confs import fenced
 from tidelake.merge.window_spec import OP_COLUMN
+from tidelake.merge.writers.driver_features import driver_protocol
+
+log = logging.getLogger(__name__)
 
 REWRITE_MAX_BYTES = 16 * 1024 * 1024  # files read per window at most; above it a MERGE streams them
 DEFAULT_INDEXED_COLUMNS = 32  # delta.dataSkippingNumIndexedCols' default (PROTOCOL.md "Per-file Statistics")
@@ -47,21 +54,27 @@ _REFUSED_FIELD_METADATA = ("delta.invariants", "delta.generationExpression", "de
 
 @dataclass(frozen=True)
 class _File:
-    path: str
+    logged: str  # the path as the log holds it (a remove must name it so)
     size: int
+
+    @property
+    def path(self) -> str:
+        return unquote(self.logged)
 
 
 def rewritable(replica: DeltaTable) -> bool:
-    """Whether a window of `replica` may be a rewrite: nothing in its metadata asks a writer for
-    more than rows, statistics and change data (partitions, constraints, column rules)."""
+    """Whether a window of `replica` may be a rewrite: a protocol the driver writes
+    (driver_features, checked on the log it commits to), and nothing in its metadata asks a
+    writer for more than rows, statistics and change data (partitions, constraints, column rules)."""
+    if not driver_protocol(replica):
+        return False
     metadata = replica.metadata()
     if metadata.partition_columns:
         return False
     configuration = metadata.configuration
     if configuration.get("delta.appendOnly", "false").lower() == "true":
         return False
-    if "delta.dataSkippingStatsColumns" in configuration or any(k.startswith("delta.constraints.")
-                                                                 for k in configuration):
+    if any(k.startswith("delta.constraints.") for k in configuration):
         return False
     return not any(key in (field.metadata or {}) for field in replica.schema().fields
                    for key in _REFUSED_FIELD_METADATA)
@@ -74,33 +87,35 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     handle at it. (changes, rows written as a MERGE counts them); written 0 means nothing changed
     and nothing was committed. None: not applicable, nothing written."""
     if not rewritable(replica):
-        return None
+        return _merged(replica, "its metadata asks more of a writer")
     schema = pa.schema(replica.schema().to_arrow())
     source_keys = [match.get(k, k) for k in keys]
     try:
         probe = mounted.select(source_keys).rename_columns(list(keys)).cast(pa.schema([schema.field(k) for k in keys]))
         is_put = pc.equal(mounted[OP_COLUMN], OP_PUT).to_numpy(zero_copy_only=False)
         puts = mounted.filter(is_put).select(list(columns)).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
-        return None
-    distinct = pc.count_distinct(probe[keys[0]]).as_py() if len(keys) == 1 \
-        else probe.group_by(list(keys)).aggregate([]).num_rows
-    if distinct != probe.num_rows:
-        return None  # a key twice: the MERGE decides (a collapsed window holds each key once)
-    files = _touched_files(replica, probe, keys)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as exc:
+        return _merged(replica, f"the window's columns do not cast to the replica's ({exc})")
+    # A key the replica could hold twice in the window (a null key matches nothing: a common
+    # handle's new key has no value at lo): the MERGE decides; a collapsed window has none.
+    valid = probe.filter(pc.and_kleene(*[pc.is_valid(probe[k]) for k in keys]) if len(keys) > 1
+                         else pc.is_valid(probe[keys[0]]))
+    if valid.group_by(list(keys)).aggregate([]).num_rows != valid.num_rows:
+        return _merged(replica, "the window holds a key twice")
+    files = _touched_files(replica, valid, keys)
     if files is None:
-        return None
+        return _merged(replica, f"it would read more than {REWRITE_MAX_BYTES} bytes of files")
     folder = TableFolder.of(replica.table_uri, storage_options)
     if folder is None:
-        return None
+        return _merged(replica, "no conditional create of commit files on its store")
     # One join tags each read row with the window's row matching its key (null: none matches).
     sources = probe.append_column(_SOURCE_COLUMN, pa.array(np.arange(probe.num_rows, dtype=np.int64)))
     try:
         old = pa.concat_tables([_read_file(folder, f.path, schema, i) for i, f in enumerate(files)]) if files \
             else schema.empty_table().append_column(_FILE_COLUMN, pa.array([], pa.int32()))
         tagged = old.join(sources, list(keys), join_type="left outer")
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):  # a type Arrow's join or cast lacks
-        return None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:  # a type Arrow lacks
+        return _merged(replica, f"its files do not read or join as its schema ({exc})")
     hit = pc.is_valid(tagged[_SOURCE_COLUMN])
     matched = tagged.filter(hit)
     rewritten = np.unique(matched[_FILE_COLUMN].to_numpy())  # only files holding a matched key
@@ -116,15 +131,16 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
                "numTargetFilesRemoved": len(rewritten)}
     configuration = replica.metadata().configuration
     now = int(time.time() * 1000)
-    actions: list[dict] = [{"remove": {"path": quote(files[i].path), "deletionTimestamp": now, "dataChange": True,
+    actions: list[dict] = [{"remove": {"path": files[i].logged, "deletionTimestamp": now, "dataChange": True,
                                        "extendedFileMetadata": True, "partitionValues": {}, "size": files[i].size}}
                            for i in rewritten]
     rows = pa.concat_tables([kept.select(schema.names), puts]).combine_chunks()
     if rows.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         indexed = int(configuration.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
+        stats = file_stats(rows, indexed, listed_columns(configuration))
         actions.append({"add": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, rows),
-                                "modificationTime": now, "dataChange": True, "stats": file_stats(rows, indexed)}})
+                                "modificationTime": now, "dataChange": True, "stats": stats}})
     if configuration.get(CDF_PROPERTY, "false").lower() == "true":
         changes = _changes(matched.select(schema.names), updated, puts, updates)
         name = f"_change_data/cdc-00000-{uuid.uuid4()}.c000.snappy.parquet"
@@ -146,6 +162,12 @@ def _changes(matched: pa.Table, updated: np.ndarray, puts: pa.Table, updates: pa
                              for t, kind in parts])
 
 
+def _merged(replica: DeltaTable, why: str) -> None:
+    """Say why the window is left to the MERGE (None: nothing was written)."""
+    log.debug("replica %s: window MERGEd, not rewritten: %s", replica.table_uri, why)
+    return None
+
+
 def _commit(replica: DeltaTable, folder: TableFolder, actions: list[dict], metrics: dict[str, int], hi: int,
             now: int) -> None:
     """Create the replica's next version from `actions`, recording checkpoint `hi` as delta-rs'
@@ -159,6 +181,8 @@ def _commit(replica: DeltaTable, folder: TableFolder, actions: list[dict], metri
     if not folder.create_commit(version, body):
         raise CommitFailedError(f"{replica.table_uri}: version {version} was committed by another writer first")
     replica.update_incremental()
+    if replica.version() != version:  # the commit went where the log is not: stop, never go on without it
+        raise InputError(f"{replica.table_uri}: commit {version} written but the log reads version {replica.version()}")
 
 
 def _read_file(folder: TableFolder, path: str, schema: pa.Schema, index: int) -> pa.Table:
@@ -169,26 +193,29 @@ def _read_file(folder: TableFolder, path: str, schema: pa.Schema, index: int) ->
 
 
 def _touched_files(replica: DeltaTable, probe: pa.Table, keys: Sequence[str]) -> list[_File] | None:
-    """The files that may hold a key of `probe`: pruned by each integer key column's min/max
-    statistics (a file without them is read); None past REWRITE_MAX_BYTES."""
+    """The files that may hold a key of `probe`: pruned by each integer, string or date key
+    column's min/max statistics, bounds every Delta reader's file skipping trusts (a file without
+    them is read); None past REWRITE_MAX_BYTES, or for a file named by a URI (a shallow clone's)."""
     actions = pa.table(replica.get_add_actions(flatten=True))
-    maybe = np.ones(actions.num_rows, dtype=bool)
+    maybe = [True] * actions.num_rows
     for k in keys:
-        low, high = f"min.{k}", f"max.{k}"
-        if not pa.types.is_integer(probe.schema.field(k).type) or low not in actions.column_names \
-                or high not in actions.column_names:
+        kind, low, high = probe.schema.field(k).type, f"min.{k}", f"max.{k}"
+        if not _prunable(kind) or low not in actions.column_names or high not in actions.column_names:
             continue
-        values = np.sort(probe[k].to_numpy())
-        lows, highs = actions[low], actions[high]
-        known = pc.and_(pc.is_valid(lows), pc.is_valid(highs)).to_numpy(zero_copy_only=False)
-        first = np.searchsorted(values, pc.fill_null(lows, 0).to_numpy(zero_copy_only=False), "left")
-        past = np.searchsorted(values, pc.fill_null(highs, 0).to_numpy(zero_copy_only=False), "right")
-        maybe &= ~known | (first < past)
-    paths = [unquote(p) for p, m in zip(actions["path"].to_pylist(), maybe, strict=True) if m]
-    sizes = [s for s, m in zip(actions["size_bytes"].to_pylist(), maybe, strict=True) if m]
-    if sum(sizes) > REWRITE_MAX_BYTES:
+        values = sorted(probe[k].drop_null().to_pylist())
+        for i, (lo, hi) in enumerate(zip(actions[low].to_pylist(), actions[high].to_pylist(), strict=True)):
+            if maybe[i] and lo is not None and hi is not None:
+                maybe[i] = bisect.bisect_left(values, lo) < bisect.bisect_right(values, hi)
+    files = [_File(p, size) for p, size, m in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(),
+                                                    maybe, strict=True) if m]
+    if sum(f.size for f in files) > REWRITE_MAX_BYTES or any("://" in f.logged for f in files):
         return None
-    return [_File(p, s) for p, s in zip(paths, sizes, strict=True)]
+    return files
+
+
+def _prunable(kind: pa.DataType) -> bool:
+    return pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) \
+        or pa.types.is_date(kind)
 
 
 def _write_parquet(folder: TableFolder, name: str, rows: pa.Table) -> int:
@@ -200,14 +227,17 @@ def _write_parquet(folder: TableFolder, name: str, rows: pa.Table) -> int:
     return len(data)
 
 
-def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS) -> str:
+def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS, listed: set[str] | None = None) -> str:
     """The add action's statistics (PROTOCOL.md "Per-file Statistics"): numRecords, and for the
-    first `indexed` columns (-1: all) the null count of each, min/max where the bound is exact or
+    columns `listed` (lower-cased; delta.dataSkippingStatsColumns), else the first `indexed`
+    (-1: all), the null count of each, min/max where the bound is exact or
     safely wide: integers, dates, strings of up to STRING_STATS_MAX_CHARS, timestamps to the
     millisecond the protocol keeps (min floored, max ceiled). Other types get none; readers then
     keep the file for a filter on them."""
     stats: dict[str, object] = {"numRecords": rows.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
     fields = list(rows.schema) if indexed < 0 else list(rows.schema)[:indexed]
+    if listed is not None:
+        fields = [f for f in rows.schema if f.name.lower() in listed]
     for field in fields:
         if pa.types.is_nested(field.type):
             continue
@@ -231,7 +261,10 @@ def _bounds(kind: pa.DataType, column: pa.ChunkedArray) -> tuple[object, object]
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return (low, high) if max(len(low), len(high)) <= STRING_STATS_MAX_CHARS else None
     if pa.types.is_timestamp(kind):
-        return _millis(found["min"], kind, ceiling=False), _millis(found["max"], kind, ceiling=True)
+        try:
+            return _millis(found["min"], kind, ceiling=False), _millis(found["max"], kind, ceiling=True)
+        except OverflowError:  # 9999-12-31 23:59:59.999999 ceils past the last datetime: no bound
+            return None
     return None
 
 
