@@ -22,6 +22,8 @@ from tidelake.config import load_config
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.replica_catalog import read_entries
+from tidelake.merge import merge_run
+from tidelake.merge.merge_metrics import merge_metrics_path
 from tidelake.orchestration import job_entry
 from tidelake.orchestration.job_spec import MergeJob
 from tidelake.status import freshness_metrics
@@ -93,11 +95,15 @@ def test_a_file_younger_than_the_interval_is_kept_and_an_older_one_rewritten(fed
     assert write_freshness_metrics(lake.layout) == path and len(calls) == 2
 
 
-def test_the_merge_follower_writes_the_freshness_metrics_while_it_runs(fed):
+def test_the_merge_follower_writes_the_freshness_metrics_while_it_runs(fed, monkeypatch):
     """The follower of `tidelake merge --follow` and of the follow job (job_entry.changefeed_follower)
-    rewrites the file on its own thread from its start, and that thread ends with it."""
+    rewrites the file on its own thread from its start, and that thread ends with it. The merge
+    metrics file is that thread's too, not each pass's (its read of the merge log grows with the
+    passes of the last hours)."""
     lake, commit_ts, _ = fed
     path = freshness_metrics_path(lake.layout)
+    by_passes = []
+    monkeypatch.setattr(merge_run, "write_merge_metrics", by_passes.append)
     stop = threading.Event()
     follower = job_entry.changefeed_follower(None, lake.layout, None, lambda line: None, stop)
     running = threading.Thread(target=follower.run, daemon=True)
@@ -116,6 +122,9 @@ def test_the_merge_follower_writes_the_freshness_metrics_while_it_runs(fed):
     assert samples[("tidelake_freshness_max_seconds", (("stage", "landed"),))] == pytest.approx(
         (landed_ms - tso.physical_ms(commit_ts)) / 1000)
     assert not [t for t in threading.enumerate() if t.name == "merge-follower-beside"]
+    assert follower.passes >= 1 and by_passes == []
+    merged = _samples(merge_metrics_path(lake.layout))  # rewritten once more as the follower stopped
+    assert {labels for name, labels in merged if name == "tidelake_merge_checkpoint_time_seconds"}
 
 
 def test_the_follower_side_warns_on_a_failure_and_writes_nothing_for_an_object_store_lake(fed, monkeypatch, caplog):

@@ -227,9 +227,11 @@ class Follower:
         self._after(report, time.monotonic() - started)
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
-        """run_merge with the follower's options: its passes' and its cuts' merges."""
+        """run_merge with the follower's options: its passes' and its cuts' merges. With work beside
+    it, that side rewrites the merge metrics file, not each pass."""
         return run_merge(spark, layout, max_chunk_rows=self.options.max_chunk_rows, threads=self.options.threads,
-                         history_config=self.options.history_config, handles=self.handles, **kwargs)
+                         history_config=self.options.history_config, handles=self.handles,
+                         write_metrics=self.beside is None, **kwargs)
 
     def _after(self, report: MergeReport, seconds: float) -> None:
         seen = self._seen

@@ -101,12 +101,14 @@ def run_merge(
     threads: int = DEFAULT_THREADS,
     history_config: HistoryConfig | None = None,
     handles: ReplicaHandles | None = None,
+    write_metrics: bool = True,
 ) -> MergeReport:
     """Merge `tables` (default all) as far as the watermarks and `until_ts` allow. `rebuild`
     ('db.table') first gives that table a new empty replica to replay from its CREATE
     (tidelake.merge.rebuild). `history_config` (the changefeed's [history]) turns on history
     tables and soft deletes for the tables it selects. `handles`: the replicas' logs kept from
-    the caller's earlier runs (a long-running merger's; tidelake.merge.replica_handles)."""
+    the caller's earlier runs (a long-running merger's; tidelake.merge.replica_handles).
+    `write_metrics` False: the merge metrics file is left to the caller (the follower's side)."""
     if threads < 1:
         raise InputError(f"merge threads must be at least 1, got {threads}")
     scope = replace(RunScope.read(layout, until_ts, max_chunk_rows, history_config, progress), handles=handles)
@@ -135,7 +137,8 @@ def run_merge(
                 probe_room(layout.root, layout.storage_options)
             append_entries(layout, [_log_entry(report.run_id, r, report.started_at) for r in blocked]
                            + [entry for _, entry in outcomes])
-            write_merge_metrics(layout)  # docs/operations.md#metrics
+            if write_metrics:
+                write_merge_metrics(layout)  # docs/operations.md#metrics
         except Exception as exc:
             cause = refusal(exc)
             if cause is None:

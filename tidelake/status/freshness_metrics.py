@@ -19,7 +19,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from tidelake.lake.layout import LakeLayout
-from tidelake.merge.merge_metrics import merge_metrics_path
+from tidelake.merge.merge_metrics import merge_metrics_path, write_merge_metrics
 from tidelake.status.freshness import QUANTILES, RECENT_SPAN_S, FreshnessReport, collect_freshness
 from tidelake.status.freshness_tracker import FreshnessTracker
 
@@ -77,16 +77,27 @@ def write_freshness_metrics(layout: LakeLayout, span_s: float = RECENT_SPAN_S,
 
 
 def write_while_following(layout: LakeLayout, done: threading.Event, min_interval_s: float = MIN_INTERVAL_S) -> None:
-    """The merge follower's side (its own thread): rewrite the file from one FreshnessTracker as
-    soon as the file is `min_interval_s` old (at once when there is none), until `done` is set;
-    nothing on an object-store lake. Never raises: a failed write is a warning, tried again later."""
+    """The merge follower's side (its own thread): rewrite the merge metrics file from the merge
+    log and this file from one FreshnessTracker as soon as this file is `min_interval_s` old (at
+    once when there is none), and the merge metrics once more when `done` is set; nothing on an
+    object-store lake. The merge log's read grows with the tables and passes of the last hours
+    (merge_log.RECENT), so it is not each pass's. Never raises: a failed write is a warning."""
     path = freshness_metrics_path(layout)
     if path is None:
         return
     tracker = FreshnessTracker(layout, RECENT_SPAN_S)
     while not done.wait(_wait_s(path, min_interval_s)):
+        _write_merge_metrics(layout)
         if not _write(path, tracker.report, RECENT_SPAN_S):
             done.wait(min_interval_s)  # the file kept its age: a whole interval before the next try
+    _write_merge_metrics(layout)
+
+
+def _write_merge_metrics(layout: LakeLayout) -> None:
+    try:
+        write_merge_metrics(layout)
+    except Exception as exc:  # noqa: BLE001 - metrics never stop the follower
+        log.warning("merge metrics not written: %s", str(exc).splitlines()[0] if str(exc) else repr(exc))
 
 
 def _wait_s(path: str, min_interval_s: float) -> float:
