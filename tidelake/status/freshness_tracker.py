@@ -55,6 +55,13 @@ def _first_read(log: DeltaLog, since_ms: int, now_ms: int) -> tuple[SpanLog, lis
     return SpanLog(newest), (log.commits_since(since_ms, now_ms) if newest is not None else [])
 
 
+def _read_on(span: SpanLog | None, log: DeltaLog, since_ms: int, now_ms: int) -> tuple[SpanLog, list[DeltaCommit]]:
+    """`span` (a first read when None) and the commits to add to it: those after its cursor."""
+    if span is None:
+        return _first_read(log, since_ms, now_ms)
+    return span, log.commits_after(span.cursor, now_ms)
+
+
 class FreshnessTracker:
     """`report()` is collect_freshness(layout, span_s) of every table, kept up to date: the
     state between calls is each log's SpanLog, the watermarks as of its cursor (a WatermarkFold)
@@ -115,10 +122,7 @@ class FreshnessTracker:
             self._base = dropped[-1]
 
         log = self._changelog
-        if self._landed is None:
-            self._landed, commits = _first_read(log, since_ms, now_ms)
-        else:
-            commits = log.commits_after(self._landed.cursor, now_ms)
+        self._landed, commits = _read_on(self._landed, log, since_ms, now_ms)
         reads["changelog"] = len(commits)
         self._landed.add(commits, landed_stamps(log, commits))
         self._landed.drop_before(since_ms)
@@ -128,10 +132,7 @@ class FreshnessTracker:
         reads["replicas"] = self._follow_replicas({key_of[pid] for pid, _ in changes}, since_ms, now_ms)
 
         log = self._syncpoints
-        if self._cuts is None:
-            self._cuts, commits = _first_read(log, since_ms, now_ms)
-        else:
-            commits = log.commits_after(self._cuts.cursor, now_ms)
+        self._cuts, commits = _read_on(self._cuts, log, since_ms, now_ms)
         reads["syncpoints"] = len(commits)
         self._cuts.add(commits, [read_cut(log, commit) for commit in commits])
         self._cuts.drop_before(since_ms)
