@@ -2,7 +2,8 @@
 folder creates a record by hard-linking a complete temporary file to its name (link(2) fails
 with EEXIST, and a reader never sees a half-written record); an S3 store by a PUT with
 `If-None-Match: *` (answered 412 when the key exists). A holder rewrites only its own record
-(S3: `If-Match` on its ETag). Owner: tidelake.lake.lease, the only caller.
+(S3: `If-Match` on its ETag). Owner: tidelake.lake.lease; tidelake.lake.table_folder creates
+Delta commit files with the same primitive (create_local, create_s3).
 
 More: docs/internals.md#lease_store.
 """
@@ -23,7 +24,7 @@ from botocore.exceptions import ClientError
 from tidelake.lake.object_store import is_s3, setting_of
 
 RECORD_SUFFIX = ".json"
-S3_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
+_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
 _MISSING_CODES = ("NoSuchKey", "404")
 
 
@@ -84,13 +85,8 @@ class LocalLeaseStore:
     def create(self, lease: str, token: int, body: bytes) -> str | None:
         folder = self.root / lease
         folder.mkdir(parents=True, exist_ok=True)
-        staged = self._staged(folder, body)
-        try:
-            os.link(staged, folder / record_name(token))
-        except FileExistsError:
+        if not create_local(folder / record_name(token), body):
             return None
-        finally:
-            staged.unlink()
         return self._version(folder / record_name(token))
 
     def read(self, lease: str, token: int) -> StoredRecord | None:
@@ -106,7 +102,7 @@ class LocalLeaseStore:
         if current is None or current.version != version:
             return None
         folder = self.root / lease
-        os.replace(self._staged(folder, body), folder / record_name(token))
+        os.replace(_staged(folder, body), folder / record_name(token))
         written = self.read(lease, token)
         return written.version if written is not None else None
 
@@ -118,18 +114,6 @@ class LocalLeaseStore:
         stat = path.stat()
         return f"{stat.st_ino}:{stat.st_mtime_ns}"
 
-    @staticmethod
-    def _staged(folder: Path, body: bytes) -> Path:
-        staged = folder / f".staged-{uuid.uuid4().hex}"
-        try:
-            with open(staged, "xb") as out:
-                out.write(body)
-                out.flush()
-                os.fsync(out.fileno())
-        except BaseException:  # a full disk: no empty file left behind per renewal
-            staged.unlink(missing_ok=True)
-            raise
-        return staged
 
 
 class S3LeaseStore:
@@ -152,14 +136,7 @@ class S3LeaseStore:
         return sorted(found)
 
     def create(self, lease: str, token: int, body: bytes) -> str | None:
-        try:
-            answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
-                                            IfNoneMatch="*")
-        except ClientError as exc:
-            if _code(exc) in S3_CONFLICT_CODES:
-                return None
-            raise
-        return answer["ETag"]
+        return create_s3(self.client, self.bucket, self._key(lease, token), body)
 
     def read(self, lease: str, token: int) -> StoredRecord | None:
         try:
@@ -175,13 +152,50 @@ class S3LeaseStore:
             answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
                                             IfMatch=version)
         except ClientError as exc:
-            if _code(exc) in (*S3_CONFLICT_CODES, *_MISSING_CODES):
+            if _code(exc) in (*_CONFLICT_CODES, *_MISSING_CODES):
                 return None
             raise
         return answer["ETag"]
 
     def delete(self, lease: str, token: int) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(lease, token))
+
+
+def create_local(path: Path, body: bytes) -> bool:
+    """Create `path` holding `body` only if no file has that name: a staged, synced file linked to
+    it (link(2) fails with EEXIST; a reader never sees half of it). False when it exists."""
+    staged = _staged(path.parent, body)
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        return False
+    finally:
+        staged.unlink()
+    return True
+
+
+def create_s3(client, bucket: str, key: str, body: bytes) -> str | None:
+    """PUT `key` holding `body` only if absent (`If-None-Match: *`); its ETag, None when it exists."""
+    try:
+        answer = client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+    except ClientError as exc:
+        if _code(exc) in _CONFLICT_CODES:
+            return None
+        raise
+    return answer["ETag"]
+
+
+def _staged(folder: Path, body: bytes) -> Path:
+    staged = folder / f".staged-{uuid.uuid4().hex}"
+    try:
+        with open(staged, "xb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:  # a full disk: no empty file left behind per renewal
+        staged.unlink(missing_ok=True)
+        raise
+    return staged
 
 
 def s3_client(storage_options: dict[str, str] | None):

@@ -1,7 +1,8 @@
 """A Delta table's folder as a writer outside delta-rs sees it: whole files read and put by name,
 and a commit file created only if no writer created that version first, the put-if-absent every
-Delta writer relies on (delta-io/delta PROTOCOL.md "Delta Log Entries"): a local folder links a
-staged, synced file into place; S3 puts with If-None-Match. Other stores: none wired (`of`).
+Delta writer relies on (delta-io/delta PROTOCOL.md "Delta Log Entries"), with lease_store's
+create-if-absent: a local folder links a staged, synced file into place; S3 puts with
+If-None-Match. Other stores: none wired (`of`).
 Owner: the lake; tidelake.merge.writers.file_rewrite writes through it.
 
 More: docs/internals.md#table_folder.
@@ -9,15 +10,11 @@ More: docs/internals.md#table_folder.
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from botocore.exceptions import ClientError
-
-from tidelake.lake.lease_store import S3_CONFLICT_CODES, s3_client
+from tidelake.lake.lease_store import create_local, create_s3, s3_client
 from tidelake.lake.object_store import S3_SCHEMES
 
 
@@ -77,22 +74,5 @@ class TableFolder:
         (another writer's commit won that version)."""
         name = commit_name(version)
         if self.local is None:
-            try:
-                self._client.put_object(Bucket=self.bucket, Key=self._key(name), Body=body, IfNoneMatch="*")
-            except ClientError as exc:
-                if str(exc.response.get("Error", {}).get("Code", "")) in S3_CONFLICT_CODES:
-                    return False
-                raise
-            return True
-        staged = self.local / "_delta_log" / f".tidelake-{uuid.uuid4().hex}.json.tmp"
-        try:
-            with open(staged, "xb") as out:
-                out.write(body)
-                out.flush()
-                os.fsync(out.fileno())
-            os.link(staged, self.local / name)
-        except FileExistsError:
-            return False
-        finally:
-            staged.unlink(missing_ok=True)
-        return True
+            return create_s3(self._client, self.bucket, self._key(name), body) is not None
+        return create_local(self.local / name, body)
