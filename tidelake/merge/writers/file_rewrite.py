@@ -26,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Metadata
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError
 
 from tidelake import __version__
@@ -62,22 +63,18 @@ class _File:
         return unquote(self.logged)
 
 
-def rewritable(replica: DeltaTable) -> bool:
-    """Whether a window of `replica` may be a rewrite: a protocol the driver writes
-    (driver_features, checked on the log it commits to), and nothing in its metadata asks a
-    writer for more than rows, statistics and change data (partitions, constraints, column rules)."""
+def _refusal(replica: DeltaTable, metadata: Metadata, schema: DeltaSchema) -> str | None:
+    """Why a window of `replica` may not be a rewrite: a protocol the driver does not write
+    (driver_features, checked on the log it commits to), or metadata asking a writer for more
+    than rows, statistics and change data (partitions, constraints, column rules); None: it may."""
     if not driver_protocol(replica):
-        return False
-    metadata = replica.metadata()
-    if metadata.partition_columns:
-        return False
+        return "its protocol has features the driver does not write"
     configuration = metadata.configuration
-    if configuration.get("delta.appendOnly", "false").lower() == "true":
-        return False
-    if any(k.startswith("delta.constraints.") for k in configuration):
-        return False
-    return not any(key in (field.metadata or {}) for field in replica.schema().fields
-                   for key in _REFUSED_FIELD_METADATA)
+    if metadata.partition_columns or configuration.get("delta.appendOnly", "false").lower() == "true" \
+            or any(k.startswith("delta.constraints.") for k in configuration) \
+            or any(key in (field.metadata or {}) for field in schema.fields for key in _REFUSED_FIELD_METADATA):
+        return "it is partitioned, append-only, constrained or has column rules"
+    return None
 
 
 def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str], keys: Sequence[str],
@@ -86,9 +83,11 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     the source's `match` columns where given) as one commit recording checkpoint `hi`, leaving the
     handle at it. (changes, rows written as a MERGE counts them); written 0 means nothing changed
     and nothing was committed. None: not applicable, nothing written."""
-    if not rewritable(replica):
-        return _merged(replica, "its metadata asks more of a writer")
-    schema = pa.schema(replica.schema().to_arrow())
+    metadata, delta_schema = replica.metadata(), replica.schema()
+    refusal = _refusal(replica, metadata, delta_schema)
+    if refusal is not None:
+        return _merged(replica, refusal)
+    schema = pa.schema(delta_schema.to_arrow())
     source_keys = [match.get(k, k) for k in keys]
     try:
         probe = mounted.select(source_keys).rename_columns(list(keys)).cast(pa.schema([schema.field(k) for k in keys]))
@@ -129,7 +128,7 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     metrics = {"numSourceRows": mounted.num_rows, "numTargetRowsInserted": puts.num_rows - len(updates),
                "numTargetRowsUpdated": len(updates), "numTargetRowsDeleted": matched.num_rows - len(updates),
                "numTargetFilesRemoved": len(rewritten)}
-    configuration = replica.metadata().configuration
+    configuration = metadata.configuration
     now = int(time.time() * 1000)
     actions: list[dict] = [{"remove": {"path": files[i].logged, "deletionTimestamp": now, "dataChange": True,
                                        "extendedFileMetadata": True, "partitionValues": {}, "size": files[i].size}}
