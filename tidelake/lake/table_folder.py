@@ -32,11 +32,6 @@ def _client(storage_options: dict[str, str] | None):
         return _clients[key]
 
 
-def commit_name(version: int) -> str:
-    """A version's commit file, relative to the table's folder."""
-    return f"_delta_log/{version:020d}.json"
-
-
 class TableFolder:
     """Files of the table at one URI, by their paths relative to it."""
 
@@ -72,7 +67,7 @@ class TableFolder:
     def create_commit(self, version: int, body: bytes) -> bool:
         """Create commit `version` holding `body`; False, writing nothing, when it exists already
         (another writer's commit won that version)."""
-        name = commit_name(version)
+        name = f"_delta_log/{version:020d}.json"  # PROTOCOL.md "Delta Log Entries"
         if self.local is None:
             return create_s3(self._client, self.bucket, self._key(name), body) is not None
         return create_local(self.local / name, body)

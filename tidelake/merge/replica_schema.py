@@ -32,7 +32,8 @@ PARTITION_ID_COLUMN = "_tidb_partition_id"
 DELETED_COLUMN = "_tidb_deleted"
 HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN, DELETED_COLUMN)
 
-REPLICA_PROPERTIES: dict[str, str] = {"delta.enableChangeDataFeed": "true"}
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+REPLICA_PROPERTIES: dict[str, str] = {CHANGE_DATA_FEED: "true"}
 COLUMN_MAPPING: dict[str, str] = {"delta.columnMapping.mode": "name"}  # reader feature columnMapping
 TYPE_WIDENING: dict[str, str] = {"delta.enableTypeWidening": "true"}  # reader feature typeWidening
 # Delta refuses these in a column name unless column mapping is on (delta-io/delta

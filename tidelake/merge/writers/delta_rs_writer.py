@@ -97,9 +97,8 @@ class DeltaRsWriter:
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
         if not soft and w.removal is None:
-            options = w.handle.storage_options if w.handle is not None else None
             rewritten = rewrite_window(w.replica, mounted, columns, key_columns(w.info), match_columns(w.info), w.hi,
-                                       options)
+                                       self.changelog.layout.storage_options)
             if rewritten is not None:
                 if rewritten[1]:
                     keep_checkpoint_cadence(w.replica, at_commit=True)

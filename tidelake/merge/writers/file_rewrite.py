@@ -36,6 +36,7 @@ from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.table_folder import TableFolder
 from tidelake.merge.decimal_stats import listed_columns
+from tidelake.merge.replica_schema import CHANGE_DATA_FEED
 from tidelake.merge.txn_confs import fenced
 from tidelake.merge.window_spec import OP_COLUMN
 from tidelake.merge.writers.driver_features import driver_protocol
@@ -46,7 +47,6 @@ REWRITE_MAX_BYTES = 16 * 1024 * 1024  # files read per window at most; above it 
 DEFAULT_INDEXED_COLUMNS = 32  # delta.dataSkippingNumIndexedCols' default (PROTOCOL.md "Per-file Statistics")
 STRING_STATS_MAX_CHARS = 32  # longer strings get no min/max: a truncated max would be below the values
 CHANGE_TYPE = "_change_type"  # the change data files' column (PROTOCOL.md "Change Data Files")
-CDF_PROPERTY = "delta.enableChangeDataFeed"
 OPERATION = "MERGE"  # the commit's operation: a MERGE's result, as history() shows it
 _FILE_COLUMN = "_tidelake_file"  # which file read a row came from
 _SOURCE_COLUMN = "_tidelake_source"  # the window's row a read row's key matched
@@ -101,12 +101,12 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
                          else pc.is_valid(probe[keys[0]]))
     if valid.group_by(list(keys)).aggregate([]).num_rows != valid.num_rows:
         return _merged(replica, "the window holds a key twice")
-    files = _touched_files(replica, valid, keys)
-    if files is None:
-        return _merged(replica, f"it would read more than {REWRITE_MAX_BYTES} bytes of files")
     folder = TableFolder.of(replica.table_uri, storage_options)
     if folder is None:
         return _merged(replica, "no conditional create of commit files on its store")
+    files = _touched_files(replica, valid, keys)
+    if files is None:
+        return _merged(replica, f"it would read more than {REWRITE_MAX_BYTES} bytes of files")
     # One join tags each read row with the window's row matching its key (null: none matches).
     sources = probe.append_column(_SOURCE_COLUMN, pa.array(np.arange(probe.num_rows, dtype=np.int64)))
     try:
@@ -140,7 +140,7 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
         stats = file_stats(rows, indexed, listed_columns(configuration))
         actions.append({"add": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, rows),
                                 "modificationTime": now, "dataChange": True, "stats": stats}})
-    if configuration.get(CDF_PROPERTY, "false").lower() == "true":
+    if configuration.get(CHANGE_DATA_FEED, "false").lower() == "true":
         changes = _changes(matched.select(schema.names), updated, puts, updates)
         name = f"_change_data/cdc-00000-{uuid.uuid4()}.c000.snappy.parquet"
         actions.append({"cdc": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, changes),
