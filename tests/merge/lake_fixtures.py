@@ -189,3 +189,9 @@ def by_driver(commit: dict) -> bool:
     """Whether a replica commit (DeltaTable.history()) was the driver's, delta-rs' or the window
     rewrite's own (tidelake.merge.writers.file_rewrite), not Spark's."""
     return not str(commit.get("engineInfo", "")).startswith("Apache-Spark")
+
+
+def by_rewrite(commit: dict) -> bool:
+    """Whether a replica commit was the window rewrite's own (tidelake.merge.writers.file_rewrite),
+    not a delta-rs MERGE or append, nor Spark's."""
+    return str(commit.get("engineInfo", "")).startswith("tidelake/")

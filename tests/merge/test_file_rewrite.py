@@ -21,9 +21,11 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from merge.lake_fixtures import by_rewrite, path_of, put, shop_lake
 
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.object_store import lake_storage_options
+from tidelake.merge.merge_run import run_merge
 from tidelake.merge.window_spec import OP_COLUMN
 from tidelake.merge.writers import file_rewrite
 from tidelake.merge.writers.file_rewrite import file_stats, rewrite_window
@@ -140,7 +142,7 @@ def test_a_common_handles_new_keys_have_no_value_at_lo_and_match_nothing(tmp_pat
                     {"a": 8, "b": "m", "v": 80}]
 
 
-@pytest.mark.parametrize("setup", ["partitioned", "append_only", "constraint", "duplicate_key", "too_big"])
+@pytest.mark.parametrize("setup", ["partitioned", "append_only", "constraint", "duplicate_key", "too_big", "uncastable"])
 def test_what_the_rewrite_does_not_handle_is_left_to_the_merge_untouched(tmp_path, monkeypatch, setup):
     path = str(tmp_path / "r")
     window = _window({1: "u"}, "x")
@@ -154,6 +156,9 @@ def test_what_the_rewrite_does_not_handle_is_left_to_the_merge_untouched(tmp_pat
     elif setup == "duplicate_key":
         write_deltalake(path, _rows([1, 2], "a"))
         window = pa.concat_tables([window, window])
+    elif setup == "uncastable":
+        write_deltalake(path, _rows([1, 2], "a"))
+        window = window.set_column(0, "id", pa.array(["one"]))
     else:
         write_deltalake(path, _rows([1, 2], "a"))
         monkeypatch.setattr("tidelake.merge.writers.file_rewrite.REWRITE_MAX_BYTES", 10)
@@ -308,3 +313,28 @@ def test_the_last_datetime_gets_no_bound_rather_than_a_failed_window(tmp_path):
     assert rewrite_window(DeltaTable(path), mounted, ["id", "until"], ["id"], {}, 6, None) == (2, 2)
     (stats,) = _stats_of(path)
     assert "until" not in stats["maxValues"] and stats["nullCount"]["until"] == 0
+
+
+def test_through_the_merge_a_window_is_rewritten_and_one_the_rewrite_refuses_is_merged_by_delta_rs(tmp_path,
+                                                                                                    monkeypatch):
+    """run_merge on the driver (no Spark): an update window is the rewrite's commit; with the
+    rewrite refusing (too many bytes to read) the next is delta-rs' MERGE; the replica equals the
+    upstream replay at each checkpoint."""
+    lake = shop_lake(str(tmp_path / "lake"), ("orders",))
+    put(lake, "orders", range(1, 20), "a")
+    lake.resolve()
+    run_merge(None, lake.layout, write_log=False, threads=1)
+    path = path_of(lake, "orders")
+    for refused in (False, True):
+        if refused:
+            monkeypatch.setattr(file_rewrite, "REWRITE_MAX_BYTES", 0)
+        put(lake, "orders", range(10, 25), "u" if refused else "b")
+        with lake.txn() as t:
+            t.delete("shop", "orders", {"id": 3 if refused else 2, "note": ""})
+        upper = lake.resolve()
+        (result,) = run_merge(None, lake.layout, write_log=False, threads=1).tables
+        assert result.checkpoint_after == upper == DeltaTable(path).transaction_version(MERGE_APP_ID)
+        last = DeltaTable(path).history(1)[0]
+        assert (by_rewrite(last), last["engineInfo"].startswith("delta-rs")) == (not refused, refused)
+        assert _content(path) == {r["id"]: r["note"] for r in lake.expected_rows("shop", "orders", upper)}
+    lake.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake, by_driver, replica_rows
+from merge.lake_fixtures import FedLake, by_driver, by_rewrite, replica_rows
 from merge.overtaking_job import merge_overtaken
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -303,7 +303,8 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
     (result,) = run_merge(spark, lake.layout, write_log=False).tables
     assert result.status == MergeStatus.MERGED and result.checkpoint_after == upper
     path = ReplicaCatalog(lake.layout).get(result.table_key).path
-    assert by_driver(DeltaTable(path).history(1)[0]) == (window_path == "driver")
+    last = DeltaTable(path).history(1)[0]
+    assert by_driver(last) == by_rewrite(last) == (window_path == "driver")  # on the driver: the rewrite
     assert replica_rows(spark, path) == lake.expected_rows("crm", "users", upper)
     lake.close()
 
