@@ -121,7 +121,7 @@ def test_the_merge_follower_writes_the_freshness_metrics_while_it_runs(fed, monk
     landed_ms = DeltaTable(lake.layout.changelog).history(1)[0]["timestamp"]
     assert samples[("tidelake_freshness_max_seconds", (("stage", "landed"),))] == pytest.approx(
         (landed_ms - tso.physical_ms(commit_ts)) / 1000)
-    assert not [t for t in threading.enumerate() if t.name == "merge-follower-beside"]
+    assert not [t for t in threading.enumerate() if t.name == "merge-follower-metrics"]
     assert follower.passes >= 1 and by_passes == []
     merged = _samples(merge_metrics_path(lake.layout))  # rewritten once more as the follower stopped
     assert {labels for name, labels in merged if name == "tidelake_merge_checkpoint_time_seconds"}

@@ -4,8 +4,8 @@ merges the tables with covered work (tidelake.merge.table_work) through run_merg
 past min(resolved, barrier) and is capped at the next syncpoint boundary; cuts are taken in the loop.
 A pass killed anywhere leaves whole commits, each recording its checkpoint (a window already
 recorded is skipped), so the next follower or scheduled run carries on. It holds the lease
-merge-follower for its lifetime; the replicas' leases per pass. Work beside it (the freshness
-metrics) runs on its own daemon thread while the lease is held. Owner: `tidelake merge --follow`.
+merge-follower for its lifetime; the replicas' leases per pass. Its metrics writer (the merge and
+freshness metrics files) runs on its own daemon thread while the lease is held. Owner: `tidelake merge --follow`.
 
 More: docs/internals.md#follow.
 """
@@ -47,7 +47,7 @@ HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver
 # window's commit waits on the store (figures: bench/README.md, per-table fixed costs).
 FOLLOW_THREADS = 4
-BESIDE_JOIN_S = 5.0  # a stopping follower waits this long for the work beside it to end
+METRICS_JOIN_S = 5.0  # a stopping follower waits this long for its metrics writer to end
 _IDLE, _PASS = "idle", "pass"
 
 
@@ -105,14 +105,15 @@ class _Seen:
 
 class Follower:
     """`run` polls until `stop` is set; each `poll` is one idle look or one pass (and maybe a cut).
-    `beside(done)` runs on a daemon thread while `run` holds the lease, `done` set when it ends."""
+    `metrics(done)`, the writer of the merge and freshness metrics files, runs on a daemon thread
+    while `run` holds the lease, `done` set when it ends; the passes then write no metrics file."""
 
     def __init__(self, spark: SparkSession, layout: LakeLayout, options: FollowOptions,
                  say: Callable[[str], None], cuts: CutSteps | None = None,
                  stop: threading.Event | None = None,
-                 beside: Callable[[threading.Event], None] | None = None) -> None:
+                 metrics: Callable[[threading.Event], None] | None = None) -> None:
         self.spark, self.layout, self.options, self.say, self.cuts = spark, layout, options, say, cuts
-        self.beside = beside
+        self.metrics = metrics
         self.stop = stop or threading.Event()
         self.passes = 0
         self._seen = _Seen()
@@ -138,15 +139,15 @@ class Follower:
                      + (f" (lease {lease.name} token {lease.token})" if lease is not None else ""))
             done = threading.Event()
             side = None
-            if self.beside is not None:
-                side = threading.Thread(target=self.beside, args=(done,), name="merge-follower-beside", daemon=True)
+            if self.metrics is not None:
+                side = threading.Thread(target=self.metrics, args=(done,), name="merge-follower-metrics", daemon=True)
                 side.start()
             try:
                 self._loop(lease)
             finally:
                 done.set()
                 if side is not None:
-                    side.join(BESIDE_JOIN_S)
+                    side.join(METRICS_JOIN_S)
 
     def _loop(self, lease: Lease | None) -> None:
         failures = 0
@@ -227,11 +228,11 @@ class Follower:
         self._after(report, time.monotonic() - started)
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
-        """run_merge with the follower's options: its passes' and its cuts' merges. With work beside
-    it, that side rewrites the merge metrics file, not each pass."""
+        """run_merge with the follower's options: its passes' and its cuts' merges. With a metrics
+        writer, that writer rewrites the merge metrics file, not each pass."""
         return run_merge(spark, layout, max_chunk_rows=self.options.max_chunk_rows, threads=self.options.threads,
                          history_config=self.options.history_config, handles=self.handles,
-                         write_metrics=self.beside is None, **kwargs)
+                         write_metrics=self.metrics is None, **kwargs)
 
     def _after(self, report: MergeReport, seconds: float) -> None:
         seen = self._seen

@@ -85,7 +85,7 @@ def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: Changef
                         max_chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Follower:
     """The merge follower of `layout`'s lake as `config` asks (None: a lake named by path, no
     syncpoints, the defaults): its poll, its syncpoints and their Iceberg publication, as the
-    syncpoint job publishes them, and its freshness metrics beside it (docs/operations.md#metrics).
+    syncpoint job publishes them, and its metrics writer (docs/operations.md#metrics).
     The follow job's and `tidelake merge --follow`'s."""
     merge = config.merge if config is not None else MergeConfig()
     publish: Callable[[], list[str]] | None = None
@@ -98,7 +98,7 @@ def changefeed_follower(spark: SparkSession, layout: LakeLayout, config: Changef
     options = FollowOptions(poll_s=merge.follow_poll_s, threads=threads, max_chunk_rows=max_chunk_rows,
                             history_config=config.history if config is not None else None)
     return Follower(spark, layout, options, say, cuts, stop,
-                    beside=lambda done: write_while_following(layout, done))
+                    metrics=lambda done: write_while_following(layout, done))
 
 
 def run_follower(spark: SparkSession, layout: LakeLayout, config: ChangefeedConfig, run_seconds: float | None) -> None:
