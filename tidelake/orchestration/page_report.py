@@ -28,7 +28,8 @@ SYNCPOINTS_SHOWN = 10
 # metrics after a merge run"): the api-server computes them at most once a minute per lake.
 FRESHNESS_CACHE_S = 60.0
 _freshness_cache: dict[tuple[str, float], tuple[float, dict[str, Any]]] = {}
-_freshness_lock = threading.Lock()
+_freshness_locks: dict[tuple[str, float], threading.Lock] = {}  # one per lake and span: a slow lake holds only its own
+_locks_lock = threading.Lock()
 CHART_TABLES = 8  # lines on the lag chart
 PAGE_VERSION = 3
 
@@ -90,7 +91,9 @@ def freshness_report(layout: LakeLayout, span_s: float = RECENT_SPAN_S,
     when the figures cannot be computed (the rest of the page still shows). Figures computed less
     than `max_age_s` ago for the lake are reused: every viewer's page refreshes every 30 s."""
     key = (layout.root, span_s)
-    with _freshness_lock:  # held while computing: viewers arriving meanwhile wait for these figures
+    with _locks_lock:
+        lock = _freshness_locks.setdefault(key, threading.Lock())
+    with lock:  # held while computing: viewers of this lake arriving meanwhile wait for these figures
         cached = _freshness_cache.get(key)
         if cached is not None and time.monotonic() - cached[0] < max_age_s:
             return cached[1]

@@ -375,13 +375,9 @@ def _figures(rows: list[dict[str, float | None]]) -> dict[str, StageFigures]:
     return out
 
 
-def percentile(values: Sequence[float], q: int) -> float | None:
-    """The q-th percentile of sorted `values`, interpolated between ranks; None when empty."""
-    return percentiles(values, (q,))[q]
-
-
 def percentiles(values: Sequence[float], qs: Sequence[int]) -> dict[int, float | None]:
-    """percentile of each of `qs`, the cut points computed once."""
+    """The q-th percentile of sorted `values` for each of `qs` (interpolated between ranks; None
+    when empty), the cut points computed once."""
     if len(values) <= 1:
         return {q: values[0] if values else None for q in qs}
     cuts = statistics.quantiles(values, n=100, method="inclusive")

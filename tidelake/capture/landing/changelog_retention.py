@@ -54,5 +54,6 @@ def vacuum_changelog(changelog: DeltaTable, retention_hours: float) -> None:
     From FULL_VACUUM_MIN_HOURS on, the table's folder is listed: the tombstones of older removals
     may have left the log already. Below it only the log's tombstones are deleted: a listing would
     also take the files a puller has written and not committed yet (younger than the retention)."""
-    changelog.vacuum(math.ceil(retention_hours), dry_run=False, full=retention_hours >= FULL_VACUUM_MIN_HOURS,
-                     enforce_retention_duration=retention_hours >= DEFAULT_VACUUM_RETENTION_HOURS)
+    hours = math.ceil(retention_hours)
+    changelog.vacuum(hours, dry_run=False, full=hours >= FULL_VACUUM_MIN_HOURS,
+                     enforce_retention_duration=hours >= DEFAULT_VACUUM_RETENTION_HOURS)
