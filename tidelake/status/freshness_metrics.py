@@ -19,6 +19,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import store_error
 from tidelake.merge.merge_metrics import merge_metrics_path, write_merge_metrics
 from tidelake.status.freshness import QUANTILES, RECENT_SPAN_S, FreshnessReport, collect_freshness
 from tidelake.status.freshness_tracker import FreshnessTracker
@@ -97,7 +98,7 @@ def _write_merge_metrics(layout: LakeLayout) -> None:
     try:
         write_merge_metrics(layout)
     except Exception as exc:  # noqa: BLE001 - metrics never stop the follower
-        log.warning("merge metrics not written: %s", str(exc).splitlines()[0] if str(exc) else repr(exc))
+        log.warning("merge metrics not written: %s", store_error(exc))
 
 
 def _wait_s(path: str, min_interval_s: float) -> float:
@@ -113,7 +114,7 @@ def _write(path: str, figures: Callable[[], FreshnessReport], span_s: float) -> 
     try:
         write_to_textfile(path, freshness_registry(figures()))
     except Exception as exc:  # noqa: BLE001 - metrics never fail the merge that asked for them
-        log.warning("freshness metrics not written: %s", str(exc).splitlines()[0] if str(exc) else repr(exc))
+        log.warning("freshness metrics not written: %s", store_error(exc))
         return False
     log.info("freshness metrics over the last %.0fs written in %.2fs", span_s, time.monotonic() - started)
     return True
