@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 
 import pytest
 from ddl_jobs import DdlFeed, Upstream
+from deltalake import DeltaTable
 
 from tidelake.capture.landing.ddl_writer import DdlWriter
 from tidelake.codec.ddl_job import ActionType, DDLJob
@@ -229,3 +231,30 @@ def test_a_live_table_is_found_by_its_current_tidb_id_with_its_database_and_last
     assert h.live_table(first) is None  # the id before the truncate is no table's now
     feed.run(up.drop_table("archive", "orders_2025"))
     assert SchemaHistory(feed.rows).live_table(now.id) is None
+
+
+def test_a_loaded_version_is_folded_once_and_a_new_version_or_a_new_table_is_read(tmp_path):
+    """SchemaHistory.load keeps the fold of a version of the `ddl` table: the same version gives the
+    same history without a read; a new DDL (a new version) and a folder made again (another table,
+    its version numbers starting over) are read."""
+    up, feed = _shop()
+    layout = LakeLayout(str(tmp_path / "lake"))
+    DdlWriter(layout, "puller-1").insert(feed.rows, seq=1)
+    first = SchemaHistory.load(layout)
+    version = DeltaTable(layout.ddl).version()
+    assert SchemaHistory.load(layout) is first
+    t = first.tables()[0]
+    add = feed.run(up.add_column("shop", "orders", ("c", "int")))
+    DdlWriter(layout, "puller-1").insert(feed.rows, seq=2)
+    later = SchemaHistory.load(layout)
+    assert later is not first
+    assert [c.name for c in later.table_info_at(t, add.finished_ts).columns] == ["id", "amount", "c"]
+    assert SchemaHistory.load(layout, version=version) is first  # a pinned read of the version folded
+    shutil.rmtree(layout.ddl)
+    up2 = Upstream()
+    up2.create_schema("shop")
+    up2.create_table("shop", "others", [("id", "bigint", "pk")])
+    feed2 = DdlFeed(up2)
+    DdlWriter(layout, "puller-1").insert(feed2.rows, seq=1)
+    again = SchemaHistory.load(layout)
+    assert [again.current_name(k) for k in again.tables()] == [("shop", "others")]

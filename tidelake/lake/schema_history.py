@@ -10,7 +10,8 @@ More: docs/internals.md#schema_history.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NewType
@@ -28,6 +29,7 @@ TableKey = NewType("TableKey", int)
 
 _DROPS = frozenset({ActionType.DROP_TABLE, ActionType.DROP_VIEW, ActionType.DROP_SEQUENCE})
 _CREATES = frozenset({ActionType.CREATE_TABLE, ActionType.CREATE_TABLES, ActionType.RECOVER_TABLE})
+LOADED_MAX = 8  # histories kept by SchemaHistory.load, the least recently used dropped first
 
 
 @dataclass(frozen=True)
@@ -115,8 +117,13 @@ def _action(code: int) -> ActionType | int:
         return code
 
 
+_LOADED: OrderedDict[tuple[str, str, int, int | None], SchemaHistory] = OrderedDict()
+_LOADED_LOCK = threading.Lock()
+
+
 class SchemaHistory:
-    """Read-only view of the `ddl` table, folded per replicated table."""
+    """Read-only view of the `ddl` table, folded per replicated table. Never changed after the
+    fold, so one loaded history is shared by every caller and thread that loads the same version."""
 
     def __init__(self, rows: Iterable[DdlRow]) -> None:
         self._tables: dict[TableKey, _Timeline] = {}
@@ -138,10 +145,23 @@ class SchemaHistory:
         if not DeltaTable.is_deltatable(layout.ddl, storage_options=layout.storage_options):
             return cls([])
         table = DeltaTable(layout.ddl, version=version, storage_options=layout.storage_options)
+        # A version of a table (its id: a folder made again is another table) always holds the same
+        # rows, so its fold is kept: a merge follower loads the history twice a pass, mostly unchanged.
+        key = (layout.ddl, table.metadata().id, table.version(), jobs_until)
+        with _LOADED_LOCK:
+            loaded = _LOADED.get(key)
+            if loaded is not None:
+                _LOADED.move_to_end(key)
+                return loaded
         rows = (DdlRow(**r) for r in read_delta(table).to_pylist())
-        if jobs_until is None:
-            return cls(rows)
-        return cls(r for r in rows if r.source != DdlSource.JOB or r.commit_ts <= jobs_until)
+        if jobs_until is not None:
+            rows = (r for r in rows if r.source != DdlSource.JOB or r.commit_ts <= jobs_until)
+        loaded = cls(rows)
+        with _LOADED_LOCK:
+            _LOADED[key] = loaded
+            while len(_LOADED) > LOADED_MAX:
+                _LOADED.popitem(last=False)
+        return loaded
 
     # --- queries -------------------------------------------------------------------------
 
