@@ -144,3 +144,33 @@ def test_common_handle_rows_carry_the_key_they_had_before_the_window():
         (want_after, want_before), (want_after, want_after), (want_before, want_before), (want_after, want_after),
     ]
     assert want_before != want_after
+
+
+def test_the_driver_makes_one_decoder_per_table_info_object_and_schema(monkeypatch):
+    """mount_arrow keeps a TableInfo's decoder (and its compiled row plans) for the next window of
+    the same info object: the rows equal the Spark path's decoder; another info object, even an
+    equal one (a history loaded again), gets its own."""
+    from tidelake.merge import mount as mount_module
+
+    made = []
+    real_init = mount_module._BatchDecoder.__init__
+
+    def init(self, *args, **kwargs):
+        made.append(args[0])
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(mount_module._BatchDecoder, "__init__", init)
+    info = make_info([("id", "bigint"), ("vc", "varchar(64)")], pk_is_handle=True)
+    info.columns[0].field_type.flag |= 2  # PRI_KEY_FLAG: id is the handle
+    rows = [(info.id, 10 + i, OP_PUT, record_key(info.id, i), encode_row(info, {"id": i, "vc": f"v{i}"}), b"")
+            for i in range(3)]
+    changes = pa.Table.from_batches([changes_batch(rows)])
+    expected = run_decoder(info, rows)
+    made.clear()
+    first = mount_module.mount_arrow(changes, info, replica_struct(info)).to_pylist()
+    again = mount_module.mount_arrow(changes, info, replica_struct(info)).to_pylist()
+    assert first == again == expected
+    assert made == [info]
+    other = TableInfo.from_json(info.to_json())
+    assert mount_module.mount_arrow(changes, other, replica_struct(other)).to_pylist() == first
+    assert made == [info, other]

@@ -11,6 +11,8 @@ More: docs/internals.md#mount.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -210,6 +212,30 @@ def mount_arrow(changes: pa.Table, table: TableInfo, replica_schema: StructType)
     """mount() on the driver: the same decoder over an Arrow table of MOUNT_INPUT_COLUMNS (a small
     window applied with delta-rs, tidelake.merge.writers.delta_rs_writer)."""
     schema = to_arrow_schema(mount_schema(replica_schema, table), timezone="UTC")
-    decoder = _BatchDecoder(table, schema)
+    decoder = _driver_decoder(table, schema)
     batches = [decoder.decode(b) for b in changes.select(list(MOUNT_INPUT_COLUMNS)).combine_chunks().to_batches()]
     return pa.Table.from_batches(batches, schema=schema)
+
+
+DRIVER_DECODERS_MAX = 4096  # decoders kept on the driver, the least recently used dropped first
+_DRIVER_DECODERS: OrderedDict[tuple[int, pa.Schema], tuple[TableInfo, _BatchDecoder]] = OrderedDict()
+_DRIVER_DECODERS_LOCK = threading.Lock()
+
+
+def _driver_decoder(table: TableInfo, schema: pa.Schema) -> _BatchDecoder:
+    """One decoder per (schema object, output) on the driver: a merge follower's passes get the same
+    TableInfo from the shared SchemaHistory (tidelake.lake.schema_history), so a table's decoder and
+    its compiled row plans are made once, not per window. The entry holds `table`, so its id is not
+    reused while kept."""
+    key = (id(table), schema)
+    with _DRIVER_DECODERS_LOCK:
+        kept = _DRIVER_DECODERS.get(key)
+        if kept is not None and kept[0] is table:
+            _DRIVER_DECODERS.move_to_end(key)
+            return kept[1]
+    decoder = _BatchDecoder(table, schema)
+    with _DRIVER_DECODERS_LOCK:
+        _DRIVER_DECODERS[key] = (table, decoder)
+        while len(_DRIVER_DECODERS) > DRIVER_DECODERS_MAX:
+            _DRIVER_DECODERS.popitem(last=False)
+    return decoder
