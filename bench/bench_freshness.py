@@ -20,6 +20,9 @@ Per run (fresh simulator, lake and puller each; --runs runs per table count in -
            (--run-on-new-data; asset-triggered runs besides --merge-schedule), each merge task a
            Spark Connect client of the warm server; its runs, tasks and asset events read from the
            Airflow API before Airflow is stopped by its process tree (bench/_freshness_airflow.py).
+           `--merger airflow-follow`: the same with [merge] follow = true, tidelake_merge_follow
+           unpaused too: its task runs the merge follower on the warm server; the load starts once
+           the follower holds its lease, and the merge DAG's runs leave the merge to it.
   drain    after the load, until every replica's checkpoint (and, with syncpoints, a cut) reaches
            the last change (--drain-timeout); then the merger finishes its pass and stops.
 Post hoc, from the lake's own Delta logs read with deltalake (delta-rs, not tidelake's readers),
@@ -36,7 +39,7 @@ With --merger airflow the passes are the merge DAG's runs, and the Airflow side 
 runs by type, their duration, asset event to run start, each task's share (bench/_freshness_airflow.py).
 
     flock /tmp/tidelake-spark.lock .venv/bin/python bench/bench_freshness.py [--tables 10,100]
-        [--rate 200] [--duration 60] [--runs 3] [--merger loop|follow|airflow] [--spark warm|local]
+        [--rate 200] [--duration 60] [--runs 3] [--merger loop|follow|airflow|airflow-follow] [--spark warm|local]
         [--run-on-new-data 15s] [--merge-schedule 1m]
         [--syncpoint-interval 0] [--flush-interval 5s] [--updates 0.2] [--deletes 0.1] [--merge-threads N] [--json PATH]
 Every merge runs Spark: run the bench under the shared Spark lock.
@@ -71,6 +74,7 @@ from tidelake.demos.installed_airflow import write_dag_file  # noqa: E402
 from tidelake.demos.supervisor import Child, await_stage, free_port  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
+from tidelake.lake.lease import live_holder, merge_follower_lease  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
 from tidelake.merge.merge_log import merge_log_path  # noqa: E402
 from tidelake.orchestration.assets import changelog_asset_uri  # noqa: E402
@@ -80,7 +84,7 @@ from tidelake.sim.tidb.session import SimTiDB  # noqa: E402
 from tidelake.spark import connect_server  # noqa: E402
 
 DATABASE = "fresh"
-MERGERS = ("loop", "follow", "airflow")
+MERGERS = ("loop", "follow", "airflow", "airflow-follow")
 
 
 def tidelake_command(*args: str) -> list[str]:
@@ -341,6 +345,44 @@ class AirflowMerger(LoopMerger):
             on_airflow.shutdown([child], self.port, self.paths, self.dags, self._say)
 
 
+class AirflowFollowMerger(AirflowMerger):
+    """The production path with the merge follower ([merge] follow = true): as AirflowMerger, and
+    the factory's tidelake_merge_follow unpaused too, its one task running the follower against
+    the bench's warm server (tidelake.orchestration.airflow.dags.merge_follow). The load starts
+    once the follower holds its lease; the scheduled and asset-triggered merge runs then leave the
+    merge to it, and are reported as for AirflowMerger. The follower's passes are not timed (as
+    FollowMerger's); `airflow.follow` says when its task ran and how it ended."""
+
+    @property
+    def follow_dag(self) -> str:
+        return f"tidelake_merge_follow{self.dags.suffix}"
+
+    def start(self) -> None:
+        super().start()
+        unpaused = time.monotonic()
+        on_airflow.unpause_when_parsed(self.api, (self.follow_dag,), self.startup_timeout_s, self._child.log,
+                                       [self._child.check])
+        await_stage("merge follower lease", lambda: live_holder(self.layout, merge_follower_lease()),
+                    self.startup_timeout_s, self._child.log, [self._child.check], 1)
+        self.follow_started_s = time.monotonic() - unpaused
+        self._say(f"{self.follow_dag} unpaused, its follower holds the lease after {self.follow_started_s:.1f}s")
+
+    def stop(self) -> None:
+        """The follower still holding its lease (a follower that died fails the run), its DAG's runs
+        and task read, then the merge DAG's runs as AirflowMerger reads them; Airflow's shutdown
+        stops the follower's task, which lets its pass finish."""
+        if self._child is not None and live_holder(self.layout, merge_follower_lease()) is None:
+            raise RuntimeError(f"the merge follower of {self.follow_dag} lost its lease during the load; "
+                               f"see {self.paths.airflow_home}")
+        follow = [{**run, "tasks": self.api.task_instances(self.follow_dag, run["dag_run_id"])}
+                  for run in self.api.runs(self.follow_dag)]
+        super().stop()
+        self.follow = {"started_after_unpause_s": self.follow_started_s, "runs": len(follow),
+                       "task_states": sorted(t["state"] for run in follow for t in run["tasks"])}
+        self.airflow["follow"] = self.follow
+        self.passes, self.task_passes = [], []
+
+
 # ---- the run -----------------------------------------------------------------------------------
 
 def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark_args: list[str]) -> dict:
@@ -356,8 +398,9 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         puller_conf = {"flush_interval": args.flush_interval} if args.flush_interval else None
         merge_conf = {"syncpoint_interval": f"{args.syncpoint_interval}s"} if args.syncpoint_interval else {}
         spark_conf = None
-        if args.merger == "airflow":  # as the demo's changefeed (on_airflow.write_demo_changefeed)
-            merge_conf.update(run_on_new_data=args.run_on_new_data, parallel_jobs=1)
+        if args.merger.startswith("airflow"):  # as the demo's changefeed (on_airflow.write_demo_changefeed)
+            merge_conf.update(run_on_new_data=args.run_on_new_data, parallel_jobs=1,
+                              **({"follow": True} if args.merger == "airflow-follow" else {}))
             spark_conf = {"remote": spark_args[1]}
         changefeed_id = f"fresh{tables}r{run_no}"
         config = write_config(workdir / "fresh.toml", changefeed_document(
@@ -366,9 +409,10 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         puller = Child("puller", tidelake_command("pull", "--config", str(config), "--progress-interval", "30"),
                        logs / "puller.log", child_env())
         covered_s = _await_covered(layout, up, puller, args.start_timeout)
-        if args.merger == "airflow":
-            merger = AirflowMerger(config, spark_args, layout, args.syncpoint_interval or None, logs, changefeed_id,
-                                   spark_args[1], args.merge_schedule, args.start_timeout)
+        if args.merger.startswith("airflow"):
+            merger = (AirflowFollowMerger if args.merger == "airflow-follow" else AirflowMerger)(
+                config, spark_args, layout, args.syncpoint_interval or None, logs, changefeed_id, spark_args[1],
+                args.merge_schedule, args.start_timeout)
         else:
             merger = (FollowMerger if args.merger == "follow" else LoopMerger)(
                 config, spark_args, layout, args.syncpoint_interval or None, logs, args.merge_threads)
@@ -642,6 +686,11 @@ def print_report(runs: list[dict], summary: dict[int, dict], syncpoints: bool) -
               + ", ".join(f"{n} {kind}" for kind, n in sorted(r["airflow"]["run_types"].items())) + ")",
               r["airflow"]["runs_without_merge"],
               *("-" if r["airflow"][k] is None else f"{r['airflow'][k]:.2f}" for k in keys)] for r in airflow]))
+        for r in (r for r in airflow if "follow" in r["airflow"]):
+            follow = r["airflow"]["follow"]
+            print(f"\n{r['tables']} tables, run {r['run']}: the follower DAG's {follow['runs']} run(s), its task "
+                  f"{', '.join(follow['task_states'])} at the drain; its follower held the lease "
+                  f"{follow['started_after_unpause_s']:.1f}s after the DAG was unpaused")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -652,7 +701,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", type=int, default=1, help="runs per table count")
     parser.add_argument("--merger", choices=MERGERS, default="loop",
                         help="loop: `tidelake merge` passes back to back; follow: `tidelake merge --follow`; "
-                             "airflow: the merge DAG in Airflow standalone")
+                             "airflow: the merge DAG in Airflow standalone; airflow-follow: and the merge follower "
+                             "DAG")
     parser.add_argument("--run-on-new-data", default="15s",
                         help="--merger airflow: [merge].run_on_new_data, the floor between asset-triggered runs")
     parser.add_argument("--merge-schedule", default="1m", help="--merger airflow: the merge DAG's schedule")
@@ -679,8 +729,11 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--rate and --duration must be positive and --runs at least 1")
     if not 0 <= args.updates + args.deletes <= 1 or min(args.updates, args.deletes) < 0:
         parser.error("--updates and --deletes are fractions that add up to at most 1")
-    if args.merger == "airflow" and args.spark != "warm":
-        parser.error("--merger airflow runs its merge tasks on the warm Spark Connect server: use --spark warm")
+    if args.merger.startswith("airflow") and args.spark != "warm":
+        parser.error(f"--merger {args.merger} runs its merge tasks on the warm Spark Connect server: use --spark warm")
+    if args.merger.startswith("airflow") and args.merge_threads is not None:
+        parser.error(f"--merge-threads is for the merge commands the bench starts; with --merger {args.merger} the "
+                     "DAGs' tasks use the merge's default threads")
     env = print_environment()
     results: dict = {"load_start": os.getloadavg(), "merger": args.merger, "spark": args.spark,
                      "flush_interval": args.flush_interval or "config default",
