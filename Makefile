@@ -51,7 +51,7 @@ sysbench: sql-clients
 bench-sysbench: $(STAMP) sysbench
 	$(PY) bench/bench_sysbench.py --time 60
 
-# Small default sizes, ~6 minutes on 2 busy cores (most of it Spark); see bench/README.md. Each
+# Small default sizes, ~8 minutes on 2 busy cores (most of it Spark); see bench/README.md. Each
 # bench's JSON goes to BENCH_OUT; bench/check_floors.py then fails the target when a figure falls
 # past its floor in bench/floors.toml.
 BENCH_OUT ?= .bench
@@ -67,6 +67,8 @@ bench: $(STAMP)
 		--json $(BENCH_OUT)/scale.json
 	$(PY) bench/bench_iceberg_publish.py --tables 5,50 --runs 1 --json $(BENCH_OUT)/iceberg_publish.json
 	$(PY) bench/bench_freshness.py --tables 10 --rate 50 --duration 20 --json $(BENCH_OUT)/freshness.json
+	$(PY) bench/bench_freshness.py --tables 100 --rate 500 --duration 20 --merger follow \
+		--json $(BENCH_OUT)/freshness_follow.json
 	$(PY) bench/check_floors.py $(BENCH_OUT)
 
 # The production path on this machine: simulator -> Airflow (puller + merge DAGs, Spark) -> verify.

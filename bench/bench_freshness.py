@@ -764,7 +764,8 @@ def main(argv: list[str] | None = None) -> dict:
     results["load_end"] = os.getloadavg()
     print_report(results["runs"], results["by_tables"], bool(args.syncpoint_interval))
     print(f"\nload average (1, 5, 15 min): start {results['load_start']}, end {results['load_end']}")
-    write_json(args.json, "freshness", env, results)
+    write_json(args.json, "freshness" if args.merger == "loop" else f"freshness_{args.merger.replace('-', '_')}", env,
+               results)
     return results
 
 
