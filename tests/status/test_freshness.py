@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -175,10 +176,9 @@ def test_spans_parse_with_units_and_bad_ones_are_named():
             parse_span(bad)
 
 
-def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_version(tmp_path):
-    """The watermarks' log is kept an hour: the versions before the oldest one that loads (here
-    the checkpoint at 19, the commit files before 14 cleaned up) cannot say what was covered, so
-    the span is cut there rather than counting every change as covered at that version."""
+def _watermarks_with_a_log_cleaned_up_before(tmp_path, first_kept: int, checkpoints_kept: bool) -> tuple[FedLake, Path]:
+    """A lake whose watermarks' commit files before `first_kept` are gone (and, unless
+    `checkpoints_kept`, the checkpoints before it): as the log's retention leaves it."""
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema(DB))
     lake.ddl(lake.up.create_table(DB, "t", [("id", "bigint", "pk")]))
@@ -189,8 +189,32 @@ def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_ver
     lake.close()
     log_dir = tmp_path / "lake" / "_tidelake" / "watermarks" / "_delta_log"
     assert (log_dir / f"{19:020d}.checkpoint.parquet").exists()
-    for version in range(14):
+    for version in range(first_kept):
         (log_dir / f"{version:020d}.json").unlink()
+        if not checkpoints_kept:
+            (log_dir / f"{version:020d}.checkpoint.parquet").unlink(missing_ok=True)
+    return lake, log_dir
+
+
+def test_a_span_whose_first_version_loads_only_from_its_own_checkpoint_starts_there(tmp_path):
+    """The span's first commit (19) is the oldest kept, with its checkpoint: the version before it
+    cannot load, 19 can, so the span starts at 19 and counts the changes after it."""
+    lake, log_dir = _watermarks_with_a_log_cleaned_up_before(tmp_path, 19, checkpoints_kept=False)
+    table = DeltaTable(str(log_dir.parent))
+    kept_ms = next(h["timestamp"] for h in table.history() if h["version"] == 19)
+    now_ms = int(time.time() * 1000)
+
+    report = collect_freshness(lake.layout, 3600, now_ms=now_ms)
+
+    assert report.span_s == pytest.approx((now_ms - kept_ms) / 1000)
+    assert report.stages["covered"].pending == 0
+
+
+def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_version(tmp_path):
+    """The watermarks' log is kept an hour: the versions before the oldest one that loads (here
+    the checkpoint at 19, the commit files before 14 cleaned up) cannot say what was covered, so
+    the span is cut there rather than counting every change as covered at that version."""
+    lake, log_dir = _watermarks_with_a_log_cleaned_up_before(tmp_path, 14, checkpoints_kept=True)
     table = DeltaTable(str(log_dir.parent))
     kept_ms = next(h["timestamp"] for h in table.history() if h["version"] == 19)
     now_ms = int(time.time() * 1000)

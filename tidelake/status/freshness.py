@@ -246,22 +246,20 @@ class WatermarkFold:
         if not commits:
             newest = log.latest_version()
             return (cls() if newest is None else cls(_partitions(_load_watermarks(layout, newest))), commits, None)
-        for n, commit in enumerate(commits[:WATERMARK_BASE_TRIES]):
-            version = commit.version - 1 if n == 0 else commit.version
-            if version < 0:
-                break
+        if commits[0].version == 0:  # the span holds the whole log: nothing before it
+            return cls(), commits, None
+        # the version before the span, else each version of it in turn: the state after it, the
+        # commits after it and its time as the span's start
+        bases = [(commits[0].version - 1, commits, None)]
+        bases += [(c.version, commits[n + 1:], c.timestamp_ms) for n, c in enumerate(commits)]
+        for version, rest, start_ms in bases[:WATERMARK_BASE_TRIES]:
             try:
                 rows = _load_watermarks(layout, version)
             except DeltaError:  # that version's log was cleaned up
                 continue
-            if n > 0:
-                return cls(_partitions(rows)), commits[n + 1:], commit.timestamp_ms
-            return cls(_partitions(rows)), commits, None
-        else:
-            if commits[0].version > 0:
-                raise InputError(f"{layout.watermarks}: no version of the span loads (its log was cleaned up): "
-                                 "give a shorter --since")
-        return cls(), commits, None
+            return cls(_partitions(rows)), rest, start_ms
+        raise InputError(f"{layout.watermarks}: no version of the span loads (its log was cleaned up): "
+                         "give a shorter --since")
 
     def apply(self, log: DeltaLog, commit: DeltaCommit) -> dict[int, int]:
         """Move to `commit`'s version; each physical table's resolved ts there."""
