@@ -26,7 +26,7 @@ from tidelake.merge import changelog_snapshot, merge_run, table_merge
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
 from tidelake.merge.table_merge import TableMerge
-from tidelake.merge.writers.delta_rs_writer import CHECKPOINT_INTERVAL, _commit_txn_only
+from tidelake.merge.writers.delta_rs_writer import CHECKPOINT_INTERVAL, commit_txn_only
 
 TABLES = ("orders", "items")
 WINDOWS = 3
@@ -105,7 +105,7 @@ def test_a_run_sees_a_commit_another_writer_made_after_its_first_plan(lake, monk
     def other_writer_then_open(spark, layout, changelog, firsts):
         (first,) = [f for f in firsts.values() if f.replica.path == replicas["orders"]]
         moved.append(first.plan.upper)
-        _commit_txn_only(DeltaTable(replicas["orders"]), replicas["orders"], first.plan.upper)
+        commit_txn_only(DeltaTable(replicas["orders"]), replicas["orders"], first.plan.upper)
         return real_open_run_pass(spark, layout, changelog, firsts)
 
     monkeypatch.setattr(merge_run, "_open_run_pass", other_writer_then_open)
@@ -133,7 +133,7 @@ def test_a_commit_between_a_tables_start_and_its_first_window_fails_that_attempt
         real_options(self, checkpoint)
         if self.entry is not None and self.entry.path == replicas["orders"] and not others:
             table = DeltaTable(replicas["orders"])
-            _commit_txn_only(table, replicas["orders"], checkpoint)
+            commit_txn_only(table, replicas["orders"], checkpoint)
             others.append(table.version())
 
     monkeypatch.setattr(TableMerge, "_options", options_then_other_writer)

@@ -84,14 +84,16 @@ class ChangelogSnapshot:
         return [FileStat(n, low, high) for pid in physical_ids for n, low, high in self._files.get(int(pid), ())
                 if high > lo and low <= hi]
 
-    def rows(self, physical_ids: Sequence[int], lo: int, hi: int, columns: Sequence[str]) -> pa.Table:
+    def rows(self, physical_ids: Sequence[int], lo: int, hi: int, columns: Sequence[str],
+             keep: bool = False) -> pa.Table:
         """`columns` of the rows of `physical_ids` with lo < commit_ts <= hi. The table_id and
-        commit_bucket partitions and the commit_ts stats prune the files delta-rs reads."""
+        commit_bucket partitions and the commit_ts stats prune the files delta-rs reads. `keep`:
+        rows read ahead stay for the window's next reader (a history table reads it before its replica)."""
         if self.table is None or not physical_ids:
             return pa.table({c: [] for c in columns})
         ahead = [self._ahead.get(int(p)) for p in physical_ids]
         if all(a is not None and a[0] <= lo and hi <= a[1] for a in ahead) and set(columns) <= set(_AHEAD_COLUMNS):
-            for p in physical_ids:  # served once (a retried window reads its own): the memory goes with it
+            for p in physical_ids if not keep else ():  # served once (a retried window reads its own)
                 self._ahead.pop(int(p), None)
             read = pa.concat_tables([a[2] for a in ahead])
             ts = read["commit_ts"]
@@ -111,6 +113,11 @@ class ChangelogSnapshot:
         """The window collapsed: one row of COLLAPSED_COLUMNS per raw key."""
         return last_changes(self.rows(physical_ids, lo, hi, [*COLLAPSED_COLUMNS, "flush_seq"]))
 
+    def key_changes(self, physical_ids: Sequence[int], lo: int, hi: int) -> pa.Table:
+        """Every change of the window, one per raw key and commit ts (key_changes), read ahead rows kept
+        for the replica's window."""
+        return key_changes(self.rows(physical_ids, lo, hi, [*COLLAPSED_COLUMNS, "flush_seq"], keep=True))
+
     def window_keys(self, physical_ids: Sequence[int], lo: int, hi: int) -> WindowKeys:
         """Tell the window's keys apart, reading only what that takes."""
         rows = self.rows(physical_ids, lo, hi, _KEY_COLUMNS)
@@ -129,7 +136,7 @@ def last_changes(rows: pa.Table) -> pa.Table:
         return rows.drop_columns(["flush_seq"])
     ordered = rows.append_column(IS_PUT, pc.equal(rows["op"], OP_PUT))
     last = ordered.take(pc.sort_indices(ordered, _ascending(["key", *LAST_CHANGE_ORDER])))
-    last = last.filter(_run_edge(last["key"], at_end=True))
+    last = last.filter(_run_edge([last["key"]], at_end=True))
     old = first_old_values(rows)  # same key order as `last`
     kept = [name for name in rows.column_names if name not in ("old_value", "flush_seq")]
     return pa.table({**{name: last[name] for name in kept}, "old_value": old})
@@ -139,7 +146,20 @@ def first_old_values(rows: pa.Table) -> pa.ChunkedArray:
     """The old value of each key's first change, in key order: what the key held at lo (empty: no row)."""
     first = rows.select(["key", *FIRST_CHANGE_ORDER, "old_value"])
     first = first.take(pc.sort_indices(first, _ascending(["key", *FIRST_CHANGE_ORDER])))
-    return first.filter(_run_edge(first["key"], at_end=False))["old_value"]
+    return first.filter(_run_edge([first["key"]], at_end=False))["old_value"]
+
+
+def key_changes(rows: pa.Table) -> pa.Table:
+    """A window's rows with a change landed twice as one: per raw key and commit ts the change
+    LAST_CHANGE_ORDER picks (tidelake.merge.window_spec), sorted by key then commit ts, with
+    COLLAPSED_COLUMNS (each its own old value). The SCD2 history's versions on the driver
+    (tidelake.merge.writers.history_rows); Spark's is scd2_history.history_source."""
+    if rows.num_rows == 0:
+        return rows.select(list(COLLAPSED_COLUMNS))
+    ordered = rows.append_column(IS_PUT, pc.equal(rows["op"], OP_PUT))
+    ordered = ordered.take(pc.sort_indices(ordered, _ascending(["key", *LAST_CHANGE_ORDER])))
+    one = ordered.filter(_run_edge([ordered["key"], ordered["commit_ts"]], at_end=True))
+    return one.select(list(COLLAPSED_COLUMNS))
 
 
 def held_keys(collapsed: pa.Table) -> int:
@@ -151,10 +171,13 @@ def _ascending(columns: Sequence[str]) -> list[tuple[str, str]]:
     return [(c, "ascending") for c in columns]
 
 
-def _run_edge(keys: pa.ChunkedArray, at_end: bool) -> pa.Array:
-    """True at the last (at_end) or first row of each run of equal keys."""
-    key = keys.combine_chunks()
-    differs = pc.not_equal(key[1:], key[:-1])
+def _run_edge(keys: Sequence[pa.ChunkedArray], at_end: bool) -> pa.Array:
+    """True at the last (at_end) or first row of each run of equal keys (equal in every one of `keys`)."""
+    differs = None
+    for column in keys:
+        key = column.combine_chunks()
+        step = pc.not_equal(key[1:], key[:-1])
+        differs = step if differs is None else pc.or_(differs, step)
     edge = pa.array([True])
     return pa.concat_arrays([differs, edge] if at_end else [edge, differs])
 

@@ -71,7 +71,7 @@ class DeltaRsWriter:
         soft = has_soft_deletes(w.target)
         if collapsed is None or collapsed.num_rows == 0:
             if w.removal is None:
-                _commit_txn_only(w.replica, w.path, w.hi)
+                commit_txn_only(w.replica, w.path, w.hi)
                 return 0, 0
             failpoint("merge.before_commit", w.path)
             if soft:  # flagged, not deleted: the removal clause of a MERGE of no rows, as on Spark
@@ -117,10 +117,11 @@ class DeltaRsWriter:
         return int(metrics.get("num_source_rows", 0)), written
 
 
-def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int) -> dict:
-    """MERGE `source` into `replica` as `spec` says, in one commit recording checkpoint `hi`."""
+def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int, app_id: str = MERGE_APP_ID) -> dict:
+    """MERGE `source` into `replica` as `spec` says, in one commit recording checkpoint `hi` as
+    `app_id`'s txn (a history table's is HISTORY_APP_ID)."""
     merger = replica.merge(source, spec.on, source_alias="s", target_alias="t",
-                           commit_properties=delta_rs_commit_properties(hi))
+                           commit_properties=delta_rs_commit_properties(hi, app_id))
     for c in spec.clauses:
         values = {quote(column): value for column, value in c.values}
         if (c.when, c.action) == (When.MATCHED, Action.DELETE):
@@ -138,12 +139,12 @@ def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int)
     return merger.execute()
 
 
-def _commit_txn_only(replica: DeltaTable, path: str, hi: int) -> None:
-    """A commit of the txn alone: a window without changes still moves the checkpoint."""
+def commit_txn_only(replica: DeltaTable, path: str, hi: int, app_id: str = MERGE_APP_ID) -> None:
+    """A commit of the txn alone (`app_id`'s): a window without changes still moves the checkpoint."""
     failpoint("merge.before_commit", path)
     replica.create_write_transaction([], mode="append", schema=replica.schema(),
                                      partition_by=replica.metadata().partition_columns or None,
-                                     commit_properties=delta_rs_commit_properties(hi))
+                                     commit_properties=delta_rs_commit_properties(hi, app_id))
     replica.update_incremental()  # this commit does not move the handle; the merge log's facts read it
     keep_checkpoint_cadence(replica, at_commit=True)
 
@@ -153,7 +154,7 @@ def _record_if_unchanged(window: ReplicaWindow) -> None:
     recorded; the txn alone is committed then (the rows were already as the window leaves them)."""
     window.replica.update_incremental()
     if window.replica.transaction_version(MERGE_APP_ID) != window.hi:
-        _commit_txn_only(window.replica, window.path, window.hi)
+        commit_txn_only(window.replica, window.path, window.hi)
 
 
 def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:
