@@ -3,8 +3,9 @@ every upstream commit a version, with `_tidb_valid_from`, `_tidb_valid_to`, `_ti
 
 Exactly-once: the history table records its own checkpoint (HISTORY_APP_ID) and is written
 BEFORE the replica's commit of each window and DDL, reading from its own checkpoint, so after a
-crash it is at most one step ahead and its MERGE matches versions already present. Owner:
-TableMerge.
+crash it is at most one step ahead and its MERGE matches versions already present. A small
+window's MERGE runs on the driver (delta-rs, writers.history_rows), others, the seed and the DDL
+steps on Spark. Owner: TableMerge.
 
 More: docs/internals.md#scd2_history.
 """
@@ -13,23 +14,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from tidelake.codec.schema import TableInfo
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
-from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY, history_checkpoint
+from tidelake.lake.history_table import HISTORY_APP_ID, SINCE_PROPERTY
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.merge.changelog_reader import Window, read_window
+from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.mount import mount
 from tidelake.merge.replica_schema import (
     COLUMN_MAPPING,
     COMMIT_TS_COLUMN,
     DELETED_COLUMN,
+    delta_struct,
     key_columns,
     quote,
     read_replica_struct,
@@ -37,15 +44,21 @@ from tidelake.merge.replica_schema import (
 from tidelake.merge.table_plan import FileStat
 from tidelake.merge.txn_confs import txn_confs, writer_txn_options
 from tidelake.merge.window_spec import IS_PUT, LAST_CHANGE_ORDER, OP_COLUMN, history_merge, match_columns
+from tidelake.merge.writers.delta_rs_writer import commit_txn_only, keep_checkpoint_cadence, merge_arrow, writable
+from tidelake.merge.writers.history_rows import (
+    CURRENT_COLUMN,
+    KIND_COLUMN,
+    VALID_FROM_COLUMN,
+    VALID_TO_COLUMN,
+    VERSION_COLUMNS,
+    history_rows,
+    mount_struct,
+    source_struct,
+)
 from tidelake.merge.writers.spark_writer import run_merge_spec
 
-VALID_FROM_COLUMN = "_tidb_valid_from"
-VALID_TO_COLUMN = "_tidb_valid_to"
-CURRENT_COLUMN = "_tidb_is_current"
-VERSION_COLUMNS = (VALID_FROM_COLUMN, VALID_TO_COLUMN, CURRENT_COLUMN)
 _NEXT_TS = "_tidelake_next_ts"
 _FIRST = "_tidelake_first"
-_KIND = "_tidelake_kind"
 
 
 def history_struct(replica: StructType) -> StructType:
@@ -56,12 +69,6 @@ def history_struct(replica: StructType) -> StructType:
     fields = [f for f in replica.fields if f.name not in (COMMIT_TS_COLUMN, DELETED_COLUMN)]
     return StructType([*fields, StructField(VALID_FROM_COLUMN, LongType(), True),
                        StructField(VALID_TO_COLUMN, LongType(), True), StructField(CURRENT_COLUMN, BooleanType(), True)])
-
-
-def _mount_struct(history: StructType) -> StructType:
-    """What mount() decodes into for the history: its row columns plus the commit ts."""
-    return StructType([*(f for f in history.fields if f.name not in VERSION_COLUMNS),
-                       StructField(COMMIT_TS_COLUMN, LongType(), True)])
 
 
 def create_history(spark: SparkSession, replica_path: str, path: str,
@@ -103,7 +110,7 @@ def _set_since(spark: SparkSession, path: str, ts: int) -> None:
 
 
 def write_history(
-    spark: SparkSession,
+    spark: SparkSession | None,
     layout: LakeLayout,
     path: str,
     info: TableInfo,
@@ -112,26 +119,38 @@ def write_history(
     bucket_seconds: int,
     stats: Sequence[FileStat] | None = None,
     stats_from: int | None = None,
+    changelog: ChangelogSnapshot | None = None,
 ) -> int:
     """Bring the history table at `path` from its checkpoint h up to `hi`: every change of
     (h, hi] of `physical_ids`, decoded with `info`, in ONE commit recording hi. Returns the versions
     written (0 when h >= hi: done already). `stats` (changelog file stats from `stats_from` on) let
-    a window with no file skip the read; no physical ids (a dropped table) is an empty commit."""
-    h = history_checkpoint(path, layout.storage_options)
+    a window with no file skip the read; no physical ids (a dropped table) is an empty commit.
+    `changelog` (the run's snapshot, given for a small window) has the driver write it with
+    delta-rs when the history table's protocol and columns allow (delta_rs_writer.writable), as
+    the replica's small windows are; Spark otherwise."""
+    table = open_replica(path, layout.storage_options)
+    h = None if table is None else table.transaction_version(HISTORY_APP_ID)
     if h is None:
         raise InputError(f"no history table at {path}")
     if h >= hi:
         return 0
-    history = read_replica_struct(path, layout.storage_options)
+    history = delta_struct(table)
+    on_driver = changelog is not None and writable(table, history)
     nothing_landed = stats is not None and stats_from is not None and stats_from <= h \
         and not any(s.max_ts > h and s.min_ts <= hi for s in stats)
     if not physical_ids or nothing_landed:  # no physical table (a drop, a recover) or no file: no read
-        _commit(spark, path, spark.createDataFrame([], _source_struct(history)), info, history, hi)
+        empty = to_arrow_schema(source_struct(history), timezone="UTC").empty_table() if on_driver else \
+            spark.createDataFrame([], source_struct(history))
+        _commit(spark, path, empty, info, history, hi, table)
         return 0
+    if on_driver:
+        source = history_rows(changelog.key_changes(physical_ids, h, hi), info, history)
+        _commit(spark, path, source, info, history, hi, table)
+        return _count_versions(source)
     changes = read_window(spark, layout, Window(tuple(physical_ids), h, hi), bucket_seconds)
     source = history_source(changes, info, history).cache()
     try:
-        versions = source.where(source[_KIND] == "version").count()
+        versions = source.where(source[KIND_COLUMN] == "version").count()
         _commit(spark, path, source, info, history, hi)
     finally:
         source.unpersist()
@@ -150,31 +169,41 @@ def history_source(changes: DataFrame, info: TableInfo, history: StructType) -> 
     ordered = (changes.withColumn("_n", F.row_number().over(one)).where(F.col("_n") == 1)
                .withColumn(_NEXT_TS, F.lead("commit_ts").over(by_key))
                .withColumn(_FIRST, F.row_number().over(by_key) == 1))
-    mounted = mount(ordered, info, _mount_struct(history), carried=(_NEXT_TS, _FIRST))
+    mounted = mount(ordered, info, mount_struct(history), carried=(_NEXT_TS, _FIRST))
     row_columns = [f for f in history.fields if f.name not in VERSION_COLUMNS]
     versions = mounted.where(F.col(OP_COLUMN) == OP_PUT).select(
         *(F.col(quote(f.name)) for f in row_columns),
         F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.col(_NEXT_TS).alias(VALID_TO_COLUMN),
-        F.col(_NEXT_TS).isNull().alias(CURRENT_COLUMN), F.lit("version").alias(_KIND))
+        F.col(_NEXT_TS).isNull().alias(CURRENT_COLUMN), F.lit("version").alias(KIND_COLUMN))
     keys, before = key_columns(info), match_columns(info)
     closes = mounted.where(F.col(_FIRST)).select(
         *((F.col(quote(before.get(f.name, f.name))) if f.name in keys else F.lit(None).cast(f.dataType)).alias(f.name)
           for f in row_columns),
         F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.lit(None).cast("bigint").alias(VALID_TO_COLUMN),
-        F.lit(None).cast("boolean").alias(CURRENT_COLUMN), F.lit("close").alias(_KIND))
+        F.lit(None).cast("boolean").alias(CURRENT_COLUMN), F.lit("close").alias(KIND_COLUMN))
     return versions.unionByName(closes)
 
 
-def _source_struct(history: StructType) -> StructType:
-    return StructType([*(StructField(f.name, f.dataType, True) for f in history.fields),
-                       StructField(_KIND, StringType(), True)])
+def _commit(spark: SparkSession | None, path: str, source: DataFrame | pa.Table, info: TableInfo,
+            history: StructType, hi: int, table: DeltaTable | None = None) -> None:
+    """One MERGE of `source` recording hi: close the open versions, add (or match again) the new
+    ones; an Arrow source by delta-rs into `table` (the history's log, opened for this step)."""
+    spec = history_merge(info, [f.name for f in history.fields], KIND_COLUMN, *VERSION_COLUMNS)
+    if not isinstance(source, pa.Table):
+        with txn_confs(spark, hi, HISTORY_APP_ID):
+            run_merge_spec(spark, path, source, spec)
+        return
+    if source.num_rows:
+        merge_arrow(table, source, spec, hi, HISTORY_APP_ID)  # leaves the handle at its commit
+    # delta-rs makes no commit of a MERGE that changes no row (closes of keys with no open version)
+    if table.transaction_version(HISTORY_APP_ID) != hi:
+        commit_txn_only(table, path, hi, HISTORY_APP_ID)  # the txn alone
+    else:
+        keep_checkpoint_cadence(table, at_commit=True)
 
 
-def _commit(spark: SparkSession, path: str, source: DataFrame, info: TableInfo, history: StructType, hi: int) -> None:
-    """One MERGE of `source` recording hi: close the open versions, add (or match again) the new ones."""
-    spec = history_merge(info, [f.name for f in history.fields], _KIND, *VERSION_COLUMNS)
-    with txn_confs(spark, hi, HISTORY_APP_ID):
-        run_merge_spec(spark, path, source, spec)
+def _count_versions(source: pa.Table) -> int:
+    return int(pc.sum(pc.cast(pc.equal(source[KIND_COLUMN], "version"), "int64")).as_py() or 0)
 
 
 def close_versions(spark: SparkSession, path: str, ts: int, where: str | None = None) -> None:

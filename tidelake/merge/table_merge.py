@@ -287,8 +287,9 @@ class TableMerge:
         result = self.result
         if self.scd2 is not None:
             self._check_history_window(info, lo)
+            driver = self.scope.changelog if rows <= DRIVER_WINDOW_MAX_ROWS else None  # as the replica's writer
             retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, info, physical_ids, hi,
-                                                    self.scope.changelog.bucket_seconds, stats, lo),
+                                                    self.scope.changelog.bucket_seconds, stats, lo, driver),
                               f"{result.table} history ({lo}, {hi}]")
         shared = self.scope.run_pass.source(self.spark, self.key, lo, hi) if self.scope.run_pass is not None else None
         rows_in, rows_out = retry_on_conflict(
