@@ -41,6 +41,10 @@ and the rewrite's rows/s against the append ceiling's.
 docs/history.md), so the same rounds time the soft-delete MERGE; with --compare-driver, on the
 driver and through Spark.
 
+--history: every bench replica gets an SCD2 history table (`[history] scd2`, docs/history.md),
+written before each window, so the same rounds time a window with its history step; with
+--compare-driver, both on the driver (delta-rs) and both through Spark.
+
 --remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
 local[2], stopped after) repeats the whole measurement as a Spark Connect client after the local
 one, in the same run on a new lake: JSON `connect` holds its results, `connect_vs_local` the
@@ -48,7 +52,7 @@ ratios, and `session_start_s` of each what a merge task pays before its first ME
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]
-        [--compare-rewrite] [--soft-deletes] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--compare-rewrite] [--soft-deletes] [--history] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
 
@@ -72,6 +76,7 @@ from tidelake.capture.changefeed.puller_runner import PullerRunner, RunOptions  
 from tidelake.codec.keys import record_key  # noqa: E402
 from tidelake.codec.row import encode_row  # noqa: E402
 from tidelake.config import HistoryConfig, parse_config  # noqa: E402
+from tidelake.lake.history_table import history_path  # noqa: E402
 from tidelake.lake.layout import LakeLayout  # noqa: E402
 from tidelake.lake.replica_catalog import ReplicaCatalog  # noqa: E402
 from tidelake.lake.watermarks import read_watermarks  # noqa: E402
@@ -206,6 +211,8 @@ def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str
     for name in tables:
         path = ReplicaCatalog(layout).find(DATABASE, name).path
         before = DeltaTable(path).version()
+        scd2 = history_path(layout, path) if history is not None and history.scd2 else None
+        scd2_before = DeltaTable(scd2).version() if scd2 is not None else None
         plain = variant in (APPEND_PATHS, DRIVER_WINDOWS) and name != TABLE
         with (_spark_windows() if variant == DRIVER_WINDOWS else _one_merge_per_window()) if plain else nullcontext():
             merged = _merge(spark, layout, [name], 1, only=[f"{DATABASE}.{name}"], history=history)
@@ -215,10 +222,20 @@ def _merge_one_by_one(spark, layout: LakeLayout, tables: list[str], variant: str
         alone.append({"table": name, "variant": variant, "on": name == TABLE, "seconds": merged["seconds"],
                       "files_added": files, "deletion_vectors_added": dvs,
                       "commits": [h.get("operation") for h in reversed(commits)],
+                      **({"history_commits": _engines(scd2, scd2_before)} if scd2 is not None else {}),
                       **{k: merged[k] for k in ("windows", "rows_in", "rows_out")}})
     return {"seconds": sum(a["seconds"] for a in alone), "driver_cpu_s": None, "threads": 1,
             "windows": sum(a["windows"] for a in alone), "rows_in": sum(a["rows_in"] for a in alone), "rows_out": sum(a["rows_out"] for a in alone),
             "checkpoint": None, "alone": alone}
+
+
+def _engines(path: str, before: int) -> list[str]:
+    """The history table's commits after version `before`: operation and engine (delta-rs or Spark)."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    return [f"{h.get('operation')} by {str(h.get('engineInfo', '')).split('/')[0].split(' ')[0]}"
+            for h in reversed(table.history(table.version() - before))]
 
 
 def _metric(commit: dict, spark_name: str, delta_rs_name: str) -> int:
@@ -234,7 +251,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
         compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
         compare_rewrite: bool = False, small_tables: int = 0, compare_driver: bool = False,
-        soft_deletes: bool = False) -> dict:
+        soft_deletes: bool = False, scd2: bool = False) -> dict:
     from tidelake.spark.spark_session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -244,7 +261,9 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
     else:
         spark = connect_session(remote, spark_confs)
     session_start_s = time.perf_counter() - started
-    history = HistoryConfig(soft_deletes=(f"{DATABASE}.*",)) if soft_deletes else None
+    every = (f"{DATABASE}.*",)
+    history = HistoryConfig(scd2=every if scd2 else (), soft_deletes=every if soft_deletes else ()) \
+        if scd2 or soft_deletes else None
     print(f"\nSpark session start ({remote or 'local[2]'}): {session_start_s:.1f} s; "
           f"extra confs: {spark_confs or 'none'}")
     try:
@@ -310,7 +329,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
     finally:
         spark.stop()
     return {**_report(rows, tables, rounds, ceiling, fixed, remote), "session_start_s": session_start_s,
-            "soft_deletes": soft_deletes,
+            "soft_deletes": soft_deletes, "history": scd2,
             **({"rewrite": rewrite} if rewrite else {})}
 
 
@@ -434,7 +453,9 @@ def _report(rows: int, tables: int, rounds: list[dict], ceiling: dict, fixed: di
         results[variant.replace(" ", "_")] = {"on": on, "off": off, "on_s_over_off_s": on["seconds"] / off_s}
         print(f"\n## Round 2, one table at a time: with and without {variant}\n")
         print(markdown_table(["table", variant, "s", "commits", "files added", "DVs added", "rows written"],
-                             [[a["table"], a["on"], a["seconds"], " ".join(a["commits"]), a["files_added"],
+                             [[a["table"], a["on"], a["seconds"], " ".join(a["commits"]) + (
+                                 f"; history: {', '.join(a['history_commits'])}" if "history_commits" in a else ""),
+                               a["files_added"],
                                a["deletion_vectors_added"], a["rows_out"]] for a in measured["alone"]]))
         print(f"with / without {variant} (s) = {on['seconds'] / off_s:.2f}")
         if variant == DRIVER_WINDOWS:  # the first table took the code's path: the headline rate is its
@@ -482,6 +503,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="at the end, a RENAME COLUMN rewritten vs in place with column mapping (needs --tables 2+)")
     parser.add_argument("--soft-deletes", action="store_true",
                         help="every bench replica keeps deleted rows flagged ([history] soft_deletes)")
+    parser.add_argument("--history", action="store_true",
+                        help="every bench replica gets an SCD2 history table ([history] scd2)")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
@@ -502,7 +525,7 @@ def main(argv: list[str] | None = None) -> dict:
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
                                  args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite,
-                                 args.small_tables, args.compare_driver, args.soft_deletes)
+                                 args.small_tables, args.compare_driver, args.soft_deletes, args.history)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
