@@ -51,7 +51,7 @@ sysbench: sql-clients
 bench-sysbench: $(STAMP) sysbench
 	$(PY) bench/bench_sysbench.py --time 60
 
-# Small default sizes, ~8 minutes on 2 busy cores (most of it Spark); see bench/README.md. Each
+# Small default sizes, ~7 minutes on 2 busy cores (most of it Spark); see bench/README.md. Each
 # bench's JSON goes to BENCH_OUT; bench/check_floors.py then fails the target when a figure falls
 # past its floor in bench/floors.toml.
 BENCH_OUT ?= .bench
