@@ -203,7 +203,7 @@ class TableMerge:
         self.catalog = scope.catalog or ReplicaCatalog(scope.layout)
         self.result = TableResult(int(key), table_name(scope.history, key))
         self.spark_writer = SparkWriter(spark, scope.layout, scope.changelog)
-        self.delta_rs_writer = DeltaRsWriter(scope.changelog)
+        self.delta_rs_writer = DeltaRsWriter(scope.changelog, self.spark_writer)
         self.entry: ReplicaEntry | None = None
         self.scd2: str | None = None  # the history table's path, when the replica has one
         self.writer: WindowWriter | None = None  # the current plan's

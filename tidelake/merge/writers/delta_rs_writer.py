@@ -1,8 +1,9 @@
 """The window semantics (tidelake.merge.window_spec) on the driver with delta-rs, no Spark job: the
 window is read from the run's changelog snapshot, collapsed and decoded in Arrow, then ONE commit:
 an append of new keys' puts, a rewrite of the files its keys touch (writers.file_rewrite), a MERGE
-where that does not apply, or a commit of the txn alone for a window without changes. Small
-windows come here (tidelake.merge.table_merge chooses): a Spark commit costs a job and a log replay.
+where that does not apply, or a commit of the txn alone for a window without changes; on a
+column-mapped replica no delta-rs append or MERGE (its logical names, not the files' physical
+ones): the rewrite, or the `fallback` writer, Spark (docs/internals.md#file_rewrite).
 The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata
 (docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's
 of the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
@@ -39,9 +40,9 @@ from tidelake.merge.window_spec import (
     removal_clause,
     replica_merge,
 )
-from tidelake.merge.writers.driver_features import driver_protocol
+from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
 from tidelake.merge.writers.file_rewrite import rewrite_window
-from tidelake.merge.writers.replica_window import ReplicaWindow
+from tidelake.merge.writers.replica_window import ReplicaWindow, WindowWriter
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +51,24 @@ CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
 
 def writable(replica: DeltaTable, target: StructType) -> bool:
     """Whether delta-rs may write this replica: a protocol the driver writes (driver_features:
-    change data feed and timestampNtz, no deletion vectors, column mapping or type widening), and
-    no DECIMAL whose statistics delta-rs would write wrong (tidelake.merge.decimal_stats). Soft
-    deletes are the MERGE's clauses, as on Spark."""
-    return driver_protocol(replica) and not unsafe_stats(target, replica.metadata().configuration)
+    change data feed and timestampNtz, column mapping in name mode without soft deletes, whose
+    flag only a MERGE sets; no deletion vectors or type widening), and no DECIMAL whose statistics
+    delta-rs would write wrong (tidelake.merge.decimal_stats). Soft deletes are the MERGE's
+    clauses, as on Spark."""
+    return driver_protocol(replica, column_mapping=not has_soft_deletes(target)) \
+        and not unsafe_stats(target, replica.metadata().configuration)
 
 
 class DeltaRsWriter:
     """Writes windows with delta-rs, reading them from the run's changelog snapshot."""
 
-    def __init__(self, changelog: ChangelogSnapshot) -> None:
+    def __init__(self, changelog: ChangelogSnapshot, fallback: WindowWriter | None = None) -> None:
         self.changelog = changelog
+        self.fallback = fallback  # writes what a column-mapped replica's rewrite does not
 
     def write(self, window: ReplicaWindow) -> tuple[int, int]:
         w = window
+        mapped = column_mapped(w.replica)
         collapsed = None if w.empty else self.changelog.last_changes(w.physical_ids, w.lo, w.hi)
         # A full local disk fails here, before a file is written (a write that runs out of room
         # mid-file makes object_store's background upload task print a Rust panic).
@@ -73,6 +78,8 @@ class DeltaRsWriter:
             if w.removal is None:
                 commit_txn_only(w.replica, w.path, w.hi)
                 return 0, 0
+            if mapped:
+                return self._fall_back(w, "a DDL's removal")
             failpoint("merge.before_commit", w.path)
             if soft:  # flagged, not deleted: the removal clause of a MERGE of no rows, as on Spark
                 nothing = pa.schema(w.replica.schema().to_arrow()).empty_table()
@@ -89,7 +96,7 @@ class DeltaRsWriter:
         target = StructType([f for f in w.target.fields if f.name != DELETED_COLUMN]) if soft else w.target
         columns = [f.name for f in target.fields]
         mounted = mount_arrow(collapsed, w.info, target)
-        if can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal):
+        if can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal) and not mapped:
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
             write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
@@ -97,14 +104,17 @@ class DeltaRsWriter:
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
         if not soft and w.removal is None:
+            append = mapped and can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal)
             rewritten = rewrite_window(w.replica, mounted, columns, key_columns(w.info), match_columns(w.info), w.hi,
-                                       self.changelog.layout.storage_options)
+                                       self.changelog.layout.storage_options, append)
             if rewritten is not None:
                 if rewritten[1]:
                     keep_checkpoint_cadence(w.replica, at_commit=True)
                 else:  # nothing changed, nothing committed: the txn alone, as after a MERGE of no row
                     _record_if_unchanged(w)
                 return rewritten
+        if mapped:
+            return self._fall_back(w, "a window the rewrite does not apply")
         metrics = merge_arrow(w.replica, mounted, replica_merge(w.info, columns, soft, w.removal), w.hi)
         written = sum(int(metrics.get(k, 0)) for k in
                       ("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"))
@@ -115,6 +125,13 @@ class DeltaRsWriter:
         if written:
             keep_checkpoint_cadence(w.replica, at_commit=True)
         return int(metrics.get("num_source_rows", 0)), written
+
+    def _fall_back(self, window: ReplicaWindow, what: str) -> tuple[int, int]:
+        """Hand a column-mapped replica's window to the fallback writer (nothing written yet)."""
+        if self.fallback is None:
+            raise InputError(f"replica {window.path}: {what} of a column-mapped replica needs Spark, and none is given")
+        log.debug("replica %s: %s of a column-mapped replica goes to Spark", window.path, what)
+        return self.fallback.write(window)
 
 
 def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int, app_id: str = MERGE_APP_ID) -> dict:

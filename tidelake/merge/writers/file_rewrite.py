@@ -3,8 +3,9 @@ window's puts in one new file, its row changes in one change data file, and ONE 
 the rewritten files, adding the new ones and recording the txn, created only if its version is
 free (tidelake.lake.table_folder). The result is window_spec.replica_merge's for a replica without
 soft deletes and a window without a DDL's removal, change data included, without the DataFusion
-plan a delta-rs MERGE costs per window. `rewrite_window` returns None, writing nothing, where it
-does not apply; the caller then MERGEs. Owner: DeltaRsWriter.
+plan a delta-rs MERGE costs per window; on a column-mapped replica by physical names and field
+ids, as Spark writes it. `rewrite_window` returns None, writing nothing, where it does not apply;
+the caller then MERGEs (column-mapped: Spark does). Owner: DeltaRsWriter.
 
 More: docs/internals.md#file_rewrite.
 """
@@ -39,7 +40,7 @@ from tidelake.merge.decimal_stats import listed_columns
 from tidelake.merge.replica_schema import CHANGE_DATA_FEED
 from tidelake.merge.txn_confs import fenced
 from tidelake.merge.window_spec import OP_COLUMN
-from tidelake.merge.writers.driver_features import driver_protocol
+from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ OPERATION = "MERGE"  # the commit's operation: a MERGE's result, as history() sh
 _FILE_COLUMN = "_tidelake_file"  # which file read a row came from
 _SOURCE_COLUMN = "_tidelake_source"  # the window's row a read row's key matched
 _REFUSED_FIELD_METADATA = ("delta.invariants", "delta.generationExpression", "delta.identity.start")
+PHYSICAL_NAME = "delta.columnMapping.physicalName"  # PROTOCOL.md "Column Mapping"
+FIELD_ID = "delta.columnMapping.id"
+PARQUET_FIELD_ID = b"PARQUET:field_id"  # the Arrow field metadata pyarrow writes as a Parquet field_id
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,11 @@ def _refusal(replica: DeltaTable, metadata: Metadata, schema: DeltaSchema) -> st
     """Why a window of `replica` may not be a rewrite: a protocol the driver does not write
     (driver_features, checked on the log it commits to), or metadata asking a writer for more
     than rows, statistics and change data (partitions, constraints, column rules); None: it may."""
-    if not driver_protocol(replica):
+    if not driver_protocol(replica, column_mapping=True):
         return "its protocol has features the driver does not write"
+    if column_mapped(replica) and any(pa.types.is_nested(f.type) or PHYSICAL_NAME.encode() not in (f.metadata or {})
+                                      for f in pa.schema(schema.to_arrow())):
+        return "it is column-mapped with nested columns or a column without a physical name"
     configuration = metadata.configuration
     if metadata.partition_columns or configuration.get("delta.appendOnly", "false").lower() == "true" \
             or any(k.startswith("delta.constraints.") for k in configuration) \
@@ -78,16 +85,19 @@ def _refusal(replica: DeltaTable, metadata: Metadata, schema: DeltaSchema) -> st
 
 
 def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str], keys: Sequence[str],
-                   match: dict[str, str], hi: int, storage_options: dict[str, str] | None) -> tuple[int, int] | None:
+                   match: dict[str, str], hi: int, storage_options: dict[str, str] | None,
+                   append: bool = False) -> tuple[int, int] | None:
     """Apply the mounted window (`columns` and OP_COLUMN; the replica's key columns `keys` matched on
     the source's `match` columns where given) as one commit recording checkpoint `hi`, leaving the
-    handle at it. (changes, rows written as a MERGE counts them); written 0 means nothing changed
-    and nothing was committed. None: not applicable, nothing written."""
+    handle at it; `append`: the caller knows the replica holds none of its keys (no file is read).
+    (changes, rows written as a MERGE counts them); written 0 means nothing changed and nothing
+    was committed. None: not applicable, nothing written."""
     metadata, delta_schema = replica.metadata(), replica.schema()
     refusal = _refusal(replica, metadata, delta_schema)
     if refusal is not None:
         return _merged(replica, refusal)
     schema = pa.schema(delta_schema.to_arrow())
+    stored = _stored_schema(schema) if column_mapped(replica) else None
     source_keys = [match.get(k, k) for k in keys]
     try:
         probe = mounted.select(source_keys).rename_columns(list(keys)).cast(pa.schema([schema.field(k) for k in keys]))
@@ -104,13 +114,13 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     folder = TableFolder.of(replica.table_uri, storage_options)
     if folder is None:
         return _merged(replica, "no conditional create of commit files on its store")
-    files = _touched_files(replica, valid, keys)
+    files = [] if append else _touched_files(replica, valid, keys, stored)
     if files is None:
         return _merged(replica, f"it would read more than {REWRITE_MAX_BYTES} bytes of files")
     # One join tags each read row with the window's row matching its key (null: none matches).
     sources = probe.append_column(_SOURCE_COLUMN, pa.array(np.arange(probe.num_rows, dtype=np.int64)))
     try:
-        old = pa.concat_tables([_read_file(folder, f.path, schema, i) for i, f in enumerate(files)]) if files \
+        old = pa.concat_tables([_read_file(folder, f.path, schema, stored, i) for i, f in enumerate(files)]) if files \
             else schema.empty_table().append_column(_FILE_COLUMN, pa.array([], pa.int32()))
         tagged = old.join(sources, list(keys), join_type="left outer")
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:  # a type Arrow lacks
@@ -137,13 +147,13 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     if rows.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         indexed = int(configuration.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
-        stats = file_stats(rows, indexed, listed_columns(configuration))
-        actions.append({"add": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, rows),
+        stats = file_stats(rows, indexed, listed_columns(configuration), _names(stored))
+        actions.append({"add": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, rows, stored),
                                 "modificationTime": now, "dataChange": True, "stats": stats}})
     if configuration.get(CHANGE_DATA_FEED, "false").lower() == "true":
         changes = _changes(matched.select(schema.names), updated, puts, updates)
         name = f"_change_data/cdc-00000-{uuid.uuid4()}.c000.snappy.parquet"
-        actions.append({"cdc": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, changes),
+        actions.append({"cdc": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, changes, stored),
                                 "dataChange": False}})
     _commit(replica, folder, actions, metrics, hi, now)
     return mounted.num_rows, metrics["numTargetRowsInserted"] + metrics["numTargetRowsUpdated"] \
@@ -184,21 +194,40 @@ def _commit(replica: DeltaTable, folder: TableFolder, actions: list[dict], metri
         raise InputError(f"{replica.table_uri}: commit {version} written but the log reads version {replica.version()}")
 
 
-def _read_file(folder: TableFolder, path: str, schema: pa.Schema, index: int) -> pa.Table:
-    """One data file's rows as the replica's schema, tagged with its index among the files read. The
-    file is read whole first: no Python file object reaches pyarrow's threads (docs/internals.md#delta_read)."""
-    rows = pq.read_table(pa.BufferReader(folder.read(path)), schema=schema)
+def _stored_schema(schema: pa.Schema) -> pa.Schema:
+    """A column-mapped replica's data file schema (PROTOCOL.md "Column Mapping", name mode): each
+    field of the replica's `schema` under its physical name, its column mapping id as its Parquet
+    field id, as Spark writes them."""
+    return pa.schema([pa.field(f.metadata[PHYSICAL_NAME.encode()].decode(), f.type, f.nullable,
+                               {PARQUET_FIELD_ID: f.metadata[FIELD_ID.encode()]}) for f in schema])
+
+
+def _names(stored: pa.Schema | None) -> list[str] | None:
+    return None if stored is None else stored.names
+
+
+def _read_file(folder: TableFolder, path: str, schema: pa.Schema, stored: pa.Schema | None, index: int) -> pa.Table:
+    """One data file's rows as the replica's schema (a column-mapped one's columns read by their
+    `stored` physical names), tagged with its index among the files read. The file is read whole
+    first: no Python file object reaches pyarrow's threads (docs/internals.md#delta_read)."""
+    data = pa.BufferReader(folder.read(path))
+    rows = pq.read_table(data, schema=schema) if stored is None \
+        else pq.read_table(data, schema=stored).rename_columns(schema.names).cast(schema)
     return rows.append_column(_FILE_COLUMN, pa.array(np.full(rows.num_rows, index, dtype=np.int32)))
 
 
-def _touched_files(replica: DeltaTable, probe: pa.Table, keys: Sequence[str]) -> list[_File] | None:
+def _touched_files(replica: DeltaTable, probe: pa.Table, keys: Sequence[str],
+                   stored: pa.Schema | None) -> list[_File] | None:
     """The files that may hold a key of `probe`: pruned by each integer, string or date key
-    column's min/max statistics, bounds every Delta reader's file skipping trusts (a file without
-    them is read); None past REWRITE_MAX_BYTES, or for a file named by a URI (a shallow clone's)."""
+    column's min/max statistics (keyed by the `stored` physical name of a column-mapped
+    replica's column), bounds every Delta reader's file skipping trusts (a file without them is
+    read); None past REWRITE_MAX_BYTES, or for a file named by a URI (a shallow clone's)."""
     actions = pa.table(replica.get_add_actions(flatten=True))
     maybe = [True] * actions.num_rows
+    names = probe.schema.names
     for k in keys:
-        kind, low, high = probe.schema.field(k).type, f"min.{k}", f"max.{k}"
+        stat = k if stored is None else stored.field(names.index(k)).name
+        kind, low, high = probe.schema.field(k).type, f"min.{stat}", f"max.{stat}"
         if not _prunable(kind) or low not in actions.column_names or high not in actions.column_names:
             continue
         values = sorted(probe[k].drop_null().to_pylist())
@@ -217,8 +246,12 @@ def _prunable(kind: pa.DataType) -> bool:
         or pa.types.is_date(kind)
 
 
-def _write_parquet(folder: TableFolder, name: str, rows: pa.Table) -> int:
-    """Write `rows` as one Parquet file `name` in one put; its size."""
+def _write_parquet(folder: TableFolder, name: str, rows: pa.Table, stored: pa.Schema | None) -> int:
+    """Write `rows` as one Parquet file `name` in one put, a column-mapped replica's columns
+    under their `stored` physical names and field ids (others, _change_type, as they are); its size."""
+    if stored is not None:
+        fields = [stored.field(i) if i < len(stored) else f for i, f in enumerate(rows.schema)]
+        rows = pa.Table.from_arrays(rows.columns, schema=pa.schema(fields))
     buffer = io.BytesIO()
     pq.write_table(rows, buffer, compression="snappy")
     data = buffer.getvalue()
@@ -226,10 +259,12 @@ def _write_parquet(folder: TableFolder, name: str, rows: pa.Table) -> int:
     return len(data)
 
 
-def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS, listed: set[str] | None = None) -> str:
+def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS, listed: set[str] | None = None,
+               stored: Sequence[str] | None = None) -> str:
     """The add action's statistics (PROTOCOL.md "Per-file Statistics"): numRecords, and for the
     columns `listed` (lower-cased; delta.dataSkippingStatsColumns), else the first `indexed`
-    (-1: all), the null count of each, min/max where the bound is exact or
+    (-1: all), keyed by their `stored` names where given (a column-mapped replica's physical
+    names, PROTOCOL.md "Column Mapping"), the null count of each, min/max where the bound is exact or
     safely wide: integers, dates, strings of up to STRING_STATS_MAX_CHARS, timestamps to the
     millisecond the protocol keeps (min floored, max ceiled). Other types get none; readers then
     keep the file for a filter on them."""
@@ -237,14 +272,15 @@ def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS, listed: s
     fields = list(rows.schema) if indexed < 0 else list(rows.schema)[:indexed]
     if listed is not None:
         fields = [f for f in rows.schema if f.name.lower() in listed]
+    key = dict(zip(rows.schema.names, stored or rows.schema.names, strict=True))
     for field in fields:
         if pa.types.is_nested(field.type):
             continue
-        column = rows[field.name]
-        stats["nullCount"][field.name] = column.null_count
+        column, name = rows[field.name], key[field.name]
+        stats["nullCount"][name] = column.null_count
         bounds = _bounds(field.type, column)
         if bounds is not None:
-            stats["minValues"][field.name], stats["maxValues"][field.name] = bounds
+            stats["minValues"][name], stats["maxValues"][name] = bounds
     return json.dumps(stats, separators=(",", ":"))
 
 

@@ -1,0 +1,149 @@
+"""Column-mapped replicas (name mode) written on the driver by the window rewrite
+(tidelake.merge.writers.file_rewrite): the same windows merged into twin lakes, one on the driver,
+one by Spark, read back by Spark equal each other and the upstream replay after every window
+(appends, updates, deletes, an update of a key whose file holds other keys, a window without
+changes, a RENAME COLUMN applied in place, then driver windows and one the rewrite refuses, which
+goes to Spark, not to delta-rs' MERGE), their change data feeds
+(table_changes) equal, and the driver's files store physical names and field ids as Spark's do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from merge.lake_fixtures import FedLake, by_driver, by_rewrite, replica_rows
+
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.merge import table_merge
+from tidelake.merge.merge_run import run_merge
+from tidelake.merge.writers import delta_rs_writer, file_rewrite
+from tidelake.merge.writers.driver_features import driver_protocol
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+NOTE = "my note"  # a space: the replica is created with column mapping
+
+
+def _lake(tmp_path: Path, name: str) -> FedLake:
+    lake = FedLake(str(tmp_path / name))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), (NOTE, "varchar(20)"),
+                                                      ("qty", "int")]))
+    return lake
+
+
+def _path(lake: FedLake) -> str:
+    return ReplicaCatalog(lake.layout).find("shop", "orders").path
+
+
+def _files(path: str, commit: dict) -> list[tuple[str, dict]]:
+    """The (path, parsed stats) of the data files commit `commit` added, as its log entry holds them."""
+    with open(f"{path}/_delta_log/{commit['version']:020d}.json") as f:
+        entries = [json.loads(line) for line in f]
+    return [(e["add"]["path"], json.loads(e["add"]["stats"])) for e in entries if "add" in e]
+
+
+def _changes(spark, path: str, versions: tuple[int, int]) -> list[tuple]:
+    """The change data feed of `versions` (inclusive), without its version and timestamp columns."""
+    rows = spark.sql(f"SELECT * FROM table_changes_by_path('{path}', {versions[0]}, {versions[1]})").collect()
+    return sorted(tuple(sorted((k, repr(v)) for k, v in r.asDict().items() if k not in
+                               ("_commit_version", "_commit_timestamp"))) for r in rows)
+
+
+def _renamed_at(path: str) -> int:
+    (version,) = [c["version"] for c in DeltaTable(path).history() if c["operation"] == "RENAME COLUMN"]
+    return version
+
+
+def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_them(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(delta_rs_writer, "CHECKPOINT_INTERVAL", 4)  # a delta-rs checkpoint Spark reads back
+    lakes = {"driver": _lake(tmp_path, "driver"), "spark": _lake(tmp_path, "spark")}
+
+    def merge(writer: str | None) -> None:
+        """One merge of each twin (the Spark one with no driver window); both equal the upstream.
+        `writer`: who made the driver twin's last commit, the rewrite, delta-rs or Spark (None: not checked)."""
+        for name, lake in lakes.items():
+            upper = lake.resolve()
+            with monkeypatch.context() as m:
+                if name == "spark":
+                    m.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
+                (result,) = run_merge(spark, lake.layout).tables
+            path = _path(lake)
+            assert result.checkpoint_after == upper == DeltaTable(path).transaction_version(MERGE_APP_ID)
+            assert replica_rows(spark, path) == lake.expected_rows("shop", "orders", upper), name
+            last = DeltaTable(path).history(1)[0]
+            if name == "spark":
+                assert not by_driver(last)
+            elif writer is not None:
+                assert writer == ("rewrite" if by_rewrite(last) else "delta-rs" if by_driver(last) else "spark"), last
+
+    def both(*changes) -> None:
+        """The same upstream txn in both twins (their clocks and ids advance alike)."""
+        for lake in lakes.values():
+            with lake.txn() as t:
+                for kind, values in changes:
+                    getattr(t, kind)("shop", "orders", values)
+
+    row = lambda i, note, qty=1: {"id": i, NOTE: f"{note}{i}", "qty": qty}  # noqa: E731
+
+    merge(None)  # the replicas are created (by Spark: column mapping)
+    driver_path, spark_path = _path(lakes["driver"]), _path(lakes["spark"])
+    assert DeltaTable(driver_path).metadata().configuration["delta.columnMapping.mode"] == "name"
+    assert driver_protocol(DeltaTable(driver_path), column_mapping=True)
+    assert not driver_protocol(DeltaTable(driver_path))
+
+    both(*[("put", row(i, "a", i)) for i in range(1, 9)])
+    merge("rewrite")  # new keys only: an append, the rewrite of no file
+    # 1 and 2 share their file with 3..8
+    both(("put", row(1, "u", 10)), ("delete", row(2, "")), ("put", row(9, "n")))
+    merge("rewrite")
+    both(("delete", row(3, "")))  # deletes only
+    merge("rewrite")
+    merge("delta-rs")  # no change: the txn alone (delta-rs' commit of no action)
+
+    for lake in lakes.values():
+        lake.ddl(lake.up.rename_column("shop", "orders", NOTE, "the note"))
+    merge(None)  # the RENAME in place (Spark's ALTER TABLE), no rows rewritten
+    for path in (driver_path, spark_path):
+        assert "the note" in DeltaTable(path).schema().to_arrow().names
+
+    both(("put", {"id": 4, "the note": "r4", "qty": 40}), ("put", {"id": 10, "the note": "r10", "qty": None}))
+    merge("rewrite")
+
+    with monkeypatch.context() as m:  # a window the rewrite refuses (too much to read): Spark's, not delta-rs'
+        m.setattr(file_rewrite, "REWRITE_MAX_BYTES", 0)
+        both(("put", {"id": 5, "the note": "s5", "qty": 50}))
+        merge("spark")
+    both(("put", {"id": 6, "the note": "t6", "qty": 60}))
+    merge("rewrite")
+
+    # The driver's last data file: physical names with the mapping ids as Parquet field ids, and
+    # statistics keyed by physical name over the same columns as Spark's, as the Delta schema says.
+    for path, commit in ((driver_path, DeltaTable(driver_path).history(1)[0]),
+                         (spark_path, DeltaTable(spark_path).history(1)[0])):
+        fields = {f.name: f.metadata for f in DeltaTable(path).schema().to_arrow()}
+        physical = {m[b"delta.columnMapping.physicalName"].decode(): int(m[b"delta.columnMapping.id"])
+                    for m in fields.values()}
+        for file, stats in _files(path, commit):
+            stored = pq.ParquetFile(f"{path}/{file}").schema_arrow
+            ids = {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in stored if f.name in physical}
+            assert ids == physical, path
+            assert set(stats["nullCount"]) == set(physical), path
+            assert stats["numRecords"] == pq.ParquetFile(f"{path}/{file}").metadata.num_rows
+    assert any(f.name.endswith(".checkpoint.parquet") for f in Path(driver_path, "_delta_log").iterdir())
+
+    # The change data feeds, before and after the rename (Spark reads none across it).
+    for path in (driver_path, spark_path):
+        assert DeltaTable(path).version() >= _renamed_at(path) + 1
+    driver_at, spark_at = _renamed_at(driver_path), _renamed_at(spark_path)
+    assert _changes(spark, driver_path, (1, driver_at - 1)) == _changes(spark, spark_path, (1, spark_at - 1))
+    after = (_changes(spark, driver_path, (driver_at + 1, DeltaTable(driver_path).version())),
+             _changes(spark, spark_path, (spark_at + 1, DeltaTable(spark_path).version())))
+    assert after[0] == after[1] and len(after[0]) == 7  # 4's, 5's and 6's pre- and postimages, 10's insert
+    for lake in lakes.values():
+        lake.close()
