@@ -45,6 +45,11 @@ driver and through Spark.
 written before each window, so the same rounds time a window with its history step; with
 --compare-driver, both on the driver (delta-rs) and both through Spark.
 
+--column-mapping: after round 1 every bench replica gets column mapping (name mode, as a replica
+whose column name Parquet cannot hold is created, docs/operations.md "Who can read a replica"),
+so the rounds after it time windows on column-mapped replicas; with --compare-driver, the window
+rewrite on the driver (tidelake.merge.writers.file_rewrite) and through Spark.
+
 --remote URL (a running `tidelake spark-server`) or --remote start (one started for the bench on
 local[2], stopped after) repeats the whole measurement as a Spark Connect client after the local
 one, in the same run on a new lake: JSON `connect` holds its results, `connect_vs_local` the
@@ -52,7 +57,7 @@ ratios, and `session_start_s` of each what a merge task pays before its first ME
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]
-        [--compare-rewrite] [--soft-deletes] [--history] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--compare-rewrite] [--soft-deletes] [--history] [--column-mapping] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
 
@@ -175,6 +180,12 @@ def _enable_deletion_vectors(spark, path: str) -> None:
     enable_properties(spark, path, {"delta.enableDeletionVectors": "true"})
 
 
+def _enable_column_mapping(spark, path: str) -> None:
+    from tidelake.merge.replica_schema import COLUMN_MAPPING, enable_properties
+
+    enable_properties(spark, path, COLUMN_MAPPING)
+
+
 @contextmanager
 def _spark_windows():
     """Every window through Spark: no window on the driver (tidelake.merge.writers.delta_rs_writer)."""
@@ -251,7 +262,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
         tables: int = 1, threads: int = 2, small_rows: int = 100, samples: int = 5,
         compare_deletion_vectors: bool = False, remote: str | None = None, compare_append: bool = False,
         compare_rewrite: bool = False, small_tables: int = 0, compare_driver: bool = False,
-        soft_deletes: bool = False, scd2: bool = False) -> dict:
+        soft_deletes: bool = False, scd2: bool = False, column_mapping: bool = False) -> dict:
     from tidelake.spark.spark_session import connect_session, get_session
 
     # Spark first: launching its JVM forks, and forking while gRPC threads run is unsafe.
@@ -310,6 +321,9 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
                             rounds.append({"round": n, **_merge_one_by_one(spark, layout, names, variant, history)})
                         if n == 1 and compare_deletion_vectors:
                             _enable_deletion_vectors(spark, ReplicaCatalog(layout).find(DATABASE, TABLE).path)
+                        if n == 1 and column_mapping:
+                            for name in names + [u.name for u in smalls]:
+                                _enable_column_mapping(spark, ReplicaCatalog(layout).find(DATABASE, name).path)
                     replica = ReplicaCatalog(layout).find(DATABASE, TABLE).path
                     ceiling = _append_ceiling(spark, replica, rounds[0]["checkpoint"], f"{tmp}/append")
                     if tables > 1 or smalls:
@@ -329,7 +343,7 @@ def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: d
     finally:
         spark.stop()
     return {**_report(rows, tables, rounds, ceiling, fixed, remote), "session_start_s": session_start_s,
-            "soft_deletes": soft_deletes, "history": scd2,
+            "soft_deletes": soft_deletes, "history": scd2, "column_mapping": column_mapping,
             **({"rewrite": rewrite} if rewrite else {})}
 
 
@@ -505,6 +519,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="every bench replica keeps deleted rows flagged ([history] soft_deletes)")
     parser.add_argument("--history", action="store_true",
                         help="every bench replica gets an SCD2 history table ([history] scd2)")
+    parser.add_argument("--column-mapping", action="store_true",
+                        help="every bench replica gets column mapping (name mode) after round 1")
     parser.add_argument("--remote", metavar="sc://HOST:PORT|start",
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
@@ -525,7 +541,8 @@ def main(argv: list[str] | None = None) -> dict:
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
                                  args.compare_deletion_vectors, remote, args.compare_append, args.compare_rewrite,
-                                 args.small_tables, args.compare_driver, args.soft_deletes, args.history)
+                                 args.small_tables, args.compare_driver, args.soft_deletes, args.history,
+                                 args.column_mapping)
     if args.connect_only is not None:
         results = measure(args.connect_only)
         write_json(args.json, "merge", env, results)
