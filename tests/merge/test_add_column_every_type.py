@@ -38,11 +38,12 @@ DB = "zoo"
 KINDS = {
     "rs_driver": "created by delta-rs, merged on the driver",
     "rs_spark": "created by delta-rs, merged by Spark",
-    "mapped": "created by Spark with column mapping (a column name Parquet cannot hold)",
+    "mapped": "created by Spark with column mapping (a column name Parquet cannot hold), merged on the driver "
+              "(the window rewrite, by physical names)",
     "boot": "written by bootstrap, merged on the driver",
     "hist": "with an SCD2 history table and soft deletes, merged on the driver",
 }
-ON_DRIVER = ("rs_driver", "boot", "hist")
+ON_DRIVER = ("rs_driver", "mapped", "boot", "hist")
 HISTORY = HistoryConfig(scd2=(f"{DB}.hist",), soft_deletes=(f"{DB}.hist",))
 
 

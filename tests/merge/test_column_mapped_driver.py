@@ -4,7 +4,8 @@ one by Spark, read back by Spark equal each other and the upstream replay after 
 (appends, updates, deletes, an update of a key whose file holds other keys, a window without
 changes, a RENAME COLUMN applied in place, then driver windows and one the rewrite refuses, which
 goes to Spark, not to delta-rs' MERGE), their change data feeds
-(table_changes) equal, and the driver's files store physical names and field ids as Spark's do.
+(table_changes) equal, DuckDB reads the driver's as Spark does, and the driver's files store
+physical names and field ids as Spark's do.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from consumers.delta_readers import assert_same_rows, duckdb_read
 from merge.lake_fixtures import FedLake, by_driver, by_rewrite, replica_rows
 
 from tidelake.lake.checkpoint import MERGE_APP_ID
@@ -136,6 +138,10 @@ def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_
             assert set(stats["nullCount"]) == set(physical), path
             assert stats["numRecords"] == pq.ParquetFile(f"{path}/{file}").metadata.num_rows
     assert any(f.name.endswith(".checkpoint.parquet") for f in Path(driver_path, "_delta_log").iterdir())
+    # `tidelake duckdb` (deltalake refuses column mapping) reads the driver's replica as Spark does
+    driver = lakes["driver"]
+    assert_same_rows(duckdb_read(driver.layout, "shop.orders", DeltaTable(driver_path).version()),
+                     replica_rows(spark, driver_path), "duckdb")
 
     # The change data feeds, before and after the rename (Spark reads none across it).
     for path in (driver_path, spark_path):
