@@ -1,6 +1,8 @@
 """Which protocols the driver's writers accept (tidelake.merge.writers.driver_features): column
 mapping in name mode only for a writer that stores it (the window rewrite), never with type
-widening or deletion vectors, never in id mode. Logs written by hand: one commit each."""
+widening or deletion vectors, never in id mode; and a column-mapped replica's DDL removal is
+handed to the fallback writer (Spark), never to delta-rs' DELETE. Logs written by hand.
+tests/merge/test_column_mapped_driver.py runs the rewrite on such replicas against Spark."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from pyspark.sql.types import BooleanType, StructField, StructType
+
+from tidelake.errors import InputError
+from tidelake.merge.replica_schema import DELETED_COLUMN
+from tidelake.merge.window_spec import Removal
+from tidelake.merge.writers.delta_rs_writer import DeltaRsWriter, writable
 from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
+from tidelake.merge.writers.replica_window import ReplicaWindow
 
 SCHEMA = {"type": "struct", "fields": [{"name": "my id", "type": "long", "nullable": True, "metadata": {
     "delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}}]}
@@ -54,3 +63,26 @@ def test_column_mapping_is_accepted_only_for_the_writer_that_stores_it(tmp_path,
 def test_a_replica_without_column_mapping_is_the_drivers_either_way(tmp_path):
     table = _table(tmp_path / "r", {"minReaderVersion": 1, "minWriterVersion": 4}, None)
     assert driver_protocol(table) and driver_protocol(table, column_mapping=True) and not column_mapped(table)
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.windows: list[ReplicaWindow] = []
+
+    def write(self, window: ReplicaWindow) -> tuple[int, int]:
+        self.windows.append(window)
+        return 0, 7
+
+
+def test_a_column_mapped_replicas_ddl_removal_goes_to_the_fallback_and_nothing_is_committed(tmp_path):
+    table = _table(tmp_path / "r", LEGACY_READER, "name")
+    target = StructType.fromJson(json.loads(table.schema().to_json()))
+    assert writable(table, target)  # no soft deletes: the driver takes the replica
+    assert not writable(table, StructType([*target.fields, StructField(DELETED_COLUMN, BooleanType())]))  # a MERGE's flag
+    window = ReplicaWindow(str(tmp_path / "r"), table, target, None, (), 0, 10, (), removal=Removal(10))
+    fallback = _Recorder()
+    assert DeltaRsWriter(None, fallback).write(window) == (0, 7)
+    assert fallback.windows == [window] and DeltaTable(str(tmp_path / "r")).version() == 0
+    with pytest.raises(InputError, match="column-mapped replica needs Spark"):
+        DeltaRsWriter(None).write(window)
+    assert DeltaTable(str(tmp_path / "r")).version() == 0
