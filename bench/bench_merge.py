@@ -57,7 +57,8 @@ ratios, and `session_start_s` of each what a merge task pays before its first ME
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]
-        [--compare-rewrite] [--soft-deletes] [--history] [--column-mapping] [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
+        [--compare-rewrite] [--soft-deletes] [--history] [--column-mapping]
+        [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
         [--remote sc://127.0.0.1:15002 | --remote start]
 """
 

@@ -78,7 +78,8 @@ def test_a_column_mapped_replicas_ddl_removal_goes_to_the_fallback_and_nothing_i
     table = _table(tmp_path / "r", LEGACY_READER, "name")
     target = StructType.fromJson(json.loads(table.schema().to_json()))
     assert writable(table, target)  # no soft deletes: the driver takes the replica
-    assert not writable(table, StructType([*target.fields, StructField(DELETED_COLUMN, BooleanType())]))  # a MERGE's flag
+    flagged = StructType([*target.fields, StructField(DELETED_COLUMN, BooleanType())])
+    assert not writable(table, flagged)  # soft deletes: a flag only a MERGE sets
     window = ReplicaWindow(str(tmp_path / "r"), table, target, None, (), 0, 10, (), removal=Removal(10))
     fallback = _Recorder()
     assert DeltaRsWriter(None, fallback).write(window) == (0, 7)

@@ -96,7 +96,8 @@ class DeltaRsWriter:
         target = StructType([f for f in w.target.fields if f.name != DELETED_COLUMN]) if soft else w.target
         columns = [f.name for f in target.fields]
         mounted = mount_arrow(collapsed, w.info, target)
-        if can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal) and not mapped:
+        appendable = can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal)
+        if appendable and not mapped:
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
             write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
@@ -104,9 +105,8 @@ class DeltaRsWriter:
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
         if not soft and w.removal is None:
-            append = mapped and can_append(held_keys(collapsed), w.recorded, w.lo, soft, w.removal)
             rewritten = rewrite_window(w.replica, mounted, columns, key_columns(w.info), match_columns(w.info), w.hi,
-                                       self.changelog.layout.storage_options, append)
+                                       self.changelog.layout.storage_options, append=appendable)
             if rewritten is not None:
                 if rewritten[1]:
                     keep_checkpoint_cadence(w.replica, at_commit=True)

@@ -153,8 +153,8 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     if configuration.get(CHANGE_DATA_FEED, "false").lower() == "true":
         changes = _changes(matched.select(schema.names), updated, puts, updates)
         name = f"_change_data/cdc-00000-{uuid.uuid4()}.c000.snappy.parquet"
-        actions.append({"cdc": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, changes, stored),
-                                "dataChange": False}})
+        size = _write_parquet(folder, name, changes, stored)
+        actions.append({"cdc": {"path": name, "partitionValues": {}, "size": size, "dataChange": False}})
     _commit(replica, folder, actions, metrics, hi, now)
     return mounted.num_rows, metrics["numTargetRowsInserted"] + metrics["numTargetRowsUpdated"] \
         + metrics["numTargetRowsDeleted"]
