@@ -87,3 +87,26 @@ def test_a_column_mapped_replicas_ddl_removal_goes_to_the_fallback_and_nothing_i
     with pytest.raises(InputError, match="column-mapped replica needs Spark"):
         DeltaRsWriter(None).write(window)
     assert DeltaTable(str(tmp_path / "r")).version() == 0
+
+
+def test_the_rewrites_append_stores_physical_names_field_ids_and_statistics_by_physical_name(tmp_path):
+    """A window of new keys on a column-mapped replica is the rewrite of no file: its data file
+    holds the physical column with the mapping id as Parquet field id, its statistics are keyed by it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tidelake.merge.window_spec import OP_COLUMN
+    from tidelake.merge.writers.file_rewrite import rewrite_window
+
+    path = str(tmp_path / "r")
+    table = _table(tmp_path / "r", LEGACY_READER, "name")
+    mounted = pa.table({"my id": pa.array([1, 2], pa.int64()), OP_COLUMN: ["put", "put"]})
+    assert rewrite_window(table, mounted, ["my id"], ["my id"], {}, 5, None, append=True) == (2, 2)
+    (written,) = DeltaTable(path).file_uris()
+    stored = pq.read_table(written)
+    assert stored.schema.names == ["col-1"] and stored.schema.field("col-1").metadata == {b"PARQUET:field_id": b"1"}
+    assert sorted(stored["col-1"].to_pylist()) == [1, 2]
+    with open(f"{path}/_delta_log/{1:020d}.json") as commit:
+        (add,) = [json.loads(line)["add"] for line in commit if '"add"' in line]
+    assert json.loads(add["stats"]) == {"numRecords": 2, "minValues": {"col-1": 1}, "maxValues": {"col-1": 2},
+                                        "nullCount": {"col-1": 0}}

@@ -2,8 +2,8 @@
 window is read from the run's changelog snapshot, collapsed and decoded in Arrow, then ONE commit:
 an append of new keys' puts, a rewrite of the files its keys touch (writers.file_rewrite), a MERGE
 where that does not apply, or a commit of the txn alone for a window without changes; on a
-column-mapped replica no delta-rs append or MERGE (its logical names, not the files' physical
-ones): the rewrite, or the `fallback` writer, Spark (docs/internals.md#file_rewrite).
+column-mapped replica only the rewrite (its writes are the ones checked against Spark's) or the
+`fallback` writer, Spark, besides the txn alone (docs/internals.md#file_rewrite).
 The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata
 (docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's
 of the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.

@@ -2,9 +2,9 @@
 timestampNtz, writer features up to change data feed, timestampNtz and generated columns
 (delta-rs computes generation expressions on write, delta-io/delta-rs
 crates/core/src/operations/write/generated_columns.rs able_to_gc, and replicas have none), and
-column mapping in name mode (PROTOCOL.md "Column Mapping") only for a writer storing physical
-names (`column_mapping`: the window rewrite, file_rewrite; delta-rs' own writes use logical
-names). No deletion vectors, type widening, row tracking or in-commit timestamps.
+column mapping in name mode (PROTOCOL.md "Column Mapping") only for a writer whose physical
+names and field ids are checked against Spark's (`column_mapping`: the window rewrite,
+file_rewrite). No deletion vectors, type widening, row tracking or in-commit timestamps.
 Owner: the driver's writers (delta_rs_writer.writable, file_rewrite), each window checking the
 log it commits to.
 """
