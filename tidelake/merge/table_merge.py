@@ -319,7 +319,7 @@ class TableMerge:
         if recorded is not None and recorded >= hi:  # as Delta skips a write whose txn is recorded
             return 0, 0
         if self.writer is None:
-            small = rows <= DRIVER_WINDOW_MAX_ROWS and writable(replica, target)
+            small = rows <= DRIVER_WINDOW_MAX_ROWS and writable(replica, target, column_mapping=True)
             self.writer = self.delta_rs_writer if small else self.spark_writer
         version = replica.version()
         self._fresh = False

@@ -49,13 +49,15 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
 
 
-def writable(replica: DeltaTable, target: StructType) -> bool:
+def writable(replica: DeltaTable, target: StructType, column_mapping: bool = False) -> bool:
     """Whether delta-rs may write this replica: a protocol the driver writes (driver_features:
-    change data feed and timestampNtz, column mapping in name mode without soft deletes, whose
-    flag only a MERGE sets; no deletion vectors or type widening), and no DECIMAL whose statistics
-    delta-rs would write wrong (tidelake.merge.decimal_stats). Soft deletes are the MERGE's
-    clauses, as on Spark."""
-    return driver_protocol(replica, column_mapping=not has_soft_deletes(target)) \
+    change data feed and timestampNtz; column mapping in name mode only for a caller that writes
+    through DeltaRsWriter (`column_mapping`: its rewrite stores physical names, delta-rs' own
+    MERGE, DELETE and OPTIMIZE are not checked against Spark there) and without soft deletes,
+    whose flag only a MERGE sets; no deletion vectors or type widening), and no DECIMAL whose
+    statistics delta-rs would write wrong (tidelake.merge.decimal_stats). Soft deletes are the
+    MERGE's clauses, as on Spark."""
+    return driver_protocol(replica, column_mapping=column_mapping and not has_soft_deletes(target)) \
         and not unsafe_stats(target, replica.metadata().configuration)
 
 
