@@ -89,7 +89,8 @@ def test_every_type_zoo_column_added_to_every_replica_kind_takes_rows_through_bo
     on_spark = {fed.layout.replica_path(DB, "rs_spark")}
     real_writable = delta_rs_writer.writable
     monkeypatch.setattr(table_merge, "writable",
-                        lambda replica, target, **kw: replica.table_uri.removeprefix("file://").rstrip("/") not in on_spark
+                        lambda replica, target, **kw:
+                        replica.table_uri.removeprefix("file://").rstrip("/") not in on_spark
                         and real_writable(replica, target, **kw))
 
     with fed.txn() as t:

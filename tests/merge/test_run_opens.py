@@ -1,8 +1,8 @@
 """What one merge run opens, whatever its tables and windows: each replica's Delta log once (its
 first plan's handle goes to its merge, which brings it up to date at the table's start, before
 each window after the first and for the facts it records) and the replica catalog once (read once
-the leases are held, shared by the table threads), and the changelog's first windows in one scan. A handle brought up to date sees another
-writer's commit. No Spark: the windows are small, so delta-rs writes them on the driver; the
+the leases are held, shared by the table threads), and the changelog's first windows in one scan.
+A handle brought up to date sees another writer's commit. No Spark: the windows are small, so delta-rs writes them on the driver; the
 session is a stand-in and anything that used it beyond making the table threads' sessions fails."""
 
 from __future__ import annotations

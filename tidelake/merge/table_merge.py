@@ -232,7 +232,8 @@ class TableMerge:
                 log.warning("merge of %s failed: %s", result.table, result.reason)
             else:
                 log.exception("merge of %s failed", result.table)  # trace: in the log
-            self._replica, self._written, self._fresh = None, False, False  # the failure may have been the log itself: read afresh
+            # the failure may have been the log itself: read afresh
+            self._replica, self._written, self._fresh = None, False, False
             entry = self.catalog.get(self.key)
             if entry is not None:
                 result.checkpoint_after = read_checkpoint(entry.path, self.layout.storage_options)
