@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -16,9 +18,11 @@ from pyspark.sql.types import BooleanType, StructField, StructType
 
 from tidelake.errors import InputError
 from tidelake.merge.replica_schema import DELETED_COLUMN
-from tidelake.merge.window_spec import Removal
+from tidelake.lake.row_change import OP_DELETE, OP_PUT
+from tidelake.merge.window_spec import OP_COLUMN, Removal
 from tidelake.merge.writers.delta_rs_writer import DeltaRsWriter, writable
 from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
+from tidelake.merge.writers.file_rewrite import rewrite_window
 from tidelake.merge.writers.replica_window import ReplicaWindow
 
 SCHEMA = {"type": "struct", "fields": [{"name": "my id", "type": "long", "nullable": True, "metadata": {
@@ -111,3 +115,40 @@ def test_the_rewrites_append_stores_physical_names_field_ids_and_statistics_by_p
         (add,) = [json.loads(line)["add"] for line in commit if '"add"' in line]
     assert json.loads(add["stats"]) == {"numRecords": 2, "minValues": {"col-1": 1}, "maxValues": {"col-1": 2},
                                         "nullCount": {"col-1": 0}}
+
+
+def test_the_rewrite_prunes_a_column_mapped_replicas_files_by_its_key_columns_own_statistics(tmp_path):
+    """The key (`id`) is not the first column: its files are pruned by `id`'s physical column's
+    statistics, not by whichever column stands at the key's position. An update and a delete of
+    held keys then leave one row per key, none for the deleted one."""
+    root = tmp_path / "r"
+    (root / "_delta_log").mkdir(parents=True)
+    schema = {"type": "struct", "fields": [
+        {"name": name, "type": "long", "nullable": True,
+         "metadata": {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{name}"}}
+        for i, name in ((1, "qty"), (2, "id"))]}
+    adds = []
+    for n, (qty, key) in enumerate(((1, 100), (7, 200))):  # qty's bounds never hold the keys
+        name = f"f{n}.parquet"
+        pq.write_table(pa.table({"col-qty": pa.array([qty], pa.int64()), "col-id": pa.array([key], pa.int64())}),
+                       root / name)
+        stats = {"numRecords": 1, "minValues": {"col-qty": qty, "col-id": key},
+                 "maxValues": {"col-qty": qty, "col-id": key}, "nullCount": {"col-qty": 0, "col-id": 0}}
+        adds.append({"add": {"path": name, "partitionValues": {}, "size": (root / name).stat().st_size,
+                             "modificationTime": 0, "dataChange": True, "stats": json.dumps(stats)}})
+    entries = [{"protocol": LEGACY_READER},
+               {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                             "schemaString": json.dumps(schema), "partitionColumns": [],
+                             "configuration": {"delta.columnMapping.mode": "name",
+                                               "delta.columnMapping.maxColumnId": "2"}, "createdTime": 0}},
+               *adds]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    window = pa.table({"qty": pa.array([5, None], pa.int64()), "id": pa.array([100, 200], pa.int64()),
+                       OP_COLUMN: [OP_PUT, OP_DELETE]})
+
+    written = rewrite_window(DeltaTable(str(root)), window, ["qty", "id"], ["id"], {}, 5, None)
+
+    assert written == (2, 2)  # two changes: a row updated and one deleted, as a MERGE counts them
+    table = DeltaTable(str(root))
+    rows = [r for uri in table.file_uris() for r in pq.read_table(uri).to_pylist()]
+    assert rows == [{"col-qty": 5, "col-id": 100}]

@@ -459,8 +459,10 @@ class TableMerge:
         listing of the log's new commits, which holds every commit of any writer), opened (or
         taken from those kept across runs) the first time; None when there is none at `path`.
         A handle this run listed (or opened) and tried no write on since is not listed again: the
-        table's first window follows its start at once, and every commit is conditional on its
-        version, so a writer's commit that came between only fails the attempt, and
+        table's first window follows its start at once, the run holds the replica's lease, and
+        every commit is checked against those since its snapshot (the rewrite's is created only at
+        a free version; delta-rs' checker refuses a winning metadata change or a txn of the same
+        app id), so a writer's commit that came between fails the attempt, and
         retry_on_conflict's next one lists."""
         if self._replica is not None and self._replica.path == path:
             if not self._fresh:

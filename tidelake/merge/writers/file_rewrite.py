@@ -114,7 +114,8 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     folder = TableFolder.of(replica.table_uri, storage_options)
     if folder is None:
         return _merged(replica, "no conditional create of commit files on its store")
-    files = [] if append else _touched_files(replica, valid, keys, stored)
+    physical = None if stored is None else dict(zip(schema.names, stored.names, strict=True))
+    files = [] if append else _touched_files(replica, valid, keys, physical)
     if files is None:
         return _merged(replica, f"it would read more than {REWRITE_MAX_BYTES} bytes of files")
     # One join tags each read row with the window's row matching its key (null: none matches).
@@ -217,16 +218,15 @@ def _read_file(folder: TableFolder, path: str, schema: pa.Schema, stored: pa.Sch
 
 
 def _touched_files(replica: DeltaTable, probe: pa.Table, keys: Sequence[str],
-                   stored: pa.Schema | None) -> list[_File] | None:
+                   physical: dict[str, str] | None) -> list[_File] | None:
     """The files that may hold a key of `probe`: pruned by each integer, string or date key
-    column's min/max statistics (keyed by the `stored` physical name of a column-mapped
-    replica's column), bounds every Delta reader's file skipping trusts (a file without them is
-    read); None past REWRITE_MAX_BYTES, or for a file named by a URI (a shallow clone's)."""
+    column's min/max statistics (keyed by the column's `physical` name in a column-mapped
+    replica), bounds every Delta reader's file skipping trusts (a file without them is read);
+    None past REWRITE_MAX_BYTES, or for a file named by a URI (a shallow clone's)."""
     actions = pa.table(replica.get_add_actions(flatten=True))
     maybe = [True] * actions.num_rows
-    names = probe.schema.names
     for k in keys:
-        stat = k if stored is None else stored.field(names.index(k)).name
+        stat = k if physical is None else physical[k]
         kind, low, high = probe.schema.field(k).type, f"min.{stat}", f"max.{stat}"
         if not _prunable(kind) or low not in actions.column_names or high not in actions.column_names:
             continue
