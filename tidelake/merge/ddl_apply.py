@@ -136,7 +136,8 @@ def apply_ddl(
         targets.append(_Replica(spark, history, layout.storage_options, is_history=True))
     removal: Removal | None = None
     if not event.drops_table and event.table_info_after is not None:
-        _release_stats_columns(replica, event.table_info_before, event.table_info_after)
+        for target in targets:
+            _release_stats_columns(target, event.table_info_before, event.table_info_after)
     if event.drops_table:
         pass  # the replica (and its history) keeps its rows as of the drop; the catalog marks it dropped
     elif event.action == ActionType.TRUNCATE_TABLE or event.action in _PARTITION_ACTIONS:
@@ -219,10 +220,13 @@ def _release_stats_columns(replica: _Replica, before: TableInfo | None, after: T
     names (DELTA_COLUMN_NOT_FOUND_IN_SCHEMA): the property goes first when a listed column is not
     in the schema after the DDL. Spark collects every column's statistics right meanwhile, and
     delta-rs does not write the replica without it (tidelake.merge.decimal_stats); TableMerge
-    sets it again after the DDL. A DDL that keeps every column does not open the replica's log."""
+    sets it again after the DDL, on its history table too. A DDL that keeps every column does not
+    open the replica's log."""
     kept = {name.lower() for name in replica_struct(after).fieldNames()}
     if before is not None and {name.lower() for name in replica_struct(before).fieldNames()} <= kept:
         return
+    if replica.is_history:  # its version columns stay (scd2_history.history_struct)
+        kept |= {VALID_FROM_COLUMN, VALID_TO_COLUMN, CURRENT_COLUMN}
     listed = listed_columns(DeltaTable(replica.path, storage_options=replica.storage_options).metadata().configuration)
     if listed and not listed <= kept:
         replica.alter(f"UNSET TBLPROPERTIES ({spark_sql_string(STATS_COLUMNS)})")

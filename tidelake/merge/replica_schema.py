@@ -110,8 +110,9 @@ def enable_properties(spark: SparkSession, path: str, wanted: dict[str, str],
 
 def exclude_wide_decimals(spark: SparkSession, path: str, info: TableInfo,
                           storage_options: dict[str, str] | None = None) -> bool:
-    """Keep the statistics property of a replica of `info` with wide decimals as
-    tidelake.merge.decimal_stats.stats_columns says: set on replicas made before it, and again
+    """Keep the statistics property of a replica of `info` with wide decimals, or of its history
+    table (the columns of the table at `path`, keyed by `info`'s key columns), as
+    tidelake.merge.decimal_stats.stats_columns says: set on tables made before it, and again
     after a DDL changed the columns (a metadata commit); False when there was nothing to do."""
     from pyspark.sql.types import StructType  # see data_type
 

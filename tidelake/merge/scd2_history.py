@@ -4,8 +4,8 @@ every upstream commit a version, with `_tidb_valid_from`, `_tidb_valid_to`, `_ti
 Exactly-once: the history table records its own checkpoint (HISTORY_APP_ID) and is written
 BEFORE the replica's commit of each window and DDL, reading from its own checkpoint, so after a
 crash it is at most one step ahead and its MERGE matches versions already present. A small
-window's MERGE runs on the driver (delta-rs, writers.history_rows), others, the seed and the DDL
-steps on Spark. Owner: TableMerge.
+window's MERGE or DDL step at its ts runs on the driver (delta-rs, writers.history_rows), the
+rest on Spark. Owner: TableMerge.
 
 More: docs/internals.md#scd2_history.
 """
@@ -31,6 +31,7 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.row_change import OP_PUT
 from tidelake.merge.changelog_reader import Window, read_window
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.decimal_stats import STATS_COLUMNS, stats_columns
 from tidelake.merge.mount import mount
 from tidelake.merge.replica_schema import (
     COLUMN_MAPPING,
@@ -71,12 +72,13 @@ def history_struct(replica: StructType) -> StructType:
                        StructField(VALID_TO_COLUMN, LongType(), True), StructField(CURRENT_COLUMN, BooleanType(), True)])
 
 
-def create_history(spark: SparkSession, replica_path: str, path: str,
+def create_history(spark: SparkSession, replica_path: str, path: str, info: TableInfo,
                    storage_options: dict[str, str] | None = None) -> bool:
-    """Create the history table at `path`, seeded from the replica at its checkpoint, in one commit
-    recording that checkpoint, then record that checkpoint as SINCE_PROPERTY (a DataFrame write
-    sets only `delta.` properties). False when it exists already or the replica has no checkpoint
-    yet."""
+    """Create the history table at `path`, seeded from the replica (of `info`, its schema at the
+    checkpoint) at its checkpoint, in one commit recording that checkpoint, then record that
+    checkpoint as SINCE_PROPERTY (a DataFrame write sets only `delta.` properties). Its wide
+    decimals get no statistics from the start (decimal_stats.stats_columns, keyed as the replica).
+    False when it exists already or the replica has no checkpoint yet."""
     existing = open_replica(path, storage_options)
     if existing is not None:
         if SINCE_PROPERTY not in existing.metadata().configuration:  # a crash after the first commit
@@ -94,7 +96,8 @@ def create_history(spark: SparkSession, replica_path: str, path: str,
         *(F.col(quote(f.name)) for f in schema.fields if f.name not in VERSION_COLUMNS),
         F.col(COMMIT_TS_COLUMN).alias(VALID_FROM_COLUMN), F.lit(None).cast("bigint").alias(VALID_TO_COLUMN),
         F.lit(True).alias(CURRENT_COLUMN))
-    properties = {}
+    stats = stats_columns(schema, key_columns(info))
+    properties = {} if stats is None else {STATS_COLUMNS: stats}
     if replica.metadata().configuration.get("delta.columnMapping.mode") == "name":
         properties.update(COLUMN_MAPPING)  # names Parquet cannot hold without it, or renamed columns
     writer = seeded.write.format("delta").mode("append")

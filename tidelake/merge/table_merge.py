@@ -407,7 +407,8 @@ class TableMerge:
     def _options(self, checkpoint: int | None) -> None:
         """Turn on what the changefeed's [history] asks for the table (a history table, soft
         deletes) and note its history table; a replica not merged yet gets them later. A
-        replica with wide decimals gets its statistics property (exclude_wide_decimals)."""
+        replica with wide decimals, and its history table, get their statistics property
+        (exclude_wide_decimals)."""
         entry, config = self.entry, self.scope.history_config
         self.scd2 = None
         if entry is None or entry.state != ReplicaState.ACTIVE or checkpoint is None:
@@ -423,10 +424,12 @@ class TableMerge:
                 self._fresh = False
                 log.info("%s.%s: soft deletes on", entry.db, entry.name)
         if config is not None and config.wants_scd2(entry.db, entry.name):
-            if create_history(self.spark, entry.path, path, self.layout.storage_options):
+            if info is not None and create_history(self.spark, entry.path, path, info, self.layout.storage_options):
                 log.info("%s.%s: history table created at %s", entry.db, entry.name, path)
         if history_checkpoint(path, self.layout.storage_options) is not None:
             self.scd2 = path
+            if info is not None and exclude_wide_decimals(self.spark, path, info, self.layout.storage_options):
+                log.info("%s.%s: its history table's wide DECIMAL columns get no file statistics", entry.db, entry.name)
 
     def _check_history_window(self, info: TableInfo, lo: int) -> None:
         """A history table behind its replica (only if a run ever advanced the replica without it)
