@@ -335,7 +335,8 @@ class TableMerge:
         self._written = self._fresh = False  # the DDL commits to the replica outside _write
         if self.scd2 is not None and event.creates_table:  # RECOVER TABLE: no history rows, its ts
             retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, event.table_info_after, (),
-                                                    event.commit_ts, self.scope.changelog.bucket_seconds),
+                                                    event.commit_ts, self.scope.changelog.bucket_seconds,
+                                                    changelog=self.scope.changelog),
                               f"{result.table} history {event.action_name}")
         finish = self._finish_ddl(event)
         partner = self._exchange_partner(event) if event.action == ActionType.EXCHANGE_TABLE_PARTITION else None
@@ -370,10 +371,11 @@ class TableMerge:
 
     def _finish_ddl(self, event: DdlEvent) -> Callable[[str, Removal | None], None] | None:
         """The last commits of a DDL (apply_ddl's `finish`): the history's commit at the DDL's ts D
-        first, then the replica's with the rows committed at exactly D (none for a dropped table)
-        and the removal of the rows the DDL removes, in one commit. Those rows are in the ids
-        after the DDL (ids it removes stop at D - 1), including the rows a re-partitioning copied
-        into its new ids (tidelake.capture.changefeed.copied_rows)."""
+        first (on the driver when few rows, as a window's), then the replica's with the rows
+        committed at exactly D (none for a dropped table) and the removal of the rows the DDL
+        removes, in one commit. Those rows are in the ids after the DDL (ids it removes stop at
+        D - 1), including the rows a re-partitioning copied into its new ids
+        (tidelake.capture.changefeed.copied_rows)."""
         gone = event.drops_table or event.table_info_after is None
         lo, hi = rows_at_ddl_ts(event)
         stats = [] if gone else self.scope.changelog.file_stats(event.table_info_after.physical_ids(), lo, hi)
@@ -384,8 +386,9 @@ class TableMerge:
         def finish(path: str, removal: Removal | None) -> None:
             info = event.table_info_after if rows is not None else event.table_info_before
             ids = info.physical_ids() if rows is not None else ()
+            driver = self.scope.changelog if estimated_rows(stats, lo, hi) <= DRIVER_WINDOW_MAX_ROWS else None
             write_history(self.spark, self.layout, self.scd2, info, ids, event.commit_ts,
-                          self.scope.changelog.bucket_seconds, stats, event.barrier)
+                          self.scope.changelog.bucket_seconds, stats, event.barrier, driver)
             if rows is not None:
                 rows(path, removal)
             else:
