@@ -3,12 +3,16 @@ tidelake.merge.writers.history_rows): the same history rows as the Spark path, c
 table over the same windows (inserts, a key updated several times in one window, deletes, a delete
 then a re-insert, a common handle's PK changing inside its collation key, changes landed twice);
 no Spark job for a small window; and the exactly-once of scd2_history's docstring through a crash
-between the history's commit and the replica's.
+between the history's commit and the replica's. A history table with wide decimals gets the
+statistics property its replica gets (tidelake.merge.decimal_stats), so the driver writes it too,
+and a DDL's step at its ts with few rows is the driver's as well.
 """
 
 from __future__ import annotations
 
+import copy
 import shutil
+from decimal import Decimal
 
 import pytest
 from deltalake import DeltaTable
@@ -20,8 +24,9 @@ from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
-from tidelake.merge import scd2_history
+from tidelake.merge import scd2_history, table_merge
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
+from tidelake.merge.decimal_stats import listed_columns
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
 from tidelake.merge.replica_schema import delta_struct
@@ -64,6 +69,10 @@ def step(spark, lake: FedLake, table: str, path: str, hi: int, on_driver: bool) 
     changelog = ChangelogSnapshot(lake.layout)
     return write_history(spark, lake.layout, path, info, info.physical_ids(), hi, changelog.bucket_seconds,
                          changelog=changelog if on_driver else None)
+
+
+def no_spark(*args, **kwargs):
+    raise AssertionError("a small history step ran a Spark job")
 
 
 def test_driver_and_spark_write_the_same_history_and_a_step_twice_changes_nothing(spark, tmp_path):
@@ -147,9 +156,6 @@ def test_a_small_window_runs_no_spark_for_its_history_and_a_crash_between_the_co
         t.delete("shop", "orders", {"id": 2, "note": ""})
     hi = lake.resolve()
 
-    def no_spark(*args, **kwargs):
-        raise AssertionError("a small history window ran a Spark job")
-
     def crash(name: str, owner: object) -> None:
         if owner == replica:  # after the history's commit, before the replica's
             raise Crash(f"injected at {name}")
@@ -168,4 +174,82 @@ def test_a_small_window_runs_no_spark_for_its_history_and_a_crash_between_the_co
     monkeypatch.undo()
     step(spark, lake, "orders", twin, hi, on_driver=False)
     assert rows(history) == rows(twin)
+    lake.close()
+
+
+def wide_decimal_history(spark, root: str, monkeypatch, on_driver: bool) -> tuple[FedLake, str]:
+    """shop.prices (a DECIMAL(38,10) and a string besides its BIGINT PK) with a history table:
+    created, one window, then (with no Spark for the history when `on_driver`, with Spark for every
+    step otherwise) a window, an ADD COLUMN of another wide decimal and an int with rows at its ts,
+    a window, a TRUNCATE and a window. Returns the lake and the history table's path."""
+    lake = FedLake(root)
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "prices", [("id", "bigint", "pk"), ("amount", "decimal(38,10)"),
+                                                     ("note", "varchar(20)")]))
+    lake.resolve()
+    merge = lambda: {r.table: r for r in run_merge(spark, lake.layout, history_config=CONFIG).tables}  # noqa: E731
+    with monkeypatch.context() as patched:
+        if not on_driver:
+            patched.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
+        assert merge()["shop.prices"].status == MergeStatus.MERGED
+        history = history_of(lake, "prices")
+        if on_driver:
+            assert listed_columns(DeltaTable(history).metadata().configuration) == \
+                {"id", "note", "_tidb_valid_from", "_tidb_valid_to"}  # from its creation
+        with lake.txn() as t:
+            for i in (1, 2, 3):
+                t.put("shop", "prices", {"id": i, "amount": Decimal(f"{i}23456789012345678901234567.0123456789"),
+                                         "note": "a"})
+        lake.resolve()
+        assert merge()["shop.prices"].status == MergeStatus.MERGED
+        if on_driver:
+            patched.setattr(scd2_history, "read_window", no_spark)
+            patched.setattr(scd2_history, "run_merge_spec", no_spark)
+        with lake.txn() as t:
+            t.put("shop", "prices", {"id": 1, "amount": Decimal("-999999999999999999999999999.9999999999"),
+                                     "note": "b"})
+            t.delete("shop", "prices", {"id": 2})
+        with lake.txn() as t:
+            t.put("shop", "prices", {"id": 1, "amount": Decimal("0.0000000001"), "note": "c"})
+        lake.resolve()
+        assert merge()["shop.prices"].status == MergeStatus.MERGED
+        assert by_driver(DeltaTable(history).history(1)[0]) == on_driver
+        old = copy.deepcopy(lake.up.table("shop", "prices"))
+        added = lake.ddl(lake.up.add_columns("shop", "prices", [("fx", "decimal(38,4)"), ("qty", "int")]))
+        with lake.txn(commit_ts=added) as t:  # async-committed at the DDL's ts, decoded with the schema after it
+            t.put("shop", "prices", {"id": 3, "amount": Decimal("1.5"), "note": "at the ddl"}, written_with=old)
+            t.put("shop", "prices", {"id": 4, "amount": None, "note": "new at the ddl"}, written_with=old)
+        with lake.txn() as t:
+            t.put("shop", "prices", {"id": 4, "amount": Decimal("2"), "note": "d",
+                                     "fx": Decimal("12345678901234567890123456789012.3456"), "qty": 5})
+        lake.resolve()
+        result = merge()["shop.prices"]
+        assert result.status == MergeStatus.MERGED and result.ddls_applied == 1, result
+        if on_driver:
+            assert listed_columns(DeltaTable(history).metadata().configuration) == \
+                {"id", "note", "qty", "_tidb_valid_from", "_tidb_valid_to"}  # kept after the DDL
+        before = lake.up.table("shop", "prices").physical_ids()
+        truncated = lake.ddl(lake.up.truncate_table("shop", "prices"))
+        for pid in before:  # the puller resolves the retired id up to its truncate
+            lake.lander.resolve(pid, truncated)
+        with lake.txn() as t:
+            t.put("shop", "prices", {"id": 1, "amount": Decimal("7.7"), "note": "e", "fx": None, "qty": 1})
+        upper = lake.resolve()
+        result = merge()["shop.prices"]
+        assert result.status == MergeStatus.MERGED and result.ddls_applied == 1, result
+        assert history_checkpoint(history) == upper
+        by_engine = {int(c["version"]): by_driver(c) for c in DeltaTable(history).history()}
+        at = {ts: next(v for v in sorted(by_engine) if DeltaTable(history, version=v).transaction_version(
+            "tidelake-history") == ts) for ts in (added, truncated, upper)}
+        assert all(by_engine[v] == on_driver for v in at.values()), (at, by_engine)
+    return lake, history
+
+
+def test_a_history_with_wide_decimals_and_its_ddl_steps_are_written_on_the_driver_as_spark_writes_them(
+        spark, tmp_path, monkeypatch):
+    by_spark, spark_history = wide_decimal_history(spark, str(tmp_path / "spark"), monkeypatch, on_driver=False)
+    lake, history = wide_decimal_history(spark, str(tmp_path / "driver"), monkeypatch, on_driver=True)
+    assert rows(history) == rows(spark_history)
+    assert {r["note"] for r in rows(history) if r["id"] == 3} == {"a", "at the ddl"}  # a version at the DDL's ts
+    by_spark.close()
     lake.close()
