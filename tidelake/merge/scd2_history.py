@@ -129,8 +129,9 @@ def write_history(
     written (0 when h >= hi: done already). `stats` (changelog file stats from `stats_from` on) let
     a window with no file skip the read; no physical ids (a dropped table) is an empty commit.
     `changelog` (the run's snapshot, given for a small window) has the driver write it with
-    delta-rs when the history table's protocol and columns allow (delta_rs_writer.writable), as
-    the replica's small windows are; Spark otherwise."""
+    delta-rs when the history table's protocol and columns allow (delta_rs_writer.writable) and
+    it is not behind `stats_from` (the window's start), as the replica's small windows are; Spark
+    otherwise."""
     table = open_replica(path, layout.storage_options)
     h = None if table is None else table.transaction_version(HISTORY_APP_ID)
     if h is None:
@@ -138,7 +139,11 @@ def write_history(
     if h >= hi:
         return 0
     history = delta_struct(table)
-    on_driver = changelog is not None and writable(table, history)
+    # A history behind the window's start reads more than the window the caller sized: Spark's.
+    on_driver = changelog is not None and writable(table, history) and (stats_from is None or h >= stats_from)
+    if not on_driver and spark is None:
+        raise InputError(f"history table {path} at {h}: its step to {hi} needs Spark (too large, behind its "
+                         "replica, or a protocol the driver does not write), and this run has no Spark session")
     nothing_landed = stats is not None and stats_from is not None and stats_from <= h \
         and not any(s.max_ts > h and s.min_ts <= hi for s in stats)
     if not physical_ids or nothing_landed:  # no physical table (a drop, a recover) or no file: no read
