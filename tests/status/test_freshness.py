@@ -196,25 +196,15 @@ def _watermarks_with_a_log_cleaned_up_before(tmp_path, first_kept: int, checkpoi
     return lake, log_dir
 
 
-def test_a_span_whose_first_version_loads_only_from_its_own_checkpoint_starts_there(tmp_path):
-    """The span's first commit (19) is the oldest kept, with its checkpoint: the version before it
-    cannot load, 19 can, so the span starts at 19 and counts the changes after it."""
-    lake, log_dir = _watermarks_with_a_log_cleaned_up_before(tmp_path, 19, checkpoints_kept=False)
-    table = DeltaTable(str(log_dir.parent))
-    kept_ms = next(h["timestamp"] for h in table.history() if h["version"] == 19)
-    now_ms = int(time.time() * 1000)
-
-    report = collect_freshness(lake.layout, 3600, now_ms=now_ms)
-
-    assert report.span_s == pytest.approx((now_ms - kept_ms) / 1000)
-    assert report.stages["covered"].pending == 0
-
-
-def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_version(tmp_path):
-    """The watermarks' log is kept an hour: the versions before the oldest one that loads (here
-    the checkpoint at 19, the commit files before 14 cleaned up) cannot say what was covered, so
-    the span is cut there rather than counting every change as covered at that version."""
-    lake, log_dir = _watermarks_with_a_log_cleaned_up_before(tmp_path, 14, checkpoints_kept=True)
+@pytest.mark.parametrize(("first_kept", "checkpoints_kept"), [(14, True), (19, False)])
+def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_version(tmp_path, first_kept,
+                                                                                    checkpoints_kept):
+    """The watermarks' log is kept an hour: the versions before the oldest one that loads cannot
+    say what was covered, so the span is cut there rather than counting every change as covered
+    at that version. Here that is the checkpoint at 19: with the commit files before 14 cleaned
+    up, or with those before 19 and the checkpoints before it (19 is then the span's first commit
+    and loads from its own checkpoint, the version before it not at all)."""
+    lake, log_dir = _watermarks_with_a_log_cleaned_up_before(tmp_path, first_kept, checkpoints_kept)
     table = DeltaTable(str(log_dir.parent))
     kept_ms = next(h["timestamp"] for h in table.history() if h["version"] == 19)
     now_ms = int(time.time() * 1000)
