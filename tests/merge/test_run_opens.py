@@ -1,13 +1,12 @@
 """What one merge run opens, whatever its tables and windows: each replica's Delta log once (its
-first plan's handle goes to its merge, which brings it up to date at the table's start, before
-each window after the first and for the facts it records) and the replica catalog once (read once
-the leases are held, shared by the table threads), and the changelog's first windows in one scan.
-A handle brought up to date sees another writer's commit. No Spark: the windows are small, so delta-rs writes them on the driver; the
+first plan's handle goes to its merge, which brings it up to date before each window and for the
+facts it records) and the replica catalog once (read once the leases are held, shared by the table
+threads), and the changelog's first windows in one scan. A handle brought up to date sees another
+writer's commit. No Spark: the windows are small, so delta-rs writes them on the driver; the
 session is a stand-in and anything that used it beyond making the table threads' sessions fails."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -22,10 +21,9 @@ from merge.lake_fixtures import FedLake, sorted_rows
 from tidelake import tso
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog, catalog_path
-from tidelake.merge import changelog_snapshot, merge_run, table_merge
+from tidelake.merge import changelog_snapshot, merge_run
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
-from tidelake.merge.table_merge import TableMerge
 from tidelake.merge.writers.delta_rs_writer import CHECKPOINT_INTERVAL, commit_txn_only
 
 TABLES = ("orders", "items")
@@ -118,35 +116,6 @@ def test_a_run_sees_a_commit_another_writer_made_after_its_first_plan(lake, monk
     assert results["shop.items"].checkpoint_after == moved[0]
     rows = sorted_rows(DeltaTable(replicas["items"]).to_pyarrow_table().to_pylist())
     assert rows == lake.expected_rows("shop", "items", moved[0])
-
-
-def test_a_commit_between_a_tables_start_and_its_first_window_fails_that_attempt_and_the_retry_sees_it(
-        lake, monkeypatch, caplog):
-    """The table's first window is tried on the handle listed at the table's start, not listed
-    again: another writer's commit in between (here a commit of the txn alone, after the table's
-    options) fails that attempt, and the retry lists the log and merges on top of it."""
-    replicas = paths(lake)
-    real_options = TableMerge._options
-    others: list[int] = []
-
-    def options_then_other_writer(self, checkpoint):
-        real_options(self, checkpoint)
-        if self.entry is not None and self.entry.path == replicas["orders"] and not others:
-            table = DeltaTable(replicas["orders"])
-            commit_txn_only(table, replicas["orders"], checkpoint)
-            others.append(table.version())
-
-    monkeypatch.setattr(TableMerge, "_options", options_then_other_writer)
-    with caplog.at_level(logging.WARNING, logger=table_merge.__name__):
-        report = run_merge(NoSpark(), lake.layout, threads=2)
-    results = {r.table: r for r in report.tables}
-    assert others and results["shop.orders"].status == MergeStatus.MERGED
-    assert any("shop.orders window" in m and "lost a Delta commit race" in m for m in caplog.messages)
-    for name, path in replicas.items():
-        upper = read_checkpoint(path)
-        assert results[f"shop.{name}"].checkpoint_after == upper
-        assert sorted_rows(DeltaTable(path).to_pyarrow_table().to_pylist()) == lake.expected_rows("shop", name, upper)
-    assert DeltaTable(replicas["orders"]).version() > others[0]
 
 
 def test_the_first_windows_of_the_run_are_read_in_one_scan_of_the_changelog(lake, monkeypatch):

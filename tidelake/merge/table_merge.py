@@ -210,8 +210,6 @@ class TableMerge:
         # its log: opened once for the run (or kept from an earlier one), brought up to date at each use
         self._replica: ReplicaHandle | None = first.replica if first is not None else None
         self._written = False  # the last step was a window, whose writer left the handle at its commit
-        # this run brought the handle up to date (or opened it) and tried no write on it since
-        self._fresh = False
 
     def run(self) -> TableResult:
         result, started = self.result, time.monotonic()
@@ -232,8 +230,7 @@ class TableMerge:
                 log.warning("merge of %s failed: %s", result.table, result.reason)
             else:
                 log.exception("merge of %s failed", result.table)  # trace: in the log
-            # the failure may have been the log itself: read afresh
-            self._replica, self._written, self._fresh = None, False, False
+            self._replica, self._written = None, False  # the failure may have been the log itself: read afresh
             entry = self.catalog.get(self.key)
             if entry is not None:
                 result.checkpoint_after = read_checkpoint(entry.path, self.layout.storage_options)
@@ -323,7 +320,6 @@ class TableMerge:
             small = rows <= DRIVER_WINDOW_MAX_ROWS and writable(replica, target, column_mapping=True)
             self.writer = self.delta_rs_writer if small else self.spark_writer
         version = replica.version()
-        self._fresh = False
         written = self.writer.write(window)
         if self.writer is self.delta_rs_writer:  # it left the handle at its commit (Spark's: not on it)
             handle.committed(version, hi)
@@ -332,7 +328,7 @@ class TableMerge:
     def _ddl(self, event: DdlEvent) -> int:
         """Apply the DDL at its barrier, the history's steps first; the new checkpoint."""
         result = self.result
-        self._written = self._fresh = False  # the DDL commits to the replica outside _write
+        self._written = False
         if self.scd2 is not None and event.creates_table:  # RECOVER TABLE: no history rows, its ts
             retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, event.table_info_after, (),
                                                     event.commit_ts, self.scope.changelog.bucket_seconds,
@@ -419,12 +415,10 @@ class TableMerge:
         path = history_path(self.layout, entry.path)
         info = self.scope.history.table_info_at(self.key, checkpoint)
         if info is not None and exclude_wide_decimals(self.spark, entry.path, info, self.layout.storage_options):
-            self._fresh = False  # a metadata commit on the replica
             log.info("%s.%s: its wide DECIMAL columns get no file statistics (delta.dataSkippingStatsColumns), so "
                      "delta-rs may merge it", entry.db, entry.name)
         if config is not None and config.wants_soft_deletes(entry.db, entry.name):
             if enable_soft_deletes(self.spark, entry.path, self.layout.storage_options):
-                self._fresh = False
                 log.info("%s.%s: soft deletes on", entry.db, entry.name)
         if config is not None and config.wants_scd2(entry.db, entry.name):
             if info is not None and create_history(self.spark, entry.path, path, info, self.layout.storage_options):
@@ -463,20 +457,11 @@ class TableMerge:
     def _replica_at(self, path: str) -> ReplicaHandle | None:
         """The replica at `path` as of now: the run's handle of its log brought up to date (a
         listing of the log's new commits, which holds every commit of any writer), opened (or
-        taken from those kept across runs) the first time; None when there is none at `path`.
-        A handle this run listed (or opened) and tried no write on since is not listed again: the
-        table's first window follows its start at once, the run holds the replica's lease, and
-        every commit is checked against those since its snapshot (the rewrite's is created only at
-        a free version; delta-rs' checker refuses a winning metadata change or a txn of the same
-        app id), so a writer's commit that came between fails the attempt, and
-        retry_on_conflict's next one lists."""
+        taken from those kept across runs) the first time; None when there is none at `path`."""
         if self._replica is not None and self._replica.path == path:
-            if not self._fresh:
-                self._replica.table.update_incremental()
-                self._fresh = True
+            self._replica.table.update_incremental()
             return self._replica
         self._replica = self.scope.open_replica(self.key, path)
-        self._fresh = self._replica is not None
         return self._replica
 
     def _report(self, kind: StepKind, checkpoint: int | None, detail: str) -> None:
