@@ -459,16 +459,21 @@ def _await_covered(layout: LakeLayout, up: Upstream, puller: Child, timeout_s: f
 
 def _drain(layout: LakeLayout, up: Upstream, load: Load, merger: LoopMerger, puller: Child,
            args: argparse.Namespace) -> float | None:
-    """Seconds after the load until every replica's checkpoint (and a cut, with syncpoints) reaches
-    the last change; None when --drain-timeout passed first (the stages then miss some changes)."""
+    """Seconds after the load until every replica's checkpoint reaches its table's last change (and
+    a cut the last change of all, with syncpoints); None when --drain-timeout passed first (the
+    stages then miss some changes). A replica with no change after another table's last one need
+    not move: the follower commits nothing to a table without work."""
     if not load.changes:
         return 0.0
-    last = max(c.commit_ts for c in load.changes)
+    last_of: dict[str, int] = {}
+    for c in load.changes:
+        last_of[c.table] = max(last_of.get(c.table, 0), c.commit_ts)
+    last = max(last_of.values())
     began = time.monotonic()
     while time.monotonic() - began < args.drain_timeout:
         puller.check("drain")
         merger.check("drain")
-        if all(_checkpoint(layout.replica_path(DATABASE, name)) >= last for name in up.names) and (
+        if all(_checkpoint(layout.replica_path(DATABASE, name)) >= ts for name, ts in last_of.items()) and (
                 not args.syncpoint_interval or _newest_cut(layout) >= last):
             return time.monotonic() - began
         time.sleep(1.0)
