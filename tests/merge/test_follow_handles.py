@@ -23,6 +23,7 @@ from tidelake.lake.checkpoint import (
     metadata_int,
     read_checkpoint,
 )
+from tidelake.merge import follow, table_merge
 from tidelake.merge.follow import Follower, FollowOptions
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import MergeReport, run_merge
@@ -105,6 +106,32 @@ def test_a_pass_after_the_followers_own_commits_opens_no_replica_log_and_reads_n
     assert log_reads["checkpoint", path] == 0  # known from the handle's own commit
     assert result.replica.checkpoint == upper == read_checkpoint(path)
     assert replica_rows(path) == lake.expected_rows("shop", "orders", upper)
+
+
+def test_a_pass_reads_the_control_tables_and_the_changelog_once(lake, monkeypatch):
+    """The pass's look for work and its run share one read of the watermarks, the DDL history and
+    the changelog, in that order (invariant 2), not one each."""
+    reads = []
+    real_control, real_snapshot = follow.read_control, follow.ChangelogSnapshot
+
+    def control(layout):
+        reads.append("control")
+        return real_control(layout)
+
+    def snapshot(layout):
+        reads.append("changelog")
+        return real_snapshot(layout)
+
+    for module in (follow, table_merge):
+        monkeypatch.setattr(module, "read_control", control)
+        monkeypatch.setattr(module, "ChangelogSnapshot", snapshot)
+    f, reports = following(lake)
+    put(lake, "orders", range(1, 20), "a")
+    upper = lake.resolve()
+    reads.clear()
+    assert f.poll() == "pass"
+    assert reads == ["control", "changelog"]
+    assert result_of(reports[-1], "orders").checkpoint_after == upper
 
 
 def test_a_kept_handle_sees_another_mergers_commit_and_merges_from_its_checkpoint(lake, log_reads):

@@ -146,7 +146,7 @@ class SchemaHistory:
             return cls([])
         table = DeltaTable(layout.ddl, version=version, storage_options=layout.storage_options)
         # A version of a table (its id: a folder made again is another table) always holds the same
-        # rows, so its fold is kept: a merge follower loads the history twice a pass, mostly unchanged.
+        # rows, so its fold is kept: a merge follower loads it every pass, mostly unchanged.
         key = (layout.ddl, table.metadata().id, table.version(), jobs_until)
         with _LOADED_LOCK:
             loaded = _LOADED.get(key)

@@ -223,7 +223,8 @@ class Follower:
         found = history.find_many([tuple(name.split(".", 1)) for name in names])
         named = all(k == key for k, key in zip(found, work.tables))
         started = time.monotonic()
-        report = self._merge(self.spark, self.layout, tables=names if named else None, until_ts=cap)
+        report = self._merge(self.spark, self.layout, tables=names if named else None, until_ts=cap,
+                             read=(control, changelog))  # the pass's own read, not a second one
         self.passes += 1
         self._after(report, time.monotonic() - started)
 

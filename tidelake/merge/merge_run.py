@@ -25,6 +25,7 @@ from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.damage import explain_failure, first_line
+from tidelake.lake.control import ControlTables
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.lease import Leases, hold, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaState
@@ -102,16 +103,18 @@ def run_merge(
     history_config: HistoryConfig | None = None,
     handles: ReplicaHandles | None = None,
     write_metrics: bool = True,
+    read: tuple[ControlTables, ChangelogSnapshot] | None = None,
 ) -> MergeReport:
     """Merge `tables` (default all) as far as the watermarks and `until_ts` allow. `rebuild`
     ('db.table') first gives that table a new empty replica to replay from its CREATE
     (tidelake.merge.rebuild). `history_config` (the changefeed's [history]) turns on history
     tables and soft deletes for the tables it selects. `handles`: the replicas' logs kept from
     the caller's earlier runs (a long-running merger's; tidelake.merge.replica_handles).
-    `write_metrics` False: the merge metrics file is left to the caller (the follower's side)."""
+    `write_metrics` False: the merge metrics file is left to the caller (the follower's side).
+    `read`: the control tables and changelog snapshot the caller read for this run (RunScope.read)."""
     if threads < 1:
         raise InputError(f"merge threads must be at least 1, got {threads}")
-    scope = replace(RunScope.read(layout, until_ts, max_chunk_rows, history_config, progress), handles=handles)
+    scope = replace(RunScope.read(layout, until_ts, max_chunk_rows, history_config, progress, read), handles=handles)
     history = scope.history
     keys = history.select(tables or ([rebuild] if rebuild is not None else None))
     if rebuild is not None:

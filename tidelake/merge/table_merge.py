@@ -38,7 +38,7 @@ from tidelake.config import HistoryConfig
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
-from tidelake.lake.control import read_control
+from tidelake.lake.control import ControlTables, read_control
 from tidelake.lake.damage import explain_failure
 from tidelake.lake.history_table import history_checkpoint, history_path
 from tidelake.lake.layout import LakeLayout
@@ -136,11 +136,13 @@ class RunScope:
 
     @classmethod
     def read(cls, layout: LakeLayout, until_ts: int | None = None, max_chunk_rows: int = DEFAULT_CHUNK_ROWS,
-             history_config: HistoryConfig | None = None, progress: ProgressFn | None = None) -> RunScope:
-        """The watermarks first, then the DDL history and the changelog (invariant 2)."""
-        control = read_control(layout)
-        return cls(layout, control.watermarks, control.history, ChangelogSnapshot(layout), until_ts, max_chunk_rows,
-                   history_config, progress)
+             history_config: HistoryConfig | None = None, progress: ProgressFn | None = None,
+             read: tuple[ControlTables, ChangelogSnapshot] | None = None) -> RunScope:
+        """The watermarks first, then the DDL history and the changelog (invariant 2); `read`: those
+        the caller read so, just before the run (a merge follower's pass), not read again."""
+        control, changelog = read if read is not None else (read_control(layout), None)
+        return cls(layout, control.watermarks, control.history, changelog or ChangelogSnapshot(layout), until_ts,
+                   max_chunk_rows, history_config, progress)
 
     def stats(self, key: TableKey, checkpoint: int | None) -> list[FileStat]:
         """Changelog file stats of the table's physical ids at `checkpoint`, up to their watermarks."""
