@@ -48,7 +48,13 @@ from tidelake.merge.replica_schema import (
     spark_sql_string,
     stored_columns,
 )
-from tidelake.merge.scd2_history import CURRENT_COLUMN, VALID_FROM_COLUMN, VALID_TO_COLUMN, close_versions
+from tidelake.merge.scd2_history import (
+    CURRENT_COLUMN,
+    VALID_FROM_COLUMN,
+    VALID_TO_COLUMN,
+    VERSION_COLUMNS,
+    close_versions,
+)
 from tidelake.merge.soft_deletes import has_soft_deletes, live_condition
 from tidelake.merge.txn_confs import fenced, writer_txn_options
 from tidelake.merge.type_change import can_widen
@@ -226,7 +232,7 @@ def _release_stats_columns(replica: _Replica, before: TableInfo | None, after: T
     if before is not None and {name.lower() for name in replica_struct(before).fieldNames()} <= kept:
         return
     if replica.is_history:  # its version columns stay (scd2_history.history_struct)
-        kept |= {VALID_FROM_COLUMN, VALID_TO_COLUMN, CURRENT_COLUMN}
+        kept |= set(VERSION_COLUMNS)
     listed = listed_columns(DeltaTable(replica.path, storage_options=replica.storage_options).metadata().configuration)
     if listed and not listed <= kept:
         replica.alter(f"UNSET TBLPROPERTIES ({spark_sql_string(STATS_COLUMNS)})")

@@ -15,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Window as SqlWindow
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from tidelake.codec.schema import TableInfo
@@ -45,16 +43,19 @@ from tidelake.merge.replica_schema import (
 from tidelake.merge.table_plan import FileStat
 from tidelake.merge.txn_confs import txn_confs, writer_txn_options
 from tidelake.merge.window_spec import IS_PUT, LAST_CHANGE_ORDER, OP_COLUMN, history_merge, match_columns
-from tidelake.merge.writers.delta_rs_writer import commit_txn_only, keep_checkpoint_cadence, merge_arrow, writable
+from tidelake.merge.writers.delta_rs_writer import keep_checkpoint_cadence, merge_arrow, record_if_unchanged, writable
+from tidelake.merge.writers.driver_features import column_mapped
 from tidelake.merge.writers.history_rows import (
     CURRENT_COLUMN,
     KIND_COLUMN,
     VALID_FROM_COLUMN,
     VALID_TO_COLUMN,
     VERSION_COLUMNS,
+    empty_source,
     history_rows,
     mount_struct,
     source_struct,
+    version_count,
 )
 from tidelake.merge.writers.spark_writer import run_merge_spec
 
@@ -98,7 +99,7 @@ def create_history(spark: SparkSession, replica_path: str, path: str, info: Tabl
         F.lit(True).alias(CURRENT_COLUMN))
     stats = stats_columns(schema, key_columns(info))
     properties = {} if stats is None else {STATS_COLUMNS: stats}
-    if replica.metadata().configuration.get("delta.columnMapping.mode") == "name":
+    if column_mapped(replica):
         properties.update(COLUMN_MAPPING)  # names Parquet cannot hold without it, or renamed columns
     writer = seeded.write.format("delta").mode("append")
     for key, value in {**properties, **writer_txn_options(checkpoint, HISTORY_APP_ID)}.items():
@@ -147,14 +148,13 @@ def write_history(
     nothing_landed = stats is not None and stats_from is not None and stats_from <= h \
         and not any(s.max_ts > h and s.min_ts <= hi for s in stats)
     if not physical_ids or nothing_landed:  # no physical table (a drop, a recover) or no file: no read
-        empty = to_arrow_schema(source_struct(history), timezone="UTC").empty_table() if on_driver else \
-            spark.createDataFrame([], source_struct(history))
+        empty = empty_source(history) if on_driver else spark.createDataFrame([], source_struct(history))
         _commit(spark, path, empty, info, history, hi, table)
         return 0
     if on_driver:
         source = history_rows(changelog.key_changes(physical_ids, h, hi), info, history)
         _commit(spark, path, source, info, history, hi, table)
-        return _count_versions(source)
+        return version_count(source)
     changes = read_window(spark, layout, Window(tuple(physical_ids), h, hi), bucket_seconds)
     source = history_source(changes, info, history).cache()
     try:
@@ -203,15 +203,9 @@ def _commit(spark: SparkSession | None, path: str, source: DataFrame | pa.Table,
         return
     if source.num_rows:
         merge_arrow(table, source, spec, hi, HISTORY_APP_ID)  # leaves the handle at its commit
-    # delta-rs makes no commit of a MERGE that changes no row (closes of keys with no open version)
-    if table.transaction_version(HISTORY_APP_ID) != hi:
-        commit_txn_only(table, path, hi, HISTORY_APP_ID)  # the txn alone
-    else:
+    # a MERGE that changes no row (closes of keys with no open version) makes no commit
+    if not record_if_unchanged(table, path, hi, HISTORY_APP_ID):
         keep_checkpoint_cadence(table, at_commit=True)
-
-
-def _count_versions(source: pa.Table) -> int:
-    return int(pc.sum(pc.cast(pc.equal(source[KIND_COLUMN], "version"), "int64")).as_py() or 0)
 
 
 def close_versions(spark: SparkSession, path: str, ts: int, where: str | None = None) -> None:

@@ -168,12 +168,19 @@ def commit_txn_only(replica: DeltaTable, path: str, hi: int, app_id: str = MERGE
     keep_checkpoint_cadence(replica, at_commit=True)
 
 
-def _record_if_unchanged(window: ReplicaWindow) -> None:
+def record_if_unchanged(replica: DeltaTable, path: str, hi: int, app_id: str = MERGE_APP_ID) -> bool:
     """delta-rs makes no commit for a DELETE or MERGE that changes no row, so its txn is not
-    recorded; the txn alone is committed then (the rows were already as the window leaves them)."""
-    window.replica.update_incremental()
-    if window.replica.transaction_version(MERGE_APP_ID) != window.hi:
-        commit_txn_only(window.replica, window.path, window.hi)
+    recorded; the txn alone is committed then (the rows were already as the step leaves them).
+    Whether it was."""
+    replica.update_incremental()
+    if replica.transaction_version(app_id) == hi:
+        return False
+    commit_txn_only(replica, path, hi, app_id)
+    return True
+
+
+def _record_if_unchanged(window: ReplicaWindow) -> None:
+    record_if_unchanged(window.replica, window.path, window.hi)
 
 
 def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:

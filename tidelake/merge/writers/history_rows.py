@@ -37,14 +37,19 @@ def source_struct(history: StructType) -> StructType:
                        StructField(KIND_COLUMN, StringType(), True)])
 
 
+def empty_source(history: StructType) -> pa.Table:
+    """A MERGE source of no rows: a step that only records its checkpoint."""
+    return to_arrow_schema(source_struct(history), timezone="UTC").empty_table()
+
+
 def history_rows(changes: pa.Table, info: TableInfo, history: StructType) -> pa.Table:
     """The MERGE source of a window's changes (changelog_snapshot.key_changes: one per key and
     commit ts, by key then ts): a 'version' row per put (valid_from its commit ts, valid_to the
     key's next change, current when there is none) and a 'close' row per key at its first change,
     keyed by the key's columns before that change (a common handle's PK as it was: match_columns)."""
-    schema = to_arrow_schema(source_struct(history), timezone="UTC")
     if changes.num_rows == 0:
-        return schema.empty_table()
+        return empty_source(history)
+    schema = to_arrow_schema(source_struct(history), timezone="UTC")
     key, ts = changes["key"].combine_chunks(), changes["commit_ts"].combine_chunks()
     same_key = pc.equal(key[1:], key[:-1])  # row i + 1 changes the key of row i
     has_next = pa.concat_arrays([same_key, pa.array([False])])
@@ -69,5 +74,10 @@ def history_rows(changes: pa.Table, info: TableInfo, history: StructType) -> pa.
     return pa.concat_tables([versions, closes])
 
 
-def _count(mask: pa.Array) -> int:
+def version_count(source: pa.Table) -> int:
+    """The 'version' rows of a MERGE source history_rows built: the versions a step writes."""
+    return _count(pc.equal(source[KIND_COLUMN], "version"))
+
+
+def _count(mask: pa.Array | pa.ChunkedArray) -> int:
     return int(pc.sum(pc.cast(mask, "int64")).as_py() or 0)
