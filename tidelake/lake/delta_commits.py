@@ -30,6 +30,11 @@ READ_AHEAD = 16  # commit files read at once while walking back or forward
 FIRST_READS = 2  # read one by one going forward before READ_AHEAD at once: most logs moved a version or two
 
 
+def commit_name(version: int) -> str:
+    """The commit file of `version` under the table folder (PROTOCOL.md "Delta Log Entries")."""
+    return f"{LOG_DIR}/{version:020d}.json"
+
+
 @dataclass(frozen=True)
 class AddedFile:
     """A data file a commit added with `dataChange` (a compaction's rewritten files are not)."""
@@ -92,7 +97,7 @@ class DeltaLog:
             return 0
 
     def _exists(self, version: int) -> bool:
-        (info,) = self._store.get_file_info([f"{LOG_DIR}/{version:020d}.json"])
+        (info,) = self._store.get_file_info([commit_name(version)])
         return info.type != FileType.NotFound
 
     def commits_since(self, since_ms: int, until_ms: int | None = None) -> list[DeltaCommit]:
@@ -145,7 +150,7 @@ class DeltaLog:
     def commit(self, version: int) -> DeltaCommit | None:
         """Version `version`'s commit, None when its log file is gone (cleaned up) or not written."""
         try:
-            text = self.read_bytes(f"{LOG_DIR}/{version:020d}.json")
+            text = self.read_bytes(commit_name(version))
         except FileNotFoundError:
             return None
         timestamp = None

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from tidelake.lake.delta_commits import commit_name
 from tidelake.lake.lease_store import create_local, create_s3, s3_client
 from tidelake.lake.object_store import S3_SCHEMES
 
@@ -67,7 +68,7 @@ class TableFolder:
     def create_commit(self, version: int, body: bytes) -> bool:
         """Create commit `version` holding `body`; False, writing nothing, when it exists already
         (another writer's commit won that version)."""
-        name = f"_delta_log/{version:020d}.json"  # PROTOCOL.md "Delta Log Entries"
+        name = commit_name(version)
         if self.local is None:
             return create_s3(self._client, self.bucket, self._key(name), body) is not None
         return create_local(self.local / name, body)

@@ -23,6 +23,7 @@ from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
 
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
+from tidelake.lake.delta_commits import commit_name
 from tidelake.lake.schema_history import TableKey
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class ReplicaHandle:
         if self._store is None:
             self._store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
         try:
-            with self._store.open_input_file(f"_delta_log/{self.table.version():020d}.json") as commit:
+            with self._store.open_input_file(commit_name(self.table.version())) as commit:
                 return hashlib.blake2b(commit.read(), digest_size=16).digest()
         except FileNotFoundError:
             return None
