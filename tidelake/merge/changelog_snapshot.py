@@ -93,8 +93,9 @@ class ChangelogSnapshot:
             return pa.table({c: [] for c in columns})
         ahead = [self._ahead.get(int(p)) for p in physical_ids]
         if all(a is not None and a[0] <= lo and hi <= a[1] for a in ahead) and set(columns) <= set(_AHEAD_COLUMNS):
-            for p in physical_ids if not keep else ():  # served once (a retried window reads its own)
-                self._ahead.pop(int(p), None)
+            if not keep:  # served once (a retried window reads its own)
+                for p in physical_ids:
+                    self._ahead.pop(int(p), None)
             read = pa.concat_tables([a[2] for a in ahead])
             ts = read["commit_ts"]
             return read.filter(pc.and_(pc.greater(ts, lo), pc.less_equal(ts, hi))).select(list(columns))

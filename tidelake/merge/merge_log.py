@@ -123,8 +123,7 @@ def append_entries(layout: LakeLayout, entries: Sequence[MergeLogEntry]) -> None
         return
     table = open_or_create(layout, merge_log_path(layout), MERGE_LOG_SCHEMA, properties=MERGE_LOG_PROPERTIES,
                            added_columns=1)
-    rows = [{**{f.name: getattr(e, f.name) for f in fields(e)},
-             "replica": None if e.replica is None else e.replica.to_row()} for e in entries]
+    rows = [{**vars(e), "replica": None if e.replica is None else e.replica.to_row()} for e in entries]
     data = pa.Table.from_pylist(rows, schema=MERGE_LOG_SCHEMA)
     write_deltalake(table, data, mode="append", schema_mode="merge")
 

@@ -251,8 +251,9 @@ class WatermarkFold:
         # the version before the span, else each version of it in turn: the state after it, the
         # commits after it and its time as the span's start
         bases = [(commits[0].version - 1, commits, None)]
-        bases += [(c.version, commits[n + 1:], c.timestamp_ms) for n, c in enumerate(commits)]
-        for version, rest, start_ms in bases[:WATERMARK_BASE_TRIES]:
+        tried = commits[:WATERMARK_BASE_TRIES - 1]
+        bases += [(c.version, commits[n + 1:], c.timestamp_ms) for n, c in enumerate(tried)]
+        for version, rest, start_ms in bases:
             try:
                 rows = _load_watermarks(layout, version)
             except DeltaError:  # that version's log was cleaned up
