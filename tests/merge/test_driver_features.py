@@ -22,6 +22,7 @@ from tidelake.lake.row_change import OP_DELETE, OP_PUT
 from tidelake.merge.window_spec import OP_COLUMN, Removal
 from tidelake.merge.writers.delta_rs_writer import DeltaRsWriter, writable
 from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
+from tidelake.merge.writers import file_rewrite
 from tidelake.merge.writers.file_rewrite import rewrite_window
 from tidelake.merge.writers.replica_window import ReplicaWindow
 
@@ -117,10 +118,12 @@ def test_the_rewrites_append_stores_physical_names_field_ids_and_statistics_by_p
                                         "nullCount": {"col-1": 0}}
 
 
-def test_the_rewrite_prunes_a_column_mapped_replicas_files_by_its_key_columns_own_statistics(tmp_path):
+def test_the_rewrite_prunes_a_column_mapped_replicas_files_by_its_key_columns_own_statistics(tmp_path,
+                                                                                           monkeypatch):
     """The key (`id`) is not the first column: its files are pruned by `id`'s physical column's
-    statistics, not by whichever column stands at the key's position. An update and a delete of
-    held keys then leave one row per key, none for the deleted one."""
+    statistics, not by whichever column stands at the key's position: the two files holding the
+    window's keys are read, the third is not. An update and a delete of held keys then leave one
+    row per key, none for the deleted one, and the third file as it was."""
     root = tmp_path / "r"
     (root / "_delta_log").mkdir(parents=True)
     schema = {"type": "struct", "fields": [
@@ -128,7 +131,7 @@ def test_the_rewrite_prunes_a_column_mapped_replicas_files_by_its_key_columns_ow
          "metadata": {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{name}"}}
         for i, name in ((1, "qty"), (2, "id"))]}
     adds = []
-    for n, (qty, key) in enumerate(((1, 100), (7, 200))):  # qty's bounds never hold the keys
+    for n, (qty, key) in enumerate(((1, 100), (7, 200), (9, 300))):  # qty's bounds never hold the keys
         name = f"f{n}.parquet"
         pq.write_table(pa.table({"col-qty": pa.array([qty], pa.int64()), "col-id": pa.array([key], pa.int64())}),
                        root / name)
@@ -146,9 +149,15 @@ def test_the_rewrite_prunes_a_column_mapped_replicas_files_by_its_key_columns_ow
     window = pa.table({"qty": pa.array([5, None], pa.int64()), "id": pa.array([100, 200], pa.int64()),
                        OP_COLUMN: [OP_PUT, OP_DELETE]})
 
+    read = []
+    real_read = file_rewrite._read_file
+    monkeypatch.setattr(file_rewrite, "_read_file",
+                        lambda folder, path, *rest: read.append(path) or real_read(folder, path, *rest))
+
     written = rewrite_window(DeltaTable(str(root)), window, ["qty", "id"], ["id"], {}, 5, None)
 
     assert written == (2, 2)  # two changes: a row updated and one deleted, as a MERGE counts them
     table = DeltaTable(str(root))
     rows = [r for uri in table.file_uris() for r in pq.read_table(uri).to_pylist()]
-    assert rows == [{"col-qty": 5, "col-id": 100}]
+    assert sorted(path.rsplit("/", 1)[-1] for path in read) == ["f0.parquet", "f1.parquet"]
+    assert sorted(rows, key=lambda r: r["col-id"]) == [{"col-qty": 5, "col-id": 100}, {"col-qty": 9, "col-id": 300}]

@@ -14,14 +14,17 @@ import copy
 import shutil
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from merge.lake_fixtures import FedLake, by_driver, sorted_rows
 
 from tidelake.config import HistoryConfig
+from tidelake.errors import InputError
 from tidelake.failpoints import armed
 from tidelake.lake.checkpoint import read_checkpoint
-from tidelake.lake.history_table import history_checkpoint, history_path
+from tidelake.lake.history_table import HISTORY_APP_ID, history_checkpoint, history_path
+from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.merge import scd2_history, table_merge
@@ -31,6 +34,7 @@ from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
 from tidelake.merge.replica_schema import delta_struct
 from tidelake.merge.scd2_history import write_history
+from tidelake.merge.writers.delta_rs_writer import commit_txn_only
 from tidelake.merge.writers.history_rows import history_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -253,3 +257,17 @@ def test_a_history_with_wide_decimals_and_its_ddl_steps_are_written_on_the_drive
     assert {r["note"] for r in rows(history) if r["id"] == 3} == {"a", "at the ddl"}  # a version at the DDL's ts
     by_spark.close()
     lake.close()
+
+
+def test_a_history_behind_its_windows_start_is_sparks_and_without_spark_a_one_line_error(tmp_path):
+    """The driver reads (h, hi] into memory, sized by the caller from the window (lo, hi]: a history
+    at h < lo (a run advanced the replica without it) goes to Spark even when the run's snapshot
+    is given, and a run without a Spark session says so instead of failing on None."""
+    path = str(tmp_path / "history")
+    write_deltalake(path, pa.table({"id": pa.array([], pa.int64())}))
+    commit_txn_only(DeltaTable(path), path, 5, HISTORY_APP_ID)
+    layout = LakeLayout(str(tmp_path / "lake"))
+    with pytest.raises(InputError, match=r"history table .* at 5: its step to 20 needs Spark .* no Spark session"):
+        write_history(None, layout, path, None, [1], 20, 60, stats=[], stats_from=10,
+                      changelog=ChangelogSnapshot(layout))
+    assert history_checkpoint(path) == 5  # nothing written

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from deltalake import DeltaTable
 
-from tidelake.capture.landing.changelog_retention import delete_merged_changelog
+from tidelake.capture.landing.changelog_retention import delete_merged_changelog, vacuum_changelog
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.tso import compose
 
@@ -38,3 +39,21 @@ def test_checkpoint_at_the_last_ts_of_a_bucket_drops_it(layout, make_rows, base_
 
 def test_nothing_to_do_without_changelog(layout):
     assert delete_merged_changelog(layout, {1: 5}) == 0
+
+
+@pytest.mark.parametrize(("retention_hours", "hours", "full", "enforced"), [
+    (0, 0, False, False),  # only the log's tombstones: a listing would take a flush's uncommitted files
+    (0.5, 1, True, False),  # rounded up to whole hours, and the full vacuum decided on those
+    (1, 1, True, False),
+    (168, 168, True, True),
+])
+def test_the_changelog_vacuum_lists_the_folder_from_one_whole_hour_of_retention(retention_hours, hours, full,
+                                                                               enforced):
+    asked = []
+
+    class Changelog:
+        def vacuum(self, retention, dry_run, full, enforce_retention_duration):
+            asked.append((retention, dry_run, full, enforce_retention_duration))
+
+    vacuum_changelog(Changelog(), retention_hours)
+    assert asked == [(hours, False, full, enforced)]
