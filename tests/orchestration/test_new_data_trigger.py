@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -24,6 +25,7 @@ from tidelake.capture.changefeed.puller_thread import PullerThread
 from tidelake.config import load_config
 from tidelake.config_writer import write_config
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import hold, merge_follower_lease
 from tidelake.lake.watermarks import Watermarks
 from tidelake.orchestration.airflow.new_data_trigger import NewDataTrigger
 from tidelake.orchestration.new_data_watch import PATIENCE_S, NewDataWatch
@@ -96,6 +98,34 @@ def test_an_unreadable_lake_is_waited_out_not_the_end_of_the_watch(tmp_path, mon
     with TriggerThread(NewDataTrigger(config_path=str(path), floor_s=0, poll_s=0.01)) as trigger:
         (_, event), = trigger.wait_events(1)
     assert event["changelog_version"] == 2
+
+
+def test_no_event_while_a_merge_follower_holds_its_lease_then_the_watch_resumes(tmp_path, monkeypatch):
+    """A run started for new data while the follower merges it would merge nothing: the trigger
+    stays quiet while the lease is live, and once it is released the changes the follower left
+    (the latest version) start a run."""
+    from tidelake.orchestration.airflow import new_data_trigger
+
+    path = write_config(tmp_path / "cf.toml", config_doc_without_sim(tmp_path))
+    layout = LakeLayout.from_config(load_config(str(path)).lake)
+    covered_later = tso.from_datetime(datetime.now(timezone.utc) + timedelta(hours=1))
+    version = iter(range(1, 10_000))
+    reads: list[int] = []
+
+    def read(_layout):  # a new covered changelog version at every poll
+        reads.append(next(version))
+        return marks(reads[-1], {1: covered_later}, covered_later)
+
+    monkeypatch.setattr(new_data_trigger, "read_watermarks", read)
+    with ExitStack() as stack:
+        lease = stack.enter_context(ExitStack())
+        lease.enter_context(hold(layout, {"f": (merge_follower_lease(), "the merge follower")}))
+        trigger = stack.enter_context(TriggerThread(NewDataTrigger(config_path=str(path), floor_s=0, poll_s=0.01)))
+        time.sleep(0.5)  # ~50 polls with the lease live
+        assert trigger.events == [] and reads == []
+        lease.close()  # the follower ends while the trigger runs
+        (_, event), = trigger.wait_events(1)
+    assert event["changelog_version"] >= 2  # the first poll's version is the schedule's; a later one fired
 
 
 def config_doc_without_sim(tmp_path) -> dict:

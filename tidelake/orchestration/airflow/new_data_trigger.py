@@ -6,6 +6,10 @@ becomes an asset event of the changefeed's changelog asset, and the merge DAG ge
 decision is tidelake.orchestration.new_data_watch; this class polls (the lake read with its
 [lake].aws_conn_id connection: hooks.aws_lake.awith_lake_connection) and keeps going through
 errors, a lake or connection bad for a while included: the cron schedule must not be all that is left.
+While a merge follower holds the lake's merge-follower lease it sends no event: the follower
+merges new data as it lands, and a run started for it would merge nothing (its plan leaves the
+merge to the follower); the scheduled runs still announce the follower's commits. Once the lease
+is gone (released, or lapsed with its holder), the next poll watches again.
 Owner: the merge DAG (tidelake.orchestration.airflow.dags.merge).
 """
 
@@ -21,13 +25,14 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from tidelake.config import load_config
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.lease import live_holder, merge_follower_lease
 from tidelake.lake.watermarks import read_watermarks
 from tidelake.orchestration.airflow.hooks.aws_lake import awith_lake_connection
 from tidelake.orchestration.new_data_watch import NewDataWatch
 
 log = logging.getLogger(__name__)
 
-POLL_S = 5.0  # a poll reads the watermarks table: its latest checkpoint and a few commits
+POLL_S = 5.0  # a poll reads the merge follower's lease record, then the watermarks table: its latest checkpoint and a few commits
 
 
 class NewDataTrigger(BaseEventTrigger):
@@ -47,12 +52,13 @@ class NewDataTrigger(BaseEventTrigger):
         config = await asyncio.to_thread(load_config, self.config_path)
         watch = NewDataWatch(self.floor_s)
         layout: LakeLayout | None = None
-        failing = False
+        failing = following = False
         while True:
             try:
                 if layout is None:  # again after a failed read: the connection's keys may have been rotated
                     layout = LakeLayout.from_config((await awith_lake_connection(config)).lake)
-                marks = await asyncio.to_thread(read_watermarks, layout)
+                follower = await asyncio.to_thread(live_holder, layout, merge_follower_lease())
+                marks = None if follower is not None else await asyncio.to_thread(read_watermarks, layout)
             except Exception as err:  # the lake is remote: an outage is a wait, not the end of the watch
                 if not failing:
                     log.warning("cannot read the watermarks of %s (will retry every %.0f s): %s", config.lake.root,
@@ -60,7 +66,13 @@ class NewDataTrigger(BaseEventTrigger):
                 failing, layout = True, None
             else:
                 failing = False
-                event = watch.observe(marks, time.monotonic())
-                if event is not None:
-                    yield TriggerEvent(event)
+                if (follower is not None) != following:
+                    following = follower is not None
+                    log.info("%s", f"merge follower {follower.holder.describe()} holds the lease: no new-data "
+                                   "events while it runs" if following else
+                                   "no merge follower holds the lease: watching for new data again")
+                if marks is not None:
+                    event = watch.observe(marks, time.monotonic())
+                    if event is not None:
+                        yield TriggerEvent(event)
             await asyncio.sleep(self.poll_s)
