@@ -6,9 +6,11 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from tidelake.capture.landing.app_txn import commit_properties
+from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.checkpoint import (
     MERGE_APP_ID,
     checkpoint_at_version,
+    _search_snapshots,
     checkpoint_version,
     read_checkpoint,
     replica_version,
@@ -63,3 +65,41 @@ def test_checkpoint_version_is_the_first_version_recording_the_checkpoint(tmp_pa
     _commit(path, None)
     assert read_checkpoint(path) == 200
     assert checkpoint_version(path) == (200, 2)
+
+
+def _by_snapshots(path):
+    """The answer loading snapshots (delta-rs replays the log), not reading commit files."""
+    checkpoint = read_checkpoint(path)
+    return None if checkpoint is None else (checkpoint, _search_snapshots(path, checkpoint, None, MERGE_APP_ID))
+
+
+def _agree(path, where):
+    assert checkpoint_version(path) == _by_snapshots(path), where
+    for ts in (0, 99, 100, 101, 150, 200, 201, 300, 301, 400, 401):
+        assert version_at_checkpoint(path, ts) == _search_snapshots(path, ts, None, MERGE_APP_ID), (where, ts)
+
+
+def test_checkpoints_read_from_commit_files_agree_with_the_snapshots(tmp_path, monkeypatch):
+    """The commit-file walk answers most reads; where it cannot tell (the recording commit's
+    predecessors cleaned up, a recording further back than the walk), the snapshots do."""
+    from tidelake.lake import checkpoint as module
+
+    path = str(tmp_path / "replica")
+    script = [None, 100, 100, None, 200, None, 7, 200, None, 300, None, None]  # 7: another app's txn
+    for step, ts in enumerate(script):
+        _commit(path, ts, app_id="somebody-else" if ts == 7 else MERGE_APP_ID)
+        _agree(path, f"after commit {step}")
+        assert module._walk_back(DeltaLog(path), None, MERGE_APP_ID) is not None  # told by the files alone
+    assert checkpoint_version(path) == (300, 9) and version_at_checkpoint(path, 150) == 4
+    monkeypatch.setattr(module, "RECORDING_WALK", 2)  # the recording is 3 commits back: snapshots decide
+    _agree(path, "a short walk")
+    assert checkpoint_version(path) == (300, 9)
+    monkeypatch.undo()
+    DeltaTable(path).create_checkpoint()  # at v11, after the recording: v9 cannot be loaded once cleaned
+    for v in range(4):
+        (tmp_path / "replica" / "_delta_log" / f"{v:020d}.json").unlink()
+    _agree(path, "cleaned up")
+    assert checkpoint_version(path) == (300, 11)
+    _commit(path, 400)  # v12, above the log's checkpoint
+    _agree(path, "after the log's checkpoint")
+    assert checkpoint_version(path) == (400, 12)

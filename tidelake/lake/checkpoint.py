@@ -13,9 +13,12 @@ import json
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from tidelake.lake.delta_commits import DeltaLog
+
 MERGE_APP_ID = "tidelake-merge"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
 REWRITE_METADATA_KEY = "tidelake.rewrite"  # the commit that rewrote a replica for a DDL (its commit ts)
+RECORDING_WALK = 32  # commit files read back for a checkpoint's version before snapshots are loaded instead
 
 
 def open_replica(path: str, storage_options: dict[str, str] | None = None,
@@ -45,20 +48,65 @@ def checkpoint_version(path: str, storage_options: dict[str, str] | None = None)
     """(checkpoint, the first Delta version that records it): the version to publish as "upstream
     at the checkpoint" (asset events, time travel). A later version may keep the checkpoint with
     other files (a compaction). None before any checkpoint."""
+    walked = _walk_back(DeltaLog(path, storage_options), None, MERGE_APP_ID)
+    if walked is not None:
+        newest, first = walked
+        return None if newest is None or first is None else (newest, first)
     checkpoint = read_checkpoint(path, storage_options)
     if checkpoint is None:
         return None
-    version = version_at_checkpoint(path, checkpoint, storage_options)
+    version = _search_snapshots(path, checkpoint, storage_options, MERGE_APP_ID)
     return None if version is None else (checkpoint, version)
 
 
 def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | None = None,
                           app_id: str = MERGE_APP_ID) -> int | None:
-    """The first Delta version whose checkpoint is >= `ts` (time travel to "upstream at ts").
+    """The first Delta version whose checkpoint is >= `ts` (time travel to "upstream at ts");
+    versions whose log was cleaned up cannot be loaded and count as "before". None if no version
+    reaches `ts`."""
+    walked = _walk_back(DeltaLog(path, storage_options), ts, app_id)
+    if walked is not None:
+        return walked[1]
+    return _search_snapshots(path, ts, storage_options, app_id)
 
-    Checkpoints only grow with versions, so this is a binary search over snapshots; versions whose
-    log was cleaned up cannot be loaded and count as "before". None if no version reaches `ts`.
-    """
+
+def _walk_back(log: DeltaLog, ts: int | None, app_id: str) -> tuple[int | None, int | None] | None:
+    """(the newest checkpoint, the first version whose checkpoint is >= `ts`, or >= the newest one
+    when `ts` is None), read from the commit files' `txn` actions of `app_id` (PROTOCOL.md
+    "Transaction Identifiers") walking back from the newest version: checkpoints only grow, so the
+    walk stops at the first older one, a file or two back where loading snapshots would replay
+    the log each time. Either is None when there is none. None when the files cannot tell: no
+    table, a file gone (cleaned up), nothing decided within RECORDING_WALK files, or an answer
+    below the log's checkpoint (it may not be loadable): the snapshots decide then."""
+    newest = log.latest_version()
+    if newest is None:
+        return None
+    current = first = target = None
+    for version in range(newest, max(-1, newest - RECORDING_WALK), -1):
+        commit = log.commit(version)
+        if commit is None:
+            return None
+        recorded = commit.txns.get(app_id)
+        if recorded is None:
+            continue
+        if current is None:
+            current = recorded
+            target = current if ts is None else ts
+            if current < target:
+                return current, None
+        if recorded < target:
+            break
+        first = version
+    else:
+        if newest - RECORDING_WALK >= 0:  # not walked to version 0: an older recording may reach it
+            return None
+        if current is None:
+            return None, None
+    return (current, first) if first >= log.last_checkpoint() else None
+
+
+def _search_snapshots(path: str, ts: int, storage_options: dict[str, str] | None, app_id: str) -> int | None:
+    """version_at_checkpoint by a binary search over snapshots (checkpoints only grow with versions)."""
     table = open_replica(path, storage_options)
     if table is None or (table.transaction_version(app_id) or -1) < ts:
         return None

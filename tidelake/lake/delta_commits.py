@@ -76,7 +76,7 @@ class DeltaLog:
         commit files exist from the last checkpoint on (`_last_checkpoint`, or version 0 when none
         was written, so no log was cleaned up): a few requests, whatever the table's files."""
         try:
-            start = self._last_checkpoint()
+            start = self.last_checkpoint()
         except TableNotFoundError:
             return None
         if not self._exists(start):
@@ -90,7 +90,9 @@ class DeltaLog:
             low, high = (mid, high) if self._exists(mid) else (low, mid)
         return low
 
-    def _last_checkpoint(self) -> int:
+    def last_checkpoint(self) -> int:
+        """The version of the log's last checkpoint (`_last_checkpoint`), 0 when none was written:
+        every version from it on can be loaded."""
         try:
             return int(json.loads(self.read_bytes(f"{LOG_DIR}/_last_checkpoint"))["version"])
         except FileNotFoundError:
