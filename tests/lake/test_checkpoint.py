@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import DeltaError
 
 from tidelake.capture.landing.app_txn import commit_properties
 from tidelake.lake.delta_commits import DeltaLog
@@ -75,6 +77,15 @@ def _by_snapshots(path):
 
 def _agree(path, where):
     assert checkpoint_version(path) == _by_snapshots(path), where
+    assert read_checkpoint(path) == DeltaTable(path).transaction_version(MERGE_APP_ID), where
+    for v in range(DeltaTable(path).version() + 1):
+        try:
+            expected = DeltaTable(path, version=v).transaction_version(MERGE_APP_ID)
+        except DeltaError:  # cleaned up: not loadable, by either way
+            with pytest.raises(DeltaError):
+                checkpoint_at_version(path, v)
+            continue
+        assert checkpoint_at_version(path, v) == expected, (where, v)
     for ts in (0, 99, 100, 101, 150, 200, 201, 300, 301, 400, 401):
         assert version_at_checkpoint(path, ts) == _search_snapshots(path, ts, None, MERGE_APP_ID), (where, ts)
 

@@ -13,6 +13,7 @@ import json
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from tidelake.errors import InputError
 from tidelake.lake.delta_commits import DeltaLog
 
 MERGE_APP_ID = "tidelake-merge"
@@ -34,6 +35,9 @@ def read_checkpoint(path: str, storage_options: dict[str, str] | None = None,
                     app_id: str = MERGE_APP_ID) -> int | None:
     """The replica's checkpoint TSO, or None when the replica does not exist or never recorded one.
     A history table records its own under another app id (tidelake.lake.history_table)."""
+    walked = _walk_back(DeltaLog(path, storage_options), None, app_id, first=False)
+    if walked is not None:
+        return walked[0]
     table = open_replica(path, storage_options)
     return None if table is None else table.transaction_version(app_id)
 
@@ -70,20 +74,31 @@ def version_at_checkpoint(path: str, ts: int, storage_options: dict[str, str] | 
     return _search_snapshots(path, ts, storage_options, app_id)
 
 
-def _walk_back(log: DeltaLog, ts: int | None, app_id: str) -> tuple[int | None, int | None] | None:
-    """(the newest checkpoint, the first version whose checkpoint is >= `ts`, or >= the newest one
-    when `ts` is None), read from the commit files' `txn` actions of `app_id` (PROTOCOL.md
-    "Transaction Identifiers") walking back from the newest version: checkpoints only grow, so the
-    walk stops at the first older one, a file or two back where loading snapshots would replay
-    the log each time. Either is None when there is none. None when the files cannot tell: no
-    table, a file gone (cleaned up), nothing decided within RECORDING_WALK files, or an answer
-    below the log's checkpoint (it may not be loadable): the snapshots decide then."""
-    newest = log.latest_version()
+def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
+               newest: int | None = None) -> tuple[int | None, int | None] | None:
+    """(the checkpoint at version `newest` (default: the newest version), and with `first` the
+    first version whose checkpoint is >= `ts`, or >= that checkpoint when `ts` is None), read from
+    the commit files' `txn` actions of `app_id` (PROTOCOL.md "Transaction Identifiers") walking
+    back from `newest`: checkpoints only grow, so the walk stops at the first older one, a file or
+    two back where loading snapshots replays the log each time. Either is None when there is none.
+    None when the files cannot tell: no table, a file gone (cleaned up), nothing decided within
+    RECORDING_WALK files, or a `newest` or first version below the log's checkpoint (it may not be
+    loadable): the snapshots decide then."""
+    try:
+        if newest is None:
+            newest = log.latest_version()
+        elif newest < log.last_checkpoint():  # that version may not be loadable: the snapshots say
+            return None
+    except (OSError, DeltaError):  # the snapshots' read says it as callers expect
+        return None
     if newest is None:
         return None
-    current = first = target = None
+    current = found = target = None
     for version in range(newest, max(-1, newest - RECORDING_WALK), -1):
-        commit = log.commit(version)
+        try:
+            commit = log.commit(version)
+        except (OSError, DeltaError, InputError):  # InputError: a commit without its time, of another writer
+            return None
         if commit is None:
             return None
         recorded = commit.txns.get(app_id)
@@ -92,17 +107,17 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str) -> tuple[int | None, 
         if current is None:
             current = recorded
             target = current if ts is None else ts
-            if current < target:
+            if not first or current < target:
                 return current, None
         if recorded < target:
             break
-        first = version
+        found = version
     else:
-        if newest - RECORDING_WALK >= 0:  # not walked to version 0: an older recording may reach it
+        if newest - RECORDING_WALK >= 0:  # not walked to version 0: an older commit may tell
             return None
         if current is None:
             return None, None
-    return (current, first) if first >= log.last_checkpoint() else None
+    return (current, found) if found >= log.last_checkpoint() else None
 
 
 def _search_snapshots(path: str, ts: int, storage_options: dict[str, str] | None, app_id: str) -> int | None:
@@ -127,6 +142,9 @@ def _search_snapshots(path: str, ts: int, storage_options: dict[str, str] | None
 
 def checkpoint_at_version(path: str, version: int, storage_options: dict[str, str] | None = None) -> int | None:
     """The checkpoint recorded as of Delta `version` of the replica."""
+    walked = _walk_back(DeltaLog(path, storage_options), None, MERGE_APP_ID, first=False, newest=version)
+    if walked is not None:
+        return walked[0]
     return DeltaTable(path, version=version, storage_options=storage_options).transaction_version(MERGE_APP_ID)
 
 
