@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
 import sys
 import textwrap
 import time
@@ -18,6 +19,7 @@ import pytest
 from tidelake.config import load_config
 from tidelake.demos.on_airflow import (
     PASSWORDS_FILE,
+    REPO,
     AirflowDemoOptions,
     DemoPaths,
     airflow_env,
@@ -63,6 +65,10 @@ def test_airflow_env_points_at_the_demo_dags_the_workdir_and_a_local_spark(tmp_p
     assert "TIDELAKE_CONFIG" not in env  # the Replication page reads the config source from the serialized DAGs
     assert '"local[*]"' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert shutil.which("spark-submit", path=env["PATH"]) is not None  # docs/stack.md#apache-airflow-providers-apache-spark-634
+    # Airflow's processes import this checkout's tidelake, not whichever the venv's editable install names
+    where = subprocess.run([sys.executable, "-c", "import tidelake; print(tidelake.__file__)"], env=env,
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).resolve().parent == REPO / "tidelake"
 
 
 def test_reset_removes_only_the_demos_own_files(tmp_path):
