@@ -38,10 +38,11 @@ def lake(tmp_path):
 
 @pytest.fixture
 def log_reads(monkeypatch):
-    """Replica log opens (delta-rs table constructions) and reads of the merge's recorded
-    checkpoint, by table path, in every thread."""
+    """Replica log opens (delta-rs table constructions), listings of a log's new commits and reads
+    of the merge's recorded checkpoint, by table path, in every thread."""
     counts, lock = Counter(), threading.Lock()
     real_init, real_txn = deltalake.DeltaTable.__init__, deltalake.DeltaTable.transaction_version
+    real_update = deltalake.DeltaTable.update_incremental
 
     def init(self, table_uri, *args, **kwargs):
         with lock:
@@ -54,8 +55,14 @@ def log_reads(monkeypatch):
                 counts["checkpoint", self.table_uri.removeprefix("file://").rstrip("/")] += 1
         return real_txn(self, app_id)
 
+    def update(self):
+        with lock:
+            counts["listing", self.table_uri.removeprefix("file://").rstrip("/")] += 1
+        return real_update(self)
+
     monkeypatch.setattr(deltalake.DeltaTable, "__init__", init)
     monkeypatch.setattr(deltalake.DeltaTable, "transaction_version", txn)
+    monkeypatch.setattr(deltalake.DeltaTable, "update_incremental", update)
     return counts
 
 
@@ -104,6 +111,9 @@ def test_a_pass_after_the_followers_own_commits_opens_no_replica_log_and_reads_n
     assert (result.status, result.windows, result.checkpoint_after) == (MergeStatus.MERGED, 1, upper)
     assert log_reads["open", path] == 0  # the handle kept from the first pass, brought up to date
     assert log_reads["checkpoint", path] == 0  # known from the handle's own commit
+    # the log is listed only to bring the handle to the pass's own commit: before it, the next
+    # commit file's absence told that no writer had moved the log
+    assert log_reads["listing", path] == 1
     assert result.replica.checkpoint == upper == read_checkpoint(path)
     assert replica_rows(path) == lake.expected_rows("shop", "orders", upper)
 
@@ -152,6 +162,7 @@ def test_a_kept_handle_sees_another_mergers_commit_and_merges_from_its_checkpoin
     result = result_of(reports[-1], "orders")
     assert log_reads["open", path] == 0
     assert log_reads["checkpoint", path] == 1  # the log moved under the handle: read once, then known
+    assert log_reads["listing", path] == 2  # the other merger's commit listed, then the pass's own
     assert (result.checkpoint_before, result.checkpoint_after, result.windows) == (theirs, upper, 1)
     # every checkpoint recorded once, in order: the other merger's window was not applied again
     recorded = recorded_checkpoints(path)

@@ -1,5 +1,6 @@
 """Replicas' Delta log handles kept from run to run by the merge follower: a pass brings each log up
-to date (a listing of any writer's new commits) instead of replaying it, and reads the recorded
+to date (a listing of any writer's new commits, made only when the next commit file exists)
+instead of replaying it, and reads the recorded
 checkpoint only when the log moved. A kept handle is used again only for the same table, path and
 log: a folder replaced under that path (a log restarted at version 0) is told by the commit file
 at the handle's version, read when kept and when taken, and is opened afresh. At most
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 
 from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
+from pyarrow.fs import FileType
 
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.delta_commits import commit_name
@@ -53,13 +55,27 @@ class ReplicaHandle:
         of one small file: a version's commit file is created once, delta-io/delta PROTOCOL.md
         "Delta Log Entries");
         None when there is none (a shorter log replaced this one, or it was cleaned up)."""
-        if self._store is None:
-            self._store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
         try:
-            with self._store.open_input_file(commit_name(self.table.version())) as commit:
+            with self._folder().open_input_file(commit_name(self.table.version())) as commit:
                 return hashlib.blake2b(commit.read(), digest_size=16).digest()
         except FileNotFoundError:
             return None
+
+    def refresh(self) -> None:
+        """Bring the handle to the log's newest version, as a listing of the log does; the listing
+        (update_incremental, every file of the log folder) is made only when the log moved. A
+        writer creates version n+1 only once n exists, and a cleanup removes the oldest versions
+        first (PROTOCOL.md "Delta Log Entries"), so with the handle's version n still there and
+        no n+1 there is no newer version: two lookups of one file each tell it."""
+        version = self.table.version()
+        here, after = self._folder().get_file_info([commit_name(version), commit_name(version + 1)])
+        if here.type == FileType.NotFound or after.type != FileType.NotFound:
+            self.table.update_incremental()
+
+    def _folder(self) -> DeltaStorageHandler:
+        if self._store is None:
+            self._store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
+        return self._store
 
     def checkpoint(self) -> int | None:
         """The checkpoint recorded as of the handle's version: read (a walk of the log's txns) only
@@ -107,7 +123,7 @@ class ReplicaHandles:
         if kept is not None and kept.handle.path == path:
             try:
                 if kept.handle.commit_digest() == kept.commit:
-                    kept.handle.table.update_incremental()
+                    kept.handle.refresh()
                     return kept.handle
                 log.info("replica %s: its log is not the one its kept handle read (folder replaced); opened "
                          "afresh", path)

@@ -457,11 +457,11 @@ class TableMerge:
             return None
 
     def _replica_at(self, path: str) -> ReplicaHandle | None:
-        """The replica at `path` as of now: the run's handle of its log brought up to date (a
+        """The replica at `path` as of now: the run's handle of its log brought up to date (as a
         listing of the log's new commits, which holds every commit of any writer), opened (or
         taken from those kept across runs) the first time; None when there is none at `path`."""
         if self._replica is not None and self._replica.path == path:
-            self._replica.table.update_incremental()
+            self._replica.refresh()
             return self._replica
         self._replica = self.scope.open_replica(self.key, path)
         return self._replica
