@@ -19,6 +19,9 @@ from tidelake.lake.delta_commits import DeltaLog
 MERGE_APP_ID = "tidelake-merge"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
 REWRITE_METADATA_KEY = "tidelake.rewrite"  # the commit that rewrote a replica for a DDL (its commit ts)
+# What the commit-file walk leaves to the snapshots, whose read then says it as callers expect: a
+# store's error, an unreadable _last_checkpoint, a commit of another writer without its time.
+_UNTOLD = (OSError, DeltaError, ValueError, KeyError, InputError)
 RECORDING_WALK = 32  # commit files read back for a checkpoint's version before snapshots are loaded instead
 
 
@@ -89,7 +92,7 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
             newest = log.latest_version()
         elif newest < log.last_checkpoint():  # that version may not be loadable: the snapshots say
             return None
-    except (OSError, DeltaError):  # the snapshots' read says it as callers expect
+    except _UNTOLD:
         return None
     if newest is None:
         return None
@@ -97,7 +100,7 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
     for version in range(newest, max(-1, newest - RECORDING_WALK), -1):
         try:
             commit = log.commit(version)
-        except (OSError, DeltaError, InputError):  # InputError: a commit without its time, of another writer
+        except _UNTOLD:
             return None
         if commit is None:
             return None
@@ -117,7 +120,10 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
             return None
         if current is None:
             return None, None
-    return (current, found) if found >= log.last_checkpoint() else None
+    try:
+        return (current, found) if found >= log.last_checkpoint() else None
+    except _UNTOLD:
+        return None
 
 
 def _search_snapshots(path: str, ts: int, storage_options: dict[str, str] | None, app_id: str) -> int | None:
