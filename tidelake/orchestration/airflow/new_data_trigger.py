@@ -1,16 +1,13 @@
 """The triggerer side of [merge].run_on_new_data: an event trigger watching a changefeed's lake.
 
 Airflow's event-driven scheduling (airflow.sdk AssetWatcher; airflow/triggers/base.py
-BaseEventTrigger) runs this in the triggerer while the merge DAG is deployed; each event it yields
-becomes an asset event of the changefeed's changelog asset, and the merge DAG gets a run. The
-decision is tidelake.orchestration.new_data_watch; this class polls (the lake read with its
-[lake].aws_conn_id connection: hooks.aws_lake.awith_lake_connection) and keeps going through
-errors, a lake or connection bad for a while included: the cron schedule must not be all that is left.
-While a merge follower holds the lake's merge-follower lease it sends no event: the follower
-merges new data as it lands, and a run started for it would merge nothing (its plan leaves the
-merge to the follower); the scheduled runs still announce the follower's commits. Once the lease
-is gone (released, or lapsed with its holder), the next poll watches again.
+BaseEventTrigger) runs it in the triggerer; each event becomes an asset event of the changelog
+asset and the merge DAG gets a run. The decision is tidelake.orchestration.new_data_watch; this
+polls (the lake read with hooks.aws_lake.awith_lake_connection) through errors, and sends nothing
+while a merge follower holds the lake's merge-follower lease (its run would merge nothing).
 Owner: the merge DAG (tidelake.orchestration.airflow.dags.merge).
+
+More: docs/internals.md#new_data_watch.
 """
 
 from __future__ import annotations
