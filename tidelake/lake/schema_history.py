@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NewType
 
+from cachetools import LRUCache
 from deltalake import DeltaTable
 
 from tidelake.codec.ddl_job import ActionType, copied_physical_ids
@@ -117,7 +118,9 @@ def _action(code: int) -> ActionType | int:
         return code
 
 
-_LOADED: OrderedDict[tuple[str, str, int, int | None], SchemaHistory] = OrderedDict()
+# Folds by (ddl path, table id, version, jobs_until); a cachetools cache is not thread-safe, so
+# every access holds _LOADED_LOCK (a merge follower's table threads load at once).
+_LOADED: LRUCache[tuple[str, str, int, int | None], SchemaHistory] = LRUCache(maxsize=LOADED_MAX)
 _LOADED_LOCK = threading.Lock()
 
 
@@ -149,9 +152,8 @@ class SchemaHistory:
         # rows, so its fold is kept: a merge follower loads it every pass, mostly unchanged.
         key = (layout.ddl, table.metadata().id, table.version(), jobs_until)
         with _LOADED_LOCK:
-            loaded = _LOADED.get(key)
+            loaded = _LOADED.get(key)  # a hit is made the most recently used
             if loaded is not None:
-                _LOADED.move_to_end(key)
                 return loaded
         rows = (DdlRow(**r) for r in read_delta(table).to_pylist())
         if jobs_until is not None:
@@ -159,8 +161,6 @@ class SchemaHistory:
         loaded = cls(rows)
         with _LOADED_LOCK:
             _LOADED[key] = loaded
-            while len(_LOADED) > LOADED_MAX:
-                _LOADED.popitem(last=False)
         return loaded
 
     # --- queries -------------------------------------------------------------------------

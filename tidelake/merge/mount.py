@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from cachetools import LRUCache
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -218,7 +218,10 @@ def mount_arrow(changes: pa.Table, table: TableInfo, replica_schema: StructType)
 
 
 DRIVER_DECODERS_MAX = 4096  # decoders kept on the driver, the least recently used dropped first
-_DRIVER_DECODERS: OrderedDict[tuple[int, pa.Schema], tuple[TableInfo, _BatchDecoder]] = OrderedDict()
+# A cachetools cache is not thread-safe: every access holds _DRIVER_DECODERS_LOCK (a merge
+# follower's table threads mount at once).
+_DRIVER_DECODERS: LRUCache[tuple[int, pa.Schema], tuple[TableInfo, _BatchDecoder]] = LRUCache(
+    maxsize=DRIVER_DECODERS_MAX)
 _DRIVER_DECODERS_LOCK = threading.Lock()
 
 
@@ -229,13 +232,10 @@ def _driver_decoder(table: TableInfo, schema: pa.Schema) -> _BatchDecoder:
     reused while kept."""
     key = (id(table), schema)
     with _DRIVER_DECODERS_LOCK:
-        kept = _DRIVER_DECODERS.get(key)
+        kept = _DRIVER_DECODERS.get(key)  # a hit is made the most recently used
         if kept is not None and kept[0] is table:
-            _DRIVER_DECODERS.move_to_end(key)
             return kept[1]
     decoder = _BatchDecoder(table, schema)
     with _DRIVER_DECODERS_LOCK:
         _DRIVER_DECODERS[key] = (table, decoder)
-        while len(_DRIVER_DECODERS) > DRIVER_DECODERS_MAX:
-            _DRIVER_DECODERS.popitem(last=False)
     return decoder

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from cachetools import FIFOCache
 
 from tidelake import tso
 from tidelake.kvproto import kvrpcpb_pb2
@@ -65,8 +66,11 @@ class LockResolver:
         self._sender = sender
         self._cleanup = cleanup
         self._lock = threading.Lock()
-        self._final: OrderedDict[int, int] = OrderedDict()  # start_ts -> commit_ts (0 = rolled back)
-        self._cleaned: OrderedDict[tuple[int, int], None] = OrderedDict()  # (start_ts, region id) resolved whole
+        # Both bounded, first in first out: a read does not keep an entry, so not an LRU. A cachetools
+        # cache is not thread-safe: every access holds self._lock (a SnapshotReader's scans run at once).
+        self._final: FIFOCache[int, int] = FIFOCache(_STATUS_CACHE_SIZE)  # start_ts -> commit_ts (0 = rolled back)
+        # (start_ts, region id) resolved whole
+        self._cleaned: FIFOCache[tuple[int, int], None] = FIFOCache(_STATUS_CACHE_SIZE)
 
     def resolve(self, locks: list[kvrpcpb_pb2.LockInfo], read_ts: int, read_locks: ReadLocks,
                 bo: Backoffer) -> int:
@@ -91,10 +95,7 @@ class LockResolver:
 
     def _remember(self, start_ts: int, commit_ts: int) -> None:
         with self._lock:
-            self._final[start_ts] = commit_ts
-            self._final.move_to_end(start_ts)
-            while len(self._final) > _STATUS_CACHE_SIZE:
-                self._final.popitem(last=False)
+            self._final[start_ts] = commit_ts  # a write makes the entry the newest
 
     def _outcome(self, lock: kvrpcpb_pb2.LockInfo, read_ts: int, bo: Backoffer) -> _Final | _Pushed | _Alive:
         known = self.final_status(lock.lock_version)
@@ -202,9 +203,9 @@ class LockResolver:
             log.warning("ResolveLock of txn %d on %s: %s", lock.lock_version, lock.key.hex(), _key_error(resp.error))
         elif region_wide:
             with self._lock:
-                self._cleaned[(lock.lock_version, region.id)] = None
-                while len(self._cleaned) > _STATUS_CACHE_SIZE:
-                    self._cleaned.popitem(last=False)
+                # setdefault, not assignment: a second cleanup of the region (threads racing) does not make
+                # the entry newer
+                self._cleaned.setdefault((lock.lock_version, region.id), None)
 
 
 def _expired(lock: kvrpcpb_pb2.LockInfo, current_ts: int) -> bool:
