@@ -101,8 +101,11 @@ class _Kept:
 
 
 class ReplicaHandles:
-    """Handles by table, at most `max_handles`, the least recently used dropped first. Thread-safe:
-    a run's table threads take and keep different tables at once."""
+    """Handles by table, at most `max_handles`, the least recently kept dropped first. A pool, not a
+    cache: `take` removes the handle (a DeltaTable is one thread's at a time) and `keep` puts it back
+    as the newest, and `expire` drops by the time of the keep; so a plain OrderedDict, not a cache
+    library's mapping, whose reads leave the entry in and whose time-bound entries vanish on read.
+    Thread-safe: a run's table threads take and keep different tables at once."""
 
     def __init__(self, max_handles: int = MAX_HANDLES, idle_s: float = IDLE_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
