@@ -21,7 +21,7 @@ from tidelake.merge.replica_schema import DELETED_COLUMN
 from tidelake.lake.row_change import OP_DELETE, OP_PUT
 from tidelake.merge.window_spec import OP_COLUMN, Removal
 from tidelake.merge.writers.delta_rs_writer import DeltaRsWriter, writable
-from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
+from tidelake.merge.writers.driver_features import column_mapping_by_name, driver_protocol
 from tidelake.merge.writers import file_rewrite
 from tidelake.merge.writers.file_rewrite import rewrite_window
 from tidelake.merge.writers.replica_window import ReplicaWindow
@@ -62,12 +62,12 @@ def test_column_mapping_is_accepted_only_for_the_writer_that_stores_it(tmp_path,
     table = _table(tmp_path / "r", protocol, mode)
     assert driver_protocol(table, column_mapping=True) == by_rewrite
     assert not driver_protocol(table)  # delta-rs' own writes: logical names where the files hold physical ones
-    assert column_mapped(table) == (mode == "name")
+    assert column_mapping_by_name(table) == (mode == "name")
 
 
 def test_a_replica_without_column_mapping_is_the_drivers_either_way(tmp_path):
     table = _table(tmp_path / "r", {"minReaderVersion": 1, "minWriterVersion": 4}, None)
-    assert driver_protocol(table) and driver_protocol(table, column_mapping=True) and not column_mapped(table)
+    assert driver_protocol(table) and driver_protocol(table, column_mapping=True) and not column_mapping_by_name(table)
 
 
 class _Recorder:

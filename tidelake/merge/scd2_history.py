@@ -44,7 +44,7 @@ from tidelake.merge.table_plan import FileStat
 from tidelake.merge.txn_confs import txn_confs, writer_txn_options
 from tidelake.merge.window_spec import IS_PUT, LAST_CHANGE_ORDER, OP_COLUMN, history_merge, match_columns
 from tidelake.merge.writers.delta_rs_writer import keep_checkpoint_cadence, merge_arrow, record_if_unchanged, writable
-from tidelake.merge.writers.driver_features import column_mapped
+from tidelake.merge.writers.driver_features import column_mapping_by_name
 from tidelake.merge.writers.history_rows import (
     CURRENT_COLUMN,
     KIND_COLUMN,
@@ -99,7 +99,7 @@ def create_history(spark: SparkSession, replica_path: str, path: str, info: Tabl
         F.lit(True).alias(CURRENT_COLUMN))
     stats = stats_columns(schema, key_columns(info))
     properties = {} if stats is None else {STATS_COLUMNS: stats}
-    if column_mapped(replica):
+    if column_mapping_by_name(replica):
         properties.update(COLUMN_MAPPING)  # names Parquet cannot hold without it, or renamed columns
     writer = seeded.write.format("delta").mode("append")
     for key, value in {**properties, **writer_txn_options(checkpoint, HISTORY_APP_ID)}.items():

@@ -59,7 +59,9 @@ DELTA_CDC_COLUMNS = [MappedField(field_id=2**31 - 1 - 104, names=["_change_type"
 ELEMENT = "element"  # the list element's Parquet name as Spark and delta-rs write it (Parquet LogicalTypes.md "Lists")
 
 
-def column_mapped(delta: DeltaTable) -> bool:
+def has_column_mapping(delta: DeltaTable) -> bool:
+    """Whether the table maps columns in either mode, name or id (PROTOCOL.md "Column Mapping"): its
+    fields then carry delta.columnMapping.id, the id its Parquet files hold."""
     return delta.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
 
 
@@ -67,7 +69,7 @@ def iceberg_schema(table: str, delta: DeltaTable, history: list[Schema], last_co
     """The Iceberg schema of `delta`'s version; `history` is the table's schemas so far, oldest
     first, and `last_column_id` the highest id it ever gave. IcebergRefused for a type Iceberg
     lacks or a type change it cannot promote."""
-    mapped = column_mapped(delta)
+    mapped = has_column_mapping(delta)
     fresh = count(last_column_id + 1)
     by_id = {f.field_id: f for schema in history for f in schema.fields}  # the newest schema's last
     by_name = {f.name: f for schema in history for f in schema.fields}

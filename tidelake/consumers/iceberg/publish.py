@@ -20,7 +20,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
 from tidelake.consumers.iceberg.data_files import delta_data_files
-from tidelake.consumers.iceberg.iceberg_schema import column_mapped, iceberg_schema, name_mapping
+from tidelake.consumers.iceberg.iceberg_schema import has_column_mapping, iceberg_schema, name_mapping
 from tidelake.consumers.iceberg.refusal import IcebergRefused, check_publishable
 from tidelake.consumers.iceberg.set_schema import SetSchema
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
@@ -106,7 +106,7 @@ def publish_replica(catalog: Catalog, layout: LakeLayout, replica: ReplicaAt, ts
     found = catalog.load_table(identifier) if catalog.table_exists(identifier) else None
     if found is not None and int(found.properties.get(PUBLISHED_TS, 0)) >= ts:
         return None
-    ids = "column-mapping" if column_mapped(delta) else "by-name"
+    ids = "column-mapping" if has_column_mapping(delta) else "by-name"
     if found is not None and found.properties.get(ID_SOURCE, ids) != ids:
         raise IcebergRefused(f"{replica.qualified_name}: not published as Iceberg: its field ids were published "
                              f"{found.properties[ID_SOURCE]} and the replica now has {ids} ids (column mapping "

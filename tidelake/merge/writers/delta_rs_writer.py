@@ -40,7 +40,7 @@ from tidelake.merge.window_spec import (
     removal_clause,
     replica_merge,
 )
-from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
+from tidelake.merge.writers.driver_features import column_mapping_by_name, driver_protocol
 from tidelake.merge.writers.file_rewrite import rewrite_window
 from tidelake.merge.writers.replica_window import ReplicaWindow, WindowWriter
 
@@ -70,7 +70,7 @@ class DeltaRsWriter:
 
     def write(self, window: ReplicaWindow) -> tuple[int, int]:
         w = window
-        mapped = column_mapped(w.replica)
+        mapped = column_mapping_by_name(w.replica)
         collapsed = None if w.empty else self.changelog.last_changes(w.physical_ids, w.lo, w.hi)
         # A full local disk fails here, before a file is written (a write that runs out of room
         # mid-file makes object_store's background upload task print a Rust panic).

@@ -21,7 +21,7 @@ COLUMN_MAPPING_MODE = "delta.columnMapping.mode"  # PROTOCOL.md "Column Mapping"
 _MAPPING_READER_VERSION, _MAPPING_WRITER_VERSION = 2, 5  # the legacy versions that mean column mapping
 
 
-def column_mapped(replica: DeltaTable) -> bool:
+def column_mapping_by_name(replica: DeltaTable) -> bool:
     """Whether the replica's data files store columns by physical name (column mapping, name mode)."""
     return replica.metadata().configuration.get(COLUMN_MAPPING_MODE, "none") == "name"
 

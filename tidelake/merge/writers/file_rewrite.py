@@ -40,7 +40,7 @@ from tidelake.merge.decimal_stats import listed_columns
 from tidelake.merge.replica_schema import CHANGE_DATA_FEED
 from tidelake.merge.txn_confs import fenced
 from tidelake.merge.window_spec import OP_COLUMN
-from tidelake.merge.writers.driver_features import column_mapped, driver_protocol
+from tidelake.merge.writers.driver_features import column_mapping_by_name, driver_protocol
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def _refusal(replica: DeltaTable, metadata: Metadata, schema: DeltaSchema) -> st
     than rows, statistics and change data (partitions, constraints, column rules); None: it may."""
     if not driver_protocol(replica, column_mapping=True):
         return "its protocol has features the driver does not write"
-    if column_mapped(replica) and any(pa.types.is_nested(f.type) or PHYSICAL_NAME.encode() not in (f.metadata or {})
+    if column_mapping_by_name(replica) and any(pa.types.is_nested(f.type) or PHYSICAL_NAME.encode() not in (f.metadata or {})
                                       for f in pa.schema(schema.to_arrow())):
         return "it is column-mapped with nested columns or a column without a physical name"
     configuration = metadata.configuration
@@ -97,7 +97,7 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     if refusal is not None:
         return _merged(replica, refusal)
     schema = pa.schema(delta_schema.to_arrow())
-    stored = _stored_schema(schema) if column_mapped(replica) else None
+    stored = _stored_schema(schema) if column_mapping_by_name(replica) else None
     source_keys = [match.get(k, k) for k in keys]
     try:
         probe = mounted.select(source_keys).rename_columns(list(keys)).cast(pa.schema([schema.field(k) for k in keys]))
