@@ -1,9 +1,7 @@
-"""Where lease records live and the one atomic primitive they rely on: create-if-absent. A local
-folder creates a record by hard-linking a complete temporary file to its name (link(2) fails
-with EEXIST, and a reader never sees a half-written record); an S3 store by a PUT with
-`If-None-Match: *` (answered 412 when the key exists). A holder rewrites only its own record
-(S3: `If-Match` on its ETag). Owner: tidelake.lake.lease; tidelake.lake.table_folder creates
-Delta commit files with the same primitive (create_local, create_s3).
+"""Where lease records live, one per fencing token: a local folder's files or an S3 prefix's objects.
+A record is created only if absent (tidelake.lake.conditional_put: a local hard link, an S3 PUT
+with `If-None-Match: *`), so two takers of one token cannot both win; a holder rewrites only its
+own record (S3: `If-Match` on its ETag). Owner: tidelake.lake.lease.
 
 More: docs/internals.md#lease_store.
 """
@@ -11,20 +9,17 @@ More: docs/internals.md#lease_store.
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlparse
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tidelake.lake.object_store import is_s3, setting_of
+from tidelake.lake.conditional_put import CONFLICT_CODES, create_local, create_s3, error_code, s3_client, staged_file
+from tidelake.lake.object_store import is_s3
 
 RECORD_SUFFIX = ".json"
-_CONFLICT_CODES = ("PreconditionFailed", "ConditionalRequestConflict")
 _MISSING_CODES = ("NoSuchKey", "404")
 
 
@@ -102,7 +97,7 @@ class LocalLeaseStore:
         if current is None or current.version != version:
             return None
         folder = self.root / lease
-        os.replace(_staged(folder, body), folder / record_name(token))
+        os.replace(staged_file(folder, body), folder / record_name(token))
         written = self.read(lease, token)
         return written.version if written is not None else None
 
@@ -142,7 +137,7 @@ class S3LeaseStore:
         try:
             answer = self.client.get_object(Bucket=self.bucket, Key=self._key(lease, token))
         except ClientError as exc:
-            if _code(exc) in _MISSING_CODES:
+            if error_code(exc) in _MISSING_CODES:
                 return None
             raise
         return StoredRecord(answer["Body"].read(), answer["ETag"])
@@ -152,70 +147,13 @@ class S3LeaseStore:
             answer = self.client.put_object(Bucket=self.bucket, Key=self._key(lease, token), Body=body,
                                             IfMatch=version)
         except ClientError as exc:
-            if _code(exc) in (*_CONFLICT_CODES, *_MISSING_CODES):
+            if error_code(exc) in (*CONFLICT_CODES, *_MISSING_CODES):
                 return None
             raise
         return answer["ETag"]
 
     def delete(self, lease: str, token: int) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(lease, token))
-
-
-def create_local(path: Path, body: bytes) -> bool:
-    """Create `path` holding `body` only if no file has that name: a staged, synced file linked to
-    it (link(2) fails with EEXIST; a reader never sees half of it). False when it exists."""
-    staged = _staged(path.parent, body)
-    try:
-        os.link(staged, path)
-    except FileExistsError:
-        return False
-    finally:
-        staged.unlink()
-    return True
-
-
-def create_s3(client, bucket: str, key: str, body: bytes) -> str | None:
-    """PUT `key` holding `body` only if absent (`If-None-Match: *`); its ETag, None when it exists."""
-    try:
-        answer = client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
-    except ClientError as exc:
-        if _code(exc) in _CONFLICT_CODES:
-            return None
-        raise
-    return answer["ETag"]
-
-
-def _staged(folder: Path, body: bytes) -> Path:
-    staged = folder / f".staged-{uuid.uuid4().hex}"
-    try:
-        with open(staged, "xb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:  # a full disk: no empty file left behind per renewal
-        staged.unlink(missing_ok=True)
-        raise
-    return staged
-
-
-def s3_client(storage_options: dict[str, str] | None):
-    """A boto3 S3 client for the bucket delta-rs reaches with `storage_options` (same endpoint,
-    credentials and addressing), for the small conditional writes delta-rs does not offer."""
-    options = storage_options or {}
-    return boto3.client(
-        "s3", endpoint_url=setting_of(options, "endpoint"), region_name=setting_of(options, "region"),
-        aws_access_key_id=setting_of(options, "access_key_id"),
-        aws_secret_access_key=setting_of(options, "secret_access_key"),
-        aws_session_token=setting_of(options, "session_token"),
-        # The addressing delta-rs uses (object_store: path style unless virtual_hosted_style_request).
-        config=Config(connect_timeout=10, read_timeout=20, retries={"mode": "standard", "max_attempts": 3},
-                      s3={"addressing_style": "virtual" if (setting_of(options, "virtual_hosted_style_request")
-                                                            or "").lower() == "true" else "path"}),
-    )
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def lease_store(root: str, storage_options: dict[str, str] | None) -> LeaseStore | None:
