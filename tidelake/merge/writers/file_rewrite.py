@@ -97,7 +97,8 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     if refusal is not None:
         return _merged(replica, refusal)
     schema = pa.schema(delta_schema.to_arrow())
-    stored = _stored_schema(schema) if column_mapping_by_name(replica) else None
+    physical = _physical_names(schema) if column_mapping_by_name(replica) else None
+    stored = None if physical is None else _stored_schema(schema, physical)
     source_keys = [match.get(k, k) for k in keys]
     try:
         probe = mounted.select(source_keys).rename_columns(list(keys)).cast(pa.schema([schema.field(k) for k in keys]))
@@ -114,7 +115,6 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     folder = TableFolder.of(replica.table_uri, storage_options)
     if folder is None:
         return _merged(replica, "no conditional create of commit files on its store")
-    physical = None if stored is None else dict(zip(schema.names, stored.names, strict=True))
     files = [] if append else _touched_files(replica, valid, keys, physical)
     if files is None:
         return _merged(replica, f"it would read more than {REWRITE_MAX_BYTES} bytes of files")
@@ -148,7 +148,7 @@ def rewrite_window(replica: DeltaTable, mounted: pa.Table, columns: Sequence[str
     if rows.num_rows:
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         indexed = int(configuration.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
-        stats = file_stats(rows, indexed, listed_columns(configuration), _names(stored))
+        stats = file_stats(rows, indexed, listed_columns(configuration), physical)
         actions.append({"add": {"path": name, "partitionValues": {}, "size": _write_parquet(folder, name, rows, stored),
                                 "modificationTime": now, "dataChange": True, "stats": stats}})
     if configuration.get(CHANGE_DATA_FEED, "false").lower() == "true":
@@ -195,16 +195,18 @@ def _commit(replica: DeltaTable, folder: TableFolder, actions: list[dict], metri
         raise InputError(f"{replica.table_uri}: commit {version} written but the log reads version {replica.version()}")
 
 
-def _stored_schema(schema: pa.Schema) -> pa.Schema:
-    """A column-mapped replica's data file schema (PROTOCOL.md "Column Mapping", name mode): each
-    field of the replica's `schema` under its physical name, its column mapping id as its Parquet
-    field id, as Spark writes them."""
-    return pa.schema([pa.field(f.metadata[PHYSICAL_NAME.encode()].decode(), f.type, f.nullable,
+def _physical_names(schema: pa.Schema) -> dict[str, str]:
+    """A column-mapped replica's (name mode) physical name of each column of its `schema`, by the
+    column's name (PROTOCOL.md "Column Mapping"): the one map from logical to physical names here,
+    for the data files' columns and the statistics' keys."""
+    return {f.name: f.metadata[PHYSICAL_NAME.encode()].decode() for f in schema}
+
+
+def _stored_schema(schema: pa.Schema, physical: dict[str, str]) -> pa.Schema:
+    """A column-mapped replica's data file schema: each field of the replica's `schema` under its
+    `physical` name, its column mapping id as its Parquet field id, as Spark writes them."""
+    return pa.schema([pa.field(physical[f.name], f.type, f.nullable,
                                {PARQUET_FIELD_ID: f.metadata[FIELD_ID.encode()]}) for f in schema])
-
-
-def _names(stored: pa.Schema | None) -> list[str] | None:
-    return None if stored is None else stored.names
 
 
 def _read_file(folder: TableFolder, path: str, schema: pa.Schema, stored: pa.Schema | None, index: int) -> pa.Table:
@@ -260,23 +262,22 @@ def _write_parquet(folder: TableFolder, name: str, rows: pa.Table, stored: pa.Sc
 
 
 def file_stats(rows: pa.Table, indexed: int = DEFAULT_INDEXED_COLUMNS, listed: set[str] | None = None,
-               stored: Sequence[str] | None = None) -> str:
+               physical: dict[str, str] | None = None) -> str:
     """The add action's statistics (PROTOCOL.md "Per-file Statistics"): numRecords, and for the
     columns `listed` (lower-cased; delta.dataSkippingStatsColumns), else the first `indexed`
-    (-1: all), keyed by their `stored` names where given (a column-mapped replica's physical
-    names, PROTOCOL.md "Column Mapping"), the null count of each, min/max where the bound is exact or
-    safely wide: integers, dates, strings of up to STRING_STATS_MAX_CHARS, timestamps to the
-    millisecond the protocol keeps (min floored, max ceiled). Other types get none; readers then
-    keep the file for a filter on them."""
+    (-1: all), keyed by their `physical` names where given (a column-mapped replica's,
+    _physical_names), the null count of each, min/max where the bound is exact or safely wide:
+    integers, dates, strings of up to STRING_STATS_MAX_CHARS, timestamps to the millisecond the
+    protocol keeps (min floored, max ceiled). Other types get none; readers then keep the file for
+    a filter on them."""
     stats: dict[str, object] = {"numRecords": rows.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
     fields = list(rows.schema) if indexed < 0 else list(rows.schema)[:indexed]
     if listed is not None:
         fields = [f for f in rows.schema if f.name.lower() in listed]
-    key = dict(zip(rows.schema.names, stored or rows.schema.names, strict=True))
     for field in fields:
         if pa.types.is_nested(field.type):
             continue
-        column, name = rows[field.name], key[field.name]
+        column, name = rows[field.name], field.name if physical is None else physical[field.name]
         stats["nullCount"][name] = column.null_count
         bounds = _bounds(field.type, column)
         if bounds is not None:
