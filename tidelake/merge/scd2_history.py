@@ -12,7 +12,7 @@ More: docs/internals.md#scd2_history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -124,6 +124,7 @@ def write_history(
     stats: Sequence[FileStat] | None = None,
     stats_from: int | None = None,
     changelog: ChangelogSnapshot | None = None,
+    check: Callable[[int], None] | None = None,
 ) -> int:
     """Bring the history table at `path` from its checkpoint h up to `hi`: every change of
     (h, hi] of `physical_ids`, decoded with `info`, in ONE commit recording hi. Returns the versions
@@ -132,11 +133,14 @@ def write_history(
     `changelog` (the run's snapshot, given for a small window) has the driver write it with
     delta-rs when the history table's protocol and columns allow (delta_rs_writer.writable) and
     it is not behind `stats_from` (the window's start), as the replica's small windows are; Spark
-    otherwise."""
+    otherwise. `check` (the caller's refusal) is given h before anything is written, read on the
+    log this step writes to, so the history table is opened once per step."""
     table = open_replica(path, layout.storage_options)
     h = None if table is None else table.transaction_version(HISTORY_APP_ID)
     if h is None:
         raise InputError(f"no history table at {path}")
+    if check is not None:
+        check(h)
     if h >= hi:
         return 0
     history = delta_struct(table)

@@ -286,10 +286,10 @@ class TableMerge:
         """Merge (lo, hi], its history first; the new checkpoint."""
         result = self.result
         if self.scd2 is not None:
-            self._check_history_window(info, lo)
             driver = self.scope.changelog if rows <= DRIVER_WINDOW_MAX_ROWS else None  # as the replica's writer
+            check = partial(self._check_history_window, info, lo)
             retry_on_conflict(lambda: write_history(self.spark, self.layout, self.scd2, info, physical_ids, hi,
-                                                    self.scope.changelog.bucket_seconds, stats, lo, driver),
+                                                    self.scope.changelog.bucket_seconds, stats, lo, driver, check),
                               f"{result.table} history ({lo}, {hi}]")
         shared = self.scope.run_pass.source(self.spark, self.key, lo, hi) if self.scope.run_pass is not None else None
         rows_in, rows_out = retry_on_conflict(
@@ -430,12 +430,12 @@ class TableMerge:
             if info is not None and exclude_wide_decimals(self.spark, path, info, self.layout.storage_options):
                 log.info("%s.%s: its history table's wide DECIMAL columns get no file statistics", entry.db, entry.name)
 
-    def _check_history_window(self, info: TableInfo, lo: int) -> None:
+    def _check_history_window(self, info: TableInfo, lo: int, h: int) -> None:
         """A history table behind its replica (only if a run ever advanced the replica without it)
-        catches up in the next window, which reads its changes from the history's own checkpoint:
-        right only while the table decodes the same way since then."""
-        h = history_checkpoint(self.scd2, self.layout.storage_options)
-        if h is not None and h < lo and self.scope.history.table_info_at(self.key, h) != info:
+        catches up in the next window, which reads its changes from the history's own checkpoint
+        `h` (write_history's, read on the log it writes to): right only while the table decodes the
+        same way since then."""
+        if h < lo and self.scope.history.table_info_at(self.key, h) != info:
             raise InputError(f"history table {self.scd2} is at {h}, behind its replica at {lo} across a DDL: "
                              "remove the history folder and it is created again from the replica")
 
