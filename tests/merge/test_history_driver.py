@@ -28,14 +28,17 @@ from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.merge import scd2_history, table_merge
+from tidelake.merge.changelog_reader import Window, read_window
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot
 from tidelake.merge.decimal_stats import listed_columns
 from tidelake.merge.merge_log import MergeStatus
 from tidelake.merge.merge_run import run_merge
 from tidelake.merge.replica_schema import delta_struct
 from tidelake.merge.scd2_history import write_history
+from tidelake.merge.window_spec import history_merge
 from tidelake.merge.writers.delta_rs_writer import commit_txn_only
-from tidelake.merge.writers.history_rows import history_rows
+from tidelake.merge.writers.history_rows import KIND_COLUMN, VERSION_COLUMNS, history_rows
+from tidelake.merge.writers.spark_writer import run_merge_spec
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -271,3 +274,59 @@ def test_a_history_behind_its_windows_start_is_sparks_and_without_spark_a_one_li
         write_history(None, layout, path, None, [1], 20, 60, stats=[], stats_from=10,
                       changelog=ChangelogSnapshot(layout))
     assert history_checkpoint(path) == 5  # nothing written
+
+
+def test_a_window_whose_versions_are_closed_already_commits_its_txn_alone_on_the_driver(spark, tmp_path, monkeypatch):
+    """A window of deletes whose history a crashed attempt wrote already, without its txn (a MERGE
+    committed, the checkpoint not recorded): the driver's MERGE of its close rows changes no row,
+    so delta-rs commits nothing and the step commits the txn alone; the history equals the Spark
+    twin's, which applies the window once, and the window is not applied again."""
+    lake = history_lake(spark, tmp_path)
+    with lake.txn() as t:
+        for i in (1, 2, 3):
+            t.put("shop", "orders", {"id": i, "note": "a"})
+    held = lake.resolve()
+    driver, twin = history_of(lake, "orders"), str(tmp_path / "spark-orders")
+    step(None, lake, "orders", driver, held, on_driver=True)
+    shutil.copytree(driver, twin)
+    with lake.txn() as t:
+        t.delete("shop", "orders", {"id": 1, "note": ""})
+    with lake.txn() as t:
+        t.delete("shop", "orders", {"id": 2, "note": ""})
+    hi = lake.resolve()
+
+    history = SchemaHistory.load(lake.layout)
+    info = history.table_info_at(history.find("shop", "orders"), hi)
+    struct = delta_struct(DeltaTable(driver))
+    window = Window(tuple(info.physical_ids()), held, hi)
+    crashed = scd2_history.history_source(read_window(spark, lake.layout, window, ChangelogSnapshot(lake.layout)
+                                                      .bucket_seconds), info, struct)
+    run_merge_spec(spark, driver, crashed, history_merge(info, struct.fieldNames(), KIND_COLUMN, *VERSION_COLUMNS))
+    assert history_checkpoint(driver) == held and rows(driver) != rows(twin)  # written, not recorded
+    before, version = rows(driver), DeltaTable(driver).version()
+
+    merged, merge_arrow = [], scd2_history.merge_arrow
+
+    def spy(table, source, *args):
+        merged.append((source.num_rows, merge_arrow(table, source, *args)))
+        return merged[-1][1]
+
+    monkeypatch.setattr(scd2_history, "merge_arrow", spy)
+    monkeypatch.setattr(scd2_history, "read_window", no_spark)
+    monkeypatch.setattr(scd2_history, "run_merge_spec", no_spark)
+    assert step(None, lake, "orders", driver, hi, on_driver=True) == 0
+    ((sources, metrics),) = merged
+    assert sources == 2 and sum(metrics[f"num_target_rows_{k}"] for k in ("inserted", "updated", "deleted")) == 0
+    txn_alone = DeltaTable(driver)
+    assert txn_alone.version() == version + 1 and history_checkpoint(driver) == hi
+    assert txn_alone.get_add_actions().column("path") == \
+        DeltaTable(driver, version=version).get_add_actions().column("path")  # no file added or removed
+    assert rows(driver) == before
+    assert step(None, lake, "orders", driver, hi, on_driver=True) == 0  # recorded: not applied again
+    assert DeltaTable(driver).version() == version + 1
+    monkeypatch.undo()
+
+    step(spark, lake, "orders", twin, hi, on_driver=False)
+    assert rows(driver) == rows(twin) and history_checkpoint(twin) == hi
+    assert {(r["id"], r["_tidb_is_current"]) for r in rows(twin)} == {(1, False), (2, False), (3, True)}
+    lake.close()
