@@ -3,7 +3,8 @@
 one by Spark, read back by Spark equal each other and the upstream replay after every window
 (appends, updates, deletes, an update of a key whose file holds other keys, a window without
 changes, a RENAME COLUMN applied in place, then driver windows and one the rewrite refuses, which
-goes to Spark, not to delta-rs' MERGE), their change data feeds
+goes to Spark, not to delta-rs' MERGE; a DROP COLUMN applied in place, whose column the files
+written before it still hold, then a driver window rewriting such a file), their change data feeds
 (table_changes) equal, DuckDB reads the driver's as Spark does, and the driver's files store
 physical names and field ids as Spark's do.
 """
@@ -57,8 +58,9 @@ def _changes(spark, path: str, versions: tuple[int, int]) -> list[tuple]:
                                ("_commit_version", "_commit_timestamp"))) for r in rows)
 
 
-def _renamed_at(path: str) -> int:
-    (version,) = [c["version"] for c in DeltaTable(path).history() if c["operation"] == "RENAME COLUMN"]
+def _altered_at(path: str, operation: str) -> int:
+    """The version of the replica's one commit of `operation` (an ALTER TABLE's)."""
+    (version,) = [c["version"] for c in DeltaTable(path).history() if c["operation"] == operation]
     return version
 
 
@@ -124,6 +126,19 @@ def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_
     both(("put", {"id": 6, "the note": "t6", "qty": 60}))
     merge("rewrite")
 
+    qty = DeltaTable(driver_path).schema().to_arrow().field("qty").metadata[b"delta.columnMapping.physicalName"]
+    for lake in lakes.values():
+        lake.ddl(lake.up.drop_column("shop", "orders", "qty"))
+    merge(None)  # the DROP in place (Spark's ALTER TABLE): the files keep the dropped column's values
+    for path in (driver_path, spark_path):
+        assert "qty" not in DeltaTable(path).schema().to_arrow().names
+    assert all(qty.decode() in pq.ParquetFile(f"{driver_path}/{file}").schema_arrow.names
+               for file in DeltaTable(driver_path).get_add_actions().column("path").to_pylist())
+    # 7 and 8 are in a file written before the drop, holding it; 11 is new
+    both(("put", {"id": 7, "the note": "d7"}), ("delete", {"id": 8, "the note": ""}),
+         ("put", {"id": 11, "the note": "d11"}))
+    merge("rewrite")
+
     # The driver's last data file: physical names with the mapping ids as Parquet field ids, and
     # statistics keyed by physical name over the same columns as Spark's, as the Delta schema says.
     for path, commit in ((driver_path, DeltaTable(driver_path).history(1)[0]),
@@ -143,13 +158,16 @@ def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_
     assert_same_rows(duckdb_read(driver.layout, "shop.orders", DeltaTable(driver_path).version()),
                      replica_rows(spark, driver_path), "duckdb")
 
-    # The change data feeds, before and after the rename (Spark reads none across it).
+    # The change data feeds between the rename and the drop (Spark reads none across either):
+    # before the rename; 4's, 5's and 6's pre- and postimages and 10's insert; 7's pre- and
+    # postimages, 8's delete and 11's insert.
+    spans = {}
     for path in (driver_path, spark_path):
-        assert DeltaTable(path).version() >= _renamed_at(path) + 1
-    driver_at, spark_at = _renamed_at(driver_path), _renamed_at(spark_path)
-    assert _changes(spark, driver_path, (1, driver_at - 1)) == _changes(spark, spark_path, (1, spark_at - 1))
-    after = (_changes(spark, driver_path, (driver_at + 1, DeltaTable(driver_path).version())),
-             _changes(spark, spark_path, (spark_at + 1, DeltaTable(spark_path).version())))
-    assert after[0] == after[1] and len(after[0]) == 7  # 4's, 5's and 6's pre- and postimages, 10's insert
+        renamed, dropped = _altered_at(path, "RENAME COLUMN"), _altered_at(path, "DROP COLUMNS")
+        spans[path] = ((1, renamed - 1), (renamed + 1, dropped - 1), (dropped + 1, DeltaTable(path).version()))
+    for i, count in enumerate((None, 7, 4)):
+        driver_changes = _changes(spark, driver_path, spans[driver_path][i])
+        assert driver_changes == _changes(spark, spark_path, spans[spark_path][i]), spans
+        assert count is None or len(driver_changes) == count, driver_changes
     for lake in lakes.values():
         lake.close()
