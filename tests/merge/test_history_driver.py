@@ -49,13 +49,14 @@ class Crash(Exception):
     pass
 
 
-def history_lake(spark, tmp_path) -> FedLake:
-    """shop.orders (BIGINT PK) and shop.users (a clustered VARCHAR PK: a common handle), merged
-    once with [history] on: replicas and empty history tables at the first checkpoint."""
+def history_lake(spark, tmp_path, users: bool = True) -> FedLake:
+    """shop.orders (BIGINT PK) and, with `users`, shop.users (a clustered VARCHAR PK: a common
+    handle), merged once with [history] on: replicas and empty history tables at the first checkpoint."""
     lake = FedLake(str(tmp_path / "lake"))
     lake.ddl(lake.up.create_schema("shop"))
     lake.ddl(lake.up.create_table("shop", "orders", [("id", "bigint", "pk"), ("note", "varchar(20)")]))
-    lake.ddl(lake.up.create_table("shop", "users", [("name", "varchar(20)", "pk"), ("n", "int")]))
+    if users:
+        lake.ddl(lake.up.create_table("shop", "users", [("name", "varchar(20)", "pk"), ("n", "int")]))
     lake.resolve()
     assert all(r.status == MergeStatus.MERGED for r in run_merge(spark, lake.layout, history_config=CONFIG).tables)
     return lake
@@ -149,7 +150,7 @@ def test_driver_and_spark_write_the_same_history_and_a_step_twice_changes_nothin
 
 def test_a_small_window_runs_no_spark_for_its_history_and_a_crash_between_the_commits_loses_nothing(
         spark, tmp_path, monkeypatch):
-    lake = history_lake(spark, tmp_path)
+    lake = history_lake(spark, tmp_path, users=False)
     replica = ReplicaCatalog(lake.layout).find("shop", "orders").path
     history = history_path(lake.layout, replica)
     twin = str(tmp_path / "spark-orders")
@@ -184,10 +185,16 @@ def test_a_small_window_runs_no_spark_for_its_history_and_a_crash_between_the_co
     lake.close()
 
 
+def history_on_spark(*args, **kwargs) -> int:
+    """write_history without the run's changelog snapshot: the step is Spark's."""
+    kwargs.pop("changelog", None)
+    return write_history(*args[:9], **kwargs)
+
+
 def wide_decimal_history(spark, root: str, monkeypatch, on_driver: bool) -> tuple[FedLake, str]:
     """shop.prices (a DECIMAL(38,10) and a string besides its BIGINT PK) with a history table:
     created, one window, then (with no Spark for the history when `on_driver`, with Spark for every
-    step otherwise) a window, an ADD COLUMN of another wide decimal and an int with rows at its ts,
+    history step otherwise, the replica's windows on the driver in both) a window, an ADD COLUMN of another wide decimal and an int with rows at its ts,
     a window, a TRUNCATE and a window. Returns the lake and the history table's path."""
     lake = FedLake(root)
     lake.ddl(lake.up.create_schema("shop"))
@@ -197,7 +204,7 @@ def wide_decimal_history(spark, root: str, monkeypatch, on_driver: bool) -> tupl
     merge = lambda: {r.table: r for r in run_merge(spark, lake.layout, history_config=CONFIG).tables}  # noqa: E731
     with monkeypatch.context() as patched:
         if not on_driver:
-            patched.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", -1)
+            patched.setattr(table_merge, "write_history", history_on_spark)
         assert merge()["shop.prices"].status == MergeStatus.MERGED
         history = history_of(lake, "prices")
         if on_driver:
@@ -281,7 +288,7 @@ def test_a_window_whose_versions_are_closed_already_commits_its_txn_alone_on_the
     committed, the checkpoint not recorded): the driver's MERGE of its close rows changes no row,
     so delta-rs commits nothing and the step commits the txn alone; the history equals the Spark
     twin's, which applies the window once, and the window is not applied again."""
-    lake = history_lake(spark, tmp_path)
+    lake = history_lake(spark, tmp_path, users=False)
     with lake.txn() as t:
         for i in (1, 2, 3):
             t.put("shop", "orders", {"id": i, "note": "a"})
