@@ -49,9 +49,13 @@ def _path(lake: FedLake) -> str:
 
 def _files(path: str, commit: dict) -> list[tuple[str, dict]]:
     """The (path, parsed stats) of the data files commit `commit` added, as its log entry holds them."""
+    return [(e["add"]["path"], json.loads(e["add"]["stats"])) for e in _log(path, commit) if "add" in e]
+
+
+def _log(path: str, commit: dict) -> list[dict]:
+    """The actions of commit `commit` (a DeltaTable.history() entry), as its log entry holds them."""
     with open(f"{path}/_delta_log/{commit['version']:020d}.json") as f:
-        entries = [json.loads(line) for line in f]
-    return [(e["add"]["path"], json.loads(e["add"]["stats"])) for e in entries if "add" in e]
+        return [json.loads(line) for line in f]
 
 
 def _changes(spark, path: str, versions: tuple[int, int]) -> list[tuple]:
@@ -146,10 +150,14 @@ def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_
         assert "qty" not in DeltaTable(path).schema().to_arrow().names
     assert all(qty.decode() in pq.ParquetFile(f"{driver_path}/{file}").schema_arrow.names
                for file in DeltaTable(driver_path).get_add_actions().column("path").to_pylist())
+    by_spark = {file for commit in DeltaTable(driver_path).history() if not by_driver(commit)
+                for file, _ in _files(driver_path, commit)}
     # 7 and 8 are in a file written before the drop, holding it, by Spark; 11 is new
     both(("put", {"id": 7, "the note": "d7"}), ("delete", {"id": 8, "the note": ""}),
          ("put", {"id": 11, "the note": "d11"}))
     merge("rewrite")
+    removed = {e["remove"]["path"] for e in _log(driver_path, DeltaTable(driver_path).history(1)[0]) if "remove" in e}
+    assert removed and removed <= by_spark, (removed, by_spark)
 
     # The driver's last data file: physical names with the mapping ids as Parquet field ids, and
     # statistics keyed by physical name over the same columns as Spark's, as the Delta schema says.

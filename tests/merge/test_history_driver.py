@@ -194,8 +194,9 @@ def history_on_spark(*args, **kwargs) -> int:
 def wide_decimal_history(spark, root: str, monkeypatch, on_driver: bool) -> tuple[FedLake, str]:
     """shop.prices (a DECIMAL(38,10) and a string besides its BIGINT PK) with a history table:
     created, one window, then (with no Spark for the history when `on_driver`, with Spark for every
-    history step otherwise, the replica's windows on the driver in both) a window, an ADD COLUMN of another wide decimal and an int with rows at its ts,
-    a window, a TRUNCATE and a window. Returns the lake and the history table's path."""
+    history step otherwise, the replica's windows on the driver in both) a window, an ADD COLUMN
+    of another wide decimal and an int with rows at its ts, a window, a TRUNCATE and a window.
+    Returns the lake and the history table's path."""
     lake = FedLake(root)
     lake.ddl(lake.up.create_schema("shop"))
     lake.ddl(lake.up.create_table("shop", "prices", [("id", "bigint", "pk"), ("amount", "decimal(38,10)"),
