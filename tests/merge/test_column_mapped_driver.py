@@ -2,9 +2,9 @@
 (tidelake.merge.writers.file_rewrite): the same windows merged into twin lakes, one on the driver,
 one by Spark, read back by Spark equal each other and the upstream replay after every window
 (appends, updates, deletes, an update of a key whose file holds other keys, a window without
-changes, a RENAME COLUMN applied in place, then a driver window and one the rewrite refuses, which
-goes to Spark, not to delta-rs' MERGE; a DROP COLUMN applied in place, whose column the files
-written before it still hold, then a driver window rewriting such a file, Spark's), their change data feeds
+changes, a RENAME COLUMN and a DROP COLUMN applied in place, then a driver window rewriting a file
+that still holds the dropped column, one the rewrite refuses, which goes to Spark, not to delta-rs'
+MERGE, and a driver window rewriting Spark's file), their change data feeds
 (table_changes) equal, DuckDB reads the driver's as Spark does, and the driver's files store
 physical names and field ids as Spark's do.
 """
@@ -128,34 +128,29 @@ def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_
     merge("rewrite")
     merge("delta-rs")  # no change: the txn alone (delta-rs' commit of no action)
 
+    qty = DeltaTable(driver_path).schema().to_arrow().field("qty").metadata[b"delta.columnMapping.physicalName"]
     for lake in lakes.values():
         lake.ddl(lake.up.rename_column("shop", "orders", NOTE, "the note"))
-    merge(None)  # the RENAME in place (Spark's ALTER TABLE), no rows rewritten
+        lake.ddl(lake.up.drop_column("shop", "orders", "qty"))
+    merge(None)  # the RENAME and the DROP in place (Spark's ALTER TABLE), no rows rewritten
     for path in (driver_path, spark_path):
-        assert "the note" in DeltaTable(path).schema().to_arrow().names
+        assert {"the note", "qty"} & set(DeltaTable(path).schema().to_arrow().names) == {"the note"}
+    assert all(qty.decode() in pq.ParquetFile(f"{driver_path}/{file}").schema_arrow.names
+               for file in DeltaTable(driver_path).get_add_actions().column("path").to_pylist())
 
-    both(("put", {"id": 4, "the note": "r4", "qty": 40}), ("put", {"id": 10, "the note": "r10", "qty": None}))
+    # 4 is in a file written before the drop, holding its column; 10 is new
+    both(("put", {"id": 4, "the note": "r4"}), ("put", {"id": 10, "the note": "r10"}))
     merge("rewrite")
 
     with monkeypatch.context() as m:  # a window the rewrite refuses (too much to read): Spark's, not delta-rs'
         m.setattr(file_rewrite, "REWRITE_MAX_BYTES", 0)
-        both(("put", {"id": 5, "the note": "s5", "qty": 50}))
+        both(("put", {"id": 5, "the note": "s5"}))
         merge("spark")
-
-    qty = DeltaTable(driver_path).schema().to_arrow().field("qty").metadata[b"delta.columnMapping.physicalName"]
-    for lake in lakes.values():
-        lake.ddl(lake.up.drop_column("shop", "orders", "qty"))
-    merge(None)  # the DROP in place (Spark's ALTER TABLE): the files keep the dropped column's values
-    for path in (driver_path, spark_path):
-        assert "qty" not in DeltaTable(path).schema().to_arrow().names
-    assert all(qty.decode() in pq.ParquetFile(f"{driver_path}/{file}").schema_arrow.names
-               for file in DeltaTable(driver_path).get_add_actions().column("path").to_pylist())
     by_spark = {file for commit in DeltaTable(driver_path).history() if not by_driver(commit)
                 for file, _ in _files(driver_path, commit)}
-    # 7 and 8 are in a file written before the drop, holding it, by Spark; 11 is new
     both(("put", {"id": 7, "the note": "d7"}), ("delete", {"id": 8, "the note": ""}),
          ("put", {"id": 11, "the note": "d11"}))
-    merge("rewrite")
+    merge("rewrite")  # the driver goes on from Spark's files
     removed = {e["remove"]["path"] for e in _log(driver_path, DeltaTable(driver_path).history(1)[0]) if "remove" in e}
     assert removed and removed <= by_spark, (removed, by_spark)
 
@@ -178,14 +173,12 @@ def test_column_mapped_windows_on_the_driver_read_back_by_spark_as_spark_merges_
     assert_same_rows(duckdb_read(driver.layout, "shop.orders", DeltaTable(driver_path).version()),
                      replica_rows(spark, driver_path), "duckdb")
 
-    # The change data feeds between the rename and the drop (Spark reads none across either):
-    # before the rename; 4's and 5's pre- and postimages and 10's insert; 7's pre- and
-    # postimages, 8's delete and 11's insert.
-    spans = {}
-    for path in (driver_path, spark_path):
-        renamed, dropped = _altered_at(path, "RENAME COLUMN"), _altered_at(path, "DROP COLUMNS")
-        spans[path] = ((1, renamed - 1), (renamed + 1, dropped - 1), (dropped + 1, DeltaTable(path).version()))
-    for i, count in enumerate((None, 5, 4)):
+    # The change data feeds before the rename and after the drop (Spark reads none across either):
+    # 4's, 5's and 7's pre- and postimages, 10's and 11's inserts, 8's delete after it.
+    spans = {path: ((1, _altered_at(path, "RENAME COLUMN") - 1),
+                    (_altered_at(path, "DROP COLUMNS") + 1, DeltaTable(path).version()))
+             for path in (driver_path, spark_path)}
+    for i, count in enumerate((None, 9)):
         driver_changes = _changes(spark, driver_path, spans[driver_path][i])
         assert driver_changes == _changes(spark, spark_path, spans[spark_path][i]), spans
         assert count is None or len(driver_changes) == count, driver_changes
