@@ -7,6 +7,7 @@ reproduced and a regression can be told apart from a busy neighbour.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import importlib.metadata
 import json
@@ -142,6 +143,17 @@ class Timer:
     @property
     def cpu_share(self) -> float:
         return self.cpu_s / self.wall_s if self.wall_s else 0.0
+
+
+def counts(text: str) -> list[int]:
+    """An argparse type: a comma-separated list of counts, each at least 1 (`10,100`)."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of counts like 10,100") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every count must be at least 1")
+    return values
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -65,7 +65,7 @@ from deltalake.exceptions import DeltaError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import markdown_table, median, percentile, print_environment, write_json  # noqa: E402
+from bench._common import counts, markdown_table, median, percentile, print_environment, write_json  # noqa: E402
 from bench._freshness_stages import STAGES, Change, Reach, first_landing, out_of_order, stage_seconds, summarize  # noqa: E402
 from tidelake.config_writer import changefeed_document, write_config  # noqa: E402
 from bench._freshness_airflow import merge_tasks, run_passes, summarize_runs  # noqa: E402
@@ -700,7 +700,7 @@ def print_report(runs: list[dict], summary: dict[int, dict], syncpoints: bool) -
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", default="10,100", help="table counts, comma-separated")
+    parser.add_argument("--tables", type=counts, default="10,100", help="table counts, comma-separated")
     parser.add_argument("--rate", type=float, default=200.0, help="changes/s in total over the tables")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     parser.add_argument("--runs", type=int, default=1, help="runs per table count")
@@ -724,12 +724,6 @@ def main(argv: list[str] | None = None) -> dict:
                         help="tables merged at once (`tidelake merge --threads`; default: the merge's)")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
-    try:
-        counts = [int(n) for n in args.tables.split(",")]
-    except ValueError:
-        parser.error(f"--tables must be comma-separated table counts like 10,100, got {args.tables!r}")
-    if not counts or min(counts) < 1:
-        parser.error(f"--tables must name at least one table count of 1 or more, got {args.tables!r}")
     if args.rate <= 0 or args.duration <= 0 or args.runs < 1:
         parser.error("--rate and --duration must be positive and --runs at least 1")
     if not 0 <= args.updates + args.deletes <= 1 or min(args.updates, args.deletes) < 0:
@@ -753,7 +747,7 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             spark_args = ["--master", "local[2]"]
         try:
-            for tables in counts:
+            for tables in args.tables:
                 for run_no in range(1, args.runs + 1):
                     run = one_run(tables, run_no, args, tmp, spark_args)
                     results["runs"].append(run)

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from bench._common import Timer, markdown_table, median, print_environment, write_json  # noqa: E402
+from bench._common import Timer, counts, markdown_table, median, print_environment, write_json  # noqa: E402
 from merge.lake_fixtures import FedLake  # noqa: E402
 from tidelake import tso  # noqa: E402
 from tidelake.merge.merge_run import run_merge  # noqa: E402
@@ -127,7 +127,7 @@ def one_size_incremental(tables: int, passes: int, commits: int, repeats: int, n
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", default="10,100", help="table counts, comma-separated")
+    parser.add_argument("--tables", type=counts, default="10,100", help="table counts, comma-separated")
     parser.add_argument("--passes", type=int, default=20, help="flush + merge passes before the metrics")
     parser.add_argument("--commits", type=int, default=3, help="transactions per pass, each touching every table")
     parser.add_argument("--repeats", type=int, default=3, help="timed metrics writes per size")
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     env = print_environment()
     sizes = []
-    for tables in (int(t) for t in args.tables.split(",")):
+    for tables in args.tables:
         with tempfile.TemporaryDirectory(prefix="bench-freshness-cost-") as tmp:
             root = os.path.join(tmp, "lake")
             sizes.append(one_size_incremental(tables, args.passes, args.commits, args.repeats, args.new_passes, root)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Timer, markdown_table, median, print_environment, write_json  # noqa: E402
+from bench._common import Timer, counts, markdown_table, median, print_environment, write_json  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
@@ -109,14 +109,14 @@ def _summary(values: list[float]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", default="5,200", help="comma-separated replica counts, one size each")
+    parser.add_argument("--tables", type=counts, default="5,200", help="comma-separated replica counts, one size each")
     parser.add_argument("--rows", type=int, default=100, help="rows per replica write")
     parser.add_argument("--runs", type=int, default=3, help="fresh lakes per size")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
     env = print_environment()
     results = {}
-    for tables in (int(n) for n in args.tables.split(",")):
+    for tables in args.tables:
         runs = [one_run(tables, args.rows) for _ in range(args.runs)]
         print(f"  {tables} tables: " + ", ".join(f"next {r['next_s']:.2f} s" for r in runs), flush=True)
         results[str(tables)] = {"runs": runs, **{key: _summary([r[key] for r in runs])

@@ -38,7 +38,7 @@ from deltalake import DeltaTable, write_deltalake
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
-from bench._common import Timer, markdown_table, median, print_environment, write_json  # noqa: E402
+from bench._common import Timer, counts, markdown_table, median, print_environment, write_json  # noqa: E402
 from tidelake import tso  # noqa: E402
 from tidelake.capture.landing.app_txn import commit_properties  # noqa: E402
 from tidelake.lake.checkpoint import (MERGE_APP_ID, _search_snapshots, checkpoint_version,  # noqa: E402
@@ -144,21 +144,17 @@ def one_replica(versions: int, calls: int, repeats: int, path: str) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--versions", default="20,110", help="Delta versions per replica, comma-separated")
+    parser.add_argument("--versions", type=counts, default="20,110", help="Delta versions per replica, comma-separated")
     parser.add_argument("--calls", type=int, default=20, help="calls per repeat of each way")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each way")
     parser.add_argument("--json", help="also write the results as JSON here")
     args = parser.parse_args(argv)
-    try:
-        sizes = [int(v) for v in args.versions.split(",")]
-    except ValueError:
-        parser.error(f"--versions {args.versions!r}: not a comma-separated list of numbers")
-    if min(sizes) < 1 or args.calls < 1 or args.repeats < 1:
-        parser.error("--versions, --calls and --repeats must be at least 1")
+    if args.calls < 1 or args.repeats < 1:
+        parser.error("--calls and --repeats must be at least 1")
     env = print_environment()
     replicas = []
     with tempfile.TemporaryDirectory(prefix="bench-log-reads-") as tmp:
-        for i, versions in enumerate(sizes):
+        for i, versions in enumerate(args.versions):
             replicas.append(one_replica(versions, args.calls, args.repeats, os.path.join(tmp, f"replica_{i}")))
             print(f"  {versions} versions done", flush=True)
     rows = []
