@@ -244,3 +244,26 @@ def test_the_least_recently_used_handle_goes_first_and_one_of_another_path_is_no
     assert handles.take(3, paths[1]) is not taken[3]  # another path: opened, not the kept one
     assert isinstance(handles.take(1, paths[1]), ReplicaHandle)
     assert handles.take(4, str(tmp_path / "none")) is None
+
+
+def test_a_handle_lists_its_log_only_when_the_next_commit_exists_and_none_older_than_idle_is_taken(tmp_path,
+                                                                                                  log_reads):
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, pa.table({"a": [1]}))
+    now = [0.0]
+    handles = ReplicaHandles(idle_s=60.0, clock=lambda: now[0])
+    handle = handles.take(1, path)
+    log_reads.clear()
+    handle.refresh()
+    assert log_reads["listing", path] == 0 and handle.table.version() == 0  # nothing moved: no listing
+    deltalake.write_deltalake(path, pa.table({"a": [2]}), mode="append")  # another writer's commit
+    deltalake.write_deltalake(path, pa.table({"a": [3]}), mode="append")
+    handle.refresh()
+    assert log_reads["listing", path] == 1 and handle.table.version() == 2  # seen, both
+    handles.keep(1, handle)
+    assert handles.take(1, path) is handle  # within idle_s: followed
+    handles.keep(1, handle)
+    now[0] += 61.0  # no expire() sweep ran: the age alone refuses it
+    assert handles.take(1, path) is not handle

@@ -11,6 +11,7 @@ and a DDL's step at its ts with few rows is the driver's as well.
 from __future__ import annotations
 
 import copy
+import inspect
 import shutil
 from decimal import Decimal
 
@@ -186,9 +187,11 @@ def test_a_small_window_runs_no_spark_for_its_history_and_a_crash_between_the_co
 
 
 def history_on_spark(*args, **kwargs) -> int:
-    """write_history without the run's changelog snapshot: the step is Spark's."""
-    kwargs.pop("changelog", None)
-    return write_history(*args[:9], **kwargs)
+    """write_history without the run's changelog snapshot: the step is Spark's (its other
+    arguments, the caller's check included, as given)."""
+    bound = inspect.signature(write_history).bind(*args, **kwargs)
+    bound.arguments["changelog"] = None
+    return write_history(*bound.args, **bound.kwargs)
 
 
 def wide_decimal_history(spark, root: str, monkeypatch, on_driver: bool) -> tuple[FedLake, str]:

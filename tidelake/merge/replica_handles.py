@@ -1,10 +1,10 @@
 """Replicas' Delta log handles kept from run to run by the merge follower: a pass brings each log up
 to date (a listing of any writer's new commits, made only when the next commit file exists)
-instead of replaying it, and reads the recorded
-checkpoint only when the log moved. A kept handle is used again only for the same table, path and
-log: a folder replaced under that path (a log restarted at version 0) is told by the commit file
-at the handle's version, read when kept and when taken, and is opened afresh. At most
-`max_handles`, each dropped after `idle_s` unused; cleared when the follower stops.
+instead of replaying it, and reads the recorded checkpoint only when the log moved. A kept handle
+is used again only for the same table, path and log: a folder replaced under that path (a log
+restarted at version 0) is told by the commit file at the handle's version, read when kept and
+when taken, and is opened afresh. At most `max_handles`, none used `idle_s` after it was kept;
+cleared when the follower stops.
 Owner: tidelake.merge.follow (one per follower); its runs' table merges take and give back.
 
 More: docs/internals.md#follow.
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
-from pyarrow.fs import FileType
 
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
 from tidelake.lake.delta_commits import commit_name
@@ -63,14 +62,17 @@ class ReplicaHandle:
 
     def refresh(self) -> None:
         """Bring the handle to the log's newest version, as a listing of the log does; the listing
-        (update_incremental, every file of the log folder) is made only when the log moved. A
-        writer creates version n+1 only once n exists, and a cleanup removes the oldest versions
-        first (PROTOCOL.md "Delta Log Entries"), so with the handle's version n still there and
-        no n+1 there is no newer version: two lookups of one file each tell it."""
-        version = self.table.version()
-        here, after = self._folder().get_file_info([commit_name(version), commit_name(version + 1)])
-        if here.type == FileType.NotFound or after.type != FileType.NotFound:
-            self.table.update_incremental()
+        (update_incremental: on a local store, every file of the log folder) is made only when the
+        commit file after the handle's version exists. A writer creates version n+1 only once n
+        exists, and a commit the handle has not seen is younger than the handle's last look, far
+        within the log's retention (ReplicaHandles bounds a kept handle's age), so no cleanup has
+        removed it: one read of one file tells whether the log moved."""
+        try:
+            with self._folder().open_input_file(commit_name(self.table.version() + 1)):
+                pass
+        except FileNotFoundError:
+            return
+        self.table.update_incremental()
 
     def _folder(self) -> DeltaStorageHandler:
         if self._store is None:
@@ -123,6 +125,8 @@ class ReplicaHandles:
         Until kept again, the handle is the caller's alone."""
         with self._lock:
             kept = self._kept.pop(key, None)
+        if kept is not None and self.clock() - kept.used_at > self.idle_s:
+            kept = None  # older than expire() keeps any: not followed, whenever the last sweep ran
         if kept is not None and kept.handle.path == path:
             try:
                 if kept.handle.commit_digest() == kept.commit:

@@ -73,8 +73,9 @@ def _refusal(replica: DeltaTable, metadata: Metadata, schema: DeltaSchema) -> st
     than rows, statistics and change data (partitions, constraints, column rules); None: it may."""
     if not driver_protocol(replica, column_mapping=True):
         return "its protocol has features the driver does not write"
-    if column_mapping_by_name(replica) and any(pa.types.is_nested(f.type) or PHYSICAL_NAME.encode() not in (f.metadata or {})
-                                      for f in pa.schema(schema.to_arrow())):
+    fields = pa.schema(schema.to_arrow())
+    unmapped = any(pa.types.is_nested(f.type) or PHYSICAL_NAME.encode() not in (f.metadata or {}) for f in fields)
+    if column_mapping_by_name(replica) and unmapped:
         return "it is column-mapped with nested columns or a column without a physical name"
     configuration = metadata.configuration
     if metadata.partition_columns or configuration.get("delta.appendOnly", "false").lower() == "true" \
