@@ -245,7 +245,8 @@ def airflow_env(paths: DemoPaths, port: int, base: dict[str, str] | None = None,
         env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
         # Airflow's processes run this checkout's tidelake, as the demo's own children do: a venv
         # shared by several checkouts (git worktrees) resolves its editable install to another one.
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+        if (REPO / "pyproject.toml").exists():  # a checkout, not an installed package's folder
+            env["PYTHONPATH"] = os.pathsep.join([str(REPO), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     env.update({
         "AIRFLOW_HOME": str(paths.airflow_home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(installed.dags_folder if installed is not None else paths.dags_folder),

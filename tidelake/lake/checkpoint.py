@@ -20,8 +20,8 @@ MERGE_APP_ID = "tidelake-merge"
 CHECKPOINT_METADATA_KEY = "tidelake.checkpoint"
 REWRITE_METADATA_KEY = "tidelake.rewrite"  # the commit that rewrote a replica for a DDL (its commit ts)
 # What the commit-file walk leaves to the snapshots, whose read then says it as callers expect: a
-# store's error, an unreadable _last_checkpoint, a commit of another writer without its time.
-_UNTOLD = (OSError, DeltaError, ValueError, KeyError, InputError)
+# store's error, an unreadable _last_checkpoint, a malformed commit or one without its time.
+_UNTOLD = (OSError, DeltaError, ValueError, KeyError, TypeError, AttributeError, InputError)
 RECORDING_WALK = 32  # commit files read back for a checkpoint's version before snapshots are loaded instead
 
 
@@ -59,7 +59,8 @@ def checkpoint_version(path: str, storage_options: dict[str, str] | None = None)
     if walked is not None:
         newest, first = walked
         return None if newest is None or first is None else (newest, first)
-    checkpoint = read_checkpoint(path, storage_options)
+    table = open_replica(path, storage_options)
+    checkpoint = None if table is None else table.transaction_version(MERGE_APP_ID)
     if checkpoint is None:
         return None
     version = _search_snapshots(path, checkpoint, storage_options, MERGE_APP_ID)
@@ -86,11 +87,12 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
     two back where loading snapshots replays the log each time. Either is None when there is none.
     None when the files cannot tell: no table, a file gone (cleaned up), nothing decided within
     RECORDING_WALK files, or a `newest` or first version below the log's checkpoint (it may not be
-    loadable): the snapshots decide then."""
+    loadable): the snapshots decide then. Replicas keep every txn (no setTransactionRetentionDuration)."""
     try:
+        floor = log.last_checkpoint()  # versions from it on are loadable
         if newest is None:
             newest = log.latest_version()
-        elif newest < log.last_checkpoint():  # that version may not be loadable: the snapshots say
+        elif newest < floor:  # that version may not be loadable: the snapshots say
             return None
     except _UNTOLD:
         return None
@@ -115,15 +117,14 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
         if recorded < target:
             break
         found = version
+        if found < floor:  # an answer below the log's checkpoint is not taken: no need to walk on
+            return None
     else:
         if newest - RECORDING_WALK >= 0:  # not walked to version 0: an older commit may tell
             return None
         if current is None:
             return None, None
-    try:
-        return (current, found) if found >= log.last_checkpoint() else None
-    except _UNTOLD:
-        return None
+    return current, found
 
 
 def _search_snapshots(path: str, ts: int, storage_options: dict[str, str] | None, app_id: str) -> int | None:

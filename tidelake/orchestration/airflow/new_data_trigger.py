@@ -58,8 +58,8 @@ class NewDataTrigger(BaseEventTrigger):
                 marks = None if follower is not None else await asyncio.to_thread(read_watermarks, layout)
             except Exception as err:  # the lake is remote: an outage is a wait, not the end of the watch
                 if not failing:
-                    log.warning("cannot read the watermarks of %s (will retry every %.0f s): %s", config.lake.root,
-                                self.poll_s, err)
+                    log.warning("cannot read the merge follower's lease or the watermarks of %s (will retry every "
+                                "%.0f s): %s", config.lake.root, self.poll_s, err)
                 failing, layout = True, None
             else:
                 failing = False
@@ -68,6 +68,8 @@ class NewDataTrigger(BaseEventTrigger):
                     log.info("%s", f"merge follower {follower.holder.describe()} holds the lease: no new-data "
                                    "events while it runs" if following else
                                    "no merge follower holds the lease: watching for new data again")
+                    if not following:  # what the follower left is new data: the next covered version fires
+                        watch = NewDataWatch(self.floor_s, seen_version=-1)
                 if marks is not None:
                     event = watch.observe(marks, time.monotonic())
                     if event is not None:
