@@ -61,14 +61,20 @@ def test_the_storage_options_are_what_a_task_gets_from_its_environment(worker_en
 
 class Polls:
     """read_watermarks as the trigger calls it: the storage options of each poll, and a changelog
-    that grows by one version per poll with every watermark far ahead (each version is covered)."""
+    that grows by one version per poll with every watermark far ahead (each version is covered);
+    `lease`, live_holder as it calls it before: the options it read the lease store with, no follower."""
 
     def __init__(self) -> None:
         self.options: list[dict] = []
+        self.lease_options: list[dict] = []
 
     def __call__(self, layout: LakeLayout) -> Watermarks:
         self.options.append(layout.storage_options)
         return Watermarks({1: 1 << 62}, 1 << 62, len(self.options))
+
+    def lease(self, layout: LakeLayout, name: str) -> None:
+        self.lease_options.append(layout.storage_options)
+        return None
 
 
 async def first_event(trigger, polls: Polls, define_after_polls: int | None = None, monkeypatch=None):
@@ -92,9 +98,10 @@ def test_the_new_data_watch_reads_the_lake_with_the_connection(tmp_path, worker_
     define(worker_env, CONN)
     polls = Polls()
     worker_env.setattr(trigger_module, "read_watermarks", polls)
+    worker_env.setattr(trigger_module, "live_holder", polls.lease)
     trigger = trigger_module.NewDataTrigger(config_path=str(changefeed(tmp_path)), floor_s=0, poll_s=0.01)
     assert asyncio.run(first_event(trigger, polls)) == {"changelog_version": 2, "resolved_ts": 1 << 62}
-    assert polls.options == [OPTIONS, OPTIONS]
+    assert polls.options == polls.lease_options == [OPTIONS, OPTIONS]
     assert {name: os.environ.get(name) for name in WORKER_ENV} == WORKER_ENV  # the triggerer's own, untouched
     assert SECRET not in json.dumps(trigger.serialize())  # what the scheduler stores of the trigger
 
@@ -116,13 +123,16 @@ def test_a_missing_connection_is_one_warning_and_the_watch_goes_on_until_it_is_d
             raise
 
     worker_env.setattr(trigger_module, "read_watermarks", polls)
+    worker_env.setattr(trigger_module, "live_holder", polls.lease)
     worker_env.setattr(trigger_module, "awith_lake_connection", counted_resolve)
     trigger = trigger_module.NewDataTrigger(config_path=str(changefeed(tmp_path)), floor_s=0, poll_s=0.01)
     caplog.set_level(logging.WARNING)
     event = asyncio.run(first_event(trigger, polls, define_after_polls=3, monkeypatch=worker_env))
-    assert event == {"changelog_version": 2, "resolved_ts": 1 << 62} and polls.options == [OPTIONS, OPTIONS]
-    warnings = [r.getMessage() for r in caplog.records if "cannot read the watermarks" in r.getMessage()]
-    assert warnings == ["cannot read the watermarks of s3://bucket/lake (will retry every 0 s): aws connection "
+    assert event == {"changelog_version": 2, "resolved_ts": 1 << 62}
+    assert polls.options == polls.lease_options == [OPTIONS, OPTIONS]
+    warnings = [r.getMessage() for r in caplog.records if "cannot read the" in r.getMessage()]
+    assert warnings == ["cannot read the merge follower's lease or the watermarks of s3://bucket/lake (will retry every "
+                        "0 s): aws connection "
                         "'lake_s3': not defined (add it in Admin > Connections, an AIRFLOW_CONN_* variable or the "
                         "secrets backend)"]
 
