@@ -91,7 +91,7 @@ def _walk_back(log: DeltaLog, ts: int | None, app_id: str, first: bool = True,
     try:
         floor = log.last_checkpoint()  # versions from it on are loadable
         if newest is None:
-            newest = log.latest_version()
+            newest = log.latest_version(floor)  # _last_checkpoint read once
         elif newest < floor:  # that version may not be loadable: the snapshots say
             return None
     except _UNTOLD:

@@ -71,12 +71,12 @@ class DeltaLog:
             self._handler = DeltaStorageHandler(self.path, self.storage_options)
         return self._handler
 
-    def latest_version(self) -> int | None:
+    def latest_version(self, start: int | None = None) -> int | None:
         """The newest version, None when there is no table at `path`. Found by probing which
-        commit files exist from the last checkpoint on (`_last_checkpoint`, or version 0 when none
-        was written, so no log was cleaned up): a few requests, whatever the table's files."""
+        commit files exist from the last checkpoint on (`start`, the caller's read of
+        last_checkpoint, or read here): a few requests, whatever the table's files."""
         try:
-            start = self.last_checkpoint()
+            start = self.last_checkpoint() if start is None else start
         except TableNotFoundError:
             return None
         if not self._exists(start):
