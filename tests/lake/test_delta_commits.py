@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
+from tidelake.demos.s3_requests import KINDS, RequestLog
 from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.object_store import lake_storage_options
 
@@ -94,3 +95,22 @@ def test_a_remove_without_partition_values_takes_them_from_its_path_and_no_commi
     assert log.commit(0).removed_partitions == [{"puller": "p 1"}]
     with pytest.raises(InputError, match="log version 1 has no commitInfo timestamp"):
         log.commit(1)
+
+
+def test_the_newest_version_on_s3_is_probed_with_heads_alone_fewer_requests_than_a_table_open(s3_server):
+    """Counted from moto's own request log: finding the newest version past a checkpoint makes no
+    LIST (a LIST costs as much as a PUT on S3) and fewer requests than a DeltaTable open."""
+    root = s3_server.lake_root(f"commits{next(_prefixes)}") + "/t"
+    options = lake_storage_options(root, s3_server.storage_options(), environ={})
+    _write(root, options)
+    DeltaTable(root, storage_options=options).create_checkpoint()
+    for n in range(5):
+        write_deltalake(root, pa.table({"p": ["p0"], "n": [100 + n]}), mode="append", partition_by=["p"],
+                        storage_options=options)
+    requests = RequestLog(s3_server)
+    newest, probed = requests.count(lambda: DeltaLog(root, options).latest_version())
+    version, opened = requests.count(lambda: DeltaTable(root, storage_options=options).version())
+    assert newest == version == VERSIONS + 4
+    assert probed["list"] == 0 and probed["put"] == probed["delete"] == 0
+    assert probed["head"] > 0
+    assert sum(probed[k] for k in KINDS) < sum(opened[k] for k in KINDS)

@@ -19,7 +19,6 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow.fs import FileType
 from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
@@ -99,8 +98,13 @@ class DeltaLog:
             return 0
 
     def _exists(self, version: int) -> bool:
-        (info,) = self._store.get_file_info([commit_name(version)])
-        return info.type != FileType.NotFound
+        """Whether the version's commit file exists: on an object store one HEAD (opening a file reads
+        its size), where get_file_info would first LIST the name as a folder."""
+        try:
+            with self._store.open_input_file(commit_name(version)):
+                return True
+        except FileNotFoundError:
+            return False
 
     def commits_since(self, since_ms: int, until_ms: int | None = None) -> list[DeltaCommit]:
         """The commits whose time is at or after `since_ms` (and at or before `until_ms`, when
