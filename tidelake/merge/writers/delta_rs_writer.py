@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.log_cleanup import POST_COMMIT, clean_expired_logs
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.store_room import check_room
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
@@ -88,7 +89,8 @@ class DeltaRsWriter:
                 metrics = merge_arrow(w.replica, nothing, MergeSpec("false", (removal_clause(w.removal, True),)), w.hi)
                 removed = int(metrics.get("num_target_rows_updated", 0))
             else:
-                metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi))
+                metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi),
+                                           post_commithook_properties=POST_COMMIT)
                 removed = int(metrics.get("num_deleted_rows", 0))
             _record_if_unchanged(w)
             if removed:
@@ -102,7 +104,8 @@ class DeltaRsWriter:
         if appendable and not mapped:
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
-            write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi))
+            write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi),
+                            post_commithook_properties=POST_COMMIT)
             keep_checkpoint_cadence(w.replica, at_commit=True)
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
@@ -140,7 +143,8 @@ def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int,
     """MERGE `source` into `replica` as `spec` says, in one commit recording checkpoint `hi` as
     `app_id`'s txn (a history table's is HISTORY_APP_ID)."""
     merger = replica.merge(source, spec.on, source_alias="s", target_alias="t",
-                           commit_properties=delta_rs_commit_properties(hi, app_id))
+                           commit_properties=delta_rs_commit_properties(hi, app_id),
+                           post_commithook_properties=POST_COMMIT)
     for c in spec.clauses:
         values = {quote(column): value for column, value in c.values}
         if (c.when, c.action) == (When.MATCHED, Action.DELETE):
@@ -163,7 +167,8 @@ def commit_txn_only(replica: DeltaTable, path: str, hi: int, app_id: str = MERGE
     failpoint("merge.before_commit", path)
     replica.create_write_transaction([], mode="append", schema=replica.schema(),
                                      partition_by=replica.metadata().partition_columns or None,
-                                     commit_properties=delta_rs_commit_properties(hi, app_id))
+                                     commit_properties=delta_rs_commit_properties(hi, app_id),
+                                     post_commithook_properties=POST_COMMIT)
     replica.update_incremental()  # this commit does not move the handle; the merge log's facts read it
     keep_checkpoint_cadence(replica, at_commit=True)
 
@@ -185,7 +190,9 @@ def _record_if_unchanged(window: ReplicaWindow) -> None:
 
 def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:
     """A checkpoint every CHECKPOINT_INTERVAL versions, the cadence Spark keeps, so Spark readers of
-    a replica written only by delta-rs (merges, maintenance) replay short logs. `at_commit`: the
+    a replica written only by delta-rs (merges, maintenance) replay short logs, and the expired log
+    entries deleted at every CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup: the writer's
+    commits leave the cleanup to this). `at_commit`: the
     handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
     txn alone does not). The commit has landed by now, so a failed checkpoint is only logged, as
     Spark's Delta does: the next one covers it."""
@@ -194,6 +201,7 @@ def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> Non
             replica.update_incremental()
         if replica.version() % CHECKPOINT_INTERVAL == 0:
             replica.create_checkpoint()
+            clean_expired_logs(replica)
     except Exception:  # noqa: BLE001 - see the docstring
         log.warning("checkpoint of replica %s failed after its commit; left for the next one", replica.table_uri,
                     exc_info=True)

@@ -1,0 +1,65 @@
+"""Expired log entries of a replica written on the driver (tidelake.lake.log_cleanup): its delta-rs
+commits make no listing of the whole log (counted from moto's own request log; delta-rs' default
+post-commit cleanup makes one at every commit, its pages growing with the log's commits), and
+the cleanup runs at every CLEANUP_INTERVAL-th version instead, deleting the entries past the
+retention below a checkpoint past it, as delta-rs' `cleanup_metadata` does."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable, Field, Schema
+
+from tidelake.demos.s3_requests import RequestLog
+from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.log_cleanup import CLEANUP_INTERVAL
+from tidelake.lake.object_store import lake_storage_options
+from tidelake.merge.replica_schema import REPLICA_PROPERTIES
+from tidelake.merge.window_spec import Action, Clause, MergeSpec, When
+from tidelake.merge.writers.delta_rs_writer import commit_txn_only, merge_arrow
+
+DAY_S = 86_400
+
+
+def _replica(path: str, options: dict[str, str] | None) -> DeltaTable:
+    return DeltaTable.create(path, Schema([Field("id", "long")]), configuration=REPLICA_PROPERTIES,
+                             storage_options=options)
+
+
+def _oldest_commit(path: str) -> int:
+    return min(int(f.name[:20]) for f in Path(path, "_delta_log").glob("*.json"))
+
+
+def test_driver_commits_on_s3_list_no_whole_log(s3_server):
+    root = s3_server.lake_root("log-cleanup") + "/t"
+    options = lake_storage_options(root, s3_server.storage_options(), environ={})
+    replica = _replica(root, options)
+    requests = RequestLog(s3_server)
+    _, txn_only = requests.count(lambda: commit_txn_only(replica, root, 10))
+    insert = MergeSpec("t.id = s.id", (Clause(When.NOT_MATCHED, None, Action.INSERT, (("id", "s.id"),)),))
+    _, merged = requests.count(lambda: merge_arrow(replica, pa.table({"id": [1, 2]}), insert, 20))
+    assert txn_only["put"] >= 1 and merged["put"] >= 2  # the commits were made, on this server
+    assert txn_only["list_from_start"] == merged["list_from_start"] == 0
+    reread = DeltaTable(root, storage_options=options)
+    assert reread.version() == 2 and reread.transaction_version(MERGE_APP_ID) == 20
+    assert sorted(reread.to_pyarrow_table()["id"].to_pylist()) == [1, 2]
+
+
+def test_the_cleanup_runs_at_every_cleanup_interval_th_version_and_deletes_what_is_past_the_retention(tmp_path):
+    path = str(tmp_path / "t")
+    replica = _replica(path, None)
+    for hi in range(1, CLEANUP_INTERVAL - 1):
+        commit_txn_only(replica, path, hi)  # version hi records hi; a checkpoint at every 10th
+    past = time.time() - 31 * DAY_S  # past the replica's retention: Delta's default 30 days, it sets none
+    for f in Path(path, "_delta_log").iterdir():
+        if f.name[:20].isdigit() and int(f.name[:20]) <= 50:
+            os.utime(f, (past, past))
+    commit_txn_only(replica, path, CLEANUP_INTERVAL - 1)
+    assert _oldest_commit(path) == 0  # not at every commit
+    commit_txn_only(replica, path, CLEANUP_INTERVAL)
+    assert _oldest_commit(path) == 50  # below the newest checkpoint past the retention, as delta-rs keeps it
+    assert DeltaTable(path).transaction_version(MERGE_APP_ID) == CLEANUP_INTERVAL
+    assert DeltaTable(path, version=50).transaction_version(MERGE_APP_ID) == 50

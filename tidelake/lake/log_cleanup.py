@@ -1,0 +1,26 @@
+"""When a Delta table's expired log entries are deleted. delta-rs' default post-commit hook runs
+its cleanup after every commit, and the cleanup lists the table's whole _delta_log (every page on
+S3): each commit then pays a listing of all the commits the log retention keeps (30 days by
+default). A writer of a table committed often commits with POST_COMMIT (the checkpoint hook kept,
+the cleanup off) and calls `clean_expired_logs` after each commit: the cleanup then runs at every
+CLEANUP_INTERVAL-th version and deletes the same entries, a little later.
+Owner: the lake; the replicas' delta-rs writer (tidelake.merge.writers.delta_rs_writer) uses it.
+
+More: docs/internals.md#log_cleanup.
+"""
+
+from __future__ import annotations
+
+from deltalake import DeltaTable, PostCommitHookProperties
+
+POST_COMMIT = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+CLEANUP_INTERVAL = 100  # versions between cleanups: delta-rs' own checkpoint interval (delta.checkpointInterval)
+
+
+def clean_expired_logs(table: DeltaTable) -> bool:
+    """Delete the table's expired log entries when `table`'s version is a multiple of
+    CLEANUP_INTERVAL (the handle at the caller's commit); whether the cleanup ran."""
+    if table.version() % CLEANUP_INTERVAL:
+        return False
+    table.cleanup_metadata()
+    return True
