@@ -244,3 +244,14 @@ def test_bench_log_reads_each_way_answers_as_its_ceiling_and_the_replica_as_buil
     for way, fast, ceiling in (("checkpoint_version", "walk", "snapshots"), ("read_checkpoint", "walk", "table_open"),
                                ("refresh", "probe", "update_incremental")):
         assert replica[way][fast]["cpu_ms_p50"] > 0 and replica[way][ceiling]["cpu_ms_p50"] > 0
+
+
+def test_bench_log_growth_on_s3_counts_requests_and_the_writers_commit_lists_no_whole_log(tmp_path):
+    results = run_bench("bench_log_growth.py", tmp_path, "--files", "10", "--calls", "1", "--store", "s3")
+    (log,) = results["logs"]
+    assert results["store"] == "s3" and log["newest_version"] == 12
+    assert log["probe"]["requests"]["list"] == 0 and log["probe"]["requests"]["head"] >= 1
+    assert log["moved"]["requests"]["list"] >= 1  # the probe found the next commit: update_incremental listed
+    assert log["own_commit"]["requests"]["put"] >= 2 and log["own_commit"]["requests"]["list_from_start"] == 0
+    assert log["own_commit_default_hooks"]["requests"]["list_from_start"] >= 1  # delta-rs' cleanup at the commit
+    assert log["read_checkpoint"]["requests"]["list"] == log["checkpoint_version"]["requests"]["list"] == 0
