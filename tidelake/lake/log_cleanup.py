@@ -4,7 +4,7 @@ S3): each commit then pays a listing of all the commits the log retention keeps 
 default). A writer of a table committed often commits with POST_COMMIT (the checkpoint hook kept,
 the cleanup off) and calls `clean_expired_logs` after each commit: the cleanup then runs at every
 CLEANUP_INTERVAL-th version and deletes the same entries, a little later.
-Owner: the lake; the replicas' delta-rs writer (tidelake.merge.writers.delta_rs_writer) uses it.
+Owner: the lake; the replicas' delta-rs writer and the landing writers (app_txn.commit_once) use it.
 
 More: docs/internals.md#log_cleanup.
 """

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 from deltalake import DeltaTable
 
 from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
+from tidelake.capture.landing.watermark_writer import WatermarkWriter
+from tidelake.demos.s3_requests import RequestLog
 from tidelake.lake.commit_buckets import bucket_label
+from tidelake.lake.layout import LakeLayout
+from tidelake.lake.log_cleanup import CLEANUP_INTERVAL
+from tidelake.lake.object_store import lake_storage_options
 from tidelake.tso import compose
 
 APP = "tidelake-puller/cf"
@@ -147,3 +156,41 @@ def test_a_lost_ack_is_ours_only_when_our_writer_landed_it(tmp_path, landed_by, 
         assert commit_once(*args, writer="me") is False
     table.update_incremental()
     assert table.version() == 1 and table.transaction_version("app") == 1  # landed exactly once
+
+
+def test_flushes_on_s3_list_no_whole_log(s3_server, make_rows):
+    """delta-rs' default post-commit cleanup lists the whole _delta_log at every commit (its pages
+    grow with the log retention's commits); the landing writers' flushes leave it to every
+    CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup). Counted from moto's own request log."""
+    root = s3_server.lake_root("landing-cleanup")
+    layout = LakeLayout(root, lake_storage_options(root, s3_server.storage_options(), environ={}))
+    changelog, watermarks = ChangelogWriter(layout, APP), WatermarkWriter(layout, "tidelake-puller/cf-0")
+    assert changelog.append(make_rows(41, 2), seq=1) and watermarks.write({41: 10}, 10, 1, 0, seq=1)
+    requests = RequestLog(s3_server)
+    appended, by_append = requests.count(lambda: changelog.append(make_rows(41, 2), seq=2))
+    wrote, by_write = requests.count(lambda: watermarks.write({41: 20}, 20, 2, 0, seq=2))
+    assert appended and wrote
+    assert by_append["put"] >= 2 and by_write["put"] >= 2  # the flushes committed, on this server
+    assert by_append["list_from_start"] == by_write["list_from_start"] == 0
+    assert DeltaTable(layout.changelog, storage_options=layout.storage_options).transaction_version(APP) == 2
+
+
+def test_expired_log_entries_are_deleted_at_every_cleanup_interval_th_flush_not_at_each(layout, make_rows):
+    writer = ChangelogWriter(layout, APP)
+    for seq in range(1, CLEANUP_INTERVAL - 1):  # versions 1..98, one flush each
+        writer.append(make_rows(41, 1), seq=seq)
+    DeltaTable(layout.changelog, version=50).create_checkpoint()
+    past = time.time() - 31 * 86_400  # past the changelog's log retention (Delta's default 30 days)
+    log_dir = Path(layout.changelog, "_delta_log")
+    for f in log_dir.iterdir():
+        if f.name[:20].isdigit() and int(f.name[:20]) <= 50:
+            os.utime(f, (past, past))
+
+    def oldest() -> int:
+        return min(int(f.name[:20]) for f in log_dir.glob("*.json"))
+
+    writer.append(make_rows(41, 1), seq=CLEANUP_INTERVAL - 1)
+    assert oldest() == 0
+    writer.append(make_rows(41, 1), seq=CLEANUP_INTERVAL)
+    assert oldest() == 50  # below the newest checkpoint past the retention, as delta-rs keeps it
+    assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL

@@ -1,13 +1,16 @@
 """The idempotent flush commit every landing writer shares: one Delta commit per flush sequence,
 recorded as the table's app transaction (delta-rs records it but does not skip a recorded one, so
 the check is ours, on the snapshot the commit is built on). A conflict with a commit of the same
-app id is a second puller (LakeConflictError); any other is rebuilt. Owner: the lander.
+app id is a second puller (LakeConflictError); any other is rebuilt. The writers commit with
+POST_COMMIT and the expired log entries are deleted here at every CLEANUP_INTERVAL-th version
+(tidelake.lake.log_cleanup). Owner: the lander.
 
 More: docs/internals.md#app_txn.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -16,6 +19,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError
 
 from tidelake.errors import TidelakeError
+from tidelake.lake.log_cleanup import clean_expired_logs
+
+log = logging.getLogger(__name__)
 
 
 class LakeConflictError(TidelakeError):
@@ -97,7 +103,6 @@ def commit_once(
             return False
         try:
             write()
-            return True
         except CommitFailedError as exc:
             table.update_incremental()
             recorded = table.transaction_version(app_id) or 0
@@ -117,3 +122,17 @@ def commit_once(
                 ) from exc
             time.sleep(random.uniform(0, 0.05 * 2**attempt))
             attempt += 1
+        else:
+            _clean_expired_logs(table, what)
+            return True
+
+
+def _clean_expired_logs(table: DeltaTable, what: str) -> None:
+    """The cleanup the commit left out (its writer commits with POST_COMMIT), at every
+    CLEANUP_INTERVAL-th version; the flush has landed, so a failed cleanup is only logged (the
+    next one deletes what this one did not)."""
+    try:
+        clean_expired_logs(table)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("expired-log cleanup of the %s table %s failed after a commit; left for the next one", what,
+                    table.table_uri, exc_info=True)

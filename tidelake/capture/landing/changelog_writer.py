@@ -19,6 +19,7 @@ from tidelake.lake.layout import (
     LakeLayout,
     open_or_create,
 )
+from tidelake.lake.log_cleanup import POST_COMMIT
 from tidelake.lake.row_change import RowChange
 
 
@@ -84,6 +85,7 @@ class ChangelogWriter(AppTxnTable):
                 target_file_size=CHANGELOG_FILE_BYTES,
                 writer_properties=WriterProperties(max_row_group_size=ROW_GROUP_ROWS),
                 commit_properties=commit_properties(self.app_id, seq, writer),
+                post_commithook_properties=POST_COMMIT,
             )
 
         return commit_once(self._table, self.app_id, seq, self.committed_seq, write, "changelog", writer)

@@ -15,6 +15,7 @@ import pyarrow as pa
 from tidelake.capture.landing.app_txn import AppTxnTable, commit_once, commit_properties
 from tidelake.lake.ddl_log import DdlRow
 from tidelake.lake.layout import DDL_KEY, DDL_SCHEMA, LakeLayout, open_or_create
+from tidelake.lake.log_cleanup import POST_COMMIT
 
 
 def ddl_rows_to_arrow(rows: Sequence[DdlRow]) -> pa.Table:
@@ -43,6 +44,7 @@ class DdlWriter(AppTxnTable):
                     source_alias="s",
                     target_alias="t",
                     commit_properties=commit_properties(self.app_id, seq, writer),
+                    post_commithook_properties=POST_COMMIT,
                 )
                 .when_not_matched_insert_all()
                 .execute()

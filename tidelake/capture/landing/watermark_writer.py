@@ -22,6 +22,7 @@ from tidelake.lake.layout import (
     WatermarkKind,
     open_or_create,
 )
+from tidelake.lake.log_cleanup import POST_COMMIT
 from tidelake.lake.watermarks import Watermarks, fold_watermarks
 
 
@@ -94,6 +95,7 @@ class WatermarkWriter(AppTxnTable):
                 mode="overwrite",
                 predicate=f"puller = {sql_string(self.puller)}",
                 commit_properties=commit_properties(self.puller, seq, writer),
+                post_commithook_properties=POST_COMMIT,
             )
 
         return commit_once(self._table, self.puller, seq, self.committed_seq, write, "watermarks", writer)
