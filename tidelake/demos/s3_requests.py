@@ -4,8 +4,7 @@ response starts), so a count does not depend on the client under test. A count e
 request (a HEAD of a key no one writes), sent SETTLE_S after the call for requests its background
 tasks still had in flight (delta-rs' runtime outlives a Python call), and waits for the marker's
 line: every request answered before it has its line in the log by then.
-Owner: the tests and benches that count a lake's requests on moto (tests/lake/test_delta_commits.py,
-tests/merge/test_log_cleanup.py, bench/bench_log_reads.py, bench/bench_log_growth.py).
+Owner: the tests and benches that count a lake's requests on moto (bench_log_reads, bench_log_growth).
 """
 
 from __future__ import annotations
@@ -86,9 +85,10 @@ class RequestLog:
             if match is None or _MARK_KEY in line:
                 continue
             method, target, status = match.groups()
-            counts[kind(method, target)] += 1
-            counts["not_found"] += status == "404"
+            made = kind(method, target)
             query = target.partition("?")[2]
-            counts["list_from_start"] += (kind(method, target) == "list" and "start-after=" not in query
+            counts[made] += 1
+            counts["not_found"] += status == "404"
+            counts["list_from_start"] += (made == "list" and "start-after=" not in query
                                           and "continuation-token=" not in query)
         return dict(counts)
