@@ -1,5 +1,5 @@
 """Where lease records live, one per fencing token: a local folder's files or an S3 prefix's objects.
-A record is created only if absent (tidelake.lake.conditional_put: a local hard link, an S3 PUT
+A record is created only if absent (tidelake.lake.create_if_absent: a local hard link, an S3 PUT
 with `If-None-Match: *`), so two takers of one token cannot both win; a holder rewrites only its
 own record (S3: `If-Match` on its ETag). Owner: tidelake.lake.lease.
 
@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from botocore.exceptions import ClientError
 
-from tidelake.lake.conditional_put import CONFLICT_CODES, create_local, create_s3, error_code, s3_client, staged_file
+from tidelake.lake.create_if_absent import CONFLICT_CODES, create_local, create_s3, error_code, s3_client, staged_file
 from tidelake.lake.object_store import is_s3
 
 RECORD_SUFFIX = ".json"

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
-from tidelake.lake.conditional_put import s3_client
+from tidelake.lake.create_if_absent import s3_client
 from tidelake.lake.object_store import is_s3
 
 # Room a flush needs besides its rows: its Delta commit files, and a checkpoint now and then.

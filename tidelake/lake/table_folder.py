@@ -1,7 +1,7 @@
 """A Delta table's folder as a writer outside delta-rs sees it: whole files read and put by name,
 and a commit file created only if no writer created that version first, the put-if-absent every
 Delta writer relies on (delta-io/delta PROTOCOL.md "Delta Log Entries"), with the lake's
-create-if-absent (tidelake.lake.conditional_put): a local folder links a staged, synced file into
+create-if-absent (tidelake.lake.create_if_absent): a local folder links a staged, synced file into
 place; S3 puts with If-None-Match. Other stores: none wired (`of`).
 Owner: the lake; tidelake.merge.writers.file_rewrite writes through it.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from tidelake.lake.delta_commits import commit_name
-from tidelake.lake.conditional_put import create_local, create_s3, s3_client
+from tidelake.lake.create_if_absent import create_local, create_s3, s3_client
 from tidelake.lake.object_store import S3_SCHEMES
 
 

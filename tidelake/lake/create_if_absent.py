@@ -4,7 +4,7 @@ reader never sees half of it); S3 takes a PUT with `If-None-Match: *` (412 when 
 With it the boto3 client that reaches the bucket as delta-rs does. Owner: the lake; used by the
 lease records (tidelake.lake.lease_store) and the commit files of tidelake.lake.table_folder.
 
-More: docs/internals.md#conditional_put.
+More: docs/internals.md#create_if_absent.
 """
 
 from __future__ import annotations
