@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from deltalake import DeltaTable
 from deltalake.table import MAX_SUPPORTED_READER_VERSION, SUPPORTED_READER_FEATURES
 
-LEGACY_COLUMN_MAPPING_READER_VERSION = 2  # PROTOCOL.md "Column Mapping": reader version 2
+from tidelake.lake.column_mapping import COLUMN_MAPPING_FEATURE, LEGACY_MAPPING_READER_VERSION
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ def reader_needs(replica: str | DeltaTable, storage_options: dict[str, str] | No
     table = replica if isinstance(replica, DeltaTable) else DeltaTable(replica, storage_options=storage_options)
     protocol = table.protocol()
     version = protocol.min_reader_version
-    if version == LEGACY_COLUMN_MAPPING_READER_VERSION:
-        features: list[str] = ["columnMapping"]
+    if version == LEGACY_MAPPING_READER_VERSION:
+        features: list[str] = [COLUMN_MAPPING_FEATURE]
     else:
         features = list(protocol.reader_features or [])
     return ReaderNeeds(version, tuple(sorted(features)))

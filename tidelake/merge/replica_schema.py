@@ -19,6 +19,7 @@ from tidelake.codec.schema import ColumnInfo, TableInfo
 from tidelake.codec.spark_types import spark_type
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
+from tidelake.lake.column_mapping import COLUMN_MAPPING_MODE, NAME_MODE
 from tidelake.merge.decimal_stats import STATS_COLUMNS, stats_columns, wide_decimals
 from tidelake.merge.txn_confs import delta_rs_commit_properties, writer_txn_options
 
@@ -34,7 +35,7 @@ HIDDEN_COLUMNS = (COMMIT_TS_COLUMN, ROWID_COLUMN, PARTITION_ID_COLUMN, DELETED_C
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 REPLICA_PROPERTIES: dict[str, str] = {CHANGE_DATA_FEED: "true"}
-COLUMN_MAPPING: dict[str, str] = {"delta.columnMapping.mode": "name"}  # reader feature columnMapping
+COLUMN_MAPPING: dict[str, str] = {COLUMN_MAPPING_MODE: NAME_MODE}  # reader feature columnMapping
 TYPE_WIDENING: dict[str, str] = {"delta.enableTypeWidening": "true"}  # reader feature typeWidening
 # Delta refuses these in a column name unless column mapping is on (delta-io/delta
 # SchemaUtils.checkFieldNames / DeltaErrors.invalidColumnName); TiDB allows them.

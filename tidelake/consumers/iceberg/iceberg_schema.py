@@ -37,6 +37,7 @@ from pyiceberg.types import (
 )
 
 from tidelake.consumers.iceberg.refusal import IcebergRefused
+from tidelake.lake.column_mapping import FIELD_ID, NONE_MODE, PHYSICAL_NAME, mapping_mode
 
 # delta-io/delta PROTOCOL.md "Primitive Types" -> Iceberg spec "Primitive Types"; byte and short
 # are Parquet INT32, which Iceberg reads as int.
@@ -46,8 +47,6 @@ _PRIMITIVES: dict[str, IcebergType] = {
     "boolean": BooleanType(), "date": DateType(), "timestamp": TimestamptzType(), "timestamp_ntz": TimestampType(),
 }  # fmt: skip
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
-_ID = "delta.columnMapping.id"
-_PHYSICAL = "delta.columnMapping.physicalName"
 _TYPE_CHANGES = "delta.typeChanges"  # delta-io/delta PROTOCOL.md "Type Change Metadata"
 # Spark's Delta writes the change data feed's columns (delta-io/delta CDCReader.CDC_COLUMNS_IN_DATA:
 # `_change_type`, `__is_cdc`, all null) into the data files an UPDATE or DELETE rewrites, outside
@@ -62,7 +61,7 @@ ELEMENT = "element"  # the list element's Parquet name as Spark and delta-rs wri
 def has_column_mapping(delta: DeltaTable) -> bool:
     """Whether the table maps columns in either mode, name or id (PROTOCOL.md "Column Mapping"): its
     fields then carry delta.columnMapping.id, the id its Parquet files hold."""
-    return delta.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+    return mapping_mode(delta.metadata().configuration) != NONE_MODE
 
 
 def iceberg_schema(table: str, delta: DeltaTable, history: list[Schema], last_column_id: int) -> Schema:
@@ -78,7 +77,7 @@ def iceberg_schema(table: str, delta: DeltaTable, history: list[Schema], last_co
         name = column["name"]
         before = by_name.get(name)
         if mapped:
-            field_id = int(column["metadata"][_ID])
+            field_id = int(column["metadata"][FIELD_ID])
         else:
             field_id = before.field_id if before is not None else next(fresh)
         kind = _iceberg_type(table, name, column["type"], mapped, before, fresh)
@@ -127,7 +126,7 @@ def name_mapping(delta: DeltaTable, schema: Schema, previous: NameMapping | None
     """Parquet column name -> field id, for files that carry no field ids: the physical name under
     column mapping (a column's name when the mapping was turned on), the name otherwise; then the
     `previous` mapping's fields that `schema` no longer has, for the files of older snapshots."""
-    physical = {c["name"]: c["metadata"].get(_PHYSICAL, c["name"]) for c in json.loads(delta.schema().to_json())["fields"]}
+    physical = {c["name"]: c["metadata"].get(PHYSICAL_NAME, c["name"]) for c in json.loads(delta.schema().to_json())["fields"]}
     mapped = []
     for field in schema.fields:
         nested = [MappedField(field_id=field.field_type.element_id, names=[ELEMENT])] \

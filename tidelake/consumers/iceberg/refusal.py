@@ -11,12 +11,13 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from tidelake.errors import TidelakeError
+from tidelake.lake.column_mapping import COLUMN_MAPPING_FEATURE
 
 # Reader features whose files Iceberg v2 reads as they are (delta-io/delta PROTOCOL.md "Table
 # Features"): column mapping through field ids and the name mapping, timestamp without time zone
 # as Iceberg's `timestamp`; type widening and variants where tidelake.consumers.iceberg.iceberg_schema
 # maps each column's types; deletion vectors while no file of the version has one; the log-only ones.
-READABLE_FEATURES = frozenset({"columnMapping", "timestampNtz", "typeWidening", "typeWidening-preview",
+READABLE_FEATURES = frozenset({COLUMN_MAPPING_FEATURE, "timestampNtz", "typeWidening", "typeWidening-preview",
                                "variantType", "variantType-preview", "deletionVectors", "v2Checkpoint",
                                "vacuumProtocolCheck"})
 

@@ -34,6 +34,7 @@ from deltalake.exceptions import CommitFailedError
 from tidelake import __version__
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_metadata
+from tidelake.lake.column_mapping import FIELD_ID, PHYSICAL_NAME
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.table_folder import TableFolder
 from tidelake.merge.decimal_stats import listed_columns
@@ -52,8 +53,6 @@ OPERATION = "MERGE"  # the commit's operation: a MERGE's result, as history() sh
 _FILE_COLUMN = "_tidelake_file"  # which file read a row came from
 _SOURCE_COLUMN = "_tidelake_source"  # the window's row a read row's key matched
 _REFUSED_FIELD_METADATA = ("delta.invariants", "delta.generationExpression", "delta.identity.start")
-PHYSICAL_NAME = "delta.columnMapping.physicalName"  # PROTOCOL.md "Column Mapping"
-FIELD_ID = "delta.columnMapping.id"
 PARQUET_FIELD_ID = b"PARQUET:field_id"  # the Arrow field metadata pyarrow writes as a Parquet field_id
 
 
