@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from merge.lake_fixtures import FedLake, by_driver, by_rewrite, replica_rows
+from merge.lake_fixtures import FedLake, by_driver, by_rewrite, replica_rows, sorted_rows
 from merge.overtaking_job import merge_overtaken
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,6 +23,7 @@ from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.lake.schema_history import SchemaHistory
 from tidelake.lake.watermarks import read_watermarks
+from tidelake.merge.decimal_stats import STATS_COLUMNS
 from tidelake.merge.merge_log import MergeStatus, last_entries
 from tidelake.merge.merge_metrics import merge_metrics_path
 from tidelake.merge.merge_run import run_merge
@@ -306,6 +307,47 @@ def test_a_pk_change_inside_its_collation_key_updates_the_row_it_had(spark, tmp_
     last = DeltaTable(path).history(1)[0]
     assert by_driver(last) == by_rewrite(last) == (window_path == "driver")  # on the driver: the rewrite
     assert replica_rows(spark, path) == lake.expected_rows("crm", "users", upper)
+    lake.close()
+
+
+def test_a_wide_decimal_replica_is_merged_by_spark_at_the_extremes_of_its_precision(spark, tmp_path, monkeypatch):
+    """A DECIMAL(38,10) replica (no file stats of the decimal: tidelake.merge.decimal_stats) holding
+    the largest and smallest values of the type, both signs, zero and NULL (a first window, left
+    on the driver to keep the test cheap), then one Spark MERGE moving each to another, deleting
+    one and inserting one: the replica, read back by delta-rs, holds the literal values and
+    equals the upstream replay at the checkpoint."""
+    from tidelake.merge import table_merge
+
+    top, tick = Decimal("9999999999999999999999999999.9999999999"), Decimal("0.0000000001")
+    low, minus_tick = top.copy_negate(), tick.copy_negate()  # `-top` rounds to the context's 28 digits
+    amounts = {1: top, 2: low, 3: tick, 4: minus_tick, 5: Decimal(0), 6: None}
+    lake = FedLake(str(tmp_path / "lake"))
+    lake.ddl(lake.up.create_schema("shop"))
+    lake.ddl(lake.up.create_table("shop", "prices", [("id", "bigint", "pk"), ("amount", "decimal(38,10)")]))
+    with lake.txn() as t:
+        for i, amount in amounts.items():
+            t.put("shop", "prices", {"id": i, "amount": amount})
+    first = lake.resolve()
+    with monkeypatch.context() as driver:
+        driver.setattr(table_merge, "DRIVER_WINDOW_MAX_ROWS", DRIVER_WINDOW_MAX_ROWS)
+        (result,) = run_merge(spark, lake.layout, write_log=False).tables
+    path = ReplicaCatalog(lake.layout).get(result.table_key).path
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path) == first
+    assert DeltaTable(path).metadata().configuration[STATS_COLUMNS] == "id,_tidb_commit_ts"
+
+    moved = {1: low, 2: None, 3: top, 4: Decimal(0), 6: minus_tick, 7: tick}  # 5 deleted, 7 new
+    with lake.txn() as t:
+        t.delete("shop", "prices", {"id": 5, "amount": amounts[5]})
+        for i, amount in moved.items():
+            t.put("shop", "prices", {"id": i, "amount": amount})
+    upper = lake.resolve()
+    (result,) = run_merge(spark, lake.layout, write_log=False).tables
+    assert result.status == MergeStatus.MERGED and read_checkpoint(path) == upper
+    last = DeltaTable(path).history(1)[0]
+    assert last["operation"] == "MERGE" and not by_driver(last)
+    replica = sorted_rows(DeltaTable(path).to_pyarrow_table().to_pylist())
+    assert {r["id"]: r["amount"] for r in replica} == moved
+    assert replica == lake.expected_rows("shop", "prices", upper)
     lake.close()
 
 
