@@ -51,7 +51,7 @@ from tidelake import tso  # noqa: E402
 from tidelake.capture.landing.app_txn import commit_properties  # noqa: E402
 from tidelake.demos.s3_requests import KINDS, RequestLog  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_version, read_checkpoint  # noqa: E402
-from tidelake.lake.conditional_put import s3_client  # noqa: E402
+from tidelake.lake.create_if_absent import s3_client  # noqa: E402
 from tidelake.lake.delta_commits import commit_name  # noqa: E402
 from tidelake.lake.log_cleanup import POST_COMMIT  # noqa: E402
 from tidelake.merge.replica_handles import ReplicaHandle  # noqa: E402
