@@ -42,6 +42,7 @@ runs by type, their duration, asset event to run start, each task's share (bench
         [--rate 200] [--duration 60] [--runs 3] [--merger loop|follow|airflow|airflow-follow] [--spark warm|local]
         [--run-on-new-data 15s] [--merge-schedule 1m]
         [--syncpoint-interval 0] [--flush-interval 5s] [--updates 0.2] [--deletes 0.1] [--merge-threads N] [--json PATH]
+        [--keep-logs DIR]
 Every merge runs Spark: run the bench under the shared Spark lock.
 """
 
@@ -50,6 +51,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -432,6 +434,8 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
         if puller is not None:
             puller.stop(grace_s=30)
         up.close()
+        if args.keep_logs is not None:
+            shutil.copytree(logs, args.keep_logs / workdir.name, dirs_exist_ok=True)
     started = time.monotonic()
     per_change, reads = measure(layout, up, load.changes, bool(args.syncpoint_interval))
     result = run_result(tables, run_no, args, load, per_change, merger.passes, create_pass, idle_pass)
@@ -723,6 +727,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--merge-threads", type=int, default=None,
                         help="tables merged at once (`tidelake merge --threads`; default: the merge's)")
     parser.add_argument("--json", help="also write the results as JSON here")
+    parser.add_argument("--keep-logs", type=Path, default=None,
+                        help="copy each run's logs (puller, merges, follower) into this folder")
     args = parser.parse_args(argv)
     if args.rate <= 0 or args.duration <= 0 or args.runs < 1:
         parser.error("--rate and --duration must be positive and --runs at least 1")
