@@ -2,8 +2,8 @@
 added with data and the `txn` actions it recorded (Delta protocol "Delta Log Entries": commitInfo,
 add, remove, txn). Only the versions committed within a span are read, newest first until one is
 older, or those after a version already read, so the cost follows the span's commits, not the
-table's history. Works on any store
-delta-rs reaches with the layout's storage options.
+table's history. Works on any store delta-rs reaches with the layout's storage options; a local
+folder's files are read with plain file reads, one by one.
 Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness) reads them.
 
 More: docs/internals.md#delta_commits.
@@ -12,8 +12,9 @@ More: docs/internals.md#delta_commits.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -23,9 +24,10 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
 from tidelake.errors import InputError
+from tidelake.lake.store_room import local_root
 
 LOG_DIR = "_delta_log"
-READ_AHEAD = 16  # commit files read at once while walking back or forward
+READ_AHEAD = 16  # commit files read at once while walking back or forward (object stores)
 FIRST_READS = 2  # read one by one going forward before READ_AHEAD at once: most logs moved a version or two
 
 
@@ -62,6 +64,10 @@ class DeltaLog:
     def __init__(self, path: str, storage_options: dict[str, str] | None = None) -> None:
         self.path = path
         self.storage_options = storage_options
+        # A local table's files are read with plain file reads: delta-rs' handler spends far more CPU
+        # on a small file and takes the GIL back several times a read, stalling the other threads
+        # of a busy process (figures: bench/README.md, "Log reads").
+        self._local = local_root(path)
         self._handler: DeltaStorageHandler | None = None
 
     @property
@@ -78,15 +84,15 @@ class DeltaLog:
             start = self.last_checkpoint() if start is None else start
         except TableNotFoundError:
             return None
-        if not self._exists(start):
+        if not self.has_version(start):
             return None
         step, low = 1, start  # invariant: version `low` exists
-        while self._exists(low + step):
+        while self.has_version(low + step):
             low, step = low + step, step * 2
         high = low + step  # does not exist
         while high - low > 1:
             mid = (low + high) // 2
-            low, high = (mid, high) if self._exists(mid) else (low, mid)
+            low, high = (mid, high) if self.has_version(mid) else (low, mid)
         return low
 
     def last_checkpoint(self) -> int:
@@ -97,9 +103,12 @@ class DeltaLog:
         except FileNotFoundError:
             return 0
 
-    def _exists(self, version: int) -> bool:
-        """Whether the version's commit file exists: on an object store one HEAD (opening a file reads
-        its size), where get_file_info would first LIST the name as a folder."""
+    def has_version(self, version: int) -> bool:
+        """Whether the commit file of `version` exists (a version is created once and complete): on
+        an object store one HEAD (opening a file reads its size), where get_file_info would first
+        LIST the name as a folder."""
+        if self._local is not None:
+            return (self._local / commit_name(version)).is_file()
         try:
             with self._store.open_input_file(commit_name(version)):
                 return True
@@ -117,10 +126,14 @@ class DeltaLog:
         are read one by one (a log with one new version costs two reads), then READ_AHEAD at once."""
         found: list[DeltaCommit] = []
         start = 0 if version is None else version + 1
-        try:
-            self._store  # noqa: B018 - made here: it refuses a local folder that does not exist
-        except TableNotFoundError:
-            return found
+        if self._local is not None:
+            if not self._local.is_dir():
+                return found
+        else:
+            try:
+                self._store  # noqa: B018 - made here: it refuses a local folder that does not exist
+            except TableNotFoundError:
+                return found
 
         def take(commits: Iterable[DeltaCommit | None]) -> bool:
             for commit in commits:
@@ -132,8 +145,8 @@ class DeltaLog:
         if not take(self.commit(v) for v in range(start, start + FIRST_READS)):
             return found
         start += FIRST_READS
-        with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
-            while take(pool.map(self.commit, range(start, start + READ_AHEAD))):
+        with self._reads() as read_all:
+            while take(read_all(self.commit, range(start, start + READ_AHEAD))):
                 start += READ_AHEAD
         return found
 
@@ -142,16 +155,26 @@ class DeltaLog:
         found: list[DeltaCommit] = []
         if newest is None:
             return found
-        with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
+        with self._reads() as read_all:
             top = newest
             while top >= 0:
                 versions = range(top, max(-1, top - READ_AHEAD), -1)
-                for commit in pool.map(self.commit, versions):
+                for commit in read_all(self.commit, versions):
                     if commit is None or commit.timestamp_ms < since_ms:
                         return found[::-1]
                     found.append(commit)
                 top -= READ_AHEAD
         return found[::-1]
+
+    @contextmanager
+    def _reads(self) -> Iterator[Callable[..., Iterator]]:
+        """A `map` for reads of several commit files: lazy and one by one on a local folder (a read
+        is a system call or two), READ_AHEAD at once on an object store (each waits on a request)."""
+        if self._local is not None:
+            yield map
+            return
+        with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
+            yield pool.map
 
     def commit(self, version: int) -> DeltaCommit | None:
         """Version `version`'s commit, None when its log file is gone (cleaned up) or not written."""
@@ -189,6 +212,9 @@ class DeltaLog:
         return pq.read_table(pa.BufferReader(self.read_bytes(path)), columns=list(columns))
 
     def read_bytes(self, path: str) -> bytes:
+        """The whole file at `path` under the table's root; FileNotFoundError when there is none."""
+        if self._local is not None:
+            return (self._local / path).read_bytes()
         with self._store.open_input_file(path) as source:
             return source.read()
 

@@ -15,7 +15,7 @@ import re
 import shutil
 import uuid
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.create_if_absent import s3_client
@@ -75,7 +75,7 @@ def local_root(root: str) -> Path | None:
     """The directory of a lake on a local filesystem; None for an object store."""
     parsed = urlparse(root)
     if parsed.scheme == "file":
-        return Path(parsed.path)
+        return Path(unquote(parsed.path))
     return Path(root) if parsed.scheme == "" else None
 
 

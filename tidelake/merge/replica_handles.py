@@ -21,10 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from deltalake import DeltaTable
-from deltalake.fs import DeltaStorageHandler
 
 from tidelake.lake.checkpoint import MERGE_APP_ID, open_replica
-from tidelake.lake.delta_commits import commit_name
+from tidelake.lake.delta_commits import DeltaLog, commit_name
 from tidelake.lake.schema_history import TableKey
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,10 @@ class ReplicaHandle:
     table: DeltaTable
     storage_options: dict[str, str] | None = None
     known: tuple[int, int | None] | None = None  # (Delta version, the checkpoint recorded as of it)
-    _store: DeltaStorageHandler | None = field(default=None, repr=False)  # the folder's store, made once
+    files: DeltaLog = field(init=False, repr=False)  # the folder's files, read by name
+
+    def __post_init__(self) -> None:
+        self.files = DeltaLog(self.table.table_uri, self.storage_options)
 
     @classmethod
     def open(cls, path: str, storage_options: dict[str, str] | None = None) -> ReplicaHandle | None:
@@ -55,8 +57,7 @@ class ReplicaHandle:
         "Delta Log Entries");
         None when there is none (a shorter log replaced this one, or it was cleaned up)."""
         try:
-            with self._folder().open_input_file(commit_name(self.table.version())) as commit:
-                return hashlib.blake2b(commit.read(), digest_size=16).digest()
+            return hashlib.blake2b(self.files.read_bytes(commit_name(self.table.version())), digest_size=16).digest()
         except FileNotFoundError:
             return None
 
@@ -66,18 +67,9 @@ class ReplicaHandle:
         commit file after the handle's version exists. A writer creates version n+1 only once n
         exists, and a commit the handle has not seen is younger than the handle's last look, far
         within the log's retention (ReplicaHandles bounds a kept handle's age), so no cleanup has
-        removed it: one read of one file tells whether the log moved."""
-        try:
-            with self._folder().open_input_file(commit_name(self.table.version() + 1)):
-                pass
-        except FileNotFoundError:
-            return
-        self.table.update_incremental()
-
-    def _folder(self) -> DeltaStorageHandler:
-        if self._store is None:
-            self._store = DeltaStorageHandler(self.table.table_uri, self.storage_options)
-        return self._store
+        removed it: whether one file exists tells whether the log moved."""
+        if self.files.has_version(self.table.version() + 1):
+            self.table.update_incremental()
 
     def checkpoint(self) -> int | None:
         """The checkpoint recorded as of the handle's version: read (a walk of the log's txns) only
