@@ -102,6 +102,33 @@ def test_changes_landed_before_their_watermarks_are_merged_once_covered(lake):
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
 
 
+def test_a_sweep_merges_the_quiet_windows_of_the_replicas_it_left_behind_only(lake):
+    """A sweep (every sweep_s) moves a quiet replica's checkpoint once it is half a sweep behind its
+    window's end, and commits nothing to one merged since: a follower started after a merge run
+    does not rewrite every replica's log at once."""
+    lines: list[str] = []
+    f = Follower(None, lake.layout, FollowOptions(threads=1, sweep_s=120.0), lines.append)
+    first = lake.resolve()
+    f.poll()  # the first look is a sweep: both replicas created and merged to `first`
+    assert read_checkpoint(path_of(lake, "orders")) == read_checkpoint(path_of(lake, "items")) == first
+    items_versions = DeltaTable(path_of(lake, "items")).version()
+    lake.up.ts += 40_000 << 18  # 40 s on: less than half a sweep after `first`
+    put(lake, "orders", range(1, 3), "a")
+    mid = lake.resolve()
+    f._seen.sweep_at = 0.0  # a sweep is due
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "orders")) == mid  # merged for its change
+    assert read_checkpoint(path_of(lake, "items")) == first  # quiet, 40 s behind: left alone
+    assert DeltaTable(path_of(lake, "items")).version() == items_versions
+    lake.up.ts += 40_000 << 18  # 80 s after `first`, 40 s after `mid`
+    last = lake.resolve()
+    f._seen.sweep_at = 0.0
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "items")) == last  # more than half a sweep behind: moved on
+    assert read_checkpoint(path_of(lake, "orders")) == mid  # merged 40 s ago: left alone
+    assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", last)
+
+
 @pytest.mark.spark
 def test_a_ddl_of_a_quiet_table_is_applied_at_the_next_pass_not_at_the_sweep(lake, spark):
     """No change lands between the table's checkpoint and its DDL: the window up to the barrier is

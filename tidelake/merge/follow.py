@@ -41,7 +41,7 @@ from tidelake.merge.table_work import find_work
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 60.0  # at most one idle line this often
-SWEEP_S = 300.0  # every replica's checkpoint read again and quiet windows merged, as a scheduled run would
+SWEEP_S = 300.0  # every replica's checkpoint read again, and the quiet windows of those it left behind merged
 RETRY_S = 30.0  # a pass that failed, or a table that failed, is tried again after this
 HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver
@@ -212,7 +212,10 @@ class Follower:
         control = read_control(self.layout)  # the watermarks first, then the history and the changelog
         changelog = ChangelogSnapshot(self.layout)
         cap = self.cuts.cap(control.watermarks) if self.cuts is not None else None
-        work = find_work(self.layout, control, changelog, seen.known, cap, sweep)
+        # A sweep merges a quiet window once its table's checkpoint is half a sweep behind it: a quiet
+        # replica stays less than one and a half sweeps behind, and one merged lately is left alone
+        # (a follower started after a scheduled run commits nothing to the replicas it just merged).
+        work = find_work(self.layout, control, changelog, seen.known, cap, self.options.sweep_s / 2 if sweep else None)
         seen.marks, seen.known, seen.waiting = control.watermarks, dict(work.checkpoints), work.waiting
         seen.look, seen.again_at = False, None
         if not work.tables:

@@ -1,9 +1,10 @@
 """Which tables have covered work: changes in the changelog within (checkpoint, upper] of the merge
 planner (tidelake.merge.table_plan.plan_table, as the merge DAG plans), or a DDL at a barrier the
 watermarks let them pass. A table whose window holds no change is not work (its replica is as
-fresh as the watermarks say) unless the window ends at a DDL's barrier or a sweep asks for every
-window. Only a plan: run_merge reads
-the watermarks again and enforces min(resolved, barrier, cap) itself. Owner: the merge follower.
+fresh as the watermarks say) unless the window ends at a DDL's barrier or a sweep asks for the
+windows of the tables it left behind (a checkpoint more than `stale_s` behind its window's end).
+Only a plan: run_merge reads the watermarks again and enforces min(resolved, barrier, cap) itself.
+Owner: the merge follower.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tidelake import tso
 from tidelake.lake.checkpoint import read_checkpoint
 from tidelake.lake.control import ControlTables
 from tidelake.lake.layout import LakeLayout
@@ -35,10 +37,11 @@ class TableWork:
 
 
 def find_work(layout: LakeLayout, control: ControlTables, changelog: ChangelogSnapshot,
-              known: Mapping[TableKey, int | None], cap: int | None, sweep: bool = False) -> TableWork:
+              known: Mapping[TableKey, int | None], cap: int | None, stale_s: float | None = None) -> TableWork:
     """Plan every table of the history from its checkpoint in `known` (read from its replica when
-    missing) with `control` read before `changelog` (invariant 2), up to `cap`; `sweep`: every
-    table whose window is not empty of time counts, changes or not."""
+    missing) with `control` read before `changelog` (invariant 2), up to `cap`; `stale_s` (a
+    sweep): a table whose window ends more than `stale_s` after its checkpoint counts, changes or
+    not, so a quiet replica's checkpoint moves on while a fresh one's is left alone."""
     watermarks, history = control.watermarks, control.history
     entries = ReplicaCatalog(layout).entries()
     tables: list[TableKey] = []
@@ -65,7 +68,8 @@ def find_work(layout: LakeLayout, control: ControlTables, changelog: ChangelogSn
         upper = plan.upper if plan.upper is not None else checkpoint
         ids = plan.physical_ids
         # A window up to a DDL's barrier is work without changes: the DDL follows it.
-        if plan.chunks and (sweep or plan.bound == BOUND_BARRIER or changelog.file_stats(ids, checkpoint, upper)):
+        stale = stale_s is not None and tso.physical_ms(upper) - tso.physical_ms(checkpoint) > stale_s * 1000
+        if plan.chunks and (stale or plan.bound == BOUND_BARRIER or changelog.file_stats(ids, checkpoint, upper)):
             tables.append(key)
         if plan.bound != BOUND_CAP and (changelog.file_stats(ids, upper, _MAX_TS)
                                         or history.next_ddl_after(key, upper) is not None):
