@@ -21,8 +21,9 @@ with boto3 after being made in a temporary folder. Per call, median (min-max) wa
          cleanup after every commit), as the writer committed before;
   walk: read_checkpoint and checkpoint_version (tidelake/lake/checkpoint.py);
   open: DeltaTable(path), what a handle not kept costs;
-  cleanup: DeltaTable.cleanup_metadata(), which delta-rs' post-commit hook runs at each of its own
-         checkpoints (every 100th version of a replica); nothing is old enough to delete here.
+  cleanup: DeltaTable.cleanup_metadata(), which delta-rs' default post-commit hook ran after every
+         commit and tidelake now runs at every CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup);
+         nothing is old enough to delete here.
 
     .venv/bin/python bench/bench_log_growth.py [--files 100,2000,20000] [--calls 5] [--store local|s3] [--json F]
 """

@@ -15,18 +15,32 @@ from deltalake import DeltaTable, Field, Schema
 
 from tidelake.demos.s3_requests import RequestLog
 from tidelake.lake.checkpoint import MERGE_APP_ID
-from tidelake.lake.log_cleanup import CLEANUP_INTERVAL
+from tidelake.lake.log_cleanup import CLEANUP_INTERVAL, EXPIRED_LOG_CLEANUP
 from tidelake.lake.object_store import lake_storage_options
 from tidelake.merge.replica_schema import REPLICA_PROPERTIES
 from tidelake.merge.window_spec import Action, Clause, MergeSpec, When
+from tidelake.merge.writers import delta_rs_writer
 from tidelake.merge.writers.delta_rs_writer import commit_txn_only, merge_arrow
 
 DAY_S = 86_400
 
 
-def _replica(path: str, options: dict[str, str] | None) -> DeltaTable:
-    return DeltaTable.create(path, Schema([Field("id", "long")]), configuration=REPLICA_PROPERTIES,
+def _replica(path: str, options: dict[str, str] | None, **properties: str) -> DeltaTable:
+    return DeltaTable.create(path, Schema([Field("id", "long")]), configuration={**REPLICA_PROPERTIES, **properties},
                              storage_options=options)
+
+
+def _aged_to_the_cleanup(path: str, properties: dict[str, str] | None = None) -> DeltaTable:
+    """A replica at version CLEANUP_INTERVAL - 1 whose versions up to 50 are past the retention."""
+    replica = _replica(path, None, **(properties or {}))
+    for hi in range(1, CLEANUP_INTERVAL - 1):
+        commit_txn_only(replica, path, hi)  # version hi records hi; a checkpoint at every 10th
+    past = time.time() - 31 * DAY_S  # past the replica's retention: Delta's default 30 days, it sets none
+    for f in Path(path, "_delta_log").iterdir():
+        if f.name[:20].isdigit() and int(f.name[:20]) <= 50:
+            os.utime(f, (past, past))
+    commit_txn_only(replica, path, CLEANUP_INTERVAL - 1)
+    return replica
 
 
 def _oldest_commit(path: str) -> int:
@@ -50,16 +64,28 @@ def test_driver_commits_on_s3_list_no_whole_log(s3_server):
 
 def test_the_cleanup_runs_at_every_cleanup_interval_th_version_and_deletes_what_is_past_the_retention(tmp_path):
     path = str(tmp_path / "t")
-    replica = _replica(path, None)
-    for hi in range(1, CLEANUP_INTERVAL - 1):
-        commit_txn_only(replica, path, hi)  # version hi records hi; a checkpoint at every 10th
-    past = time.time() - 31 * DAY_S  # past the replica's retention: Delta's default 30 days, it sets none
-    for f in Path(path, "_delta_log").iterdir():
-        if f.name[:20].isdigit() and int(f.name[:20]) <= 50:
-            os.utime(f, (past, past))
-    commit_txn_only(replica, path, CLEANUP_INTERVAL - 1)
+    replica = _aged_to_the_cleanup(path)
     assert _oldest_commit(path) == 0  # not at every commit
     commit_txn_only(replica, path, CLEANUP_INTERVAL)
     assert _oldest_commit(path) == 50  # below the newest checkpoint past the retention, as delta-rs keeps it
     assert DeltaTable(path).transaction_version(MERGE_APP_ID) == CLEANUP_INTERVAL
     assert DeltaTable(path, version=50).transaction_version(MERGE_APP_ID) == 50
+
+
+def test_a_table_that_turns_expired_log_cleanup_off_keeps_its_log(tmp_path):
+    path = str(tmp_path / "t")
+    replica = _aged_to_the_cleanup(path, {EXPIRED_LOG_CLEANUP: "false"})
+    commit_txn_only(replica, path, CLEANUP_INTERVAL)
+    assert _oldest_commit(path) == 0
+
+
+def test_a_failed_cleanup_leaves_the_commit_recorded(tmp_path, monkeypatch):
+    def refuse(table):
+        raise OSError("the store refused the delete")
+
+    monkeypatch.setattr(delta_rs_writer, "clean_expired_logs", refuse)
+    path = str(tmp_path / "t")
+    replica = _aged_to_the_cleanup(path)
+    commit_txn_only(replica, path, CLEANUP_INTERVAL)  # returns: the commit stands
+    assert _oldest_commit(path) == 0
+    assert DeltaTable(path).transaction_version(MERGE_APP_ID) == CLEANUP_INTERVAL

@@ -71,7 +71,7 @@ class RequestLog:
             if at >= 0:
                 return text.index(b"\n", at) + 1
             if time.monotonic() > deadline:
-                raise SystemExit(f"the S3 server's log {self.server.log} has no line for the marker request {mark}")
+                raise TimeoutError(f"the S3 server's log {self.server.log} has no line for the marker request {mark}")
             time.sleep(0.01)
 
     def since(self, start: int) -> dict[str, int]:

@@ -14,13 +14,17 @@ from __future__ import annotations
 from deltalake import DeltaTable, PostCommitHookProperties
 
 POST_COMMIT = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"  # PROTOCOL.md table properties; default on
 CLEANUP_INTERVAL = 100  # versions between cleanups: delta-rs' own checkpoint interval (delta.checkpointInterval)
 
 
-def clean_expired_logs(table: DeltaTable) -> bool:
+def clean_expired_logs(table: DeltaTable) -> None:
     """Delete the table's expired log entries when `table`'s version is a multiple of
-    CLEANUP_INTERVAL (the handle at the caller's commit); whether the cleanup ran."""
+    CLEANUP_INTERVAL (the handle at the caller's commit) and the table leaves
+    `delta.enableExpiredLogCleanup` on, as delta-rs' hook and Spark honour it (cleanup_metadata
+    itself does not read it)."""
     if table.version() % CLEANUP_INTERVAL:
-        return False
+        return
+    if table.metadata().configuration.get(EXPIRED_LOG_CLEANUP, "true").strip().lower() == "false":
+        return
     table.cleanup_metadata()
-    return True

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from tidelake.capture.landing import app_txn
 from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
@@ -193,4 +194,15 @@ def test_expired_log_entries_are_deleted_at_every_cleanup_interval_th_flush_not_
     assert oldest() == 0
     writer.append(make_rows(41, 1), seq=CLEANUP_INTERVAL)
     assert oldest() == 50  # below the newest checkpoint past the retention, as delta-rs keeps it
+    assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL
+
+
+def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
+    def refuse(table):
+        raise OSError("the store refused the delete")
+
+    monkeypatch.setattr(app_txn, "clean_expired_logs", refuse)
+    writer = ChangelogWriter(layout, APP)
+    for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL, where the cleanup runs
+        assert writer.append(make_rows(41, 1), seq=seq)
     assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL

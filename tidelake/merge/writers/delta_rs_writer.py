@@ -194,14 +194,19 @@ def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> Non
     entries deleted at every CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup: the writer's
     commits leave the cleanup to this). `at_commit`: the
     handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
-    txn alone does not). The commit has landed by now, so a failed checkpoint is only logged, as
-    Spark's Delta does: the next one covers it."""
+    txn alone does not). The commit has landed by now, so a failed checkpoint or cleanup is only
+    logged, as Spark's Delta does: the next one covers it."""
     try:
         if not at_commit:
             replica.update_incremental()
         if replica.version() % CHECKPOINT_INTERVAL == 0:
             replica.create_checkpoint()
-            clean_expired_logs(replica)
     except Exception:  # noqa: BLE001 - see the docstring
         log.warning("checkpoint of replica %s failed after its commit; left for the next one", replica.table_uri,
                     exc_info=True)
+        return
+    try:
+        clean_expired_logs(replica)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("expired-log cleanup of replica %s failed after its commit; left for the next one",
+                    replica.table_uri, exc_info=True)
