@@ -435,7 +435,7 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
             puller.stop(grace_s=30)
         up.close()
         if args.keep_logs is not None:
-            shutil.copytree(logs, args.keep_logs / workdir.name, dirs_exist_ok=True)
+            keep_logs(workdir, args.keep_logs / workdir.name)
     started = time.monotonic()
     per_change, reads = measure(layout, up, load.changes, bool(args.syncpoint_interval))
     result = run_result(tables, run_no, args, load, per_change, merger.passes, create_pass, idle_pass)
@@ -447,6 +447,17 @@ def one_run(tables: int, run_no: int, args: argparse.Namespace, tmp: Path, spark
     result.update(covered_at_start_s=covered_s, drained_s=drained_s, lake_read_s=time.monotonic() - started,
                   versions=reads, load_start=load_start, load_end=os.getloadavg())
     return result
+
+
+def keep_logs(workdir: Path, into: Path) -> None:
+    """Copy a run's logs (its children's, and Airflow's task logs with --merger airflow*) into
+    `into`; a failed copy is a warning, never the run's failure."""
+    for part, name in ((workdir / "logs", "."), (workdir / "airflow_home" / "logs", "airflow")):
+        if part.is_dir():
+            try:
+                shutil.copytree(part, into / name, dirs_exist_ok=True)
+            except OSError as exc:
+                print(f"# --keep-logs: {part} not copied: {exc}", file=sys.stderr, flush=True)
 
 
 def _await_covered(layout: LakeLayout, up: Upstream, puller: Child, timeout_s: float) -> float:
@@ -728,7 +739,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="tables merged at once (`tidelake merge --threads`; default: the merge's)")
     parser.add_argument("--json", help="also write the results as JSON here")
     parser.add_argument("--keep-logs", type=Path, default=None,
-                        help="copy each run's logs (puller, merges, follower) into this folder")
+                        help="copy each run's logs (puller, merges, follower; Airflow's task logs) into this folder")
     args = parser.parse_args(argv)
     if args.rate <= 0 or args.duration <= 0 or args.runs < 1:
         parser.error("--rate and --duration must be positive and --runs at least 1")

@@ -6,8 +6,11 @@ replica of --versions Delta versions, each the ceiling measured in the same run 
       back to (a DeltaTable open for the checkpoint, then _search_snapshots: a binary search whose
       every step replays the log);
   (b) read_checkpoint (the same walk) against DeltaTable(path).transaction_version(MERGE_APP_ID);
-  (c) ReplicaHandle.refresh() on an unchanged log (tidelake/merge/replica_handles.py: two lookups
-      of one commit file each) against update_incremental() on the same handle (a log listing).
+  (c) ReplicaHandle.refresh() on an unchanged log (tidelake/merge/replica_handles.py: whether the
+      next commit file exists) against update_incremental() on the same handle (a log listing);
+  (d) one commit file read by DeltaLog.read_bytes (tidelake/lake/delta_commits.py: a plain file
+      read on a local folder) against delta-rs' storage handler (DeltaStorageHandler.open_input_file
+      and read, what DeltaLog used on every store before; on S3 DeltaLog still uses it).
 
 Each replica is built with delta-rs as the merge writes one: appends recording the merge's txn
 (tidelake.capture.landing.app_txn.commit_properties(MERGE_APP_ID, ts)), a Delta checkpoint every
@@ -41,6 +44,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from deltalake.fs import DeltaStorageHandler
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
@@ -52,14 +56,14 @@ from tidelake.demos.s3_requests import RequestLog  # noqa: E402
 from tidelake.demos.s3_server import S3Server  # noqa: E402
 from tidelake.lake.checkpoint import (MERGE_APP_ID, _search_snapshots, checkpoint_version,  # noqa: E402
                                       read_checkpoint)
-from tidelake.lake.delta_commits import DeltaLog  # noqa: E402
+from tidelake.lake.delta_commits import DeltaLog, commit_name  # noqa: E402
 from tidelake.lake.object_store import lake_storage_options  # noqa: E402
 from tidelake.merge.replica_handles import ReplicaHandle  # noqa: E402
 from tidelake.merge.replica_schema import REPLICA_PROPERTIES  # noqa: E402
 from tidelake.merge.writers.delta_rs_writer import keep_checkpoint_cadence  # noqa: E402
 
 WAYS = (("checkpoint_version", "walk", "snapshots"), ("read_checkpoint", "walk", "table_open"),
-        ("refresh", "probe", "update_incremental"))
+        ("refresh", "probe", "update_incremental"), ("commit_read", "delta_log", "storage_handler"))
 
 
 Options = dict[str, str] | None
@@ -152,6 +156,15 @@ def one_replica(versions: int, calls: int, repeats: int, path: str, options: Opt
 
     result["refresh"] = compare("refresh of an unchanged log", ("probe", probe), ("update_incremental", listing),
                                 calls, repeats, versions, requests)
+    newest_commit = commit_name(newest)
+    files, handler = DeltaLog(path, options), DeltaStorageHandler(path, options)
+
+    def handler_read() -> bytes:
+        with handler.open_input_file(newest_commit) as source:
+            return source.read()
+
+    result["commit_read"] = compare("a commit file read", ("delta_log", lambda: files.read_bytes(newest_commit)),
+                                    ("storage_handler", handler_read), calls, repeats, versions, requests)
     for name, want in (("checkpoint_version", expected), ("read_checkpoint", checkpoint), ("refresh", newest)):
         got = result[name]["answer"]  # type: ignore[index]
         if got != want:

@@ -64,6 +64,7 @@ def test_a_refusal_is_found_behind_the_error_raised_from_it():
 def test_local_roots_and_object_stores():
     assert str(local_root("/data/lake")) == "/data/lake"
     assert str(local_root("file:///data/lake")) == "/data/lake"
+    assert str(local_root("file:///data/a%20b%25c/")) == "/data/a b%c"  # a file URI escapes its path
     assert local_root("s3://bucket/lake") is None
 
 

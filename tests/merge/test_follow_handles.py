@@ -267,3 +267,16 @@ def test_a_handle_lists_its_log_only_when_the_next_commit_exists_and_none_older_
     handles.keep(1, handle)
     now[0] += 61.0  # no expire() sweep ran: the age alone refuses it
     assert handles.take(1, path) is not handle
+
+
+def test_a_handle_of_a_folder_whose_name_its_uri_escapes_reads_that_folders_log(tmp_path):
+    import pyarrow as pa
+
+    path = str(tmp_path / "a b%c")
+    deltalake.write_deltalake(path, pa.table({"a": [1]}))
+    handle = ReplicaHandle.open(path)
+    assert "a%20b%25c" in handle.table.table_uri  # what the handle reads its files by
+    assert handle.commit_digest() is not None
+    deltalake.write_deltalake(path, pa.table({"a": [2]}), mode="append")
+    handle.refresh()
+    assert handle.table.version() == 1

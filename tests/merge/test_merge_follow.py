@@ -27,6 +27,7 @@ from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, ver
 from tidelake.lake.lease import hold, live_holder, merge_follower_lease, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
+from tidelake.merge.merge_run import run_merge
 from tidelake.syncpoint.follow_cut import FollowerCuts
 from tidelake.syncpoint.records import boundary_at_or_below, next_boundary, read_syncpoints
 
@@ -102,10 +103,9 @@ def test_changes_landed_before_their_watermarks_are_merged_once_covered(lake):
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
 
 
-def test_a_sweep_merges_the_quiet_windows_of_the_replicas_it_left_behind_only(lake):
-    """A sweep (every sweep_s) moves a quiet replica's checkpoint once it is half a sweep behind its
-    window's end, and commits nothing to one merged since: a follower started after a merge run
-    does not rewrite every replica's log at once."""
+def test_a_sweep_merges_the_quiet_windows_of_stale_replicas_only(lake):
+    """A sweep (every sweep_s) moves a quiet replica's checkpoint once it is more than half a sweep
+    behind its window's end, and commits nothing to one merged since."""
     lines: list[str] = []
     f = Follower(None, lake.layout, FollowOptions(threads=1, sweep_s=120.0), lines.append)
     first = lake.resolve()
@@ -127,6 +127,19 @@ def test_a_sweep_merges_the_quiet_windows_of_the_replicas_it_left_behind_only(la
     assert read_checkpoint(path_of(lake, "items")) == last  # more than half a sweep behind: moved on
     assert read_checkpoint(path_of(lake, "orders")) == mid  # merged 40 s ago: left alone
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", last)
+
+
+def test_a_follower_started_after_a_merge_run_commits_nothing_to_the_replicas_it_merged(lake):
+    put(lake, "orders", range(1, 5), "a")
+    merged = lake.resolve()
+    run_merge(None, lake.layout, write_log=False)
+    versions = {t: DeltaTable(path_of(lake, t)).version() for t in ("orders", "items")}
+    lake.up.ts += 5_000 << 18
+    lake.resolve()
+    f = follower(lake, [])
+    f.poll()  # its first look is a sweep: every replica's checkpoint read, none stale
+    assert {t: DeltaTable(path_of(lake, t)).version() for t in ("orders", "items")} == versions
+    assert read_checkpoint(path_of(lake, "orders")) == read_checkpoint(path_of(lake, "items")) == merged
 
 
 @pytest.mark.spark

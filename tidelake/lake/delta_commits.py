@@ -4,7 +4,8 @@ add, remove, txn). Only the versions committed within a span are read, newest fi
 older, or those after a version already read, so the cost follows the span's commits, not the
 table's history. Works on any store delta-rs reaches with the layout's storage options; a local
 folder's files are read with plain file reads, one by one.
-Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness) reads them.
+Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness), the checkpoint walk
+(tidelake.lake.checkpoint) and the merge follower's replica handles read them.
 
 More: docs/internals.md#delta_commits.
 """
@@ -66,13 +67,13 @@ class DeltaLog:
         self.storage_options = storage_options
         # A local table's files are read with plain file reads: delta-rs' handler spends far more CPU
         # on a small file and takes the GIL back several times a read, stalling the other threads
-        # of a busy process (figures: bench/README.md, "Log reads").
+        # of a busy process (figures: bench/README.md#log-reads, "commit file read").
         self._local = local_root(path)
         self._handler: DeltaStorageHandler | None = None
 
     @property
     def _store(self) -> DeltaStorageHandler:
-        if self._handler is None:  # made on first use: it refuses a local folder that does not exist
+        if self._handler is None:  # made on first use: it refuses a root that is not a folder
             self._handler = DeltaStorageHandler(self.path, self.storage_options)
         return self._handler
 
@@ -123,7 +124,8 @@ class DeltaLog:
     def commits_after(self, version: int | None, until_ms: int | None = None) -> list[DeltaCommit]:
         """The commits after `version` (None: from the first), oldest first, up to the newest or to
         the last before one committed after `until_ms`. Empty without a table. The first FIRST_READS
-        are read one by one (a log with one new version costs two reads), then READ_AHEAD at once."""
+        are read one by one (a log with one new version costs two reads), then READ_AHEAD at once
+        on an object store."""
         found: list[DeltaCommit] = []
         start = 0 if version is None else version + 1
         if self._local is not None:
@@ -131,7 +133,7 @@ class DeltaLog:
                 return found
         else:
             try:
-                self._store  # noqa: B018 - made here: it refuses a local folder that does not exist
+                self._store  # noqa: B018 - made here: it refuses a root that is not a folder
             except TableNotFoundError:
                 return found
 

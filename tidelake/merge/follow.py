@@ -41,7 +41,7 @@ from tidelake.merge.table_work import find_work
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 60.0  # at most one idle line this often
-SWEEP_S = 300.0  # every replica's checkpoint read again, and the quiet windows of those it left behind merged
+SWEEP_S = 300.0  # every replica's checkpoint read again, and the quiet windows of the stale ones merged
 RETRY_S = 30.0  # a pass that failed, or a table that failed, is tried again after this
 HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver

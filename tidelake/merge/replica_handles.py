@@ -40,10 +40,10 @@ class ReplicaHandle:
     table: DeltaTable
     storage_options: dict[str, str] | None = None
     known: tuple[int, int | None] | None = None  # (Delta version, the checkpoint recorded as of it)
-    files: DeltaLog = field(init=False, repr=False)  # the folder's files, read by name
+    delta_log: DeltaLog = field(init=False, repr=False)  # the folder's files, read by name
 
     def __post_init__(self) -> None:
-        self.files = DeltaLog(self.table.table_uri, self.storage_options)
+        self.delta_log = DeltaLog(self.table.table_uri, self.storage_options)
 
     @classmethod
     def open(cls, path: str, storage_options: dict[str, str] | None = None) -> ReplicaHandle | None:
@@ -57,7 +57,7 @@ class ReplicaHandle:
         "Delta Log Entries");
         None when there is none (a shorter log replaced this one, or it was cleaned up)."""
         try:
-            return hashlib.blake2b(self.files.read_bytes(commit_name(self.table.version())), digest_size=16).digest()
+            return hashlib.blake2b(self.delta_log.read_bytes(commit_name(self.table.version())), digest_size=16).digest()
         except FileNotFoundError:
             return None
 
@@ -68,7 +68,7 @@ class ReplicaHandle:
         exists, and a commit the handle has not seen is younger than the handle's last look, far
         within the log's retention (ReplicaHandles bounds a kept handle's age), so no cleanup has
         removed it: whether one file exists tells whether the log moved."""
-        if self.files.has_version(self.table.version() + 1):
+        if self.delta_log.has_version(self.table.version() + 1):
             self.table.update_incremental()
 
     def checkpoint(self) -> int | None:

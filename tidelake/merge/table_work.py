@@ -2,7 +2,7 @@
 planner (tidelake.merge.table_plan.plan_table, as the merge DAG plans), or a DDL at a barrier the
 watermarks let them pass. A table whose window holds no change is not work (its replica is as
 fresh as the watermarks say) unless the window ends at a DDL's barrier or a sweep asks for the
-windows of the tables it left behind (a checkpoint more than `stale_s` behind its window's end).
+windows of the stale tables (a checkpoint more than `stale_s` behind its window's end).
 Only a plan: run_merge reads the watermarks again and enforces min(resolved, barrier, cap) itself.
 Owner: the merge follower.
 """
@@ -40,8 +40,8 @@ def find_work(layout: LakeLayout, control: ControlTables, changelog: ChangelogSn
               known: Mapping[TableKey, int | None], cap: int | None, stale_s: float | None = None) -> TableWork:
     """Plan every table of the history from its checkpoint in `known` (read from its replica when
     missing) with `control` read before `changelog` (invariant 2), up to `cap`; `stale_s` (a
-    sweep): a table whose window ends more than `stale_s` after its checkpoint counts, changes or
-    not, so a quiet replica's checkpoint moves on while a fresh one's is left alone."""
+    sweep): a stale table, whose window ends more than `stale_s` after its checkpoint, counts,
+    changes or not, so a quiet replica's checkpoint moves on while a fresh one's is left alone."""
     watermarks, history = control.watermarks, control.history
     entries = ReplicaCatalog(layout).entries()
     tables: list[TableKey] = []
