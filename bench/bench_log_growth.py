@@ -7,8 +7,9 @@ Each log of --files N: versions 0 and 1 written by delta-rs as a replica is (REP
 one-row appends recording the merge's txn), then versions 2..N+2 written as files, each a commit of
 commitInfo and the merge's txn alone (the commit tidelake.merge.writers.delta_rs_writer.commit_txn_only
 makes), and a Delta checkpoint of version N by delta-rs (N a multiple of 10, as
-keep_checkpoint_cadence leaves it): the newest version is 2 past the checkpoint, and the
-follower's own commits below land on N+3 to N+6, no checkpoint version. On s3 the files are put
+Delta's own interval sets them): the newest version is 2 past the checkpoint, and the follower's own
+commits below land on N+3 to N+6 (one may write keep_checkpoint_cadence's checkpoint, by the phase
+the replica's path sets). On s3 the files are put
 with boto3 after being made in a temporary folder. Per call, median (min-max) wall ms over --calls:
 
   probe: a kept handle's take of an unchanged log (ReplicaHandle.commit_digest + refresh:

@@ -14,10 +14,10 @@ replica of --versions Delta versions, each the ceiling measured in the same run 
 
 Each replica is built with delta-rs as the merge writes one: appends recording the merge's txn
 (tidelake.capture.landing.app_txn.commit_properties(MERGE_APP_ID, ts)), a Delta checkpoint every
-10 versions (keep_checkpoint_cadence; delta-rs adds its own at every 100th). The default sizes
-leave the newest version 9 past the last checkpoint, the longest the cadence allows (the walk
-probes from there for the newest; 100 versions would end on delta-rs' checkpoint at 99, its best
-case). Every way's answer must equal its ceiling's and the replica's as built (exit 1 if not).
+10 versions (keep_checkpoint_cadence, from the phase the replica's path sets; delta-rs adds its
+own at every 100th). How far the newest version is past the last checkpoint (the walk probes from
+there for the newest) is reported as past_delta_checkpoint: at most 9, the longest the cadence
+allows. Every way's answer must equal its ceiling's and the replica's as built (exit 1 if not).
 Reported per replica: CPU (time.process_time) and wall ms per call, median and min-max over
 --repeats repeats of --calls calls each, the way and its ceiling taking turns, and each way / its
 ceiling per repeat (median and min-max).

@@ -13,6 +13,7 @@ Owner: TableMerge, which chooses the writer.
 from __future__ import annotations
 
 import logging
+import zlib
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -188,9 +189,17 @@ def _record_if_unchanged(window: ReplicaWindow) -> None:
     record_if_unchanged(window.replica, window.path, window.hi)
 
 
+def checkpoint_due(table_uri: str, version: int) -> bool:
+    """Whether `version` of the replica at `table_uri` gets the cadence's checkpoint: every
+    CHECKPOINT_INTERVAL-th version, from a phase its URI sets (crc32), so the replicas a follower
+    merges in the same passes (created together, one commit a pass each) do not all write their
+    checkpoints in one pass."""
+    return (version + zlib.crc32(table_uri.encode()) % CHECKPOINT_INTERVAL) % CHECKPOINT_INTERVAL == 0
+
+
 def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:
-    """A checkpoint every CHECKPOINT_INTERVAL versions, the cadence Spark keeps, so Spark readers of
-    a replica written only by delta-rs (merges, maintenance) replay short logs, and the expired log
+    """A checkpoint every CHECKPOINT_INTERVAL versions (checkpoint_due), the cadence Spark keeps, so
+    Spark readers of a replica written only by delta-rs (merges, maintenance) replay short logs, and the expired log
     entries deleted at every CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup: the writer's
     commits leave the cleanup to this). `at_commit`: the
     handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
@@ -199,7 +208,7 @@ def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> Non
     try:
         if not at_commit:
             replica.update_incremental()
-        if replica.version() % CHECKPOINT_INTERVAL == 0:
+        if checkpoint_due(replica.table_uri, replica.version()):
             replica.create_checkpoint()
     except Exception:  # noqa: BLE001 - see the docstring
         log.warning("checkpoint of replica %s failed after its commit; left for the next one", replica.table_uri,
