@@ -67,7 +67,7 @@ class DeltaLog:
         self.storage_options = storage_options
         # A local table's files are read with plain file reads: delta-rs' handler spends far more CPU
         # on a small file and takes the GIL back several times a read, stalling the other threads
-        # of a busy process (figures: bench/README.md#log-reads, "commit file read").
+        # of a busy process (figures: bench/README.md#current-figures, row "commit file read").
         self._local = local_root(path)
         self._handler: DeltaStorageHandler | None = None
 
