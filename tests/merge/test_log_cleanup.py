@@ -62,15 +62,25 @@ def test_driver_commits_on_s3_list_no_whole_log(s3_server):
     assert sorted(reread.to_pyarrow_table()["id"].to_pylist()) == [1, 2]
 
 
-def test_the_cleanup_runs_at_every_cleanup_interval_th_version_and_deletes_what_is_past_the_retention(tmp_path):
+def test_the_cleanup_runs_at_every_cleanup_interval_th_version_and_deletes_what_is_past_the_retention(tmp_path,
+                                                                                                     monkeypatch):
+    # A phase other than 0: version 100 is no checkpoint's, and the cleanup runs there all the same.
+    monkeypatch.setattr(delta_rs_writer, "checkpoint_due", lambda uri, v: v % 10 == 3)
     path = str(tmp_path / "t")
     replica = _aged_to_the_cleanup(path)
     assert _oldest_commit(path) == 0  # not at every commit
     commit_txn_only(replica, path, CLEANUP_INTERVAL)
-    kept = max(v for v in range(51) if checkpoint_due(replica.table_uri, v))  # the newest aged checkpoint
-    assert _oldest_commit(path) == kept  # below the newest checkpoint past the retention, as delta-rs keeps it
+    assert _oldest_commit(path) == 43  # below the newest checkpoint past the retention, as delta-rs keeps it
     assert DeltaTable(path).transaction_version(MERGE_APP_ID) == CLEANUP_INTERVAL
-    assert DeltaTable(path, version=kept).transaction_version(MERGE_APP_ID) == kept
+    assert DeltaTable(path, version=43).transaction_version(MERGE_APP_ID) == 43
+
+
+def test_each_replicas_checkpoint_cadence_has_its_own_phase():
+    uris = [f"file:///lake/shop/t{i}/" for i in range(100)]
+    for uri in uris[:5]:  # one checkpoint in every CHECKPOINT_INTERVAL consecutive versions
+        assert all(sum(checkpoint_due(uri, v) for v in range(s, s + 10)) == 1 for s in range(30))
+    phases = {next(v for v in range(10) if checkpoint_due(uri, v)) for uri in uris}
+    assert phases == set(range(10))  # replicas created together spread their checkpoints
 
 
 def test_a_table_that_turns_expired_log_cleanup_off_keeps_its_log(tmp_path):

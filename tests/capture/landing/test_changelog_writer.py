@@ -199,10 +199,11 @@ def test_expired_log_entries_are_deleted_at_every_cleanup_interval_th_flush_not_
 
 def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
     def refuse(table):
-        raise OSError("the store refused the delete")
+        if table.version() % CLEANUP_INTERVAL == 0:  # where the cleanup runs
+            raise OSError("the store refused the delete")
 
     monkeypatch.setattr(app_txn, "clean_expired_logs", refuse)
     writer = ChangelogWriter(layout, APP)
-    for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL, where the cleanup runs
+    for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL
         assert writer.append(make_rows(41, 1), seq=seq)
     assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL
