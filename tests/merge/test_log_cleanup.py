@@ -94,7 +94,7 @@ def test_a_failed_cleanup_leaves_the_commit_recorded(tmp_path, monkeypatch):
     def refuse(table):
         raise OSError("the store refused the delete")
 
-    monkeypatch.setattr(delta_rs_writer, "clean_expired_logs", refuse)
+    monkeypatch.setattr(DeltaTable, "cleanup_metadata", refuse)
     path = str(tmp_path / "t")
     replica = _aged_to_the_cleanup(path)
     commit_txn_only(replica, path, CLEANUP_INTERVAL)  # returns: the commit stands

@@ -11,7 +11,11 @@ More: docs/internals.md#log_cleanup.
 
 from __future__ import annotations
 
+import logging
+
 from deltalake import DeltaTable, PostCommitHookProperties
+
+log = logging.getLogger(__name__)
 
 POST_COMMIT = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"  # PROTOCOL.md table properties; default on
@@ -22,9 +26,14 @@ def clean_expired_logs(table: DeltaTable) -> None:
     """Delete the table's expired log entries when `table`'s version is a multiple of
     CLEANUP_INTERVAL (the handle at the caller's commit) and the table leaves
     `delta.enableExpiredLogCleanup` on, as delta-rs' hook and Spark honour it (cleanup_metadata
-    itself does not read it)."""
-    if table.version() % CLEANUP_INTERVAL:
-        return
-    if table.metadata().configuration.get(EXPIRED_LOG_CLEANUP, "true").strip().lower() == "false":
-        return
-    table.cleanup_metadata()
+    itself does not read it). Never raises: the caller's commit has landed, so a failed cleanup is
+    a warning, and the next one deletes what this one did not."""
+    try:
+        if table.version() % CLEANUP_INTERVAL:
+            return
+        if table.metadata().configuration.get(EXPIRED_LOG_CLEANUP, "true").strip().lower() == "false":
+            return
+        table.cleanup_metadata()
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("expired-log cleanup of %s failed after a commit; left for the next one", table.table_uri,
+                    exc_info=True)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tidelake.capture.landing import app_txn
 from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
@@ -199,10 +198,9 @@ def test_expired_log_entries_are_deleted_at_every_cleanup_interval_th_flush_not_
 
 def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
     def refuse(table):
-        if table.version() % CLEANUP_INTERVAL == 0:  # where the cleanup runs
-            raise OSError("the store refused the delete")
+        raise OSError("the store refused the delete")
 
-    monkeypatch.setattr(app_txn, "clean_expired_logs", refuse)
+    monkeypatch.setattr(DeltaTable, "cleanup_metadata", refuse)  # what the cleanup calls at version 100
     writer = ChangelogWriter(layout, APP)
     for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL
         assert writer.append(make_rows(41, 1), seq=seq)

@@ -10,7 +10,6 @@ More: docs/internals.md#app_txn.
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Callable
@@ -20,8 +19,6 @@ from deltalake.exceptions import CommitFailedError
 
 from tidelake.errors import TidelakeError
 from tidelake.lake.log_cleanup import clean_expired_logs
-
-log = logging.getLogger(__name__)
 
 
 class LakeConflictError(TidelakeError):
@@ -123,16 +120,5 @@ def commit_once(
             time.sleep(random.uniform(0, 0.05 * 2**attempt))
             attempt += 1
         else:
-            _clean_expired_logs(table, what)
+            clean_expired_logs(table)  # the cleanup the commit left out (POST_COMMIT); never raises
             return True
-
-
-def _clean_expired_logs(table: DeltaTable, what: str) -> None:
-    """The cleanup the commit left out (its writer commits with POST_COMMIT), at every
-    CLEANUP_INTERVAL-th version; the flush has landed, so a failed cleanup is only logged (the
-    next one deletes what this one did not)."""
-    try:
-        clean_expired_logs(table)
-    except Exception:  # noqa: BLE001 - see the docstring
-        log.warning("expired-log cleanup of the %s table %s failed after a commit; left for the next one", what,
-                    table.table_uri, exc_info=True)

@@ -214,8 +214,4 @@ def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> Non
         log.warning("checkpoint of replica %s failed after its commit; left for the next one", replica.table_uri,
                     exc_info=True)
         return
-    try:
-        clean_expired_logs(replica)
-    except Exception:  # noqa: BLE001 - see the docstring
-        log.warning("expired-log cleanup of replica %s failed after its commit; left for the next one",
-                    replica.table_uri, exc_info=True)
+    clean_expired_logs(replica)  # never raises
