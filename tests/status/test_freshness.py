@@ -20,9 +20,11 @@ from merge.lake_fixtures import FedLake
 
 from tidelake import tso
 from tidelake.errors import InputError
+from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
 from tidelake.merge.merge_run import run_merge
+from tidelake.status import freshness
 from tidelake.status.freshness import STAGES, collect_freshness, parse_span
 from tidelake.syncpoint.records import Syncpoint, record_syncpoint
 
@@ -214,3 +216,24 @@ def test_a_span_longer_than_the_watermarks_log_starts_at_its_oldest_loadable_ver
     assert report.span_s == pytest.approx((now_ms - kept_ms) / 1000)
     assert 0 < report.changes < 25  # only the changes landed since that version
     assert report.stages["covered"].pending == 0
+
+
+def test_flushes_that_name_their_changes_are_not_read_and_agree_with_their_files(fed, monkeypatch):
+    """The lander names each flush's changes in its commit (tidelake.lake.flush_stamps): figures
+    come from the log alone, and equal those from the files, which commits of older releases need."""
+    lake, span_start_ms, _, _, _ = fed
+    now_ms = int(time.time() * 1000)
+    span_s = (now_ms - span_start_ms) / 1000
+
+    read_file = DeltaLog.read_file
+
+    def no_changelog_reads(self, path, columns):
+        assert self.path != lake.layout.changelog, f"read a changelog file: {path}"
+        return read_file(self, path, columns)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(DeltaLog, "read_file", no_changelog_reads)
+        named = collect_freshness(lake.layout, span_s, now_ms=now_ms).to_json()
+    monkeypatch.setattr(freshness, "stamps_of", lambda info: None)
+    from_files = collect_freshness(lake.layout, span_s, now_ms=now_ms).to_json()
+    assert named == from_files and named["changes"] == 3

@@ -50,13 +50,14 @@ class AddedFile:
 @dataclass(frozen=True)
 class DeltaCommit:
     """One version: its commit time, the files it added and the partitions it removed files from,
-    and the `txn` versions it recorded, by app id."""
+    the `txn` versions it recorded, by app id, and its commitInfo (the writer's own entries too)."""
 
     version: int
     timestamp_ms: int
     added: list[AddedFile]
     removed_partitions: list[dict[str, str | None]]
     txns: dict[str, int]
+    info: dict[str, object] = field(default_factory=dict)
 
 
 class DeltaLog:
@@ -185,7 +186,7 @@ class DeltaLog:
         except FileNotFoundError:
             return None
         timestamp = None
-        added, removed, txns = [], [], {}
+        added, removed, txns, info = [], [], {}, {}
         for line in text.splitlines():
             if not line.strip():
                 continue
@@ -206,7 +207,7 @@ class DeltaLog:
         if timestamp is None:  # commitInfo is optional in the protocol; tidelake's writers all write one
             raise InputError(f"{self.path}: log version {version} has no commitInfo timestamp: its commit time "
                              "is unknown")
-        return DeltaCommit(version, int(timestamp), added, removed, txns)
+        return DeltaCommit(version, int(timestamp), added, removed, txns, info)
 
     def read_file(self, path: str, columns: Sequence[str]) -> pa.Table:
         """`columns` of one data file (AddedFile.path, relative to the table's root: tidelake's

@@ -32,6 +32,7 @@ from tidelake.config import parse_duration
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.delta_commits import AddedFile, DeltaCommit, DeltaLog
+from tidelake.lake.flush_stamps import stamps_of
 from tidelake.lake.delta_read import read_delta
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
@@ -192,11 +193,19 @@ def tables_by_physical_id(history: SchemaHistory, tables: Sequence[str] | None =
 
 
 def landed_stamps(log: DeltaLog, commits: Sequence[DeltaCommit], pids: set[int] | None = None) -> list[set[tuple[int, int]]]:
-    """Per commit, the (physical table, commit ts) its added files hold, of `pids` (None: every
-    table). A file whose statistics give one commit ts is not read; the others are read side by side."""
-    files = [(n, int(added.partition["table_id"]), added) for n, commit in enumerate(commits)
-             for added in commit.added
-             if added.partition.get("table_id") is not None and (pids is None or int(added.partition["table_id"]) in pids)]
+    """Per commit, the (physical table, commit ts) it landed, of `pids` (None: every table): named
+    in its commitInfo (tidelake.lake.flush_stamps), else from its added files. A file whose
+    statistics give one commit ts is not read; the others are read side by side."""
+    out: list[set[tuple[int, int]]] = [set() for _ in commits]
+    files = []
+    for n, commit in enumerate(commits):
+        named = stamps_of(commit.info)
+        if named is not None:
+            out[n].update((pid, ts) for pid, stamps in named.items() if pids is None or pid in pids for ts in stamps)
+            continue
+        files.extend((n, int(added.partition["table_id"]), added) for added in commit.added
+                     if added.partition.get("table_id") is not None
+                     and (pids is None or int(added.partition["table_id"]) in pids))
 
     def stamps(added: AddedFile) -> Iterable[int]:
         low, high = added.min_values.get("commit_ts"), added.max_values.get("commit_ts")
@@ -204,7 +213,6 @@ def landed_stamps(log: DeltaLog, commits: Sequence[DeltaCommit], pids: set[int] 
             return (int(low),)
         return set(log.read_file(added.path, ["commit_ts"]).column(0).to_pylist())
 
-    out: list[set[tuple[int, int]]] = [set() for _ in commits]
     with ThreadPoolExecutor(max_workers=FILE_READERS) as pool:
         for (n, pid, _), found in zip(files, pool.map(stamps, [added for _, _, added in files])):
             out[n].update((pid, ts) for ts in found)

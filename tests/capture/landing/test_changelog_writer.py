@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
 import os
 import time
 from pathlib import Path
@@ -205,3 +208,17 @@ def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
     for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL
         assert writer.append(make_rows(41, 1), seq=seq)
     assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL
+
+
+def test_a_flush_commit_names_the_table_and_commit_ts_pairs_its_files_hold(layout, make_rows, base_ms):
+    """Freshness learns when each change landed from this entry instead of the files: it must name
+    exactly what the flush's files hold. Decoded here by hand, as the entry's format says."""
+    rows = make_rows(41, 5) + make_rows(42, 3, op="delete") + make_rows(41, 2, at_ms=base_ms + 3_600_000)
+    rows.append(dataclasses.replace(rows[0], key=b"same txn, other key"))
+    ChangelogWriter(layout, APP).append(rows, seq=1)
+    (info,) = DeltaTable(layout.changelog).history(1)
+    named = {(int(table_id), ts) for table_id, steps in json.loads(info["tidelake.commit_ts"]).items()
+             for ts in itertools.accumulate(steps)}
+    landed = _landed(layout)
+    assert named == set(zip(landed["table_id"].to_pylist(), landed["commit_ts"].to_pylist()))
+    assert len(named) == len(rows) - 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError
@@ -33,12 +33,14 @@ class LakeBusyError(TidelakeError):
 WRITER_LOOKBACK_COMMITS = 200
 
 
-def commit_properties(app_id: str, seq: int, writer: str = "") -> CommitProperties:
-    """App transaction (app_id, seq) plus commitInfo naming the flush and the writer instance."""
+def commit_properties(app_id: str, seq: int, writer: str = "",
+                      metadata: Mapping[str, str] | None = None) -> CommitProperties:
+    """App transaction (app_id, seq) plus commitInfo naming the flush and the writer instance, and
+    the writer's own `metadata` entries."""
     return CommitProperties(
         app_transactions=[Transaction(app_id, seq)],
         custom_metadata={"tidelake.app": app_id, "tidelake.flush_seq": str(seq),
-                         "tidelake.writer": writer},
+                         "tidelake.writer": writer, **(metadata or {})},
     )
 
 

@@ -11,6 +11,7 @@ from deltalake import WriterProperties, write_deltalake
 from tidelake.capture.landing.app_txn import AppTxnTable, commit_once, commit_properties
 from tidelake.errors import InputError
 from tidelake.lake.commit_buckets import bucket_seconds_of, commit_buckets
+from tidelake.lake.flush_stamps import stamps_metadata
 from tidelake.lake.layout import (
     BUCKET_SECONDS_PROPERTY,
     CHANGELOG_PARTITIONS,
@@ -77,6 +78,9 @@ class ChangelogWriter(AppTxnTable):
             for first in range(0, len(rows), APPEND_SLICE_ROWS):
                 yield from rows_to_arrow(rows[first:first + APPEND_SLICE_ROWS], seq, self.bucket_seconds).to_batches()
 
+        properties = commit_properties(self.app_id, seq, writer,
+                                       stamps_metadata((r.table_id, r.commit_ts) for r in rows))
+
         def write() -> None:
             write_deltalake(
                 self._table,
@@ -84,7 +88,7 @@ class ChangelogWriter(AppTxnTable):
                 mode="append",
                 target_file_size=CHANGELOG_FILE_BYTES,
                 writer_properties=WriterProperties(max_row_group_size=ROW_GROUP_ROWS),
-                commit_properties=commit_properties(self.app_id, seq, writer),
+                commit_properties=properties,
                 post_commithook_properties=POST_COMMIT,
             )
 

@@ -1,0 +1,35 @@
+"""A flush's (physical table, commit ts) pairs round-trip through its commitInfo entry."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidelake.lake import flush_stamps
+from tidelake.lake.flush_stamps import STAMPS_KEY, stamps_metadata, stamps_of
+
+pairs = st.lists(st.tuples(st.integers(1, 1 << 40), st.integers(1, (1 << 63) - 1)), max_size=200)
+
+
+@given(pairs)
+def test_the_entry_names_each_distinct_pair_once(landed):
+    want: dict[int, list[int]] = {}
+    for table_id, ts in sorted(set(landed)):
+        want.setdefault(table_id, []).append(ts)
+    assert stamps_of(stamps_metadata(landed)) == (want if landed else {})
+
+
+def test_steps_keep_the_entry_short():
+    base = 463_000_000_000_000_000
+    entry = stamps_metadata((7, base + step * 1_310_720) for step in range(1000))  # a ts each 5 ms
+    assert len(entry[STAMPS_KEY]) < 10 * 1000
+    assert json.loads(entry[STAMPS_KEY])["7"][:2] == [base, 1_310_720]
+
+
+def test_a_flush_of_more_pairs_than_the_cap_names_none(monkeypatch):
+    monkeypatch.setattr(flush_stamps, "MAX_STAMPS", 3)
+    assert stamps_metadata([(1, 10), (1, 10), (2, 10), (1, 11)]) != {}  # 3 distinct pairs
+    assert stamps_metadata([(1, 10), (2, 10), (1, 11), (2, 12)]) == {}
+    assert stamps_of({}) is None and stamps_of({"tidelake.app": "x"}) is None
