@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_freshness.py --tables 100 --rate 500 --duration 20 --merger follow \
 		--json $(BENCH_OUT)/freshness_follow.json
 	$(PY) bench/bench_log_reads.py --versions 20,110 --repeats 3 --json $(BENCH_OUT)/log_reads.json
+	$(PY) bench/bench_freshness_cost.py --tables 100 --passes 20 --repeats 3 --json $(BENCH_OUT)/freshness_cost.json
 	$(PY) bench/check_floors.py $(BENCH_OUT)
 
 # The production path on this machine: simulator -> Airflow (puller + merge DAGs, Spark) -> verify.
