@@ -18,7 +18,7 @@ from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.demos.s3_requests import RequestLog
 from tidelake.lake.commit_buckets import bucket_label
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.log_cleanup import CLEANUP_INTERVAL
+from tidelake.lake.log_cleanup import CLEANUP_INTERVAL, cleanup_due
 from tidelake.lake.object_store import lake_storage_options
 from tidelake.tso import compose
 
@@ -163,12 +163,14 @@ def test_a_lost_ack_is_ours_only_when_our_writer_landed_it(tmp_path, landed_by, 
 
 def test_flushes_on_s3_list_no_whole_log(s3_server, make_rows):
     """delta-rs' default post-commit cleanup lists the whole _delta_log at every commit (its pages
-    grow with the log retention's commits); the landing writers' flushes leave it to every
-    CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup). Counted from moto's own request log."""
+    grow with the log retention's commits); the landing writers' flushes leave it to one version in
+    every CLEANUP_INTERVAL (tidelake.lake.log_cleanup). Counted from moto's own request log."""
     root = s3_server.lake_root("landing-cleanup")
     layout = LakeLayout(root, lake_storage_options(root, s3_server.storage_options(), environ={}))
     changelog, watermarks = ChangelogWriter(layout, APP), WatermarkWriter(layout, "tidelake-puller/cf-0")
     assert changelog.append(make_rows(41, 2), seq=1) and watermarks.write({41: 10}, 10, 1, 0, seq=1)
+    for table in (layout.changelog, layout.watermarks):  # the flushes counted are no cleanup's
+        assert not cleanup_due(DeltaTable(table, storage_options=layout.storage_options).table_uri, 2)
     requests = RequestLog(s3_server)
     appended, by_append = requests.count(lambda: changelog.append(make_rows(41, 2), seq=2))
     wrote, by_write = requests.count(lambda: watermarks.write({41: 20}, 20, 2, 0, seq=2))
@@ -178,10 +180,16 @@ def test_flushes_on_s3_list_no_whole_log(s3_server, make_rows):
     assert DeltaTable(layout.changelog, storage_options=layout.storage_options).transaction_version(APP) == 2
 
 
-def test_expired_log_entries_are_deleted_at_every_cleanup_interval_th_flush_not_at_each(layout, make_rows):
+def test_expired_log_entries_are_deleted_at_the_changelogs_phase_not_at_each_flush(tmp_path, make_rows):
+    """The landing tables' cleanup runs at the version their phase sets, as a replica's does
+    (tidelake.lake.log_cleanup.cleanup_due): here a changelog whose phase sets version 70."""
+    at = CLEANUP_INTERVAL - 30
+    layout = next(lake for lake in (LakeLayout(str(tmp_path / f"lake{i}")) for i in itertools.count())
+                  if cleanup_due(f"file://{lake.changelog}/", at))
     writer = ChangelogWriter(layout, APP)
-    for seq in range(1, CLEANUP_INTERVAL - 1):  # versions 1..98, one flush each
+    for seq in range(1, at - 1):  # versions 1..68, one flush each
         writer.append(make_rows(41, 1), seq=seq)
+    assert cleanup_due(DeltaTable(layout.changelog).table_uri, at)  # the URI the lake was chosen for
     DeltaTable(layout.changelog, version=50).create_checkpoint()
     past = time.time() - 31 * 86_400  # past the changelog's log retention (Delta's default 30 days)
     log_dir = Path(layout.changelog, "_delta_log")
@@ -192,20 +200,20 @@ def test_expired_log_entries_are_deleted_at_every_cleanup_interval_th_flush_not_
     def oldest() -> int:
         return min(int(f.name[:20]) for f in log_dir.glob("*.json"))
 
-    writer.append(make_rows(41, 1), seq=CLEANUP_INTERVAL - 1)
+    writer.append(make_rows(41, 1), seq=at - 1)
     assert oldest() == 0
-    writer.append(make_rows(41, 1), seq=CLEANUP_INTERVAL)
+    writer.append(make_rows(41, 1), seq=at)
     assert oldest() == 50  # below the newest checkpoint past the retention, as delta-rs keeps it
-    assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL
+    assert DeltaTable(layout.changelog).transaction_version(APP) == at
 
 
 def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
     def refuse(table):
         raise OSError("the store refused the delete")
 
-    monkeypatch.setattr(DeltaTable, "cleanup_metadata", refuse)  # what the cleanup calls at version 100
+    monkeypatch.setattr(DeltaTable, "cleanup_metadata", refuse)  # what the cleanup calls at the changelog's phase
     writer = ChangelogWriter(layout, APP)
-    for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL
+    for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL: one cleanup on any phase
         assert writer.append(make_rows(41, 1), seq=seq)
     assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL
 

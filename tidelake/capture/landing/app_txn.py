@@ -2,8 +2,8 @@
 recorded as the table's app transaction (delta-rs records it but does not skip a recorded one, so
 the check is ours, on the snapshot the commit is built on). A conflict with a commit of the same
 app id is a second puller (LakeConflictError); any other is rebuilt. The writers commit with
-POST_COMMIT and the expired log entries are deleted here at every CLEANUP_INTERVAL-th version
-(tidelake.lake.log_cleanup). Owner: the lander.
+POST_COMMIT and the expired log entries are deleted here once in every CLEANUP_INTERVAL versions,
+at the table's phase as for a replica (tidelake.lake.log_cleanup.cleanup_due). Owner: the lander.
 
 More: docs/internals.md#app_txn.
 """

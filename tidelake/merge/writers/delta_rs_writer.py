@@ -13,7 +13,6 @@ Owner: TableMerge, which chooses the writer.
 from __future__ import annotations
 
 import logging
-import zlib
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +23,7 @@ from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.log_cleanup import POST_COMMIT, clean_expired_logs
+from tidelake.lake.log_phase import on_phase
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.store_room import check_room
 from tidelake.merge.changelog_snapshot import ChangelogSnapshot, held_keys
@@ -190,18 +190,18 @@ def _record_if_unchanged(window: ReplicaWindow) -> None:
 
 
 def checkpoint_due(table_uri: str, version: int) -> bool:
-    """Whether `version` of the replica at `table_uri` gets the cadence's checkpoint: every
-    CHECKPOINT_INTERVAL-th version, from a phase its URI sets (crc32), so the replicas a follower
-    merges in the same passes (created together, one commit a pass each) do not all write their
-    checkpoints in one pass."""
-    return (version + zlib.crc32(table_uri.encode()) % CHECKPOINT_INTERVAL) % CHECKPOINT_INTERVAL == 0
+    """Whether `version` of the replica at `table_uri` gets the cadence's checkpoint: one version in
+    every CHECKPOINT_INTERVAL, from the replica's phase (log_phase.on_phase), so the replicas a
+    follower merges in the same passes (created together, one commit a pass each) do not all write
+    their checkpoints in one pass."""
+    return on_phase(table_uri, version, CHECKPOINT_INTERVAL)
 
 
 def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:
     """A checkpoint every CHECKPOINT_INTERVAL versions (checkpoint_due), the cadence Spark keeps, so
     Spark readers of a replica written only by delta-rs (merges, maintenance) replay short logs, and the expired log
-    entries deleted at every CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup: the writer's
-    commits leave the cleanup to this). `at_commit`: the
+    entries deleted once in every CLEANUP_INTERVAL versions (tidelake.lake.log_cleanup.cleanup_due:
+    the writer's commits leave the cleanup to this). `at_commit`: the
     handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
     txn alone does not). The commit has landed by now, so a failed checkpoint or cleanup is only
     logged, as Spark's Delta does: the next one covers it."""
