@@ -16,8 +16,8 @@ with boto3 after being made in a temporary folder. Per call, median (min-max) wa
          tidelake/merge/replica_handles.py);
   moved: refresh of a handle one version behind (the probe, then update_incremental: a listing);
   own commit: a one-row append recording the merge's txn on the handle and keep_checkpoint_cadence,
-         as the delta-rs writer makes it (post-commit hooks tidelake.lake.log_cleanup.POST_COMMIT:
-         no expired-log cleanup at the commit), 2 calls whatever --calls (each adds a version);
+         as the delta-rs writer makes it (delta_rs_writer.REPLICA_POST_COMMIT: no post-commit hook,
+         so no expired-log cleanup at the commit), 2 calls whatever --calls (each adds a version);
   own commit, default hooks: the same with delta-rs' default post-commit hooks (its expired-log
          cleanup after every commit), as the writer committed before;
   walk: read_checkpoint and checkpoint_version (tidelake/lake/checkpoint.py);
@@ -55,10 +55,9 @@ from tidelake.demos.s3_requests import KINDS, RequestLog  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_version, read_checkpoint  # noqa: E402
 from tidelake.lake.create_if_absent import s3_client  # noqa: E402
 from tidelake.lake.delta_commits import commit_name  # noqa: E402
-from tidelake.lake.log_cleanup import POST_COMMIT  # noqa: E402
 from tidelake.merge.replica_handles import ReplicaHandle  # noqa: E402
 from tidelake.merge.replica_schema import REPLICA_PROPERTIES  # noqa: E402
-from tidelake.merge.writers.delta_rs_writer import keep_checkpoint_cadence  # noqa: E402
+from tidelake.merge.writers.delta_rs_writer import REPLICA_POST_COMMIT, keep_checkpoint_cadence  # noqa: E402
 
 OWN_COMMITS = 2
 PAST_CHECKPOINT = 2
@@ -164,7 +163,7 @@ def one_log(files: int, calls: int, path: str, options: Options, requests: Reque
                         post_commithook_properties=hooks)
         keep_checkpoint_cadence(handle.table, at_commit=True)
 
-    for way, hooks in (("own_commit", POST_COMMIT), ("own_commit_default_hooks", None)):
+    for way, hooks in (("own_commit", REPLICA_POST_COMMIT), ("own_commit_default_hooks", None)):
         result[way] = measure(lambda: own_commit(hooks), OWN_COMMITS - (requests is not None), requests)
     if handle.table.version() != newest + 2 * OWN_COMMITS:
         raise SystemExit(f"{files} files: the own commits left the handle at {handle.table.version()}")

@@ -13,11 +13,12 @@ replica of --versions Delta versions, each the ceiling measured in the same run 
       and read, what DeltaLog used on every store before; on S3 DeltaLog still uses it).
 
 Each replica is built with delta-rs as the merge writes one: appends recording the merge's txn
-(tidelake.capture.landing.app_txn.commit_properties(MERGE_APP_ID, ts)), a Delta checkpoint every
-10 versions (keep_checkpoint_cadence, from the phase the replica's path sets; delta-rs adds its
-own at every 100th). How far the newest version is past the last checkpoint (the walk probes from
-there for the newest) is reported as past_delta_checkpoint: at most 9, the longest the cadence
-allows. Every way's answer must equal its ceiling's and the replica's as built (exit 1 if not).
+(tidelake.capture.landing.app_txn.commit_properties(MERGE_APP_ID, ts)) that run no delta-rs
+post-commit hook (REPLICA_POST_COMMIT), a Delta checkpoint every 10 versions
+(keep_checkpoint_cadence, from the phase the replica's path sets). How far the newest version is
+past the last checkpoint (the walk probes from there for the newest) is reported as
+past_delta_checkpoint: at most 9, the longest the cadence allows. Every way's answer must equal
+its ceiling's and the replica's as built (exit 1 if not).
 Reported per replica: CPU (time.process_time) and wall ms per call, median and min-max over
 --repeats repeats of --calls calls each, the way and its ceiling taking turns, and each way / its
 ceiling per repeat (median and min-max).
@@ -60,7 +61,7 @@ from tidelake.lake.delta_commits import DeltaLog, commit_name  # noqa: E402
 from tidelake.lake.object_store import lake_storage_options  # noqa: E402
 from tidelake.merge.replica_handles import ReplicaHandle  # noqa: E402
 from tidelake.merge.replica_schema import REPLICA_PROPERTIES  # noqa: E402
-from tidelake.merge.writers.delta_rs_writer import keep_checkpoint_cadence  # noqa: E402
+from tidelake.merge.writers.delta_rs_writer import REPLICA_POST_COMMIT, keep_checkpoint_cadence  # noqa: E402
 
 WAYS = (("checkpoint_version", "walk", "snapshots"), ("read_checkpoint", "walk", "table_open"),
         ("refresh", "probe", "update_incremental"), ("commit_read", "delta_log", "storage_handler"))
@@ -80,10 +81,12 @@ def build_replica(path: str, versions: int, options: Options = None) -> tuple[in
         rows = pa.table({"id": pa.array([v], pa.int64()), "note": pa.array([f"v{v}"], pa.string())})
         if table is None:
             write_deltalake(path, rows, mode="append", configuration=REPLICA_PROPERTIES,
-                            commit_properties=commit_properties(MERGE_APP_ID, ts), storage_options=options)
+                            commit_properties=commit_properties(MERGE_APP_ID, ts), storage_options=options,
+                            post_commithook_properties=REPLICA_POST_COMMIT)
             table = DeltaTable(path, storage_options=options)
         else:
-            write_deltalake(table, rows, mode="append", commit_properties=commit_properties(MERGE_APP_ID, ts))
+            write_deltalake(table, rows, mode="append", commit_properties=commit_properties(MERGE_APP_ID, ts),
+                            post_commithook_properties=REPLICA_POST_COMMIT)
         keep_checkpoint_cadence(table)
     assert table is not None
     return table.version(), ts

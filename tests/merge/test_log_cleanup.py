@@ -3,7 +3,8 @@ delta-rs commits make no listing of the whole log (counted from moto's own reque
 default post-commit cleanup makes one at every commit, its pages growing with the log's commits),
 and the cleanup runs once in every CLEANUP_INTERVAL versions instead, at the version the replica's
 phase sets, deleting the entries past the retention below a checkpoint past it, as delta-rs'
-`cleanup_metadata` does. Each replica is made in a folder chosen for the phase the test needs."""
+`cleanup_metadata` does; its only checkpoints are the cadence's (checkpoint_due), none from
+delta-rs' own hook. Each replica is made in a folder chosen for the phase the test needs."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from deltalake import DeltaTable, Field, Schema
 
 from tidelake.demos.s3_requests import RequestLog
 from tidelake.lake.checkpoint import MERGE_APP_ID
+from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.log_cleanup import CLEANUP_INTERVAL, EXPIRED_LOG_CLEANUP, cleanup_due
 from tidelake.lake.object_store import lake_storage_options
 from tidelake.merge.replica_schema import REPLICA_PROPERTIES
@@ -151,3 +153,22 @@ def test_each_table_cleans_once_in_every_cleanup_interval_versions_from_its_own_
     for uri, p in zip(uris, phases):  # a table's cleanup falls on one of its own checkpoint versions
         assert checkpoint_due(uri, p)
 
+
+def test_the_writers_commits_past_version_100_carry_only_the_cadences_checkpoints(tmp_path):
+    """delta-rs' checkpoint hook (create_checkpoint, on in its defaults and in the landing writers'
+    POST_COMMIT) would write one at version 99 of every replica; a replica written by the writer's
+    commits (txn alone, MERGE) has the cadence's checkpoints only, and every reader loads it."""
+    path, replica = _replica_in_phase(tmp_path, lambda uri: checkpoint_due(uri, 5))  # 95, 105: neither 99 nor 100
+    insert = MergeSpec("t.id = s.id", (Clause(When.NOT_MATCHED, None, Action.INSERT, (("id", "s.id"),)),))
+    for hi in range(1, 106):
+        if hi in (99, 100):  # the hook's version, and the one after, as MERGEs
+            merge_arrow(replica, pa.table({"id": [hi]}), insert, hi)
+        else:
+            commit_txn_only(replica, path, hi)
+    log_dir = Path(path, "_delta_log")
+    assert sorted(int(f.name[:20]) for f in log_dir.glob("*.checkpoint.parquet")) == list(range(5, 106, 10))
+    assert DeltaLog(path).last_checkpoint() == 105
+    reread = DeltaTable(path)
+    assert reread.version() == 105 and reread.transaction_version(MERGE_APP_ID) == 105
+    assert sorted(reread.to_pyarrow_table()["id"].to_pylist()) == [99, 100]
+    assert DeltaTable(path, version=99).transaction_version(MERGE_APP_ID) == 99

@@ -1,8 +1,8 @@
 """When a Delta table's expired log entries are deleted. delta-rs' default post-commit hook runs
 its cleanup after every commit, and the cleanup lists the table's whole _delta_log (every page on
 S3): each commit then pays a listing of all the commits the log retention keeps (30 days by
-default). A writer of a table committed often commits without the cleanup hook (POST_COMMIT,
-which keeps delta-rs' checkpoint hook) and calls `clean_expired_logs` after
+default). A writer of a table committed often commits without the cleanup hook (landing:
+POST_COMMIT; replicas: delta_rs_writer.REPLICA_POST_COMMIT) and calls `clean_expired_logs` after
 each commit: it runs once in CLEANUP_INTERVAL versions, at each table's phase (lake.log_phase),
 deleting the same entries a little later; replicas created together clean in different passes.
 Owner: the lake; the replicas' delta-rs writer and the landing writers (app_txn.commit_once) use it.

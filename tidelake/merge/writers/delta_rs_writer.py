@@ -7,7 +7,7 @@ column-mapped replica only the rewrite (its writes are the ones checked against 
 The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata
 (docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's
 of the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
-Owner: TableMerge, which chooses the writer.
+No delta-rs post-commit hook runs (keep_checkpoint_cadence). Owner: TableMerge, which chooses the writer.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import logging
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from pyspark.sql.types import StructType
 
 from tidelake.errors import InputError
 from tidelake.failpoints import failpoint
 from tidelake.lake.checkpoint import MERGE_APP_ID
-from tidelake.lake.log_cleanup import POST_COMMIT, clean_expired_logs
+from tidelake.lake.log_cleanup import clean_expired_logs
 from tidelake.lake.log_phase import on_phase
 from tidelake.lake.row_change import OP_PUT
 from tidelake.lake.store_room import check_room
@@ -49,6 +49,10 @@ from tidelake.merge.writers.replica_window import ReplicaWindow, WindowWriter
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL = 10  # Spark's Delta default (delta.checkpointInterval)
+# Neither of delta-rs' post-commit hooks: its checkpoint hook writes one at the same versions on
+# every replica (delta-rs kernel/transaction PostCommit::create_checkpoint, version + 1 a multiple
+# of delta.checkpointInterval: 99, 199, ...). keep_checkpoint_cadence owns checkpoints and cleanup.
+REPLICA_POST_COMMIT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 def writable(replica: DeltaTable, target: StructType, column_mapping: bool = False) -> bool:
@@ -91,7 +95,7 @@ class DeltaRsWriter:
                 removed = int(metrics.get("num_target_rows_updated", 0))
             else:
                 metrics = w.replica.delete(w.removal.condition(), commit_properties=delta_rs_commit_properties(w.hi),
-                                           post_commithook_properties=POST_COMMIT)
+                                           post_commithook_properties=REPLICA_POST_COMMIT)
                 removed = int(metrics.get("num_deleted_rows", 0))
             _record_if_unchanged(w)
             if removed:
@@ -106,7 +110,7 @@ class DeltaRsWriter:
             puts = mounted.filter(pc.equal(mounted[OP_COLUMN], OP_PUT)).select(columns)
             failpoint("merge.before_commit", w.path)
             write_deltalake(w.replica, puts, mode="append", commit_properties=delta_rs_commit_properties(w.hi),
-                            post_commithook_properties=POST_COMMIT)
+                            post_commithook_properties=REPLICA_POST_COMMIT)
             keep_checkpoint_cadence(w.replica, at_commit=True)
             return collapsed.num_rows, puts.num_rows
         failpoint("merge.before_commit", w.path)
@@ -145,7 +149,7 @@ def merge_arrow(replica: DeltaTable, source: pa.Table, spec: MergeSpec, hi: int,
     `app_id`'s txn (a history table's is HISTORY_APP_ID)."""
     merger = replica.merge(source, spec.on, source_alias="s", target_alias="t",
                            commit_properties=delta_rs_commit_properties(hi, app_id),
-                           post_commithook_properties=POST_COMMIT)
+                           post_commithook_properties=REPLICA_POST_COMMIT)
     for c in spec.clauses:
         values = {quote(column): value for column, value in c.values}
         if (c.when, c.action) == (When.MATCHED, Action.DELETE):
@@ -169,7 +173,7 @@ def commit_txn_only(replica: DeltaTable, path: str, hi: int, app_id: str = MERGE
     replica.create_write_transaction([], mode="append", schema=replica.schema(),
                                      partition_by=replica.metadata().partition_columns or None,
                                      commit_properties=delta_rs_commit_properties(hi, app_id),
-                                     post_commithook_properties=POST_COMMIT)
+                                     post_commithook_properties=REPLICA_POST_COMMIT)
     replica.update_incremental()  # this commit does not move the handle; the merge log's facts read it
     keep_checkpoint_cadence(replica, at_commit=True)
 
@@ -201,7 +205,7 @@ def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> Non
     """A checkpoint every CHECKPOINT_INTERVAL versions (checkpoint_due), the cadence Spark keeps, so
     Spark readers of a replica written only by delta-rs (merges, maintenance) replay short logs, and the expired log
     entries deleted once in every CLEANUP_INTERVAL versions (tidelake.lake.log_cleanup.cleanup_due:
-    the writer's commits leave the cleanup to this). `at_commit`: the
+    the writer's commits leave both to this, REPLICA_POST_COMMIT). `at_commit`: the
     handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
     txn alone does not). The commit has landed by now, so a failed checkpoint or cleanup is only
     logged, as Spark's Delta does: the next one covers it."""
