@@ -125,7 +125,7 @@ def test_a_failed_cleanup_leaves_the_commit_recorded(tmp_path, monkeypatch):
 
 
 def test_replicas_of_different_phases_clean_at_different_versions(tmp_path):
-    """Two replicas committed in step (as a follower's passes commit replicas created together):
+    """Two replicas given the same commits (as a follower's passes give replicas created together):
     the first deletion of expired entries comes at 60 for one, at 80 for the other, not at 100 for both."""
     firsts = []
     for at in (60, 80):
