@@ -1,9 +1,14 @@
-"""Storage options of a lake: the AWS environment, overridden by [lake.storage_options]."""
+"""Storage options of a lake: the AWS environment, overridden by [lake.storage_options]; a root's
+local directory."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tidelake.lake.layout import LakeLayout
-from tidelake.lake.object_store import lake_storage_options, store_error
+from tidelake.lake.object_store import lake_storage_options, local_root, store_error
 
 
 def test_an_s3_lake_takes_the_aws_environment_and_the_config_overrides_it():
@@ -64,3 +69,18 @@ def test_configured_credentials_replace_all_environment_credentials():
     env = {"AWS_ACCESS_KEY_ID": "env-key", "AWS_SECRET_ACCESS_KEY": "env-secret", "AWS_SESSION_TOKEN": "env-token"}
     options = lake_storage_options("s3://b/l", {"access_key_id": "k", "secret_access_key": "s"}, environ=env)
     assert options == {"access_key_id": "k", "secret_access_key": "s", "conditional_put": "etag"}
+
+
+@pytest.mark.parametrize("root, directory", [
+    ("/data/lake", Path("/data/lake")),
+    ("data/my lake", Path("data/my lake")),  # a plain path is taken as written, never decoded
+    ("data/a%20b", Path("data/a%20b")),
+    ("file:///data/lake", Path("/data/lake")),
+    ("file:///data/a%20b%25c/", Path("/data/a b%c")),  # a file URI escapes its path (delta-rs' table_uri)
+    ("file:///tmp/my%20db/%E8%A1%A8%201/", Path("/tmp/my db/表 1")),
+    ("s3://bucket/lake", None),
+    ("s3a://bucket/lake", None),
+    ("gs://bucket/lake", None),
+])
+def test_a_root_names_a_local_directory_or_none_for_an_object_store(root, directory):
+    assert local_root(root) == directory

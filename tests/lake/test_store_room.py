@@ -10,7 +10,7 @@ from collections import namedtuple
 import pytest
 
 from tidelake.lake import store_room
-from tidelake.lake.store_room import FLUSH_OVERHEAD_BYTES, NoRoomError, check_room, local_root, probe_room, refusal
+from tidelake.lake.store_room import FLUSH_OVERHEAD_BYTES, NoRoomError, check_room, probe_room, refusal
 
 FULL = "the lake's filesystem is full"
 
@@ -59,13 +59,6 @@ def test_a_refusal_is_found_behind_the_error_raised_from_it():
             raise RuntimeError("commit failed") from inner
     except RuntimeError as outer:
         assert refusal(outer) == FULL
-
-
-def test_local_roots_and_object_stores():
-    assert str(local_root("/data/lake")) == "/data/lake"
-    assert str(local_root("file:///data/lake")) == "/data/lake"
-    assert str(local_root("file:///data/a%20b%25c/")) == "/data/a b%c"  # a file URI escapes its path
-    assert local_root("s3://bucket/lake") is None
 
 
 def test_a_flush_needs_its_rows_and_the_commit_overhead_free(tmp_path, monkeypatch):

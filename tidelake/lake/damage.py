@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from tidelake.errors import TidelakeError
 from tidelake.lake.layout import TIDELAKE_DIR, LakeLayout
+from tidelake.lake.object_store import local_root
 from tidelake.lake.store_room import refusal
 
 _DELTA_LOG = "_delta_log"
@@ -36,11 +37,6 @@ class Damage:
 
     def line(self) -> str:
         return f"damaged lake table {self.table}: {self.problem}; affects {self.affected}; recovery: {self.recovery}"
-
-
-def _local_root(layout: LakeLayout) -> str | None:
-    root = layout.root.removeprefix("file://")
-    return None if "://" in root else root
 
 
 def _tables(root: str) -> list[str]:
@@ -123,9 +119,10 @@ def _file_damage(table: str, missing: str) -> Damage:
 
 def find_damage(layout: LakeLayout) -> Damage | None:
     """The first truncated commit or missing data file in the lake's Delta tables, if any."""
-    root = _local_root(layout)
-    if root is None or not os.path.isdir(root):
+    directory = local_root(layout.root)
+    if directory is None or not directory.is_dir():
         return None
+    root = str(directory)
     for table in _tables(root):
         broken = _broken_commit(table)
         if broken is not None:

@@ -25,7 +25,7 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
 from tidelake.errors import InputError
-from tidelake.lake.store_room import local_root
+from tidelake.lake.object_store import local_root
 
 LOG_DIR = "_delta_log"
 READ_AHEAD = 16  # commit files read at once while walking back or forward (object stores)

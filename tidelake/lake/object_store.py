@@ -2,6 +2,8 @@
 and both engines: the process's AWS variables, overridden per setting by `[lake.storage_options]`,
 so delta-rs and Spark's s3a always reach the same bucket with the same credentials. Several writers commit with
 conditional PUTs, which the store must honour (docs/stack.md#object-store-the-lake-on-s3).
+Which store a root names is read here too: an S3 API store (`is_s3`) or a local directory
+(`local_root`), the one reading of a lake or table root as a local path.
 Owner: the lake's configuration; every stage and both engines read it here.
 
 More: docs/internals.md#object_store.
@@ -12,7 +14,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from urllib.parse import urlparse
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 S3_SCHEMES = ("s3", "s3a")
 # Every setting both engines read, with the option names delta-rs (object_store's
@@ -43,6 +46,16 @@ CONDITIONAL_PUT = "conditional_put"
 def is_s3(root: str) -> bool:
     """Whether a lake root is on an S3 API store (s3:// or s3a://; both engines accept either)."""
     return urlparse(root).scheme in S3_SCHEMES
+
+
+def local_root(root: str) -> Path | None:
+    """The directory a lake or table root names on the local filesystem: a plain path as given, a
+    file:// URI's path percent-decoded (delta-rs' table_uri escapes spaces and non-ASCII names);
+    None for an object store (any other scheme)."""
+    parsed = urlparse(root)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    return Path(root) if parsed.scheme == "" else None
 
 
 def lake_storage_options(root: str, configured: Mapping[str, str] | None = None,

@@ -14,12 +14,11 @@ import errno
 import re
 import shutil
 import uuid
-from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from tidelake.errors import EXIT_TRY_LATER, TidelakeError
 from tidelake.lake.create_if_absent import s3_client
-from tidelake.lake.object_store import is_s3
+from tidelake.lake.object_store import is_s3, local_root
 
 # Room a flush needs besides its rows: its Delta commit files, and a checkpoint now and then.
 FLUSH_OVERHEAD_BYTES = 1 << 20
@@ -69,14 +68,6 @@ def refusal(exc: BaseException) -> str | None:
                 return cause
         current = current.__cause__ or current.__context__
     return None
-
-
-def local_root(root: str) -> Path | None:
-    """The directory of a lake on a local filesystem; None for an object store."""
-    parsed = urlparse(root)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path))
-    return Path(root) if parsed.scheme == "" else None
 
 
 def check_room(root: str, nbytes: int, what: str = "a flush") -> None:

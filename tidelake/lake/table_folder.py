@@ -11,12 +11,11 @@ More: docs/internals.md#table_folder.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from tidelake.lake.delta_commits import commit_name
 from tidelake.lake.create_if_absent import create_local, create_s3, s3_client
-from tidelake.lake.object_store import S3_SCHEMES
+from tidelake.lake.object_store import is_s3, local_root
 
 
 _clients: dict[tuple[tuple[str, str], ...], object] = {}
@@ -38,15 +37,15 @@ class TableFolder:
 
     def __init__(self, table_uri: str, storage_options: dict[str, str] | None = None) -> None:
         url = urlparse(table_uri)
-        self.s3 = url.scheme in S3_SCHEMES
-        self.local = None if self.s3 else Path(unquote(url.path))
+        self.s3 = is_s3(table_uri)
+        self.local = local_root(table_uri)
         self.bucket, self.prefix = url.netloc, unquote(url.path).strip("/")
         self._client = _client(storage_options) if self.s3 else None
 
     @classmethod
     def of(cls, table_uri: str, storage_options: dict[str, str] | None = None) -> TableFolder | None:
         """The folder, None for a store without a conditional create wired here."""
-        return cls(table_uri, storage_options) if urlparse(table_uri).scheme in ("", "file", *S3_SCHEMES) else None
+        return cls(table_uri, storage_options) if is_s3(table_uri) or local_root(table_uri) is not None else None
 
     def _key(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
