@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from botocore.exceptions import ClientError
 
 from tidelake.lake.create_if_absent import CONFLICT_CODES, create_local, create_s3, error_code, s3_client, staged_file
-from tidelake.lake.object_store import is_s3
+from tidelake.lake.object_store import is_s3, local_root
 
 RECORD_SUFFIX = ".json"
 _MISSING_CODES = ("NoSuchKey", "404")
@@ -161,6 +161,5 @@ def lease_store(root: str, storage_options: dict[str, str] | None) -> LeaseStore
     store other than S3 (no conditional write wired yet: its writers are not fenced)."""
     if is_s3(root):
         return S3LeaseStore(root, storage_options)
-    if "://" in root and not root.startswith("file://"):
-        return None
-    return LocalLeaseStore(root.removeprefix("file://"))
+    directory = local_root(root)
+    return None if directory is None else LocalLeaseStore(str(directory))
