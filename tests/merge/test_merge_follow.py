@@ -26,6 +26,7 @@ from tidelake.errors import EXIT_TRY_LATER
 from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
 from tidelake.lake.lease import hold, live_holder, merge_follower_lease, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.merge import follow
 from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
 from tidelake.merge.merge_run import run_merge
 from tidelake.syncpoint.follow_cut import FollowerCuts
@@ -103,9 +104,24 @@ def test_changes_landed_before_their_watermarks_are_merged_once_covered(lake):
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", upper)
 
 
-def test_a_sweep_merges_the_quiet_windows_of_stale_replicas_only(lake):
-    """A sweep (every sweep_s) moves a quiet replica's checkpoint once it is more than half a sweep
-    behind its window's end, and commits nothing to one merged since."""
+class _Clock:
+    """The `time` module as tidelake.merge.follow sees it, its monotonic clock moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_sweep_merges_the_quiet_windows_of_stale_replicas_only(lake, monkeypatch):
+    """A sweep (every sweep_s of the follower's monotonic clock) moves a quiet replica's checkpoint
+    once it is more than half a sweep behind its window's end, and commits nothing to one merged since."""
+    clock = _Clock()
+    monkeypatch.setattr(follow, "time", clock)
     lines: list[str] = []
     f = Follower(None, lake.layout, FollowOptions(threads=1, sweep_s=120.0), lines.append)
     first = lake.resolve()
@@ -115,18 +131,26 @@ def test_a_sweep_merges_the_quiet_windows_of_stale_replicas_only(lake):
     lake.up.ts += 40_000 << 18  # 40 s on: less than half a sweep after `first`
     put(lake, "orders", range(1, 3), "a")
     mid = lake.resolve()
-    f._seen.sweep_at = 0.0  # a sweep is due
+    clock.now += 120.0  # a sweep is due
     assert f.poll() == "pass"
     assert read_checkpoint(path_of(lake, "orders")) == mid  # merged for its change
     assert read_checkpoint(path_of(lake, "items")) == first  # quiet, 40 s behind: left alone
     assert DeltaTable(path_of(lake, "items")).version() == items_versions
     lake.up.ts += 40_000 << 18  # 80 s after `first`, 40 s after `mid`
     last = lake.resolve()
-    f._seen.sweep_at = 0.0
+    clock.now += 60.0  # half a sweep since the last: only the watermarks moved, nothing is due
+    assert f.poll() == "idle"
+    assert read_checkpoint(path_of(lake, "items")) == first
+    clock.now += 60.0  # a sweep since the last
     assert f.poll() == "pass"
     assert read_checkpoint(path_of(lake, "items")) == last  # more than half a sweep behind: moved on
     assert read_checkpoint(path_of(lake, "orders")) == mid  # merged 40 s ago: left alone
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", last)
+    lake.up.ts += 80_000 << 18  # both more than half a sweep behind
+    later = lake.resolve()
+    clock.now += 120.0  # the next sweep is due a sweep after the last one, not after the first
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "items")) == read_checkpoint(path_of(lake, "orders")) == later
 
 
 def test_a_follower_started_after_a_merge_run_commits_nothing_to_the_replicas_it_merged(lake):
