@@ -86,3 +86,18 @@ def test_an_intact_lake_has_no_damage_and_errors_keep_their_first_line(tmp_path)
     assert find_damage(layout) is None
     assert explain_failure(layout, ValueError("bad window\n  stack")) == "ValueError: bad window"
     assert first_line(RuntimeError("")) == "RuntimeError: (no message)"
+
+
+def test_a_lake_under_a_file_uri_with_escapes_and_replicas_named_with_spaces_is_checked_by_its_files(tmp_path):
+    """A file:// root is read as its unescaped folder, and a data file delta-rs names escaped
+    (`my%20db/t%201/...`) is looked for under its real name: intact, no damage; removed, named."""
+    lake = tmp_path / "my lake"
+    _landed(lake)
+    layout = LakeLayout(lake.as_uri())
+    assert "%20" in layout.root
+    write_deltalake(str(lake / "my db" / "t 1"), pa.table({"id": [1]}))
+    assert find_damage(layout) is None
+    (data,) = glob.glob(f"{lake}/my db/t 1/*.parquet")
+    os.remove(data)
+    damage = find_damage(layout)
+    assert damage.affected == "the replica my db.t 1" and f"data file {data} is missing" in damage.problem

@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
 
+import pyarrow as pa
 from deltalake import DeltaTable
 
 from tidelake.errors import TidelakeError
@@ -69,15 +72,18 @@ def _broken_commit(table: str) -> tuple[int, str] | None:
 
 
 def _missing_file(table: str) -> str | None:
-    """A data file the table's current version references but the folder no longer holds."""
+    """A data file the table's current version references but the folder no longer holds. The log
+    names it by a percent-encoded URI relative to the table (PROTOCOL.md "Add File and Remove
+    File"), its name on disk that unquoted; file_uris() escapes the table's folder but keeps the
+    log's escapes in the name, so no one decoding of it names the file."""
     try:
-        uris = DeltaTable(table).file_uris()
+        logged = pa.table(DeltaTable(table).get_add_actions()).column("path").to_pylist()
     except Exception:  # noqa: BLE001 - an unreadable log is reported by _broken_commit, not here
         return None
-    for uri in uris:
-        path = uri.removeprefix("file://")
-        if not os.path.exists(path):
-            return path
+    for name in logged:
+        path = local_root(name) if "://" in name else Path(table, unquote(name))
+        if path is not None and not path.exists():
+            return str(path)
     return None
 
 
