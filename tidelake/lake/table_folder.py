@@ -51,6 +51,9 @@ class TableFolder:
         return f"{self.prefix}/{path}" if self.prefix else path
 
     def read(self, path: str) -> bytes:
+        """The whole file at `path`, for the writer that replaces it: one GET with the process's
+        client on S3, where DeltaLog.read_bytes (any store delta-rs reaches) pays a storage handler
+        per table and a HEAD before each GET."""
         if self.local is not None:
             return (self.local / path).read_bytes()
         return self._client.get_object(Bucket=self.bucket, Key=self._key(path))["Body"].read()
