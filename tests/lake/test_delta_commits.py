@@ -14,6 +14,7 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from tidelake.demos.s3_requests import KINDS, RequestLog
+from tidelake.lake import delta_commits
 from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.object_store import lake_storage_options
 
@@ -40,7 +41,7 @@ def _write(path: str, options: dict[str, str] | None) -> None:
                         commit_properties=CommitProperties(app_transactions=txns))
 
 
-def test_commits_of_a_span_with_their_times_files_and_txns(table):
+def test_commits_of_a_span_with_their_times_files_and_txns(table, monkeypatch):
     path, options = table
     log = DeltaLog(path, options)
     assert log.latest_version() is None
@@ -61,6 +62,13 @@ def test_commits_of_a_span_with_their_times_files_and_txns(table):
         assert added.min_values["n"] == added.max_values["n"] == commit.version
         assert log.read_file(added.path, ["n"]).column(0).to_pylist() == [commit.version]
     assert log.commit(VERSIONS) is None  # not written (yet): the store's "not found", on either store
+    # every version's commitInfo from the first, as delta-rs' history() has it, read a few at a time
+    monkeypatch.setattr(delta_commits, "READ_AHEAD", 4)
+    infos = list(log.commit_infos())
+    assert [v for v, _ in infos] == sorted(times) == list(range(VERSIONS))
+    for (version, info), kept in zip(infos, sorted(delta.history(), key=lambda h: h["version"])):
+        assert (info["timestamp"], info["operation"]) == (kept["timestamp"], kept["operation"])
+    assert [v for v, _ in log.commit_infos(VERSIONS - 2)] == [VERSIONS - 2, VERSIONS - 1]
 
 
 def test_the_newest_version_after_a_checkpoint_and_a_walk_that_stops_at_a_cleaned_up_log(tmp_path):

@@ -179,6 +179,29 @@ class DeltaLog:
         with ThreadPoolExecutor(max_workers=READ_AHEAD) as pool:
             yield pool.map
 
+    def commit_infos(self, start: int = 0) -> Iterator[tuple[int, dict[str, object]]]:
+        """(version, commitInfo) of every version from `start` to the newest, oldest first, one
+        commit file read at a time (READ_AHEAD at once on an object store) and only its commitInfo
+        kept: memory stays flat over a long log, where DeltaTable.history() holds every one."""
+        version = start
+        with self._reads() as read_all:
+            while True:
+                for found in read_all(self._info, range(version, version + READ_AHEAD)):
+                    if found is None:
+                        return
+                    yield found
+                version += READ_AHEAD
+
+    def _info(self, version: int) -> tuple[int, dict[str, object]] | None:
+        try:
+            text = self.read_bytes(commit_name(version))
+        except FileNotFoundError:
+            return None
+        for line in text.splitlines():
+            if b'"commitInfo"' in line[:16]:
+                return version, json.loads(line)["commitInfo"]
+        return version, {}
+
     def commit(self, version: int) -> DeltaCommit | None:
         """Version `version`'s commit, None when its log file is gone (cleaned up) or not written."""
         try:

@@ -14,6 +14,7 @@ import time
 from deltalake import DeltaTable
 
 from tidelake.codec.ddl_job import ActionType
+from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.layout import DdlSource, LakeLayout
 from tidelake.lake.replica_catalog import ReplicaCatalog, ReplicaEntry, ReplicaState
 from tidelake.lake.schema_history import SchemaHistory, TableKey
@@ -55,19 +56,18 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
                 f"in the changelog; rebuild it with the bootstrap (tidelake bootstrap / tidelake_bootstrap)")
     if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
         return None  # no changes landed yet: nothing was deleted either
-    changelog = DeltaTable(layout.changelog, storage_options=layout.storage_options)
-    commits = changelog.history()
-    if min((c.get("version", 0) for c in commits), default=0) > 0:
+    changelog = DeltaLog(layout.changelog, layout.storage_options)
+    if not changelog.has_version(0):
         return (f"the changelog's Delta log no longer reaches its first version (log cleanup): cannot show that "
                 f"{db}.{name}'s changes since its CREATE were all kept")
     ids = physical_ids_ever(history, table)
-    for commit in commits:
-        if str(commit.get("operation", "")).upper() != "DELETE":
+    for version, info in changelog.commit_infos():  # one at a time: flush commits name their changes
+        if str(info.get("operation", "")).upper() != "DELETE":
             continue
-        predicate = str((commit.get("operationParameters") or {}).get("predicate", ""))
+        predicate = str((info.get("operationParameters") or {}).get("predicate", ""))
         named = deleted_ids(predicate)
         if named is None or named & ids:
-            return (f"changelog retention deleted changes of {db}.{name} (changelog version {commit.get('version')}: "
+            return (f"changelog retention deleted changes of {db}.{name} (changelog version {version}: "
                     f"{predicate}): rebuild it with the bootstrap instead")
     return None
 
