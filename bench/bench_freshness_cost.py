@@ -5,9 +5,10 @@ merge run it follows, on the same lake, at each --tables size.
 The lake is fed through the real Lander and merged through delta-rs on the driver (no Spark; the
 test suite's FedLake builds it, tests/merge/lake_fixtures.py): --passes passes, each committing
 --commits transactions to every table (so no changelog file's statistics name its commit ts: the
-flush's commit names them, tidelake.lake.flush_stamps), one flush, one resolve and one logged merge run of every table (timed). Then the metrics
-are written --repeats times (timed). Reported per size: merge run median, metrics median and
-min-max, their ratio, and the log versions the figures read.
+flush's commit names them, tidelake.lake.flush_stamps), one flush, one resolve and one logged
+merge run of every table (timed). Then the metrics are written --repeats times (timed). Reported
+per size: merge run median, metrics median and min-max, their ratio, and the log versions the
+figures read.
 
 --incremental times the merge follower's figures instead (a FreshnessTracker,
 tidelake.status.freshness_tracker): one call over the span first, then --repeats times

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +31,12 @@ def test_steps_keep_the_entry_short():
 
 def test_a_flush_of_more_pairs_than_the_cap_names_none(monkeypatch):
     monkeypatch.setattr(flush_stamps, "MAX_STAMPS", 3)
-    assert stamps_metadata([(1, 10), (1, 10), (2, 10), (1, 11)]) != {}  # 3 distinct pairs
+    assert stamps_metadata([(1, 10), (1, 10), (2, 10), (1, 11), (1, 10)]) != {}  # 3 distinct pairs
     assert stamps_metadata([(1, 10), (2, 10), (1, 11), (2, 12)]) == {}
     assert stamps_of({}) is None and stamps_of({"tidelake.app": "x"}) is None
+
+
+@pytest.mark.parametrize("value", ["not json", '["7", 1]', '{"seven": [1]}', '{"7": 5}', '{"7": ["x"]}', "7"])
+def test_an_entry_this_release_cannot_read_is_a_warning_and_no_stamps(value, caplog):
+    assert stamps_of({STAMPS_KEY: value}, "changelog version 12") is None
+    assert f"changelog version 12 has an unreadable {STAMPS_KEY} entry" in caplog.text

@@ -32,8 +32,8 @@ from tidelake.config import parse_duration
 from tidelake.errors import InputError
 from tidelake.lake.checkpoint import MERGE_APP_ID
 from tidelake.lake.delta_commits import AddedFile, DeltaCommit, DeltaLog
-from tidelake.lake.flush_stamps import stamps_of
 from tidelake.lake.delta_read import read_delta
+from tidelake.lake.flush_stamps import stamps_of
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.replica_catalog import read_entries
 from tidelake.lake.schema_history import SchemaHistory, TableKey
@@ -199,9 +199,9 @@ def landed_stamps(log: DeltaLog, commits: Sequence[DeltaCommit], pids: set[int] 
     out: list[set[tuple[int, int]]] = [set() for _ in commits]
     files = []
     for n, commit in enumerate(commits):
-        named = stamps_of(commit.info)
+        named = stamps_of(commit.info, f"{log.path} version {commit.version}")
         if named is not None:
-            out[n].update((pid, ts) for pid, stamps in named.items() if pids is None or pid in pids for ts in stamps)
+            out[n].update((pid, ts) for pid, landed in named.items() if pids is None or pid in pids for ts in landed)
             continue
         files.extend((n, int(added.partition["table_id"]), added) for added in commit.added
                      if added.partition.get("table_id") is not None

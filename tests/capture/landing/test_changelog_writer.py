@@ -16,10 +16,13 @@ from tidelake.capture.landing.app_txn import LakeConflictError
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.demos.s3_requests import RequestLog
+from tidelake.lake import flush_stamps
 from tidelake.lake.commit_buckets import bucket_label
+from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.layout import LakeLayout
 from tidelake.lake.log_cleanup import CLEANUP_INTERVAL, cleanup_due
 from tidelake.lake.object_store import lake_storage_options
+from tidelake.status.freshness import landed_stamps
 from tidelake.tso import compose
 
 APP = "tidelake-puller/cf"
@@ -230,3 +233,14 @@ def test_a_flush_commit_names_the_table_and_commit_ts_pairs_its_files_hold(layou
     landed = _landed(layout)
     assert named == set(zip(landed["table_id"].to_pylist(), landed["commit_ts"].to_pylist()))
     assert len(named) == len(rows) - 1
+
+
+def test_a_flush_of_more_pairs_than_the_cap_names_none_and_its_files_tell_them(layout, make_rows, monkeypatch):
+    monkeypatch.setattr(flush_stamps, "MAX_STAMPS", 2)
+    rows = make_rows(41, 2) + make_rows(42, 1)
+    ChangelogWriter(layout, APP).append(rows, seq=1)
+    (info,) = DeltaTable(layout.changelog).history(1)
+    assert "tidelake.commit_ts" not in info and info["tidelake.app"] == APP
+    log = DeltaLog(layout.changelog)
+    (commit,) = log.commits_after(0)  # version 0 created the table
+    assert landed_stamps(log, [commit]) == [{(r.table_id, r.commit_ts) for r in rows}]

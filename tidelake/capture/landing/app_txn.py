@@ -36,11 +36,11 @@ WRITER_LOOKBACK_COMMITS = 200
 def commit_properties(app_id: str, seq: int, writer: str = "",
                       metadata: Mapping[str, str] | None = None) -> CommitProperties:
     """App transaction (app_id, seq) plus commitInfo naming the flush and the writer instance, and
-    the writer's own `metadata` entries."""
+    the writer's own `metadata` entries (never in place of those three)."""
     return CommitProperties(
         app_transactions=[Transaction(app_id, seq)],
-        custom_metadata={"tidelake.app": app_id, "tidelake.flush_seq": str(seq),
-                         "tidelake.writer": writer, **(metadata or {})},
+        custom_metadata={**(metadata or {}), "tidelake.app": app_id, "tidelake.flush_seq": str(seq),
+                         "tidelake.writer": writer},
     )
 
 
