@@ -222,18 +222,24 @@ def test_flushes_that_name_their_changes_are_not_read_and_agree_with_their_files
     """The lander names each flush's changes in its commit (tidelake.lake.flush_stamps): figures
     come from the log alone, and equal those from the files, which commits of older releases need."""
     lake, span_start_ms, _, _, _ = fed
+    ms = int(time.time() * 1000) - 2_000
+    for ts in (tso.compose(ms), tso.compose(ms, 1)):  # one file holding two commit ts
+        with lake.txn(ts) as t:
+            t.put(DB, "t2", {"id": 10 + tso.logical(ts), "note": "two in a file"})
+    lake.lander.flush()
     now_ms = int(time.time() * 1000)
     span_s = (now_ms - span_start_ms) / 1000
+    read_file, changelog_reads = DeltaLog.read_file, []
 
-    read_file = DeltaLog.read_file
-
-    def no_changelog_reads(self, path, columns):
-        assert self.path != lake.layout.changelog, f"read a changelog file: {path}"
+    def counted(self, path, columns):
+        if self.path == lake.layout.changelog:
+            changelog_reads.append(path)
         return read_file(self, path, columns)
 
-    with monkeypatch.context() as patched:
-        patched.setattr(DeltaLog, "read_file", no_changelog_reads)
-        named = collect_freshness(lake.layout, span_s, now_ms=now_ms).to_json()
-    monkeypatch.setattr(freshness, "stamps_of", lambda info: None)
+    monkeypatch.setattr(DeltaLog, "read_file", counted)
+    named = collect_freshness(lake.layout, span_s, now_ms=now_ms).to_json()
+    assert changelog_reads == []
+    monkeypatch.setattr(freshness, "stamps_of", lambda info, where="": None)
     from_files = collect_freshness(lake.layout, span_s, now_ms=now_ms).to_json()
-    assert named == from_files and named["changes"] == 3
+    assert changelog_reads  # the file of two commit ts at least
+    assert named == from_files and named["changes"] == 5

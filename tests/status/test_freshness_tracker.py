@@ -17,6 +17,7 @@ from tidelake import tso
 from tidelake.lake.delta_commits import DeltaLog
 from tidelake.lake.replica_catalog import ReplicaCatalog
 from tidelake.merge.merge_run import run_merge
+from tidelake.status import freshness
 from tidelake.status.freshness import collect_freshness
 from tidelake.status.freshness_tracker import FreshnessTracker
 from tidelake.syncpoint.records import Syncpoint, record_syncpoint
@@ -70,7 +71,10 @@ class Reads:
         return report, dict(self.versions), dict(self.files)
 
 
-def test_calls_keep_collect_freshness_figures_reading_only_what_was_committed_since(tmp_path, monkeypatch):
+@pytest.mark.parametrize("named", [True, False], ids=["flushes-name-their-changes", "changelog-files-read"])
+def test_calls_keep_collect_freshness_figures_reading_only_what_was_committed_since(tmp_path, monkeypatch, named):
+    if not named:  # flushes of an older release, or above flush_stamps.MAX_STAMPS
+        monkeypatch.setattr(freshness, "stamps_of", lambda info, where="": None)
     lake = shop_lake(str(tmp_path / "lake"), ("t1", "t2"))
     layout = lake.layout
     now_ms = int(time.time() * 1000)
