@@ -3,7 +3,10 @@ still there (no Spark: a lake fed through the real lander, retention through its
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake
 
 from tidelake import tso
@@ -68,3 +71,17 @@ def test_a_rebuild_points_the_catalog_at_a_new_folder_and_keeps_the_old_one(lake
     assert ReplicaCatalog(lake.layout).get(orders).path == first.path
     second = start_rebuild(lake.layout, history, orders)
     assert second.path.startswith(old.path + "__rebuilt_") and "__rebuilt_" not in second.path[len(old.path) + 10:]
+
+
+def test_a_log_whose_versions_go_while_it_is_read_refuses_it(lake):
+    """The walk from version 0 must reach the newest version: a cleanup racing it removes the oldest
+    versions first, and a DELETE could hide in those it did not read."""
+    history, orders = key(lake, "orders")
+    log_dir = Path(lake.layout.changelog, "_delta_log")
+    assert rebuild_refusal(lake.layout, history, orders) is None
+    DeltaTable(lake.layout.changelog).create_checkpoint()  # a cleanup deletes only below a checkpoint
+    (log_dir / f"{1:020d}.json").unlink()  # the walk reads version 0, then finds 1 gone
+    refusal = rebuild_refusal(lake.layout, history, orders)
+    assert refusal is not None and "cleaned up while it was read (read up to version 0 of" in refusal
+    (log_dir / f"{0:020d}.json").unlink()
+    assert "no longer reaches its first version" in rebuild_refusal(lake.layout, history, orders)

@@ -61,7 +61,9 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
         return (f"the changelog's Delta log no longer reaches its first version (log cleanup): cannot show that "
                 f"{db}.{name}'s changes since its CREATE were all kept")
     ids = physical_ids_ever(history, table)
+    newest, walked = changelog.latest_version(), -1
     for version, info in changelog.commit_infos():  # one at a time: flush commits name their changes
+        walked = version
         if str(info.get("operation", "")).upper() != "DELETE":
             continue
         predicate = str((info.get("operationParameters") or {}).get("predicate", ""))
@@ -69,6 +71,9 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
         if named is None or named & ids:
             return (f"changelog retention deleted changes of {db}.{name} (changelog version {version}: "
                     f"{predicate}): rebuild it with the bootstrap instead")
+    if newest is None or walked < newest:  # a log cleanup removed versions while they were read
+        return (f"the changelog's Delta log was cleaned up while it was read (read up to version {walked} of "
+                f"{newest}): cannot show that {db}.{name}'s changes since its CREATE were all kept; try again")
     return None
 
 
