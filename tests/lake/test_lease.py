@@ -27,6 +27,7 @@ from tidelake.lake.lease import (
     Holder,
     LeaseLost,
     hold,
+    live_holder,
     replica_lease,
     take,
 )
@@ -146,6 +147,17 @@ def test_two_takers_of_one_token_one_wins(lake):
     assert store.create("replica-9", 1, body) is not None
     assert store.create("replica-9", 1, body) is None
     assert store.tokens("replica-9") == [1]
+
+
+def test_a_file_uri_root_with_escapes_keeps_its_leases_in_the_lake_folder(tmp_path):
+    """delta-rs escapes a space in a file:// root: the records go in the folder the URI names, where
+    every process of the lake looks, not in a folder literally named with %20."""
+    folder = tmp_path / "my lake"
+    layout = LakeLayout(folder.as_uri())
+    with hold(layout, NAMES) as leases:
+        assert set(leases.held) == set(NAMES)
+        assert any((folder / "_tidelake").rglob("*")) and not (tmp_path / "my%20lake").exists()
+        assert live_holder(layout, replica_lease(1)) is not None
 
 
 def test_an_object_store_without_conditional_write_is_not_fenced(caplog):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -71,3 +72,13 @@ def test_the_file_holds_each_tables_latest_merge(tmp_path):
 def test_an_object_store_lake_gets_no_file():
     assert merge_metrics_path(LakeLayout("s3://bucket/lake")) is None
     assert write_merge_metrics(LakeLayout("s3://bucket/lake")) is None
+
+
+def test_a_file_uri_root_with_escapes_gets_its_file_in_the_lake_folder(tmp_path):
+    """delta-rs escapes a space in a file:// root; the file goes in the folder the URI names."""
+    folder = tmp_path / "my lake"
+    layout = LakeLayout(folder.as_uri())
+    append_entries(layout, [entry(1, T0, T0 - timedelta(minutes=9), T0 - timedelta(minutes=5), 10)])
+    path = write_merge_metrics(layout)
+    assert path == str(folder / "_tidelake" / "merge_metrics.prom") and os.path.isfile(path)
+    assert not (tmp_path / "my%20lake").exists()

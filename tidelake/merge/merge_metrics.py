@@ -11,12 +11,12 @@ Owner: the merge run (tidelake.merge.merge_run) rewrites it.
 
 from __future__ import annotations
 
-import os
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from tidelake import tso
 from tidelake.lake.layout import LakeLayout
+from tidelake.lake.object_store import local_root
 from tidelake.merge.merge_log import MergeLogEntry, MergeStatus, last_entries
 
 METRICS_FILE = "merge_metrics.prom"
@@ -24,10 +24,8 @@ METRICS_FILE = "merge_metrics.prom"
 
 def merge_metrics_path(layout: LakeLayout) -> str | None:
     """Where the file goes; None for an object-store lake."""
-    root = layout.tidelake_root
-    if root.startswith("file://"):
-        root = root[len("file://"):]
-    return None if "://" in root else os.path.join(root, METRICS_FILE)
+    directory = local_root(layout.tidelake_root)
+    return None if directory is None else str(directory / METRICS_FILE)
 
 
 def merge_registry(entries: dict[int, MergeLogEntry]) -> CollectorRegistry:
