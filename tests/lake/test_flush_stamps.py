@@ -29,14 +29,16 @@ def test_steps_keep_the_entry_short():
     assert json.loads(entry[STAMPS_KEY])["7"][:2] == [base, 1_310_720]
 
 
-def test_a_flush_of_more_pairs_than_the_cap_names_none(monkeypatch):
+def test_past_the_cap_the_tables_with_the_most_pairs_are_left_out_whole(monkeypatch):
     monkeypatch.setattr(flush_stamps, "MAX_STAMPS", 3)
-    assert stamps_metadata([(1, 10), (1, 10), (2, 10), (1, 11), (1, 10)]) != {}  # 3 distinct pairs
-    assert stamps_metadata([(1, 10), (2, 10), (1, 11), (2, 12)]) == {}
+    assert stamps_of(stamps_metadata([(1, 10), (1, 10), (2, 10), (1, 11), (1, 10)])) == {1: [10, 11], 2: [10]}
+    assert stamps_of(stamps_metadata([(1, 10), (2, 10), (1, 11), (2, 12), (2, 13)])) == {1: [10, 11]}
+    assert stamps_of(stamps_metadata([(2, 10), (2, 12), (2, 13), (2, 14)])) == {}  # named: none of them
     assert stamps_of({}) is None and stamps_of({"tidelake.app": "x"}) is None
 
 
-@pytest.mark.parametrize("value", ["not json", '["7", 1]', '{"seven": [1]}', '{"7": 5}', '{"7": ["x"]}', "7"])
+@pytest.mark.parametrize("value", ["not json", '["7", 1]', '{"seven": [1]}', '{"7": 5}', '{"7": ["x"]}', "7",
+                                   '{"7": "12"}', '{"7": [1.5]}', '{"7": [true]}', '{"7": [5, -1]}', '{"7": []}'])
 def test_an_entry_this_release_cannot_read_is_a_warning_and_no_stamps(value, caplog):
     assert stamps_of({STAMPS_KEY: value}, "changelog version 12") is None
     assert f"changelog version 12 has an unreadable {STAMPS_KEY} entry" in caplog.text

@@ -114,13 +114,16 @@ def test_a_table_that_turns_expired_log_cleanup_off_keeps_its_log(tmp_path):
 
 
 def test_a_failed_cleanup_leaves_the_commit_recorded(tmp_path, monkeypatch):
+    refused = []
+
     def refuse(table):
+        refused.append(table.version())
         raise OSError("the store refused the delete")
 
     monkeypatch.setattr(DeltaTable, "cleanup_metadata", refuse)
     path, replica = _aged_to_the_cleanup(tmp_path)
     commit_txn_only(replica, path, CLEANUP_INTERVAL)  # returns: the commit stands
-    assert _oldest_commit(path) == 0
+    assert len(refused) == 1 and _oldest_commit(path) == 0
     assert DeltaTable(path).transaction_version(MERGE_APP_ID) == CLEANUP_INTERVAL
 
 

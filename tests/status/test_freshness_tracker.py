@@ -166,6 +166,8 @@ def test_calls_keep_collect_freshness_figures_reading_only_what_was_committed_si
         assert (t1[stage].shown, t1[stage].pending) == (1, 0), stage
         assert t1[stage].max_s == pytest.approx(_seconds(at_ms, b_ts)), stage
     assert "shop.t2" not in later.tables
+    if named:  # every flush named its changes: the tracker read no changelog file
+        assert not [path for log, path in seen_files if log == layout.changelog]
     lake.close()
 
 

@@ -194,17 +194,17 @@ def tables_by_physical_id(history: SchemaHistory, tables: Sequence[str] | None =
 
 def landed_stamps(log: DeltaLog, commits: Sequence[DeltaCommit], pids: set[int] | None = None) -> list[set[tuple[int, int]]]:
     """Per commit, the (physical table, commit ts) it landed, of `pids` (None: every table): named
-    in its commitInfo (tidelake.lake.flush_stamps), else from its added files. A file whose
-    statistics give one commit ts is not read; the others are read side by side."""
+    in its commitInfo (tidelake.lake.flush_stamps), else, for a table it does not name, from its
+    added files. A file whose statistics give one commit ts is not read; the others are read side
+    by side."""
     out: list[set[tuple[int, int]]] = [set() for _ in commits]
     files = []
     for n, commit in enumerate(commits):
-        named = stamps_of(commit.info, f"{log.path} version {commit.version}")
-        if named is not None:
-            out[n].update((pid, ts) for pid, landed in named.items() if pids is None or pid in pids for ts in landed)
-            continue
+        named = stamps_of(commit.info, f"{log.path} version {commit.version}") or {}
+        out[n].update((pid, ts) for pid, landed in named.items() if pids is None or pid in pids for ts in landed)
         files.extend((n, int(added.partition["table_id"]), added) for added in commit.added
                      if added.partition.get("table_id") is not None
+                     and int(added.partition["table_id"]) not in named
                      and (pids is None or int(added.partition["table_id"]) in pids))
 
     def stamps(added: AddedFile) -> Iterable[int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tidelake.capture.landing.app_txn import LakeConflictError
+from tidelake.capture.landing.app_txn import LakeConflictError, commit_properties
 from tidelake.capture.landing.changelog_writer import ChangelogWriter
 from tidelake.capture.landing.watermark_writer import WatermarkWriter
 from tidelake.demos.s3_requests import RequestLog
@@ -211,7 +211,10 @@ def test_expired_log_entries_are_deleted_at_the_changelogs_phase_not_at_each_flu
 
 
 def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
+    refused = []
+
     def refuse(table):
+        refused.append(table.version())
         raise OSError("the store refused the delete")
 
     monkeypatch.setattr(DeltaTable, "cleanup_metadata", refuse)  # what the cleanup calls at the changelog's phase
@@ -219,6 +222,7 @@ def test_a_failed_cleanup_never_fails_the_flush(layout, make_rows, monkeypatch):
     for seq in range(1, CLEANUP_INTERVAL + 1):  # through version CLEANUP_INTERVAL: one cleanup on any phase
         assert writer.append(make_rows(41, 1), seq=seq)
     assert DeltaTable(layout.changelog).transaction_version(APP) == CLEANUP_INTERVAL
+    assert len(refused) == 1  # the cleanup ran, and failed, at the changelog's phase
 
 
 def test_a_flush_commit_names_the_table_and_commit_ts_pairs_its_files_hold(layout, make_rows, base_ms):
@@ -235,12 +239,21 @@ def test_a_flush_commit_names_the_table_and_commit_ts_pairs_its_files_hold(layou
     assert len(named) == len(rows) - 1
 
 
-def test_a_flush_of_more_pairs_than_the_cap_names_none_and_its_files_tell_them(layout, make_rows, monkeypatch):
+def test_past_the_cap_a_flush_leaves_a_table_out_and_its_files_tell_its_pairs(layout, make_rows, monkeypatch):
     monkeypatch.setattr(flush_stamps, "MAX_STAMPS", 2)
     rows = make_rows(41, 2) + make_rows(42, 1)
     ChangelogWriter(layout, APP).append(rows, seq=1)
     (info,) = DeltaTable(layout.changelog).history(1)
-    assert "tidelake.commit_ts" not in info and info["tidelake.app"] == APP
+    assert list(json.loads(info["tidelake.commit_ts"])) == ["42"] and info["tidelake.app"] == APP
     log = DeltaLog(layout.changelog)
     (commit,) = log.commits_after(0)  # version 0 created the table
+    read_file, read = DeltaLog.read_file, []
+    monkeypatch.setattr(DeltaLog, "read_file", lambda self, path, columns: read.append(path) or read_file(self, path, columns))
     assert landed_stamps(log, [commit]) == [{(r.table_id, r.commit_ts) for r in rows}]
+    assert read and all("table_id=41/" in path for path in read)
+
+
+def test_the_writers_own_metadata_never_replaces_the_flush_keys():
+    properties = commit_properties(APP, 7, "w1", {"tidelake.app": "other", "tidelake.flush_seq": "9", "x": "y"})
+    assert properties.custom_metadata == {"tidelake.app": APP, "tidelake.flush_seq": "7", "tidelake.writer": "w1",
+                                          "x": "y"}
