@@ -2,10 +2,10 @@
 added with data and the `txn` actions it recorded (Delta protocol "Delta Log Entries": commitInfo,
 add, remove, txn). Only the versions committed within a span are read, newest first until one is
 older, or those after a version already read, so the cost follows the span's commits, not the
-table's history. Works on any store delta-rs reaches with the layout's storage options; a local
+table's history; `commit_infos` alone walks a whole log, keeping one commitInfo at a time. Works on any store delta-rs reaches with the layout's storage options; a local
 folder's files are read with plain file reads, one by one.
 Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness), the checkpoint walk
-(tidelake.lake.checkpoint) and the merge follower's replica handles read them.
+(tidelake.lake.checkpoint), the merge follower's replica handles and the rebuild check read them.
 
 More: docs/internals.md#delta_commits.
 """
@@ -180,9 +180,11 @@ class DeltaLog:
             yield pool.map
 
     def commit_infos(self, start: int = 0) -> Iterator[tuple[int, dict[str, object]]]:
-        """(version, commitInfo) of every version from `start` to the newest, oldest first, one
-        commit file read at a time (READ_AHEAD at once on an object store) and only its commitInfo
-        kept: memory stays flat over a long log, where DeltaTable.history() holds every one."""
+        """(version, commitInfo) of each version from `start` on, oldest first, until the first
+        version whose commit file is missing (the newest's next, or one a cleanup removed: the
+        caller compares with latest_version), one commit file read at a time (READ_AHEAD at once
+        on an object store) and only its commitInfo kept ({} when it has none): memory stays flat
+        over a whole log, where DeltaTable.history() holds every one."""
         version = start
         with self._reads() as read_all:
             while True:
@@ -198,8 +200,10 @@ class DeltaLog:
         except FileNotFoundError:
             return None
         for line in text.splitlines():
-            if b'"commitInfo"' in line[:16]:
-                return version, json.loads(line)["commitInfo"]
+            if b'"commitInfo"' in line:
+                action = json.loads(line)
+                if "commitInfo" in action:
+                    return version, action["commitInfo"]
         return version, {}
 
     def commit(self, version: int) -> DeltaCommit | None:

@@ -64,6 +64,9 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
     newest, walked = changelog.latest_version(), -1
     for version, info in changelog.commit_infos():  # one at a time: flush commits name their changes
         walked = version
+        if not info:
+            return (f"changelog version {version} has no commitInfo: cannot tell whether it deleted changes of "
+                    f"{db}.{name}; rebuild it with the bootstrap instead")
         if str(info.get("operation", "")).upper() != "DELETE":
             continue
         predicate = str((info.get("operationParameters") or {}).get("predicate", ""))
@@ -71,9 +74,9 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
         if named is None or named & ids:
             return (f"changelog retention deleted changes of {db}.{name} (changelog version {version}: "
                     f"{predicate}): rebuild it with the bootstrap instead")
-    if newest is None or walked < newest:  # a log cleanup removed versions while they were read
-        return (f"the changelog's Delta log was cleaned up while it was read (read up to version {walked} of "
-                f"{newest}): cannot show that {db}.{name}'s changes since its CREATE were all kept; try again")
+    if newest is None or walked < newest:  # versions gone: a log cleanup while they were read, or before
+        return (f"the changelog's Delta log misses versions after {walked} (its newest: {newest}; a log cleanup): "
+                f"cannot show that {db}.{name}'s changes since its CREATE were all kept")
     return None
 
 
