@@ -17,13 +17,16 @@ with boto3 after being made in a temporary folder. Per call, median (min-max) wa
   moved: refresh of a handle one version behind (the probe, then update_incremental: a listing);
   own commit: a one-row append recording the merge's txn on the handle and keep_checkpoint_cadence,
          as the delta-rs writer makes it (delta_rs_writer.REPLICA_POST_COMMIT: no post-commit hook,
-         so no expired-log cleanup at the commit), 2 calls whatever --calls (each adds a version);
+         so no expired-log cleanup at the commit), 2 calls whatever --calls (each adds a version),
+         at versions where the table's phase puts neither a checkpoint nor a cleanup (untimed
+         commits first move the log past those);
   own commit, default hooks: the same with delta-rs' default post-commit hooks (its expired-log
          cleanup after every commit), as the writer committed before;
   walk: read_checkpoint and checkpoint_version (tidelake/lake/checkpoint.py);
   open: DeltaTable(path), what a handle not kept costs;
   cleanup: DeltaTable.cleanup_metadata(), which delta-rs' default post-commit hook ran after every
-         commit and tidelake now runs at every CLEANUP_INTERVAL-th version (tidelake.lake.log_cleanup);
+         commit and tidelake now runs once in CLEANUP_INTERVAL versions, at the table's phase
+         (tidelake.lake.log_cleanup.cleanup_due);
          nothing is old enough to delete here.
 
     .venv/bin/python bench/bench_log_growth.py [--files 100,2000,20000] [--calls 5] [--store local|s3] [--json F]
@@ -32,6 +35,7 @@ with boto3 after being made in a temporary folder. Per call, median (min-max) wa
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -55,9 +59,14 @@ from tidelake.demos.s3_requests import KINDS, RequestLog  # noqa: E402
 from tidelake.lake.checkpoint import MERGE_APP_ID, checkpoint_version, read_checkpoint  # noqa: E402
 from tidelake.lake.create_if_absent import s3_client  # noqa: E402
 from tidelake.lake.delta_commits import commit_name  # noqa: E402
+from tidelake.lake.log_cleanup import cleanup_due  # noqa: E402
 from tidelake.merge.replica_handles import ReplicaHandle  # noqa: E402
 from tidelake.merge.replica_schema import REPLICA_PROPERTIES  # noqa: E402
-from tidelake.merge.writers.delta_rs_writer import REPLICA_POST_COMMIT, keep_checkpoint_cadence  # noqa: E402
+from tidelake.merge.writers.delta_rs_writer import (  # noqa: E402
+    REPLICA_POST_COMMIT,
+    checkpoint_due,
+    keep_checkpoint_cadence,
+)
 
 OWN_COMMITS = 2
 PAST_CHECKPOINT = 2
@@ -154,7 +163,11 @@ def one_log(files: int, calls: int, path: str, options: Options, requests: Reque
     result["open"] = measure(lambda: DeltaTable(path, storage_options=options), calls, requests)
     result["cleanup"] = measure(lambda: DeltaTable(path, storage_options=options).cleanup_metadata(), calls,
                                 requests)
-    versions = iter(range(newest + 1, newest + 1 + 2 * OWN_COMMITS))
+    versions = itertools.count(newest + 1)
+    uri = handle.table.table_uri
+    first = newest + 1  # of the timed own commits: none at a version of the cadence's checkpoint or cleanup
+    while any(checkpoint_due(uri, v) or cleanup_due(uri, v) for v in range(first, first + 2 * OWN_COMMITS)):
+        first += 1
 
     def own_commit(hooks: PostCommitHookProperties | None) -> None:
         v = next(versions)
@@ -163,9 +176,11 @@ def one_log(files: int, calls: int, path: str, options: Options, requests: Reque
                         post_commithook_properties=hooks)
         keep_checkpoint_cadence(handle.table, at_commit=True)
 
+    for _ in range(newest + 1, first):
+        own_commit(REPLICA_POST_COMMIT)
     for way, hooks in (("own_commit", REPLICA_POST_COMMIT), ("own_commit_default_hooks", None)):
         result[way] = measure(lambda: own_commit(hooks), OWN_COMMITS - (requests is not None), requests)
-    if handle.table.version() != newest + 2 * OWN_COMMITS:
+    if handle.table.version() != first - 1 + 2 * OWN_COMMITS:
         raise SystemExit(f"{files} files: the own commits left the handle at {handle.table.version()}")
     result["load_avg_1m"] = os.getloadavg()[0]
     return result
