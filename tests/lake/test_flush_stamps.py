@@ -37,6 +37,16 @@ def test_past_the_cap_the_tables_with_the_most_pairs_are_left_out_whole(monkeypa
     assert stamps_of({}) is None and stamps_of({"tidelake.app": "x"}) is None
 
 
+def test_a_flush_of_many_pairs_holds_few_while_collecting_and_names_the_quietest_tables(monkeypatch):
+    monkeypatch.setattr(flush_stamps, "MAX_STAMPS", 4)
+    busy = [(9, ts) for ts in range(100, 140)]  # over twice the cap on its own: left out early
+    quiet = [(table_id, 7) for table_id in (1, 2, 3)]
+    assert stamps_of(stamps_metadata(busy[:20] + quiet + busy[20:])) == {1: [7], 2: [7], 3: [7]}
+    many = [(table_id, 7) for table_id in range(1, 30)]  # 29 tables of one pair each
+    named = stamps_of(stamps_metadata(many))
+    assert len(named) == 4 and all(stamps == [7] for stamps in named.values())
+
+
 @pytest.mark.parametrize("value", ["not json", '["7", 1]', '{"seven": [1]}', '{"7": 5}', '{"7": ["x"]}', "7",
                                    '{"7": "12"}', '{"7": [1.5]}', '{"7": [true]}', '{"7": [5, -1]}', '{"7": []}'])
 def test_an_entry_this_release_cannot_read_is_a_warning_and_no_stamps(value, caplog):

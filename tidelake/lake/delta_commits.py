@@ -2,10 +2,10 @@
 added with data and the `txn` actions it recorded (Delta protocol "Delta Log Entries": commitInfo,
 add, remove, txn). Only the versions committed within a span are read, newest first until one is
 older, or those after a version already read, so the cost follows the span's commits, not the
-table's history; `commit_infos` alone walks a whole log, keeping one commitInfo at a time. Works on any store delta-rs reaches with the layout's storage options; a local
-folder's files are read with plain file reads, one by one.
-Owner: the lake contracts; `tidelake freshness` (tidelake.status.freshness), the checkpoint walk
-(tidelake.lake.checkpoint), the merge follower's replica handles and the rebuild check read them.
+table's history (`commit_infos` alone walks a whole log, one commitInfo kept at a time). Any store
+delta-rs reaches; a local folder's files are read with plain file reads, one by one.
+Owner: the lake contracts; `tidelake freshness`, the checkpoint walk (tidelake.lake.checkpoint),
+the merge follower's replica handles and the rebuild check read them.
 
 More: docs/internals.md#delta_commits.
 """

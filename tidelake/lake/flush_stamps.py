@@ -25,13 +25,28 @@ def stamps_metadata(pairs: Iterable[tuple[int, int]]) -> dict[str, str]:
     """The commitInfo entry naming the (physical table, commit ts) `pairs` of a flush: JSON, per
     table id its ts ascending, the first whole and each next one as the step from the one before
     (TSO steps are short numbers). Past MAX_STAMPS pairs the tables with the most are left out
-    (a reader reads their files); each table named is named whole."""
+    (a reader reads their files); each table named is named whole. At most 2 x MAX_STAMPS pairs
+    are held while collecting, whatever the flush's size."""
     by_table: dict[int, set[int]] = {}
-    last = None
+    left_out: set[int] = set()
+    held, last = 0, None
     for pair in pairs:
-        if pair != last:  # a transaction's rows come together
-            last = pair
-            by_table.setdefault(pair[0], set()).add(pair[1])
+        if pair == last:  # a transaction's rows come together
+            continue
+        last = pair
+        table_id, ts = pair
+        if table_id in left_out:
+            continue
+        seen = by_table.setdefault(table_id, set())
+        if ts not in seen:
+            seen.add(ts)
+            held += 1
+            if held > 2 * MAX_STAMPS:  # leave the busiest tables out until half of that is held
+                for busiest in sorted(by_table, key=lambda t: len(by_table[t]), reverse=True):
+                    held -= len(by_table.pop(busiest))
+                    left_out.add(busiest)
+                    if held <= MAX_STAMPS:
+                        break
     encoded, named = {}, 0
     for table_id, stamps in sorted(by_table.items(), key=lambda item: (len(item[1]), item[0])):
         named += len(stamps)
