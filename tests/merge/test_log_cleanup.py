@@ -37,7 +37,7 @@ def _replica(path: str, options: dict[str, str] | None, **properties: str) -> De
 
 def _folder(tmp_path: Path, phase: Callable[[str], bool]) -> str:
     """A folder under `tmp_path` whose table URI (delta-rs': file://<folder>/) has the `phase` wanted."""
-    return next(str(tmp_path / f"t{i}") for i in itertools.count() if phase(f"file://{tmp_path}/t{i}/"))
+    return next(str(tmp_path / f"t{i}") for i in itertools.count() if phase((tmp_path / f"t{i}").as_uri() + "/"))
 
 
 def _replica_in_phase(tmp_path: Path, phase: Callable[[str], bool], **properties: str) -> tuple[str, DeltaTable]:

@@ -11,7 +11,6 @@ Owner: the merge run (tidelake.merge.merge_run) rewrites it.
 
 from __future__ import annotations
 
-
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from tidelake import tso

@@ -57,9 +57,6 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
     if not DeltaTable.is_deltatable(layout.changelog, storage_options=layout.storage_options):
         return None  # no changes landed yet: nothing was deleted either
     changelog = DeltaLog(layout.changelog, layout.storage_options)
-    if not changelog.has_version(0):
-        return (f"the changelog's Delta log no longer reaches its first version (log cleanup): cannot show that "
-                f"{db}.{name}'s changes since its CREATE were all kept")
     ids = physical_ids_ever(history, table)
     newest, walked = changelog.latest_version(), -1
     for version, info in changelog.commit_infos():  # one at a time: flush commits name their changes
@@ -74,6 +71,9 @@ def rebuild_refusal(layout: LakeLayout, history: SchemaHistory, table: TableKey)
         if named is None or named & ids:
             return (f"changelog retention deleted changes of {db}.{name} (changelog version {version}: "
                     f"{predicate}): rebuild it with the bootstrap instead")
+    if walked < 0:
+        return (f"the changelog's Delta log no longer reaches its first version (log cleanup): cannot show that "
+                f"{db}.{name}'s changes since its CREATE were all kept")
     if newest is None or walked < newest:  # versions gone: a log cleanup while they were read, or before
         return (f"the changelog's Delta log misses versions after {walked} (its newest: {newest}; a log cleanup): "
                 f"cannot show that {db}.{name}'s changes since its CREATE were all kept")

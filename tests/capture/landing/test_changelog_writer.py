@@ -188,7 +188,7 @@ def test_expired_log_entries_are_deleted_at_the_changelogs_phase_not_at_each_flu
     (tidelake.lake.log_cleanup.cleanup_due): here a changelog whose phase sets version 70."""
     at = CLEANUP_INTERVAL - 30
     layout = next(lake for lake in (LakeLayout(str(tmp_path / f"lake{i}")) for i in itertools.count())
-                  if cleanup_due(f"file://{lake.changelog}/", at))
+                  if cleanup_due(Path(lake.changelog).as_uri() + "/", at))
     writer = ChangelogWriter(layout, APP)
     for seq in range(1, at - 1):  # versions 1..68, one flush each
         writer.append(make_rows(41, 1), seq=seq)

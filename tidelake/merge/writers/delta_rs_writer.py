@@ -6,8 +6,8 @@ column-mapped replica only the rewrite (its writes are the ones checked against 
 `fallback` writer, Spark, besides the txn alone (docs/internals.md#file_rewrite).
 The commit records the txn (MERGE_APP_ID, hi) and the checkpoint's userMetadata
 (docs/stack.md#delta-lake-deltatable-python-api-and-write-options); a commit racing another job's
-of the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried.
-No delta-rs post-commit hook runs (keep_checkpoint_cadence). Owner: TableMerge, which chooses the writer.
+of the same app id fails delta-rs' conflict check (CommitFailedError) and the window is retried;
+no delta-rs post-commit hook runs (keep_checkpoint_cadence). Owner: TableMerge, which chooses it.
 """
 
 from __future__ import annotations
@@ -203,10 +203,10 @@ def checkpoint_due(table_uri: str, version: int) -> bool:
 
 def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> None:
     """A checkpoint every CHECKPOINT_INTERVAL versions (checkpoint_due), the cadence Spark keeps, so
-    Spark readers of a replica written only by delta-rs (merges, maintenance) replay short logs, and the expired log
-    entries deleted once in every CLEANUP_INTERVAL versions (tidelake.lake.log_cleanup.cleanup_due:
-    the writer's commits leave both to this, REPLICA_POST_COMMIT). `at_commit`: the
-    handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
+    Spark readers of a replica written only by delta-rs (merges, maintenance) replay short logs,
+    and the expired log entries deleted once in every CLEANUP_INTERVAL versions
+    (tidelake.lake.log_cleanup.cleanup_due): the writer's commits leave both to this
+    (REPLICA_POST_COMMIT). `at_commit`: the handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
     txn alone does not). The commit has landed by now, so a failed checkpoint or cleanup is only
     logged, as Spark's Delta does: the next one covers it."""
     try:
