@@ -153,6 +153,55 @@ def test_a_sweep_merges_the_quiet_windows_of_stale_replicas_only(lake, monkeypat
     assert read_checkpoint(path_of(lake, "items")) == read_checkpoint(path_of(lake, "orders")) == later
 
 
+def test_a_pass_takes_at_most_pass_tables_the_ones_merged_longest_ago_first(lake):
+    """The tables a pass leaves out are owed to the next poll, which passes whether or not the
+    watermarks moved, and reads them again; among tables with work, the one merged longest ago goes first."""
+    lines: list[str] = []
+    f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=1), lines.append)
+    first = lake.resolve()
+    assert f.poll() == "pass"  # the first look: orders (the history's first), items owed
+    assert lines[-1].endswith("; 1 tables with work left for the next pass"), lines
+    assert read_checkpoint(path_of(lake, "orders")) == first
+    assert ReplicaCatalog(lake.layout).find("shop", "items") is None
+    assert f.poll() == "pass"  # nothing moved upstream: the owed table is taken all the same
+    assert read_checkpoint(path_of(lake, "items")) == first
+    assert f.poll() == "idle"
+
+    put(lake, "orders", range(1, 4), "a")
+    only_orders = lake.resolve()
+    assert f.poll() == "pass"  # orders merged at passes 1 and 3, items at 2
+    put(lake, "orders", range(4, 6), "b")
+    put(lake, "items", range(1, 3), "i")
+    both = lake.resolve()
+    assert f.poll() == "pass"  # items, merged longest ago, before orders (the history's first)
+    assert read_checkpoint(path_of(lake, "items")) == both
+    assert read_checkpoint(path_of(lake, "orders")) == only_orders
+    assert replica_rows(lake, "items") == lake.expected_rows("shop", "items", both)
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "orders")) == both
+    assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", both)
+    assert f.poll() == "idle"
+
+
+def test_a_sweep_left_out_of_its_pass_merges_its_quiet_windows_at_the_next(lake, monkeypatch):
+    """A quiet table's window is work at a sweep only: when the sweep's pass has no room for it, the
+    next pass (no sweep) still takes it."""
+    clock = _Clock()
+    monkeypatch.setattr(follow, "time", clock)
+    f = Follower(None, lake.layout, FollowOptions(threads=1, sweep_s=120.0, pass_tables=1), [].append)
+    first = lake.resolve()
+    f.poll()
+    f.poll()
+    assert read_checkpoint(path_of(lake, "orders")) == read_checkpoint(path_of(lake, "items")) == first
+    lake.up.ts += 80_000 << 18  # both quiet, more than half a sweep behind
+    later = lake.resolve()
+    clock.now += 120.0
+    assert f.poll() == "pass"  # the sweep: one of the two
+    assert f.poll() == "pass"  # not a sweep: the other, owed
+    assert read_checkpoint(path_of(lake, "orders")) == read_checkpoint(path_of(lake, "items")) == later
+    assert f.poll() == "idle"
+
+
 def test_a_follower_started_after_a_merge_run_commits_nothing_to_the_replicas_it_merged(lake):
     put(lake, "orders", range(1, 5), "a")
     merged = lake.resolve()

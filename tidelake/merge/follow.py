@@ -47,6 +47,11 @@ HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver
 # window's commit waits on the store (figures: bench/README.md, per-table fixed costs).
 FOLLOW_THREADS = 4
+# Tables a pass merges at most, the ones merged longest ago first; the rest wait for the next pass,
+# which reads the watermarks again. A pass plans from the watermarks it read at its start, so a
+# change covered during a pass waits for the pass after; shorter passes cut that wait at many
+# tables (figures: bench/README.md, "The follower's pass at 1,000 tables").
+PASS_TABLES = 250
 METRICS_JOIN_S = 5.0  # a stopping follower waits this long for its metrics writer to end
 _IDLE, _PASS = "idle", "pass"
 
@@ -85,6 +90,7 @@ class FollowerRunning(TidelakeError):
 class FollowOptions:
     poll_s: float = 1.0
     threads: int = FOLLOW_THREADS
+    pass_tables: int = PASS_TABLES
     max_chunk_rows: int = DEFAULT_CHUNK_ROWS
     history_config: HistoryConfig | None = None
     heartbeat_s: float = HEARTBEAT_S
@@ -101,6 +107,8 @@ class _Seen:
     look: bool = True  # look at the next poll whatever the watermarks say (the first, after a cut)
     again_at: float | None = None  # monotonic: look again then (a failed table's retry)
     sweep_at: float = 0.0
+    turns: dict[TableKey, int] = field(default_factory=dict)  # the pass that last took each table
+    owed: set[TableKey] = field(default_factory=set)  # found with work, left out of the last pass
 
 
 class Follower:
@@ -218,18 +226,35 @@ class Follower:
         work = find_work(self.layout, control, changelog, seen.known, cap, self.options.sweep_s / 2 if sweep else None)
         seen.marks, seen.known, seen.waiting = control.watermarks, dict(work.checkpoints), work.waiting
         seen.look, seen.again_at = False, None
-        if not work.tables:
+        tables = self._take(work.tables)
+        if not tables:
             return
         history = control.history
-        names = [table_name(history, key) for key in work.tables]
+        names = [table_name(history, key) for key in tables]
         # A dropped table whose name a new table took cannot be named: the pass then takes every table.
         found = history.find_many([tuple(name.split(".", 1)) for name in names])
-        named = all(k == key for k, key in zip(found, work.tables))
+        named = all(k == key for k, key in zip(found, tables))
         started = time.monotonic()
         report = self._merge(self.spark, self.layout, tables=names if named else None, until_ts=cap,
                              read=(control, changelog))  # the pass's own read, not a second one
         self.passes += 1
+        for key in tables:
+            seen.turns[key] = self.passes
         self._after(report, time.monotonic() - started)
+
+    def _take(self, found: tuple[TableKey, ...]) -> list[TableKey]:
+        """The tables this pass merges: of those the look `found` with work and those the last pass
+        left out (a sweep's quiet windows are found by the sweep only), at most pass_tables, the
+        ones merged longest ago first. Tables left out are owed to the next poll, which passes."""
+        seen = self._seen
+        known = seen.known  # every table the look planned
+        waiting = list(dict.fromkeys([*found, *(key for key in seen.owed if key in known)]))
+        waiting.sort(key=lambda key: seen.turns.get(key, 0))  # stable: the history's order among equals
+        tables, left = waiting[:self.options.pass_tables], waiting[self.options.pass_tables:]
+        seen.owed = set(left)
+        if left:
+            seen.look = True
+        return tables
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
         """run_merge with the follower's options: its passes' and its cuts' merges. With a metrics
@@ -256,7 +281,7 @@ class Follower:
         merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
         if merged or report.failed:
             self._last_pass = self._last_line = time.monotonic()
-            self.say(pass_line(self.passes, report, seconds))
+            self.say(pass_line(self.passes, report, seconds, len(seen.owed)))
 
     def _heartbeat(self, marks: Watermarks, now: float) -> None:
         self._last_line = now
@@ -267,9 +292,10 @@ class Follower:
         self.say(f"merge follower: idle; {behind}; {last}")
 
 
-def pass_line(number: int, report: MergeReport, seconds: float) -> str:
+def pass_line(number: int, report: MergeReport, seconds: float, left: int = 0) -> str:
     """The progress line of a pass that did work: tables merged, windows, DDLs, changes, the worst
-    replica lag after it (merged tables), and the first failure."""
+    replica lag after it (merged tables), the first failure, and the tables with work `left` for
+    the next pass."""
     merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
     now = _now_ts()
     lags = [(tso.lag_seconds(r.checkpoint_after, now), r.table) for r in merged if r.checkpoint_after is not None]
@@ -282,6 +308,8 @@ def pass_line(number: int, report: MergeReport, seconds: float) -> str:
     if report.failed:
         first = report.failed[0]
         line += f"; {len(report.failed)} failed ({first.table}: {first.reason}), retried in {RETRY_S:.0f}s"
+    if left:
+        line += f"; {left} tables with work left for the next pass"
     return line
 
 
