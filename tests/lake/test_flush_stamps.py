@@ -47,6 +47,20 @@ def test_a_flush_of_many_pairs_holds_few_while_collecting_and_names_the_quietest
     assert len(named) == 4 and all(stamps == [7] for stamps in named.values())
 
 
+def test_at_the_real_cap_a_flush_of_1000_tables_is_named_whole_and_one_busier_table_left_out():
+    """MAX_STAMPS as shipped: 1,000 tables of 10 transactions each fill it; a table of 50 more pairs
+    pushes the flush past it and is the one left out, while every other pair is named."""
+    base = 463_000_000_000_000_000
+    quiet = [(table_id, base + n * 262_144 + table_id) for n in range(10) for table_id in range(1, 1001)]
+    busy = [(5000, base + n) for n in range(1, 51)]
+    assert len(quiet) == flush_stamps.MAX_STAMPS
+    named = stamps_of(stamps_metadata(busy[:25] + quiet + busy[25:]))
+    want: dict[int, list[int]] = {}
+    for table_id, ts in sorted(quiet):
+        want.setdefault(table_id, []).append(ts)
+    assert named == want
+
+
 @pytest.mark.parametrize("value", ["not json", '["7", 1]', '{"seven": [1]}', '{"7": 5}', '{"7": ["x"]}', "7",
                                    '{"7": "12"}', '{"7": [1.5]}', '{"7": [true]}', '{"7": [5, -1]}', '{"7": []}'])
 def test_an_entry_this_release_cannot_read_is_a_warning_and_no_stamps(value, caplog):
