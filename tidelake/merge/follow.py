@@ -226,9 +226,11 @@ class Follower:
         work = find_work(self.layout, control, changelog, seen.known, cap, self.options.sweep_s / 2 if sweep else None)
         seen.marks, seen.known, seen.waiting = control.watermarks, dict(work.checkpoints), work.waiting
         seen.look, seen.again_at = False, None
-        tables = self._take(work.tables)
+        tables, left = self._take(work.tables)
+        seen.owed = set(tables) | left  # a pass that fails owes its tables too
         if not tables:
             return
+        seen.look = True
         history = control.history
         names = [table_name(history, key) for key in tables]
         # A dropped table whose name a new table took cannot be named: the pass then takes every table.
@@ -240,21 +242,18 @@ class Follower:
         self.passes += 1
         for key in tables:
             seen.turns[key] = self.passes
+        seen.owed, seen.look = left, bool(left)  # the next poll passes for the tables left out
         self._after(report, time.monotonic() - started)
 
-    def _take(self, found: tuple[TableKey, ...]) -> list[TableKey]:
-        """The tables this pass merges: of those the look `found` with work and those the last pass
-        left out (a sweep's quiet windows are found by the sweep only), at most pass_tables, the
-        ones merged longest ago first. Tables left out are owed to the next poll, which passes."""
+    def _take(self, found: tuple[TableKey, ...]) -> tuple[list[TableKey], set[TableKey]]:
+        """(the tables this pass merges, those it leaves out) of the tables the look `found` with
+        work and those an earlier pass owes (a sweep's quiet windows are found by the sweep only):
+        at most pass_tables, the ones merged longest ago first."""
         seen = self._seen
         known = seen.known  # every table the look planned
         waiting = list(dict.fromkeys([*found, *(key for key in seen.owed if key in known)]))
         waiting.sort(key=lambda key: seen.turns.get(key, 0))  # stable: the history's order among equals
-        tables, left = waiting[:self.options.pass_tables], waiting[self.options.pass_tables:]
-        seen.owed = set(left)
-        if left:
-            seen.look = True
-        return tables
+        return waiting[:self.options.pass_tables], set(waiting[self.options.pass_tables:])
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
         """run_merge with the follower's options: its passes' and its cuts' merges. With a metrics
