@@ -26,6 +26,7 @@ from tidelake.errors import EXIT_TRY_LATER
 from tidelake.lake.checkpoint import checkpoint_at_version, read_checkpoint, version_at_checkpoint
 from tidelake.lake.lease import hold, live_holder, merge_follower_lease, replica_lease
 from tidelake.lake.replica_catalog import ReplicaCatalog
+from tidelake.lake.schema_history import TableKey
 from tidelake.merge import follow
 from tidelake.merge.follow import Follower, FollowerRunning, FollowOptions
 from tidelake.merge.merge_run import run_merge
@@ -181,6 +182,20 @@ def test_a_pass_takes_at_most_pass_tables_the_ones_merged_longest_ago_first(lake
     assert read_checkpoint(path_of(lake, "orders")) == both
     assert replica_rows(lake, "orders") == lake.expected_rows("shop", "orders", both)
     assert f.poll() == "idle"
+
+
+def test_a_pass_takes_a_share_of_many_tables_and_never_fewer_than_pass_tables(lake):
+    """Each pass's look plans every table, so at many tables a pass takes 1 / PASS_SHARE of them,
+    not pass_tables: the looks per visit of every table stay PASS_SHARE whatever the table count."""
+    f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=3), [].append)
+    keys = tuple(TableKey(i) for i in range(100, 140))
+    f._seen.known = dict.fromkeys(keys, 0)
+    f._seen.turns = {key: 1000 - int(key) for key in keys}  # the last keys merged longest ago
+    tables, left = f._take(keys)
+    assert len(tables) == 40 // follow.PASS_SHARE and tables[0] == TableKey(139)
+    assert set(tables) | left == set(keys) and not set(tables) & left
+    tables, left = f._take(keys[:8])
+    assert (len(tables), len(left)) == (3, 5)  # a quarter of 8 is fewer than pass_tables
 
 
 def test_a_sweep_left_out_of_its_pass_merges_its_quiet_windows_at_the_next(lake, monkeypatch):

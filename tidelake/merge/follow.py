@@ -47,10 +47,13 @@ HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # Tables merged at once: more threads than the scheduled runs' 2, as part of each small driver
 # window's commit waits on the store (figures: bench/README.md, per-table fixed costs).
 FOLLOW_THREADS = 4
-# Tables a pass merges at most, the ones merged longest ago first; the rest wait for the next pass,
-# which reads the watermarks again. A pass plans from the watermarks it read at its start, so a
-# change covered during a pass waits for the pass after; shorter passes cut that wait at many
-# tables (figures: bench/README.md, "The follower's pass at 1,000 tables").
+# A pass merges a quarter of the tables with work (PASS_SHARE), or PASS_TABLES if that is more, the
+# ones merged longest ago first; the rest wait for the next pass, which reads the watermarks again.
+# A pass plans from the watermarks it read at its start, so a change covered during a pass waits
+# for the pass after: shorter passes cut that wait at many tables, while each pass's own look reads
+# every table's plan, so their number per visit of every table stays fixed (figures:
+# bench/README.md, "Shorter passes at 1,000 tables").
+PASS_SHARE = 4
 PASS_TABLES = 250
 METRICS_JOIN_S = 5.0  # a stopping follower waits this long for its metrics writer to end
 _IDLE, _PASS = "idle", "pass"
@@ -248,12 +251,14 @@ class Follower:
     def _take(self, found: tuple[TableKey, ...]) -> tuple[list[TableKey], set[TableKey]]:
         """(the tables this pass merges, those it leaves out) of the tables the look `found` with
         work and those an earlier pass owes (a sweep's quiet windows are found by the sweep only):
-        at most pass_tables, the ones merged longest ago first."""
+        1 / PASS_SHARE of them (rounded up) or pass_tables, whichever is more, the ones merged
+        longest ago first."""
         seen = self._seen
         known = seen.known  # every table the look planned
         waiting = list(dict.fromkeys([*found, *(key for key in seen.owed if key in known)]))
         waiting.sort(key=lambda key: seen.turns.get(key, 0))  # stable: the history's order among equals
-        return waiting[:self.options.pass_tables], set(waiting[self.options.pass_tables:])
+        size = max(self.options.pass_tables, -(-len(waiting) // PASS_SHARE))
+        return waiting[:size], set(waiting[size:])
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
         """run_merge with the follower's options: its passes' and its cuts' merges. With a metrics
