@@ -20,6 +20,7 @@ import pytest
 from deltalake import DeltaTable
 from merge.lake_fixtures import FedLake, path_of, put, shop_lake, sorted_rows
 
+from tidelake import failpoints
 from tidelake.cli import follow_run, main
 from tidelake.config_writer import changefeed_document, write_config
 from tidelake.errors import EXIT_TRY_LATER
@@ -161,7 +162,7 @@ def test_a_pass_takes_at_most_pass_tables_the_ones_merged_longest_ago_first(lake
     f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=1), lines.append)
     first = lake.resolve()
     assert f.poll() == "pass"  # the first look: orders (the history's first), items owed
-    assert lines[-1].endswith("; 1 tables with work left for the next pass"), lines
+    assert lines[-1].endswith("; 1 tables with work waiting for the next passes"), lines
     assert read_checkpoint(path_of(lake, "orders")) == first
     assert ReplicaCatalog(lake.layout).find("shop", "items") is None
     assert f.poll() == "pass"  # nothing moved upstream: the owed table is taken all the same
@@ -191,11 +192,62 @@ def test_a_pass_takes_a_share_of_many_tables_and_never_fewer_than_pass_tables(la
     keys = tuple(TableKey(i) for i in range(100, 140))
     f._seen.known = dict.fromkeys(keys, 0)
     f._seen.turns = {key: 1000 - int(key) for key in keys}  # the last keys merged longest ago
-    tables, left = f._take(keys)
-    assert len(tables) == 40 // follow.PASS_SHARE and tables[0] == TableKey(139)
-    assert set(tables) | left == set(keys) and not set(tables) & left
-    tables, left = f._take(keys[:8])
+    tables, left, more = f._take(keys, time.monotonic())
+    assert len(tables) == 40 // follow.PASS_SHARE and tables[0] == TableKey(139) and more
+    assert set(tables) | set(left) == set(keys) and not set(tables) & set(left)
+    tables, left, more = f._take(keys[:8], time.monotonic())
     assert (len(tables), len(left)) == (3, 5)  # a quarter of 8 is fewer than pass_tables
+
+
+def test_failing_tables_left_out_wait_for_their_retry_instead_of_a_pass_after_pass(lake, monkeypatch):
+    """A table whose merge failed is kept out for RETRY_S: the tables a pass leaves out make the next
+    poll pass only while one of them may be taken, so failing tables are not tried back to back."""
+    clock = _Clock()
+    monkeypatch.setattr(follow, "time", clock)
+    lines: list[str] = []
+    f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=1), lines.append)
+    lake.resolve()
+    f.poll()
+    f.poll()
+    put(lake, "orders", range(1, 3), "a")
+    put(lake, "items", range(1, 3), "i")
+    upper = lake.resolve()
+
+    def store_away(name, owner):
+        raise OSError("the store is away")
+
+    with failpoints.armed(["merge.before_commit"], store_away):
+        assert f.poll() == "pass"  # orders fails; items waits for the next pass
+        assert "1 failed (shop.orders: " in lines[-1] and "retried in 30s" in lines[-1], lines
+        assert f.poll() == "pass"  # items fails; orders waits for its retry
+        assert f.poll() == "idle"  # both wait for their retry: no pass after pass
+        clock.now += follow.RETRY_S
+    assert f.poll() == "pass"
+    assert f.poll() == "pass"
+    assert read_checkpoint(path_of(lake, "orders")) == read_checkpoint(path_of(lake, "items")) == upper
+    assert replica_rows(lake, "items") == lake.expected_rows("shop", "items", upper)
+
+
+def test_a_table_left_out_and_merged_by_another_run_gets_no_empty_window(lake, monkeypatch):
+    """A table owed by a pass is owed only while its checkpoint stays the one the pass left it at: a
+    cut, or a merge by hand seen at the next sweep, that moved it settles the debt."""
+    clock = _Clock()
+    monkeypatch.setattr(follow, "time", clock)
+    f = Follower(None, lake.layout, FollowOptions(threads=1, sweep_s=120.0, pass_tables=1), [].append)
+    lake.resolve()
+    f.poll()
+    f.poll()
+    put(lake, "orders", range(1, 3), "a")
+    put(lake, "items", range(1, 3), "i")
+    lake.resolve()
+    assert f.poll() == "pass"  # orders; items owed
+    run_merge(None, lake.layout, write_log=False)  # by hand: items merged
+    versions = DeltaTable(path_of(lake, "items")).version()
+    later = lake.resolve()  # the watermarks move on, nothing lands
+    clock.now += 120.0  # the sweep reads every checkpoint again
+    f.poll()
+    assert DeltaTable(path_of(lake, "items")).version() == versions  # no empty window committed
+    assert read_checkpoint(path_of(lake, "items")) < later
 
 
 def test_a_sweep_left_out_of_its_pass_merges_its_quiet_windows_at_the_next(lake, monkeypatch):

@@ -1,11 +1,11 @@
 """The merge follower: one long-running merge that applies changes as the watermarks cover them, so
 the schedule no longer sets the freshness floor. An idle poll reads the watermarks only; a pass
-merges the tables with covered work (tidelake.merge.table_work) through run_merge, which never goes
-past min(resolved, barrier) and is capped at the next syncpoint boundary; cuts are taken in the loop.
-A pass killed anywhere leaves whole commits, each recording its checkpoint (a window already
-recorded is skipped), so the next follower or scheduled run carries on. It holds the lease
-merge-follower for its lifetime; the replicas' leases per pass. Its metrics writer (the merge and
-freshness metrics files) runs on its own daemon thread while the lease is held. Owner: `tidelake merge --follow`.
+merges a share of the tables with covered work (tidelake.merge.table_work), those taken longest ago
+first, through run_merge, which never goes past min(resolved, barrier) and is capped at the next
+syncpoint boundary; the next pass, with the watermarks read again, takes others. Cuts are taken in
+the loop. A pass killed anywhere leaves whole commits, each recording its checkpoint, so the next
+follower or scheduled run carries on. It holds the lease merge-follower for its lifetime, the
+replicas' per pass; its metrics writer runs on a daemon thread. Owner: `tidelake merge --follow`.
 
 More: docs/internals.md#follow.
 """
@@ -48,7 +48,7 @@ HELD_RETRY_S = 5.0  # a replica another writer held is tried again after this
 # window's commit waits on the store (figures: bench/README.md, per-table fixed costs).
 FOLLOW_THREADS = 4
 # A pass merges a quarter of the tables with work (PASS_SHARE), or PASS_TABLES if that is more, the
-# ones merged longest ago first; the rest wait for the next pass, which reads the watermarks again.
+# ones taken longest ago first; the rest wait for the next pass, which reads the watermarks again.
 # A pass plans from the watermarks it read at its start, so a change covered during a pass waits
 # for the pass after: shorter passes cut that wait at many tables, while each pass's own look reads
 # every table's plan, so their number per visit of every table stays fixed (figures:
@@ -102,7 +102,10 @@ class FollowOptions:
 
 @dataclass
 class _Seen:
-    """What the last look saw: the watermarks it planned from, and the replicas' checkpoints since."""
+    """What the last look saw: the watermarks it planned from, and the replicas' checkpoints since;
+    and what the passes owe: the tables with work a pass left out (each with the checkpoint it had
+    then: owed while it still has it), and the tables a failed or held merge keeps out until their
+    retry. Only what to look at: every merge plans from its replica."""
 
     marks: Watermarks | None = None
     known: dict[TableKey, int | None] = field(default_factory=dict)
@@ -111,7 +114,8 @@ class _Seen:
     again_at: float | None = None  # monotonic: look again then (a failed table's retry)
     sweep_at: float = 0.0
     turns: dict[TableKey, int] = field(default_factory=dict)  # the pass that last took each table
-    owed: set[TableKey] = field(default_factory=set)  # found with work, left out of the last pass
+    owed: dict[TableKey, int | None] = field(default_factory=dict)  # left out, with its checkpoint then
+    later: dict[TableKey, float] = field(default_factory=dict)  # monotonic: not taken again before
 
 
 class Follower:
@@ -228,9 +232,12 @@ class Follower:
         # (a follower started after a scheduled run commits nothing to the replicas it just merged).
         work = find_work(self.layout, control, changelog, seen.known, cap, self.options.sweep_s / 2 if sweep else None)
         seen.marks, seen.known, seen.waiting = control.watermarks, dict(work.checkpoints), work.waiting
-        seen.look, seen.again_at = False, None
-        tables, left = self._take(work.tables)
-        seen.owed = set(tables) | left  # a pass that fails owes its tables too
+        if sweep:  # tables gone from the history (dropped, stopped) are forgotten
+            seen.turns = {key: turn for key, turn in seen.turns.items() if key in seen.known}
+            seen.later = {key: at for key, at in seen.later.items() if key in seen.known}
+        seen.look, seen.again_at = False, _next_retry(seen.later, now)
+        tables, left, more = self._take(work.tables, now)
+        seen.owed = {**left, **{key: seen.known[key] for key in tables}}  # a pass that fails owes its tables
         if not tables:
             return
         seen.look = True
@@ -245,20 +252,26 @@ class Follower:
         self.passes += 1
         for key in tables:
             seen.turns[key] = self.passes
-        seen.owed, seen.look = left, bool(left)  # the next poll passes for the tables left out
+        seen.owed, seen.look = left, more  # the next poll passes while tables left out are due
         self._after(report, time.monotonic() - started)
 
-    def _take(self, found: tuple[TableKey, ...]) -> tuple[list[TableKey], set[TableKey]]:
-        """(the tables this pass merges, those it leaves out) of the tables the look `found` with
-        work and those an earlier pass owes (a sweep's quiet windows are found by the sweep only):
-        1 / PASS_SHARE of them (rounded up) or pass_tables, whichever is more, the ones merged
+    def _take(self, found: tuple[TableKey, ...], now: float) -> tuple[list[TableKey], dict[TableKey, int | None], bool]:
+        """(the tables this pass merges, those it leaves out with their checkpoints, whether any of
+        those may be taken now) of the tables the look `found` with work and those an earlier pass
+        owes whose checkpoint has not moved since (a sweep's quiet windows are found by the sweep
+        only; a cut or a merge of every table moved the others): 1 / PASS_SHARE of them (rounded
+        up) or pass_tables, whichever is more, of those not waiting for a retry, the ones taken
         longest ago first."""
         seen = self._seen
         known = seen.known  # every table the look planned
-        waiting = list(dict.fromkeys([*found, *(key for key in seen.owed if key in known)]))
-        waiting.sort(key=lambda key: seen.turns.get(key, 0))  # stable: the history's order among equals
-        size = max(self.options.pass_tables, -(-len(waiting) // PASS_SHARE))
-        return waiting[:size], set(waiting[size:])
+        owed = (key for key, checkpoint in seen.owed.items() if key in known and known[key] == checkpoint)
+        candidates = list(dict.fromkeys([*found, *owed]))
+        candidates.sort(key=lambda key: seen.turns.get(key, 0))  # stable: the look's order among equals
+        size = max(self.options.pass_tables, -(-len(candidates) // PASS_SHARE))
+        due = [key for key in candidates if seen.later.get(key, 0.0) <= now]
+        tables = due[:size]
+        taken = set(tables)
+        return tables, {key: known[key] for key in candidates if key not in taken}, len(due) > size
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
         """run_merge with the follower's options: its passes' and its cuts' merges. With a metrics
@@ -278,10 +291,17 @@ class Follower:
             if result.status == MergeStatus.BLOCKED and not result.held:
                 seen.waiting = True
         now = time.monotonic()
-        if report.failed or report.log_refused:
-            seen.again_at = now + RETRY_S
-        if any(r.held for r in report.tables):  # maintenance or a bootstrap has its turn
-            seen.again_at = min(seen.again_at or now + HELD_RETRY_S, now + HELD_RETRY_S)
+        for result in report.tables:  # a failed table is tried again after RETRY_S, a held one sooner
+            key = TableKey(result.table_key)
+            if result.status in (MergeStatus.ERROR, MergeStatus.STOPPED):
+                seen.later[key] = now + RETRY_S
+            elif result.held:  # maintenance or a bootstrap has its turn
+                seen.later[key] = now + HELD_RETRY_S
+            else:
+                seen.later.pop(key, None)
+        seen.again_at = _next_retry(seen.later, now)
+        if report.log_refused:
+            seen.again_at = min(seen.again_at or now + RETRY_S, now + RETRY_S)
         merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
         if merged or report.failed:
             self._last_pass = self._last_line = time.monotonic()
@@ -296,10 +316,15 @@ class Follower:
         self.say(f"merge follower: idle; {behind}; {last}")
 
 
+def _next_retry(later: dict[TableKey, float], now: float) -> float | None:
+    """When the first table kept out for a retry may be taken again (None: none is kept out)."""
+    return min((at for at in later.values() if at > now), default=None)
+
+
 def pass_line(number: int, report: MergeReport, seconds: float, left: int = 0) -> str:
     """The progress line of a pass that did work: tables merged, windows, DDLs, changes, the worst
     replica lag after it (merged tables), the first failure, and the tables with work `left` for
-    the next pass."""
+    the next passes."""
     merged = [r for r in report.tables if r.status == MergeStatus.MERGED]
     now = _now_ts()
     lags = [(tso.lag_seconds(r.checkpoint_after, now), r.table) for r in merged if r.checkpoint_after is not None]
@@ -313,7 +338,7 @@ def pass_line(number: int, report: MergeReport, seconds: float, left: int = 0) -
         first = report.failed[0]
         line += f"; {len(report.failed)} failed ({first.table}: {first.reason}), retried in {RETRY_S:.0f}s"
     if left:
-        line += f"; {left} tables with work left for the next pass"
+        line += f"; {left} tables with work waiting for the next passes"
     return line
 
 
