@@ -83,8 +83,9 @@ class PrewriteBudget:
 
     def charge(self, nbytes: int) -> bool:
         with self._lock:
-            self._check_open()
-            self._reap()
+            if self._closed or self._forgotten:
+                self._check_open()
+                self._reap()
             if self._used + nbytes > self.memory_bytes:
                 return False
             self._used += nbytes
@@ -269,6 +270,28 @@ class UnmatchedPrewrites:
     def put_many(self, entries: list[tuple[int, bytes, Prewrite]]) -> None:
         """Store each (start_ts, key, prewrite) in order unless the waiting prewrite of its
         (start_ts, key) wins (`supersedes`). Spilled entries go to the file together."""
+        state = self._state
+        if not state[1]:
+            # The common case, one budget charge for the whole run: nothing of this region spilled
+            # and every (start_ts, key) new. If their sum fits, each would have fitted one after
+            # another; if not, the entries go one at a time as below.
+            memory = self._memory
+            fresh: dict[tuple[int, bytes], Prewrite] = {}
+            nbytes = 0
+            for start_ts, key, prewrite in entries:
+                k = (start_ts, key)
+                if k in memory or k in fresh:
+                    break
+                fresh[k] = prewrite
+                nbytes += ENTRY_OVERHEAD_BYTES + len(key) + len(prewrite[0]) + len(prewrite[1])
+            else:
+                if self._budget.charge(nbytes):
+                    memory.update(fresh)
+                    state[0] += nbytes
+                    return
+        self._put_each(entries)
+
+    def _put_each(self, entries: list[tuple[int, bytes, Prewrite]]) -> None:
         to_spill: list[tuple[int, bytes, Prewrite]] = []
         for start_ts, key, prewrite in entries:
             k = (start_ts, key)
@@ -293,7 +316,9 @@ class UnmatchedPrewrites:
         """Remove and return the prewrite of (start_ts, key), None if none waits."""
         old = self._memory.pop((start_ts, key), None)
         if old is not None:
-            self._release(_size(key, old))
+            nbytes = ENTRY_OVERHEAD_BYTES + len(key) + len(old[0]) + len(old[1])  # _size, inline: once per commit
+            self._state[0] -= nbytes
+            self._budget.release(nbytes)
             return old
         if not self._state[1]:
             return None
