@@ -202,15 +202,21 @@ class StoreStream:
         # a handler call (and a region worker's hand-off) per event cost more than its rows when
         # events are small. A region's other events flush its entries first, so its order holds.
         # Each event stays its own list; the client hands their rows to the sink in bounded batches.
+        # The routing table is read under one hold of the mutex per response, not one per event
+        # (a lock round trip per event cost as much as routing it). A registration made while the
+        # response is handled gets none of its events: TiKV sent them before it saw that request.
+        routed: list[tuple[Any, str, cdcpb_pb2.Event]] = []
+        with self._mutex:
+            active = self._active
+            for event in response.events:
+                subscription = event.request_id if fixed_subscription is None else fixed_subscription
+                key = (subscription, event.region_id)
+                kind = event.WhichOneof("event")
+                token = active.pop(key, None) if kind == "error" else active.get(key)
+                if token is not None:
+                    routed.append((token, kind, event))
         pending: dict[Any, list[list[cdcpb_pb2.Event.Row]]] = {}
-        for event in response.events:
-            subscription = event.request_id if fixed_subscription is None else fixed_subscription
-            key = (subscription, event.region_id)
-            kind = event.WhichOneof("event")
-            with self._mutex:
-                token = self._active.pop(key, None) if kind == "error" else self._active.get(key)
-            if token is None:
-                continue
+        for token, kind, event in routed:
             if kind == "entries":
                 pending.setdefault(token, []).append(list(event.entries.entries))
                 continue
