@@ -175,6 +175,25 @@ def test_a_batch_keeps_the_newer_prewrite_of_each_lock_in_memory_and_in_the_spil
         budget.close()
 
 
+def test_a_run_of_new_prewrites_past_the_budget_fills_memory_in_order_and_spills_the_rest():
+    # A run whose sum fits is charged at once; one whose sum does not goes one prewrite at a time:
+    # the same split as putting them one by one.
+    entry = ENTRY_OVERHEAD_BYTES + len(_key(0)) + 100
+    budget = PrewriteBudget(3 * entry + entry // 2)
+    waiting = UnmatchedPrewrites(budget)
+    waiting.put_many([(50, _key(i), (b"v" * 100, b"", 0)) for i in range(2)])
+    assert budget.used == 2 * entry and budget.spilled == 0
+    waiting.put_many([(50, _key(i), (b"v" * 100, b"", 0)) for i in range(2, 6)])
+    assert budget.used == 3 * entry and budget.spilled == 3 and len(waiting) == 6
+    for i in range(3):  # the first three wait in memory
+        assert waiting.take(50, _key(i)) == (b"v" * 100, b"", 0)
+        assert budget.used == (2 - i) * entry and budget.spilled == 3
+    for i in range(3, 6):  # the rest in the file
+        assert waiting.take(50, _key(i)) == (b"v" * 100, b"", 0)
+        assert budget.used == 0 and budget.spilled == 5 - i
+    budget.close()
+
+
 def test_a_failed_spill_write_raises_its_own_error_not_the_rollback_s(tmp_path, monkeypatch):
     budget = PrewriteBudget(0, str(tmp_path))
     waiting = UnmatchedPrewrites(budget)
