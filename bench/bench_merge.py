@@ -55,16 +55,20 @@ local[2], stopped after) repeats the whole measurement as a Spark Connect client
 one, in the same run on a new lake: JSON `connect` holds its results, `connect_vs_local` the
 ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
 
+--marks FILE writes each run_merge's tables and wall-clock span (JSON lines), to cut the Spark event
+log of the same run (--spark-conf spark.eventLog.enabled=true) into its merge runs with bench/spark_jobs.py.
+
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]
         [--compare-rewrite] [--soft-deletes] [--history] [--column-mapping]
         [--spark-conf spark.databricks.delta.snapshotPartitions=2 ...]
-        [--remote sc://127.0.0.1:15002 | --remote start]
+        [--remote sc://127.0.0.1:15002 | --remote start] [--marks FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -165,8 +169,12 @@ def _merge(spark, layout: LakeLayout, tables: list[str], threads: int, only: lis
     """One run over every bench table (or `only`); rows summed over them, the checkpoint of the first."""
     from tidelake.merge.merge_run import run_merge
 
+    started = time.time()
     with Timer() as timer:
         report = run_merge(spark, layout, tables=only, write_log=False, threads=threads, history_config=history)
+    if MARKS is not None:  # the run's span on the wall clock, for an event log (bench/spark_jobs.py --marks)
+        MARKS.append({"label": ",".join(only or tables) + f" #{len(MARKS) + 1}", "start_s": started,
+                      "end_s": time.time()})
     results = [next(t for t in report.tables if t.table == f"{DATABASE}.{name}") for name in tables]
     if report.failed or not all(r.rows_in for r in results):
         raise RuntimeError(f"merge did not merge every bench table: {report.tables}")
@@ -257,6 +265,7 @@ def _metric(commit: dict, spark_name: str, delta_rs_name: str) -> int:
 
 
 DELETION_VECTORS, APPEND_PATHS, DRIVER_WINDOWS = "deletion vectors", "append paths", "driver windows"
+MARKS: list[dict] | None = None  # with --marks: each merge run's label and wall-clock span
 
 
 def run(rows: int, txn_rows: int, update_ratio: float, seed: int, spark_confs: dict[str, str] | None = None,
@@ -526,6 +535,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also measure as a Spark Connect client of this server ('start': one of our own)")
     parser.add_argument("--connect-only", metavar="sc://HOST:PORT", help=argparse.SUPPRESS)  # the child below
     parser.add_argument("--json", help="also write the results as JSON here")
+    parser.add_argument("--marks", help="also write each merge run's tables and wall-clock span here (JSON lines)")
     args = parser.parse_args(argv)
     if args.tables < 1 or args.threads < 1 or args.samples < 1 or args.small_rows < 1 or args.small_tables < 0:
         parser.error("--tables, --threads, --samples and --small-rows must be at least 1, --small-tables at least 0")
@@ -538,6 +548,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.remote is not None and args.remote != "start" and not args.remote.startswith("sc://"):
         parser.error("--remote takes a Spark Connect URL (sc://host:port) or 'start'")
     confs = dict(c.split("=", 1) for c in args.spark_conf)
+    global MARKS
+    MARKS = [] if args.marks else None
     env = print_environment()
     measure = lambda remote: run(args.rows, args.txn_rows, args.update_ratio, args.seed, confs,  # noqa: E731
                                  args.tables, args.threads, args.small_rows, args.samples,
@@ -549,6 +561,8 @@ def main(argv: list[str] | None = None) -> dict:
         write_json(args.json, "merge", env, results)
         return results
     results = measure(None)
+    if MARKS is not None:
+        Path(args.marks).write_text("".join(json.dumps(m) + "\n" for m in MARKS))
     if args.remote is not None:
         results["connect"] = _measure_connect(args.remote, argv if argv is not None else sys.argv[1:])
         results["connect_vs_local"] = _compare(results, results["connect"])
@@ -578,10 +592,9 @@ def _measure_connect(remote: str, argv: list[str]) -> dict:
 
 
 def _connect_child(url: str, argv: list[str]) -> dict:
-    import json
     import subprocess
 
-    own = {"--remote", "--json"}
+    own = {"--remote", "--json", "--marks"}
     kept = [a for i, a in enumerate(argv) if a not in own and (i == 0 or argv[i - 1] not in own)]
     with tempfile.TemporaryDirectory(prefix="bench-merge-connect-") as folder:
         out = Path(folder) / "connect.json"
