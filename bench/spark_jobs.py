@@ -1,11 +1,11 @@
 """Where a Spark application's wall time goes, from its own event log: jobs, and the time between them.
 
 Input: an event log as Spark writes it with `spark.eventLog.enabled=true` and
-`spark.eventLog.compress=false` (JSON lines, one listener event a line; a directory means its newest
-file). Every job (SparkListenerJobStart/JobEnd) is reported with its SQL execution (the
-`spark.sql.execution.id` property, and that execution's description), its description and call
-site, wall seconds, the stages it ran (StageCompleted) and skipped, its tasks and their summed
-executor run time (TaskEnd, a task counted in the job that listed its stage last).
+`spark.eventLog.compress=false` (JSON lines, one listener event a line; a folder means its newest
+log, Spark's `eventlog_v2_<app>` folder its parts in order). Every job (SparkListenerJobStart/JobEnd)
+is reported with its SQL execution (the `spark.sql.execution.id` property, and that execution's
+description), its description and call site, wall seconds, the stages it ran (StageCompleted) and
+skipped, its tasks and their summed executor run time (TaskEnd, a task counted in the job that listed its stage last).
 
 The time of a span splits three ways, each instant counted once:
   in jobs         some job running: scans, shuffles, Parquet writes;

@@ -35,7 +35,8 @@ def task(stage: int, run_ms: int) -> dict:
 
 
 def job_end(job: int, at: int) -> dict:
-    return {"Event": "SparkListenerJobEnd", "Job ID": job, "Completion Time": at, "Job Result": {"Result": "JobSucceeded"}}
+    return {"Event": "SparkListenerJobEnd", "Job ID": job, "Completion Time": at,
+            "Job Result": {"Result": "JobSucceeded"}}
 
 
 EVENTS = [
