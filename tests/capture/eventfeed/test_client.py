@@ -381,6 +381,51 @@ def test_a_regions_entries_events_of_one_response_reach_the_handler_in_one_call_
         store.stop()
 
 
+@pytest.mark.parametrize("multiplexing", [True, False])
+def test_a_handler_failing_on_one_error_leaves_the_next_errors_region_to_on_broken(multiplexing):
+    """A response of two regions' errors whose first handler call raises: the second region's
+    subscription is still the stream's to give up, so on_broken names it (none is lost unretried)."""
+    from tidelake.capture.eventfeed.store_stream import StoreStream
+
+    class FailingOnError:
+        def __init__(self):
+            self.broken: list = []
+            self.done = threading.Event()
+
+        def on_entries(self, token, events):
+            pass
+
+        def on_resolved(self, tokens, ts):
+            pass
+
+        def on_error(self, token, error):
+            raise RuntimeError(f"handler failed on {token}")
+
+        def on_broken(self, tokens, reason):
+            self.broken.extend(tokens)
+            self.done.set()
+
+    conns = []
+    store = ScriptedStore(1, lambda s, conn, request: conns.append((conn, request)), multiplexing)
+    channel = grpc.insecure_channel(store.address)
+    handler = FailingOnError()
+    try:
+        stream = StoreStream(1, channel, handler, probe_timeout_s=5)
+        stream.register("a", cdcpb_pb2.ChangeDataRequest(region_id=1, request_id=7))
+        stream.register("b", cdcpb_pb2.ChangeDataRequest(region_id=2, request_id=7))
+        wait_until(lambda: len(conns) == 2, 10, "both registrations")
+        conn, request = conns[0]
+        response = cdcpb_pb2.ChangeDataEvent()
+        for region in (1, 2):
+            response.events.add(region_id=region, request_id=conn.rid(request)).error.congested.region_id = region
+        conn.send(response)
+        assert handler.done.wait(5)
+        assert handler.broken == ["b"]
+    finally:
+        channel.close()
+        store.stop()
+
+
 class CallSink(RecordingSink):
     """Records each on_rows call's commit ts, to see how rows were batched."""
 

@@ -204,19 +204,27 @@ class StoreStream:
         # Each event stays its own list; the client hands their rows to the sink in bounded batches.
         # The routing table is read under one hold of the mutex per response, not one per event
         # (a lock round trip per event cost as much as routing it). A registration made while the
-        # response is handled gets none of its events: TiKV sent them before it saw that request.
-        routed: list[tuple[Any, str, cdcpb_pb2.Event]] = []
+        # response is handled gets none of its events: TiKV sent them before it saw that request;
+        # a token deregistered meanwhile still gets them (handlers ignore a stopped feed's events).
+        # An error's token leaves the table only when its error is handed over, so a handler that
+        # raises first leaves it to the stream's on_broken; the key's later events are dropped.
+        routed: list[tuple[Any, str, cdcpb_pb2.Event, tuple[int, int]]] = []
         with self._mutex:
             active = self._active
+            failed: set[tuple[int, int]] = set()
             for event in response.events:
                 subscription = event.request_id if fixed_subscription is None else fixed_subscription
                 key = (subscription, event.region_id)
+                if key in failed:
+                    continue
                 kind = event.WhichOneof("event")
-                token = active.pop(key, None) if kind == "error" else active.get(key)
+                token = active.get(key)
                 if token is not None:
-                    routed.append((token, kind, event))
+                    routed.append((token, kind, event, key))
+                    if kind == "error":
+                        failed.add(key)
         pending: dict[Any, list[list[cdcpb_pb2.Event.Row]]] = {}
-        for token, kind, event in routed:
+        for token, kind, event, key in routed:
             if kind == "entries":
                 pending.setdefault(token, []).append(list(event.entries.entries))
                 continue
@@ -224,6 +232,10 @@ class StoreStream:
             if events is not None:
                 self._handler.on_entries(token, events)
             if kind == "error":
+                with self._mutex:
+                    if self._active.get(key) is not token:
+                        continue  # deregistered meanwhile: its error is no longer ours to report
+                    del self._active[key]
                 self._handler.on_error(token, event.error)
             elif kind == "resolved_ts":  # deprecated per-region form (clients < 4.0.8, docs/wire.md#event)
                 self._handler.on_resolved([token], event.resolved_ts)
