@@ -283,7 +283,7 @@ class UnmatchedPrewrites:
                 if k in memory or k in fresh:
                     break
                 fresh[k] = prewrite
-                nbytes += ENTRY_OVERHEAD_BYTES + len(key) + len(prewrite[0]) + len(prewrite[1])
+                nbytes += ENTRY_OVERHEAD_BYTES + len(key) + len(prewrite[0]) + len(prewrite[1])  # _size, inline
             else:
                 if self._budget.charge(nbytes):
                     memory.update(fresh)
@@ -292,6 +292,7 @@ class UnmatchedPrewrites:
         self._put_each(entries)
 
     def _put_each(self, entries: list[tuple[int, bytes, Prewrite]]) -> None:
+        """put_many one entry at a time: the reference its one-charge path must equal."""
         to_spill: list[tuple[int, bytes, Prewrite]] = []
         for start_ts, key, prewrite in entries:
             k = (start_ts, key)
@@ -339,4 +340,6 @@ def supersedes(new: Prewrite, old: Prewrite) -> bool:
 
 
 def _size(key: bytes, prewrite: Prewrite) -> int:
+    """A waiting prewrite's charge; put_many and take compute it inline (a call per row cost as
+    much as the sum), so the three must stay the same sum."""
     return ENTRY_OVERHEAD_BYTES + len(key) + len(prewrite[0]) + len(prewrite[1])

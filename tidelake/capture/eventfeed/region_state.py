@@ -82,7 +82,7 @@ class RegionFeedState:
             key = row.key
             if kind != _INITIALIZED:  # docs/wire.md#row-handling-per-region: rows outside the sub-span are dropped
                 if raw_span is None:
-                    if not self._key_in_span(key):
+                    if not self._encoded_key_in_span(key):
                         continue
                 elif key < span_start or (span_end is not None and key >= span_end):
                     continue
@@ -195,12 +195,9 @@ class RegionFeedState:
             self._table_prefix = key[:TABLE_PREFIX_LEN]
         return RowChange(self._table_id, commit_ts, start_ts, op, key, value, old_value, self.region_id)
 
-    def _key_in_span(self, raw_key: bytes) -> bool:
-        # docs/wire.md#keys: row keys are raw, spans are encoded; compare in encoded space,
-        # or in raw space against the decoded bounds (the same order: the encoding preserves it).
-        if self._raw_span is not None:
-            start, end = self._raw_span
-            return raw_key >= start and (end is None or raw_key < end)
+    def _encoded_key_in_span(self, raw_key: bytes) -> bool:
+        # docs/wire.md#keys: row keys are raw, spans are encoded; compare in encoded space. A span
+        # with raw bounds (the same order: the encoding preserves it) is compared in handle_rows.
         encoded = encode_bytes(raw_key)
         start, end = self.span
         return encoded >= start and (not end or encoded < end)
