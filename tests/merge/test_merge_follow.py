@@ -228,6 +228,56 @@ def test_failing_tables_left_out_wait_for_their_retry_instead_of_a_pass_after_pa
     assert replica_rows(lake, "items") == lake.expected_rows("shop", "items", upper)
 
 
+def test_a_table_whose_retry_falls_due_during_a_pass_is_taken_at_the_next_poll(lake, monkeypatch):
+    """orders fails and waits RETRY_S; the pass after it (items) runs past that time: with nothing
+    landing upstream, the next poll still passes and takes orders, not the sweep minutes later."""
+    clock = _Clock()
+    monkeypatch.setattr(follow, "time", clock)
+    f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=1), [].append)
+    lake.resolve()
+    f.poll()
+    f.poll()
+    put(lake, "orders", range(1, 3), "a")
+    put(lake, "items", range(1, 3), "i")
+    upper = lake.resolve()
+    orders = path_of(lake, "orders")
+
+    def fail_orders_then_take_long(name, owner):
+        if owner == orders:
+            raise OSError("the store is away")
+        clock.now += follow.RETRY_S  # items' merge outlasts orders' wait
+
+    with failpoints.armed(["merge.before_commit"], fail_orders_then_take_long):
+        assert f.poll() == "pass"  # orders fails
+        assert f.poll() == "pass"  # items, while orders' retry falls due
+    assert f.poll() == "pass"
+    assert read_checkpoint(orders) == read_checkpoint(path_of(lake, "items")) == upper
+
+
+def test_a_sweeps_quiet_window_that_fails_is_retried_without_waiting_for_the_next_sweep(lake, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(follow, "time", clock)
+    f = Follower(None, lake.layout, FollowOptions(threads=1, sweep_s=120.0), [].append)
+    lake.resolve()
+    f.poll()
+    lake.up.ts += 80_000 << 18  # both quiet, more than half a sweep behind
+    later = lake.resolve()
+    clock.now += 120.0
+    items = path_of(lake, "items")
+
+    def fail_items(name, owner):
+        if owner == items:
+            raise OSError("the store is away")
+
+    with failpoints.armed(["merge.before_commit"], fail_items):
+        assert f.poll() == "pass"  # the sweep: orders moves on, items fails
+    assert read_checkpoint(path_of(lake, "orders")) == later and read_checkpoint(items) < later
+    assert f.poll() == "idle"  # items waits for its retry
+    clock.now += follow.RETRY_S
+    assert f.poll() == "pass"  # not a sweep, yet items' quiet window is taken again
+    assert read_checkpoint(items) == later
+
+
 def test_a_table_left_out_and_merged_by_another_run_gets_no_empty_window(lake, monkeypatch):
     """A table owed by a pass is owed only while its checkpoint stays the one the pass left it at: a
     cut, or a merge by hand seen at the next sweep, that moved it settles the debt."""

@@ -237,7 +237,8 @@ class Follower:
             seen.later = {key: at for key, at in seen.later.items() if key in seen.known}
         seen.look, seen.again_at = False, _next_retry(seen.later, now)
         tables, left, more = self._take(work.tables, now)
-        seen.owed = {**left, **{key: seen.known[key] for key in tables}}  # a pass that fails owes its tables
+        taken = {key: seen.known[key] for key in tables}
+        seen.owed = {**left, **taken}  # a pass that fails owes its tables
         if not tables:
             return
         seen.look = True
@@ -253,15 +254,15 @@ class Follower:
         for key in tables:
             seen.turns[key] = self.passes
         seen.owed, seen.look = left, more  # the next poll passes while tables left out are due
-        self._after(report, time.monotonic() - started)
+        self._after(report, time.monotonic() - started, taken)
 
     def _take(self, found: tuple[TableKey, ...], now: float) -> tuple[list[TableKey], dict[TableKey, int | None], bool]:
         """(the tables this pass merges, those it leaves out with their checkpoints, whether any of
         those may be taken now) of the tables the look `found` with work and those an earlier pass
         owes whose checkpoint has not moved since (a sweep's quiet windows are found by the sweep
-        only; a cut or a merge of every table moved the others): 1 / PASS_SHARE of them (rounded
-        up) or pass_tables, whichever is more, of those not waiting for a retry, the ones taken
-        longest ago first."""
+        only; a cut or a merge of every table moved the others): 1 / PASS_SHARE of them all (rounded
+        up) or pass_tables, whichever is more, taken from those not waiting for a retry, the ones
+        taken longest ago first."""
         seen = self._seen
         known = seen.known  # every table the look planned
         owed = (key for key, checkpoint in seen.owed.items() if key in known and known[key] == checkpoint)
@@ -280,7 +281,9 @@ class Follower:
                          history_config=self.options.history_config, handles=self.handles,
                          write_metrics=self.metrics is None, **kwargs)
 
-    def _after(self, report: MergeReport, seconds: float) -> None:
+    def _after(self, report: MergeReport, seconds: float, taken: dict[TableKey, int | None]) -> None:
+        """What the pass's results teach: checkpoints, the tables kept out for a retry (owed again
+        if the pass took them: a sweep's quiet window is not found again), the next wake-up, its line."""
         seen = self._seen
         for result in report.tables:
             key = TableKey(result.table_key)
@@ -293,12 +296,15 @@ class Follower:
         now = time.monotonic()
         for result in report.tables:  # a failed table is tried again after RETRY_S, a held one sooner
             key = TableKey(result.table_key)
-            if result.status in (MergeStatus.ERROR, MergeStatus.STOPPED):
-                seen.later[key] = now + RETRY_S
-            elif result.held:  # maintenance or a bootstrap has its turn
-                seen.later[key] = now + HELD_RETRY_S
+            retry = result.status in (MergeStatus.ERROR, MergeStatus.STOPPED) or result.held
+            if retry:  # a held replica: maintenance or a bootstrap has its turn
+                seen.later[key] = now + (HELD_RETRY_S if result.held else RETRY_S)
+                if key in taken:
+                    seen.owed[key] = taken[key]
             else:
                 seen.later.pop(key, None)
+        # A table left out as not due yet may have become due while the pass ran.
+        seen.look = seen.look or any(seen.later.get(key, 0.0) <= now for key in seen.owed)
         seen.again_at = _next_retry(seen.later, now)
         if report.log_refused:
             seen.again_at = min(seen.again_at or now + RETRY_S, now + RETRY_S)
