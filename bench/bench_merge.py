@@ -56,7 +56,8 @@ one, in the same run on a new lake: JSON `connect` holds its results, `connect_v
 ratios, and `session_start_s` of each what a merge task pays before its first MERGE.
 
 --marks FILE writes each run_merge's tables and wall-clock span (JSON lines), to cut the Spark event
-log of the same run (--spark-conf spark.eventLog.enabled=true) into its merge runs with bench/spark_jobs.py.
+log of the same run (--spark-conf spark.eventLog.enabled=true --spark-conf spark.eventLog.compress=false:
+Spark 4 compresses it otherwise) into its merge runs with bench/spark_jobs.py.
 
     .venv/bin/python bench/bench_merge.py [--rows 50000] [--txn-rows 1000] [--update-ratio 0.3] [--seed 0]
         [--tables 1] [--threads 2] [--small-rows 100] [--small-tables K] [--samples 5] [--compare-deletion-vectors | --compare-append | --compare-driver]

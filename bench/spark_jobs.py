@@ -165,7 +165,7 @@ def read_event_log(path: Path) -> EventLog:
 def _plan_root(plan: str) -> str:
     """The top operator of a physical plan description ('== Physical Plan ==' then 'Execute
     MergeIntoCommand (1)'): a statement's kind where its description is only a call site."""
-    lines = [line.strip(" +-:") for line in plan.splitlines()[1:] if line.strip()]
+    lines = [line.strip(" +-:") for line in plan.splitlines()[1:] if line.strip() and not line.startswith("==")]
     top = next((line for line in lines if not line.startswith("AdaptiveSparkPlan")), "")
     return top.rsplit(" (", 1)[0].removeprefix("Execute ").removeprefix("* ")
 
@@ -242,6 +242,20 @@ def _short(text: str, width: int = 70) -> str:
     return one if len(one) <= width else one[:width - 1] + "…"
 
 
+def _read_marks(path: Path, parser: argparse.ArgumentParser) -> list[tuple[str, int, int]]:
+    """(label, start ms, end ms) of each line of a marks file; a line without them is an error naming it."""
+    spans = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            mark = json.loads(line)
+            spans.append((str(mark["label"]), round(mark["start_s"] * 1000), round(mark["end_s"] * 1000)))
+        except (ValueError, KeyError, TypeError) as exc:
+            parser.error(f"{path} line {number}: not a mark with label, start_s and end_s ({exc!r})")
+    return spans
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("event_log", type=Path, help="a Spark event log (uncompressed), or its folder")
@@ -251,8 +265,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     log = read_event_log(args.event_log)
     if args.marks is not None:
-        marks = [json.loads(line) for line in args.marks.read_text().splitlines() if line.strip()]
-        spans = [(m["label"], round(m["start_s"] * 1000), round(m["end_s"] * 1000)) for m in marks]
+        spans = _read_marks(args.marks, parser)
+        outside = [label for label, lo, hi in spans if hi < log.app_start_ms or lo > log.app_end_ms]
+        if outside:
+            print(f"warning: {len(outside)} of {len(spans)} marks fall outside the event log's application "
+                  f"(first: {outside[0]}): marks of another run?", file=sys.stderr)
     else:
         spans = [("application", log.app_start_ms, log.app_end_ms)]
     summaries = [span_summary(log, *span) for span in spans]

@@ -102,3 +102,16 @@ def test_a_compressed_log_is_refused_with_its_line_and_the_setting(tmp_path):
     log.write_bytes(b"(\xb5/\xfd binary\n")
     with pytest.raises(SystemExit, match=r"local-1.zstd:1 is not JSON.*spark.eventLog.compress=false"):
         main([str(log)])
+
+
+def test_marks_of_another_run_are_a_warning_and_a_malformed_mark_an_error_naming_its_line(event_log, tmp_path,
+                                                                                        capsys):
+    marks = tmp_path / "marks"
+    marks.write_text(json.dumps({"label": "elsewhere #1", "start_s": 9.0, "end_s": 9.5}) + "\n")
+    (span,) = main([str(event_log), "--marks", str(marks)])["spans"]
+    assert span["jobs"] == 0
+    assert "1 of 1 marks fall outside the event log's application (first: elsewhere #1)" in capsys.readouterr().err
+    marks.write_text(json.dumps({"label": "a", "start_s": 1.0}) + "\n")
+    with pytest.raises(SystemExit):
+        main([str(event_log), "--marks", str(marks)])
+    assert f"{marks} line 1: not a mark with label, start_s and end_s" in capsys.readouterr().err
