@@ -199,6 +199,17 @@ def test_a_pass_takes_a_share_of_many_tables_and_never_fewer_than_pass_tables(la
     assert (len(tables), len(left)) == (3, 5)  # a quarter of 8 is fewer than pass_tables
 
 
+def both_replicas_then_changes_to_both(lake: FedLake, f: Follower) -> int:
+    """Two polls of a follower taking one table a pass create both replicas; then a transaction on
+    each table, covered: the upper both are due to reach."""
+    lake.resolve()
+    f.poll()
+    f.poll()
+    put(lake, "orders", range(1, 3), "a")
+    put(lake, "items", range(1, 3), "i")
+    return lake.resolve()
+
+
 def test_failing_tables_left_out_wait_for_their_retry_instead_of_a_pass_after_pass(lake, monkeypatch):
     """A table whose merge failed is kept out for RETRY_S: the tables a pass leaves out make the next
     poll pass only while one of them may be taken, so failing tables are not tried back to back."""
@@ -206,12 +217,7 @@ def test_failing_tables_left_out_wait_for_their_retry_instead_of_a_pass_after_pa
     monkeypatch.setattr(follow, "time", clock)
     lines: list[str] = []
     f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=1), lines.append)
-    lake.resolve()
-    f.poll()
-    f.poll()
-    put(lake, "orders", range(1, 3), "a")
-    put(lake, "items", range(1, 3), "i")
-    upper = lake.resolve()
+    upper = both_replicas_then_changes_to_both(lake, f)
 
     def store_away(name, owner):
         raise OSError("the store is away")
@@ -234,12 +240,7 @@ def test_a_table_whose_retry_falls_due_during_a_pass_is_taken_at_the_next_poll(l
     clock = _Clock()
     monkeypatch.setattr(follow, "time", clock)
     f = Follower(None, lake.layout, FollowOptions(threads=1, pass_tables=1), [].append)
-    lake.resolve()
-    f.poll()
-    f.poll()
-    put(lake, "orders", range(1, 3), "a")
-    put(lake, "items", range(1, 3), "i")
-    upper = lake.resolve()
+    upper = both_replicas_then_changes_to_both(lake, f)
     orders = path_of(lake, "orders")
 
     def fail_orders_then_take_long(name, owner):

@@ -1,4 +1,5 @@
 import threading
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -331,12 +332,31 @@ def test_stream_given_up_after_a_handler_failure_is_cancelled(multiplexing):
         store.stop()
 
 
+@contextmanager
+def two_regions_on_one_stream(handler, multiplexing: bool):
+    """A StoreStream to a scripted store with regions 1 ("a") and 2 ("b") registered under request
+    id 7, `handler` receiving their events: the store's connection and first request."""
+    from tidelake.capture.eventfeed.store_stream import StoreStream
+
+    conns = []
+    store = ScriptedStore(1, lambda s, conn, request: conns.append((conn, request)), multiplexing)
+    channel = grpc.insecure_channel(store.address)
+    try:
+        stream = StoreStream(1, channel, handler, probe_timeout_s=5)
+        stream.register("a", cdcpb_pb2.ChangeDataRequest(region_id=1, request_id=7))
+        stream.register("b", cdcpb_pb2.ChangeDataRequest(region_id=2, request_id=7))
+        wait_until(lambda: len(conns) == 2, 10, "both registrations")
+        yield conns[0]
+    finally:
+        channel.close()
+        store.stop()
+
+
 @pytest.mark.parametrize("multiplexing", [True, False])
 def test_a_regions_entries_events_of_one_response_reach_the_handler_in_one_call_in_order(multiplexing):
     """Small events cost a handler call and a worker hand-off each (bench_puller's profile): one
     response's Entries events of a region are handed over together, each its own list, and a
     region's error still comes after the rows sent before it."""
-    from tidelake.capture.eventfeed.store_stream import StoreStream
 
     class RecordingHandler:
         def __init__(self):
@@ -355,16 +375,8 @@ def test_a_regions_entries_events_of_one_response_reach_the_handler_in_one_call_
         def on_broken(self, tokens, reason):
             pass
 
-    conns = []
-    store = ScriptedStore(1, lambda s, conn, request: conns.append((conn, request)), multiplexing)
-    channel = grpc.insecure_channel(store.address)
     handler = RecordingHandler()
-    try:
-        stream = StoreStream(1, channel, handler, probe_timeout_s=5)
-        stream.register("a", cdcpb_pb2.ChangeDataRequest(region_id=1, request_id=7))
-        stream.register("b", cdcpb_pb2.ChangeDataRequest(region_id=2, request_id=7))
-        wait_until(lambda: len(conns) == 2, 10, "both registrations")
-        conn, request = conns[0]
+    with two_regions_on_one_stream(handler, multiplexing) as (conn, request):
         rid = conn.rid(request)
         response = cdcpb_pb2.ChangeDataEvent()
         for region, start_ts in ((1, 1), (2, 2), (1, 3), (1, 0), (2, 4), (1, 5)):
@@ -376,16 +388,12 @@ def test_a_regions_entries_events_of_one_response_reach_the_handler_in_one_call_
         conn.send(response)
         wait_until(lambda: len(handler.calls) >= 3, 10, "the response routed")
         assert handler.calls == [("a", "entries", [[1], [3]]), ("a", "error", []), ("b", "entries", [[2], [4]])]
-    finally:
-        channel.close()
-        store.stop()
 
 
 @pytest.mark.parametrize("multiplexing", [True, False])
 def test_a_handler_failing_on_one_error_leaves_the_next_errors_region_to_on_broken(multiplexing):
     """A response of two regions' errors whose first handler call raises: the second region's
     subscription is still the stream's to give up, so on_broken names it (none is lost unretried)."""
-    from tidelake.capture.eventfeed.store_stream import StoreStream
 
     class FailingOnError:
         def __init__(self):
@@ -405,25 +413,14 @@ def test_a_handler_failing_on_one_error_leaves_the_next_errors_region_to_on_brok
             self.broken.extend(tokens)
             self.done.set()
 
-    conns = []
-    store = ScriptedStore(1, lambda s, conn, request: conns.append((conn, request)), multiplexing)
-    channel = grpc.insecure_channel(store.address)
     handler = FailingOnError()
-    try:
-        stream = StoreStream(1, channel, handler, probe_timeout_s=5)
-        stream.register("a", cdcpb_pb2.ChangeDataRequest(region_id=1, request_id=7))
-        stream.register("b", cdcpb_pb2.ChangeDataRequest(region_id=2, request_id=7))
-        wait_until(lambda: len(conns) == 2, 10, "both registrations")
-        conn, request = conns[0]
+    with two_regions_on_one_stream(handler, multiplexing) as (conn, request):
         response = cdcpb_pb2.ChangeDataEvent()
         for region in (1, 2):
             response.events.add(region_id=region, request_id=conn.rid(request)).error.congested.region_id = region
         conn.send(response)
         assert handler.done.wait(5)
         assert handler.broken == ["b"]
-    finally:
-        channel.close()
-        store.stop()
 
 
 class CallSink(RecordingSink):
