@@ -236,12 +236,12 @@ class Follower:
             seen.turns = {key: turn for key, turn in seen.turns.items() if key in seen.known}
             seen.later = {key: at for key, at in seen.later.items() if key in seen.known}
         seen.look, seen.again_at = False, _next_retry(seen.later, now)
-        tables, left, more = self._take(work.tables, now)
+        tables, left = self._take(work.tables, now)
         taken = {key: seen.known[key] for key in tables}
         seen.owed = {**left, **taken}  # a pass that fails owes its tables
         if not tables:
             return
-        seen.look = True
+        seen.look = True  # a pass that fails is looked at again
         history = control.history
         names = [table_name(history, key) for key in tables]
         # A dropped table whose name a new table took cannot be named: the pass then takes every table.
@@ -253,16 +253,15 @@ class Follower:
         self.passes += 1
         for key in tables:
             seen.turns[key] = self.passes
-        seen.owed, seen.look = left, more  # the next poll passes while tables left out are due
+        seen.owed = left
         self._after(report, time.monotonic() - started, taken)
 
-    def _take(self, found: tuple[TableKey, ...], now: float) -> tuple[list[TableKey], dict[TableKey, int | None], bool]:
-        """(the tables this pass merges, those it leaves out with their checkpoints, whether any of
-        those may be taken now) of the tables the look `found` with work and those an earlier pass
-        owes whose checkpoint has not moved since (a sweep's quiet windows are found by the sweep
-        only; a cut or a merge of every table moved the others): 1 / PASS_SHARE of them all (rounded
-        up) or pass_tables, whichever is more, taken from those not waiting for a retry, the ones
-        taken longest ago first."""
+    def _take(self, found: tuple[TableKey, ...], now: float) -> tuple[list[TableKey], dict[TableKey, int | None]]:
+        """(the tables this pass merges, those it leaves out with their checkpoints) of the tables
+        the look `found` with work and those an earlier pass owes whose checkpoint has not moved
+        since (a sweep's quiet windows are found by the sweep only; a cut or a merge of every table
+        moved the others): 1 / PASS_SHARE of them all (rounded up) or pass_tables, whichever is
+        more, taken from those not waiting for a retry, the ones taken longest ago first."""
         seen = self._seen
         known = seen.known  # every table the look planned
         owed = (key for key, checkpoint in seen.owed.items() if key in known and known[key] == checkpoint)
@@ -272,7 +271,7 @@ class Follower:
         due = [key for key in candidates if seen.later.get(key, 0.0) <= now]
         tables = due[:size]
         taken = set(tables)
-        return tables, {key: known[key] for key in candidates if key not in taken}, len(due) > size
+        return tables, {key: known[key] for key in candidates if key not in taken}
 
     def _merge(self, spark: SparkSession, layout: LakeLayout, **kwargs) -> MergeReport:
         """run_merge with the follower's options: its passes' and its cuts' merges. With a metrics
@@ -303,8 +302,9 @@ class Follower:
                     seen.owed[key] = taken[key]
             else:
                 seen.later.pop(key, None)
-        # A table left out as not due yet may have become due while the pass ran.
-        seen.look = seen.look or any(seen.later.get(key, 0.0) <= now for key in seen.owed)
+        # The next poll passes while a table owed may be taken: one the pass had no room for, or one
+        # left out for its retry whose wait ended while the pass ran.
+        seen.look = any(seen.later.get(key, 0.0) <= now for key in seen.owed)
         seen.again_at = _next_retry(seen.later, now)
         if report.log_refused:
             seen.again_at = min(seen.again_at or now + RETRY_S, now + RETRY_S)

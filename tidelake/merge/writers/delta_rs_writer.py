@@ -206,8 +206,8 @@ def keep_checkpoint_cadence(replica: DeltaTable, at_commit: bool = False) -> Non
     Spark readers of a replica written only by delta-rs (merges, maintenance) replay short logs,
     and the expired log entries deleted once in every CLEANUP_INTERVAL versions
     (tidelake.lake.log_cleanup.cleanup_due): the writer's commits leave both to this
-    (REPLICA_POST_COMMIT). `at_commit`: the handle is at the commit already (a delta-rs append or MERGE leaves it there; a commit of the
-    txn alone does not). The commit has landed by now, so a failed checkpoint or cleanup is only
+    (REPLICA_POST_COMMIT). `at_commit`: the handle is at the commit already (a delta-rs append or
+    MERGE leaves it there; a commit of the txn alone does not). The commit has landed by now, so a failed checkpoint or cleanup is only
     logged, as Spark's Delta does: the next one covers it."""
     try:
         if not at_commit:
